@@ -1,0 +1,231 @@
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import pytest
+
+from vixio.core.chunk import (
+    AudioChunk,
+    Chunk,
+    ErrorChunk,
+    InterruptChunk,
+    TextChunk,
+    VADStartChunk,
+)
+from vixio.core.pipeline import Pipeline
+from vixio.core.station import Station
+from vixio.testing.harness import run_stations
+
+from .conftest import Tag, audio, text
+
+
+async def test_order_through_five_stations() -> None:
+    stations = [Tag(f"s{i}") for i in range(5)]
+    out = await run_stations(stations, [text(str(i)) for i in range(200)], queue_size=4)
+    assert [c.text for c in out] == [f"{i}>s0>s1>s2>s3>s4" for i in range(200)]
+    assert all(c.session_id == "test" for c in out)
+
+
+async def test_unhandled_chunks_pass_through_in_order() -> None:
+    sound, vad = audio(), VADStartChunk()
+    out = await run_stations([Tag("a"), Tag("b")], [text("1"), sound, vad, text("2")])
+    assert [c.kind for c in out] == ["text", "audio", "vad_start", "text"]
+    assert out[1] is sound and out[2] is vad  # forwarded untouched, not copied
+    assert [c.text for c in out if isinstance(c, TextChunk)] == ["1>a>b", "2>a>b"]
+
+
+async def test_outputs_inherit_session_and_turn_of_their_input() -> None:
+    pipeline = Pipeline([Tag("a")], session_id="s-1")
+    async with pipeline:
+        pipeline.begin_turn()
+        pipeline.begin_turn()
+        await pipeline.push(text("x"))
+        chunk = await pipeline.get()
+    assert (chunk.session_id, chunk.turn_id) == ("s-1", 2)
+
+
+class Gate(Station):
+    """Blocks on every chunk until released; records events in a shared log."""
+
+    handles = (TextChunk,)
+
+    def __init__(self, name: str, log: list[str]) -> None:
+        super().__init__(name)
+        self.log = log
+        self.release = asyncio.Event()
+
+    async def process(self, chunk: Chunk) -> AsyncIterator[Chunk]:
+        assert isinstance(chunk, TextChunk)
+        self.log.append(f"{self.name}:start:{chunk.text}")
+        await self.release.wait()
+        self.log.append(f"{self.name}:done:{chunk.text}")
+        yield chunk
+
+    async def on_interrupt(self) -> None:
+        self.log.append(f"{self.name}:interrupt")
+
+
+async def test_interrupt_reaches_every_station_ahead_of_queued_data(no_leaked_tasks) -> None:
+    log: list[str] = []
+    gates = [Gate(f"g{i}", log) for i in range(3)]
+    pipeline = Pipeline(gates, session_id="s", queue_size=8)
+    async with pipeline:
+        for i in range(6):
+            await pipeline.push(text(f"old{i}"))
+        await asyncio.sleep(0.01)
+        assert log == ["g0:start:old0"]  # g0 is stuck on old0, the rest is queued
+
+        new_turn = await pipeline.interrupt("abort")
+        assert sorted(e for e in log if e.endswith("interrupt")) == ["g0:interrupt", "g1:interrupt", "g2:interrupt"]
+        first = await pipeline.get()
+        assert isinstance(first, InterruptChunk)
+        assert (first.session_id, first.turn_id, first.reason) == ("s", new_turn, "abort")
+
+        for gate in gates:
+            gate.release.set()
+        await pipeline.push(text("new"))
+        await pipeline.join()
+        out = pipeline.drain_output()
+
+    assert [c.text for c in out] == ["new"]
+    assert not any("old" in e and "done" in e for e in log), log  # nothing old finished
+    assert not any(e.startswith(("g1:start:old", "g2:start:old")) for e in log)
+    assert pipeline.dropped_stale >= 5
+
+
+async def test_chunks_of_an_interrupted_turn_are_dropped() -> None:
+    pipeline = Pipeline([Tag("a")], session_id="s")
+    async with pipeline:
+        old_turn = pipeline.turn_id
+        await pipeline.interrupt("barge_in")
+        # A late chunk still stamped with the old turn (e.g. from a slow provider) is dropped.
+        await pipeline.push(text("late", turn_id=old_turn))
+        await pipeline.push(text("fresh"))
+        await pipeline.join()
+        out = pipeline.drain_output()
+    assert [c.kind for c in out] == ["interrupt", "text"]
+    assert out[1].text == "fresh>a"
+    assert pipeline.dropped_stale == 1
+
+
+class BargeIn(Station):
+    """Raises an interrupt in-band when it sees 'stop', then goes on emitting for the new turn."""
+
+    handles = (TextChunk,)
+
+    async def process(self, chunk: Chunk) -> AsyncIterator[Chunk]:
+        assert isinstance(chunk, TextChunk)
+        if chunk.text == "stop":
+            yield InterruptChunk(reason="barge_in")
+            yield TextChunk(text="after", role="user", turn_id=self.current_turn_id)
+            yield TextChunk(text="stale", role="user")  # inherits the old turn: dropped
+        else:
+            yield chunk
+
+
+async def test_station_can_raise_an_interrupt_and_keep_going() -> None:
+    downstream = Tag("down")
+    pipeline = Pipeline([BargeIn(), downstream], session_id="s")
+    async with pipeline:
+        await pipeline.push(text("stop"))
+        await pipeline.join()
+        out = pipeline.drain_output()
+    assert [c.kind for c in out] == ["interrupt", "text"]
+    assert out[1].text == "after>down"
+    assert downstream.interrupts == 1
+
+
+async def test_slow_station_applies_backpressure_with_bounded_queues() -> None:
+    slow = Tag("slow", delay=0.002)
+    stations = [Tag("a"), Tag("b"), slow]
+    pipeline = Pipeline(stations, session_id="s", queue_size=4)
+    received: list[Chunk] = []
+    async with pipeline:
+        async def consume() -> None:
+            while len(received) < 300:
+                received.append(await pipeline.get())
+
+        consumer = asyncio.create_task(consume())
+        max_in_flight = 0
+        for i in range(300):
+            await pipeline.push(text(str(i)))
+            max_in_flight = max(max_in_flight, i + 1 - len(received))
+        await consumer
+    # Every queue stayed within its bound, so memory is bounded whatever the producer does.
+    assert max(q.high_water for q in pipeline._inboxes) <= 4
+    assert pipeline._output.high_water <= 4
+    # The producer was held back: never more in flight than the queues and stations can hold.
+    assert max_in_flight <= 4 * 4 + 3
+    assert [c.text for c in received] == [f"{i}>a>b>slow" for i in range(300)]
+
+
+class Explodes(Station):
+    handles = (TextChunk,)
+
+    async def process(self, chunk: Chunk) -> AsyncIterator[Chunk]:
+        assert isinstance(chunk, TextChunk)
+        if chunk.text == "boom":
+            raise RuntimeError("provider down")
+        yield chunk
+
+
+async def test_station_exception_becomes_error_event_and_pipeline_goes_on() -> None:
+    from loguru import logger
+
+    lines: list[str] = []
+    sink = logger.add(lambda m: lines.append(f"{m.record['extra'].get('session')} {m}"), level="ERROR")
+    try:
+        out = await run_stations([Explodes(), Tag("after")], [text("ok"), text("boom"), text("ok2")], session_id="sess-9")
+    finally:
+        logger.remove(sink)
+    assert [c.kind for c in out] == ["text", "error", "text"]
+    error = out[1]
+    assert isinstance(error, ErrorChunk)
+    assert error.source == "Explodes" and "provider down" in error.message and error.session_id == "sess-9"
+    assert [c.text for c in out if isinstance(c, TextChunk)] == ["ok>after", "ok2>after"]
+    assert any(line.startswith("sess-9") and "provider down" in line for line in lines)
+
+
+class Sleeper(Station):
+    handles = (TextChunk, AudioChunk)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.started = asyncio.Event()
+        self.stopped = False
+
+    async def process(self, chunk: Chunk) -> AsyncIterator[Chunk]:
+        self.started.set()
+        await asyncio.sleep(3600)
+        yield chunk
+
+    async def stop(self) -> None:
+        self.stopped = True
+
+
+async def test_shutdown_leaves_no_task_behind(no_leaked_tasks) -> None:
+    before = asyncio.all_tasks()
+    sleeper = Sleeper()
+    pipeline = Pipeline([Tag("a"), sleeper, Tag("b")], session_id="s", queue_size=2)
+    await pipeline.start()
+    assert len(asyncio.all_tasks() - before) == 3
+    await pipeline.push(text("x"))
+    await pipeline.push(text("y"))
+    await sleeper.started.wait()
+    await pipeline.stop()
+    assert asyncio.all_tasks() - before == set()
+    assert sleeper.stopped
+    await pipeline.stop()  # idempotent
+
+
+async def test_push_requires_a_running_pipeline() -> None:
+    pipeline = Pipeline([Tag("a")])
+    with pytest.raises(RuntimeError):
+        await pipeline.push(text("x"))
+
+
+def test_pipeline_rejects_the_same_station_twice() -> None:
+    tag = Tag("a")
+    with pytest.raises(ValueError):
+        Pipeline([tag, tag])

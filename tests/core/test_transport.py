@@ -1,0 +1,126 @@
+"""TransportBase through a real subclass speaking JSON over in-memory pipes."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+from vixio.core.chunk import Chunk, TextChunk
+from vixio.core.protocol import Message, ProtocolBase, ProtocolError
+from vixio.core.transport import ConnectionClosed, TransportBase
+
+
+class JsonProtocol(ProtocolBase):
+    def decode(self, data: bytes | str) -> Message:
+        try:
+            message = json.loads(data)
+        except ValueError as exc:
+            raise ProtocolError(f"not JSON: {exc}") from exc
+        if not isinstance(message, dict):
+            raise ProtocolError("not an object")
+        return message
+
+    def encode(self, message: Message) -> str:
+        return json.dumps(message)
+
+    def message_to_chunk(self, message: Message, session_id: str, turn_id: int) -> Chunk | None:
+        if message.get("type") == "text":
+            return TextChunk(text=message["text"], role="user", session_id=session_id, turn_id=turn_id)
+        return None
+
+    def chunk_to_messages(self, chunk: Chunk) -> list[Message]:
+        return [{"type": "text", "text": chunk.text}] if isinstance(chunk, TextChunk) else []
+
+
+class PipeTransport(TransportBase):
+    """One in-memory connection per session: `incoming` feeds reads, `sent` records writes."""
+
+    def __init__(self) -> None:
+        super().__init__(JsonProtocol(), queue_size=4)
+        self.incoming: dict[str, asyncio.Queue[str | None]] = {}
+        self.sent: dict[str, list[str]] = {}
+
+    async def start(self) -> None: ...
+
+    async def stop(self) -> None:
+        for session_id in list(self.incoming):
+            await self.close_session_io(session_id)
+
+    def connect(self, session_id: str) -> None:
+        self.incoming[session_id] = asyncio.Queue()
+        self.sent[session_id] = []
+        self.open_session_io(session_id, device_id="aa:bb:cc")
+
+    async def _do_read(self, session_id: str) -> str:
+        data = await self.incoming[session_id].get()
+        if data is None:
+            raise ConnectionClosed
+        return data
+
+    async def _do_write(self, session_id: str, data: bytes | str) -> None:
+        self.sent[session_id].append(str(data))
+
+
+class Peer:
+    def __init__(self) -> None:
+        self.payloads: list[dict[str, Any]] = []
+
+    def on_mcp_message(self, payload: dict[str, Any]) -> None:
+        self.payloads.append(payload)
+
+
+async def test_mcp_bypasses_reads_and_malformed_frames_are_dropped(no_leaked_tasks) -> None:
+    transport = PipeTransport()
+    transport.connect("s")
+    peer = Peer()
+    transport.set_mcp_peer("s", peer)
+    feed = transport.incoming["s"]
+    for frame in ["{not json", json.dumps({"type": "mcp", "payload": {"jsonrpc": "2.0", "id": 1, "result": {}}}),
+                  "[1, 2]", json.dumps({"type": "text", "text": "hello"}), None]:
+        feed.put_nowait(frame)
+    assert await transport.read("s") == {"type": "text", "text": "hello"}
+    assert await transport.read("s") is None  # closed
+    assert peer.payloads == [{"jsonrpc": "2.0", "id": 1, "result": {}}]
+    await transport.stop()
+
+
+async def test_write_and_send_mcp_go_out_encoded_in_order(no_leaked_tasks) -> None:
+    transport = PipeTransport()
+    transport.connect("s")
+    await transport.write("s", {"type": "text", "text": "a"})
+    await transport.send_mcp("s", {"jsonrpc": "2.0", "id": 2, "method": "tools/list"})
+    for _ in range(10):
+        if len(transport.sent["s"]) == 2:
+            break
+        await asyncio.sleep(0.01)
+    assert [json.loads(s)["type"] for s in transport.sent["s"]] == ["text", "mcp"]
+    assert json.loads(transport.sent["s"][1])["payload"]["method"] == "tools/list"
+    await transport.stop()
+    assert not transport.has_session("s")
+
+
+async def test_device_tools_callback_is_per_session() -> None:
+    transport = PipeTransport()
+    transport.connect("a")
+    transport.connect("b")
+    got: list[tuple[str, list[Any]]] = []
+
+    async def ready_a(tools: list[Any]) -> None:
+        got.append(("a", tools))
+
+    transport.set_device_tools_callback("a", ready_a)
+    await transport.notify_device_tools_ready("a", ["t1"])
+    await transport.notify_device_tools_ready("b", ["t2"])  # no callback: nothing happens
+    assert got == [("a", ["t1"])]
+    await transport.stop()
+
+
+def test_protocol_mcp_helpers() -> None:
+    protocol = JsonProtocol()
+    message = protocol.create_mcp_message({"jsonrpc": "2.0", "id": 3})
+    assert message == {"type": "mcp", "payload": {"jsonrpc": "2.0", "id": 3}}
+    assert protocol.is_mcp_message(message)
+    assert protocol.get_mcp_payload(message) == {"jsonrpc": "2.0", "id": 3}
+    assert protocol.get_mcp_payload({"type": "mcp", "payload": "x"}) is None
+    assert protocol.get_mcp_payload({"type": "listen"}) is None

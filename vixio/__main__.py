@@ -1,0 +1,3 @@
+from vixio.cli import main
+
+raise SystemExit(main())

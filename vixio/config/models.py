@@ -1,0 +1,34 @@
+"""The models behind config.yaml; docs/config.md is generated from them."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from vixio.core.settings import StrictModel
+
+LogLevel = Literal["TRACE", "DEBUG", "INFO", "SUCCESS", "WARNING", "ERROR", "CRITICAL"]
+
+
+class LogConfig(StrictModel):
+    """Logging (loguru): one line per event, bound with session and device id."""
+
+    level: LogLevel = "INFO"
+    """Lowest level printed; `--log-level` on the command line wins over it."""
+    tracebacks: bool = False
+    """Print full tracebacks for logged exceptions; otherwise the exception type and message stay on the event's line."""
+
+
+class PipelineConfig(StrictModel):
+    """The per-session pipeline of stations."""
+
+    queue_size: int = Field(default=32, ge=1, le=10_000)
+    """Chunks each station may have queued before the one upstream waits (backpressure)."""
+
+
+class VixioConfig(StrictModel):
+    """Root of config.yaml."""
+
+    log: LogConfig = Field(default_factory=LogConfig)
+    pipeline: PipelineConfig = Field(default_factory=PipelineConfig)

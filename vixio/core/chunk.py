@@ -1,0 +1,225 @@
+"""What flows through a pipeline: small typed chunks with a `kind` discriminator.
+
+Three families:
+
+- **data**: audio, streamed text deltas, final text;
+- **control**: interrupt, turn start/end, stream complete;
+- **events**: VAD start/end, bot started/stopped speaking, tool call/result, metrics, error.
+
+Every chunk carries the session id and the turn id it belongs to. A chunk created by a station
+without them is stamped by the pipeline: the session id of the pipeline and the turn id of the
+chunk the station was processing. After an interrupt, chunks of older turns are dropped.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+
+UNSET_TURN = -1
+"""Turn id of a chunk that has not been stamped yet."""
+
+
+@dataclass(kw_only=True, slots=True)
+class BaseChunk:
+    """Fields every chunk has."""
+
+    session_id: str = ""
+    """The session the chunk belongs to; stamped by the pipeline when empty."""
+    turn_id: int = UNSET_TURN
+    """The conversation turn the chunk belongs to; stamped by the pipeline when unset."""
+    created_at: float = field(default_factory=time.monotonic)
+    """`time.monotonic()` when the chunk was made; used for latency metrics."""
+
+
+# --- data -------------------------------------------------------------------------------------
+
+
+@dataclass(kw_only=True, slots=True)
+class AudioChunk(BaseChunk):
+    """PCM audio, signed 16-bit little-endian, interleaved when `channels` > 1."""
+
+    kind: Literal["audio"] = field(default="audio", init=False)
+    pcm: bytes
+    """Raw int16 samples."""
+    sample_rate: int
+    """Samples per second, e.g. 16000 for the uplink, 24000 for the Xiaozhi downlink."""
+    channels: int = 1
+
+    @property
+    def samples(self) -> np.ndarray:
+        """The PCM as an int16 array (a view, no copy)."""
+        return np.frombuffer(self.pcm, dtype="<i2")
+
+    @property
+    def duration(self) -> float:
+        """Length in seconds."""
+        return len(self.pcm) / (2 * self.channels * self.sample_rate)
+
+
+Role = Literal["user", "assistant"]
+
+
+@dataclass(kw_only=True, slots=True)
+class TextDeltaChunk(BaseChunk):
+    """A piece of streamed text, e.g. an LLM token or a partial transcript."""
+
+    kind: Literal["text_delta"] = field(default="text_delta", init=False)
+    text: str
+    role: Role = "assistant"
+
+
+@dataclass(kw_only=True, slots=True)
+class TextChunk(BaseChunk):
+    """Final text: a whole transcript, a whole reply, or one sentence to speak."""
+
+    kind: Literal["text"] = field(default="text", init=False)
+    text: str
+    role: Role = "assistant"
+
+
+# --- control ----------------------------------------------------------------------------------
+
+
+@dataclass(kw_only=True, slots=True)
+class InterruptChunk(BaseChunk):
+    """Cancel the current turn everywhere.
+
+    Not queued behind data: the pipeline delivers it to every station at once, drops the
+    chunks of older turns and starts a new turn. `turn_id` is the *new* turn.
+    """
+
+    kind: Literal["interrupt"] = field(default="interrupt", init=False)
+    reason: str = ""
+    """Why, for logs and metrics: "abort", "barge_in", "wake_word", ..."""
+
+
+@dataclass(kw_only=True, slots=True)
+class TurnStartChunk(BaseChunk):
+    """A user turn began (speech started, push-to-talk pressed, text typed)."""
+
+    kind: Literal["turn_start"] = field(default="turn_start", init=False)
+
+
+@dataclass(kw_only=True, slots=True)
+class TurnEndChunk(BaseChunk):
+    """The user turn ended; stations that buffer the turn flush now."""
+
+    kind: Literal["turn_end"] = field(default="turn_end", init=False)
+
+
+@dataclass(kw_only=True, slots=True)
+class StreamCompleteChunk(BaseChunk):
+    """The producer upstream finished this turn's stream (e.g. the agent's reply is complete)."""
+
+    kind: Literal["stream_complete"] = field(default="stream_complete", init=False)
+    source: str = ""
+    """Name of the station whose stream completed."""
+
+
+# --- events -----------------------------------------------------------------------------------
+
+
+@dataclass(kw_only=True, slots=True)
+class VADStartChunk(BaseChunk):
+    """Voice activity began."""
+
+    kind: Literal["vad_start"] = field(default="vad_start", init=False)
+
+
+@dataclass(kw_only=True, slots=True)
+class VADEndChunk(BaseChunk):
+    """Voice activity ended (after the configured minimum silence)."""
+
+    kind: Literal["vad_end"] = field(default="vad_end", init=False)
+
+
+@dataclass(kw_only=True, slots=True)
+class BotStartedSpeakingChunk(BaseChunk):
+    """The first audio of a reply went to the device."""
+
+    kind: Literal["bot_started_speaking"] = field(default="bot_started_speaking", init=False)
+
+
+@dataclass(kw_only=True, slots=True)
+class BotStoppedSpeakingChunk(BaseChunk):
+    """The last audio of a reply went to the device, or the reply was interrupted."""
+
+    kind: Literal["bot_stopped_speaking"] = field(default="bot_stopped_speaking", init=False)
+
+
+@dataclass(kw_only=True, slots=True)
+class ToolCallChunk(BaseChunk):
+    """The agent called a tool."""
+
+    kind: Literal["tool_call"] = field(default="tool_call", init=False)
+    call_id: str
+    name: str
+    arguments: dict = field(default_factory=dict)
+
+
+@dataclass(kw_only=True, slots=True)
+class ToolResultChunk(BaseChunk):
+    """A tool call finished."""
+
+    kind: Literal["tool_result"] = field(default="tool_result", init=False)
+    call_id: str
+    name: str
+    result: str
+    is_error: bool = False
+
+
+@dataclass(kw_only=True, slots=True)
+class MetricsChunk(BaseChunk):
+    """Timings or counters, e.g. {"asr_seconds": 0.31}."""
+
+    kind: Literal["metrics"] = field(default="metrics", init=False)
+    values: dict[str, float] = field(default_factory=dict)
+    source: str = ""
+
+
+@dataclass(kw_only=True, slots=True)
+class ErrorChunk(BaseChunk):
+    """A station failed on a chunk; the pipeline goes on, the session decides what to say."""
+
+    kind: Literal["error"] = field(default="error", init=False)
+    source: str
+    """Name of the station (or component) that failed."""
+    message: str
+    exception: BaseException | None = None
+
+
+Chunk = (
+    AudioChunk
+    | TextDeltaChunk
+    | TextChunk
+    | InterruptChunk
+    | TurnStartChunk
+    | TurnEndChunk
+    | StreamCompleteChunk
+    | VADStartChunk
+    | VADEndChunk
+    | BotStartedSpeakingChunk
+    | BotStoppedSpeakingChunk
+    | ToolCallChunk
+    | ToolResultChunk
+    | MetricsChunk
+    | ErrorChunk
+)
+"""Any chunk; match on the class or on `chunk.kind`."""
+
+DATA_CHUNKS = (AudioChunk, TextDeltaChunk, TextChunk)
+CONTROL_CHUNKS = (InterruptChunk, TurnStartChunk, TurnEndChunk, StreamCompleteChunk)
+EVENT_CHUNKS = (
+    VADStartChunk,
+    VADEndChunk,
+    BotStartedSpeakingChunk,
+    BotStoppedSpeakingChunk,
+    ToolCallChunk,
+    ToolResultChunk,
+    MetricsChunk,
+    ErrorChunk,
+)

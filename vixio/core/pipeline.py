@@ -1,0 +1,283 @@
+"""A Pipeline: stations connected by bounded queues, one worker task per station.
+
+    input ─► [inbox 0] ─► station 0 ─► [inbox 1] ─► station 1 ─► ... ─► [output]
+
+- **Order**: each station handles its inbox one chunk at a time, so chunks leave in the order
+  they came; chunks a station does not handle are forwarded in place.
+- **Backpressure**: every queue is bounded; a slow station blocks the one before it, up to
+  `push`, instead of growing memory.
+- **Interrupts** do not queue behind data. `interrupt()` (or a station yielding an
+  `InterruptChunk`) starts a new turn, removes queued chunks of older turns, cancels work in
+  progress on them, runs every station's `on_interrupt` hook and puts the interrupt at the
+  front of the output. Chunks of older turns that still show up later are dropped.
+- **Errors**: an exception in `process` is logged with the session id and sent downstream as
+  an `ErrorChunk`; the station keeps serving the next chunk.
+- **Shutdown**: `stop()` cancels and awaits every task the pipeline started.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Sequence
+from typing import TYPE_CHECKING
+
+from loguru import logger as root_logger
+
+from vixio.core.chunk import UNSET_TURN, BaseChunk, Chunk, ErrorChunk, InterruptChunk
+from vixio.core.queue import ChunkQueue
+from vixio.core.station import Station
+
+if TYPE_CHECKING:
+    from loguru import Logger
+
+# A station that ignores cancellation for longer than this is reported, not awaited forever.
+_CANCEL_GRACE_SECONDS = 2.0
+
+
+class Pipeline:
+    """Stations run in order for one session."""
+
+    def __init__(
+        self,
+        stations: Sequence[Station],
+        *,
+        session_id: str = "",
+        queue_size: int = 32,
+        logger: Logger | None = None,
+    ) -> None:
+        if not stations:
+            raise ValueError("a pipeline needs at least one station")
+        names = [s.name for s in stations]
+        if len(set(map(id, stations))) != len(stations):
+            raise ValueError(f"a station instance appears twice in {names}")
+        self.stations = list(stations)
+        self.session_id = session_id
+        self.logger = (logger or root_logger).bind(session=session_id or "-")
+        self._inboxes: list[ChunkQueue[Chunk]] = [ChunkQueue(queue_size) for _ in stations]
+        self._output: ChunkQueue[Chunk] = ChunkQueue(queue_size)
+        self._workers: list[asyncio.Task[None] | None] = [None] * len(stations)
+        self._in_progress: list[Chunk | None] = [None] * len(stations)
+        self._turn = 0
+        self._floor = 0
+        self._pending = 0
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._interrupt_lock = asyncio.Lock()
+        self._started = False
+        self._stopped = False
+        self.dropped_stale = 0
+        """Chunks dropped because their turn was interrupted."""
+
+    # --- turns --------------------------------------------------------------------------------
+
+    @property
+    def turn_id(self) -> int:
+        """The turn that new input is stamped with."""
+        return self._turn
+
+    def begin_turn(self) -> int:
+        """Start a new turn without cancelling the previous one (nothing is dropped)."""
+        self._turn += 1
+        return self._turn
+
+    def is_stale(self, chunk: BaseChunk) -> bool:
+        """True for chunks of a turn that an interrupt cancelled."""
+        return chunk.turn_id < self._floor
+
+    # --- lifecycle ----------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        if self._started:
+            raise RuntimeError("pipeline already started")
+        self._started = True
+        for station in self.stations:
+            station.attach(self)
+        for station in self.stations:
+            await station.start()
+        for index in range(len(self.stations)):
+            self._spawn_worker(index)
+        self.logger.debug("pipeline started: {}", " → ".join(s.name for s in self.stations))
+
+    async def stop(self) -> None:
+        """Cancel and await every worker, then stop every station. Safe to call twice."""
+        if self._stopped:
+            return
+        self._stopped = True
+        workers = [task for task in self._workers if task is not None]
+        for task in workers:
+            task.cancel()
+        await asyncio.gather(*workers, return_exceptions=True)
+        self._workers = [None] * len(self.stations)
+        for station in self.stations:
+            try:
+                await station.stop()
+            except Exception:
+                self.logger.exception("{} failed to stop", station.name)
+        self.logger.debug("pipeline stopped")
+
+    async def __aenter__(self) -> Pipeline:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.stop()
+
+    # --- input and output ---------------------------------------------------------------------
+
+    async def push(self, chunk: Chunk) -> None:
+        """Feed a chunk to the first station; waits while the pipeline is full."""
+        if not self._started or self._stopped:
+            raise RuntimeError("push() on a pipeline that is not running")
+        if isinstance(chunk, InterruptChunk):
+            await self.interrupt(chunk.reason)
+            return
+        self._stamp(chunk, self.session_id, self._turn)
+        await self._enqueue(self._inboxes[0], chunk)
+
+    async def get(self) -> Chunk:
+        """Next chunk out of the last station; chunks of interrupted turns are skipped."""
+        while True:
+            chunk = await self._output.get()
+            if isinstance(chunk, InterruptChunk) or not self.is_stale(chunk):
+                return chunk
+            self.dropped_stale += 1
+
+    def drain_output(self) -> list[Chunk]:
+        """Every chunk waiting at the output now (handy after `join()` in tests)."""
+        chunks: list[Chunk] = []
+        while len(self._output):
+            chunk = self._output.get_nowait()
+            if isinstance(chunk, InterruptChunk) or not self.is_stale(chunk):
+                chunks.append(chunk)
+        return chunks
+
+    async def outputs(self) -> AsyncIterator[Chunk]:
+        """Every chunk out of the last station, forever."""
+        while True:
+            yield await self.get()
+
+    async def join(self) -> None:
+        """Wait until every chunk pushed so far went through every station."""
+        await self._idle.wait()
+
+    # --- interrupts ---------------------------------------------------------------------------
+
+    async def interrupt(self, reason: str = "", *, origin: Station | None = None) -> int:
+        """Cancel the current turn in every station at once; returns the new turn id.
+
+        `origin`, when a station raised the interrupt itself, keeps running: what it yields
+        next belongs to the new turn.
+        """
+        async with self._interrupt_lock:
+            self._turn += 1
+            self._floor = self._turn
+            self.logger.info("interrupt ({}): turn {}", reason or "no reason", self._turn)
+            restart: list[int] = []
+            for index, station in enumerate(self.stations):
+                self._forget(self._inboxes[index].purge(lambda c: not self.is_stale(c)))
+                busy_with = self._in_progress[index]
+                if station is not origin and busy_with is not None and self.is_stale(busy_with):
+                    await self._cancel_worker(index)
+                    restart.append(index)
+            self.dropped_stale += len(self._output.purge(lambda c: not self.is_stale(c)))
+            await asyncio.gather(*(self._run_interrupt_hook(s) for s in self.stations if s is not origin))
+            for index in restart:
+                self._spawn_worker(index)
+            self._output.put_urgent(InterruptChunk(session_id=self.session_id, turn_id=self._turn, reason=reason))
+            return self._turn
+
+    async def _run_interrupt_hook(self, station: Station) -> None:
+        try:
+            await station.on_interrupt()
+        except Exception as exc:
+            self.logger.exception("{} failed in on_interrupt", station.name)
+            self._output.put_urgent(self._error(station, exc, self._turn))
+
+    async def _cancel_worker(self, index: int) -> None:
+        task = self._workers[index]
+        if task is None or task.done():
+            return
+        task.cancel()
+        done, _ = await asyncio.wait({task}, timeout=_CANCEL_GRACE_SECONDS)
+        if not done:
+            self.logger.error("{} ignored cancellation for {}s", self.stations[index].name, _CANCEL_GRACE_SECONDS)
+
+    # --- workers ------------------------------------------------------------------------------
+
+    def _spawn_worker(self, index: int) -> None:
+        name = f"vixio-{self.session_id or 'pipeline'}-{self.stations[index].name}"
+        self._workers[index] = asyncio.create_task(self._run_station(index), name=name)
+
+    async def _run_station(self, index: int) -> None:
+        station = self.stations[index]
+        inbox = self._inboxes[index]
+        try:
+            while True:
+                chunk = await inbox.get()
+                self._in_progress[index] = chunk
+                try:
+                    if self.is_stale(chunk):
+                        self.dropped_stale += 1
+                    elif isinstance(chunk, station.handles):
+                        await self._process(index, station, chunk)
+                    else:
+                        await self._forward(index, chunk)
+                finally:
+                    self._in_progress[index] = None
+                    self._done_with_one()
+        except asyncio.CancelledError:
+            pass
+
+    async def _process(self, index: int, station: Station, chunk: Chunk) -> None:
+        try:
+            async with contextlib.aclosing(station.process(chunk)) as produced:
+                async for out in produced:
+                    self._stamp(out, chunk.session_id, chunk.turn_id)
+                    if isinstance(out, InterruptChunk):
+                        await self.interrupt(out.reason, origin=station)
+                    elif not self.is_stale(out):
+                        await self._forward(index, out)
+                    else:
+                        self.dropped_stale += 1
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            self.logger.opt(exception=exc).error("{} failed on {}: {}", station.name, chunk.kind, exc)
+            await self._forward(index, self._error(station, exc, chunk.turn_id))
+
+    async def _forward(self, index: int, chunk: Chunk) -> None:
+        if index + 1 < len(self.stations):
+            await self._enqueue(self._inboxes[index + 1], chunk)
+        else:
+            await self._output.put(chunk)
+
+    async def _enqueue(self, queue: ChunkQueue[Chunk], chunk: Chunk) -> None:
+        self._pending += 1
+        self._idle.clear()
+        try:
+            await queue.put(chunk)
+        except BaseException:
+            self._done_with_one()
+            raise
+
+    def _done_with_one(self) -> None:
+        self._pending -= 1
+        if self._pending == 0:
+            self._idle.set()
+
+    def _forget(self, removed: list[Chunk]) -> None:
+        self.dropped_stale += len(removed)
+        for _ in removed:
+            self._done_with_one()
+
+    def _error(self, station: Station, exc: BaseException, turn_id: int) -> ErrorChunk:
+        message = f"{type(exc).__name__}: {exc}"
+        return ErrorChunk(session_id=self.session_id, turn_id=turn_id, source=station.name, message=message, exception=exc)
+
+    @staticmethod
+    def _stamp(chunk: BaseChunk, session_id: str, turn_id: int) -> None:
+        if not chunk.session_id:
+            chunk.session_id = session_id
+        if chunk.turn_id == UNSET_TURN:
+            chunk.turn_id = turn_id

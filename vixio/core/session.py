@@ -1,0 +1,123 @@
+"""A Session binds one pipeline to one connection and holds what belongs to that conversation.
+
+The transport pushes the device's input with `push`, and the session pumps the pipeline's
+output into `on_output` (which the transport turns into messages and audio). History and tools
+live here, not in stations, so they outlive an interrupted turn and go away with the session.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from loguru import logger
+
+from vixio.core.chunk import Chunk
+from vixio.core.pipeline import Pipeline
+
+OutputHandler = Callable[[Chunk], Awaitable[None]]
+
+
+@dataclass(slots=True)
+class Message:
+    """One entry of the conversation history."""
+
+    role: Literal["system", "user", "assistant", "tool"]
+    content: str
+    interrupted: bool = False
+    """True when the user cut the reply off; `content` then holds only what was heard."""
+    turn_id: int = 0
+
+
+@dataclass(slots=True)
+class SessionState:
+    """Per-session conversation state."""
+
+    history: list[Message] = field(default_factory=list)
+    max_history: int = 40
+    """Messages kept; the oldest go first (0 keeps everything)."""
+    tools: list[Any] = field(default_factory=list)
+    """The tools the agent of this session may use (device, local and MCP tools)."""
+    device: dict[str, Any] = field(default_factory=dict)
+    """What the transport knows of the device: ids, protocol version, features."""
+
+    def add_message(self, message: Message) -> None:
+        self.history.append(message)
+        if self.max_history and len(self.history) > self.max_history:
+            del self.history[: len(self.history) - self.max_history]
+
+
+class Session:
+    """One conversation: a running pipeline, its output pump and its state."""
+
+    def __init__(
+        self,
+        session_id: str,
+        pipeline: Pipeline,
+        on_output: OutputHandler,
+        *,
+        device_id: str = "",
+        state: SessionState | None = None,
+    ) -> None:
+        self.session_id = session_id
+        self.device_id = device_id
+        self.pipeline = pipeline
+        self.state = state or SessionState()
+        self.logger = logger.bind(session=session_id, device=device_id or "-")
+        self.created_at = time.monotonic()
+        self.last_activity = self.created_at
+        self._on_output = on_output
+        self._pump: asyncio.Task[None] | None = None
+        self._closed = asyncio.Event()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed.is_set()
+
+    async def start(self) -> None:
+        await self.pipeline.start()
+        self._pump = asyncio.create_task(self._pump_output(), name=f"vixio-{self.session_id}-output")
+        self.logger.info("session started")
+
+    async def push(self, chunk: Chunk) -> None:
+        """Feed device input to the pipeline (waits when the pipeline is full)."""
+        self.last_activity = time.monotonic()
+        await self.pipeline.push(chunk)
+
+    async def interrupt(self, reason: str = "") -> int:
+        """Cancel the current turn; returns the new turn id."""
+        return await self.pipeline.interrupt(reason)
+
+    async def close(self) -> None:
+        """Stop the pump and the pipeline; safe to call more than once."""
+        if self._closed.is_set():
+            return
+        self._closed.set()
+        if self._pump is not None:
+            self._pump.cancel()
+            await asyncio.gather(self._pump, return_exceptions=True)
+        await self.pipeline.stop()
+        self.logger.info("session closed after {:.1f}s", time.monotonic() - self.created_at)
+
+    async def wait_closed(self) -> None:
+        await self._closed.wait()
+
+    async def __aenter__(self) -> Session:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    async def _pump_output(self) -> None:
+        async for chunk in self.pipeline.outputs():
+            try:
+                await self._on_output(chunk)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                # A failing sink must not stop the conversation; the next chunk may go through.
+                self.logger.exception("output handler failed on {}", chunk.kind)

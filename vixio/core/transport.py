@@ -1,0 +1,179 @@
+"""TransportBase: per-session read/write workers around a concrete connection.
+
+A concrete transport implements `_do_read` / `_do_write` for one session's connection (a
+WebSocket, say) and calls `open_session_io` / `close_session_io` around it. The base class:
+
+- decodes every incoming frame with the protocol; a malformed frame is logged with the device
+  id and dropped, the session goes on;
+- routes MCP messages straight to the session's MCP peer (the device tool client) — they never
+  enter the pipeline (seed 000 §4);
+- queues everything else for `read()`, and writes `write()`'s messages from a per-session
+  queue, so a slow socket slows its own session only;
+- keeps a per-session callback that is told when the device's tools are ready.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from abc import ABC, abstractmethod
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol
+
+from loguru import logger
+
+from vixio.core.protocol import Message, ProtocolBase, ProtocolError
+
+ToolsReadyCallback = Callable[[list[Any]], Awaitable[None]]
+"""Called with the device's tool definitions once they are known (and again when they change)."""
+
+
+class McpPeer(Protocol):
+    """Receiver of a session's MCP payloads: the device tool client."""
+
+    def on_mcp_message(self, payload: dict[str, Any]) -> None: ...
+
+
+class ConnectionClosed(Exception):
+    """Raised by `_do_read` / `_do_write` when the connection is gone."""
+
+
+class _SessionIO:
+    def __init__(self, session_id: str, device_id: str, queue_size: int) -> None:
+        self.reads: asyncio.Queue[Message | None] = asyncio.Queue(queue_size)
+        self.writes: asyncio.Queue[Message] = asyncio.Queue(queue_size)
+        self.logger = logger.bind(session=session_id, device=device_id or "-")
+        self.tasks: list[asyncio.Task[None]] = []
+        self.mcp_peer: McpPeer | None = None
+        self.tools_ready: ToolsReadyCallback | None = None
+
+
+class TransportBase(ABC):
+    """Base of every transport; see the module docstring for what it does for you."""
+
+    def __init__(self, protocol: ProtocolBase, *, queue_size: int = 64) -> None:
+        self.protocol = protocol
+        self._queue_size = queue_size
+        self._io: dict[str, _SessionIO] = {}
+
+    # --- to implement -------------------------------------------------------------------------
+
+    @abstractmethod
+    async def start(self) -> None:
+        """Start accepting connections."""
+
+    @abstractmethod
+    async def stop(self) -> None:
+        """Stop accepting connections and close every session."""
+
+    @abstractmethod
+    async def _do_read(self, session_id: str) -> bytes | str:
+        """Next raw frame of the session; raise ConnectionClosed when the connection is gone."""
+
+    @abstractmethod
+    async def _do_write(self, session_id: str, data: bytes | str) -> None:
+        """Send one raw frame; raise ConnectionClosed when the connection is gone."""
+
+    # --- per-session I/O ----------------------------------------------------------------------
+
+    def open_session_io(self, session_id: str, device_id: str = "") -> None:
+        """Create the session's queues and start its read and write workers."""
+        if session_id in self._io:
+            raise RuntimeError(f"session {session_id} already has I/O")
+        io = _SessionIO(session_id, device_id, self._queue_size)
+        self._io[session_id] = io
+        io.tasks = [
+            asyncio.create_task(self._read_worker(session_id, io), name=f"vixio-{session_id}-read"),
+            asyncio.create_task(self._write_worker(session_id, io), name=f"vixio-{session_id}-write"),
+        ]
+
+    async def close_session_io(self, session_id: str) -> None:
+        """Cancel the session's workers and forget its queues, peer and callback."""
+        io = self._io.pop(session_id, None)
+        if io is None:
+            return
+        for task in io.tasks:
+            task.cancel()
+        await asyncio.gather(*io.tasks, return_exceptions=True)
+
+    def has_session(self, session_id: str) -> bool:
+        return session_id in self._io
+
+    async def read(self, session_id: str) -> Message | None:
+        """Next non-MCP message from the device; None once the connection is closed."""
+        io = self._io.get(session_id)
+        if io is None:
+            return None
+        return await io.reads.get()
+
+    async def write(self, session_id: str, message: Message) -> None:
+        """Queue a message for the device; waits if the session's write queue is full."""
+        io = self._io.get(session_id)
+        if io is None:
+            raise ConnectionClosed(f"session {session_id} is closed")
+        await io.writes.put(message)
+
+    async def send_mcp(self, session_id: str, payload: dict[str, Any]) -> None:
+        """Send a JSON-RPC payload to the device, wrapped by the protocol."""
+        await self.write(session_id, self.protocol.create_mcp_message(payload))
+
+    # --- device tools -------------------------------------------------------------------------
+
+    def set_mcp_peer(self, session_id: str, peer: McpPeer | None) -> None:
+        """Route the session's MCP payloads to `peer` (the device tool client)."""
+        self._io[session_id].mcp_peer = peer
+
+    def set_device_tools_callback(self, session_id: str, callback: ToolsReadyCallback | None) -> None:
+        """Register what to call when the session's device tools are ready."""
+        self._io[session_id].tools_ready = callback
+
+    async def notify_device_tools_ready(self, session_id: str, tools: list[Any]) -> None:
+        io = self._io.get(session_id)
+        if io is not None and io.tools_ready is not None:
+            await io.tools_ready(tools)
+
+    # --- workers ------------------------------------------------------------------------------
+
+    async def _read_worker(self, session_id: str, io: _SessionIO) -> None:
+        try:
+            while True:
+                try:
+                    data = await self._do_read(session_id)
+                except ConnectionClosed:
+                    break
+                try:
+                    message = self.protocol.decode(data)
+                except ProtocolError as exc:
+                    io.logger.warning("dropped malformed frame: {}", exc)
+                    continue
+                if self.protocol.is_mcp_message(message):
+                    self._route_mcp(io, message)
+                else:
+                    await io.reads.put(message)
+        finally:
+            # Wake a reader blocked in read(); a full queue still gets the end marker.
+            while io.reads.full():
+                io.reads.get_nowait()
+            io.reads.put_nowait(None)
+
+    def _route_mcp(self, io: _SessionIO, message: Message) -> None:
+        payload = self.protocol.get_mcp_payload(message)
+        if payload is None:
+            io.logger.warning("dropped mcp message without an object payload")
+        elif io.mcp_peer is None:
+            io.logger.warning("dropped mcp message: no device tool client for this session")
+        else:
+            try:
+                io.mcp_peer.on_mcp_message(payload)
+            except Exception:
+                io.logger.exception("device tool client failed on an mcp message")
+
+    async def _write_worker(self, session_id: str, io: _SessionIO) -> None:
+        while True:
+            message = await io.writes.get()
+            try:
+                data = self.protocol.encode(message)
+                await self._do_write(session_id, data)
+            except ConnectionClosed:
+                return
+            except Exception:
+                io.logger.exception("failed to send {}", message.get("type", "message"))

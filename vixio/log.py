@@ -1,0 +1,41 @@
+"""Logging with loguru: one line per event, bound with session and device id.
+
+    log = logger.bind(session=session_id, device=device_id)
+    log.info("hello answered in {:.1f} ms", ms)
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING
+
+from loguru import logger
+
+if TYPE_CHECKING:
+    from loguru import Record
+
+_LINE = "{time:YYYY-MM-DD HH:mm:ss.SSS} | {level: <7} | {extra[session]} | {extra[device]} | {extra[component]} | {message}"
+
+
+def setup_logging(level: str = "INFO", *, tracebacks: bool = False) -> None:
+    """Send vixio's log to stderr at `level`.
+
+    Without `tracebacks` an exception stays on its event's line as `[Type: message]`, so a log
+    is one line per event and greps cleanly; with it the full traceback follows.
+    """
+    logger.remove()
+    logger.configure(extra={"session": "-", "device": "-", "component": "-"}, patcher=_patch)
+
+    def line(record: Record) -> str:
+        suffix = "\n{exception}" if tracebacks and record["exception"] else ""
+        return _LINE + "{extra[exc]}" + suffix + "\n"
+
+    logger.add(sys.stderr, level=level.upper(), format=line, backtrace=False, diagnose=False)
+
+
+def _patch(record: Record) -> None:
+    extra = record["extra"]
+    if extra.get("component", "-") == "-":
+        extra["component"] = extra.get("station") or record["name"] or "-"
+    exception = record["exception"]
+    extra["exc"] = f" [{exception.type.__name__}: {exception.value}]" if exception and exception.type else ""

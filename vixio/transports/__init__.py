@@ -1,0 +1,1 @@
+"""Transports: how devices reach vixio. Each depends on vixio.core only."""
