@@ -2,6 +2,8 @@
 
     vixio config check --config config.yaml     # OK, or every error; non-zero exit on error
     vixio config reference                      # the configuration reference (docs/config.md)
+    vixio serve --config config.yaml            # the WebSocket and OTA servers
+    vixio device --ota http://127.0.0.1:8003/xiaozhi/ota/ --text "hello"   # a simulated device
 """
 
 from __future__ import annotations
@@ -36,6 +38,13 @@ def build_parser() -> argparse.ArgumentParser:
     check = config_commands.add_parser("check", help="validate a config file: prints OK or every error")
     check.add_argument("--config", "-c", required=True, metavar="FILE", help="path to config.yaml")
     config_commands.add_parser("reference", help="print every config key as Markdown (docs/config.md)")
+
+    serve = commands.add_parser("serve", help="run the WebSocket and OTA servers")
+    serve.add_argument("--config", "-c", required=True, metavar="FILE", help="path to config.yaml")
+
+    from vixio.testing.device_cli import add_device_parser
+
+    add_device_parser(commands)
     return parser
 
 
@@ -47,6 +56,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     if args.command == "config":
         return _config_command(args)
+    if args.command == "serve":
+        return _serve_command(args)
+    if args.command == "device":
+        from vixio.testing.device_cli import run_device
+
+        setup_logging(args.log_level or "WARNING")
+        return run_device(args)
     parser.error(f"unknown command {args.command!r}")
     return 2
 
@@ -64,6 +80,21 @@ def _config_command(args: argparse.Namespace) -> int:
         print(exc, file=sys.stderr)
         return 1
     print(f"OK: {args.config}")
+    return 0
+
+
+def _serve_command(args: argparse.Namespace) -> int:
+    import asyncio
+
+    try:
+        config = load_config(args.config)
+    except ConfigError as exc:
+        print(exc, file=sys.stderr)
+        return 1
+    setup_logging(args.log_level or config.log.level, tracebacks=config.log.tracebacks)
+    from vixio.server import serve
+
+    asyncio.run(serve(config))
     return 0
 
 

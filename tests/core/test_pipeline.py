@@ -225,6 +225,11 @@ async def test_push_requires_a_running_pipeline() -> None:
         await pipeline.push(text("x"))
 
 
+async def test_empty_pipeline_passes_input_through() -> None:
+    out = await run_stations([], [text("a"), audio()])
+    assert [c.kind for c in out] == ["text", "audio"]
+
+
 def test_pipeline_rejects_the_same_station_twice() -> None:
     tag = Tag("a")
     with pytest.raises(ValueError):

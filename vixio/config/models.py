@@ -7,6 +7,7 @@ from typing import Literal
 from pydantic import Field
 
 from vixio.core.settings import StrictModel
+from vixio.transports.xiaozhi.config import XiaozhiConfig
 
 LogLevel = Literal["TRACE", "DEBUG", "INFO", "SUCCESS", "WARNING", "ERROR", "CRITICAL"]
 
@@ -32,3 +33,4 @@ class VixioConfig(StrictModel):
 
     log: LogConfig = Field(default_factory=LogConfig)
     pipeline: PipelineConfig = Field(default_factory=PipelineConfig)
+    xiaozhi: XiaozhiConfig = Field(default_factory=XiaozhiConfig)

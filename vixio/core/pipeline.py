@@ -36,7 +36,7 @@ _CANCEL_GRACE_SECONDS = 2.0
 
 
 class Pipeline:
-    """Stations run in order for one session."""
+    """Stations run in order for one session; with no stations, input goes straight to output."""
 
     def __init__(
         self,
@@ -46,8 +46,6 @@ class Pipeline:
         queue_size: int = 32,
         logger: Logger | None = None,
     ) -> None:
-        if not stations:
-            raise ValueError("a pipeline needs at least one station")
         names = [s.name for s in stations]
         if len(set(map(id, stations))) != len(stations):
             raise ValueError(f"a station instance appears twice in {names}")
@@ -133,7 +131,10 @@ class Pipeline:
             await self.interrupt(chunk.reason)
             return
         self._stamp(chunk, self.session_id, self._turn)
-        await self._enqueue(self._inboxes[0], chunk)
+        if self._inboxes:
+            await self._enqueue(self._inboxes[0], chunk)
+        else:  # an empty pipeline passes input straight to its output
+            await self._output.put(chunk)
 
     async def get(self) -> Chunk:
         """Next chunk out of the last station; chunks of interrupted turns are skipped."""

@@ -95,6 +95,10 @@ class TransportBase(ABC):
             task.cancel()
         await asyncio.gather(*io.tasks, return_exceptions=True)
 
+    def protocol_for(self, session_id: str) -> ProtocolBase:
+        """The protocol of one session (override when it differs per connection, e.g. by version)."""
+        return self.protocol
+
     def has_session(self, session_id: str) -> bool:
         return session_id in self._io
 
@@ -141,7 +145,7 @@ class TransportBase(ABC):
                 except ConnectionClosed:
                     break
                 try:
-                    message = self.protocol.decode(data)
+                    message = self.protocol_for(session_id).decode(data)
                 except ProtocolError as exc:
                     io.logger.warning("dropped malformed frame: {}", exc)
                     continue
@@ -171,7 +175,7 @@ class TransportBase(ABC):
         while True:
             message = await io.writes.get()
             try:
-                data = self.protocol.encode(message)
+                data = self.protocol_for(session_id).encode(message)
                 await self._do_write(session_id, data)
             except ConnectionClosed:
                 return

@@ -1,0 +1,102 @@
+"""`vixio device`: one exchange against a loopback server, as a user would run it."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import wave
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.testing.conftest import SESSION, DeviceConnection, LoopbackServer, downlink_packets
+from vixio.testing.device_cli import add_device_parser
+
+
+def parse(*argv: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="vixio")
+    add_device_parser(parser.add_subparsers(dest="command"))
+    return parser.parse_args(["device", *argv])
+
+
+async def run_in_thread(args: argparse.Namespace) -> int:
+    # run_device owns its event loop (asyncio.run), like the real CLI.
+    return await asyncio.to_thread(args.func, args)
+
+
+async def answer(connection: DeviceConnection, frames: int = 4) -> None:
+    await connection.send_json({"session_id": SESSION, "type": "stt", "text": "you said something"})
+    await connection.tts("start")
+    await connection.send_frames(downlink_packets(frames), prebuffer=5)
+    await connection.tts("stop")
+
+
+async def test_text_exchange_prints_one_line_per_message_and_records(
+    server: LoopbackServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = parse("--ws", server.ws_url, "--text", "what time is it", "--record", str(tmp_path / "rec"),
+                 "--timeout", "5", "--device-id", "aa:bb:cc:dd:ee:01")
+    running = asyncio.create_task(run_in_thread(args))
+    connection = await server.accept()
+    await connection.handshake()
+    detect = await connection.next_json("listen")
+    assert detect["state"] == "detect" and detect["text"] == "what time is it"
+    assert connection.headers is not None and connection.headers["Device-Id"] == "aa:bb:cc:dd:ee:01"
+    await answer(connection)
+    assert await running == 0
+
+    lines = capsys.readouterr().out.splitlines()
+    messages = [json.loads(line.split("] ", 1)[1]) for line in lines]
+    assert [(m["type"], m.get("state")) for m in messages] == [
+        ("hello", None), ("stt", None), ("tts", "start"), ("tts", "stop")]
+    assert all(line.startswith("[") for line in lines)
+    recorded = json.loads((tmp_path / "rec" / "messages.json").read_text(encoding="utf-8"))
+    assert recorded["audio"]["played"] == 4 and recorded["faults"] == []
+
+
+async def test_push_to_talk_wav_is_resampled_and_streamed(
+    server: LoopbackServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "question.wav"
+    t = np.arange(int(0.3 * 44100)) / 44100
+    mono = (np.sin(2 * np.pi * 440 * t) * 9000).astype("<i2")
+    with wave.open(str(path), "wb") as wav:  # stereo 44.1 kHz: the device must mix down and resample
+        wav.setnchannels(2)
+        wav.setsampwidth(2)
+        wav.setframerate(44100)
+        wav.writeframes(np.repeat(mono, 2).tobytes())
+    args = parse("--ws", server.ws_url, "--mode", "manual", "--wav", str(path), "--timeout", "5")
+    running = asyncio.create_task(run_in_thread(args))
+    connection = await server.accept()
+    await connection.handshake()
+    assert (await connection.next_json("listen"))["mode"] == "manual"
+    assert (await connection.next_json("listen"))["state"] == "stop"
+    assert len(connection.binaries) == 5  # 0.3 s at 16 kHz in 60 ms packets
+    await answer(connection, frames=2)
+    assert await running == 0
+    assert "2 played" in capsys.readouterr().err
+
+
+async def test_no_reply_within_timeout_exits_non_zero(
+    server: LoopbackServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = parse("--ws", server.ws_url, "--text", "hello?", "--timeout", "0.5")
+    running = asyncio.create_task(run_in_thread(args))
+    connection = await server.accept()
+    await connection.handshake()
+    await connection.next_json("listen")
+    assert await running == 1
+    assert "did not happen within 0.5 s" in capsys.readouterr().err
+
+
+async def test_missing_transport_in_hello_exits_non_zero(
+    server: LoopbackServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = parse("--ws", server.ws_url, "--text", "hello?", "--timeout", "2")
+    running = asyncio.create_task(run_in_thread(args))
+    connection = await server.accept()
+    await connection.handshake(transport=None)
+    assert await running == 1
+    assert "FAULT" in capsys.readouterr().err

@@ -1,0 +1,277 @@
+"""Opus, resampling and frame slicing with the real libopus and soxr."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+
+import numpy as np
+import opuslib_next
+import pytest
+
+from vixio.transports.xiaozhi import codec
+from vixio.transports.xiaozhi.codec import (
+    DOWNLINK_SAMPLE_RATE,
+    FRAME_DURATION_MS,
+    UPLINK_SAMPLE_RATE,
+    CodecError,
+    FrameSplitter,
+    OpusDecoder,
+    OpusEncoder,
+    Resampler,
+    resample,
+)
+
+TONE_HZ = 440.0
+
+
+def sine(rate: int, seconds: float, hz: float = TONE_HZ, amplitude: float = 0.3) -> np.ndarray:
+    t = np.arange(int(rate * seconds)) / rate
+    return np.round(np.sin(2 * np.pi * hz * t) * amplitude * 32767).astype(np.int16)
+
+
+def pcm_to_array(pcm: bytes) -> np.ndarray:
+    return np.frombuffer(pcm, dtype="<i2").astype(np.float64)
+
+
+def dominant_hz(samples: np.ndarray, rate: int) -> float:
+    windowed = samples * np.hanning(len(samples))
+    spectrum = np.abs(np.fft.rfft(windowed))
+    return float(np.fft.rfftfreq(len(samples), 1 / rate)[np.argmax(spectrum)])
+
+
+def rms(samples: np.ndarray) -> float:
+    return float(np.sqrt(np.mean(samples**2)))
+
+
+def chunks(data: bytes, size: int) -> Iterator[bytes]:
+    for start in range(0, len(data), size):
+        yield data[start : start + size]
+
+
+# --- Opus ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("rate", [UPLINK_SAMPLE_RATE, DOWNLINK_SAMPLE_RATE])
+def test_sine_survives_opus_round_trip(rate: int) -> None:
+    encoder = OpusEncoder(sample_rate=rate)
+    decoder = OpusDecoder(sample_rate=rate)
+    source = sine(rate, 1.2)
+    decoded = b"".join(decoder.decode(encoder.encode(frame)) for frame in chunks(source.tobytes(), encoder.frame_bytes))
+
+    assert len(decoded) == 20 * encoder.frame_bytes
+    # Skip the first frames: the codec's look-ahead delays and ramps the start.
+    out = pcm_to_array(decoded)[2 * encoder.frame_samples : 18 * encoder.frame_samples]
+    ref = source[2 * encoder.frame_samples : 18 * encoder.frame_samples].astype(np.float64)
+    assert dominant_hz(out, rate) == pytest.approx(TONE_HZ, abs=2.0)
+    assert rms(out) == pytest.approx(rms(ref), rel=0.25)
+    # The decoded tone stays in phase with the source within the codec delay.
+    best = max(np.corrcoef(out[lag:], ref[: len(ref) - lag])[0, 1] for lag in range(0, rate // 100))
+    assert best > 0.95
+
+
+@pytest.mark.parametrize("duration_ms", [20, 40, 60, 120])
+def test_uplink_decoder_accepts_packets_up_to_120_ms(duration_ms: int) -> None:
+    encoder = OpusEncoder(sample_rate=UPLINK_SAMPLE_RATE, frame_duration_ms=duration_ms)
+    decoder = OpusDecoder()
+    pcm = decoder.decode(encoder.encode(sine(UPLINK_SAMPLE_RATE, duration_ms / 1000).tobytes()))
+    assert len(pcm) == UPLINK_SAMPLE_RATE * duration_ms // 1000 * 2
+
+
+def test_decoder_output_rate_differs_from_encoder_rate() -> None:
+    packet = OpusEncoder(sample_rate=DOWNLINK_SAMPLE_RATE).encode(sine(DOWNLINK_SAMPLE_RATE, 0.06).tobytes())
+    assert len(OpusDecoder(sample_rate=UPLINK_SAMPLE_RATE).decode(packet)) == 960 * 2
+
+
+def test_empty_packet_is_dtx_silence() -> None:
+    assert OpusDecoder().decode(b"") == b""
+
+
+def test_dtx_packets_from_the_device_decode_to_quiet_frames() -> None:
+    # The device encodes with DTX on; silence then yields 1-byte packets.
+    device = opuslib_next.Encoder(UPLINK_SAMPLE_RATE, 1, "audio")
+    device.dtx = 1
+    packets = [device.encode(bytes(1920), 960) for _ in range(20)]
+    assert min(len(p) for p in packets) <= 2
+    decoder = OpusDecoder()
+    for packet in packets:
+        pcm = decoder.decode(packet)
+        assert len(pcm) == 1920
+        assert np.abs(pcm_to_array(pcm)).max() < 200
+
+
+@pytest.mark.parametrize("packet", [b"\x03", b"\x03\x00", b"\xff"], ids=["no-count", "zero-frames", "cut"])
+def test_malformed_packet_raises_codec_error(packet: bytes) -> None:
+    with pytest.raises(CodecError, match="cannot decode"):
+        OpusDecoder().decode(packet)
+
+
+def test_decoder_survives_a_malformed_packet() -> None:
+    decoder = OpusDecoder()
+    with pytest.raises(CodecError):
+        decoder.decode(b"\x03")
+    packet = OpusEncoder(sample_rate=UPLINK_SAMPLE_RATE).encode(sine(UPLINK_SAMPLE_RATE, 0.06).tobytes())
+    assert len(decoder.decode(packet)) == 1920
+
+
+def test_stereo_decoder_interleaves_channels() -> None:
+    packet = OpusEncoder(sample_rate=24000, channels=2).encode(bytes(1440 * 4))
+    assert len(OpusDecoder(sample_rate=24000, channels=2).decode(packet)) == 1440 * 4
+
+
+def test_encoder_frame_size_follows_rate_and_duration() -> None:
+    downlink = OpusEncoder()
+    assert (downlink.frame_samples, downlink.frame_bytes) == (1440, 2880)
+    uplink = OpusEncoder(sample_rate=UPLINK_SAMPLE_RATE, frame_duration_ms=20)
+    assert (uplink.frame_samples, uplink.frame_bytes) == (320, 640)
+    assert FRAME_DURATION_MS == 60
+
+
+def test_encoder_pads_a_short_frame_with_silence() -> None:
+    encoder = OpusEncoder()
+    tail = sine(DOWNLINK_SAMPLE_RATE, 0.01).tobytes()
+    decoded = pcm_to_array(OpusDecoder(DOWNLINK_SAMPLE_RATE).decode(encoder.encode(tail)))
+    assert len(decoded) == encoder.frame_samples
+    assert np.abs(decoded[-480:]).max() < 300
+
+
+def test_encoder_rejects_more_than_one_frame() -> None:
+    encoder = OpusEncoder()
+    with pytest.raises(ValueError, match="at most one frame"):
+        encoder.encode(bytes(encoder.frame_bytes + 2))
+
+
+def test_encoder_rejects_odd_length_pcm() -> None:
+    with pytest.raises(ValueError, match="whole number of int16 samples"):
+        OpusEncoder().encode(bytes(101))
+
+
+def test_encoder_applies_bitrate() -> None:
+    source = sine(DOWNLINK_SAMPLE_RATE, 0.6).tobytes()
+    low, high = OpusEncoder(bitrate=8000), OpusEncoder(bitrate=64000)
+    low_size = sum(len(low.encode(frame)) for frame in chunks(source, low.frame_bytes))
+    high_size = sum(len(high.encode(frame)) for frame in chunks(source, high.frame_bytes))
+    assert low_size * 3 < high_size
+
+
+@pytest.mark.parametrize(
+    "kwargs", [{"sample_rate": 22050}, {"channels": 3}, {"frame_duration_ms": 30}, {"bitrate": 100}]
+)
+def test_encoder_rejects_bad_settings(kwargs: dict[str, int]) -> None:
+    with pytest.raises(ValueError, match="must be"):
+        OpusEncoder(**kwargs)
+
+
+def test_decoder_rejects_a_rate_opus_cannot_output() -> None:
+    with pytest.raises(ValueError, match="22050"):
+        OpusDecoder(sample_rate=22050)
+
+
+def test_missing_opus_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "opuslib_next", None)
+    codec._opuslib.cache_clear()
+    try:
+        with pytest.raises(ImportError, match=r"pip install 'vixio\[xiaozhi\]'"):
+            OpusDecoder()
+    finally:
+        codec._opuslib.cache_clear()
+
+
+# --- Resampling ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("in_rate", "out_rate"), [(16000, 24000), (22050, 24000), (24000, 16000)])
+@pytest.mark.parametrize("chunk_bytes", [275, 2 * 1323])
+def test_streaming_matches_one_shot(in_rate: int, out_rate: int, chunk_bytes: int) -> None:
+    source = sine(in_rate, 1.0).tobytes()
+    one_shot = resample(source, in_rate, out_rate)
+
+    resampler = Resampler(in_rate, out_rate)
+    streamed = b"".join(resampler.process(chunk) for chunk in chunks(source, chunk_bytes))
+    streamed += resampler.process(b"", last=True)
+
+    assert len(one_shot) == len(streamed) == 2 * out_rate
+    assert np.abs(pcm_to_array(streamed) - pcm_to_array(one_shot)).max() <= 4
+    assert dominant_hz(pcm_to_array(streamed), out_rate) == pytest.approx(TONE_HZ, abs=2.0)
+
+
+def test_resampler_holds_a_split_sample_until_completed() -> None:
+    resampler = Resampler(16000, 16000)
+    assert resampler.process(b"\x01") == b""
+    assert resampler.process(b"\x02\x03") == b"\x01\x02"
+    assert resampler.process(b"\x04", last=True) == b"\x03\x04"
+
+
+def test_resampler_stream_ending_mid_sample_raises() -> None:
+    resampler = Resampler(16000, 24000)
+    resampler.process(bytes(641))
+    with pytest.raises(ValueError, match="mid-sample"):
+        resampler.process(b"", last=True)
+
+
+def test_stereo_resampler_keeps_channels_apart() -> None:
+    left = sine(16000, 0.5)
+    stereo = np.stack([left, np.zeros_like(left)], axis=1).tobytes()
+    resampler = Resampler(16000, 24000, channels=2)
+    out = np.frombuffer(resampler.process(stereo, last=True), dtype="<i2").reshape(-1, 2)
+    assert out.shape == (12000, 2)
+    assert dominant_hz(out[:, 0].astype(np.float64), 24000) == pytest.approx(TONE_HZ, abs=2.0)
+    assert np.abs(out[:, 1]).max() <= 1
+
+
+def test_equal_rates_are_identity() -> None:
+    pcm = sine(24000, 0.1).tobytes()
+    assert resample(pcm, 24000, 24000) == pcm
+    assert Resampler(24000, 24000).process(pcm) == pcm
+
+
+def test_one_shot_rejects_odd_length() -> None:
+    with pytest.raises(ValueError, match="whole number of int16 samples"):
+        resample(bytes(3), 16000, 24000)
+
+
+def test_non_positive_rate_is_rejected() -> None:
+    with pytest.raises(ValueError, match="positive"):
+        Resampler(0, 24000)
+
+
+# --- FrameSplitter ------------------------------------------------------------------
+
+
+def test_splitter_returns_whole_frames_in_order() -> None:
+    splitter = FrameSplitter(4)
+    assert splitter.push(b"ab") == []
+    assert splitter.push(b"cdefghij") == [b"abcd", b"efgh"]
+    assert splitter.push(b"kl") == [b"ijkl"]
+    assert splitter.flush() is None
+
+
+def test_splitter_flush_pads_the_remainder_once() -> None:
+    splitter = FrameSplitter(4)
+    splitter.push(b"abcde")
+    assert splitter.flush() == b"e\x00\x00\x00"
+    assert splitter.flush() is None
+
+
+def test_splitter_clear_drops_buffered_audio() -> None:
+    splitter = FrameSplitter(4)
+    splitter.push(b"abc")
+    splitter.clear()
+    assert splitter.flush() is None
+    assert splitter.push(b"wxyz") == [b"wxyz"]
+
+
+def test_splitter_reassembles_an_arbitrary_stream() -> None:
+    data = bytes(range(256)) * 40
+    splitter = FrameSplitter(2880)
+    frames = [frame for chunk in chunks(data, 1001) for frame in splitter.push(chunk)]
+    tail = splitter.flush()
+    assert all(len(frame) == 2880 for frame in frames)
+    assert tail is not None and len(tail) == 2880
+    assert (b"".join(frames) + tail)[: len(data)] == data
+    assert len(frames) == len(data) // 2880
+
+
+def test_splitter_rejects_empty_frames() -> None:
+    with pytest.raises(ValueError, match="positive"):
+        FrameSplitter(0)

@@ -1,0 +1,126 @@
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from vixio.transports.xiaozhi.pacing import DownlinkPacer
+
+FRAME = 0.060
+
+
+class VirtualClock:
+    """Time moves only when the pacer sleeps, so pacing is checked exactly and instantly."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    async def sleep(self, seconds: float) -> None:
+        self.now += seconds
+        await asyncio.sleep(0)
+
+
+def frame(i: int) -> dict:
+    return {"type": "audio", "data": bytes([i % 256]) * 10}
+
+
+async def run_pacer(items, clock: VirtualClock, *, until: int, prebuffer: int = 5):
+    sent: list[tuple[float, dict]] = []
+
+    async def send(message: dict) -> None:
+        sent.append((clock.now, message))
+
+    pacer = DownlinkPacer(send, frame_duration=FRAME, prebuffer=prebuffer, clock=clock, sleep=clock.sleep)
+    pacer.start()
+    for item in items:
+        if item == "END":
+            async def stop() -> None:
+                await send({"type": "tts", "state": "stop"})
+            pacer.end(stop)
+        elif isinstance(item, dict) and item.get("type") != "audio":
+            pacer.send_message(item)
+        else:
+            pacer.send_frame(item)
+    for _ in range(10_000):
+        if len(sent) >= until:
+            break
+        await asyncio.sleep(0)
+    await pacer.stop()
+    return pacer, sent
+
+
+async def test_prebuffer_then_real_time_then_stop_after_playback() -> None:
+    clock = VirtualClock()
+    start = clock.now
+    items = [{"type": "tts", "state": "sentence_start", "text": "hi"}] + [frame(i) for i in range(40)] + ["END"]
+    pacer, sent = await run_pacer(items, clock, until=42)
+    assert sent[0][1]["state"] == "sentence_start"
+    frames = [(t, m) for t, m in sent if m["type"] == "audio"]
+    assert [m["data"] for _, m in frames] == [frame(i)["data"] for i in range(40)]  # order kept
+    for k, (t, _) in enumerate(frames):
+        ahead = (k + 1) - (t - start) / FRAME  # frames sent minus frames played
+        assert ahead <= 5 + 1e-9, f"frame {k} is {ahead:.2f} frames ahead"
+        assert t == pytest.approx(start + max(0, k - 4) * FRAME), f"frame {k} late: gap"
+    stop_time, stop = sent[-1]
+    assert stop == {"type": "tts", "state": "stop"}
+    assert stop_time == pytest.approx(start + 40 * FRAME)  # after the device played the last frame
+    assert pacer.frames_sent == 40
+
+
+async def test_underrun_starts_a_new_burst_with_a_fresh_prebuffer() -> None:
+    clock = VirtualClock()
+    sent: list[tuple[float, dict]] = []
+
+    async def send(message: dict) -> None:
+        sent.append((clock.now, message))
+
+    pacer = DownlinkPacer(send, frame_duration=FRAME, prebuffer=5, clock=clock, sleep=clock.sleep)
+    pacer.start()
+    for i in range(3):
+        pacer.send_frame(frame(i))
+    await asyncio.sleep(0.01)
+    clock.now += 1.0  # the next sentence's audio comes a second later (slow TTS)
+    for i in range(3, 10):
+        pacer.send_frame(frame(i))
+    for _ in range(1000):
+        if len(sent) == 10:
+            break
+        await asyncio.sleep(0)
+    await pacer.stop()
+    second_burst = [t for t, _ in sent[3:]]
+    assert second_burst[:5] == [second_burst[0]] * 5  # pre-buffer again, not a catch-up flood
+    assert second_burst[5] == pytest.approx(second_burst[0] + FRAME)
+
+
+async def test_clear_drops_unsent_frames_and_the_pending_stop() -> None:
+    sent: list[dict] = []
+
+    async def send(message: dict) -> None:
+        sent.append(message)
+
+    # Real (short) time here: the point is that a pending sleep is abandoned by clear().
+    pacer = DownlinkPacer(send, frame_duration=0.02, prebuffer=5)
+    stopped = []
+
+    async def on_played() -> None:
+        stopped.append(True)
+
+    for i in range(20):
+        pacer.send_frame(frame(i))
+    pacer.end(on_played)
+    pacer.start()
+    await asyncio.sleep(0.05)
+    assert 5 <= len(sent) < 20
+    already = len(sent)
+    dropped = pacer.clear()
+    assert dropped == 20 - already and pacer.pending == 0
+    for _ in range(50):
+        await asyncio.sleep(0)
+    assert len(sent) == already and not stopped
+    pacer.send_frame(frame(99))  # the pacer keeps working after a clear
+    await asyncio.sleep(0.01)
+    assert sent[-1] == frame(99)
+    await pacer.stop()

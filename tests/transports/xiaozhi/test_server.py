@@ -1,0 +1,242 @@
+"""The Xiaozhi server end to end: a real WebSocket server, real Opus, the simulated device."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+
+import pytest
+import websockets
+
+from vixio.testing.device import SimulatedDevice
+from vixio.transports.xiaozhi.auth import issue_token
+from vixio.transports.xiaozhi.codec import OpusEncoder
+
+from .conftest import ws_url
+
+
+async def test_ota_then_hello_then_typed_text_is_answered_with_paced_audio(make_server) -> None:
+    server = await make_server(reply_seconds=1.2)
+    async with SimulatedDevice(ota_url=server.ota.url) as device:
+        ota = await device.run_ota()
+        assert "mqtt" not in ota and ota["websocket"]["url"].startswith("ws://127.0.0.1:")
+        started = time.monotonic()
+        hello = await device.connect()
+        assert time.monotonic() - started < 1.0
+        assert hello["transport"] == "websocket" and hello["audio_params"]["sample_rate"] == 24000
+        await device.start_listening("auto")
+        mark = device.mark()
+        await device.send_text("what time is it")
+        stt = await device.wait_for("stt", after=mark)
+        assert stt["text"] == "what time is it"
+        await device.wait_for("tts", state="start", after=mark)
+        sentence = await device.wait_for("tts", state="sentence_start", after=mark)
+        assert sentence["text"] == "You said: what time is it"
+        await device.wait_for("tts", state="stop", after=mark, timeout=5)
+        await device.wait_until_idle(timeout=5)
+
+        frames = device.audio_frames
+        assert len(frames) == 20  # 1.2 s at 60 ms
+        assert all(frame.played for frame in frames), device.drop_counts()
+        stop_time = next(m.time for m in device.received[mark:] if m.data == {"type": "tts", "state": "stop"} or
+                         (m.data.get("type") == "tts" and m.data.get("state") == "stop"))
+        assert stop_time >= frames[-1].time  # the last frame before `tts stop`
+        span = frames[-1].time - frames[0].time
+        assert span >= (20 - 5) * 0.060 * 0.8  # paced at real time, not flooded
+        # In auto mode the device asks to listen again after the reply drained.
+        assert [m.data for m in device.sent if m.data.get("type") == "listen"][-1]["state"] == "start"
+        assert device.faults == []
+        audio = device.decoded_audio()
+        assert len(audio) >= int(1.2 * 24000) * 2 * 0.95
+
+
+async def test_abort_stops_at_once_and_drops_unsent_audio(make_server) -> None:
+    server = await make_server(reply_seconds=5.0)
+    async with SimulatedDevice(ws_url=ws_url(server)) as device:
+        await device.connect()
+        await device.start_listening("auto")
+        mark = device.mark()
+        await device.send_text("tell me a long story")
+        await device.wait_for("tts", state="sentence_start", after=mark)
+        await asyncio.sleep(0.3)
+        abort_mark = device.mark()
+        sent_at = time.monotonic()
+        await device.abort()
+        await device.wait_for("tts", state="stop", after=abort_mark, timeout=2)
+        assert time.monotonic() - sent_at < 0.1
+        await asyncio.sleep(0.3)
+        assert len(device.audio_frames) < 5.0 / 0.060 / 2  # most of the 5 s reply never went out
+        assert server.transport.connections  # the session lives on
+        mark = device.mark()
+        await device.send_text("again")
+        await device.wait_for("tts", state="sentence_start", after=mark)
+
+
+async def test_hello_deadline_closes_silent_connections(make_server) -> None:
+    server = await make_server(hello_timeout=0.3)
+    async with websockets.connect(ws_url(server), additional_headers={"Device-Id": "aa:bb:cc:dd:ee:ff"}) as ws:
+        started = time.monotonic()
+        with pytest.raises(websockets.ConnectionClosed):
+            await asyncio.wait_for(ws.recv(), 3)
+        assert 0.25 < time.monotonic() - started < 2
+
+
+async def test_any_path_and_query_parameter_ids_for_browsers(make_server) -> None:
+    server = await make_server()
+    url = ws_url(server, "/some/other/path?device-id=AA:BB:CC:00:11:22&client-id=browser-1")
+    async with websockets.connect(url) as ws:
+        await ws.send(json.dumps({"type": "hello", "version": 1, "transport": "websocket", "audio_params": {}}))
+        hello = json.loads(await asyncio.wait_for(ws.recv(), 2))
+        assert hello["type"] == "hello" and hello["session_id"]
+        (connection,) = server.transport.connections.values()
+        assert connection.device_id == "aa:bb:cc:00:11:22"
+
+
+async def test_malformed_and_unknown_messages_are_dropped_and_the_session_goes_on(make_server) -> None:
+    server = await make_server(reply_seconds=0.2)
+    async with SimulatedDevice(ws_url=ws_url(server)) as device:
+        await device.connect()
+        for junk in ["{broken json", "[1,2,3]", json.dumps({"type": "iot", "update": True}),
+                     json.dumps({"type": "listen", "state": "dance"}), json.dumps({"no": "type"})]:
+            await device.send_raw(junk)
+        await device.send_raw(b"")  # an empty binary frame (DTX) before listening
+        mark = device.mark()
+        await device.send_text("still there?")
+        assert (await device.wait_for("stt", after=mark))["text"] == "still there?"
+
+
+async def test_oversized_message_closes_only_that_connection(make_server) -> None:
+    server = await make_server(max_message_bytes=4096)
+    async with websockets.connect(ws_url(server), additional_headers={"Device-Id": "aa:bb:cc:dd:ee:01"}) as ws:
+        await ws.send(json.dumps({"type": "hello", "version": 1}))
+        await ws.recv()
+        await ws.send(b"x" * 10_000)
+        with pytest.raises(websockets.ConnectionClosed) as info:
+            await asyncio.wait_for(ws.recv(), 2)
+        assert info.value.rcvd is not None and info.value.rcvd.code == 1009
+    async with SimulatedDevice(ws_url=ws_url(server)) as device:  # the server is fine
+        await device.connect()
+
+
+@pytest.mark.parametrize("version", [2, 3])
+async def test_binary_protocol_versions_frame_the_downlink(make_server, version: int) -> None:
+    server = await make_server(reply_seconds=0.3)
+    async with SimulatedDevice(ws_url=ws_url(server), protocol_version=version) as device:
+        await device.connect()
+        await device.start_listening("auto")
+        mark = device.mark()
+        await device.send_text("hi")
+        await device.wait_for("tts", state="stop", after=mark, timeout=5)
+        assert len(device.audio_frames) == 5
+        assert all(frame.drop_reason != "bad_framing" for frame in device.audio_frames)
+        assert len(device.decoded_audio()) > 0
+
+
+async def test_uplink_accepts_20ms_frames_and_tiny_dtx_packets(make_server) -> None:
+    server = await make_server()
+    async with SimulatedDevice(ws_url=ws_url(server), uplink_frame_ms=20) as device:
+        await device.connect()
+        await device.start_listening("auto")
+        sent = await device.stream_audio(b"\x00\x00" * 8000, realtime=False)  # 0.5 s of silence
+        await device.send_raw(b"")
+        await device.send_raw(b"\xf8\xff\xfe")  # a 3-byte DTX packet
+        await asyncio.sleep(0.2)
+        (connection,) = server.transport.connections.values()
+        assert sent == 25 and connection.audio_frames_in >= 25
+
+
+async def test_audio_before_listen_start_is_not_fed_to_the_pipeline(make_server) -> None:
+    server = await make_server()
+    async with SimulatedDevice(ws_url=ws_url(server)) as device:
+        await device.connect()
+        encoder = OpusEncoder(16000)
+        for _ in range(10):
+            await device.send_raw(encoder.encode(b"\x10\x00" * 960))
+        await asyncio.sleep(0.1)
+        (connection,) = server.transport.connections.values()
+        assert connection.audio_frames_in == 0
+
+
+async def test_wake_word_gets_the_greeting_and_other_detect_text_is_an_utterance(make_server) -> None:
+    server = await make_server(greeting="Hello there!")
+    async with SimulatedDevice(ws_url=ws_url(server)) as device:
+        await device.connect()
+        mark = device.mark()
+        await device.wake_word("你好小智")
+        greeting = await device.wait_for("tts", state="sentence_start", after=mark)
+        assert greeting["text"] == "Hello there!"
+        await device.wait_for("tts", state="stop", after=mark)
+        assert server.stations[0].heard == []  # the wake word is not a question
+
+
+async def test_auth_rejects_missing_and_expired_tokens_and_accepts_ota_tokens(make_server) -> None:
+    server = await make_server(auth={"enabled": True, "secret": "s3cret", "token_ttl": 60})
+    headers = {"Device-Id": "aa:bb:cc:dd:ee:ff", "Client-Id": "c-1"}
+    with pytest.raises(websockets.InvalidStatus) as info:
+        async with websockets.connect(ws_url(server), additional_headers=headers):
+            pass
+    assert info.value.response.status_code == 401
+    expired = issue_token("s3cret", "c-1", "aa:bb:cc:dd:ee:ff", now=time.time() - 3600)
+    with pytest.raises(websockets.InvalidStatus):
+        async with websockets.connect(ws_url(server), additional_headers={**headers, "Authorization": f"Bearer {expired}"}):
+            pass
+    async with SimulatedDevice(ota_url=server.ota.url) as device:
+        ota = await device.run_ota()
+        assert ota["websocket"]["token"]
+        await device.connect()
+
+
+async def test_idle_sessions_are_closed_after_a_goodbye(make_server) -> None:
+    server = await make_server(idle_timeout=0.5, idle_goodbye="Bye for now.")
+    async with SimulatedDevice(ws_url=ws_url(server)) as device:
+        await device.connect()
+        started = time.monotonic()
+        goodbye = await device.wait_for("tts", state="sentence_start", timeout=5)
+        assert goodbye["text"] == "Bye for now."
+        await device.wait_closed(timeout=5)
+        assert 0.4 < time.monotonic() - started < 5
+    assert not server.transport.connections
+
+
+async def test_mcp_messages_bypass_the_pipeline_to_the_sessions_peer(make_server) -> None:
+    received: list[dict] = []
+
+    class Peer:
+        def on_mcp_message(self, payload: dict) -> None:
+            received.append(payload)
+
+    server = await make_server()
+
+    original = server.transport._pipeline_factory
+
+    async def factory(context):
+        context.transport.set_mcp_peer(context.session_id, Peer())
+        return await original(context)
+
+    server.transport._pipeline_factory = factory
+    async with SimulatedDevice(ws_url=ws_url(server)) as device:
+        await device.connect()
+        await device.send_json({"session_id": "", "type": "mcp", "payload": {"jsonrpc": "2.0", "id": 7, "result": {}}})
+        for _ in range(50):
+            if received:
+                break
+            await asyncio.sleep(0.01)
+        assert received == [{"jsonrpc": "2.0", "id": 7, "result": {}}]
+        assert server.stations[0].heard == []  # nothing of it reached the pipeline
+
+
+async def test_server_messages_system_alert_custom(make_server) -> None:
+    server = await make_server()
+    async with SimulatedDevice(ws_url=ws_url(server)) as device:
+        await device.connect()
+        (session_id,) = server.transport.connections
+        mark = device.mark()
+        await server.transport.send_alert(session_id, "Warning", "Battery low", "sad")
+        await server.transport.send_custom(session_id, {"message": "hi"})
+        await server.transport.send_emotion(session_id, "happy")
+        await server.transport.send_system(session_id, "reboot")
+        assert (await device.wait_for("alert", after=mark))["message"] == "Battery low"
+        assert (await device.wait_for("custom", after=mark))["payload"] == {"message": "hi"}
+        assert (await device.wait_for("llm", after=mark))["emotion"] == "happy"
+        assert (await device.wait_for("system", after=mark))["command"] == "reboot"

@@ -1,0 +1,82 @@
+"""The application layer: wires config, transport, OTA and the per-session pipeline together.
+
+This is the only module that knows both a transport and what goes into a pipeline; transports
+and providers never import each other (docs/architecture.md).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import socket
+from contextlib import suppress
+
+from loguru import logger
+
+from vixio.config.models import VixioConfig
+from vixio.core.pipeline import Pipeline
+from vixio.transports.xiaozhi.auth import DeviceAuthenticator
+from vixio.transports.xiaozhi.ota import OtaServer
+from vixio.transports.xiaozhi.transport import DeviceContext, PipelineFactory, XiaozhiTransport
+
+
+class VixioServer:
+    """The WebSocket server and the OTA/HTTP server of one process."""
+
+    def __init__(self, config: VixioConfig, pipeline_factory: PipelineFactory | None = None) -> None:
+        self.config = config
+        self.authenticator = DeviceAuthenticator(config.xiaozhi.auth)
+        self.transport = XiaozhiTransport(
+            config.xiaozhi, pipeline_factory or self._build_pipeline, authenticator=self.authenticator
+        )
+        self.ota = OtaServer(config.xiaozhi, self.authenticator, websocket_port=lambda: self.transport.port)
+
+    async def _build_pipeline(self, context: DeviceContext) -> Pipeline:
+        # The voice stations (VAD, ASR, agent, TTS) plug in here once configured; without them a
+        # session is connected and heard (audio decoded, typed text echoed as `stt`) but silent.
+        return Pipeline([], session_id=context.session_id, queue_size=self.config.pipeline.queue_size)
+
+    async def start(self) -> None:
+        await self.transport.start()
+        await self.ota.start()
+        http = self.config.xiaozhi.http
+        logger.info("WebSocket server on {}:{} (any path)", self.config.xiaozhi.host, self.transport.port)
+        host = lan_address() if http.host in ("0.0.0.0", "::", "") else http.host
+        logger.info("OTA server on {}:{}. Put this OTA URL into your device: http://{}:{}/xiaozhi/ota/",
+                    http.host, self.ota.port, host, self.ota.port)
+
+    async def stop(self) -> None:
+        await self.ota.stop()
+        await self.transport.stop()
+
+    async def __aenter__(self) -> VixioServer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.stop()
+
+
+def lan_address() -> str:
+    """This machine's first non-loopback IPv4 address as the resolver knows it (sends nothing)."""
+    try:
+        infos = socket.getaddrinfo(socket.gethostname(), None, socket.AF_INET)
+    except OSError:
+        infos = []
+    for info in infos:
+        address = str(info[4][0])
+        if not address.startswith("127."):
+            return address
+    return "<this-machine's-LAN-IP>"
+
+
+async def serve(config: VixioConfig) -> None:
+    """Run until SIGINT/SIGTERM."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with suppress(NotImplementedError):
+            loop.add_signal_handler(sig, stop.set)
+    async with VixioServer(config):
+        await stop.wait()
+        logger.info("shutting down")

@@ -1,0 +1,362 @@
+"""The device-side MCP server of the simulated device (reference §4, FW `main/mcp_server.cc`).
+
+The device is the MCP *server*; the backend calls it with JSON-RPC 2.0 wrapped in
+`{"type":"mcp","payload":...}`. Firmware quirks kept on purpose:
+
+- a request whose `id` is not a JSON number, or whose `jsonrpc` is not "2.0", is dropped
+  without a reply;
+- error replies are `{"message": ...}` with no `code`;
+- `tools/list` pages are at most 8000 bytes and `nextCursor` is the next tool's *name*;
+- arguments of the wrong JSON type count as missing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+from collections.abc import Awaitable, Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from loguru import logger
+
+MAX_TOOLS_PAGE_BYTES = 8000
+"""`tools/list` reply size limit; the firmware keeps 30 bytes of slack for the closing part."""
+MCP_PROTOCOL_VERSION = "2024-11-05"
+
+ToolHandler = Callable[[dict[str, Any]], Any | Awaitable[Any]]
+
+
+@dataclass
+class DeviceTool:
+    """A tool the device offers over MCP.
+
+    `input_schema` is `{"type":"object","properties":{...},"required":[...]}`. The firmware
+    uses property types boolean, integer (with `minimum`/`maximum`/`default`) and string;
+    number, array and object are accepted here as a convenience. A property without a
+    `default` is required whether or not it is listed in `required`, as on the device.
+    """
+
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+    handler: ToolHandler
+    """Gets the validated arguments (defaults filled in); may be async and slow."""
+    user_only: bool = False
+    """Listed only with `withUserTools: true`, with `annotations.audience == ["user"]`."""
+
+    def to_json(self) -> dict[str, Any]:
+        """The tool as it appears in `tools/list`."""
+        schema = self.input_schema or {"type": "object", "properties": {}}
+        entry: dict[str, Any] = {"name": self.name, "description": self.description, "inputSchema": schema}
+        if self.user_only:
+            entry["annotations"] = {"audience": ["user"]}
+        return entry
+
+
+async def hang_forever(arguments: dict[str, Any]) -> Any:
+    """A tool handler that never returns, for server-side tool-call timeout tests."""
+    await asyncio.Event().wait()
+
+
+@dataclass
+class DeviceStatus:
+    """Simulated hardware state, reported by `self.get_device_status` and changed by tools."""
+
+    volume: int = 70
+    brightness: int = 80
+    theme: str = "light"
+    battery_level: int = 85
+    charging: bool = False
+    ssid: str = "vixio-sim"
+    signal: str = "strong"
+    chip_temperature: float = 45.1
+
+    def to_json(self) -> dict[str, Any]:
+        """Shape of `Board::GetDeviceStatusJson()`."""
+        return {
+            "audio_speaker": {"volume": self.volume},
+            "screen": {"brightness": self.brightness, "theme": self.theme},
+            "battery": {"level": self.battery_level, "charging": self.charging},
+            "network": {"type": "wifi", "ssid": self.ssid, "signal": self.signal},
+            "chip": {"temperature": self.chip_temperature},
+        }
+
+
+class ToolArgumentError(Exception):
+    """An argument failed the schema check; the message is the device's error text."""
+
+
+def _compact(value: Any) -> str:
+    # cJSON_PrintUnformatted: no spaces, UTF-8 as is.
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def _int_schema(minimum: int = 0, maximum: int = 100) -> dict[str, Any]:
+    return {"type": "integer", "minimum": minimum, "maximum": maximum}
+
+
+def default_tools(
+    status: DeviceStatus, system_info: Callable[[], dict[str, Any]], reboot: Callable[[], None]
+) -> list[DeviceTool]:
+    """The firmware's common tools (first, for prompt caching) and its user-only tools."""
+
+    def set_volume(args: dict[str, Any]) -> bool:
+        status.volume = args["volume"]
+        return True
+
+    def set_brightness(args: dict[str, Any]) -> bool:
+        status.brightness = args["brightness"]
+        return True
+
+    def set_theme(args: dict[str, Any]) -> bool:
+        status.theme = args["theme"]
+        return True
+
+    def do_reboot(args: dict[str, Any]) -> bool:
+        reboot()
+        return True
+
+    def obj(properties: dict[str, Any]) -> dict[str, Any]:
+        schema: dict[str, Any] = {"type": "object", "properties": properties}
+        required = [name for name, prop in properties.items() if "default" not in prop]
+        if required:
+            schema["required"] = required
+        return schema
+
+    return [
+        DeviceTool(
+            "self.get_device_status",
+            "Report the device's live state: speaker volume, screen brightness and theme, battery, "
+            "network and chip temperature. Call it to answer questions about the device and before "
+            "changing a setting relative to its current value.",
+            obj({}),
+            lambda args: status.to_json(),
+        ),
+        DeviceTool(
+            "self.audio_speaker.set_volume",
+            "Set the speaker volume (0-100). If the current volume is unknown, read it with "
+            "self.get_device_status first.",
+            obj({"volume": _int_schema()}),
+            set_volume,
+        ),
+        DeviceTool("self.screen.set_brightness", "Set the screen backlight brightness (0-100).",
+                   obj({"brightness": _int_schema()}), set_brightness),
+        DeviceTool("self.screen.set_theme", "Set the screen theme: `light` or `dark`.",
+                   obj({"theme": {"type": "string"}}), set_theme),
+        DeviceTool("self.get_system_info", "Return the device's system information (the OTA report).",
+                   obj({}), lambda args: system_info(), user_only=True),
+        DeviceTool("self.reboot", "Reboot the device.", obj({}), do_reboot, user_only=True),
+    ]
+
+
+_JSON_TYPES: dict[str, Callable[[Any], bool]] = {
+    "boolean": lambda v: isinstance(v, bool),
+    "integer": lambda v: isinstance(v, int | float) and not isinstance(v, bool),
+    "string": lambda v: isinstance(v, str),
+    "number": lambda v: isinstance(v, int | float) and not isinstance(v, bool),
+    "array": lambda v: isinstance(v, list),
+    "object": lambda v: isinstance(v, dict),
+}
+
+
+def validate_arguments(tool: DeviceTool, arguments: dict[str, Any] | None) -> dict[str, Any]:
+    """Check `arguments` like `McpServer::DoToolCall`; returns them with defaults filled in."""
+    properties: dict[str, Any] = (tool.input_schema or {}).get("properties", {})
+    values: dict[str, Any] = {}
+    for name, prop in properties.items():
+        kind = prop.get("type", "string")
+        value: Any = (arguments or {}).get(name)
+        matches = _JSON_TYPES.get(kind, lambda v: v is not None)
+        if name in (arguments or {}) and matches(value):
+            if kind == "integer":
+                value = int(value)  # cJSON valueint truncates a fractional number
+                if "minimum" in prop and value < prop["minimum"]:
+                    raise ToolArgumentError(f"Value is below minimum allowed: {prop['minimum']}")
+                if "maximum" in prop and value > prop["maximum"]:
+                    raise ToolArgumentError(f"Value exceeds maximum allowed: {prop['maximum']}")
+            values[name] = value
+        elif "default" in prop:
+            values[name] = prop["default"]
+        else:
+            raise ToolArgumentError(f"Missing valid argument: {name}")
+    return values
+
+
+def result_text(value: Any) -> str:
+    """How a tool's return value becomes `content[0].text` on the device."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, str):
+        return value
+    return _compact(value)
+
+
+@dataclass
+class McpStats:
+    """What the device's MCP server saw, for assertions."""
+
+    requests: list[dict[str, Any]] = field(default_factory=list)
+    """Every MCP payload received, in order (including dropped ones)."""
+    dropped: int = 0
+    """Requests dropped without a reply (bad `jsonrpc`, `method`, `params` or non-number `id`)."""
+    notifications: int = 0
+    vision: dict[str, Any] | None = None
+    """`initialize` `params.capabilities.vision`, when the server sent it."""
+
+    def as_dict(self) -> dict[str, Any]:
+        """Plain-dict form for recordings."""
+        return asdict(self)
+
+
+class DeviceMcpServer:
+    """Answers MCP requests the way firmware 2.4.2 does.
+
+    `send` delivers one JSON-RPC payload to the server (the device wraps it). Tool calls
+    run in their own tasks so a slow or never-answering tool does not block the channel.
+    """
+
+    def __init__(self, tools: list[DeviceTool], *, board: str, firmware_version: str,
+                 send: Callable[[dict[str, Any]], Awaitable[None]], device_id: str = "-") -> None:
+        """Serve `tools` (duplicates by name are skipped, as `AddTool` does)."""
+        self._log = logger.bind(component="SimulatedDevice", device=device_id)
+        self.tools: list[DeviceTool] = []
+        for tool in tools:
+            if any(t.name == tool.name for t in self.tools):
+                self._log.warning("MCP tool {} already added; skipped", tool.name)
+                continue
+            self.tools.append(tool)
+        self._board = board
+        self._firmware_version = firmware_version
+        self._send = send
+        self._tasks: set[asyncio.Task[None]] = set()
+        self.stats = McpStats()
+
+    async def handle(self, payload: Any) -> None:
+        """Handle one MCP payload; replies to everything but tool calls before returning."""
+        self.stats.requests.append(payload)
+        if not isinstance(payload, dict) or payload.get("jsonrpc") != "2.0":
+            return self._drop("jsonrpc is not \"2.0\"", payload)
+        method = payload.get("method")
+        if not isinstance(method, str):
+            return self._drop("method missing", payload)
+        if method.startswith("notifications"):
+            self.stats.notifications += 1
+            return None
+        has_params = "params" in payload
+        params = payload.get("params")
+        if has_params and not isinstance(params, dict):
+            return self._drop("params is not an object", payload)
+        request_id = payload.get("id")
+        if not isinstance(request_id, int | float) or isinstance(request_id, bool):
+            return self._drop("id is not a number", payload)
+        rid = int(request_id)  # the firmware uses cJSON valueint
+        params = params or {}
+        if method == "initialize":
+            capabilities = params.get("capabilities")
+            if isinstance(capabilities, dict) and isinstance(capabilities.get("vision"), dict):
+                self.stats.vision = capabilities["vision"]
+            await self._reply(rid, {"protocolVersion": MCP_PROTOCOL_VERSION, "capabilities": {"tools": {}},
+                                    "serverInfo": {"name": self._board, "version": self._firmware_version}})
+        elif method == "tools/list":
+            cursor = params.get("cursor")
+            with_user = params.get("withUserTools") is True
+            await self._list_tools(rid, cursor if isinstance(cursor, str) else "", with_user)
+        elif method == "tools/call":
+            await self._call_tool(rid, params if has_params else None)
+        else:
+            await self._error(rid, f"Method not implemented: {method}")
+        return None
+
+    async def close(self) -> None:
+        """Cancel tool calls still running."""
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    @property
+    def pending_calls(self) -> int:
+        """Tool calls still running."""
+        return len(self._tasks)
+
+    def _drop(self, why: str, payload: Any) -> None:
+        self.stats.dropped += 1
+        self._log.warning("MCP request dropped ({}): {}", why, _compact(payload)[:200])
+
+    async def _reply(self, rid: int, result: dict[str, Any]) -> None:
+        await self._send({"jsonrpc": "2.0", "id": rid, "result": result})
+
+    async def _error(self, rid: int, message: str) -> None:
+        # No "code": the firmware's ReplyError writes only the message.
+        await self._send({"jsonrpc": "2.0", "id": rid, "error": {"message": message}})
+
+    async def _list_tools(self, rid: int, cursor: str, with_user: bool) -> None:
+        # Same budget as the firmware: the reply text so far + the tool + 30 bytes must fit 8000.
+        used = len(_compact({"jsonrpc": "2.0", "id": rid, "result": {"tools": []}}).encode())
+        page: list[dict[str, Any]] = []
+        next_cursor = ""
+        found = cursor == ""
+        for tool in self.tools:
+            if not found:
+                if tool.name != cursor:
+                    continue
+                found = True
+            if tool.user_only and not with_user:
+                continue
+            entry = _compact(tool.to_json()).encode()
+            if used + len(entry) + 1 + 30 > MAX_TOOLS_PAGE_BYTES:
+                next_cursor = tool.name
+                break
+            used += len(entry) + 1
+            page.append(tool.to_json())
+        if not page and next_cursor:
+            await self._error(rid, f"Failed to add tool {next_cursor} because of payload size limit")
+            return
+        result: dict[str, Any] = {"tools": page}
+        if next_cursor:
+            result["nextCursor"] = next_cursor
+        await self._reply(rid, result)
+
+    async def _call_tool(self, rid: int, params: dict[str, Any] | None) -> None:
+        if params is None:
+            return await self._error(rid, "Missing params")
+        name = params.get("name")
+        if not isinstance(name, str):
+            return await self._error(rid, "Missing name")
+        arguments = params.get("arguments")
+        if arguments is not None and not isinstance(arguments, dict):
+            return await self._error(rid, "Invalid arguments")
+        tool = next((t for t in self.tools if t.name == name), None)
+        if tool is None:
+            return await self._error(rid, f"Unknown tool: {name}")
+        try:
+            values = validate_arguments(tool, arguments)
+        except ToolArgumentError as exc:
+            return await self._error(rid, str(exc))
+        task = asyncio.create_task(self._run_tool(rid, tool, values), name=f"mcp-tool-{name}-{rid}")
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return None
+
+    async def _run_tool(self, rid: int, tool: DeviceTool, values: dict[str, Any]) -> None:
+        try:
+            result = tool.handler(values)
+            if inspect.isawaitable(result):
+                result = await result
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # the firmware replies with the exception text
+            self._log.info("MCP tool {} failed: {!r}", tool.name, exc)
+            await self._safe(self._error(rid, str(exc)))
+            return
+        content = [{"type": "text", "text": result_text(result)}]
+        await self._safe(self._reply(rid, {"content": content, "isError": False}))
+
+    async def _safe(self, sending: Awaitable[None]) -> None:
+        try:
+            await sending
+        except Exception as exc:  # the channel closed while the tool ran
+            self._log.info("MCP reply not sent: {!r}", exc)

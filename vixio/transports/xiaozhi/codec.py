@@ -1,0 +1,258 @@
+"""Audio codec for the Xiaozhi link: Opus packets, resampling and frame slicing.
+
+All PCM here is signed 16-bit little-endian, interleaved when there is more than one
+channel. The device sends Opus at 16 kHz and plays Opus at the rate the server hello
+announces (24 kHz by default), one 60 ms packet per WebSocket message.
+
+`opuslib_next` (which bundles libopus) and `soxr` come with the `xiaozhi` extra and are
+imported when a codec object is first built, so importing this module never needs them.
+"""
+
+from __future__ import annotations
+
+import functools
+from types import ModuleType
+
+import numpy as np
+
+UPLINK_SAMPLE_RATE = 16000
+"""The device always encodes its microphone at 16 kHz mono."""
+DOWNLINK_SAMPLE_RATE = 24000
+"""What the server announces and encodes; most boards play 24 kHz without resampling."""
+FRAME_DURATION_MS = 60
+"""Duration of one Opus packet in both directions."""
+
+_OPUS_SAMPLE_RATES = (8000, 12000, 16000, 24000, 48000)
+_OPUS_FRAME_DURATIONS_MS = (10, 20, 40, 60, 80, 100, 120)
+# The longest packet Opus can describe; a smaller buffer fails on long packets.
+_MAX_PACKET_DURATION_MS = 120
+_SAMPLE_WIDTH = 2
+_INT16_LE = np.dtype("<i2")
+_EXTRA_HINT = "pip install 'vixio[xiaozhi]'"
+
+
+class CodecError(Exception):
+    """libopus refused a packet or a frame; the message carries libopus's reason."""
+
+
+@functools.cache
+def _opuslib() -> ModuleType:
+    try:
+        import opuslib_next
+    except (ImportError, OSError, RuntimeError) as exc:
+        # The bundled wheel raises RuntimeError/OSError when its libopus cannot be loaded.
+        raise ImportError(f"Opus support needs opuslib-next-bundled ({exc}); {_EXTRA_HINT}") from exc
+    return opuslib_next
+
+
+@functools.cache
+def _soxr() -> ModuleType:
+    try:
+        import soxr
+    except ImportError as exc:
+        raise ImportError(f"Resampling needs soxr ({exc}); {_EXTRA_HINT}") from exc
+    return soxr
+
+
+def _check_opus_format(sample_rate: int, channels: int) -> None:
+    if sample_rate not in _OPUS_SAMPLE_RATES:
+        raise ValueError(f"Opus sample_rate must be one of {_OPUS_SAMPLE_RATES}, got {sample_rate}")
+    if channels not in (1, 2):
+        raise ValueError(f"Opus channels must be 1 or 2, got {channels}")
+
+
+def _check_aligned(pcm: bytes, channels: int, what: str) -> None:
+    step = _SAMPLE_WIDTH * channels
+    if len(pcm) % step:
+        raise ValueError(
+            f"{what}: {len(pcm)} bytes is not a whole number of int16 samples "
+            f"({step} bytes per sample with {channels} channel(s))"
+        )
+
+
+class OpusDecoder:
+    """Decodes one Opus packet at a time into PCM at a fixed output rate."""
+
+    def __init__(self, sample_rate: int = UPLINK_SAMPLE_RATE, channels: int = 1) -> None:
+        """Create a decoder that outputs `sample_rate` Hz, `channels` channels."""
+        _check_opus_format(sample_rate, channels)
+        opuslib = _opuslib()
+        self.sample_rate = sample_rate
+        self.channels = channels
+        self._max_frame_samples = sample_rate * _MAX_PACKET_DURATION_MS // 1000
+        self._decoder = opuslib.Decoder(sample_rate, channels)
+        self._opus_error: type[Exception] = opuslib.OpusError
+
+    def decode(self, packet: bytes) -> bytes:
+        """Return the PCM of `packet`, whatever its duration (2.5 to 120 ms).
+
+        An empty packet yields b"": with DTX the device may send empty binary frames
+        during silence, and they carry no audio. Raises CodecError for a malformed packet.
+        """
+        if not packet:
+            return b""
+        try:
+            return bytes(self._decoder.decode(bytes(packet), self._max_frame_samples))
+        except self._opus_error as exc:
+            raise CodecError(f"cannot decode {len(packet)}-byte Opus packet: {exc}") from exc
+
+
+class OpusEncoder:
+    """Encodes fixed-size PCM frames into Opus packets for the device to play."""
+
+    def __init__(
+        self,
+        sample_rate: int = DOWNLINK_SAMPLE_RATE,
+        channels: int = 1,
+        frame_duration_ms: int = FRAME_DURATION_MS,
+        bitrate: int | None = None,
+        complexity: int = 5,
+    ) -> None:
+        """Create an encoder for `frame_duration_ms` frames; `bitrate` None lets libopus choose.
+
+        `complexity` (0-10) trades CPU for quality; libopus' default 10 costs about 0.3-1.4 ms
+        per 24 kHz frame, 5 about 0.2 ms with no audible loss for speech.
+
+        The device decodes into a buffer sized for the announced frame duration, so
+        `frame_duration_ms` must match what the server hello announced.
+        """
+        _check_opus_format(sample_rate, channels)
+        if frame_duration_ms not in _OPUS_FRAME_DURATIONS_MS:
+            raise ValueError(
+                f"Opus frame_duration_ms must be one of {_OPUS_FRAME_DURATIONS_MS}, got {frame_duration_ms}"
+            )
+        if not 0 <= complexity <= 10:
+            raise ValueError(f"Opus complexity must be 0..10, got {complexity}")
+        if bitrate is not None and not 500 <= bitrate <= 512_000:
+            raise ValueError(f"Opus bitrate must be 500..512000 bit/s or None, got {bitrate}")
+        opuslib = _opuslib()
+        self.sample_rate = sample_rate
+        self.channels = channels
+        self.frame_duration_ms = frame_duration_ms
+        self.frame_samples: int = sample_rate * frame_duration_ms // 1000
+        """Samples per channel in one frame."""
+        self.frame_bytes: int = self.frame_samples * channels * _SAMPLE_WIDTH
+        """Bytes of int16 PCM in one frame; the exact input size of `encode`."""
+        self._opus_error: type[Exception] = opuslib.OpusError
+        try:
+            self._encoder = opuslib.Encoder(sample_rate, channels, opuslib.APPLICATION_AUDIO)
+            self._encoder.complexity = complexity
+            if bitrate is not None:
+                self._encoder.bitrate = bitrate
+        except self._opus_error as exc:
+            raise CodecError(f"cannot create Opus encoder: {exc}") from exc
+
+    def encode(self, pcm: bytes) -> bytes:
+        """Encode one frame of PCM into one Opus packet.
+
+        Input shorter than `frame_bytes` is padded with silence (the tail of an
+        utterance); longer input raises ValueError because it would not fit one packet.
+        """
+        _check_aligned(pcm, self.channels, "OpusEncoder.encode")
+        if len(pcm) > self.frame_bytes:
+            raise ValueError(
+                f"OpusEncoder.encode takes at most one frame ({self.frame_bytes} bytes), got {len(pcm)}; "
+                "split the audio with FrameSplitter"
+            )
+        # libopus reads exactly frame_bytes from the buffer, so it must be full size.
+        frame = bytes(pcm).ljust(self.frame_bytes, b"\x00")
+        try:
+            return bytes(self._encoder.encode(frame, self.frame_samples))
+        except self._opus_error as exc:
+            raise CodecError(f"cannot encode Opus frame: {exc}") from exc
+
+
+class Resampler:
+    """Streaming int16 resampler that keeps filter state between calls.
+
+    Feed it audio in chunks of any size, then call `process(..., last=True)` once at
+    the end of the stream to flush the filter's delayed tail. Chunks need not end on a
+    sample boundary: an incomplete trailing sample is held until the next call.
+    """
+
+    def __init__(self, in_rate: int, out_rate: int, channels: int = 1) -> None:
+        """Create a resampler from `in_rate` Hz to `out_rate` Hz for interleaved `channels`."""
+        if in_rate <= 0 or out_rate <= 0:
+            raise ValueError(f"sample rates must be positive, got in_rate={in_rate}, out_rate={out_rate}")
+        if channels < 1:
+            raise ValueError(f"channels must be at least 1, got {channels}")
+        self.in_rate = in_rate
+        self.out_rate = out_rate
+        self.channels = channels
+        self._pending = b""
+        self._stream = (
+            None if in_rate == out_rate else _soxr().ResampleStream(in_rate, out_rate, channels, dtype="int16")
+        )
+
+    def process(self, pcm: bytes, last: bool = False) -> bytes:
+        """Resample the next chunk; with `last` also flush everything still buffered.
+
+        Output length varies per call because of the filter delay; over a whole stream
+        it totals about `input_samples * out_rate / in_rate`. Raises ValueError if the
+        stream ends (`last`) in the middle of a sample.
+        """
+        step = _SAMPLE_WIDTH * self.channels
+        data = self._pending + bytes(pcm) if self._pending else bytes(pcm)
+        whole = len(data) - len(data) % step
+        if last and whole != len(data):
+            raise ValueError(
+                f"Resampler stream ended mid-sample: {len(data) - whole} stray byte(s) "
+                f"({step} bytes per sample with {self.channels} channel(s))"
+            )
+        self._pending = data[whole:]
+        if self._stream is None:
+            return data[:whole]
+        samples = np.frombuffer(data, dtype=_INT16_LE, count=whole // _SAMPLE_WIDTH).astype(np.int16, copy=False)
+        if self.channels > 1:
+            samples = samples.reshape(-1, self.channels)
+        out = self._stream.resample_chunk(samples, last=last)
+        return _to_le_bytes(out)
+
+
+def resample(pcm: bytes, in_rate: int, out_rate: int) -> bytes:
+    """Resample a complete mono int16 clip in one call; returns the input when rates match."""
+    _check_aligned(pcm, 1, "resample")
+    if in_rate <= 0 or out_rate <= 0:
+        raise ValueError(f"sample rates must be positive, got in_rate={in_rate}, out_rate={out_rate}")
+    if in_rate == out_rate or not pcm:
+        return bytes(pcm)
+    samples = np.frombuffer(pcm, dtype=_INT16_LE).astype(np.int16, copy=False)
+    return _to_le_bytes(_soxr().resample(samples, in_rate, out_rate))
+
+
+def _to_le_bytes(samples: np.ndarray) -> bytes:
+    return samples.astype(_INT16_LE, copy=False).tobytes()
+
+
+class FrameSplitter:
+    """Cuts a byte stream of PCM into frames of exactly `frame_bytes`."""
+
+    def __init__(self, frame_bytes: int) -> None:
+        """Create a splitter emitting frames of `frame_bytes` bytes."""
+        if frame_bytes <= 0:
+            raise ValueError(f"frame_bytes must be positive, got {frame_bytes}")
+        self.frame_bytes = frame_bytes
+        self._buffer = bytearray()
+
+    def push(self, pcm: bytes) -> list[bytes]:
+        """Add `pcm` and return every frame now complete, oldest first (possibly none)."""
+        self._buffer += pcm
+        size = self.frame_bytes
+        count = len(self._buffer) // size
+        if not count:
+            return []
+        frames = [bytes(self._buffer[i * size : (i + 1) * size]) for i in range(count)]
+        del self._buffer[: count * size]
+        return frames
+
+    def flush(self) -> bytes | None:
+        """Return the buffered remainder padded with zeros to a full frame, or None if empty."""
+        if not self._buffer:
+            return None
+        frame = bytes(self._buffer).ljust(self.frame_bytes, b"\x00")
+        self._buffer.clear()
+        return frame
+
+    def clear(self) -> None:
+        """Drop buffered audio, e.g. when playback is interrupted."""
+        self._buffer.clear()

@@ -1,0 +1,89 @@
+"""Configuration of the Xiaozhi transport: WebSocket server, OTA/HTTP side, auth, activation.
+
+Every model forbids unknown keys so a typo in config.yaml is reported with its path
+instead of being silently ignored.
+"""
+
+from __future__ import annotations
+
+from pydantic import Field, field_validator, model_validator
+
+from vixio.core.settings import StrictModel as _Strict
+
+
+class AuthConfig(_Strict):
+    """Bearer tokens for the WebSocket handshake, issued by OTA (off by default)."""
+
+    enabled: bool = False
+    """Verify `Authorization: Bearer <token>` at the handshake; refuse with HTTP 401 otherwise."""
+    secret: str = ""
+    """HMAC-SHA256 key for tokens; required when `enabled`. Use `${VIXIO_AUTH_SECRET}`."""
+    token_ttl: int = Field(default=30 * 24 * 3600, gt=0)
+    """Seconds a token stays valid after it was issued."""
+    allowed_devices: list[str] = Field(default_factory=list)
+    """Device ids (lowercase MAC) that connect without a token."""
+
+    @model_validator(mode="after")
+    def _secret_when_enabled(self) -> AuthConfig:
+        if self.enabled and not self.secret:
+            raise ValueError("auth.enabled is true but auth.secret is empty; set a secret (e.g. ${VIXIO_AUTH_SECRET})")
+        return self
+
+
+class ActivationConfig(_Strict):
+    """Optional binding step: the device shows a 6-digit code that an operator confirms."""
+
+    enabled: bool = False
+    """Send an `activation` object in the OTA reply until the device's code is confirmed."""
+    message: str = "Activation code: {code}"
+    """Text the device shows and speaks; `{code}` is replaced by the 6-digit code."""
+    state_file: str = ".vixio/activations.json"
+    """Where confirmed devices are remembered across restarts."""
+
+
+class HttpConfig(_Strict):
+    """The HTTP side: OTA, activation, health."""
+
+    host: str = "0.0.0.0"
+    """Address the HTTP server listens on; 0.0.0.0 means every interface."""
+    port: int = Field(default=8003, ge=0, le=65535)
+    """0 picks a free port (useful in tests)."""
+    timezone_offset: int | None = None
+    """Minutes east of UTC sent as `server_time.timezone_offset`; null uses the server's local zone."""
+
+
+class XiaozhiConfig(_Strict):
+    """The Xiaozhi WebSocket transport."""
+
+    host: str = "0.0.0.0"
+    """Address the WebSocket server listens on; 0.0.0.0 means every interface."""
+    port: int = Field(default=8000, ge=0, le=65535)
+    """WebSocket port; 0 picks a free port (useful in tests)."""
+    path: str = "/xiaozhi/v1/"
+    """Path put into the URL that OTA hands out; any path is accepted on connect."""
+    public_url: str | None = None
+    """WebSocket URL that OTA gives devices (e.g. wss://voice.example.com/xiaozhi/v1/); null means ws://<LAN IP>:<port><path>."""
+    hello_timeout: float = Field(default=10.0, gt=0)
+    """Seconds a new connection has to send its hello before it is closed."""
+    idle_timeout: float = Field(default=120.0, ge=0)
+    """Seconds without user speech after which the session is closed; 0 disables."""
+    idle_goodbye: str | None = None
+    """Spoken before an idle close when set (needs a TTS in the pipeline)."""
+    wake_words: list[str] = Field(default_factory=lambda: ["你好小智", "你好小志", "小爱同学", "hi esp", "hey jarvis", "alexa"])
+    """`listen detect` texts treated as a wake word (greeting) rather than a typed utterance; matched case-insensitively."""
+    greeting: str = "Hi, how can I help?"
+    """What the assistant says after a wake word; empty to stay silent."""
+    prebuffer_frames: int = Field(default=5, ge=1, le=30)
+    """Downlink frames sent ahead of real time; the device drops packets past 40 queued."""
+    max_message_bytes: int = Field(default=256 * 1024, ge=1024)
+    """Larger WebSocket messages close the connection (protects the server)."""
+    http: HttpConfig = Field(default_factory=HttpConfig)
+    auth: AuthConfig = Field(default_factory=AuthConfig)
+    activation: ActivationConfig = Field(default_factory=ActivationConfig)
+
+    @field_validator("path")
+    @classmethod
+    def _path_is_absolute(cls, value: str) -> str:
+        if not value.startswith("/"):
+            raise ValueError(f"must start with '/', got {value!r}")
+        return value

@@ -1,0 +1,269 @@
+"""One device connection after its hello: device messages in, pipeline output out.
+
+In: uplink Opus is decoded and pushed as 16 kHz audio while the device is listening; `listen`
+start/stop frame push-to-talk turns; `listen detect` is a wake word (greeting) or a typed
+utterance; `abort` cancels the turn and answers `tts stop` at once.
+
+Out: user text becomes `stt`; assistant text becomes `tts sentence_start`; assistant audio is
+resampled to 24 kHz, cut into 60 ms frames, Opus-encoded and paced; the end of a reply becomes
+`tts stop` once the device has played it; an interrupt drops unsent audio and stops at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import string
+import time
+from collections.abc import Awaitable, Callable
+
+from loguru import logger
+
+from vixio.core.chunk import (
+    UNSET_TURN,
+    AudioChunk,
+    Chunk,
+    InterruptChunk,
+    StreamCompleteChunk,
+    TextChunk,
+    TurnEndChunk,
+    TurnStartChunk,
+    VADStartChunk,
+)
+from vixio.core.protocol import Message
+from vixio.core.session import Session
+from vixio.transports.xiaozhi import protocol as xp
+from vixio.transports.xiaozhi.codec import (
+    DOWNLINK_SAMPLE_RATE,
+    FRAME_DURATION_MS,
+    UPLINK_SAMPLE_RATE,
+    CodecError,
+    FrameSplitter,
+    OpusDecoder,
+    OpusEncoder,
+    Resampler,
+)
+from vixio.transports.xiaozhi.config import XiaozhiConfig
+from vixio.transports.xiaozhi.pacing import DownlinkPacer
+
+Write = Callable[[Message], Awaitable[None]]
+
+_PUNCTUATION = str.maketrans("", "", string.punctuation + "，。！？、～ ")
+
+
+class XiaozhiConnection:
+    """Protocol state of one session: listening mode, speaking, codec, pacing, idle timer."""
+
+    def __init__(
+        self, session_id: str, device_id: str, config: XiaozhiConfig, protocol: xp.XiaozhiProtocol, write: Write
+    ) -> None:
+        self.session_id = session_id
+        self.protocol = protocol
+        self.device_id = device_id
+        self.config = config
+        self.logger = logger.bind(session=session_id, device=device_id, component="xiaozhi")
+        self.session: Session | None = None
+        self.mode = "auto"
+        self.listening = False
+        self.speaking = False
+        self.last_activity = time.monotonic()
+        self._write = write
+        self._decoder = OpusDecoder(UPLINK_SAMPLE_RATE)
+        self._encoder = OpusEncoder(DOWNLINK_SAMPLE_RATE, frame_duration_ms=FRAME_DURATION_MS)
+        self._frames = FrameSplitter(self._encoder.frame_bytes)
+        self._resampler: Resampler | None = None
+        self._pacer = DownlinkPacer(write, frame_duration=FRAME_DURATION_MS / 1000, prebuffer=config.prebuffer_frames)
+        self._wake_words = {_normalise(w) for w in config.wake_words}
+        self._bad_packets = 0
+        self.audio_frames_in = 0
+
+    def attach(self, session: Session) -> None:
+        self.session = session
+        self._pacer.start()
+
+    async def close(self) -> None:
+        await self._pacer.stop()
+
+    # --- device → server ----------------------------------------------------------------------
+
+    async def handle(self, message: Message) -> None:
+        kind = message["type"]
+        if kind == xp.AUDIO:
+            await self._on_audio(message["data"])
+        elif kind == "listen":
+            await self._on_listen(message)
+        elif kind == "abort":
+            await self.abort(str(message.get("reason") or "abort"))
+        elif kind == "hello":
+            # A repeated hello is answered again: the firmware re-parses every server hello.
+            await self._write(xp.server_hello(self.session_id, message.get("version", 1)))
+        else:
+            self.logger.info("ignored message of unknown type {!r}", kind)
+
+    async def _on_audio(self, packet: bytes) -> None:
+        if not self.listening or self.session is None:
+            return  # wake-word audio before `listen detect`, or audio after push-to-talk release
+        try:
+            pcm = self._decoder.decode(packet)
+        except CodecError as exc:
+            self._bad_packets += 1
+            if self._bad_packets == 1 or self._bad_packets % 100 == 0:
+                self.logger.warning("dropped undecodable Opus packet #{} ({} bytes): {}", self._bad_packets, len(packet), exc)
+            return
+        if pcm:  # DTX: empty packets carry no audio
+            self.audio_frames_in += 1
+            await self.session.push(AudioChunk(pcm=pcm, sample_rate=UPLINK_SAMPLE_RATE))
+
+    async def _on_listen(self, message: Message) -> None:
+        state = message.get("state")
+        if state == "start":
+            mode = message.get("mode", "auto")
+            self.mode = mode if mode in xp.LISTEN_MODES else "auto"
+            self.listening = True
+            if self.mode == "manual":
+                if self.speaking:
+                    await self.abort("push_to_talk")
+                await self._push(TurnStartChunk())
+        elif state == "stop":
+            self.listening = False
+            await self._push(TurnEndChunk())
+        elif state == "detect":
+            await self._on_detect(message)
+        else:
+            self.logger.info("ignored listen message with state {!r}", state)
+
+    async def _on_detect(self, message: Message) -> None:
+        text = message.get("text")
+        if not isinstance(text, str) or not text.strip():
+            self.logger.info("ignored listen detect without text")
+            return
+        self.touch()
+        if self.speaking:
+            await self.abort("wake_word" if self.is_wake_word(text) else "typed_text")
+        if self.is_wake_word(text):
+            self.logger.info("wake word {!r}", text)
+            if self.config.greeting:
+                await self.say(self.config.greeting)
+            return
+        # Unstamped turn: the pipeline stamps the turn that is current when it arrives.
+        chunk = self.protocol.message_to_chunk(message, self.session_id, UNSET_TURN)
+        if chunk is not None:
+            await self._push(chunk)
+
+    def is_wake_word(self, text: str) -> bool:
+        return _normalise(text) in self._wake_words
+
+    async def abort(self, reason: str) -> None:
+        """Cancel the turn: drop unsent audio, `tts stop` at once, interrupt the pipeline."""
+        dropped = self._pacer.clear()
+        self._reset_downlink()
+        # Always answer: the device stays in `speaking` until it gets `tts stop`.
+        await self._write(xp.tts("stop"))
+        was_speaking, self.speaking = self.speaking, False
+        self.logger.info("abort ({}): {} unsent frames dropped{}", reason, dropped, "" if was_speaking else ", was not speaking")
+        if self.session is not None:
+            await self.session.interrupt(reason)
+
+    async def say(self, text: str) -> None:
+        """Speak `text` as the assistant (through the pipeline's TTS, if it has one)."""
+        await self._push(TextChunk(text=text, role="assistant"))
+        await self._push(StreamCompleteChunk(source="say"))
+
+    async def _push(self, chunk: Chunk) -> None:
+        if self.session is not None:
+            await self.session.push(chunk)
+
+    # --- server → device ----------------------------------------------------------------------
+
+    async def on_output(self, chunk: Chunk) -> None:
+        """The session's output handler: pipeline chunks → messages and paced audio."""
+        if isinstance(chunk, InterruptChunk):
+            if self._pacer.pending or self.speaking:
+                self._pacer.clear()
+                self._reset_downlink()
+                self.speaking = False
+                await self._write(xp.tts("stop"))
+        elif isinstance(chunk, AudioChunk):
+            self._start_speaking()
+            self._queue_audio(chunk)
+        elif isinstance(chunk, TextChunk):
+            messages = self.protocol.chunk_to_messages(chunk)
+            if chunk.role == "user":
+                self.touch()
+                for message in messages:
+                    await self._write(message)
+            elif messages:
+                self._start_speaking()
+                for message in messages:
+                    self._pacer.send_message(message)
+        elif isinstance(chunk, StreamCompleteChunk):
+            if self.speaking:
+                self._flush_audio()
+                self._pacer.end(self._finish_reply)
+        elif isinstance(chunk, VADStartChunk):
+            self.touch()
+
+    def _start_speaking(self) -> None:
+        if not self.speaking:
+            self.speaking = True
+            self.touch()
+            self._pacer.send_message(xp.tts("start"))
+
+    def _queue_audio(self, chunk: AudioChunk) -> None:
+        if self._resampler is None or self._resampler.in_rate != chunk.sample_rate:
+            self._flush_audio()
+            self._resampler = Resampler(chunk.sample_rate, DOWNLINK_SAMPLE_RATE)
+        pcm = chunk.pcm if chunk.channels == 1 else _downmix(chunk)
+        for frame in self._frames.push(self._resampler.process(pcm)):
+            self._pacer.send_frame(xp.audio(self._encoder.encode(frame)))
+
+    def _flush_audio(self) -> None:
+        if self._resampler is not None:
+            for frame in self._frames.push(self._resampler.process(b"", last=True)):
+                self._pacer.send_frame(xp.audio(self._encoder.encode(frame)))
+            self._resampler = None
+        tail = self._frames.flush()
+        if tail is not None:
+            self._pacer.send_frame(xp.audio(self._encoder.encode(tail)))
+
+    def _reset_downlink(self) -> None:
+        self._resampler = None
+        self._frames.clear()
+
+    async def _finish_reply(self) -> None:
+        if self.speaking:
+            self.speaking = False
+            self.touch()
+            await self._write(xp.tts("stop"))
+
+    # --- idle ---------------------------------------------------------------------------------
+
+    def touch(self) -> None:
+        self.last_activity = time.monotonic()
+
+    async def wait_idle(self) -> None:
+        """Return once nobody spoke (and nothing was said) for `idle_timeout` seconds."""
+        timeout = self.config.idle_timeout
+        while True:
+            remaining = self.last_activity + timeout - time.monotonic()
+            if remaining <= 0 and not self.speaking:
+                return
+            await asyncio.sleep(max(remaining, 1.0))
+
+    async def say_goodbye(self, limit: float = 10.0) -> None:
+        """Speak the configured goodbye and wait (bounded) until it has been played."""
+        if not self.config.idle_goodbye:
+            return
+        await self.say(self.config.idle_goodbye)
+        deadline = time.monotonic() + limit
+        await asyncio.sleep(0.05)
+        while (self.speaking or self._pacer.pending) and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+
+
+def _normalise(text: str) -> str:
+    return text.casefold().translate(_PUNCTUATION)
+
+
+def _downmix(chunk: AudioChunk) -> bytes:
+    samples = chunk.samples.reshape(-1, chunk.channels).mean(axis=1)
+    return samples.astype("<i2").tobytes()

@@ -1,0 +1,348 @@
+"""The OTA endpoint: how a Xiaozhi device finds the WebSocket server (and optionally gets bound).
+
+At every boot the firmware POSTs its system info to its configured OTA URL and reads `websocket`,
+`server_time`, `firmware` and `activation` from the reply. The reply must be HTTP 200 with
+`websocket` and without `mqtt`; any `mqtt` key, or an error body sent with 200, makes the device
+fall back to MQTT, so failures here are always 4xx with `{"error": ...}`.
+
+Routes:
+    POST /xiaozhi/ota/                   device bootstrap (also without the trailing slash)
+    GET  /xiaozhi/ota/                   human-readable status with the WebSocket URL
+    POST /xiaozhi/ota/activate           device polls: 202 until confirmed, then 200
+    POST /xiaozhi/ota/activate/confirm   operator: {"code": "123456"}; from this machine (no proxy,
+                                         no browser Origin), or with `Authorization: Bearer
+                                         <auth.secret>` when auth is enabled
+    GET  /healthz                        {"status": "ok", ...}
+"""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+import json
+import time
+from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
+from datetime import datetime
+from typing import Any
+
+from aiohttp import web
+from loguru import logger
+from yarl import URL
+
+from vixio.transports.xiaozhi.activation import ActivationRegistry
+from vixio.transports.xiaozhi.auth import DeviceAuthenticator, parse_bearer
+from vixio.transports.xiaozhi.config import XiaozhiConfig
+
+OTA_PATH = "/xiaozhi/ota/"
+ACTIVATION_TIMEOUT_MS = 30_000
+"""Sent as `activation.timeout_ms`; the firmware's own default."""
+MAX_BODY_BYTES = 64 * 1024
+"""The firmware's system-info JSON is a few KiB; anything far larger is not a device."""
+MAX_DEVICE_ID_LENGTH = 128
+"""Longer ids are refused; a MAC is 17 characters."""
+
+_CORS_HEADERS = {
+    "Access-Control-Allow-Origin": "*",
+    "Access-Control-Allow-Methods": "GET, POST, OPTIONS",
+    "Access-Control-Allow-Headers": "Authorization, Content-Type, Device-Id, Client-Id, Protocol-Version, "
+    "Activation-Version, Serial-Number, Accept-Language",
+    "Access-Control-Max-Age": "86400",
+}
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+_request_device: ContextVar[str] = ContextVar("ota_request_device", default="-")
+"""Device id for the request log line; handlers run in the middleware's task, so it sees what they set."""
+
+
+class _BadRequest(Exception):
+    """Turned into a 4xx JSON reply by the middleware."""
+
+    def __init__(self, message: str, status: int = 400) -> None:
+        super().__init__(message)
+        self.message = message
+        self.status = status
+
+
+def _error(status: int, message: str) -> web.Response:
+    return web.json_response({"error": message}, status=status)
+
+
+async def _read_json_object(request: web.Request) -> dict[str, Any]:
+    """The body as a JSON object; an empty body counts as `{}` so `curl -X POST` works."""
+    raw = await request.read()
+    if not raw.strip():
+        return {}
+    try:
+        data = json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise _BadRequest(f"body is not JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise _BadRequest(f"body must be a JSON object, got {type(data).__name__}")
+    return data
+
+
+def _text(value: Any) -> str:
+    return value.strip() if isinstance(value, str) else ""
+
+
+def _is_loopback(address: str | None) -> bool:
+    try:
+        ip = ipaddress.ip_address(address or "")
+    except ValueError:
+        return False
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    return ip.is_loopback
+
+
+def _display_host(host: str) -> str:
+    """A host a local client can dial for a bind address ("0.0.0.0"/"::" are not dialable)."""
+    if host in ("", "0.0.0.0"):
+        return "127.0.0.1"
+    if host == "::":
+        return "::1"
+    return host
+
+
+class OtaServer:
+    """aiohttp server for OTA, activation and health on `config.http.host:port`."""
+
+    def __init__(
+        self,
+        config: XiaozhiConfig,
+        authenticator: DeviceAuthenticator,
+        *,
+        websocket_port: Callable[[], int] | int | None = None,
+    ) -> None:
+        """`websocket_port` is the WebSocket server's port, or a callable read per request (for a
+        server bound to port 0 after this one); None uses `config.port`."""
+        self._config = config
+        self._authenticator = authenticator
+        self._websocket_port = websocket_port
+        self._activations = ActivationRegistry(config.activation) if config.activation.enabled else None
+        self._runner: web.AppRunner | None = None
+        self._port: int | None = None
+        self._app = web.Application(middlewares=[self._middleware], client_max_size=MAX_BODY_BYTES)
+        for path in (OTA_PATH, OTA_PATH.rstrip("/")):
+            self._app.router.add_post(path, self._handle_ota)
+            self._app.router.add_get(path, self._handle_status)
+        for path in (OTA_PATH + "activate", OTA_PATH + "activate/"):
+            self._app.router.add_post(path, self._handle_activate)
+        self._app.router.add_post(OTA_PATH + "activate/confirm", self._handle_confirm)
+        self._app.router.add_get("/healthz", self._handle_health)
+
+    @property
+    def app(self) -> web.Application:
+        """The aiohttp application; add routes before `start()` (aiohttp freezes the router then)."""
+        return self._app
+
+    @property
+    def activations(self) -> ActivationRegistry | None:
+        """Pending and confirmed activations; None when `activation.enabled` is false."""
+        return self._activations
+
+    def add_route(self, method: str, path: str, handler: Handler) -> None:
+        """Serve `handler` at `method path` too (e.g. `/metrics`); only before `start()`."""
+        self._app.router.add_route(method, path, handler)
+
+    @property
+    def port(self) -> int:
+        """The bound port (resolves `http.port: 0`); only after `start()`."""
+        if self._port is None:
+            raise RuntimeError("OtaServer.port is known only after start()")
+        return self._port
+
+    @property
+    def url(self) -> str:
+        """The OTA URL as a client on this machine dials it, e.g. http://127.0.0.1:8003/xiaozhi/ota/."""
+        return str(URL.build(scheme="http", host=_display_host(self._config.http.host), port=self.port, path=OTA_PATH))
+
+    async def start(self) -> None:
+        """Bind and serve; returns once listening."""
+        if self._runner is not None:
+            raise RuntimeError("OtaServer is already started")
+        runner = web.AppRunner(self._app, access_log=None, handle_signals=False)
+        await runner.setup()
+        site = web.TCPSite(runner, self._config.http.host, self._config.http.port)
+        try:
+            await site.start()
+        except OSError:
+            await runner.cleanup()
+            raise
+        self._runner = runner
+        self._port = int(runner.addresses[0][1])
+        logger.debug("OTA server on {} (set this as the device's OTA URL with the LAN address)", self.url)
+
+    async def stop(self) -> None:
+        """Stop serving; safe to call when not started."""
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    def websocket_url(self, request: web.Request | None = None) -> str:
+        """URL handed to devices: `public_url`, else ws://<host the device dialled>:<ws port><path>."""
+        if self._config.public_url:
+            return self._config.public_url
+        source = self._websocket_port
+        port = self._config.port if source is None else source() if callable(source) else source
+        return str(URL.build(scheme="ws", host=self._request_host(request), port=port, path=self._config.path))
+
+    def _request_host(self, request: web.Request | None) -> str:
+        # The device reached OTA through this address, so on a LAN it can reach the WebSocket
+        # server through it too; behind a proxy or NAT the operator sets `public_url`.
+        if request is not None:
+            host_header = request.headers.get("Host", "").strip()
+            if host_header:
+                try:
+                    host = URL(f"http://{host_header}/").host
+                except ValueError:
+                    host = None
+                if host:
+                    return host
+            sockname = request.transport.get_extra_info("sockname") if request.transport else None
+            if sockname:
+                return str(sockname[0])
+        return _display_host(self._config.http.host)
+
+    @web.middleware
+    async def _middleware(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        started = time.perf_counter()
+        context_token = _request_device.set(request.headers.get("Device-Id", "").strip().lower() or "-")
+        response: web.StreamResponse
+        if request.method == "OPTIONS":
+            response = web.Response(status=204)
+        else:
+            try:
+                response = await handler(request)
+            except _BadRequest as exc:
+                response = _error(exc.status, exc.message)
+            except web.HTTPException as exc:
+                response = _error(exc.status, exc.reason)
+            except Exception:  # noqa: BLE001 - a handler bug still gets a JSON 500 and its log line
+                logger.exception("OTA handler failed for {} {}", request.method, request.path)
+                response = _error(500, "internal server error")
+        # The confirm route trusts loopback callers, so browsers (any web page) get no CORS grant there.
+        if not request.path.startswith(OTA_PATH + "activate/confirm"):
+            response.headers.update(_CORS_HEADERS)
+        device = _request_device.get()
+        _request_device.reset(context_token)
+        logger.bind(device=device).info(
+            "{} {} -> {} ({:.1f} ms)",
+            request.method,
+            request.path,
+            response.status,
+            (time.perf_counter() - started) * 1000,
+        )
+        return response
+
+    def _device_id(self, request: web.Request, body: dict[str, Any]) -> str:
+        """`Device-Id`, else the body's `mac_address` (the firmware fills both from the same MAC)."""
+        device_id = (request.headers.get("Device-Id", "").strip() or _text(body.get("mac_address"))).lower()
+        if not device_id:
+            raise _BadRequest("missing Device-Id header (the device's lowercase MAC, aa:bb:cc:dd:ee:ff)")
+        if len(device_id) > MAX_DEVICE_ID_LENGTH or not device_id.isprintable():
+            raise _BadRequest(f"Device-Id must be printable and at most {MAX_DEVICE_ID_LENGTH} characters")
+        _request_device.set(device_id)
+        return device_id
+
+    async def _handle_ota(self, request: web.Request) -> web.Response:
+        body = await _read_json_object(request)
+        device_id = self._device_id(request, body)
+        # The body's `uuid` is the same board UUID the firmware sends as Client-Id.
+        client_id = request.headers.get("Client-Id", "").strip() or _text(body.get("uuid"))
+        if not client_id:
+            raise _BadRequest("missing Client-Id header (the device's UUID)")
+        application = body.get("application")
+        version = _text(application.get("version")) if isinstance(application, dict) else ""
+        offset = self._config.http.timezone_offset
+        if offset is None:
+            local = datetime.now().astimezone().utcoffset()
+            offset = int(local.total_seconds() // 60) if local is not None else 0
+        reply: dict[str, Any] = {
+            "server_time": {"timestamp": int(time.time() * 1000), "timezone_offset": offset},
+            # The device's own version with no URL means "no update".
+            "firmware": {"version": version or "0.0.0", "url": ""},
+            "websocket": {
+                "url": self.websocket_url(request),
+                "token": self._authenticator.token_for(client_id, device_id),
+            },
+        }
+        activation = self._activation_offer(device_id)
+        if activation is not None:
+            reply["activation"] = activation
+        return web.json_response(reply)
+
+    def _activation_offer(self, device_id: str) -> dict[str, Any] | None:
+        if self._activations is None or self._activations.is_confirmed(device_id):
+            return None
+        pending = self._activations.pending(device_id)
+        command = f'curl -X POST {self.url}activate/confirm -d \'{{"code": "{pending.code}"}}\''
+        logger.bind(device=device_id).info(
+            "device {} shows code {}; confirm with: {}", device_id, pending.code, command
+        )
+        return {
+            "code": pending.code,
+            "message": self._config.activation.message.replace("{code}", pending.code),
+            "challenge": pending.challenge,
+            "timeout_ms": ACTIVATION_TIMEOUT_MS,
+        }
+
+    async def _handle_activate(self, request: web.Request) -> web.Response:
+        # The body may carry an HMAC of the challenge made with the device's eFuse key; that key is
+        # known only to the vendor, so binding rests on the operator confirming the displayed code.
+        device_id = self._device_id(request, await _read_json_object(request))
+        if self._activations is None or self._activations.is_confirmed(device_id):
+            return web.json_response({"status": "activated"})
+        code = self._activations.pending(device_id).code
+        return web.json_response(
+            {"status": "pending", "message": f"waiting for an operator to confirm code {code}"}, status=202
+        )
+
+    def _may_confirm(self, request: web.Request) -> bool:
+        # Loopback is trusted only for direct calls: a proxy on this host (Forwarded headers) or a
+        # browser page (Origin) would otherwise borrow the loopback address.
+        proxied = any(name in request.headers for name in ("Forwarded", "X-Forwarded-For", "Origin"))
+        sockname = request.transport.get_extra_info("sockname") if request.transport else None
+        # A caller whose address is our own interface address is on this machine too (server bound to a LAN IP).
+        same_host = sockname is not None and request.remote == sockname[0]
+        if (_is_loopback(request.remote) or same_host) and not proxied:
+            return True
+        presented = parse_bearer(request.headers.get("Authorization"))
+        secret = self._config.auth.secret
+        return (
+            self._config.auth.enabled and bool(presented) and hmac.compare_digest(presented.encode(), secret.encode())
+        )
+
+    async def _handle_confirm(self, request: web.Request) -> web.Response:
+        if not self._may_confirm(request):
+            return _error(403, "confirm from this machine, or send Authorization: Bearer <auth.secret> (auth enabled)")
+        if self._activations is None:
+            return _error(409, "activation.enabled is false; there is nothing to confirm")
+        body = await _read_json_object(request)
+        code = str(body.get("code", "")).strip()
+        device_id = self._activations.confirm(code)
+        if device_id is None:
+            return _error(404, f"no device is waiting with code {code!r}")
+        _request_device.set(device_id)
+        logger.bind(device=device_id).info("activation confirmed; the device finishes on its next /activate poll")
+        return web.json_response({"status": "confirmed", "device_id": device_id})
+
+    async def _handle_status(self, request: web.Request) -> web.Response:
+        text = (
+            "vixio OTA is running.\n"
+            f"WebSocket URL: {self.websocket_url(request)}\n"
+            "Devices POST their system info here (Device-Id and Client-Id headers) to get it.\n"
+        )
+        return web.Response(text=text)
+
+    async def _handle_health(self, request: web.Request) -> web.Response:
+        return web.json_response(
+            {
+                "status": "ok",
+                "websocket_url": self.websocket_url(request),
+                "auth": self._config.auth.enabled,
+                "activation": self._config.activation.enabled,
+            }
+        )

@@ -1,0 +1,153 @@
+"""Downlink pacing: Opus frames at real time, a small pre-buffer ahead.
+
+The firmware's decode queue holds 40 packets and silently drops the rest, so the server must not
+run ahead of playback; too little ahead and the speaker stutters on network jitter. The pacer
+sends `prebuffer` frames at once, then one frame per frame duration, counting from the start of
+the current burst (absolute deadlines, so sleep jitter does not accumulate). When the queue runs
+dry the device's buffer drains; the next frame starts a new burst.
+
+Messages queued between frames (`tts sentence_start`, ...) go out in order, at once. An end
+marker waits until the device has played everything sent (so `tts stop` never cuts the tail),
+then runs its callback. `clear()` drops everything unsent at once (abort, barge-in).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from vixio.core.protocol import Message
+
+Send = Callable[[Message], Awaitable[None]]
+
+
+@dataclass(slots=True)
+class _End:
+    on_played: Callable[[], Awaitable[None]]
+
+
+class DownlinkPacer:
+    """One per session; runs as one asyncio task (no thread)."""
+
+    def __init__(
+        self,
+        send: Send,
+        *,
+        frame_duration: float = 0.060,
+        prebuffer: int = 5,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
+        self._send = send
+        self.frame_duration = frame_duration
+        self.prebuffer = prebuffer
+        self._clock = clock
+        self._sleep = sleep
+        self._queue: deque[Message | _End] = deque()
+        self._wakeup = asyncio.Event()
+        self._burst_start = 0.0
+        self._burst_frames = 0
+        self._task: asyncio.Task[None] | None = None
+        self._waiting_on_time = False
+        self.frames_sent = 0
+        self.frames_dropped = 0
+
+    # --- producer side ------------------------------------------------------------------------
+
+    def send_frame(self, message: Message) -> None:
+        """Queue one audio message (one Opus packet)."""
+        self._push(message)
+
+    def send_message(self, message: Message) -> None:
+        """Queue a JSON message that must go out in order with the audio."""
+        self._push(message)
+
+    def end(self, on_played: Callable[[], Awaitable[None]]) -> None:
+        """Run `on_played` once everything queued before it has been sent and played."""
+        self._push(_End(on_played))
+
+    def clear(self) -> int:
+        """Drop every unsent frame, message and end marker; returns the frames dropped."""
+        dropped = sum(1 for item in self._queue if isinstance(item, dict) and item.get("type") == "audio")
+        self._queue.clear()
+        self.frames_dropped += dropped
+        self._burst_frames = 0
+        if self._task is not None and self._waiting_on_time:
+            # Abandon a sleep that was timing an item we just dropped.
+            self._task.cancel()
+            self._task = None
+            self.start()
+        return dropped
+
+    @property
+    def pending(self) -> int:
+        return len(self._queue)
+
+    @property
+    def buffered_seconds(self) -> float:
+        """Estimated audio sent but not yet played by the device."""
+        return max(0.0, self._burst_start + self._burst_frames * self.frame_duration - self._clock())
+
+    def _push(self, item: Message | _End) -> None:
+        self._queue.append(item)
+        self._wakeup.set()
+
+    # --- lifecycle ----------------------------------------------------------------------------
+
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.create_task(self._run(), name="vixio-downlink-pacer")
+
+    async def stop(self) -> None:
+        self._queue.clear()
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+            self._task = None
+
+    async def _run(self) -> None:
+        while True:
+            if not self._queue:
+                self._wakeup.clear()
+                await self._wakeup.wait()
+                continue
+            item = self._queue[0]
+            if isinstance(item, _End):
+                await self._wait(self.buffered_seconds)
+                if self._queue and self._queue[0] is item:
+                    self._queue.popleft()
+                    await item.on_played()
+                continue
+            if item.get("type") == "audio":
+                await self._wait(self._delay_for_next_frame())
+                if not self._queue or self._queue[0] is not item:
+                    continue  # cleared while waiting
+                self._queue.popleft()
+                self._burst_frames += 1
+                self.frames_sent += 1
+            else:
+                self._queue.popleft()
+            await self._send(item)
+
+    def _delay_for_next_frame(self) -> float:
+        now = self._clock()
+        if self._burst_frames == 0 or now >= self._burst_start + self._burst_frames * self.frame_duration:
+            # The device has played everything: start a new burst with a fresh pre-buffer.
+            self._burst_start = now
+            self._burst_frames = 0
+            return 0.0
+        # Frame k of a burst may leave once the device holds fewer than `prebuffer` frames.
+        due = self._burst_start + (self._burst_frames - self.prebuffer + 1) * self.frame_duration
+        return max(0.0, due - now)
+
+    async def _wait(self, seconds: float) -> None:
+        if seconds <= 0:
+            return
+        self._waiting_on_time = True
+        try:
+            await self._sleep(seconds)
+        finally:
+            self._waiting_on_time = False

@@ -1,0 +1,146 @@
+"""The Xiaozhi WebSocket protocol: message types, builders and chunk mapping.
+
+Text frames are JSON objects with a string `type`; binary frames are Opus, bare (protocol v1)
+or behind a v2/v3 header (see framing.py). Messages the firmware sends: hello, listen
+(start/stop/detect), abort, mcp. Messages it understands: hello, stt, llm, tts
+(start/sentence_start/stop), mcp, system, alert, custom, and binary audio.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from vixio.core.chunk import Chunk, TextChunk
+from vixio.core.protocol import Message, ProtocolBase, ProtocolError
+from vixio.transports.xiaozhi.codec import DOWNLINK_SAMPLE_RATE, FRAME_DURATION_MS
+from vixio.transports.xiaozhi.framing import SUPPORTED_VERSIONS, FramingError, pack, unpack
+
+AUDIO = "audio"
+"""Type of the message dict a binary frame decodes to: {"type": "audio", "data": opus}."""
+
+LISTEN_MODES = ("auto", "manual", "realtime")
+
+# The firmware shows emotions from this vocabulary (FW Application::OnIncomingJson, XS displays).
+EMOTIONS = (
+    "neutral", "happy", "laughing", "funny", "sad", "angry", "crying", "loving", "embarrassed",
+    "surprised", "shocked", "thinking", "winking", "cool", "relaxed", "delicious", "kissy",
+    "confident", "sleepy", "silly", "confused",
+)
+
+# Emoji and other pictographs: the device's subtitle font has none of them.
+_PICTOGRAPHS = re.compile(
+    "[\U0001F000-\U0001FAFF\U00002600-\U000027BF\U0001F900-\U0001F9FF\U00002B00-\U00002BFF\uFE0F\u200D]"
+)
+
+
+class XiaozhiProtocol(ProtocolBase):
+    """Stateless translation for one binary protocol version (1, 2 or 3)."""
+
+    def __init__(self, binary_version: int = 1) -> None:
+        if binary_version not in SUPPORTED_VERSIONS:
+            raise ValueError(f"binary protocol version must be one of {SUPPORTED_VERSIONS}, got {binary_version}")
+        self.binary_version = binary_version
+
+    def decode(self, data: bytes | str) -> Message:
+        if isinstance(data, (bytes, bytearray, memoryview)):
+            try:
+                frame = unpack(bytes(data), self.binary_version)
+            except FramingError as exc:
+                raise ProtocolError(f"bad binary frame (protocol v{self.binary_version}): {exc}") from exc
+            return {"type": AUDIO, "data": frame.payload, "timestamp_ms": frame.timestamp_ms}
+        try:
+            message = json.loads(data)
+        except ValueError as exc:
+            raise ProtocolError(f"text frame is not JSON: {_excerpt(data)}") from exc
+        if not isinstance(message, dict) or not isinstance(message.get("type"), str):
+            raise ProtocolError(f"text frame is not an object with a string type: {_excerpt(data)}")
+        return message
+
+    def encode(self, message: Message) -> bytes | str:
+        if message.get("type") == AUDIO:
+            return pack(message["data"], self.binary_version, timestamp_ms=message.get("timestamp_ms", 0))
+        return json.dumps(message, ensure_ascii=False, separators=(",", ":"))
+
+    def message_to_chunk(self, message: Message, session_id: str, turn_id: int) -> Chunk | None:
+        """A typed utterance (`listen detect` with text) becomes user text; audio is decoded by the
+        connection (the Opus decoder is per session), everything else is control, not data."""
+        if message.get("type") == "listen" and message.get("state") == "detect":
+            text = message.get("text")
+            if isinstance(text, str) and text.strip():
+                return TextChunk(text=text.strip(), role="user", session_id=session_id, turn_id=turn_id)
+        return None
+
+    def chunk_to_messages(self, chunk: Chunk) -> list[Message]:
+        """User text → `stt`; assistant text → `tts sentence_start` (the subtitle of what is spoken)."""
+        if isinstance(chunk, TextChunk):
+            if chunk.role == "user":
+                return [stt(chunk.text)]
+            subtitle = clean_subtitle(chunk.text)
+            return [tts("sentence_start", subtitle)] if subtitle else []
+        return []
+
+
+# --- builders (server → device) ----------------------------------------------------------------
+
+
+def server_hello(session_id: str, version: int) -> Message:
+    # `transport` is mandatory: the firmware dereferences it without a null check.
+    # xiaozhi-sdk needs every audio_params key, so all are always sent.
+    return {
+        "type": "hello",
+        "version": version,
+        "transport": "websocket",
+        "session_id": session_id,
+        "audio_params": {
+            "format": "opus",
+            "sample_rate": DOWNLINK_SAMPLE_RATE,
+            "channels": 1,
+            "frame_duration": FRAME_DURATION_MS,
+        },
+    }
+
+
+def stt(text: str) -> Message:
+    return {"type": "stt", "text": text}
+
+
+def tts(state: str, text: str | None = None) -> Message:
+    message: Message = {"type": "tts", "state": state}
+    if text is not None:
+        message["text"] = text
+    return message
+
+
+def llm_emotion(emotion: str, text: str = "") -> Message:
+    if emotion not in EMOTIONS:
+        raise ValueError(f"unknown emotion {emotion!r}; the device knows {', '.join(EMOTIONS)}")
+    return {"type": "llm", "emotion": emotion, "text": text}
+
+
+def system(command: str = "reboot") -> Message:
+    return {"type": "system", "command": command}
+
+
+def alert(status: str, message: str, emotion: str = "neutral") -> Message:
+    # The firmware ignores an alert unless all three are strings.
+    return {"type": "alert", "status": str(status), "message": str(message), "emotion": str(emotion)}
+
+
+def custom(payload: dict[str, Any]) -> Message:
+    return {"type": "custom", "payload": payload}
+
+
+def audio(opus: bytes, timestamp_ms: int = 0) -> Message:
+    return {"type": AUDIO, "data": opus, "timestamp_ms": timestamp_ms}
+
+
+def clean_subtitle(text: str) -> str:
+    """What the device can show: no emoji, no line breaks, no surrounding blanks."""
+    return " ".join(_PICTOGRAPHS.sub("", text).split())
+
+
+def _excerpt(data: str | bytes, limit: int = 80) -> str:
+    text = data if isinstance(data, str) else repr(data)
+    return repr(text[:limit] + ("…" if len(text) > limit else ""))

@@ -1,0 +1,253 @@
+"""The Xiaozhi WebSocket server (the `websockets` library, asyncio, no thread per connection).
+
+Per connection: authenticate at the handshake (HTTP 401 without upgrade on failure), wait up to
+`hello_timeout` for the device's hello, answer it before any slow work, then build the session's
+pipeline and serve messages until the socket closes or the session goes idle. Any path is
+accepted: the firmware connects to whatever URL OTA gave it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from http import HTTPStatus
+from typing import Any
+from urllib.parse import parse_qsl, urlsplit
+
+import websockets
+from websockets.asyncio.server import Server, ServerConnection, serve
+from websockets.http11 import Request, Response
+
+from vixio.core.pipeline import Pipeline
+from vixio.core.protocol import Message
+from vixio.core.session import Session
+from vixio.core.transport import ConnectionClosed, TransportBase
+from vixio.transports.xiaozhi import protocol as xp
+from vixio.transports.xiaozhi.auth import AuthError, DeviceAuthenticator, DeviceIdentity
+from vixio.transports.xiaozhi.config import XiaozhiConfig
+from vixio.transports.xiaozhi.connection import XiaozhiConnection
+from vixio.transports.xiaozhi.framing import SUPPORTED_VERSIONS
+
+
+@dataclass(slots=True)
+class DeviceContext:
+    """What a pipeline factory knows about the device it builds a pipeline for."""
+
+    session_id: str
+    identity: DeviceIdentity
+    hello: Message
+    protocol_version: int
+    transport: XiaozhiTransport
+    features: dict[str, Any] = field(default_factory=dict)
+
+
+PipelineFactory = Callable[[DeviceContext], Awaitable[Pipeline]]
+
+
+class XiaozhiTransport(TransportBase):
+    """WebSocket server for Xiaozhi devices."""
+
+    def __init__(
+        self,
+        config: XiaozhiConfig,
+        pipeline_factory: PipelineFactory,
+        *,
+        authenticator: DeviceAuthenticator | None = None,
+    ) -> None:
+        super().__init__(xp.XiaozhiProtocol(1))
+        self.config = config
+        self.authenticator = authenticator or DeviceAuthenticator(config.auth)
+        self._pipeline_factory = pipeline_factory
+        self._server: Server | None = None
+        self._sockets: dict[str, ServerConnection] = {}
+        self._protocols: dict[str, xp.XiaozhiProtocol] = {}
+        self.connections: dict[str, XiaozhiConnection] = {}
+        """Live sessions by session id."""
+
+    # --- server lifecycle ---------------------------------------------------------------------
+
+    async def start(self) -> None:
+        self._server = await serve(
+            self._handle,
+            self.config.host,
+            self.config.port,
+            process_request=self._process_request,
+            max_size=self.config.max_message_bytes,
+            compression=None,  # Opus does not compress; deflate would only cost CPU
+            ping_interval=30,
+            ping_timeout=30,
+        )
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            await self._server.wait_closed()
+            self._server = None
+
+    @property
+    def port(self) -> int:
+        if self._server is None:
+            raise RuntimeError("the transport is not started")
+        return int(next(iter(self._server.sockets)).getsockname()[1])
+
+    # --- raw I/O for TransportBase ------------------------------------------------------------
+
+    async def _do_read(self, session_id: str) -> bytes | str:
+        try:
+            return await self._sockets[session_id].recv()
+        except (websockets.ConnectionClosed, KeyError) as exc:
+            raise ConnectionClosed(session_id) from exc
+
+    async def _do_write(self, session_id: str, data: bytes | str) -> None:
+        try:
+            await self._sockets[session_id].send(data)
+        except (websockets.ConnectionClosed, KeyError) as exc:
+            raise ConnectionClosed(session_id) from exc
+
+    # --- handshake ----------------------------------------------------------------------------
+
+    def _process_request(self, connection: ServerConnection, request: Request) -> Response | None:
+        if request.headers.get("Upgrade", "").lower() != "websocket":
+            return connection.respond(HTTPStatus.OK, "vixio: Xiaozhi WebSocket endpoint is running\n")
+        query = dict(parse_qsl(urlsplit(request.path).query))
+        headers = {name: value for name, value in request.headers.raw_items()}
+        try:
+            identity = self.authenticator.authenticate(headers, query)
+        except AuthError as exc:
+            if self.authenticator.enabled:
+                connection.logger.info("handshake refused: %s", exc)
+                return connection.respond(HTTPStatus.UNAUTHORIZED, f"unauthorized: {exc.reason}\n")
+            identity = _anonymous_identity(headers, query)
+        connection.vixio_identity = identity  # type: ignore[attr-defined]
+        return None
+
+    # --- one connection -----------------------------------------------------------------------
+
+    async def _handle(self, socket: ServerConnection) -> None:
+        accepted = time.perf_counter()
+        identity: DeviceIdentity = socket.vixio_identity  # type: ignore[attr-defined]
+        session_id = str(uuid.uuid4())
+        self._sockets[session_id] = socket
+        if identity.protocol_version in SUPPORTED_VERSIONS:
+            self._protocols[session_id] = xp.XiaozhiProtocol(identity.protocol_version)
+        self.open_session_io(session_id, identity.device_id)
+        connection: XiaozhiConnection | None = None
+        session: Session | None = None
+        log = self._io[session_id].logger
+        try:
+            hello = await self._wait_for_hello(session_id)
+            if hello is None:
+                log.info("closed: no hello within {}s", self.config.hello_timeout)
+                return
+            version = self._negotiate_version(identity, hello, log)
+            protocol = xp.XiaozhiProtocol(version)
+            self._protocols[session_id] = protocol
+            # Answer before any slow work: the device gives up after 10 s.
+            await self.write(session_id, xp.server_hello(session_id, version))
+            log.info("hello answered {:.1f} ms after connect (protocol v{}, features {})",
+                     (time.perf_counter() - accepted) * 1000, version, hello.get("features") or {})
+            connection = XiaozhiConnection(session_id, identity.device_id, self.config, protocol,
+                                           lambda m: self.write(session_id, m))
+            features = hello.get("features") if isinstance(hello.get("features"), dict) else {}
+            context = DeviceContext(session_id, identity, hello, version, self, dict(features))
+            pipeline = await self._pipeline_factory(context)
+            session = Session(session_id, pipeline, connection.on_output, device_id=identity.device_id)
+            session.state.device.update(device_id=identity.device_id, client_id=identity.client_id,
+                                        protocol_version=version, features=context.features)
+            await session.start()
+            connection.attach(session)
+            self.connections[session_id] = connection
+            await self._serve(session_id, connection, log)
+        except Exception:
+            log.exception("session failed")
+        finally:
+            self.connections.pop(session_id, None)
+            if connection is not None:
+                await connection.close()
+            if session is not None:
+                await session.close()
+            await self.close_session_io(session_id)
+            self._sockets.pop(session_id, None)
+            self._protocols.pop(session_id, None)
+            await socket.close()
+
+    async def _wait_for_hello(self, session_id: str) -> Message | None:
+        async def first_hello() -> Message | None:
+            while True:
+                message = await self.read(session_id)
+                if message is None or message.get("type") == "hello":
+                    return message
+                self._io[session_id].logger.info("ignored {!r} before hello", message.get("type"))
+
+        try:
+            return await asyncio.wait_for(first_hello(), self.config.hello_timeout)
+        except TimeoutError:
+            return None
+
+    def _negotiate_version(self, identity: DeviceIdentity, hello: Message, log: Any) -> int:
+        header_version = identity.protocol_version
+        hello_version = hello.get("version")
+        version = header_version if header_version != 1 or not isinstance(hello_version, int) else hello_version
+        if version not in SUPPORTED_VERSIONS:
+            log.warning("unsupported binary protocol version {}; using 1", version)
+            version = 1
+        return version
+
+    async def _serve(self, session_id: str, connection: XiaozhiConnection, log: Any) -> None:
+        reader = asyncio.create_task(self._read_loop(session_id, connection), name=f"vixio-{session_id}-dispatch")
+        waiters: set[asyncio.Task[Any]] = {reader}
+        if self.config.idle_timeout > 0:
+            waiters.add(asyncio.create_task(connection.wait_idle(), name=f"vixio-{session_id}-idle"))
+        try:
+            done, _ = await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+            if reader not in done:
+                log.info("closing: no speech for {}s", self.config.idle_timeout)
+                await connection.say_goodbye()
+        finally:
+            for task in waiters:
+                task.cancel()
+            await asyncio.gather(*waiters, return_exceptions=True)
+
+    async def _read_loop(self, session_id: str, connection: XiaozhiConnection) -> None:
+        while True:
+            message = await self.read(session_id)
+            if message is None:
+                return
+            try:
+                await connection.handle(message)
+            except Exception:
+                # One bad message must not end the session.
+                connection.logger.exception("failed to handle {!r}", message.get("type"))
+
+    def protocol_for(self, session_id: str) -> xp.XiaozhiProtocol:
+        return self._protocols.get(session_id, self.protocol)  # type: ignore[return-value]
+
+    # --- server-initiated messages ------------------------------------------------------------
+
+    async def send_system(self, session_id: str, command: str = "reboot") -> None:
+        await self.write(session_id, xp.system(command))
+
+    async def send_alert(self, session_id: str, status: str, message: str, emotion: str = "neutral") -> None:
+        await self.write(session_id, xp.alert(status, message, emotion))
+
+    async def send_custom(self, session_id: str, payload: dict[str, Any]) -> None:
+        await self.write(session_id, xp.custom(payload))
+
+    async def send_emotion(self, session_id: str, emotion: str) -> None:
+        await self.write(session_id, xp.llm_emotion(emotion))
+
+
+def _anonymous_identity(headers: dict[str, str], query: dict[str, str]) -> DeviceIdentity:
+    """With auth off, a client without ids (a browser page, a test tool) is still served."""
+    lowered = {k.lower(): v for k, v in headers.items()}
+    device_id = (lowered.get("device-id") or query.get("device-id") or "").strip().lower()
+    client_id = (lowered.get("client-id") or query.get("client-id") or "").strip()
+    version = lowered.get("protocol-version") or query.get("protocol-version") or "1"
+    return DeviceIdentity(
+        device_id=device_id or f"anonymous-{uuid.uuid4().hex[:8]}",
+        client_id=client_id,
+        protocol_version=int(version) if version.isdigit() else 1,
+    )
