@@ -38,6 +38,9 @@ class BaseChunk:
 # --- data -------------------------------------------------------------------------------------
 
 
+Role = Literal["user", "assistant"]
+
+
 @dataclass(kw_only=True, slots=True)
 class AudioChunk(BaseChunk):
     """PCM audio, signed 16-bit little-endian, interleaved when `channels` > 1."""
@@ -48,6 +51,8 @@ class AudioChunk(BaseChunk):
     sample_rate: int
     """Samples per second, e.g. 16000 for the uplink, 24000 for the Xiaozhi downlink."""
     channels: int = 1
+    role: Role = "user"
+    """"user" for microphone audio, "assistant" for speech to play; only the latter is played."""
 
     @property
     def samples(self) -> np.ndarray:
@@ -58,9 +63,6 @@ class AudioChunk(BaseChunk):
     def duration(self) -> float:
         """Length in seconds."""
         return len(self.pcm) / (2 * self.channels * self.sample_rate)
-
-
-Role = Literal["user", "assistant"]
 
 
 @dataclass(kw_only=True, slots=True)

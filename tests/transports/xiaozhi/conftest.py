@@ -39,7 +39,7 @@ class ToneReply(Station):
         pcm = tone(self.seconds)
         step = int(0.2 * 22050) * 2
         for i in range(0, len(pcm), step):
-            yield AudioChunk(pcm=pcm[i:i + step], sample_rate=22050)
+            yield AudioChunk(pcm=pcm[i:i + step], sample_rate=22050, role="assistant")
         yield StreamCompleteChunk(source=self.name)
 
 

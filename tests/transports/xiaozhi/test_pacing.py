@@ -23,8 +23,12 @@ class VirtualClock:
         await asyncio.sleep(0)
 
 
-def frame(i: int) -> dict:
-    return {"type": "audio", "data": bytes([i % 256]) * 10}
+def frame(i: int) -> bytes:
+    return bytes([i % 256]) * 10
+
+
+def sent_frame(i: int) -> dict:
+    return {"type": "audio", "data": frame(i)}
 
 
 async def run_pacer(items, clock: VirtualClock, *, until: int, prebuffer: int = 5):
@@ -40,7 +44,7 @@ async def run_pacer(items, clock: VirtualClock, *, until: int, prebuffer: int = 
             async def stop() -> None:
                 await send({"type": "tts", "state": "stop"})
             pacer.end(stop)
-        elif isinstance(item, dict) and item.get("type") != "audio":
+        elif isinstance(item, dict):
             pacer.send_message(item)
         else:
             pacer.send_frame(item)
@@ -59,7 +63,7 @@ async def test_prebuffer_then_real_time_then_stop_after_playback() -> None:
     pacer, sent = await run_pacer(items, clock, until=42)
     assert sent[0][1]["state"] == "sentence_start"
     frames = [(t, m) for t, m in sent if m["type"] == "audio"]
-    assert [m["data"] for _, m in frames] == [frame(i)["data"] for i in range(40)]  # order kept
+    assert [m for _, m in frames] == [sent_frame(i) for i in range(40)]  # order kept
     for k, (t, _) in enumerate(frames):
         ahead = (k + 1) - (t - start) / FRAME  # frames sent minus frames played
         assert ahead <= 5 + 1e-9, f"frame {k} is {ahead:.2f} frames ahead"
@@ -122,5 +126,5 @@ async def test_clear_drops_unsent_frames_and_the_pending_stop() -> None:
     assert len(sent) == already and not stopped
     pacer.send_frame(frame(99))  # the pacer keeps working after a clear
     await asyncio.sleep(0.01)
-    assert sent[-1] == frame(99)
+    assert sent[-1] == sent_frame(99)
     await pacer.stop()

@@ -144,6 +144,7 @@ async def test_uplink_accepts_20ms_frames_and_tiny_dtx_packets(make_server) -> N
         await asyncio.sleep(0.2)
         (connection,) = server.transport.connections.values()
         assert sent == 25 and connection.audio_frames_in >= 25
+        assert device.audio_frames == []  # microphone audio that no station consumed is never echoed
 
 
 async def test_audio_before_listen_start_is_not_fed_to_the_pipeline(make_server) -> None:

@@ -71,7 +71,8 @@ class XiaozhiConnection:
         self._encoder = OpusEncoder(DOWNLINK_SAMPLE_RATE, frame_duration_ms=FRAME_DURATION_MS)
         self._frames = FrameSplitter(self._encoder.frame_bytes)
         self._resampler: Resampler | None = None
-        self._pacer = DownlinkPacer(write, frame_duration=FRAME_DURATION_MS / 1000, prebuffer=config.prebuffer_frames)
+        self._pacer = DownlinkPacer(write, encode=self._encode_frame, frame_duration=FRAME_DURATION_MS / 1000,
+                                    prebuffer=config.prebuffer_frames)
         self._wake_words = {_normalise(w) for w in config.wake_words}
         self._bad_packets = 0
         self.audio_frames_in = 0
@@ -183,6 +184,8 @@ class XiaozhiConnection:
                 self.speaking = False
                 await self._write(xp.tts("stop"))
         elif isinstance(chunk, AudioChunk):
+            if chunk.role != "assistant":
+                return  # microphone audio no station consumed: never echo it back
             self._start_speaking()
             self._queue_audio(chunk)
         elif isinstance(chunk, TextChunk):
@@ -214,16 +217,19 @@ class XiaozhiConnection:
             self._resampler = Resampler(chunk.sample_rate, DOWNLINK_SAMPLE_RATE)
         pcm = chunk.pcm if chunk.channels == 1 else _downmix(chunk)
         for frame in self._frames.push(self._resampler.process(pcm)):
-            self._pacer.send_frame(xp.audio(self._encoder.encode(frame)))
+            self._pacer.send_frame(frame)
 
     def _flush_audio(self) -> None:
         if self._resampler is not None:
             for frame in self._frames.push(self._resampler.process(b"", last=True)):
-                self._pacer.send_frame(xp.audio(self._encoder.encode(frame)))
+                self._pacer.send_frame(frame)
             self._resampler = None
         tail = self._frames.flush()
         if tail is not None:
-            self._pacer.send_frame(xp.audio(self._encoder.encode(tail)))
+            self._pacer.send_frame(tail)
+
+    def _encode_frame(self, pcm: bytes) -> Message:
+        return xp.audio(self._encoder.encode(pcm))
 
     def _reset_downlink(self) -> None:
         self._resampler = None

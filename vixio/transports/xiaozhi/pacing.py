@@ -6,6 +6,10 @@ sends `prebuffer` frames at once, then one frame per frame duration, counting fr
 the current burst (absolute deadlines, so sleep jitter does not accumulate). When the queue runs
 dry the device's buffer drains; the next frame starts a new burst.
 
+Frames are queued as PCM (or whatever `encode` takes) and encoded only when their turn to go
+comes, so the encoding CPU is spread evenly over playback instead of bursting when a TTS
+chunk arrives — that burst would delay every other session's frames.
+
 Messages queued between frames (`tts sentence_start`, ...) go out in order, at once. An end
 marker waits until the device has played everything sent (so `tts stop` never cuts the tail),
 then runs its callback. `clear()` drops everything unsent at once (abort, barge-in).
@@ -22,6 +26,11 @@ from dataclasses import dataclass
 from vixio.core.protocol import Message
 
 Send = Callable[[Message], Awaitable[None]]
+Encode = Callable[[bytes], Message]
+
+
+def _as_audio_message(frame: bytes) -> Message:
+    return {"type": "audio", "data": frame}
 
 
 @dataclass(slots=True)
@@ -36,17 +45,19 @@ class DownlinkPacer:
         self,
         send: Send,
         *,
+        encode: Encode = _as_audio_message,
         frame_duration: float = 0.060,
         prebuffer: int = 5,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         self._send = send
+        self._encode = encode
         self.frame_duration = frame_duration
         self.prebuffer = prebuffer
         self._clock = clock
         self._sleep = sleep
-        self._queue: deque[Message | _End] = deque()
+        self._queue: deque[bytes | Message | _End] = deque()
         self._wakeup = asyncio.Event()
         self._burst_start = 0.0
         self._burst_frames = 0
@@ -57,9 +68,9 @@ class DownlinkPacer:
 
     # --- producer side ------------------------------------------------------------------------
 
-    def send_frame(self, message: Message) -> None:
-        """Queue one audio message (one Opus packet)."""
-        self._push(message)
+    def send_frame(self, frame: bytes) -> None:
+        """Queue one frame of audio; `encode` turns it into its message when it is sent."""
+        self._push(frame)
 
     def send_message(self, message: Message) -> None:
         """Queue a JSON message that must go out in order with the audio."""
@@ -71,7 +82,7 @@ class DownlinkPacer:
 
     def clear(self) -> int:
         """Drop every unsent frame, message and end marker; returns the frames dropped."""
-        dropped = sum(1 for item in self._queue if isinstance(item, dict) and item.get("type") == "audio")
+        dropped = sum(1 for item in self._queue if isinstance(item, bytes))
         self._queue.clear()
         self.frames_dropped += dropped
         self._burst_frames = 0
@@ -91,7 +102,7 @@ class DownlinkPacer:
         """Estimated audio sent but not yet played by the device."""
         return max(0.0, self._burst_start + self._burst_frames * self.frame_duration - self._clock())
 
-    def _push(self, item: Message | _End) -> None:
+    def _push(self, item: bytes | Message | _End) -> None:
         self._queue.append(item)
         self._wakeup.set()
 
@@ -121,16 +132,17 @@ class DownlinkPacer:
                     self._queue.popleft()
                     await item.on_played()
                 continue
-            if item.get("type") == "audio":
+            if isinstance(item, bytes):
                 await self._wait(self._delay_for_next_frame())
                 if not self._queue or self._queue[0] is not item:
                     continue  # cleared while waiting
                 self._queue.popleft()
                 self._burst_frames += 1
                 self.frames_sent += 1
+                await self._send(self._encode(item))
             else:
                 self._queue.popleft()
-            await self._send(item)
+                await self._send(item)
 
     def _delay_for_next_frame(self) -> float:
         now = self._clock()
