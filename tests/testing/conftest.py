@@ -49,9 +49,10 @@ class DeviceConnection:
     """One device connection as the server sees it."""
 
     def __init__(self, ws: ServerConnection) -> None:
+        assert ws.request is not None  # set once the handshake completed
         self.ws = ws
-        self.headers = ws.request.headers if ws.request else None
-        self.path = ws.request.path if ws.request else ""
+        self.headers = ws.request.headers
+        self.path = ws.request.path
         self.events: list[tuple[float, str, Any]] = []
         """(arrival time, "text" | "binary", parsed JSON or bytes), in arrival order."""
         self.closed = asyncio.Event()

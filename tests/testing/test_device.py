@@ -148,6 +148,22 @@ async def test_ota_version_3_empty_token_and_aec_shape_the_channel(
         await device.close()
 
 
+@pytest.mark.parametrize(("token", "authorization"), [("abc", "Bearer abc"), ("Token x.y", "Token x.y")])
+async def test_token_gets_a_bearer_prefix_unless_it_has_a_space(
+    server: LoopbackServer, token: str, authorization: str
+) -> None:
+    device = SimulatedDevice(ws_url=server.ws_url, token=token, protocol_version=2)
+    connecting = asyncio.create_task(device.connect())
+    connection = await server.accept()
+    await connection.handshake()
+    await connecting
+    try:
+        assert connection.headers["Authorization"] == authorization
+        assert connection.headers["Protocol-Version"] == "2"
+    finally:
+        await device.close()
+
+
 @pytest.mark.parametrize(
     ("status", "reply", "expected"),
     [

@@ -43,7 +43,7 @@ async def test_text_exchange_prints_one_line_per_message_and_records(
     await connection.handshake()
     detect = await connection.next_json("listen")
     assert detect["state"] == "detect" and detect["text"] == "what time is it"
-    assert connection.headers is not None and connection.headers["Device-Id"] == "aa:bb:cc:dd:ee:01"
+    assert connection.headers["Device-Id"] == "aa:bb:cc:dd:ee:01"
     await answer(connection)
     assert await running == 0
 

@@ -26,7 +26,7 @@ from vixio.testing.device_core import DeviceCore, DeviceState, ListeningMode, ra
 from vixio.testing.device_errors import DeviceDisconnected, DeviceError, HelloError, OtaError
 from vixio.testing.device_mcp import DeviceTool, McpStats, hang_forever
 from vixio.testing.device_recording import ReceivedMessage, SentMessage
-from vixio.transports.xiaozhi.codec import UPLINK_SAMPLE_RATE
+from vixio.transports.xiaozhi.codec import UPLINK_SAMPLE_RATE, OpusEncoder
 
 DEFAULT_WAKE_WORD = "你好小智"
 
@@ -148,7 +148,9 @@ class SimulatedDevice(DeviceCore):
         if not self._mic_open():
             raise DeviceError(f"the mic streams only while listening (or speaking in realtime mode); "
                               f"state is {self.state}, mode {self.listening_mode}")
-        packets = encode_uplink(pcm16k, self.uplink_frame_ms)
+        if self._mic_encoder is None:
+            self._mic_encoder = OpusEncoder(UPLINK_SAMPLE_RATE, 1, self.uplink_frame_ms)
+        packets = encode_uplink(pcm16k, self.uplink_frame_ms, self._mic_encoder)
         loop = asyncio.get_running_loop()
         start, step = loop.time(), self.uplink_frame_ms / 1000
         for index, packet in enumerate(packets):

@@ -169,14 +169,16 @@ class Speaker:
         return None
 
 
-def encode_uplink(pcm16k: bytes, frame_ms: int) -> list[bytes]:
+def encode_uplink(pcm16k: bytes, frame_ms: int, encoder: OpusEncoder | None = None) -> list[bytes]:
     """Encode 16 kHz mono int16 PCM into Opus packets of `frame_ms`, padding the last frame.
 
     The microphone always delivers whole frames, so a short tail is padded with silence.
+    Pass `encoder` to keep the codec state across calls, as one mic stream does.
     """
     if len(pcm16k) % 2:
         raise ValueError(f"PCM must be whole int16 samples, got {len(pcm16k)} bytes")
-    encoder = OpusEncoder(sample_rate=UPLINK_SAMPLE_RATE, channels=1, frame_duration_ms=frame_ms)
+    if encoder is None:
+        encoder = OpusEncoder(sample_rate=UPLINK_SAMPLE_RATE, channels=1, frame_duration_ms=frame_ms)
     splitter = FrameSplitter(encoder.frame_bytes)
     frames = splitter.push(pcm16k)
     tail = splitter.flush()

@@ -24,7 +24,7 @@ from vixio.testing.device_mcp import DeviceMcpServer, DeviceStatus, DeviceTool, 
 from vixio.testing.device_ota import DeviceIdentity, OtaResult, run_ota, system_info
 from vixio.testing.device_protocol import CHANNEL_TIMEOUT_S, DeviceProtocol
 from vixio.testing.device_recording import DeviceRecording, ReceivedMessage, SentMessage
-from vixio.transports.xiaozhi.codec import UPLINK_SAMPLE_RATE
+from vixio.transports.xiaozhi.codec import UPLINK_SAMPLE_RATE, OpusEncoder
 from vixio.transports.xiaozhi.framing import FramingError, unpack
 
 ListeningMode = Literal["auto", "manual", "realtime"]
@@ -127,6 +127,8 @@ class DeviceCore:
         self._mcp = (DeviceMcpServer([*builtin, *tools], board=board, firmware_version=firmware_version,
                                      send=self._send_mcp, device_id=self.device_id) if mcp else None)
         self._speaker = Speaker()
+        self._mic_encoder: OpusEncoder | None = None
+        """The uplink encoder; one per channel, so its state runs across stream_audio calls."""
         self._relisten: asyncio.Task[None] | None = None
 
     # ---------------------------------------------------------------- channel
@@ -220,6 +222,7 @@ class DeviceCore:
             self._set_state("idle")
             raise
         self._speaker.configure(self.protocol.server_sample_rate, self.protocol.server_frame_duration)
+        self._mic_encoder = None
         return hello
 
     async def _ensure_channel(self) -> None:
