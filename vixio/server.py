@@ -18,6 +18,7 @@ from vixio.core.pipeline import Pipeline
 from vixio.transports.xiaozhi.auth import DeviceAuthenticator
 from vixio.transports.xiaozhi.ota import OtaServer
 from vixio.transports.xiaozhi.transport import DeviceContext, PipelineFactory, XiaozhiTransport
+from vixio.voice import VoiceStack
 
 
 class VixioServer:
@@ -30,13 +31,15 @@ class VixioServer:
             config.xiaozhi, pipeline_factory or self._build_pipeline, authenticator=self.authenticator
         )
         self.ota = OtaServer(config.xiaozhi, self.authenticator, websocket_port=lambda: self.transport.port)
+        self.voice = VoiceStack(config)
+        self._custom_factory = pipeline_factory is not None
 
     async def _build_pipeline(self, context: DeviceContext) -> Pipeline:
-        # The voice stations (VAD, ASR, agent, TTS) plug in here once configured; without them a
-        # session is connected and heard (audio decoded, typed text echoed as `stt`) but silent.
-        return Pipeline([], session_id=context.session_id, queue_size=self.config.pipeline.queue_size)
+        return self.voice.build_pipeline(context.session_id)
 
     async def start(self) -> None:
+        if not self._custom_factory:
+            await self.voice.load()  # models load once, before the first device connects
         await self.transport.start()
         await self.ota.start()
         http = self.config.xiaozhi.http

@@ -6,6 +6,7 @@ from typing import Literal
 
 from pydantic import Field
 
+from vixio.config.voice import AgentConfig, ASRConfig, SpeechConfig, TTSConfig, TurnConfig, VADConfig
 from vixio.core.settings import StrictModel
 from vixio.transports.xiaozhi.config import XiaozhiConfig
 
@@ -34,3 +35,12 @@ class VixioConfig(StrictModel):
     log: LogConfig = Field(default_factory=LogConfig)
     pipeline: PipelineConfig = Field(default_factory=PipelineConfig)
     xiaozhi: XiaozhiConfig = Field(default_factory=XiaozhiConfig)
+    vad: VADConfig = Field(default_factory=VADConfig)
+    turn: TurnConfig = Field(default_factory=TurnConfig)
+    asr: ASRConfig | None = None
+    """Speech recognition; null leaves it out (typed text only)."""
+    agent: AgentConfig | None = None
+    """The assistant; null leaves it out (nothing answers)."""
+    tts: TTSConfig | None = None
+    """Speech synthesis; null leaves it out (subtitles only)."""
+    speech: SpeechConfig = Field(default_factory=SpeechConfig)

@@ -34,6 +34,14 @@ def _render(model: type[BaseModel], path: str, sections: list[str]) -> None:
     for name, field in model.model_fields.items():
         sub = _model_in(field.annotation)
         key_path = f"{path}.{name}" if path else name
+        variants = _models_in(field.annotation)
+        if len(variants) > 1:
+            tags = [v.model_fields["provider"].annotation.__args__[0] for v in variants]
+            for variant, tag in zip(variants, tags):
+                nested.append((variant, f"{key_path} (provider: {tag})"))
+            choices = ", ".join(f"`{tag}`" for tag in tags)
+            lines.append(f"| `{name}` | section | {_default(field)} | {_description(field)} One of, by `provider`: {choices} |")
+            continue
         if sub is not None and typing.get_origin(field.annotation) is None:
             nested.append((sub, key_path))
             lines.append(f"| `{name}` | section | | see [`{key_path}`](#{key_path.replace('.', '')}) |")
@@ -42,6 +50,16 @@ def _render(model: type[BaseModel], path: str, sections: list[str]) -> None:
     sections.append("\n".join(lines) + "\n")
     for sub, key_path in nested:
         _render(sub, key_path, sections)
+
+
+def _models_in(annotation: Any) -> list[type[BaseModel]]:
+    """Every pydantic model in a (possibly annotated, optional) union."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    found: list[type[BaseModel]] = []
+    for arg in typing.get_args(annotation):
+        found += [m for m in _models_in(arg) if m not in found]
+    return found
 
 
 def _type_name(annotation: Any) -> str:

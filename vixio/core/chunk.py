@@ -101,9 +101,11 @@ class InterruptChunk(BaseChunk):
 
 @dataclass(kw_only=True, slots=True)
 class TurnStartChunk(BaseChunk):
-    """A user turn began (speech started, push-to-talk pressed, text typed)."""
+    """A user turn began (speech started, push-to-talk pressed)."""
 
     kind: Literal["turn_start"] = field(default="turn_start", init=False)
+    source: Literal["vad", "push_to_talk"] = "vad"
+    """Who decides the end: the VAD's silence, or the release of a push-to-talk button."""
 
 
 @dataclass(kw_only=True, slots=True)
@@ -111,6 +113,7 @@ class TurnEndChunk(BaseChunk):
     """The user turn ended; stations that buffer the turn flush now."""
 
     kind: Literal["turn_end"] = field(default="turn_end", init=False)
+    source: Literal["vad", "push_to_talk"] = "vad"
 
 
 @dataclass(kw_only=True, slots=True)
@@ -151,6 +154,16 @@ class BotStoppedSpeakingChunk(BaseChunk):
     """The last audio of a reply went to the device, or the reply was interrupted."""
 
     kind: Literal["bot_stopped_speaking"] = field(default="bot_stopped_speaking", init=False)
+
+
+@dataclass(kw_only=True, slots=True)
+class EmotionChunk(BaseChunk):
+    """The emotion of the reply, for the device's face (one per turn)."""
+
+    kind: Literal["emotion"] = field(default="emotion", init=False)
+    emotion: str
+    """A word of the Xiaozhi vocabulary: neutral, happy, sad, thinking, ..."""
+    emoji: str = ""
 
 
 @dataclass(kw_only=True, slots=True)
@@ -206,6 +219,7 @@ Chunk = (
     | VADEndChunk
     | BotStartedSpeakingChunk
     | BotStoppedSpeakingChunk
+    | EmotionChunk
     | ToolCallChunk
     | ToolResultChunk
     | MetricsChunk
@@ -220,6 +234,7 @@ EVENT_CHUNKS = (
     VADEndChunk,
     BotStartedSpeakingChunk,
     BotStoppedSpeakingChunk,
+    EmotionChunk,
     ToolCallChunk,
     ToolResultChunk,
     MetricsChunk,

@@ -24,8 +24,9 @@ from typing import TYPE_CHECKING
 
 from loguru import logger as root_logger
 
-from vixio.core.chunk import UNSET_TURN, BaseChunk, Chunk, ErrorChunk, InterruptChunk
+from vixio.core.chunk import UNSET_TURN, AudioChunk, BaseChunk, Chunk, ErrorChunk, InterruptChunk
 from vixio.core.queue import ChunkQueue
+from vixio.core.state import SessionState
 from vixio.core.station import Station
 
 if TYPE_CHECKING:
@@ -66,6 +67,8 @@ class Pipeline:
         self._stopped = False
         self.dropped_stale = 0
         """Chunks dropped because their turn was interrupted."""
+        self.state: SessionState = SessionState()
+        """Conversation state shared with the stations; a Session replaces it with its own."""
 
     # --- turns --------------------------------------------------------------------------------
 
@@ -80,8 +83,14 @@ class Pipeline:
         return self._turn
 
     def is_stale(self, chunk: BaseChunk) -> bool:
-        """True for chunks of a turn that an interrupt cancelled."""
-        return chunk.turn_id < self._floor
+        """True for chunks of a turn that an interrupt cancelled.
+
+        Microphone audio is never stale: an interrupt cancels the assistant's work, and the
+        user's speech that caused a barge-in must reach the VAD and ASR whole.
+        """
+        if chunk.turn_id >= self._floor:
+            return False
+        return not (isinstance(chunk, AudioChunk) and chunk.role == "user")
 
     # --- lifecycle ----------------------------------------------------------------------------
 

@@ -10,44 +10,16 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
-from typing import Any, Literal
 
 from loguru import logger
 
 from vixio.core.chunk import Chunk
 from vixio.core.pipeline import Pipeline
+from vixio.core.state import Message, SessionState
+
+__all__ = ["Message", "OutputHandler", "Session", "SessionState"]
 
 OutputHandler = Callable[[Chunk], Awaitable[None]]
-
-
-@dataclass(slots=True)
-class Message:
-    """One entry of the conversation history."""
-
-    role: Literal["system", "user", "assistant", "tool"]
-    content: str
-    interrupted: bool = False
-    """True when the user cut the reply off; `content` then holds only what was heard."""
-    turn_id: int = 0
-
-
-@dataclass(slots=True)
-class SessionState:
-    """Per-session conversation state."""
-
-    history: list[Message] = field(default_factory=list)
-    max_history: int = 40
-    """Messages kept; the oldest go first (0 keeps everything)."""
-    tools: list[Any] = field(default_factory=list)
-    """The tools the agent of this session may use (device, local and MCP tools)."""
-    device: dict[str, Any] = field(default_factory=dict)
-    """What the transport knows of the device: ids, protocol version, features."""
-
-    def add_message(self, message: Message) -> None:
-        self.history.append(message)
-        if self.max_history and len(self.history) > self.max_history:
-            del self.history[: len(self.history) - self.max_history]
 
 
 class Session:
@@ -65,7 +37,8 @@ class Session:
         self.session_id = session_id
         self.device_id = device_id
         self.pipeline = pipeline
-        self.state = state or SessionState()
+        self.state = state or pipeline.state
+        pipeline.state = self.state  # stations see the session's state
         self.logger = logger.bind(session=session_id, device=device_id or "-")
         self.created_at = time.monotonic()
         self.last_activity = self.created_at

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from loguru import Logger
 
     from vixio.core.pipeline import Pipeline
+    from vixio.core.state import SessionState
 
 
 class Station(ABC):
@@ -69,6 +70,13 @@ class Station(ABC):
     @property
     def session_id(self) -> str:
         return self._pipeline.session_id if self._pipeline else ""
+
+    @property
+    def session_state(self) -> SessionState:
+        """The conversation state of the session this station serves."""
+        if self._pipeline is None:
+            raise RuntimeError(f"{self.name} is not attached to a pipeline")
+        return self._pipeline.state
 
     @property
     def current_turn_id(self) -> int:

@@ -22,6 +22,7 @@ from vixio.core.chunk import (
     UNSET_TURN,
     AudioChunk,
     Chunk,
+    EmotionChunk,
     InterruptChunk,
     StreamCompleteChunk,
     TextChunk,
@@ -71,7 +72,8 @@ class XiaozhiConnection:
         self._encoder = OpusEncoder(DOWNLINK_SAMPLE_RATE, frame_duration_ms=FRAME_DURATION_MS)
         self._frames = FrameSplitter(self._encoder.frame_bytes)
         self._resampler: Resampler | None = None
-        self._pacer = DownlinkPacer(write, encode=self._encode_frame, frame_duration=FRAME_DURATION_MS / 1000,
+        self._reply_turn = 0
+        self._pacer = DownlinkPacer(self._send_paced, encode=self._encode_frame, frame_duration=FRAME_DURATION_MS / 1000,
                                     prebuffer=config.prebuffer_frames)
         self._wake_words = {_normalise(w) for w in config.wake_words}
         self._bad_packets = 0
@@ -123,10 +125,10 @@ class XiaozhiConnection:
             if self.mode == "manual":
                 if self.speaking:
                     await self.abort("push_to_talk")
-                await self._push(TurnStartChunk())
+                await self._push(TurnStartChunk(source="push_to_talk"))
         elif state == "stop":
             self.listening = False
-            await self._push(TurnEndChunk())
+            await self._push(TurnEndChunk(source="push_to_talk"))
         elif state == "detect":
             await self._on_detect(message)
         else:
@@ -162,7 +164,9 @@ class XiaozhiConnection:
         was_speaking, self.speaking = self.speaking, False
         self.logger.info("abort ({}): {} unsent frames dropped{}", reason, dropped, "" if was_speaking else ", was not speaking")
         if self.session is not None:
+            # Stations still see `bot_speaking` in their interrupt hooks (what was heard matters).
             await self.session.interrupt(reason)
+            self.session.state.bot_speaking = False
 
     async def say(self, text: str) -> None:
         """Speak `text` as the assistant (through the pipeline's TTS, if it has one)."""
@@ -183,10 +187,11 @@ class XiaozhiConnection:
                 self._reset_downlink()
                 self.speaking = False
                 await self._write(xp.tts("stop"))
+            self._set_bot_speaking(False)
         elif isinstance(chunk, AudioChunk):
             if chunk.role != "assistant":
                 return  # microphone audio no station consumed: never echo it back
-            self._start_speaking()
+            self._start_speaking(chunk.turn_id)
             self._queue_audio(chunk)
         elif isinstance(chunk, TextChunk):
             messages = self.protocol.chunk_to_messages(chunk)
@@ -195,9 +200,13 @@ class XiaozhiConnection:
                 for message in messages:
                     await self._write(message)
             elif messages:
-                self._start_speaking()
+                self._start_speaking(chunk.turn_id)
                 for message in messages:
                     self._pacer.send_message(message)
+        elif isinstance(chunk, EmotionChunk):
+            self._start_speaking(chunk.turn_id)
+            self._pacer.send_message(xp.llm_emotion(chunk.emotion, chunk.emoji)
+                                     if chunk.emotion in xp.EMOTIONS else xp.llm_emotion("neutral", chunk.emoji))
         elif isinstance(chunk, StreamCompleteChunk):
             if self.speaking:
                 self._flush_audio()
@@ -205,11 +214,28 @@ class XiaozhiConnection:
         elif isinstance(chunk, VADStartChunk):
             self.touch()
 
-    def _start_speaking(self) -> None:
+    def _start_speaking(self, turn_id: int = 0) -> None:
         if not self.speaking:
             self.speaking = True
+            self._reply_turn = turn_id
             self.touch()
+            self._set_bot_speaking(True)
+            if self.session is not None:
+                self.session.state.heard.clear()
             self._pacer.send_message(xp.tts("start"))
+
+    def _set_bot_speaking(self, value: bool) -> None:
+        if self.session is not None:
+            self.session.state.bot_speaking = value
+
+    async def _send_paced(self, message: Message) -> None:
+        """What the pacer sends: also notes what the device has been given to play."""
+        if self.session is not None:
+            if message.get("type") == xp.AUDIO:
+                self.session.state.metrics(self._reply_turn).mark("first_frame_sent")
+            elif message.get("state") == "sentence_start":
+                self.session.state.heard.append(message.get("text", ""))
+        await self._write(message)
 
     def _queue_audio(self, chunk: AudioChunk) -> None:
         if self._resampler is None or self._resampler.in_rate != chunk.sample_rate:
@@ -240,6 +266,11 @@ class XiaozhiConnection:
             self.speaking = False
             self.touch()
             await self._write(xp.tts("stop"))
+            self._set_bot_speaking(False)
+            if self.session is not None:
+                timings = self.session.state.metrics(self._reply_turn).durations()
+                if timings:
+                    self.logger.info("turn {} latency (ms from first mark): {}", self._reply_turn, timings)
 
     # --- idle ---------------------------------------------------------------------------------
 

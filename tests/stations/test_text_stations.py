@@ -1,0 +1,110 @@
+from __future__ import annotations
+
+from vixio.core.chunk import (
+    AudioChunk,
+    EmotionChunk,
+    ErrorChunk,
+    StreamCompleteChunk,
+    TextChunk,
+    TextDeltaChunk,
+    TurnEndChunk,
+)
+from vixio.stations import SentenceAggregatorStation, TextAggregatorStation, TTSStation
+from vixio.stations.text import find_sentence_end, speakable
+from vixio.testing.harness import run_station
+
+from .fakes import ToneTTS
+
+
+def deltas(*parts: str) -> list[TextDeltaChunk]:
+    return [TextDeltaChunk(text=p, role="assistant") for p in parts]
+
+
+def spoken(out: list) -> list[str]:
+    return [c.text for c in out if isinstance(c, TextChunk)]
+
+
+async def test_sentences_emotion_and_markdown_stripping() -> None:
+    out = await run_station(SentenceAggregatorStation(), [
+        *deltas("😀 Hel", "lo there! How are", " you today? I am **fine**", ", thanks."),
+        StreamCompleteChunk(source="agent"),
+    ])
+    assert isinstance(out[0], EmotionChunk) and out[0].emotion == "happy"
+    assert spoken(out) == ["Hello there!", "How are you today?", "I am fine, thanks."]
+    assert isinstance(out[-1], StreamCompleteChunk)
+
+
+async def test_first_sentence_breaks_early_at_a_comma_later_ones_do_not() -> None:
+    out = await run_station(SentenceAggregatorStation(first_clause_min_chars=10), [
+        *deltas("The weather in Paris, as far as I know, ", "is sunny. Later, it rains, they say."),
+        StreamCompleteChunk(),
+    ])
+    assert spoken(out) == ["The weather in Paris,", "as far as I know, is sunny.", "Later, it rains, they say."]
+
+
+async def test_chinese_punctuation_decimals_and_default_emotion() -> None:
+    out = await run_station(SentenceAggregatorStation(default_emotion="neutral"), [
+        *deltas("你好！今天", "气温是3.5度。", "Pi is 3.14 exactly"), StreamCompleteChunk(),
+    ])
+    assert out[0].emotion == "neutral"
+    assert spoken(out) == ["你好！", "今天气温是3.5度。", "Pi is 3.14 exactly"]
+
+
+async def test_run_on_text_is_cut_so_speech_can_start() -> None:
+    out = await run_station(SentenceAggregatorStation(max_sentence_chars=40), [
+        *deltas("la France, " * 10), StreamCompleteChunk(),
+    ])
+    sentences = spoken(out)
+    assert len(sentences) >= 3 and all(len(s) <= 40 for s in sentences)
+    assert " ".join(sentences) == speakable("la France, " * 10)
+
+
+async def test_code_blocks_are_never_spoken() -> None:
+    out = await run_station(SentenceAggregatorStation(), [
+        *deltas("Here is code.\n```py", "thon\nprint('x')\nx = 1\n", "```\nDone now. `inline` stays."),
+        StreamCompleteChunk(),
+    ])
+    assert spoken(out) == ["Here is code.", "Done now.", "inline stays."]
+
+
+async def test_error_flushes_what_was_said_and_passes_on() -> None:
+    out = await run_station(SentenceAggregatorStation(), [*deltas("Partial answer"), ErrorChunk(source="Agent", message="x")])
+    assert spoken(out) == ["Partial answer"] and isinstance(out[-1], ErrorChunk)
+
+
+def test_speakable_and_sentence_end_helpers() -> None:
+    assert speakable("# Title\n- **bold** item\n1. [link](http://x) 🎉") == "Title bold item link"
+    assert find_sentence_end("Hello. World") == 6
+    assert find_sentence_end("Hello.") == -1  # may be "Hello.5": wait for more
+    assert find_sentence_end("一二三，四", allow_clause=True, min_clause_chars=3) == 4
+
+
+async def test_text_aggregator_joins_user_deltas_and_prefers_a_final_text() -> None:
+    user = [TextDeltaChunk(text="turn the ", role="user"), TextDeltaChunk(text="lights on", role="user"), TurnEndChunk()]
+    out = await run_station(TextAggregatorStation(), user)
+    assert [(c.kind, getattr(c, "text", "")) for c in out] == [("text", "turn the lights on"), ("turn_end", "")]
+    out = await run_station(TextAggregatorStation(), [TextDeltaChunk(text="turn th", role="user"),
+                                                      TextChunk(text="turn the lights on", role="user"), TurnEndChunk()])
+    assert spoken(out) == ["turn the lights on"]
+    assistant = TextDeltaChunk(text="hi", role="assistant")
+    assert (await run_station(TextAggregatorStation(), [assistant]))[0] is assistant
+
+
+async def test_tts_speaks_each_sentence_resampled_to_24k_after_its_subtitle() -> None:
+    tts = ToneTTS()
+    out = await run_station(TTSStation(tts), [TextChunk(text="one two", role="assistant"),
+                                              TextChunk(text="user words", role="user"), StreamCompleteChunk()])
+    assert tts.spoken == ["one two"]
+    assert [c.kind for c in out][:1] == ["text"] and out[-1].kind == "stream_complete"
+    audio = [c for c in out if isinstance(c, AudioChunk)]
+    assert audio and all(c.sample_rate == 24000 and c.role == "assistant" for c in audio)
+    seconds = sum(c.duration for c in audio)
+    assert abs(seconds - 0.1) < 0.01  # two words x 50 ms, resampled without loss
+
+
+async def test_tts_apologises_for_an_upstream_failure_and_completes_the_turn() -> None:
+    tts = ToneTTS()
+    out = await run_station(TTSStation(tts, apology="Sorry about that."), [ErrorChunk(source="ASRStation", message="down")])
+    assert tts.spoken == ["Sorry about that."]
+    assert [c.kind for c in out][0] == "error" and out[-1].kind == "stream_complete"
+    assert spoken(out) == ["Sorry about that."]

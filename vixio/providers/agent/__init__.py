@@ -1,0 +1,44 @@
+"""Agent providers: the `AgentProvider` contract and its backends.
+
+The contract (`base`) is cheap to import; backends load openai-agents (~2 s) and, for
+`LocalLlamaAgentProvider`, llama-cpp-python, so they are imported on first attribute access.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import Any
+
+from vixio.providers.agent.base import (
+    AgentError,
+    AgentEvent,
+    AgentProvider,
+    AgentTextDelta,
+    AgentToolCall,
+    AgentToolResult,
+)
+
+_BACKENDS = {
+    "OpenAIAgentProvider": "vixio.providers.agent.openai_agent",
+    "LocalLlamaAgentProvider": "vixio.providers.agent.local_llama",
+    "LocalLlamaModel": "vixio.providers.agent.local_llama",
+}
+
+__all__ = [
+    "AgentError",
+    "AgentEvent",
+    "AgentProvider",
+    "AgentTextDelta",
+    "AgentToolCall",
+    "AgentToolResult",
+    "LocalLlamaAgentProvider",
+    "LocalLlamaModel",
+    "OpenAIAgentProvider",
+]
+
+
+def __getattr__(name: str) -> Any:
+    """Import a backend class on first use."""
+    if name in _BACKENDS:
+        return getattr(import_module(_BACKENDS[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

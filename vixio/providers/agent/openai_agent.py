@@ -1,0 +1,284 @@
+"""`AgentProvider` on an openai-agents `Agent`, streamed with `Runner.run_streamed`.
+
+The model is any openai-agents `Model`; given a name, it is a `LitellmModel`, so one provider
+serves OpenAI, DeepSeek, Qwen, a local OpenAI-compatible server... (`"openai/gpt-4o-mini"`,
+`"deepseek/deepseek-chat"`, `api_base=...`).
+
+History is the run's input list (`result.to_input_list()`), kept between turns and trimmed at
+turn boundaries. Tracing is off unless `tracing=True`: openai-agents would otherwise upload
+traces whenever `OPENAI_API_KEY` is set.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import os
+import re
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from agents import (
+    Agent,
+    MaxTurnsExceeded,
+    Model,
+    ModelSettings,
+    ModelTimeoutError,
+    RunConfig,
+    Runner,
+    RunResultStreaming,
+    set_tracing_disabled,
+)
+from agents.items import MessageOutputItem, ToolCallItem, ToolCallOutputItem
+from agents.stream_events import (
+    RawResponsesStreamEvent,
+    RunItemStreamEvent,
+    StreamEvent,
+)
+from loguru import logger
+
+from vixio.providers.agent.base import (
+    AgentError,
+    AgentEvent,
+    AgentProvider,
+    AgentTextDelta,
+    AgentToolCall,
+    AgentToolResult,
+)
+from vixio.providers.agent.history import (
+    Item,
+    drop_unpaired_tool_items,
+    replace_last_reply,
+    trim_history,
+)
+
+# Off for the whole process by default; a provider built with tracing=True turns it back on
+# (process-wide in openai-agents) and every other provider still opts out per run.
+set_tracing_disabled(True)
+
+_LITELLM_PREFIX = re.compile(r"^litellm\.\w+:\s*(\w+:\s*)?(\w+Exception\s*-\s*)?")
+_LITELLM_MODULE = "agents.extensions.models.litellm_model"
+CANCEL_GRACE_SECONDS = 1.0
+"""How long `cancel()` waits for the run task to unwind (close its HTTP stream)."""
+
+
+@dataclass
+class _Turn:
+    """One running `chat()`: what has streamed so far, to build history if it is cut off."""
+
+    result: RunResultStreaming
+    agent: Agent[Any]
+    start: list[Item]
+    """History before the turn plus the user's message."""
+    items: list[Item] = field(default_factory=list)
+    """Completed run items (messages, tool calls, tool outputs) as input items."""
+    streamed_text: str = ""
+    tool_names: dict[str, str] = field(default_factory=dict)
+    done: bool = False
+
+    def translate(self, event: StreamEvent) -> AgentEvent | None:
+        """The vixio event for an openai-agents stream event (None for the many it ignores)."""
+        if isinstance(event, RawResponsesStreamEvent):
+            if event.data.type == "response.output_text.delta" and event.data.delta:
+                self.streamed_text += event.data.delta
+                return AgentTextDelta(event.data.delta)
+            return None
+        if not isinstance(event, RunItemStreamEvent):
+            return None
+        item = event.item
+        if isinstance(item, MessageOutputItem | ToolCallItem | ToolCallOutputItem):
+            self.items.append(dict(item.to_input_item()))
+        if isinstance(item, ToolCallItem) and _field(item.raw_item, "type") == "function_call":
+            call_id, name = str(_field(item.raw_item, "call_id")), str(_field(item.raw_item, "name"))
+            self.tool_names[call_id] = name
+            return AgentToolCall(call_id, name, str(_field(item.raw_item, "arguments") or ""))
+        if isinstance(item, ToolCallOutputItem):
+            call_id = str(_field(item.raw_item, "call_id"))
+            return AgentToolResult(call_id, self.tool_names.get(call_id, ""), str(item.output))
+        return None
+
+    def interrupted_history(self) -> list[Item]:
+        """History for a turn cut off now: finished tool pairs kept, the reply marked."""
+        kept = [*self.start, *drop_unpaired_tool_items(self.items)]
+        return replace_last_reply(kept, self.streamed_text) or kept
+
+
+def _field(raw: Any, name: str) -> Any:
+    """Read a field of a raw item, which is a pydantic model or a TypedDict."""
+    return raw.get(name) if isinstance(raw, dict) else getattr(raw, name, None)
+
+
+class OpenAIAgentProvider(AgentProvider):
+    """An openai-agents agent for one session.
+
+    Args:
+        model: a litellm model name (`"openai/gpt-4o-mini"`) or an openai-agents `Model`.
+        api_base: base URL of an OpenAI-compatible server (litellm models only).
+        api_key: None lets litellm read the provider's environment variable.
+        max_turns: model calls allowed per user turn (each tool round costs one).
+        tracing: upload openai-agents traces (needs `OPENAI_API_KEY`).
+        timeout: seconds one model call may take, streaming included.
+        max_retries: litellm retries of a failed request; 0 fails fast so the user hears an
+            apology instead of silence.
+    """
+
+    def __init__(
+        self,
+        model: str | Model,
+        *,
+        api_base: str | None = None,
+        api_key: str | None = None,
+        temperature: float | None = None,
+        max_tokens: int | None = None,
+        max_turns: int = 8,
+        tracing: bool = False,
+        timeout: float | None = 30.0,
+        max_retries: int = 0,
+        max_history_messages: int = 40,
+        name: str = "vixio",
+    ) -> None:
+        self._model_spec = model
+        self._api_base = api_base
+        self._api_key = api_key
+        self._max_turns = max_turns
+        self._timeout = timeout
+        self._name = name
+        self.max_history_messages = max_history_messages
+        retries = {"num_retries": max_retries, "max_retries": max_retries}
+        extra_args = retries if isinstance(model, str) else None  # litellm's knobs
+        self._settings = ModelSettings(
+            temperature=temperature, max_tokens=max_tokens, timeout=timeout, extra_args=extra_args
+        )
+        if tracing:
+            logger.warning("openai-agents tracing enabled; this turns tracing on for the whole process")
+            set_tracing_disabled(False)
+        self._run_config = RunConfig(tracing_disabled=not tracing, workflow_name=f"{name} turn")
+        self._agent: Agent[Any] | None = None
+        self._tools: list[Any] = []
+        self._history: list[Item] = []
+        self._turn: _Turn | None = None
+
+    @property
+    def where(self) -> str:
+        """The model's address for messages: the API base or the model name."""
+        if self._api_base:
+            return self._api_base
+        spec = self._model_spec
+        return spec if isinstance(spec, str) else type(spec).__name__
+
+    async def initialize(self, *, tools: Sequence[Any] = (), system_prompt: str = "") -> None:
+        """Build the agent; a litellm model name is resolved here (importing litellm takes ~3 s,
+        done off the event loop)."""
+        model = self._model_spec
+        if isinstance(model, str):
+            # litellm fetches a price list at import unless told not to; vixio runs offline.
+            os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+            module = await asyncio.to_thread(importlib.import_module, _LITELLM_MODULE)
+            importlib.import_module("litellm").suppress_debug_info = True  # no "Give Feedback" banners
+            model = module.LitellmModel(model=model, base_url=self._api_base, api_key=self._api_key)
+        self._tools = list(tools)
+        self._agent = Agent(
+            name=self._name, instructions=system_prompt or None, model=model, model_settings=self._settings
+        )
+        logger.debug("agent ready: model {}, {} tool(s)", self.where, len(self._tools))
+
+    async def update_tools(self, tools: Sequence[Any]) -> None:
+        """Replace the tool list; a running turn sees it from its next model call."""
+        before = len(self._tools)
+        self._tools = list(tools)
+        turn = self._turn
+        if turn is not None:
+            # openai-agents re-reads `agent.tools` at every model call of a run.
+            turn.agent.tools = list(self._tools)
+        logger.info("agent tools updated: {} -> {}", before, len(self._tools))
+
+    async def chat(self, text: str) -> AsyncIterator[AgentEvent]:
+        """Run one user turn (see `AgentProvider.chat`)."""
+        if self._agent is None:
+            raise AgentError("the agent is not initialized: call initialize() first")
+        if self._turn is not None:
+            await self.cancel()
+        start = [*self._history, {"role": "user", "content": text}]
+        # A per-turn clone owns its tool list, so update_tools never races another run's list.
+        agent = self._agent.clone(tools=list(self._tools))
+        result = Runner.run_streamed(agent, start, max_turns=self._max_turns, run_config=self._run_config)
+        turn = self._turn = _Turn(result=result, agent=agent, start=start)
+        outcome = "interrupted"
+        try:
+            async for event in result.stream_events():
+                translated = turn.translate(event)
+                if translated is not None:
+                    yield translated
+            if result.run_loop_exception is not None:
+                raise result.run_loop_exception
+            outcome = "completed"
+        except Exception as exc:
+            outcome = "failed"
+            message = self._describe(exc)
+            logger.warning("agent turn failed, history left as before it: {}", message)
+            raise AgentError(message) from exc
+        finally:
+            self._end_turn(turn, outcome)
+
+    def _end_turn(self, turn: _Turn, outcome: str) -> None:
+        """Settle history once per turn: completed, interrupted (cancel/aclose) or failed."""
+        if turn.done:
+            return
+        turn.done = True
+        if self._turn is turn:
+            self._turn = None
+        if outcome == "completed":
+            self._history = trim_history(turn.result.to_input_list(), self.max_history_messages)
+            return
+        turn.result.cancel(mode="immediate")
+        if outcome == "interrupted":
+            self._history = trim_history(turn.interrupted_history(), self.max_history_messages)
+            logger.debug("agent turn interrupted after {} chars", len(turn.streamed_text))
+
+    async def cancel(self) -> None:
+        """Stop the running turn and wait (briefly) for its run task to unwind."""
+        turn = self._turn
+        if turn is None:
+            return
+        self._end_turn(turn, "interrupted")
+        task = turn.result.run_loop_task
+        if task is not None and not task.done():
+            await asyncio.wait({task}, timeout=CANCEL_GRACE_SECONDS)
+
+    @property
+    def history(self) -> list[dict[str, Any]]:
+        """A copy of the input items the next turn sends."""
+        return [dict(item) for item in self._history]
+
+    def record_interrupted_reply(self, heard_text: str) -> None:
+        """Keep only what the user heard of the last reply (see `AgentProvider`)."""
+        replaced = replace_last_reply(self._history, heard_text)
+        if replaced is None:
+            logger.warning("no user turn in history to attach an interrupted reply to")
+            return
+        self._history = replaced
+
+    def clear_history(self) -> None:
+        """Forget the conversation."""
+        self._history = []
+
+    def _describe(self, exc: BaseException) -> str:
+        """A short sentence for an exception from the run."""
+        if isinstance(exc, ModelTimeoutError):
+            return f"the language model at {self.where} did not answer within {self._timeout:g} s"
+        if isinstance(exc, MaxTurnsExceeded):
+            return f"the agent made {self._max_turns} model calls without a final answer"
+        name = type(exc).__name__
+        # litellm prefixes messages with its class names: "litellm.X: X: OpenAIException - <reason>".
+        detail = _LITELLM_PREFIX.sub("", str(exc).strip().split("\n")[0])[:160] or name
+        status = getattr(exc, "status_code", None)
+        if "Timeout" in name:
+            return f"the language model at {self.where} timed out"
+        if "Connection" in name or isinstance(exc, ConnectionError) or detail.startswith("Connection error"):
+            return f"could not reach the language model at {self.where}"
+        if status in (401, 403):
+            return f"the language model at {self.where} rejected the API key (HTTP {status})"
+        if isinstance(status, int):
+            return f"the language model at {self.where} failed with HTTP {status}: {detail}"
+        return f"the agent failed ({name}): {detail}"

@@ -1,0 +1,144 @@
+"""ASR over the OpenAI `POST /audio/transcriptions` API, for any server that speaks it.
+
+Works with OpenAI (`https://api.openai.com/v1`, model "whisper-1" or "gpt-4o-transcribe"),
+Groq (`https://api.groq.com/openai/v1`, "whisper-large-v3-turbo"), SiliconFlow
+(`https://api.siliconflow.cn/v1`, "FunAudioLLM/SenseVoiceSmall") and self-hosted servers
+(faster-whisper-server, speaches, vLLM, LocalAI).
+
+The utterance is uploaded as a 16-bit mono WAV built in memory at its own sample rate; every
+one of those servers resamples. Needs aiohttp, which comes with `vixio[xiaozhi]`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import time
+import wave
+from types import ModuleType
+from typing import Any
+
+from loguru import logger
+
+from vixio.providers.asr.base import ASRError, ASRProvider, check_pcm
+
+_EXTRA_HINT = "pip install 'vixio[xiaozhi]'"
+_BODY_EXCERPT = 300  # characters of an error body worth putting in a log line
+
+
+def _aiohttp() -> ModuleType:
+    try:
+        import aiohttp
+    except ImportError as exc:
+        raise ImportError(f"OpenAICompatibleASR needs aiohttp ({exc}); {_EXTRA_HINT}") from exc
+    return aiohttp
+
+
+def pcm_to_wav(pcm: bytes, sample_rate: int) -> bytes:
+    """Wrap int16 mono PCM in a WAV (RIFF) container, in memory."""
+    buffer = io.BytesIO()
+    with wave.open(buffer, "wb") as wav:
+        wav.setnchannels(1)
+        wav.setsampwidth(2)
+        wav.setframerate(sample_rate)
+        wav.writeframes(pcm)
+    return buffer.getvalue()
+
+
+class OpenAICompatibleASR(ASRProvider):
+    """Transcribes each utterance with one HTTP request; one connection pool per provider."""
+
+    name = "openai-compatible"
+
+    def __init__(
+        self,
+        api_base: str,
+        api_key: str | None = None,
+        model: str = "whisper-1",
+        language: str | None = None,
+        timeout: float = 15.0,
+    ) -> None:
+        """`api_base` ends before `/audio/transcriptions`, e.g. "https://api.openai.com/v1".
+
+        `api_key` goes in `Authorization: Bearer`; None for servers that need none.
+        `timeout` bounds the whole request (upload, processing, response), in seconds.
+        """
+        if not api_base.startswith(("http://", "https://")):
+            raise ValueError(f"OpenAICompatibleASR api_base must be an http(s) URL, got {api_base!r}")
+        if timeout <= 0:
+            raise ValueError(f"OpenAICompatibleASR timeout must be positive, got {timeout}")
+        self.url = api_base.rstrip("/") + "/audio/transcriptions"
+        self.model = model
+        self.language = language
+        self.timeout = timeout
+        self._api_key = api_key
+        self._session: Any | None = None
+        self._lock = asyncio.Lock()
+
+    async def initialize(self) -> None:
+        """Open the HTTP connection pool; idempotent."""
+        async with self._lock:
+            if self._session is None or self._session.closed:
+                aiohttp = _aiohttp()
+                headers = {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
+                self._session = aiohttp.ClientSession(
+                    headers=headers, timeout=aiohttp.ClientTimeout(total=self.timeout)
+                )
+
+    async def transcribe(self, pcm: bytes, sample_rate: int, *, language: str | None = None) -> str:
+        """Upload the utterance and return the `text` of the JSON response."""
+        check_pcm(self.name, pcm, sample_rate)
+        if not pcm:
+            return ""
+        if self._session is None or self._session.closed:
+            await self.initialize()
+        assert self._session is not None
+        aiohttp = _aiohttp()
+        form = aiohttp.FormData()
+        form.add_field("file", pcm_to_wav(pcm, sample_rate), filename="utterance.wav", content_type="audio/wav")
+        form.add_field("model", self.model)
+        form.add_field("response_format", "json")
+        language = language or self.language
+        if language:
+            form.add_field("language", language)
+        started = time.perf_counter()
+        seconds = len(pcm) / 2 / sample_rate
+        try:
+            async with self._session.post(self.url, data=form) as response:
+                body = await response.text()
+                if response.status >= 400:
+                    raise ASRError(
+                        f"{self.name}: POST {self.url} (model {self.model!r}) returned HTTP "
+                        f"{response.status}: {body[:_BODY_EXCERPT]!r}"
+                    )
+                try:
+                    payload = json.loads(body)
+                except ValueError as exc:
+                    raise ASRError(
+                        f"{self.name}: POST {self.url} returned a body that is not JSON: {body[:_BODY_EXCERPT]!r}"
+                    ) from exc
+        except TimeoutError as exc:
+            raise ASRError(
+                f"{self.name}: POST {self.url} timed out after {self.timeout:g} s ({seconds:.1f} s of audio)"
+            ) from exc
+        except aiohttp.ClientError as exc:
+            raise ASRError(f"{self.name}: POST {self.url} failed: {exc!r}") from exc
+        text = payload.get("text") if isinstance(payload, dict) else None
+        if not isinstance(text, str):
+            raise ASRError(
+                f"{self.name}: response from {self.url} has no string 'text': {str(payload)[:_BODY_EXCERPT]!r}"
+            )
+        logger.debug(
+            "{}: {:.2f} s of audio transcribed in {:.0f} ms",
+            self.name,
+            seconds,
+            (time.perf_counter() - started) * 1000,
+        )
+        return text.strip()
+
+    async def close(self) -> None:
+        """Close the connection pool; idempotent."""
+        session, self._session = self._session, None
+        if session is not None and not session.closed:
+            await session.close()

@@ -1,0 +1,63 @@
+"""The VAD extension point: a provider per process holds the model, a stream per session.
+
+A `VADProvider` is built once per process and shared by every session; it owns whatever is
+expensive (model weights, an inference session). `create_stream()` hands each session a
+`VADStream`, which holds only that session's recurrent state and is cheap to make.
+
+A stream scores fixed-size windows of float32 audio in [-1, 1]; `VoiceActivityDetector`
+(`detector.py`) turns arbitrary-length PCM into those windows and the scores into events.
+Streams are not thread-safe: a session drives its stream from one thread (the event loop).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+
+import numpy as np
+
+
+class VADStream(ABC):
+    """Per-session speech scorer: recurrent state over consecutive windows."""
+
+    sample_rate: int
+    """Samples per second the stream expects, e.g. 16000."""
+    window_samples: int
+    """Exact number of samples `probability` takes, e.g. 512 at 16 kHz (32 ms)."""
+
+    @abstractmethod
+    def probability(self, window: np.ndarray) -> float:
+        """Return the speech probability in [0, 1] of the next window.
+
+        `window` is float32 mono in [-1, 1] with exactly `window_samples` samples;
+        consecutive calls are one continuous stream.
+        """
+
+    @abstractmethod
+    def reset(self) -> None:
+        """Forget the state, before audio that does not continue the previous window."""
+
+    def close(self) -> None:
+        """Give back what the stream borrowed from its provider; the stream is unusable after."""
+
+    def _check_window(self, window: np.ndarray) -> np.ndarray:
+        """Return `window` as a contiguous, writable float32 array or raise a ValueError."""
+        if window.ndim != 1 or window.shape[0] != self.window_samples:
+            raise ValueError(f"VAD window must be 1-D with {self.window_samples} samples, got shape {window.shape}")
+        if window.dtype != np.float32 or not window.flags.c_contiguous or not window.flags.writeable:
+            window = np.ascontiguousarray(window, dtype=np.float32).copy()
+        return window
+
+
+class VADProvider(ABC):
+    """Per-process VAD backend: loads the model once and makes per-session streams."""
+
+    name: str = "vad"
+    """Short backend name for logs and metrics."""
+    sample_rate: int
+    """Samples per second its streams expect."""
+    window_samples: int
+    """Samples per window its streams score."""
+
+    @abstractmethod
+    def create_stream(self) -> VADStream:
+        """Return a fresh stream with zero state for one session."""

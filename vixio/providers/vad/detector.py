@@ -1,0 +1,171 @@
+"""Speech start/end events from a VAD stream: windowing, hysteresis, minimum durations.
+
+Pure logic around a `VADStream`: no I/O, no clock, deterministic. Feed it int16 PCM of any
+length (the Xiaozhi uplink sends 960 samples per 60 ms frame, which is not a multiple of
+Silero's 512-sample window, so the remainder is carried to the next call) and it returns the
+events the new audio completed. Positions are sample offsets from the first sample fed since
+construction or `reset()`.
+
+The rules, in windows of `stream.window_samples`:
+
+- a window is *speech* when its probability >= `threshold`, *silence* when < `neg_threshold`,
+  and in between it changes nothing (hysteresis: a borderline window neither starts nor ends);
+- **start**: speech that lasts `min_speech_ms` without a silence window; a silence window
+  before that cancels the candidate, so clicks and short noises never start a turn;
+- **end**: silence that lasts `min_silence_ms` without a speech window; a speech window
+  before that cancels the candidate, so pauses between words do not end a turn;
+- event positions are padded by `speech_pad_ms` (earlier for start, later for end), clamped to
+  the audio seen, so a consumer that slices the utterance keeps soft onsets and tails.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+from vixio.providers.vad.base import VADStream
+
+_INT16_SCALE = 1.0 / 32768.0
+
+
+@dataclass(frozen=True, slots=True)
+class VADEvent:
+    """A speech boundary found by `VoiceActivityDetector`."""
+
+    type: Literal["start", "end"]
+    """"start": speech began; "end": speech ended."""
+    sample: int
+    """Where the boundary is (padded), in samples from the start of the stream."""
+    detected_at: int
+    """Samples scored when the event was decided; `detected_at - sample` is the detection delay."""
+    probability: float
+    """Probability of the window that decided the event."""
+
+
+class VoiceActivityDetector:
+    """Turns PCM into start/end events with one `VADStream`; one instance per session."""
+
+    def __init__(
+        self,
+        stream: VADStream,
+        *,
+        threshold: float = 0.5,
+        neg_threshold: float | None = None,
+        min_speech_ms: int = 250,
+        min_silence_ms: int = 500,
+        speech_pad_ms: int = 30,
+    ) -> None:
+        """Configure the rules; `neg_threshold` defaults to `threshold - 0.15` (Silero's own)."""
+        if not 0.0 < threshold <= 1.0:
+            raise ValueError(f"threshold must be in (0, 1], got {threshold}")
+        if neg_threshold is None:
+            neg_threshold = max(threshold - 0.15, 0.01)
+        if not 0.0 < neg_threshold <= threshold:
+            raise ValueError(f"neg_threshold must be in (0, threshold={threshold}], got {neg_threshold}")
+        for key, value in (
+            ("min_speech_ms", min_speech_ms),
+            ("min_silence_ms", min_silence_ms),
+            ("speech_pad_ms", speech_pad_ms),
+        ):
+            if value < 0:
+                raise ValueError(f"{key} must be >= 0, got {value}")
+        self.stream = stream
+        self.threshold = threshold
+        self.neg_threshold = neg_threshold
+        rate = stream.sample_rate
+        self._window = stream.window_samples
+        self._min_speech = rate * min_speech_ms // 1000
+        self._min_silence = rate * min_silence_ms // 1000
+        self._pad = rate * speech_pad_ms // 1000
+        self._carry = np.zeros(0, dtype=np.float32)
+        self.reset(reset_stream=False)
+
+    def reset(self, *, reset_stream: bool = True) -> None:
+        """Forget all audio and state; offsets restart at 0."""
+        if reset_stream:
+            self.stream.reset()
+        self._carry = np.zeros(0, dtype=np.float32)
+        self._consumed = 0  # samples scored so far (whole windows)
+        self._fed = 0  # samples fed so far, including the carried remainder
+        self._speaking = False
+        self._speech_since: int | None = None  # candidate start while not speaking
+        self._silence_since: int | None = None  # candidate end while speaking
+        self._last_end = 0  # a start is never padded back past the previous end
+        self.last_probability = 0.0
+
+    @property
+    def speaking(self) -> bool:
+        """True between a start event and its end event."""
+        return self._speaking
+
+    @property
+    def samples_fed(self) -> int:
+        """Samples fed since construction or the last `reset()`."""
+        return self._fed
+
+    def feed(self, pcm: bytes | np.ndarray) -> list[VADEvent]:
+        """Score the new audio and return the events it completed, in order.
+
+        `pcm` is int16 mono at `stream.sample_rate`: little-endian bytes or an int16 array.
+        """
+        if isinstance(pcm, (bytes, bytearray, memoryview)):
+            if len(pcm) % 2:
+                raise ValueError(f"PCM must be whole int16 samples, got {len(pcm)} bytes")
+            samples = np.frombuffer(pcm, dtype="<i2")
+        elif pcm.dtype == np.int16:
+            samples = pcm.reshape(-1)
+        else:
+            raise TypeError(f"feed() takes int16 PCM bytes or an int16 array, got dtype {pcm.dtype}")
+        self._fed += samples.shape[0]
+        audio = samples.astype(np.float32) * _INT16_SCALE
+        if self._carry.shape[0]:
+            audio = np.concatenate((self._carry, audio))
+        whole = audio.shape[0] - audio.shape[0] % self._window
+        # Copy the remainder: it must not keep the (possibly large) new buffer alive.
+        self._carry = audio[whole:].copy()
+        events: list[VADEvent] = []
+        for offset in range(0, whole, self._window):
+            event = self._step(audio[offset : offset + self._window])
+            if event is not None:
+                events.append(event)
+        return events
+
+    def flush(self) -> list[VADEvent]:
+        """End speech at the end of the audio fed so far (e.g. when the stream closes)."""
+        if not self._speaking:
+            return []
+        end = self._silence_since if self._silence_since is not None else self._fed
+        return [self._end(min(end + self._pad, self._fed), self._fed, self.last_probability)]
+
+    def _step(self, window: np.ndarray) -> VADEvent | None:
+        start = self._consumed
+        self._consumed += self._window
+        done = self._consumed
+        probability = self.stream.probability(window)
+        self.last_probability = probability
+        speech = probability >= self.threshold
+        silence = probability < self.neg_threshold
+        if not self._speaking:
+            if speech and self._speech_since is None:
+                self._speech_since = start
+            elif silence:
+                self._speech_since = None
+            if self._speech_since is not None and done - self._speech_since >= self._min_speech:
+                boundary = max(self._speech_since - self._pad, self._last_end, 0)
+                self._speaking, self._speech_since, self._silence_since = True, None, None
+                return VADEvent("start", boundary, done, probability)
+            return None
+        if speech:
+            self._silence_since = None
+        elif silence and self._silence_since is None:
+            self._silence_since = start
+        if self._silence_since is not None and done - self._silence_since >= self._min_silence:
+            return self._end(min(self._silence_since + self._pad, done), done, probability)
+        return None
+
+    def _end(self, boundary: int, detected_at: int, probability: float) -> VADEvent:
+        self._speaking, self._speech_since, self._silence_since = False, None, None
+        self._last_end = boundary
+        return VADEvent("end", boundary, detected_at, probability)

@@ -1,0 +1,23 @@
+"""The stations of a voice pipeline, one per file, importable for custom pipelines.
+
+    VADStation → TurnDetectorStation → ASRStation → TextAggregatorStation → AgentStation
+    → SentenceAggregatorStation → TTSStation
+"""
+
+from vixio.stations.agent import AgentStation
+from vixio.stations.asr import ASRStation
+from vixio.stations.sentence_aggregator import SentenceAggregatorStation
+from vixio.stations.text_aggregator import TextAggregatorStation
+from vixio.stations.tts import TTSStation
+from vixio.stations.turn_detector import TurnDetectorStation
+from vixio.stations.vad import VADStation
+
+__all__ = [
+    "ASRStation",
+    "AgentStation",
+    "SentenceAggregatorStation",
+    "TTSStation",
+    "TextAggregatorStation",
+    "TurnDetectorStation",
+    "VADStation",
+]

@@ -1,0 +1,109 @@
+"""AgentStation: one agent turn per user text, streamed as assistant text deltas.
+
+The user's text is forwarded first (the transport shows it as `stt`), then the reply streams
+as TextDeltaChunks, tool activity as ToolCall/ToolResult chunks, and a StreamCompleteChunk
+ends the reply. A failing agent raises: the pipeline turns it into an ErrorChunk, and the TTS
+station apologises. On an interrupt the provider keeps only what the device actually played.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+from vixio.core.chunk import Chunk, StreamCompleteChunk, TextChunk, TextDeltaChunk, ToolCallChunk, ToolResultChunk
+from vixio.core.state import Message, TurnMetrics
+from vixio.core.station import Station
+from vixio.providers.agent.base import AgentProvider, AgentTextDelta, AgentToolCall, AgentToolResult
+
+
+class AgentStation(Station):
+    handles = (TextChunk,)
+
+    def __init__(
+        self,
+        provider: AgentProvider,
+        *,
+        system_prompt: str = "",
+        tools: Sequence[Any] = (),
+        name: str | None = None,
+    ) -> None:
+        super().__init__(name)
+        self.provider = provider
+        self.system_prompt = system_prompt
+        self.tools = list(tools)
+        self._generating = False
+        self._reply: list[str] = []
+        self._user_text = ""
+
+    async def start(self) -> None:
+        await self.provider.initialize(tools=self.tools, system_prompt=self.system_prompt)
+
+    async def stop(self) -> None:
+        await self.provider.cancel()
+
+    async def on_interrupt(self) -> None:
+        state = self.session_state
+        if not (self._generating or state.bot_speaking):
+            return
+        heard = " ".join(state.heard).strip()
+        await self.provider.cancel()
+        self.provider.record_interrupted_reply(heard)
+        state.add_message(Message(role="assistant", content=heard, interrupted=True, turn_id=self.current_turn_id))
+        self.logger.info("reply interrupted; kept what was heard: {!r}", heard)
+        self._generating = False
+
+    async def process(self, chunk: Chunk) -> AsyncIterator[Chunk]:
+        assert isinstance(chunk, TextChunk)
+        yield chunk
+        if chunk.role != "user":
+            return
+        state = self.session_state
+        state.heard.clear()
+        state.add_message(Message(role="user", content=chunk.text, turn_id=chunk.turn_id))
+        metrics = state.metrics(chunk.turn_id)
+        metrics.mark("agent_start")
+        self._reply = []
+        # Stays set when the turn is cancelled, so on_interrupt knows a reply was cut off.
+        self._generating = True
+        try:
+            # aclosing: a cancelled turn closes the provider's stream now, before the interrupt
+            # hooks run, so the provider settles its history before on_interrupt corrects it.
+            async with contextlib.aclosing(self.provider.chat(chunk.text)) as events:
+                async for event in events:
+                    for out in self._translate(event, metrics):
+                        yield out
+        except Exception:
+            self._generating = False
+            raise
+        self._generating = False
+        state.add_message(Message(role="assistant", content="".join(self._reply), turn_id=chunk.turn_id))
+        yield StreamCompleteChunk(source=self.name)
+
+    def _translate(self, event: object, metrics: TurnMetrics) -> list[Chunk]:
+        if isinstance(event, AgentTextDelta):
+            if not event.text:
+                return []
+            metrics.mark("llm_first_token")
+            self._reply.append(event.text)
+            return [TextDeltaChunk(text=event.text, role="assistant")]
+        if isinstance(event, AgentToolCall):
+            return [ToolCallChunk(call_id=event.call_id, name=event.name, arguments=_arguments(event.arguments))]
+        if isinstance(event, AgentToolResult):
+            return [ToolResultChunk(call_id=event.call_id, name=event.name, result=event.output)]
+        return []
+
+    async def update_tools(self, tools: Sequence[Any]) -> None:
+        """Replace the agent's tools mid-session (e.g. when the device's tools arrive)."""
+        self.tools = list(tools)
+        await self.provider.update_tools(self.tools)
+
+
+def _arguments(raw: str) -> dict[str, Any]:
+    try:
+        value = json.loads(raw or "{}")
+    except ValueError:
+        return {"_raw": raw}
+    return value if isinstance(value, dict) else {"_value": value}

@@ -1,0 +1,98 @@
+"""SentenceAggregatorStation: streamed reply text → one speakable sentence at a time.
+
+Splits on Chinese and Latin sentence punctuation; the first sentence of a reply may end early
+at a comma so the TTS starts sooner. What is spoken has no markdown and no emoji; the agent's
+history keeps the raw text. The reply's leading emoji (or the default) becomes its emotion,
+sent once per reply before the first sentence.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import AsyncIterator
+
+from vixio.core.chunk import Chunk, EmotionChunk, ErrorChunk, StreamCompleteChunk, TextChunk, TextDeltaChunk
+from vixio.core.station import Station
+from vixio.stations.text import find_sentence_end, leading_emotion, speakable, starts_with_pictograph
+
+_CLOSED_FENCE = re.compile(r"```.*?```", re.S)
+
+
+def _soft_break(text: str, limit: int) -> int:
+    """Index after the last comma (else space) before `limit`, else `limit`."""
+    head = text[:limit]
+    for marks in ("，,、；;：:", " "):
+        cut = max(head.rfind(mark) for mark in marks)
+        if cut > 0:
+            return cut + 1
+    return limit
+
+
+class SentenceAggregatorStation(Station):
+    handles = (TextDeltaChunk, StreamCompleteChunk, ErrorChunk)
+
+    def __init__(self, *, first_clause_min_chars: int = 10, default_emotion: str = "happy",
+                 max_sentence_chars: int = 160, name: str | None = None) -> None:
+        super().__init__(name)
+        self.max_sentence_chars = max_sentence_chars
+        """A run-on "sentence" is cut at its last comma or space past this: the TTS must start."""
+        self.first_clause_min_chars = first_clause_min_chars
+        self.default_emotion = default_emotion
+        self._reset()
+
+    def _reset(self) -> None:
+        self._buffer = ""
+        self._sentences = 0
+        self._emotion_sent = False
+
+    async def on_interrupt(self) -> None:
+        self._reset()
+
+    async def process(self, chunk: Chunk) -> AsyncIterator[Chunk]:
+        if isinstance(chunk, TextDeltaChunk):
+            if chunk.role != "assistant":
+                yield chunk
+                return
+            self._buffer += chunk.text
+            if not self._emotion_sent:
+                emotion = self._emotion()
+                if emotion is None:
+                    return  # wait for the first visible character
+                yield emotion
+            for sentence in self._complete_sentences():
+                yield sentence
+            return
+        # End of the reply (or its failure): what is left is the last sentence.
+        tail = speakable(self._buffer)
+        if tail:
+            yield TextChunk(text=tail, role="assistant")
+        self._reset()
+        yield chunk
+
+    def _emotion(self) -> EmotionChunk | None:
+        if not self._buffer.strip():
+            return None
+        found = leading_emotion(self._buffer)
+        if found is None and starts_with_pictograph(self._buffer) and len(self._buffer.strip()) < 2:
+            return None  # an emoji may still be arriving in pieces
+        self._emotion_sent = True
+        emotion, emoji = found or (self.default_emotion, "")
+        return EmotionChunk(emotion=emotion, emoji=emoji)
+
+    def _complete_sentences(self) -> list[TextChunk]:
+        out: list[TextChunk] = []
+        # A code block is never spoken: drop closed ones, and hold everything from an open one.
+        self._buffer = _CLOSED_FENCE.sub(" ", self._buffer)
+        while True:
+            fence = self._buffer.find("```")
+            searchable = self._buffer if fence < 0 else self._buffer[:fence]
+            end = find_sentence_end(searchable, allow_clause=self._sentences == 0,
+                                    min_clause_chars=self.first_clause_min_chars)
+            if end < 0 and len(searchable) >= self.max_sentence_chars:
+                end = _soft_break(searchable, self.max_sentence_chars)
+            if end < 0:
+                return out
+            sentence, self._buffer = speakable(self._buffer[:end]), self._buffer[end:]
+            if sentence:
+                self._sentences += 1
+                out.append(TextChunk(text=sentence, role="assistant"))

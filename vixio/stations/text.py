@@ -1,0 +1,78 @@
+"""Text helpers for speech: sentence boundaries, markdown and emoji removal, reply emotion."""
+
+from __future__ import annotations
+
+import re
+
+# Sentence ends: CJK punctuation ends a sentence at once; Latin . ! ? only before whitespace
+# (so "3.14" and "e.g.x" stay whole), which is why a trailing "." waits for the next delta.
+_CJK_END = "。！？；…\n"
+_LATIN_END = ".!?;"
+_CLAUSE = "，,、：:"
+
+_FENCE = re.compile(r"```.*?(```|$)", re.S)
+_INLINE_CODE = re.compile(r"`([^`]*)`")
+_LINK = re.compile(r"!?\[([^\]]*)\]\([^)]*\)")
+_HEADING = re.compile(r"^\s{0,3}#{1,6}\s*", re.M)
+_BULLET = re.compile(r"^\s*(?:[-*+•]|\d+[.)])\s+", re.M)
+_EMPHASIS = re.compile(r"(\*\*|__|\*|_|~~)(?=\S)(.+?)(?<=\S)\1")
+_TABLE_RULE = re.compile(r"^\s*\|?\s*:?-{3,}.*$", re.M)
+_PICTOGRAPHS = re.compile(
+    "[\U0001F000-\U0001FAFF\U00002600-\U000027BF\U00002B00-\U00002BFF\U0001F1E6-\U0001F1FF\uFE0F\u200D\u20E3]"
+)
+_SPACES = re.compile(r"\s+")
+
+EMOJI_EMOTIONS = {
+    "😀": "happy", "😃": "happy", "😄": "happy", "🙂": "happy", "😊": "happy", "☺": "happy",
+    "😁": "laughing", "😂": "laughing", "🤣": "laughing", "😆": "funny", "😜": "silly", "🤪": "silly",
+    "😢": "sad", "😞": "sad", "🙁": "sad", "😔": "sad", "😭": "crying", "😠": "angry", "😡": "angry",
+    "😍": "loving", "🥰": "loving", "❤": "loving", "😳": "embarrassed", "😮": "surprised", "😯": "surprised",
+    "😲": "shocked", "😱": "shocked", "🤔": "thinking", "😉": "winking", "😎": "cool", "😌": "relaxed",
+    "😋": "delicious", "😘": "kissy", "😏": "confident", "😴": "sleepy", "😕": "confused", "😐": "neutral",
+}
+
+
+def find_sentence_end(text: str, *, allow_clause: bool = False, min_clause_chars: int = 8) -> int:
+    """Index just past the first complete sentence in `text`, or -1 if there is none yet.
+
+    With `allow_clause` a comma also ends it once at least `min_clause_chars` came before, so
+    the first sentence of a reply reaches the TTS sooner.
+    """
+    for index, char in enumerate(text):
+        if char in _CJK_END:
+            return index + 1
+        if char in _LATIN_END:
+            if index + 1 < len(text) and text[index + 1].isspace():
+                return index + 1
+        elif allow_clause and char in _CLAUSE and index + 1 >= min_clause_chars:
+            if char in "，、" or (index + 1 < len(text) and text[index + 1].isspace()):
+                return index + 1
+    return -1
+
+
+def speakable(text: str) -> str:
+    """What a TTS should say of `text`: no markdown, no code blocks, no emoji, tidy spaces."""
+    text = _FENCE.sub(" ", text)
+    text = _INLINE_CODE.sub(r"\1", text)
+    text = _LINK.sub(r"\1", text)
+    text = _TABLE_RULE.sub(" ", text)
+    text = _HEADING.sub("", text)
+    text = _BULLET.sub("", text)
+    text = _EMPHASIS.sub(r"\2", text)
+    text = text.replace("|", " ").replace("#", " ").replace("*", " ")
+    text = _PICTOGRAPHS.sub("", text)
+    return _SPACES.sub(" ", text).strip()
+
+
+def leading_emotion(text: str) -> tuple[str, str] | None:
+    """(emotion, emoji) when `text` starts with an emoji of the vocabulary, else None."""
+    stripped = text.lstrip()
+    for emoji, emotion in EMOJI_EMOTIONS.items():
+        if stripped.startswith(emoji):
+            return emotion, emoji
+    return None
+
+
+def starts_with_pictograph(text: str) -> bool:
+    stripped = text.lstrip()
+    return bool(stripped) and bool(_PICTOGRAPHS.match(stripped[0]))

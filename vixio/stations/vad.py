@@ -1,0 +1,116 @@
+"""VADStation: finds speech in the microphone stream and passes on only the speech.
+
+Output per utterance: VADStartChunk, the speech audio (with a short pre-roll so soft onsets
+survive), VADEndChunk. Silence is consumed here, so later stations never see it. When speech
+starts while the assistant is speaking (realtime mode), it first raises an interrupt: barge-in.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import AsyncIterator
+
+import numpy as np
+
+from vixio.core.chunk import AudioChunk, Chunk, InterruptChunk, VADEndChunk, VADStartChunk
+from vixio.core.station import Station
+from vixio.providers.vad.base import VADProvider
+from vixio.providers.vad.detector import VoiceActivityDetector
+
+
+class VADStation(Station):
+    """Silero (or any VADProvider) per session: the model is shared, the stream state is not."""
+
+    handles = (AudioChunk,)
+
+    def __init__(
+        self,
+        provider: VADProvider,
+        *,
+        threshold: float = 0.5,
+        min_speech_ms: int = 250,
+        min_silence_ms: int = 500,
+        speech_pad_ms: int = 100,
+        barge_in: bool = True,
+        name: str | None = None,
+    ) -> None:
+        super().__init__(name)
+        self.provider = provider
+        self.barge_in = barge_in
+        self._settings = dict(threshold=threshold, min_speech_ms=min_speech_ms, min_silence_ms=min_silence_ms,
+                              speech_pad_ms=speech_pad_ms)
+        # Audio kept while silent: enough to reach back to a padded start event.
+        self._keep_samples = provider.sample_rate * (min_speech_ms + speech_pad_ms + 200) // 1000
+        self._detector: VoiceActivityDetector | None = None
+        self._recent: deque[tuple[int, np.ndarray]] = deque()
+        self._position = 0
+        self._speaking = False
+
+    async def start(self) -> None:
+        self._detector = VoiceActivityDetector(self.provider.create_stream(), **self._settings)
+
+    async def stop(self) -> None:
+        if self._detector is not None:
+            self._detector.stream.close()  # gives a pooled model instance back
+            self._detector = None
+
+    async def on_interrupt(self) -> None:
+        # Another station cancelled the turn; the user's speech state is not the assistant's
+        # to cancel, so the detector keeps listening (a barge-in must not lose its onset).
+        pass
+
+    async def process(self, chunk: Chunk) -> AsyncIterator[Chunk]:
+        assert isinstance(chunk, AudioChunk)
+        if chunk.role != "user":
+            yield chunk
+            return
+        if chunk.sample_rate != self.provider.sample_rate or chunk.channels != 1:
+            raise ValueError(f"{self.name} needs mono {self.provider.sample_rate} Hz audio, got "
+                             f"{chunk.channels} channel(s) at {chunk.sample_rate} Hz")
+        assert self._detector is not None, "start() was not called"
+        samples = chunk.samples
+        begin = self._position
+        self._position += samples.shape[0]
+        cursor = begin  # samples before `cursor` of this chunk were already handled
+        for event in self._detector.feed(samples):
+            if event.type == "start":
+                if self.barge_in and self.session_state.bot_speaking:
+                    yield InterruptChunk(reason="barge_in")  # starts the new turn
+                else:
+                    self.begin_turn()
+                yield VADStartChunk(turn_id=self.current_turn_id)
+                self._speaking = True
+                for pcm in self._since(event.sample, samples, begin):
+                    yield self._audio(pcm, chunk)
+                self._recent.clear()
+                cursor = self._position
+            else:
+                if cursor < event.sample:
+                    yield self._audio(samples[cursor - begin: event.sample - begin], chunk)
+                cursor = max(cursor, event.sample)
+                self._speaking = False
+                yield VADEndChunk(turn_id=self.current_turn_id)
+        if self._speaking:
+            if cursor < self._position:
+                yield self._audio(samples[cursor - begin:], chunk)
+        else:
+            self._remember(begin, samples)
+
+    def _since(self, start: int, samples: np.ndarray, begin: int) -> list[np.ndarray]:
+        """Audio from sample `start` up to the end of the current chunk."""
+        pieces = [(offset, pcm) for offset, pcm in self._recent] + [(begin, samples)]
+        out = []
+        for offset, pcm in pieces:
+            end = offset + pcm.shape[0]
+            if end > start:
+                out.append(pcm[max(0, start - offset):])
+        return out
+
+    def _remember(self, begin: int, samples: np.ndarray) -> None:
+        self._recent.append((begin, samples))
+        while self._recent and self._position - self._recent[0][0] - self._recent[0][1].shape[0] > self._keep_samples:
+            self._recent.popleft()
+
+    def _audio(self, pcm: np.ndarray, like: AudioChunk) -> AudioChunk:
+        return AudioChunk(pcm=pcm.astype("<i2", copy=False).tobytes(), sample_rate=like.sample_rate,
+                          turn_id=self.current_turn_id)

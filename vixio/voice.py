@@ -1,0 +1,151 @@
+"""The voice stack the config describes: providers built once per process, stations per session.
+
+    VADStation → TurnDetectorStation → ASRStation → TextAggregatorStation → AgentStation
+    → SentenceAggregatorStation → TTSStation
+
+Models (Silero, Whisper, Piper, SmolLM2) load in `load()`, once, before the first device
+connects; a session only creates its cheap per-session state (a VAD stream, an agent
+conversation).
+"""
+
+from __future__ import annotations
+
+import time
+
+from loguru import logger
+
+from vixio.config.models import VixioConfig
+from vixio.config.voice import (
+    EspeakTTSConfig,
+    FasterWhisperASRConfig,
+    LitellmAgentConfig,
+    LocalLlamaAgentConfig,
+    OpenAIASRConfig,
+    OpenAITTSConfig,
+    PiperTTSConfig,
+)
+from vixio.core.pipeline import Pipeline
+from vixio.core.station import Station
+from vixio.providers.agent.base import AgentProvider
+from vixio.providers.asr.base import ASRProvider
+from vixio.providers.tts.base import TTSProvider
+from vixio.providers.vad.base import VADProvider
+from vixio.stations import (
+    AgentStation,
+    ASRStation,
+    SentenceAggregatorStation,
+    TextAggregatorStation,
+    TTSStation,
+    TurnDetectorStation,
+    VADStation,
+)
+
+
+class VoiceStack:
+    """Shared providers plus a per-session pipeline factory."""
+
+    def __init__(self, config: VixioConfig) -> None:
+        self.config = config
+        self.vad: VADProvider | None = None
+        self.asr: ASRProvider | None = None
+        self.tts: TTSProvider | None = None
+
+    async def load(self) -> None:
+        """Build the shared providers and load their models (once per process)."""
+        started = time.perf_counter()
+        config = self.config
+        if config.asr is not None:
+            self.vad = _vad(config)
+            self.asr = _asr(config)
+            await self.asr.initialize()
+        if config.tts is not None:
+            self.tts = _tts(config)
+            await self.tts.initialize()
+        if config.agent is not None:
+            await _agent(config).initialize(system_prompt="")  # loads local weights once
+        logger.info("voice stack ready in {:.1f} s: asr={} agent={} tts={}", time.perf_counter() - started,
+                    _kind(config.asr), _kind(config.agent), _kind(config.tts))
+
+    def build_pipeline(self, session_id: str) -> Pipeline:
+        """The stations of one session, sharing this stack's providers."""
+        config = self.config
+        stations: list[Station] = []
+        if self.vad is not None and self.asr is not None and config.asr is not None:
+            vad = config.vad
+            stations += [
+                VADStation(self.vad, threshold=vad.threshold, min_speech_ms=vad.min_speech_ms,
+                           min_silence_ms=vad.min_silence_ms, speech_pad_ms=vad.speech_pad_ms, barge_in=vad.barge_in),
+                TurnDetectorStation(min_speech_ms=config.turn.min_speech_ms),
+                ASRStation(self.asr, language=config.asr.language),
+            ]
+        stations.append(TextAggregatorStation())
+        if config.agent is not None:
+            stations.append(AgentStation(_agent(config), system_prompt=config.agent.system_prompt))
+        stations.append(SentenceAggregatorStation(first_clause_min_chars=config.speech.first_clause_min_chars,
+                                                  default_emotion=config.speech.default_emotion))
+        if self.tts is not None:
+            stations.append(TTSStation(self.tts, output_sample_rate=24000, apology=config.speech.apology))
+        return Pipeline(stations, session_id=session_id, queue_size=config.pipeline.queue_size)
+
+
+def _kind(section: object) -> str:
+    return getattr(section, "provider", "off")
+
+
+def _vad(config: VixioConfig) -> VADProvider:
+    if config.vad.provider == "silero-torch":
+        from vixio.providers.vad.silero_torch import SileroTorchVAD
+
+        return SileroTorchVAD(16000)
+    if config.vad.provider == "silero-lite":
+        from vixio.providers.vad.silero_lite import SileroLiteVAD
+
+        return SileroLiteVAD(16000)
+    from vixio.providers.vad.silero_onnx import SileroOnnxVAD
+
+    return SileroOnnxVAD(16000)
+
+
+def _asr(config: VixioConfig) -> ASRProvider:
+    asr = config.asr
+    if isinstance(asr, FasterWhisperASRConfig):
+        from vixio.providers.asr.faster_whisper import FasterWhisperASR
+
+        return FasterWhisperASR(model=asr.model, language=asr.language, compute_type=asr.compute_type)
+    assert isinstance(asr, OpenAIASRConfig)
+    from vixio.providers.asr.openai_compatible import OpenAICompatibleASR
+
+    return OpenAICompatibleASR(asr.api_base, asr.api_key, model=asr.model, language=asr.language, timeout=asr.timeout)
+
+
+def _tts(config: VixioConfig) -> TTSProvider:
+    tts = config.tts
+    if isinstance(tts, PiperTTSConfig):
+        from vixio.providers.tts.piper import PiperTTS
+
+        return PiperTTS(voice=tts.voice, length_scale=tts.length_scale)
+    if isinstance(tts, EspeakTTSConfig):
+        from vixio.providers.tts.espeak import EspeakTTS
+
+        return EspeakTTS(voice=tts.voice, rate_wpm=tts.rate_wpm)
+    assert isinstance(tts, OpenAITTSConfig)
+    from vixio.providers.tts.openai_compatible import OpenAICompatibleTTS
+
+    return OpenAICompatibleTTS(tts.api_base, tts.api_key, model=tts.model, voice=tts.voice,
+                               response_format=tts.response_format, sample_rate=tts.sample_rate, timeout=tts.timeout)
+
+
+def _agent(config: VixioConfig) -> AgentProvider:
+    agent = config.agent
+    if isinstance(agent, LocalLlamaAgentConfig):
+        from vixio.providers.agent.local_llama import LocalLlamaAgentProvider
+
+        tuning = {k: v for k, v in (("temperature", agent.temperature), ("max_tokens", agent.max_tokens)) if v is not None}
+        return LocalLlamaAgentProvider(agent.model_path, n_ctx=agent.n_ctx, timeout=agent.timeout,
+                                       max_history_messages=agent.max_history_messages, **tuning)
+    assert isinstance(agent, LitellmAgentConfig)
+    from vixio.providers.agent.openai_agent import OpenAIAgentProvider
+
+    return OpenAIAgentProvider(agent.model, api_base=agent.api_base, api_key=agent.api_key,
+                               temperature=agent.temperature, max_tokens=agent.max_tokens, timeout=agent.timeout,
+                               tracing=agent.tracing, max_history_messages=agent.max_history_messages)
