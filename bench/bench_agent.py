@@ -1,6 +1,6 @@
 """Latency of the agent providers: local SmolLM2 and the openai-agents + litellm path.
 
-Run: .venv/bin/python bench/bench_agent.py [--runs 10] [--skip-local] [--threads N]
+Run: .venv/bin/python bench/bench_agent.py [--runs 10] [--skip-local] [--skip-remote] [--threads N]
 
 1. SmolLM2-135M (llama.cpp, in process): load time, then for a short question the time to the
    first token and tokens/s, both raw (`create_chat_completion(stream=True)`) and through
@@ -135,13 +135,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--skip-local", action="store_true", help="skip SmolLM2 (needs vixio[local-llm])")
+    parser.add_argument("--skip-remote", action="store_true", help="skip the scripted-server part")
     parser.add_argument("--threads", type=int, default=None, help="llama.cpp generation threads")
     args = parser.parse_args()
     logger.remove()
     logger.add(sys.stderr, level="WARNING")
     if not args.skip_local:
         asyncio.run(bench_local(args.runs, args.threads))
-    asyncio.run(bench_remote(args.runs))
+    if not args.skip_remote:
+        asyncio.run(bench_remote(args.runs))
 
 
 if __name__ == "__main__":

@@ -219,3 +219,28 @@ async def test_the_shipped_offline_config_answers_a_spoken_question(question_pcm
             assert device.faults == []
     finally:
         await server.stop()
+
+
+async def test_realtime_barge_in_interrupts_and_the_new_question_is_answered(
+        llm: ScriptedLLMServer, question_pcm: bytes) -> None:
+    long_answer = " ".join(f"Here is sentence {n} of my answer." for n in range(1, 15))
+    llm.expect(Reply.text(long_answer), Reply.text("It is sunny."))
+    server = await start_server(llm)
+    try:
+        async with SimulatedDevice(ws_url=ws_url(server), aec=True, listening_mode="realtime") as device:
+            await device.connect()
+            await device.start_listening("realtime")
+            mark = device.mark()
+            await device.send_text("talk for a while")
+            await device.wait_for("tts", state="sentence_start", after=mark, timeout=20)
+            barge = device.mark()
+            await device.stream_audio(question_pcm)  # the user speaks over the assistant
+            await device.wait_for("tts", state="stop", after=barge, timeout=10)
+            stt = await device.wait_for("stt", after=barge, timeout=20)
+            assert words(stt["text"]) == words(QUESTION)  # the speech that interrupted is whole
+            after_stt = next(i for i in range(barge, len(device.received)) if device.received[i].data is stt)
+            answer = await device.wait_for("tts", state="sentence_start", after=after_stt, timeout=20)
+            assert answer["text"] == "It is sunny."
+            llm.assert_all_consumed()
+    finally:
+        await server.stop()

@@ -15,6 +15,7 @@ Constraints:
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 import time
 from collections.abc import AsyncIterator, Iterator, Sequence
@@ -98,6 +99,9 @@ def _load_llama(path: Path, n_ctx: int, n_threads: int | None = None) -> Llama:
     with _MODELS_LOCK:
         key = (str(path), n_ctx, n_threads)
         if key not in _MODELS:
+            # llama.cpp's OpenMP workers spin-wait by default; on 2 cores shared with ASR/TTS that
+            # stretched a 0.2 s prompt to 4-8 s. Read once when OpenMP loads: set before import.
+            os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
             try:
                 from llama_cpp import Llama
             except ImportError as exc:

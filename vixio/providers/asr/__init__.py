@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from vixio.providers.asr.base import ASRError, ASRProvider
 from vixio.providers.asr.faster_whisper import FasterWhisperASR
-from vixio.providers.asr.inference import (
+from vixio.providers.inference import (
     inference_executor,
     run_inference,
     shutdown_inference_executor,

@@ -27,7 +27,7 @@ import numpy as np
 from loguru import logger
 
 from vixio.providers.asr.base import ASRError, ASRProvider, check_pcm
-from vixio.providers.asr.inference import inference_workers, run_inference
+from vixio.providers.inference import inference_workers, run_inference
 from vixio.providers.asr.whisper_models import resolve_whisper_model
 
 WHISPER_SAMPLE_RATE = 16000

@@ -12,7 +12,6 @@ The pool size is `VIXIO_TTS_WORKERS` if set, otherwise min(2, CPU count).
 from __future__ import annotations
 
 import asyncio
-import os
 import re
 import threading
 from collections.abc import AsyncIterator, Callable, Hashable, Iterator
@@ -21,11 +20,10 @@ from typing import Any, TypeVar
 
 from loguru import logger
 
+from vixio.providers.inference import inference_executor
+
 T = TypeVar("T")
 
-_ENV_WORKERS = "VIXIO_TTS_WORKERS"
-_executor: ThreadPoolExecutor | None = None
-_executor_lock = threading.Lock()
 
 _loads: dict[Hashable, Future[Any]] = {}
 _load_counts: dict[Hashable, int] = {}
@@ -37,29 +35,9 @@ _DONE = object()
 _SENTENCE_END = re.compile(r"(?<=[.!?;])\s+|(?<=[。！？；])\s*")
 
 
-def tts_workers() -> int:
-    """Threads in the TTS pool: `VIXIO_TTS_WORKERS`, else min(2, CPU count)."""
-    raw = os.environ.get(_ENV_WORKERS)
-    if raw is None:
-        return max(1, min(2, os.cpu_count() or 1))
-    try:
-        workers = int(raw)
-    except ValueError:
-        workers = 0
-    if workers < 1:
-        raise ValueError(f"{_ENV_WORKERS} must be a positive integer, got {raw!r}")
-    return workers
-
-
 def tts_executor() -> ThreadPoolExecutor:
-    """Return the process-wide TTS pool, creating it on first use."""
-    global _executor
-    with _executor_lock:
-        if _executor is None:
-            workers = tts_workers()
-            _executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="vixio-tts")
-            logger.debug("TTS pool started with {} worker(s)", workers)
-        return _executor
+    """The process-wide inference pool, shared with the ASR (one small pool for all models)."""
+    return inference_executor()
 
 
 async def load_shared(key: Hashable, loader: Callable[[], T]) -> T:

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-SPEECH_DIR = Path(__file__).resolve().parents[2] / "fixtures" / "speech"
+SPEECH_DIR = Path(__file__).resolve().parents[1] / "fixtures" / "speech"
 
 
 class SpeechFixtures:
