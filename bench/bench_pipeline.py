@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import argparse
+import random
 import asyncio
 import statistics
 import sys
@@ -74,7 +75,7 @@ async def serve_instant(port: int) -> None:
         await asyncio.Event().wait()
 
 
-async def overhead(sessions: int, port: int = 18770) -> list[float]:
+async def overhead(sessions: int, port: int = 18770, *, stagger: float = 0.0) -> list[float]:
     import json
     import subprocess
 
@@ -90,6 +91,7 @@ async def overhead(sessions: int, port: int = 18770) -> list[float]:
                 await ws.send(json.dumps({"type": "hello", "version": 1, "transport": "websocket"}))
                 await ws.recv()
                 for _ in range(5):
+                    await asyncio.sleep(random.uniform(0, stagger))
                     sent = time.monotonic()
                     await ws.send(json.dumps({"type": "listen", "state": "detect", "text": "hello"}))
                     first = None
@@ -142,10 +144,11 @@ async def offline() -> None:
 
 async def main(args: argparse.Namespace) -> None:
     setup_logging("WARNING")
-    for sessions in (1, 100):
-        values = sorted(await overhead(sessions))
+    for sessions, stagger, how in ((1, 0.0, ""), (100, 3.0, ", turns at random times"),
+                                   (100, 0.0, ", all 100 turns ending at the same instant")):
+        values = sorted(await overhead(sessions, stagger=stagger))
         p95 = values[min(len(values) - 1, int(0.95 * len(values)))]
-        print(f"overhead, {sessions} session(s): end of turn → first frame p50 {statistics.median(values):.1f} ms, "
+        print(f"overhead, {sessions} session(s){how}: end of turn → first frame p50 {statistics.median(values):.1f} ms, "
               f"p95 {p95:.1f} ms ({len(values)} turns)")
     if args.offline:
         await offline()

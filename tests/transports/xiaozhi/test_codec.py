@@ -275,3 +275,15 @@ def test_splitter_reassembles_an_arbitrary_stream() -> None:
 def test_splitter_rejects_empty_frames() -> None:
     with pytest.raises(ValueError, match="positive"):
         FrameSplitter(0)
+
+
+def test_digital_silence_reuses_one_packet_that_decodes_to_silence() -> None:
+    encoder = OpusEncoder(24000)
+    decoder = OpusDecoder(24000)
+    t = np.arange(encoder.frame_samples) / 24000
+    speech = (np.sin(2 * np.pi * 300 * t) * 8000).astype("<i2").tobytes()
+    silence = bytes(encoder.frame_bytes)
+    packets = [encoder.encode(p) for p in (speech, silence, silence, speech, silence)]
+    assert packets[1] is packets[2] is packets[4]
+    decoded = [np.frombuffer(decoder.decode(p), dtype="<i2").astype(float) for p in packets]
+    assert np.abs(decoded[2]).mean() < 300 and np.abs(decoded[3]).mean() > 1000

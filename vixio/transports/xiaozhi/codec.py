@@ -134,6 +134,8 @@ class OpusEncoder:
         self.frame_bytes: int = self.frame_samples * channels * _SAMPLE_WIDTH
         """Bytes of int16 PCM in one frame; the exact input size of `encode`."""
         self._opus_error: type[Exception] = opuslib.OpusError
+        self._silence_pcm = bytes(self.frame_bytes)
+        self._silence_packet: bytes | None = None
         try:
             self._encoder = opuslib.Encoder(sample_rate, channels, opuslib.APPLICATION_AUDIO)
             self._encoder.complexity = complexity
@@ -156,6 +158,14 @@ class OpusEncoder:
             )
         # libopus reads exactly frame_bytes from the buffer, so it must be full size.
         frame = bytes(pcm).ljust(self.frame_bytes, b"\x00")
+        if frame == self._silence_pcm:
+            # Digital silence costs libopus ~4x a speech frame; its packet never changes.
+            if self._silence_packet is None:
+                self._silence_packet = self._encode(frame)
+            return self._silence_packet
+        return self._encode(frame)
+
+    def _encode(self, frame: bytes) -> bytes:
         try:
             return bytes(self._encoder.encode(frame, self.frame_samples))
         except self._opus_error as exc:

@@ -140,6 +140,7 @@ class DownlinkPacer:
                 self._burst_frames += 1
                 self.frames_sent += 1
                 await self._send(self._encode(item))
+                await asyncio.sleep(0)  # let the writer put this frame on the wire before encoding the next
             else:
                 self._queue.popleft()
                 await self._send(item)
