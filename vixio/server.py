@@ -11,6 +11,7 @@ import signal
 import socket
 from contextlib import suppress
 
+from aiohttp import web
 from loguru import logger
 
 from vixio.config.models import VixioConfig
@@ -33,6 +34,18 @@ class VixioServer:
         self.ota = OtaServer(config.xiaozhi, self.authenticator, websocket_port=lambda: self.transport.port)
         self.voice = VoiceStack(config)
         self._custom_factory = pipeline_factory is not None
+        self.ota.add_route("GET", "/metrics", self._metrics)
+
+    async def _metrics(self, request: web.Request) -> web.Response:
+        """Live sessions and the latency marks of their recent turns (ms from the first mark)."""
+        sessions = []
+        for session_id, connection in self.transport.connections.items():
+            session = connection.session
+            turns = [] if session is None else [
+                {"turn": turn.turn_id, "ms": turn.durations()} for turn in session.state.turns]
+            sessions.append({"session_id": session_id, "device_id": connection.device_id,
+                             "speaking": connection.speaking, "turns": turns})
+        return web.json_response({"sessions": len(sessions), "detail": sessions})
 
     async def _build_pipeline(self, context: DeviceContext) -> Pipeline:
         return self.voice.build_pipeline(context.session_id)

@@ -111,7 +111,8 @@ def _asr(config: VixioConfig) -> ASRProvider:
     if isinstance(asr, FasterWhisperASRConfig):
         from vixio.providers.asr.faster_whisper import FasterWhisperASR
 
-        return FasterWhisperASR(model=asr.model, language=asr.language, compute_type=asr.compute_type)
+        return FasterWhisperASR(model=asr.model, language=asr.language, compute_type=asr.compute_type,
+                                cpu_threads=asr.cpu_threads)
     assert isinstance(asr, OpenAIASRConfig)
     from vixio.providers.asr.openai_compatible import OpenAICompatibleASR
 

@@ -241,3 +241,21 @@ async def test_server_messages_system_alert_custom(make_server) -> None:
         assert (await device.wait_for("custom", after=mark))["payload"] == {"message": "hi"}
         assert (await device.wait_for("llm", after=mark))["emotion"] == "happy"
         assert (await device.wait_for("system", after=mark))["command"] == "reboot"
+
+
+async def test_metrics_endpoint_lists_sessions_and_turn_latencies(make_server) -> None:
+    import aiohttp
+
+    server = await make_server(reply_seconds=0.3)
+    async with SimulatedDevice(ws_url=ws_url(server)) as device:
+        await device.connect()
+        mark = device.mark()
+        await device.send_text("hi")
+        await device.wait_for("tts", state="stop", after=mark)
+        async with aiohttp.ClientSession() as http:
+            async with http.get(f"http://127.0.0.1:{server.ota.port}/metrics") as response:
+                assert response.status == 200
+                body = await response.json()
+    assert body["sessions"] == 1
+    (turn,) = body["detail"][0]["turns"]
+    assert "first_frame_sent" in turn["ms"]
