@@ -36,7 +36,6 @@ class AgentStation(Station):
         self.tools = list(tools)
         self._generating = False
         self._reply: list[str] = []
-        self._user_text = ""
 
     async def start(self) -> None:
         await self.provider.initialize(tools=self.tools, system_prompt=self.system_prompt)

@@ -9,10 +9,7 @@ failing provider never leaves the device waiting in silence.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Any
-
-import numpy as np
-
+from vixio.core.audio import Resampler
 from vixio.core.chunk import AudioChunk, Chunk, ErrorChunk, StreamCompleteChunk, TextChunk
 from vixio.core.station import Station
 from vixio.providers.tts.base import TTSError, TTSProvider
@@ -57,7 +54,7 @@ class TTSStation(Station):
     async def _speak(self, text: str, turn_id: int) -> AsyncIterator[AudioChunk]:
         rate = self.provider.sample_rate
         out_rate = self.output_sample_rate or rate
-        resampler = _Resampler(rate, out_rate) if out_rate != rate else None
+        resampler = Resampler(rate, out_rate) if out_rate != rate else None
         metrics = self.session_state.metrics(turn_id)
         try:
             async for pcm in self.provider.synthesize(text):
@@ -73,22 +70,3 @@ class TTSStation(Station):
         except TTSError as exc:
             # One unspeakable sentence must not end the reply: skip it, keep going.
             self.logger.warning("could not speak {!r}: {}", text[:60], exc)
-
-
-class _Resampler:
-    """Streaming int16 resampler (soxr), per sentence."""
-
-    def __init__(self, in_rate: int, out_rate: int) -> None:
-        try:
-            import soxr
-        except ImportError as exc:  # pragma: no cover - soxr comes with vixio[xiaozhi]
-            raise ImportError("resampling TTS audio needs soxr: pip install 'vixio[xiaozhi]'") from exc
-        self._stream: Any = soxr.ResampleStream(in_rate, out_rate, 1, dtype="int16", quality="HQ")
-        self._odd = b""
-
-    def process(self, pcm: bytes, last: bool = False) -> bytes:
-        pcm = self._odd + pcm
-        whole = len(pcm) - len(pcm) % 2
-        self._odd = pcm[whole:]
-        samples = np.frombuffer(pcm[:whole], dtype="<i2")
-        return self._stream.resample_chunk(samples, last=last).astype("<i2").tobytes()

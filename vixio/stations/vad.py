@@ -44,7 +44,6 @@ class VADStation(Station):
         self._detector: VoiceActivityDetector | None = None
         self._recent: deque[tuple[int, np.ndarray]] = deque()
         self._position = 0
-        self._speaking = False
 
     async def start(self) -> None:
         self._detector = VoiceActivityDetector(self.provider.create_stream(), **self._settings)
@@ -79,7 +78,6 @@ class VADStation(Station):
                 else:
                     self.begin_turn()
                 yield VADStartChunk(turn_id=self.current_turn_id)
-                self._speaking = True
                 for pcm in self._since(event.sample, samples, begin):
                     yield self._audio(pcm, chunk)
                 self._recent.clear()
@@ -88,9 +86,8 @@ class VADStation(Station):
                 if cursor < event.sample:
                     yield self._audio(samples[cursor - begin: event.sample - begin], chunk)
                 cursor = max(cursor, event.sample)
-                self._speaking = False
                 yield VADEndChunk(turn_id=self.current_turn_id)
-        if self._speaking:
+        if self._detector.speaking:
             if cursor < self._position:
                 yield self._audio(samples[cursor - begin:], chunk)
         else:

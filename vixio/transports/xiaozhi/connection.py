@@ -140,9 +140,10 @@ class XiaozhiConnection:
             self.logger.info("ignored listen detect without text")
             return
         self.touch()
+        wake_word = self.is_wake_word(text)
         if self.speaking:
-            await self.abort("wake_word" if self.is_wake_word(text) else "typed_text")
-        if self.is_wake_word(text):
+            await self.abort("wake_word" if wake_word else "typed_text")
+        if wake_word:
             self.logger.info("wake word {!r}", text)
             if self.config.greeting:
                 await self.say(self.config.greeting)
@@ -157,11 +158,9 @@ class XiaozhiConnection:
 
     async def abort(self, reason: str) -> None:
         """Cancel the turn: drop unsent audio, `tts stop` at once, interrupt the pipeline."""
-        dropped = self._pacer.clear()
-        self._reset_downlink()
+        was_speaking = self.speaking
         # Always answer: the device stays in `speaking` until it gets `tts stop`.
-        await self._write(xp.tts("stop"))
-        was_speaking, self.speaking = self.speaking, False
+        dropped = await self._stop_downlink()
         self.logger.info("abort ({}): {} unsent frames dropped{}", reason, dropped, "" if was_speaking else ", was not speaking")
         if self.session is not None:
             # Stations still see `bot_speaking` in their interrupt hooks (what was heard matters).
@@ -183,10 +182,7 @@ class XiaozhiConnection:
         """The session's output handler: pipeline chunks → messages and paced audio."""
         if isinstance(chunk, InterruptChunk):
             if self._pacer.pending or self.speaking:
-                self._pacer.clear()
-                self._reset_downlink()
-                self.speaking = False
-                await self._write(xp.tts("stop"))
+                await self._stop_downlink()
             self._set_bot_speaking(False)
         elif isinstance(chunk, AudioChunk):
             if chunk.role != "assistant":
@@ -257,9 +253,14 @@ class XiaozhiConnection:
     def _encode_frame(self, pcm: bytes) -> Message:
         return xp.audio(self._encoder.encode(pcm))
 
-    def _reset_downlink(self) -> None:
+    async def _stop_downlink(self) -> int:
+        """Drop unsent audio and tell the device to stop at once; returns the frames dropped."""
+        dropped = self._pacer.clear()
         self._resampler = None
         self._frames.clear()
+        self.speaking = False
+        await self._write(xp.tts("stop"))
+        return dropped
 
     async def _finish_reply(self) -> None:
         if self.speaking:
