@@ -33,6 +33,13 @@ class McpPeer(Protocol):
     def on_mcp_message(self, payload: dict[str, Any]) -> None: ...
 
 
+class SelectiveMcpPeer(McpPeer, Protocol):
+    """An extra MCP receiver that takes only the payloads it recognises (e.g. the
+    `mcp/registerTools` protocol, or replies to its own request ids)."""
+
+    def accepts(self, payload: dict[str, Any]) -> bool: ...
+
+
 class ConnectionClosed(Exception):
     """Raised by `_do_read` / `_do_write` when the connection is gone."""
 
@@ -44,6 +51,7 @@ class _SessionIO:
         self.logger = logger.bind(session=session_id, device=device_id or "-")
         self.tasks: list[asyncio.Task[None]] = []
         self.mcp_peer: McpPeer | None = None
+        self.extra_mcp_peers: list[SelectiveMcpPeer] = []
         self.tools_ready: ToolsReadyCallback | None = None
 
 
@@ -126,6 +134,10 @@ class TransportBase(ABC):
         """Route the session's MCP payloads to `peer` (the device tool client)."""
         self._io[session_id].mcp_peer = peer
 
+    def add_mcp_peer(self, session_id: str, peer: SelectiveMcpPeer) -> None:
+        """Give `peer` the session's MCP payloads it `accepts`, before the main peer sees them."""
+        self._io[session_id].extra_mcp_peers.append(peer)
+
     def set_device_tools_callback(self, session_id: str, callback: ToolsReadyCallback | None) -> None:
         """Register what to call when the session's device tools are ready."""
         self._io[session_id].tools_ready = callback
@@ -163,13 +175,15 @@ class TransportBase(ABC):
         payload = self.protocol.get_mcp_payload(message)
         if payload is None:
             io.logger.warning("dropped mcp message without an object payload")
-        elif io.mcp_peer is None:
+            return
+        peer = next((p for p in io.extra_mcp_peers if p.accepts(payload)), None) or io.mcp_peer
+        if peer is None:
             io.logger.warning("dropped mcp message: no device tool client for this session")
-        else:
-            try:
-                io.mcp_peer.on_mcp_message(payload)
-            except Exception:
-                io.logger.exception("device tool client failed on an mcp message")
+            return
+        try:
+            peer.on_mcp_message(payload)
+        except Exception:
+            io.logger.exception("{} failed on an mcp message", type(peer).__name__)
 
     async def _write_worker(self, session_id: str, io: _SessionIO) -> None:
         while True:

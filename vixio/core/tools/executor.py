@@ -1,0 +1,156 @@
+"""ToolExecutor: the one place a tool call runs, whatever front end produced it.
+
+For each `ToolCallRequest` it resolves the tool, refuses what the policy does not offer,
+reports parse errors back, coerces and validates the arguments, asks for confirmation when the
+policy wants it, then runs the tool:
+
+- control tools (seed 002) start and are answered "success" at once; their outcome is logged;
+- async tools (seed 004) are handed to the background task runner and answered with a task
+  handle;
+- query tools are awaited up to the policy timeout, one at a time when `parallel` is off.
+
+Every outcome is a `ToolCallResult` whose text the model can act on; nothing raises into the
+agent loop except cancellation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+from typing import Any, Protocol
+
+from loguru import logger
+
+from vixio.core.tools.arguments import ArgumentError, parse_arguments, prepare_arguments
+from vixio.core.tools.context import ToolCallContext, confirmation_key
+from vixio.core.tools.toolset import ToolSet
+from vixio.core.tools.types import ToolCallRequest, ToolCallResult, ToolDefinition
+
+CONTROL_RESULT = "success"
+"""What the model is told for a control call: the device is not waited for (seed 002)."""
+
+_call_numbers = itertools.count(1)
+
+
+class AsyncToolRunner(Protocol):
+    """Runs async tools in the background (vixio.core.tools.tasks)."""
+
+    def submit(self, tool: ToolDefinition, request: ToolCallRequest) -> ToolCallResult: ...
+
+
+class ToolExecutor:
+    def __init__(
+        self,
+        toolset: ToolSet,
+        context: ToolCallContext | None = None,
+        *,
+        async_runner: AsyncToolRunner | None = None,
+        session_id: str = "",
+    ) -> None:
+        self.toolset = toolset
+        self.context = context or ToolCallContext()
+        self.async_runner = async_runner
+        self._serial = asyncio.Lock()
+        self._background: set[asyncio.Task[Any]] = set()
+        self._logger = logger.bind(session=session_id or "-", component="tools")
+
+    @property
+    def policy(self) -> Any:
+        return self.toolset.policy
+
+    def new_call_id(self, prefix: str = "call") -> str:
+        return f"{prefix}_{next(_call_numbers)}"
+
+    async def execute(self, request: ToolCallRequest) -> ToolCallResult:
+        """Run one call; the result's `call_id` is the request's."""
+        if not request.call_id:
+            request.call_id = self.new_call_id()
+        self.context.record_call(request)
+        started = time.perf_counter()
+        result = await self._execute(request)
+        result.call_id = request.call_id
+        self.context.record_result(result)
+        self._logger.info("tool {} ({}) -> {} in {:.1f} ms: {}", request.tool_name, request.original_name or "?",
+                          result.status if result.success else "error", (time.perf_counter() - started) * 1000,
+                          _short(result.text))
+        return result
+
+    async def _execute(self, request: ToolCallRequest) -> ToolCallResult:
+        tool = self.toolset.resolve(request.tool_name)
+        if tool is None:
+            return self._unknown(request.tool_name)
+        request.source, request.original_name = tool.source, tool.source_name
+        if request.errors:
+            return ToolCallResult.fail(f"the call to {tool.name} could not be read: " + "; ".join(request.errors))
+        try:
+            arguments = request.arguments if request.arguments or not request.raw else parse_arguments(request.raw)
+            arguments = prepare_arguments(arguments, tool.parameters)
+        except ArgumentError as exc:
+            return ToolCallResult.fail(f"{tool.name}: {exc}")
+        request.arguments = arguments
+        policy = self.toolset.policy
+        if policy.needs_confirmation(tool):
+            key = confirmation_key(tool.name, arguments)
+            if not self.context.take_approval(key):
+                self.context.ask_confirmation(key)
+                return ToolCallResult(success=True, status="pending", result=(
+                    f"Not run yet: {tool.name} needs the user's confirmation. Ask the user whether to go ahead "
+                    "(say what it will do), and call it again with the same arguments only if they say yes."))
+        if tool.is_async and self.async_runner is not None:
+            return self.async_runner.submit(tool, request)
+        if policy.sub_type(tool) == "control":
+            self._start_control(tool, request, arguments)
+            return ToolCallResult.ok(CONTROL_RESULT)
+        return await self._run_query(tool, arguments, policy.timeout_for(tool))
+
+    async def _run_query(self, tool: ToolDefinition, arguments: dict[str, Any], timeout: float) -> ToolCallResult:
+        if self.toolset.policy.parallel:
+            return await self._invoke(tool, arguments, timeout)
+        async with self._serial:
+            return await self._invoke(tool, arguments, timeout)
+
+    async def _invoke(self, tool: ToolDefinition, arguments: dict[str, Any], timeout: float) -> ToolCallResult:
+        try:
+            async with asyncio.timeout(timeout):
+                return await tool.invoke(arguments)
+        except TimeoutError:
+            return ToolCallResult.fail(f"{tool.name} did not answer within {timeout:g} s")
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # a tool's bug is the model's information, not a dead turn
+            self._logger.opt(exception=exc).warning("tool {} raised", tool.name)
+            return ToolCallResult.fail(f"{tool.name} failed: {type(exc).__name__}: {exc}")
+
+    def _start_control(self, tool: ToolDefinition, request: ToolCallRequest, arguments: dict[str, Any]) -> None:
+        async def run() -> None:
+            result = await self._invoke(tool, arguments, self.toolset.policy.timeout_for(tool))
+            if not result.success:
+                self._logger.warning("control tool {} failed after it was answered: {}", tool.name, result.error)
+
+        task = asyncio.create_task(run(), name=f"vixio-tool-{request.call_id}")
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    def _unknown(self, name: str) -> ToolCallResult:
+        known = self.toolset.find_any(name)
+        if known is not None:
+            return ToolCallResult.fail(f"the tool {name} is turned off on this server")
+        offered = ", ".join(tool.name for tool in self.toolset.tools) or "none"
+        return ToolCallResult.fail(f"there is no tool named {name}; available tools: {offered}")
+
+    def on_user_text(self, text: str) -> None:
+        """Called with each user turn's text (confirmations)."""
+        self.context.on_user_text(text)
+
+    async def close(self) -> None:
+        """Cancel control calls still running (the session is ending)."""
+        for task in list(self._background):
+            task.cancel()
+        await asyncio.gather(*self._background, return_exceptions=True)
+        self._background.clear()
+
+
+def _short(text: str, limit: int = 120) -> str:
+    text = text.replace("\n", " ")
+    return text if len(text) <= limit else text[: limit - 1] + "…"

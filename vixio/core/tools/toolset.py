@@ -1,0 +1,99 @@
+"""ToolSet: one session's tools from every source, named for the model and filtered by policy.
+
+Sources replace their own slice (`set_tools("device", defs)` when tools/list completes, again
+on `list_changed`); listeners hear about every change, which is how the agent's tool list is
+hot-swapped mid-session. The definitions handed out carry public names (see `names.py`) and
+descriptions that refer to other tools by those names.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+
+from loguru import logger
+
+from vixio.core.tools.names import ToolNameMapper
+from vixio.core.tools.policy import ToolPolicy
+from vixio.core.tools.types import ToolDefinition
+
+ToolsListener = Callable[[list[ToolDefinition]], Awaitable[None]]
+
+
+class ToolSet:
+    def __init__(self, policy: ToolPolicy | None = None, *, session_id: str = "") -> None:
+        self.policy = policy or ToolPolicy()
+        self._sources: dict[str, list[ToolDefinition]] = {}
+        self._mapper = ToolNameMapper()
+        self._public: list[ToolDefinition] = []
+        self._by_name: dict[str, ToolDefinition] = {}
+        self._listeners: list[ToolsListener] = []
+        self._logger = logger.bind(session=session_id or "-", component="tools")
+
+    # --- sources ------------------------------------------------------------------------------
+
+    def set_tools(self, key: str, tools: Sequence[ToolDefinition]) -> list[ToolDefinition]:
+        """Replace the tools of source `key` ("local", "device", "mcp:<server>"...); returns the
+        public list. Listeners are not called: use `update` for that."""
+        self._sources[key] = list(tools)
+        return self._rebuild()
+
+    def remove_tools(self, key: str) -> list[ToolDefinition]:
+        self._sources.pop(key, None)
+        return self._rebuild()
+
+    async def update(self, key: str, tools: Sequence[ToolDefinition] | None) -> list[ToolDefinition]:
+        """Replace (or, with None, drop) a source's tools and tell the listeners."""
+        public = self.remove_tools(key) if tools is None else self.set_tools(key, tools)
+        for listener in list(self._listeners):
+            await listener(list(public))
+        return public
+
+    def add_listener(self, listener: ToolsListener) -> None:
+        self._listeners.append(listener)
+
+    def clear(self) -> None:
+        self._sources.clear()
+        self._listeners.clear()
+        self._rebuild()
+
+    # --- what the model sees ------------------------------------------------------------------
+
+    @property
+    def tools(self) -> list[ToolDefinition]:
+        """The tools the model may call, with public names."""
+        return list(self._public)
+
+    def sources(self) -> dict[str, int]:
+        return {key: len(tools) for key, tools in self._sources.items()}
+
+    def resolve(self, name: str) -> ToolDefinition | None:
+        """An offered tool by public name, or by original name (text protocols may use it)."""
+        tool = self._by_name.get(name)
+        if tool is not None:
+            return tool
+        for candidate in self._public:
+            if candidate.original_name == name:
+                return candidate
+        return None
+
+    def find_any(self, name: str) -> ToolDefinition | None:
+        """A tool by name whether or not the policy offers it (for clear refusals)."""
+        for tools in self._sources.values():
+            for tool in tools:
+                if name in (tool.name, tool.source_name):
+                    return tool
+        return None
+
+    def _rebuild(self) -> list[ToolDefinition]:
+        allowed = [(key, tool) for key, tools in self._sources.items() for tool in tools
+                   if self.policy.allows(tool)]
+        names = self._mapper.assign((key, tool.source_name) for key, tool in allowed)
+        public = []
+        for key, tool in allowed:
+            name = names[(key, tool.source_name)]
+            public.append(tool.renamed(name, self._mapper.rewrite(tool.description)))
+        self._public = public
+        self._by_name = {tool.name: tool for tool in public}
+        if len(self._by_name) != len(public):  # cannot happen: the mapper makes names unique
+            self._logger.error("duplicate public tool names: {}", [t.name for t in public])
+        return list(public)
