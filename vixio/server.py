@@ -48,7 +48,11 @@ class VixioServer:
         return web.json_response({"sessions": len(sessions), "detail": sessions})
 
     async def _build_pipeline(self, context: DeviceContext) -> Pipeline:
-        return self.voice.build_pipeline(context.session_id)
+        tools = self.voice.session_tools(context.session_id)
+        if tools is not None:
+            # Device (MCP) and registerTools tools join the session's tools when they are known.
+            context.transport.set_device_tools_callback(context.session_id, tools.on_device_tools)
+        return self.voice.build_pipeline(context.session_id, tools=tools)
 
     async def start(self) -> None:
         if not self._custom_factory:

@@ -26,10 +26,13 @@ from vixio.config.voice import (
 )
 from vixio.core.pipeline import Pipeline
 from vixio.core.station import Station
+from vixio.core.tools.local import builtin_tool, func_to_tool_definition
+from vixio.core.tools.types import ToolDefinition
 from vixio.providers.agent.base import AgentProvider
 from vixio.providers.asr.base import ASRProvider
 from vixio.providers.tts.base import TTSProvider
 from vixio.providers.vad.base import VADProvider
+from vixio.session_tools import SessionTools
 from vixio.stations import (
     AgentStation,
     ASRStation,
@@ -49,6 +52,9 @@ class VoiceStack:
         self.vad: VADProvider | None = None
         self.asr: ASRProvider | None = None
         self.tts: TTSProvider | None = None
+        self.local_tools: list[ToolDefinition] = [func_to_tool_definition(builtin_tool(name))
+                                                  for name in config.tools.builtin]
+        """Local tools every session gets (built-ins; add your own before the first session)."""
 
     async def load(self) -> None:
         """Build the shared providers and load their models (once per process)."""
@@ -66,8 +72,19 @@ class VoiceStack:
         logger.info("voice stack ready in {:.1f} s: asr={} agent={} tts={}", time.perf_counter() - started,
                     _kind(config.asr), _kind(config.agent), _kind(config.tts))
 
-    def build_pipeline(self, session_id: str) -> Pipeline:
-        """The stations of one session, sharing this stack's providers."""
+    def session_tools(self, session_id: str) -> SessionTools | None:
+        """A new session's tools (None without an agent): local tools now; device, registerTools
+        and MCP tools as they become known."""
+        if self.config.agent is None:
+            return None
+        return SessionTools(session_id, self.config.tools.policy(), local=self.local_tools)
+
+    def build_pipeline(self, session_id: str, *, tools: SessionTools | None = None) -> Pipeline:
+        """The stations of one session, sharing this stack's providers.
+
+        Without `tools`, the session gets its own `session_tools()` (local tools only unless
+        the caller feeds it device tools).
+        """
         config = self.config
         stations: list[Station] = []
         if self.vad is not None and self.asr is not None and config.asr is not None:
@@ -80,12 +97,25 @@ class VoiceStack:
             ]
         stations.append(TextAggregatorStation())
         if config.agent is not None:
-            stations.append(AgentStation(_agent(config), system_prompt=config.agent.system_prompt))
+            stations.append(self._agent_station(session_id, tools or self.session_tools(session_id)))
         stations.append(SentenceAggregatorStation(first_clause_min_chars=config.speech.first_clause_min_chars,
                                                   default_emotion=config.speech.default_emotion))
         if self.tts is not None:
             stations.append(TTSStation(self.tts, output_sample_rate=24000, apology=config.speech.apology))
         return Pipeline(stations, session_id=session_id, queue_size=config.pipeline.queue_size)
+
+
+    def _agent_station(self, session_id: str, tools: SessionTools | None) -> AgentStation:
+        config = self.config
+        assert config.agent is not None
+        provider = _agent(config)
+        station = AgentStation(provider, system_prompt=config.agent.system_prompt,
+                               executor=tools.executor if tools is not None else None)
+        if tools is not None:
+            from vixio.providers.agent.tools import OpenAIAgentToolConverter
+
+            station.tools = tools.bind_agent(OpenAIAgentToolConverter(tools.executor), station.update_tools)
+        return station
 
 
 def _kind(section: object) -> str:
@@ -148,5 +178,6 @@ def _agent(config: VixioConfig) -> AgentProvider:
     from vixio.providers.agent.openai_agent import OpenAIAgentProvider
 
     return OpenAIAgentProvider(agent.model, api_base=agent.api_base, api_key=agent.api_key,
+                               max_tool_iterations=config.tools.max_iterations,
                                temperature=agent.temperature, max_tokens=agent.max_tokens, timeout=agent.timeout,
                                tracing=agent.tracing, max_history_messages=agent.max_history_messages)

@@ -6,6 +6,7 @@ from typing import Literal
 
 from pydantic import Field
 
+from vixio.config.tools import ToolsConfig
 from vixio.config.voice import AgentConfig, ASRConfig, SpeechConfig, TTSConfig, TurnConfig, VADConfig
 from vixio.core.settings import StrictModel
 from vixio.transports.xiaozhi.config import XiaozhiConfig
@@ -41,6 +42,8 @@ class VixioConfig(StrictModel):
     """Speech recognition; null leaves it out (typed text only)."""
     agent: AgentConfig | None = None
     """The assistant; null leaves it out (nothing answers)."""
+    tools: ToolsConfig = Field(default_factory=ToolsConfig)
+    """What the assistant may call, and how."""
     tts: TTSConfig | None = None
     """Speech synthesis; null leaves it out (subtitles only)."""
     speech: SpeechConfig = Field(default_factory=SpeechConfig)

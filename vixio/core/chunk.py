@@ -83,6 +83,14 @@ class TextChunk(BaseChunk):
     role: Role = "assistant"
 
 
+@dataclass(kw_only=True, slots=True)
+class ThoughtChunk(BaseChunk):
+    """The model's reasoning (`<think>` content): may be shown, is never spoken."""
+
+    kind: Literal["thought"] = field(default="thought", init=False)
+    text: str
+
+
 # --- control ----------------------------------------------------------------------------------
 
 
@@ -211,6 +219,7 @@ Chunk = (
     AudioChunk
     | TextDeltaChunk
     | TextChunk
+    | ThoughtChunk
     | InterruptChunk
     | TurnStartChunk
     | TurnEndChunk
@@ -227,7 +236,7 @@ Chunk = (
 )
 """Any chunk; match on the class or on `chunk.kind`."""
 
-DATA_CHUNKS = (AudioChunk, TextDeltaChunk, TextChunk)
+DATA_CHUNKS = (AudioChunk, TextDeltaChunk, TextChunk, ThoughtChunk)
 CONTROL_CHUNKS = (InterruptChunk, TurnStartChunk, TurnEndChunk, StreamCompleteChunk)
 EVENT_CHUNKS = (
     VADStartChunk,

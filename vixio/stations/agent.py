@@ -16,6 +16,7 @@ from typing import Any
 from vixio.core.chunk import Chunk, StreamCompleteChunk, TextChunk, TextDeltaChunk, ToolCallChunk, ToolResultChunk
 from vixio.core.state import Message, TurnMetrics
 from vixio.core.station import Station
+from vixio.core.tools.executor import ToolExecutor
 from vixio.providers.agent.base import AgentProvider, AgentTextDelta, AgentToolCall, AgentToolResult
 
 
@@ -28,12 +29,15 @@ class AgentStation(Station):
         *,
         system_prompt: str = "",
         tools: Sequence[Any] = (),
+        executor: ToolExecutor | None = None,
         name: str | None = None,
     ) -> None:
         super().__init__(name)
         self.provider = provider
         self.system_prompt = system_prompt
         self.tools = list(tools)
+        self.executor = executor
+        """The session's tool executor: told each user turn (confirmations), closed with the station."""
         self._generating = False
         self._reply: list[str] = []
 
@@ -42,6 +46,8 @@ class AgentStation(Station):
 
     async def stop(self) -> None:
         await self.provider.cancel()
+        if self.executor is not None:
+            await self.executor.close()
 
     async def on_interrupt(self) -> None:
         state = self.session_state
@@ -61,6 +67,8 @@ class AgentStation(Station):
             return
         state = self.session_state
         state.heard.clear()
+        if self.executor is not None:
+            self.executor.on_user_text(chunk.text)
         state.add_message(Message(role="user", content=chunk.text, turn_id=chunk.turn_id))
         metrics = state.metrics(chunk.turn_id)
         metrics.mark("agent_start")

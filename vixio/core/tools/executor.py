@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 from loguru import logger
@@ -53,6 +54,8 @@ class ToolExecutor:
         self.async_runner = async_runner
         self._serial = asyncio.Lock()
         self._background: set[asyncio.Task[Any]] = set()
+        self._closers: list[Callable[[], Awaitable[None]]] = []
+        self.closed = False
         self._logger = logger.bind(session=session_id or "-", component="tools")
 
     @property
@@ -143,12 +146,24 @@ class ToolExecutor:
         """Called with each user turn's text (confirmations)."""
         self.context.on_user_text(text)
 
+    def add_closer(self, closer: Callable[[], Awaitable[None]]) -> None:
+        """Run `closer` when the session's tools close (async tasks, session MCP servers...)."""
+        self._closers.append(closer)
+
     async def close(self) -> None:
-        """Cancel control calls still running (the session is ending)."""
+        """The session is ending: cancel control calls still running, then run the closers."""
+        if self.closed:
+            return
+        self.closed = True
         for task in list(self._background):
             task.cancel()
         await asyncio.gather(*self._background, return_exceptions=True)
         self._background.clear()
+        for closer in reversed(self._closers):
+            try:
+                await closer()
+            except Exception:
+                self._logger.exception("closing the session's tools failed")
 
 
 def _short(text: str, limit: int = 120) -> str:

@@ -76,10 +76,17 @@ class _Turn:
     streamed_text: str = ""
     tool_names: dict[str, str] = field(default_factory=dict)
     done: bool = False
+    max_tool_rounds: int | None = None
+    tool_rounds: int = 0
+    """Model calls of this turn that asked for tools."""
+    round_counted: bool = False
+    tools_exhausted: bool = False
 
     def translate(self, event: StreamEvent) -> AgentEvent | None:
         """The vixio event for an openai-agents stream event (None for the many it ignores)."""
         if isinstance(event, RawResponsesStreamEvent):
+            if event.data.type == "response.created":
+                self.round_counted = False
             if event.data.type == "response.output_text.delta" and event.data.delta:
                 self.streamed_text += event.data.delta
                 return AgentTextDelta(event.data.delta)
@@ -89,6 +96,14 @@ class _Turn:
         item = event.item
         if isinstance(item, MessageOutputItem | ToolCallItem | ToolCallOutputItem):
             self.items.append(dict(item.to_input_item()))
+        if isinstance(item, ToolCallItem) and not self.round_counted:
+            self.round_counted = True
+            self.tool_rounds += 1
+            if self.max_tool_rounds is not None and self.tool_rounds >= self.max_tool_rounds:
+                # openai-agents reads agent.tools at every model call: the next one must answer.
+                self.agent.tools = []
+                self.tools_exhausted = True
+                logger.info("{} tool round(s) this turn: the model answers without tools now", self.tool_rounds)
         if isinstance(item, ToolCallItem) and _field(item.raw_item, "type") == "function_call":
             call_id, name = str(_field(item.raw_item, "call_id")), str(_field(item.raw_item, "name"))
             self.tool_names[call_id] = name
@@ -117,6 +132,8 @@ class OpenAIAgentProvider(AgentProvider):
         api_base: base URL of an OpenAI-compatible server (litellm models only).
         api_key: None lets litellm read the provider's environment variable.
         max_turns: model calls allowed per user turn (each tool round costs one).
+        max_tool_iterations: tool rounds allowed per user turn; after the last one the model
+            gets no tools and has to answer (max_turns becomes this + 2).
         tracing: upload openai-agents traces (needs `OPENAI_API_KEY`).
         timeout: seconds one model call may take, streaming included.
         max_retries: litellm retries of a failed request; 0 fails fast so the user hears an
@@ -132,6 +149,7 @@ class OpenAIAgentProvider(AgentProvider):
         temperature: float | None = None,
         max_tokens: int | None = None,
         max_turns: int = 8,
+        max_tool_iterations: int | None = None,
         tracing: bool = False,
         timeout: float | None = 30.0,
         max_retries: int = 0,
@@ -141,7 +159,8 @@ class OpenAIAgentProvider(AgentProvider):
         self._model_spec = model
         self._api_base = api_base
         self._api_key = api_key
-        self._max_turns = max_turns
+        self._max_tool_iterations = max_tool_iterations
+        self._max_turns = max_turns if max_tool_iterations is None else max_tool_iterations + 2
         self._timeout = timeout
         self._name = name
         self.max_history_messages = max_history_messages
@@ -188,7 +207,7 @@ class OpenAIAgentProvider(AgentProvider):
         before = len(self._tools)
         self._tools = list(tools)
         turn = self._turn
-        if turn is not None:
+        if turn is not None and not turn.tools_exhausted:
             # openai-agents re-reads `agent.tools` at every model call of a run.
             turn.agent.tools = list(self._tools)
         logger.info("agent tools updated: {} -> {}", before, len(self._tools))
@@ -203,7 +222,8 @@ class OpenAIAgentProvider(AgentProvider):
         # A per-turn clone owns its tool list, so update_tools never races another run's list.
         agent = self._agent.clone(tools=list(self._tools))
         result = Runner.run_streamed(agent, start, max_turns=self._max_turns, run_config=self._run_config)
-        turn = self._turn = _Turn(result=result, agent=agent, start=start)
+        turn = self._turn = _Turn(result=result, agent=agent, start=start,
+                                  max_tool_rounds=self._max_tool_iterations)
         outcome = "interrupted"
         try:
             async for event in result.stream_events():

@@ -1,0 +1,49 @@
+"""Public tool names: safe for OpenAI-style APIs, unique, stable, mapped both ways."""
+
+from __future__ import annotations
+
+from vixio.core.tools.names import MAX_NAME_LENGTH, ToolNameMapper, is_safe_name
+
+
+def test_dots_become_underscores_and_map_back() -> None:
+    mapper = ToolNameMapper()
+    names = mapper.assign([("device", "self.audio_speaker.set_volume"), ("local", "get_time")])
+    assert names[("device", "self.audio_speaker.set_volume")] == "self_audio_speaker_set_volume"
+    assert names[("local", "get_time")] == "get_time"
+    assert mapper.original("self_audio_speaker_set_volume") == ("device", "self.audio_speaker.set_volume")
+
+
+def test_collisions_get_distinct_hashed_names_and_the_first_keeps_the_plain_one() -> None:
+    mapper = ToolNameMapper()
+    tools = [("device", "a.b"), ("device", "a_b"), ("mcp:x", "a.b")]
+    names = mapper.assign(tools)
+    assert names[("device", "a.b")] == "a_b"
+    assert len(set(names.values())) == 3
+    assert all(is_safe_name(n) for n in names.values())
+    assert names[("device", "a_b")].startswith("a_b_") and names[("mcp:x", "a.b")].startswith("a_b_")
+    assert ToolNameMapper().assign(tools) == names  # deterministic across sessions
+
+
+def test_overlong_and_non_ascii_names_are_safe() -> None:
+    mapper = ToolNameMapper()
+    long = "self." + "very_long_component." * 6 + "do"
+    names = mapper.assign([("device", long), ("device", "播放音乐"), ("device", "音乐.play")])
+    for name in names.values():
+        assert is_safe_name(name) and len(name) <= MAX_NAME_LENGTH
+        assert all(ord(ch) < 128 for ch in name)
+    assert names[("device", "音乐.play")].startswith("__play") or names[("device", "音乐.play")] == "___play"
+
+
+def test_names_given_out_stay_when_tools_are_added() -> None:
+    mapper = ToolNameMapper()
+    first = mapper.assign([("device", "x.y")])
+    second = mapper.assign([("local", "x_y"), ("device", "x.y")])
+    assert second[("device", "x.y")] == first[("device", "x.y")] == "x_y"
+    assert second[("local", "x_y")] != "x_y"
+
+
+def test_descriptions_are_rewritten_with_public_names() -> None:
+    mapper = ToolNameMapper()
+    mapper.assign([("device", "self.camera.take_photo"), ("device", "self.camera")])
+    text = "Call self.camera.take_photo first, then self.camera. Not myself.camera.take_photo."
+    assert mapper.rewrite(text) == "Call self_camera_take_photo first, then self_camera. Not myself.camera.take_photo."

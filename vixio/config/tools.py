@@ -1,0 +1,70 @@
+"""Configuration of the agent's tools: built-ins, policy (seed 001 ToolCallConfig), MCP servers.
+
+Tool names in `toggles`, `sub_types`, `timeouts` and `require_confirmation` are a tool's
+original name (`self.audio_speaker.set_volume`) or its public name, or a shell-style pattern
+(`self.screen.*`); the most specific rule wins.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from vixio.core.settings import StrictModel
+from vixio.core.tools.policy import ToolPolicy
+
+BuiltinTool = Literal["get_time", "get_date"]
+SubTypeName = Literal["control", "query"]
+
+
+class AsyncToolsConfig(StrictModel):
+    """Background (async) tools: a call returns a task handle at once, the result is spoken later."""
+
+    max_concurrent: int = Field(default=4, ge=1, le=1000)
+    """Async tool tasks running at once in this process; more wait their turn."""
+    timeout: float = Field(default=300.0, gt=0)
+    """Seconds one async task may run before it is marked failed."""
+
+
+class ToolsConfig(StrictModel):
+    """The tools the agent may call: local built-ins, the device's MCP tools, registerTools clients, MCP servers."""
+
+    enabled: bool = True
+    """Master switch: false gives the model no tools at all."""
+    builtin: list[BuiltinTool] = Field(default_factory=lambda: ["get_time", "get_date"])
+    """Local tools offered to every session."""
+    default_enabled: bool = True
+    """Whether a tool not named in `toggles` is offered."""
+    toggles: dict[str, bool] = Field(default_factory=dict)
+    """Per-tool on/off, e.g. {"self.reboot": false, "self.screen.*": false}."""
+    max_iterations: int = Field(default=5, ge=1, le=50)
+    """Tool rounds per user turn; after the last, the model must answer without tools."""
+    timeout: float = Field(default=30.0, gt=0)
+    """Seconds a query tool call may take before the model is told it timed out."""
+    timeouts: dict[str, float] = Field(default_factory=dict)
+    """Per-tool timeouts in seconds, overriding `timeout`."""
+    parallel: bool = True
+    """Run several tool calls of one model response concurrently; false runs them one at a time."""
+    require_confirmation: bool | list[str] = False
+    """true: every tool needs the user's yes first; or a list of tool names (patterns) that do."""
+    default_sub_type: SubTypeName = "query"
+    """query: the model waits for the result; control: answered "success" at once, the device is not waited for."""
+    sub_types: dict[str, SubTypeName] = Field(default_factory=dict)
+    """Per-tool sub_type, e.g. {"self.audio_speaker.set_volume": "control"}."""
+    async_tools: AsyncToolsConfig = Field(default_factory=AsyncToolsConfig)
+
+    def policy(self) -> ToolPolicy:
+        confirm = self.require_confirmation
+        return ToolPolicy(
+            enabled=self.enabled,
+            default_enabled=self.default_enabled,
+            toggles=dict(self.toggles),
+            max_iterations=self.max_iterations,
+            timeout=self.timeout,
+            timeouts=dict(self.timeouts),
+            parallel=self.parallel,
+            require_confirmation=confirm if isinstance(confirm, bool) else tuple(confirm),
+            default_sub_type=self.default_sub_type,
+            sub_types=dict(self.sub_types),
+        )

@@ -1,0 +1,107 @@
+"""One session's tools, wired together (application layer, like `vixio.voice`).
+
+    ToolSet (local + device + registerTools + MCP servers, named and filtered by policy)
+      → ToolExecutor (the one place calls run)
+      → a converter (openai-agents FunctionTools, or definitions for a text protocol)
+      → AgentStation.update_tools (hot swap, also mid-turn)
+
+The transport reports the device's tools (`on_device_tools`) when tools/list completes or a
+registerTools client registers, and again when they change; the agent sees them from its next
+model call. Everything a session started (control calls, async tasks, session-scoped MCP
+servers) stops when the session closes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+from loguru import logger
+
+from vixio.core.tools.context import ToolCallContext
+from vixio.core.tools.converter import ToolConverterBase
+from vixio.core.tools.executor import AsyncToolRunner, ToolExecutor
+from vixio.core.tools.policy import ToolPolicy
+from vixio.core.tools.toolset import ToolSet
+from vixio.core.tools.types import ToolDefinition
+
+Closer = Callable[[], Awaitable[None]]
+
+
+class SessionTools:
+    def __init__(self, session_id: str, policy: ToolPolicy, *, local: Sequence[ToolDefinition] = ()) -> None:
+        self.session_id = session_id
+        self.toolset = ToolSet(policy, session_id=session_id)
+        self.context = ToolCallContext()
+        self.executor = ToolExecutor(self.toolset, self.context, session_id=session_id)
+        self.toolset.set_tools("local", local)
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._logger = logger.bind(session=session_id, component="tools")
+        self.executor.add_closer(self._shutdown)
+
+    @property
+    def tools(self) -> list[ToolDefinition]:
+        return self.toolset.tools
+
+    def set_async_runner(self, runner: AsyncToolRunner) -> None:
+        self.executor.async_runner = runner
+
+    def add_source(self, key: str, tools: Sequence[ToolDefinition]) -> None:
+        """Add tools before the agent starts (no listeners called)."""
+        self.toolset.set_tools(key, tools)
+
+    @property
+    def closed(self) -> bool:
+        return self.executor.closed
+
+    async def update_source(self, key: str, tools: Sequence[ToolDefinition] | None) -> None:
+        if self.closed:
+            return
+        public = await self.toolset.update(key, tools)
+        self._logger.info("tools from {}: {} ({} offered in all)", key, len(tools or ()), len(public))
+
+    async def on_device_tools(self, tools: list[Any]) -> None:
+        """Transport callback: the device's tools (MCP, or registerTools) are known or changed."""
+        by_source: dict[str, list[ToolDefinition]] = {"device": [], "register": []}
+        for tool in tools:
+            if isinstance(tool, ToolDefinition):
+                by_source.setdefault(tool.source, []).append(tool)
+        for source in {tool.source for tool in tools if isinstance(tool, ToolDefinition)} or {"device"}:
+            await self.update_source(source, by_source[source])
+
+    def bind_agent(self, converter: ToolConverterBase, update: Callable[[Sequence[Any]], Awaitable[None]]) -> list[Any]:
+        """Keep an agent's tool list in sync; returns its first list."""
+
+        async def on_change(tools: list[ToolDefinition]) -> None:
+            await update(converter.convert_all(tools))
+
+        self.toolset.add_listener(on_change)
+        return converter.convert_all(self.toolset.tools)
+
+    def start_background(self, coro: Awaitable[Any], name: str) -> None:
+        """Run setup work (e.g. connecting session-scoped MCP servers) without holding the session up."""
+        task = asyncio.ensure_future(coro)
+        task.set_name(f"vixio-{self.session_id}-{name}")
+        self._tasks.add(task)
+        task.add_done_callback(self._done)
+
+    def _done(self, task: asyncio.Task[Any]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            self._logger.opt(exception=task.exception()).error("tool setup task {} failed", task.get_name())
+
+    def add_closer(self, closer: Closer) -> None:
+        """Run `closer` when the session's tools close."""
+        self.executor.add_closer(closer)
+
+    async def close(self) -> None:
+        """Stop everything of this session: setup tasks, control calls, async tasks, MCP servers.
+        The AgentStation does this when its pipeline stops."""
+        await self.executor.close()
+
+    async def _shutdown(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self.toolset.clear()
