@@ -68,6 +68,7 @@ class VixioServer:
     async def stop(self) -> None:
         await self.ota.stop()
         await self.transport.stop()
+        await self.voice.close()
 
     async def __aenter__(self) -> VixioServer:
         await self.start()

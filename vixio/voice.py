@@ -26,7 +26,9 @@ from vixio.config.voice import (
 )
 from vixio.core.pipeline import Pipeline
 from vixio.core.station import Station
+from vixio.core.tools.context import AsyncTaskRecord
 from vixio.core.tools.local import builtin_tool, func_to_tool_definition
+from vixio.core.tools.tasks import AsyncTaskQueue, SessionTaskRunner, task_status_tool
 from vixio.core.tools.types import ToolDefinition
 from vixio.providers.agent.base import AgentProvider
 from vixio.providers.asr.base import ASRProvider
@@ -55,6 +57,7 @@ class VoiceStack:
         self.local_tools: list[ToolDefinition] = [func_to_tool_definition(builtin_tool(name))
                                                   for name in config.tools.builtin]
         """Local tools every session gets (built-ins; add your own before the first session)."""
+        self._task_queue: AsyncTaskQueue | None = None
 
     async def load(self) -> None:
         """Build the shared providers and load their models (once per process)."""
@@ -77,7 +80,26 @@ class VoiceStack:
         and MCP tools as they become known."""
         if self.config.agent is None:
             return None
-        return SessionTools(session_id, self.config.tools.policy(), local=self.local_tools)
+        tools = SessionTools(session_id, self.config.tools.policy(), local=self.local_tools)
+        runner = SessionTaskRunner(self.task_queue, tools.context, session_id=session_id)
+        tools.set_async_runner(runner)
+        tools.add_closer(runner.cancel_all)
+        if self.config.tools.async_tools.tools or any(tool.is_async for tool in self.local_tools):
+            tools.add_source("tasks", [task_status_tool(runner)])
+        return tools
+
+    @property
+    def task_queue(self) -> AsyncTaskQueue:
+        """The process's queue of background (async) tool tasks, made on first use."""
+        if self._task_queue is None:
+            settings = self.config.tools.async_tools
+            self._task_queue = AsyncTaskQueue(settings.max_concurrent, timeout=settings.timeout)
+        return self._task_queue
+
+    async def close(self) -> None:
+        """Cancel background tool tasks still running (the server is stopping)."""
+        if self._task_queue is not None:
+            await self._task_queue.shutdown()
 
     def build_pipeline(self, session_id: str, *, tools: SessionTools | None = None) -> Pipeline:
         """The stations of one session, sharing this stack's providers.
@@ -115,7 +137,20 @@ class VoiceStack:
             from vixio.providers.agent.tools import OpenAIAgentToolConverter
 
             station.tools = tools.bind_agent(OpenAIAgentToolConverter(tools.executor), station.update_tools)
+            runner = tools.executor.async_runner
+            if isinstance(runner, SessionTaskRunner):
+                async def speak_result(record: AsyncTaskRecord) -> None:
+                    station.announce(async_result_note(record))
+
+                runner.on_complete = speak_result
         return station
+
+
+def async_result_note(record: AsyncTaskRecord) -> str:
+    """How a finished background task is put to the model (a user-role note naming the call)."""
+    outcome = "finished" if record.status == "completed" else record.status
+    return (f"[Background task {record.task_id} for tool call {record.call_id} ({record.tool_name}) {outcome}: "
+            f"{record.to_result().text}] Tell the user about this result briefly.")
 
 
 def _kind(section: object) -> str:

@@ -25,6 +25,8 @@ class AsyncToolsConfig(StrictModel):
     """Async tool tasks running at once in this process; more wait their turn."""
     timeout: float = Field(default=300.0, gt=0)
     """Seconds one async task may run before it is marked failed."""
+    tools: list[str] = Field(default_factory=list)
+    """Tools (names or patterns) to run in the background, besides local tools marked async."""
 
 
 class ToolsConfig(StrictModel):
@@ -67,4 +69,5 @@ class ToolsConfig(StrictModel):
             require_confirmation=confirm if isinstance(confirm, bool) else tuple(confirm),
             default_sub_type=self.default_sub_type,
             sub_types=dict(self.sub_types),
+            async_tools=tuple(self.async_tools.tools),
         )

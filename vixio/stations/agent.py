@@ -2,12 +2,15 @@
 
 The user's text is forwarded first (the transport shows it as `stt`), then the reply streams
 as TextDeltaChunks, tool activity as ToolCall/ToolResult chunks, and a StreamCompleteChunk
-ends the reply. A failing agent raises: the pipeline turns it into an ErrorChunk, and the TTS
+ends the reply. When a background (async) tool finishes, `announce()` queues its result: the
+station starts a turn of its own to speak it as soon as the current one is done, and a result
+not spoken yet (the user barged in) travels with the user's next message. A failing agent raises: the pipeline turns it into an ErrorChunk, and the TTS
 station apologises. On an interrupt the provider keeps only what the device actually played.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 from collections.abc import AsyncIterator, Sequence
@@ -21,7 +24,7 @@ from vixio.providers.agent.base import AgentProvider, AgentTextDelta, AgentToolC
 
 
 class AgentStation(Station):
-    handles = (TextChunk,)
+    handles = (TextChunk, ToolResultChunk)
 
     def __init__(
         self,
@@ -40,11 +43,16 @@ class AgentStation(Station):
         """The session's tool executor: told each user turn (confirmations), closed with the station."""
         self._generating = False
         self._reply: list[str] = []
+        self._notes: list[str] = []
+        """Results of background tools not told to the model yet."""
+        self._triggers: set[asyncio.Task[None]] = set()
 
     async def start(self) -> None:
         await self.provider.initialize(tools=self.tools, system_prompt=self.system_prompt)
 
     async def stop(self) -> None:
+        for task in list(self._triggers):
+            task.cancel()
         await self.provider.cancel()
         if self.executor is not None:
             await self.executor.close()
@@ -60,17 +68,43 @@ class AgentStation(Station):
         self.logger.info("reply interrupted; kept what was heard: {!r}", heard)
         self._generating = False
 
+    def announce(self, note: str) -> None:
+        """A background tool finished: have the agent tell the user (unprompted) when idle."""
+        self._notes.append(note)
+        if self._pipeline is None or self._triggers:
+            return
+        # The trigger enters at the pipeline's input, so it queues behind the turn in progress.
+        trigger = ToolResultChunk(call_id="", name="", result="")
+        task = asyncio.create_task(self._pipeline.push(trigger), name=f"vixio-{self.session_id}-announce")
+        self._triggers.add(task)
+        task.add_done_callback(self._triggers.discard)
+
     async def process(self, chunk: Chunk) -> AsyncIterator[Chunk]:
+        if isinstance(chunk, ToolResultChunk):
+            if chunk.call_id:  # someone else's result: not ours to handle
+                yield chunk
+            elif self._notes:  # our trigger; the notes may have gone with a user turn already
+                text, self._notes = "\n".join(self._notes), []
+                async for out in self._turn(text, chunk.turn_id):
+                    yield out
+            return
         assert isinstance(chunk, TextChunk)
         yield chunk
         if chunk.role != "user":
             return
-        state = self.session_state
-        state.heard.clear()
         if self.executor is not None:
             self.executor.on_user_text(chunk.text)
-        state.add_message(Message(role="user", content=chunk.text, turn_id=chunk.turn_id))
-        metrics = state.metrics(chunk.turn_id)
+        self.session_state.add_message(Message(role="user", content=chunk.text, turn_id=chunk.turn_id))
+        text = chunk.text
+        if self._notes:
+            text, self._notes = "\n".join([*self._notes, text]), []
+        async for out in self._turn(text, chunk.turn_id):
+            yield out
+
+    async def _turn(self, text: str, turn_id: int) -> AsyncIterator[Chunk]:
+        state = self.session_state
+        state.heard.clear()
+        metrics = state.metrics(turn_id)
         metrics.mark("agent_start")
         self._reply = []
         # Stays set when the turn is cancelled, so on_interrupt knows a reply was cut off.
@@ -78,7 +112,7 @@ class AgentStation(Station):
         try:
             # aclosing: a cancelled turn closes the provider's stream now, before the interrupt
             # hooks run, so the provider settles its history before on_interrupt corrects it.
-            async with contextlib.aclosing(self.provider.chat(chunk.text)) as events:
+            async with contextlib.aclosing(self.provider.chat(text)) as events:
                 async for event in events:
                     for out in self._translate(event, metrics):
                         yield out
@@ -86,7 +120,7 @@ class AgentStation(Station):
             self._generating = False
             raise
         self._generating = False
-        state.add_message(Message(role="assistant", content="".join(self._reply), turn_id=chunk.turn_id))
+        state.add_message(Message(role="assistant", content="".join(self._reply), turn_id=turn_id))
         yield StreamCompleteChunk(source=self.name)
 
     def _translate(self, event: object, metrics: TurnMetrics) -> list[Chunk]:

@@ -3,21 +3,26 @@
 Every call the model makes (natively or through a text protocol) and every result lands here,
 so a later turn, a status query or a log can find them. It also holds the confirmations the
 model asked the user for: a tool that needs confirmation runs only after the user's next turn
-said yes.
+said yes. Async tools' background runs (`vixio.core.tools.tasks`) are kept here too, as
+`AsyncTaskRecord`s by task id, each pointing back at the call that started it.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import time
 from collections import OrderedDict
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
-from vixio.core.tools.types import ToolCallRequest, ToolCallResult
+from vixio.core.tools.types import ToolCallRequest, ToolCallResult, output_text
 
 MAX_RECORDS = 200
-"""Calls remembered per session; the oldest are forgotten first."""
+"""Calls (and background tasks) remembered per session; the oldest are forgotten first."""
+
+TaskStatus = Literal["pending", "running", "completed", "failed", "cancelled"]
+"""pending: waiting for a slot in the process queue; running; then one of the three ends."""
 
 _YES = re.compile(
     r"^(yes|yeah|yep|yup|sure|ok|okay|confirm(ed)?|correct|right|go ahead|do it|please do|of course|absolutely"
@@ -38,6 +43,66 @@ class ToolCallRecord:
     result: ToolCallResult | None = None
 
 
+@dataclass(slots=True)
+class AsyncTaskRecord:
+    """One background run of an async tool (seed 004), found by task id or by its call's id."""
+
+    task_id: str
+    call_id: str
+    """The model's call that started it; a finished task is reported against this id."""
+    tool_name: str
+    arguments: dict[str, Any] = field(default_factory=dict)
+    session_id: str = ""
+    status: TaskStatus = "pending"
+    result: str | None = None
+    """The tool's output text, once completed."""
+    error: str | None = None
+    """Why it failed (the tool's error, or the timeout), once failed."""
+    created_at: float = field(default_factory=time.time)
+    """Epoch seconds, as are `started_at` and `finished_at`."""
+    started_at: float | None = None
+    finished_at: float | None = None
+
+    @property
+    def finished(self) -> bool:
+        return self.status in ("completed", "failed", "cancelled")
+
+    @property
+    def duration(self) -> float | None:
+        """Seconds it has run (until it finished), or None if it never started."""
+        if self.started_at is None:
+            return None
+        return (self.finished_at or time.time()) - self.started_at
+
+    def start(self) -> None:
+        self.status, self.started_at = "running", time.time()
+
+    def finish(self, status: TaskStatus, *, result: str | None = None, error: str | None = None) -> None:
+        self.status, self.result, self.error, self.finished_at = status, result, error, time.time()
+
+    def to_dict(self) -> dict[str, Any]:
+        """What the model is shown about the task: empty fields are left out."""
+        data: dict[str, Any] = {"task_id": self.task_id, "call_id": self.call_id, "tool": self.tool_name,
+                                "status": self.status}
+        if self.result is not None:
+            data["result"] = self.result
+        if self.error:
+            data["error"] = self.error
+        if (duration := self.duration) is not None:
+            data["seconds"] = round(duration, 1)
+        return data
+
+    def to_result(self) -> ToolCallResult:
+        """The call's outcome: the tool's result, its error, or still pending."""
+        if self.status == "completed":
+            return ToolCallResult.ok(self.result or "", call_id=self.call_id)
+        if self.status == "failed":
+            return ToolCallResult.fail(self.error or f"{self.tool_name} failed", call_id=self.call_id)
+        if self.status == "cancelled":
+            return ToolCallResult.fail(f"{self.tool_name} was cancelled", call_id=self.call_id)
+        return ToolCallResult(call_id=self.call_id, success=True, status="pending", result=output_text(self.to_dict()))
+
+
 def confirmation_key(tool_name: str, arguments: dict[str, Any]) -> str:
     return tool_name + json.dumps(arguments, sort_keys=True, ensure_ascii=False, default=str)
 
@@ -45,6 +110,8 @@ def confirmation_key(tool_name: str, arguments: dict[str, Any]) -> str:
 class ToolCallContext:
     def __init__(self) -> None:
         self.records: OrderedDict[str, ToolCallRecord] = OrderedDict()
+        self.tasks: OrderedDict[str, AsyncTaskRecord] = OrderedDict()
+        """Background tasks by task id, oldest first."""
         self._asked: set[str] = set()
         self._approved: set[str] = set()
 
@@ -66,6 +133,25 @@ class ToolCallContext:
     @property
     def calls(self) -> list[ToolCallRequest]:
         return [record.request for record in self.records.values()]
+
+    # --- background tasks ----------------------------------------------------------------------
+
+    def record_task(self, task: AsyncTaskRecord) -> None:
+        self.tasks[task.task_id] = task
+        while len(self.tasks) > MAX_RECORDS:
+            oldest = next((key for key, old in self.tasks.items() if old.finished), next(iter(self.tasks)))
+            del self.tasks[oldest]
+
+    def task(self, task_id: str) -> AsyncTaskRecord | None:
+        return self.tasks.get(task_id)
+
+    def task_for_call(self, call_id: str) -> AsyncTaskRecord | None:
+        """The task a call started (its result is reported against the call id)."""
+        return next((task for task in self.tasks.values() if task.call_id == call_id), None)
+
+    @property
+    def unfinished_tasks(self) -> list[AsyncTaskRecord]:
+        return [task for task in self.tasks.values() if not task.finished]
 
     # --- confirmations ------------------------------------------------------------------------
 

@@ -100,7 +100,7 @@ class ToolExecutor:
                 return ToolCallResult(success=True, status="pending", result=(
                     f"Not run yet: {tool.name} needs the user's confirmation. Ask the user whether to go ahead "
                     "(say what it will do), and call it again with the same arguments only if they say yes."))
-        if tool.is_async and self.async_runner is not None:
+        if policy.runs_async(tool) and self.async_runner is not None:
             return self.async_runner.submit(tool, request)
         if policy.sub_type(tool) == "control":
             self._start_control(tool, request, arguments)

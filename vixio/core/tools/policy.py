@@ -36,6 +36,8 @@ class ToolPolicy:
     """True for every tool, or the tools that need the user's yes before they run."""
     default_sub_type: SubType = "query"
     sub_types: Mapping[str, SubType] = field(default_factory=dict)
+    async_tools: tuple[str, ...] = ()
+    """Tools (names or patterns) run in the background: the call returns a task handle at once."""
 
     def allows(self, tool: ToolDefinition) -> bool:
         if not self.enabled or tool.hidden:
@@ -46,6 +48,9 @@ class ToolPolicy:
     def sub_type(self, tool: ToolDefinition) -> SubType:
         configured = _lookup(self.sub_types, _names(tool))
         return configured or tool.sub_type or self.default_sub_type
+
+    def runs_async(self, tool: ToolDefinition) -> bool:
+        return tool.is_async or _lookup(dict.fromkeys(self.async_tools, True), _names(tool)) is True
 
     def timeout_for(self, tool: ToolDefinition) -> float:
         configured = _lookup(self.timeouts, _names(tool))
