@@ -19,6 +19,7 @@ from vixio.core.pipeline import Pipeline
 from vixio.transports.xiaozhi.auth import DeviceAuthenticator
 from vixio.transports.xiaozhi.ota import OtaServer
 from vixio.transports.xiaozhi.transport import DeviceContext, PipelineFactory, XiaozhiTransport
+from vixio.session_tools import SessionTools
 from vixio.voice import VoiceStack
 
 
@@ -35,6 +36,8 @@ class VixioServer:
         self.voice = VoiceStack(config)
         self._custom_factory = pipeline_factory is not None
         self.ota.add_route("GET", "/metrics", self._metrics)
+        self.tools: dict[str, SessionTools] = {}
+        """Live sessions' tools by session id."""
 
     async def _metrics(self, request: web.Request) -> web.Response:
         """Live sessions and the latency marks of their recent turns (ms from the first mark)."""
@@ -43,13 +46,22 @@ class VixioServer:
             session = connection.session
             turns = [] if session is None else [
                 {"turn": turn.turn_id, "ms": turn.durations()} for turn in session.state.turns]
+            tools = self.tools.get(session_id)
             sessions.append({"session_id": session_id, "device_id": connection.device_id,
-                             "speaking": connection.speaking, "turns": turns})
+                             "speaking": connection.speaking, "turns": turns,
+                             "tools": tools.toolset.sources() if tools is not None else {}})
         return web.json_response({"sessions": len(sessions), "detail": sessions})
 
     async def _build_pipeline(self, context: DeviceContext) -> Pipeline:
-        tools = self.voice.session_tools(context.session_id)
+        session_id = context.session_id
+        tools = self.voice.session_tools(session_id)
         if tools is not None:
+            self.tools[session_id] = tools
+
+            async def forget() -> None:
+                self.tools.pop(session_id, None)
+
+            tools.add_closer(forget)
             # Device (MCP) and registerTools tools join the session's tools when they are known.
             context.transport.set_device_tools_callback(context.session_id, tools.on_device_tools)
         return self.voice.build_pipeline(context.session_id, tools=tools)
@@ -59,6 +71,7 @@ class VixioServer:
             await self.voice.load()  # models load once, before the first device connects
         await self.transport.start()
         await self.ota.start()
+        self.transport.http_port = self.ota.port  # for the vision URL given to devices
         http = self.config.xiaozhi.http
         logger.info("WebSocket server on {}:{} (any path)", self.config.xiaozhi.host, self.transport.port)
         host = lan_address() if http.host in ("0.0.0.0", "::", "") else http.host

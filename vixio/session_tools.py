@@ -62,13 +62,22 @@ class SessionTools:
         self._logger.info("tools from {}: {} ({} offered in all)", key, len(tools or ()), len(public))
 
     async def on_device_tools(self, tools: list[Any]) -> None:
-        """Transport callback: the device's tools (MCP, or registerTools) are known or changed."""
-        by_source: dict[str, list[ToolDefinition]] = {"device": [], "register": []}
-        for tool in tools:
-            if isinstance(tool, ToolDefinition):
-                by_source.setdefault(tool.source, []).append(tool)
-        for source in {tool.source for tool in tools if isinstance(tool, ToolDefinition)} or {"device"}:
-            await self.update_source(source, by_source[source])
+        """Transport callback: the device's tools (MCP, or registerTools) are known or changed.
+
+        Each tool says its source; an empty list clears the one device-side source this session
+        has tools from (with tools from both, it is ambiguous and ignored with a warning).
+        """
+        definitions = [tool for tool in tools if isinstance(tool, ToolDefinition)]
+        if not definitions:
+            held = [key for key, count in self.toolset.sources().items() if key in ("device", "register") and count]
+            if len(held) > 1:
+                self._logger.warning("an empty device tool list with both MCP and registerTools tools: ignored")
+                return
+            for key in held:
+                await self.update_source(key, [])
+            return
+        for source in dict.fromkeys(tool.source for tool in definitions):
+            await self.update_source(source, [tool for tool in definitions if tool.source == source])
 
     def bind_agent(self, converter: ToolConverterBase, update: Callable[[Sequence[Any]], Awaitable[None]]) -> list[Any]:
         """Keep an agent's tool list in sync; returns its first list."""

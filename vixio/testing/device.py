@@ -24,7 +24,7 @@ from typing import Any
 from vixio.testing.device_audio import WAKE_WORD_AUDIO_SECONDS, ReceivedFrame, encode_uplink, read_wav_16k_mono
 from vixio.testing.device_core import DeviceCore, DeviceState, ListeningMode, random_device_id
 from vixio.testing.device_errors import DeviceDisconnected, DeviceError, HelloError, OtaError
-from vixio.testing.device_mcp import DeviceTool, McpStats, hang_forever
+from vixio.testing.device_mcp import DeviceTool, McpStats, McpToolResult, hang_forever
 from vixio.testing.device_recording import ReceivedMessage, SentMessage
 from vixio.transports.xiaozhi.codec import UPLINK_SAMPLE_RATE, OpusEncoder
 
@@ -37,6 +37,7 @@ __all__ = [
     "DeviceTool",
     "HelloError",
     "ListeningMode",
+    "McpToolResult",
     "OtaError",
     "ReceivedFrame",
     "ReceivedMessage",
@@ -236,6 +237,12 @@ class SimulatedDevice(DeviceCore):
     def mcp_tools(self) -> list[DeviceTool]:
         """Tools this device serves, in listing order (built-ins first)."""
         return self._mcp.tools if self._mcp is not None else []
+
+    async def notify_mcp_tools_changed(self) -> None:
+        """Send `notifications/tools/list_changed` after changing `mcp_tools` (add or remove entries)."""
+        if self._mcp is None:
+            raise DeviceError("this device announced no MCP support")
+        await self._mcp.notify_tools_changed()
 
     def save_recording(self, directory: str | Path) -> None:
         """Write `messages.json` (timed messages in both directions) and `received.wav`."""

@@ -55,6 +55,23 @@ class DeviceTool:
         return entry
 
 
+@dataclass
+class McpToolResult:
+    """Return it from a tool handler to send a `tools/call` result exactly as given — several
+    content blocks, `isError: true`, `structuredContent` — which firmware 2.4.2 never does but
+    other MCP servers on the same channel (xiaozhi-sdk, newer boards) may."""
+
+    content: list[dict[str, Any]]
+    is_error: bool = False
+    structured: dict[str, Any] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        result: dict[str, Any] = {"content": self.content, "isError": self.is_error}
+        if self.structured is not None:
+            result["structuredContent"] = self.structured
+        return result
+
+
 async def hang_forever(arguments: dict[str, Any]) -> Any:
     """A tool handler that never returns, for server-side tool-call timeout tests."""
     await asyncio.Event().wait()
@@ -277,6 +294,10 @@ class DeviceMcpServer:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
 
+    async def notify_tools_changed(self) -> None:
+        """Send `notifications/tools/list_changed` (firmware 2.4.2 never does; newer MCP servers do)."""
+        await self._send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
+
     @property
     def pending_calls(self) -> int:
         """Tool calls still running."""
@@ -351,6 +372,9 @@ class DeviceMcpServer:
         except Exception as exc:  # the firmware replies with the exception text
             self._log.info("MCP tool {} failed: {!r}", tool.name, exc)
             await self._safe(self._error(rid, str(exc)))
+            return
+        if isinstance(result, McpToolResult):
+            await self._safe(self._reply(rid, result.to_json()))
             return
         content = [{"type": "text", "text": result_text(result)}]
         await self._safe(self._reply(rid, {"content": content, "isError": False}))

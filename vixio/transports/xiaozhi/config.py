@@ -1,4 +1,4 @@
-"""Configuration of the Xiaozhi transport: WebSocket server, OTA/HTTP side, auth, activation.
+"""Configuration of the Xiaozhi transport: WebSocket server, OTA/HTTP side, auth, activation, device MCP.
 
 Every model forbids unknown keys so a typo in config.yaml is reported with its path
 instead of being silently ignored.
@@ -52,6 +52,17 @@ class HttpConfig(_Strict):
     """Minutes east of UTC sent as `server_time.timezone_offset`; null uses the server's local zone."""
 
 
+class McpConfig(_Strict):
+    """The device's own tools, reached over MCP inside the WebSocket session."""
+
+    tool_call_timeout: float = Field(default=30.0, gt=0)
+    """Seconds a device tool has to answer; then the call fails (the model is told) and the device gets `notifications/cancelled`."""
+    list_timeout: float = Field(default=10.0, gt=0)
+    """Seconds the device has to answer `initialize` and each `tools/list` page; without an answer the session runs without device tools."""
+    vision_url: str | None = None
+    """Camera upload URL sent in `initialize` (`capabilities.vision.url`); null means http://<host the device dialled>:<http.port>/mcp/vision/explain, or the `public_url` origin when that is set."""
+
+
 class XiaozhiConfig(_Strict):
     """The Xiaozhi WebSocket transport."""
 
@@ -80,6 +91,7 @@ class XiaozhiConfig(_Strict):
     http: HttpConfig = Field(default_factory=HttpConfig)
     auth: AuthConfig = Field(default_factory=AuthConfig)
     activation: ActivationConfig = Field(default_factory=ActivationConfig)
+    mcp: McpConfig = Field(default_factory=McpConfig)
 
     @field_validator("path")
     @classmethod

@@ -4,13 +4,17 @@ Text frames are JSON objects with a string `type`; binary frames are Opus, bare 
 or behind a v2/v3 header (see framing.py). Messages the firmware sends: hello, listen
 (start/stop/detect), abort, mcp. Messages it understands: hello, stt, llm, tts
 (start/sentence_start/stop), mcp, system, alert, custom, and binary audio.
+
+A text frame that is a bare JSON-RPC 2.0 object (`{"jsonrpc": "2.0", ...}` without a `type`,
+as `mcp/registerTools` clients may send) decodes to an `mcp` message marked
+`"envelope": "bare"`; encoding such a message writes the bare payload again.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from typing import Any, Literal
 
 from vixio.core.chunk import Chunk, TextChunk
 from vixio.core.protocol import Message, ProtocolBase, ProtocolError
@@ -19,6 +23,9 @@ from vixio.transports.xiaozhi.framing import SUPPORTED_VERSIONS, FramingError, p
 
 AUDIO = "audio"
 """Type of the message dict a binary frame decodes to: {"type": "audio", "data": opus}."""
+MCP = "mcp"
+ENVELOPE = "envelope"
+"""Key marking an `mcp` message that travels as a bare JSON-RPC frame: {"envelope": "bare"}."""
 
 LISTEN_MODES = ("auto", "manual", "realtime")
 
@@ -54,6 +61,8 @@ class XiaozhiProtocol(ProtocolBase):
             message = json.loads(data)
         except ValueError as exc:
             raise ProtocolError(f"text frame is not JSON: {_excerpt(data)}") from exc
+        if isinstance(message, dict) and "type" not in message and message.get("jsonrpc") == "2.0":
+            return mcp(message, "bare")
         if not isinstance(message, dict) or not isinstance(message.get("type"), str):
             raise ProtocolError(f"text frame is not an object with a string type: {_excerpt(data)}")
         return message
@@ -61,6 +70,8 @@ class XiaozhiProtocol(ProtocolBase):
     def encode(self, message: Message) -> bytes | str:
         if message.get("type") == AUDIO:
             return pack(message["data"], self.binary_version, timestamp_ms=message.get("timestamp_ms", 0))
+        if message.get("type") == MCP and message.get(ENVELOPE) == "bare":
+            message = message["payload"]
         return json.dumps(message, ensure_ascii=False, separators=(",", ":"))
 
     def message_to_chunk(self, message: Message, session_id: str, turn_id: int) -> Chunk | None:
@@ -126,6 +137,20 @@ def system(command: str = "reboot") -> Message:
 def alert(status: str, message: str, emotion: str = "neutral") -> Message:
     # The firmware ignores an alert unless all three are strings.
     return {"type": "alert", "status": str(status), "message": str(message), "emotion": str(emotion)}
+
+
+def mcp(payload: dict[str, Any], envelope: str = "mcp") -> Message:
+    """A JSON-RPC payload for the wire: wrapped in `{"type": "mcp"}`, or bare when the client
+    speaks bare JSON-RPC (envelope "bare")."""
+    message: Message = {"type": MCP, "payload": payload}
+    if envelope == "bare":
+        message[ENVELOPE] = "bare"
+    return message
+
+
+def mcp_envelope(message: Message) -> Literal["mcp", "bare"]:
+    """How an `mcp` message came in: "bare" or "mcp"."""
+    return "bare" if message.get(ENVELOPE) == "bare" else "mcp"
 
 
 def custom(payload: dict[str, Any]) -> Message:

@@ -29,7 +29,9 @@ from vixio.transports.xiaozhi import protocol as xp
 from vixio.transports.xiaozhi.auth import AuthError, DeviceAuthenticator, DeviceIdentity
 from vixio.transports.xiaozhi.config import XiaozhiConfig
 from vixio.transports.xiaozhi.connection import XiaozhiConnection
+from vixio.transports.xiaozhi.device_tools import XiaozhiDeviceToolClient, derive_vision_url
 from vixio.transports.xiaozhi.framing import SUPPORTED_VERSIONS
+from vixio.transports.xiaozhi.register_tools import RegisterToolsClient
 
 
 @dataclass(slots=True)
@@ -66,6 +68,12 @@ class XiaozhiTransport(TransportBase):
         self._protocols: dict[str, xp.XiaozhiProtocol] = {}
         self.connections: dict[str, XiaozhiConnection] = {}
         """Live sessions by session id."""
+        self.device_tools: dict[str, XiaozhiDeviceToolClient] = {}
+        """Device MCP tool clients by session id (devices whose hello has `features.mcp`)."""
+        self.register_clients: dict[str, RegisterToolsClient] = {}
+        """`mcp/registerTools` clients by session id (every session has one; see register_tools.py)."""
+        self.http_port: int | None = None
+        """The bound OTA/HTTP port, for the derived vision URL when `http.port` is 0; set by the app."""
 
     # --- server lifecycle ---------------------------------------------------------------------
 
@@ -134,6 +142,13 @@ class XiaozhiTransport(TransportBase):
         if identity.protocol_version in SUPPORTED_VERSIONS:
             self._protocols[session_id] = xp.XiaozhiProtocol(identity.protocol_version)
         self.open_session_io(session_id, identity.device_id)
+        # Before the hello wait: the read worker routes MCP frames as they arrive, so a
+        # registration sent with (or before) the hello reaches its client.
+        register = RegisterToolsClient(
+            session_id, lambda payload, envelope: self.write(session_id, xp.mcp(payload, envelope)),
+            call_timeout=self.config.mcp.tool_call_timeout)
+        self.register_clients[session_id] = register
+        self.add_mcp_peer(session_id, register)
         connection: XiaozhiConnection | None = None
         session: Session | None = None
         log = self._io[session_id].logger
@@ -154,17 +169,26 @@ class XiaozhiTransport(TransportBase):
             features = hello.get("features") if isinstance(hello.get("features"), dict) else {}
             context = DeviceContext(session_id, identity, hello, version, self, dict(features))
             pipeline = await self._pipeline_factory(context)
-            session = Session(session_id, pipeline, connection.on_output, device_id=identity.device_id)
+            session = Session(session_id, pipeline, _fan_out(connection.on_output, register.on_output),
+                              device_id=identity.device_id)
             session.state.device.update(device_id=identity.device_id, client_id=identity.client_id,
                                         protocol_version=version, features=context.features)
             await session.start()
             connection.attach(session)
             self.connections[session_id] = connection
+            # After the pipeline factory registered its tools callback; earlier registrations are delivered now.
+            await register.set_tools_callback(lambda defs: self.notify_device_tools_ready(session_id, defs))
+            self._start_device_tools(session_id, identity, context, socket)
             await self._serve(session_id, connection, log)
         except Exception:
             log.exception("session failed")
         finally:
+            self.register_clients.pop(session_id, None)
+            register.cancel_all()  # pending registerTools calls fail now, not at their timeout
             self.connections.pop(session_id, None)
+            device_tools = self.device_tools.pop(session_id, None)
+            if device_tools is not None:
+                await device_tools.close()  # no pending tool call outlives the session
             if connection is not None:
                 await connection.close()
             if session is not None:
@@ -173,6 +197,25 @@ class XiaozhiTransport(TransportBase):
             self._sockets.pop(session_id, None)
             self._protocols.pop(session_id, None)
             await socket.close()
+
+    def _start_device_tools(self, session_id: str, identity: DeviceIdentity, context: DeviceContext,
+                            socket: ServerConnection) -> None:
+        """Start listing the device's MCP tools in the background (after the pipeline factory,
+        so its tools callback is registered first). A peer the factory set itself is kept."""
+        if not context.features.get("mcp") or self._io[session_id].mcp_peer is not None:
+            return
+        mcp = self.config.mcp
+        host = socket.request.headers.get("Host", "") if socket.request is not None else ""
+        vision = {"url": derive_vision_url(self.config, host, self.http_port),
+                  "token": self.authenticator.token_for(identity.client_id, identity.device_id)}
+        client = XiaozhiDeviceToolClient(
+            session_id, lambda payload: self.send_mcp(session_id, payload),
+            timeout=mcp.tool_call_timeout, list_timeout=mcp.list_timeout, vision=vision,
+            on_tools_changed=lambda defs: self.notify_device_tools_ready(session_id, defs),
+            device_id=identity.device_id)
+        self.device_tools[session_id] = client
+        self.set_mcp_peer(session_id, client)
+        client.start()
 
     async def _wait_for_hello(self, session_id: str) -> Message | None:
         async def first_hello() -> Message | None:
@@ -222,6 +265,13 @@ class XiaozhiTransport(TransportBase):
                 # One bad message must not end the session.
                 connection.logger.exception("failed to handle {!r}", message.get("type"))
 
+    def _route_mcp(self, io: Any, message: Message) -> None:
+        # The registerTools client answers in the envelope its client used (bare or wrapped).
+        for peer in io.extra_mcp_peers:
+            if isinstance(peer, RegisterToolsClient):
+                peer.frame_envelope = xp.mcp_envelope(message)
+        super()._route_mcp(io, message)
+
     def protocol_for(self, session_id: str) -> xp.XiaozhiProtocol:
         return self._protocols.get(session_id, self.protocol)  # type: ignore[return-value]
 
@@ -251,3 +301,12 @@ def _anonymous_identity(headers: dict[str, str], query: dict[str, str]) -> Devic
         client_id=client_id,
         protocol_version=int(version) if version.isdigit() else 1,
     )
+
+
+def _fan_out(*handlers: Callable[[Any], Awaitable[None]]) -> Callable[[Any], Awaitable[None]]:
+    """One output handler calling each of `handlers` in order (the device first)."""
+    async def handle(chunk: Any) -> None:
+        for handler in handlers:
+            await handler(chunk)
+
+    return handle

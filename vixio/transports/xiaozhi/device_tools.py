@@ -1,0 +1,411 @@
+"""XiaozhiDeviceToolClient: one session's MCP client for the tools its device offers (seed 000 §5.4).
+
+The device is the MCP *server*; the backend calls it with JSON-RPC 2.0 inside
+`{"type":"mcp","payload":...}` messages on the session's WebSocket. Firmware facts that shape
+this client (reference xiaozhi-protocol §4):
+
+- a request whose `id` is not a JSON number is dropped silently, so ids are integers from one
+  counter per session;
+- error replies carry only `message`, no `code`;
+- `tools/list` pages hold at most 8000 bytes; `nextCursor` is the next tool's name and is absent
+  (or empty) on the last page;
+- the firmware ignores notifications; `notifications/initialized` and `notifications/cancelled`
+  are still sent for the other MCP servers that sit behind this channel (xiaozhi-sdk, relays).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from loguru import logger
+from yarl import URL
+
+from vixio import __version__
+from vixio.core.tools.device import DeviceToolClientBase, ToolsChangedCallback
+from vixio.core.tools.types import EMPTY_SCHEMA, ToolCallResult, ToolDefinition
+from vixio.transports.xiaozhi.config import XiaozhiConfig
+
+MCP_PROTOCOL_VERSION = "2024-11-05"
+"""What the firmware speaks (it answers 2024-11-05 whatever is asked)."""
+VISION_PATH = "/mcp/vision/explain"
+"""Where a camera device uploads a photo for `self.camera.take_photo` (same path as xiaozhi servers)."""
+MAX_LIST_PAGES = 100
+"""A device that keeps returning new cursors is cut off here (40 tools take about 4 pages)."""
+
+SendPayload = Callable[[dict[str, Any]], Awaitable[None]]
+
+
+class _DeviceGone(Exception):
+    """Set on pending requests when the session ends."""
+
+
+class _DeviceFailed(Exception):
+    """The device answered a handshake or listing request with an error or a malformed result."""
+
+
+class XiaozhiDeviceToolClient(DeviceToolClientBase):
+    """Lists a device's MCP tools and calls them; never raises into the transport.
+
+    `send` delivers one JSON-RPC payload (the transport wraps it as an `mcp` message).
+    `on_tools_changed` gets the model-visible definitions each time a listing completes.
+    """
+
+    def __init__(
+        self,
+        session_id: str,
+        send: SendPayload,
+        *,
+        timeout: float = 30.0,
+        list_timeout: float = 10.0,
+        vision: dict[str, str] | None = None,
+        on_tools_changed: ToolsChangedCallback | None = None,
+        device_id: str = "",
+    ) -> None:
+        self.session_id = session_id
+        self.device_id = device_id
+        self.timeout = timeout
+        """Seconds a tool call may take before it fails and is cancelled on the device."""
+        self.list_timeout = list_timeout
+        """Seconds the device has to answer `initialize` and each `tools/list` page."""
+        self.vision = vision or {"url": "", "token": ""}
+        """`capabilities.vision` for `initialize`; always sent (xiaozhi-sdk raises KeyError without it)."""
+        self.ready = False
+        """True once a tool listing completed."""
+        self.server_info: dict[str, Any] = {}
+        """The device's `serverInfo` from `initialize` (board name, firmware version)."""
+        self._send = send
+        self._on_tools_changed = on_tools_changed
+        self._next_id = 0
+        self._pending: dict[int, asyncio.Future[dict[str, Any]]] = {}
+        self._tools: list[ToolDefinition] = []
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._listing = asyncio.Lock()
+        self._relist_wanted = False
+        self._relister: asyncio.Task[None] | None = None
+        self._closed = False
+        self._log = logger.bind(session=session_id, device=device_id or "-", component="device-tools")
+
+    # --- lifecycle ----------------------------------------------------------------------------
+
+    def start(self) -> asyncio.Task[bool]:
+        """Run `initialize()` in the background (the caller never waits for the device)."""
+        return self._spawn(self.initialize(), "init")
+
+    async def initialize(self) -> bool:
+        async with self._listing:
+            try:
+                reply = await self._request("initialize", {
+                    "protocolVersion": MCP_PROTOCOL_VERSION,
+                    "capabilities": {"vision": dict(self.vision)},
+                    "clientInfo": {"name": "vixio", "version": __version__},
+                }, self.list_timeout)
+                info = _result_of(reply).get("serverInfo")
+                self.server_info = info if isinstance(info, dict) else {}
+                await self._send_notification("notifications/initialized", None)
+                tools = await self._list_tools()
+            except Exception as exc:
+                self._log.warning("device tools unavailable: {}", _why(exc))
+                return False
+        self._log.info("device tools ready: {} for the model, {} user-only", len(self.get_tool_definitions()),
+                       len(tools) - len(self.get_tool_definitions()))
+        await self._tell_tools_changed()
+        return True
+
+    def cancel_all(self) -> None:
+        self._closed = True
+        for future in self._pending.values():
+            if not future.done():
+                future.set_exception(_DeviceGone())
+        self._pending.clear()
+        for task in list(self._tasks):
+            task.cancel()
+
+    async def close(self) -> None:
+        """`cancel_all()`, then wait until the background tasks have finished."""
+        self.cancel_all()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    @property
+    def pending_requests(self) -> int:
+        """Requests still waiting for the device's answer."""
+        return len(self._pending)
+
+    # --- tools --------------------------------------------------------------------------------
+
+    def get_tool_definitions(self) -> list[ToolDefinition]:
+        return [tool for tool in self._tools if not tool.hidden]
+
+    @property
+    def all_tools(self) -> list[ToolDefinition]:
+        """Every listed tool, user-only ones (hidden) included."""
+        return list(self._tools)
+
+    async def call_tool(self, tool_name: str, arguments: dict[str, Any]) -> ToolCallResult:
+        if self._closed:
+            return ToolCallResult.fail(f"the device disconnected; {tool_name} was not called")
+        request_id, future = self._new_request()
+        try:
+            try:
+                await self._send(_request_payload(request_id, "tools/call",
+                                                  {"name": tool_name, "arguments": arguments}))
+            except Exception as exc:
+                return ToolCallResult.fail(f"could not send {tool_name} to the device: {exc}")
+            try:
+                reply = await asyncio.wait_for(future, self.timeout)
+            except TimeoutError:
+                await self._cancel_on_device(request_id, f"no result within {self.timeout:g} s")
+                return ToolCallResult.fail(f"the device did not answer {tool_name} within {self.timeout:g} s")
+            except _DeviceGone:
+                return ToolCallResult.fail(f"the device disconnected before answering {tool_name}")
+            except asyncio.CancelledError:
+                # Barge-in or the executor's deadline: tell the device without waiting here.
+                if not self._closed:
+                    self._spawn(self._cancel_on_device(request_id, "cancelled by the server"), "cancel")
+                raise
+        finally:
+            self._forget(request_id, future)
+        return tool_call_result(tool_name, reply)
+
+    # --- from the device ----------------------------------------------------------------------
+
+    def on_mcp_message(self, payload: dict[str, Any]) -> None:
+        if self._closed:
+            return
+        if not isinstance(payload, dict) or payload.get("jsonrpc") != "2.0":
+            self._log.warning("dropped mcp payload that is not JSON-RPC 2.0: {}", _compact(payload)[:200])
+            return
+        method = payload.get("method")
+        if isinstance(method, str):
+            self._on_device_message(method, payload)
+            return
+        request_id = payload.get("id")
+        if not isinstance(request_id, int) or isinstance(request_id, bool) or (
+                "result" not in payload and "error" not in payload):
+            self._log.warning("dropped malformed mcp reply: {}", _compact(payload)[:200])
+            return
+        future = self._pending.get(request_id)
+        if future is None or future.done():
+            self._log.debug("ignored a late mcp reply to request {}", request_id)
+            return
+        future.set_result(payload)
+
+    def _on_device_message(self, method: str, payload: dict[str, Any]) -> None:
+        if "id" in payload:
+            self._log.warning("dropped mcp request {!r} from the device: the server serves no methods", method)
+        elif method == "notifications/tools/list_changed":
+            self._relist_wanted = True
+            if self._relister is None or self._relister.done():
+                self._relister = self._spawn(self._relist(), "relist")
+        elif method.startswith("notifications/"):
+            self._log.debug("ignored mcp notification {}", method)
+        else:
+            self._log.warning("dropped mcp message with unknown method {!r}", method)
+
+    async def _relist(self) -> None:
+        # Several list_changed notifications in a row give one listing; one that arrives during
+        # a listing gives another afterwards, so the last list is always current.
+        while self._relist_wanted:
+            self._relist_wanted = False
+            async with self._listing:
+                try:
+                    await self._list_tools()
+                except Exception as exc:
+                    self._log.warning("device tools not refreshed: {}", _why(exc))
+                    return
+            self._log.info("device tools changed: {} for the model", len(self.get_tool_definitions()))
+            await self._tell_tools_changed()
+
+    # --- JSON-RPC plumbing --------------------------------------------------------------------
+
+    def _new_request(self) -> tuple[int, asyncio.Future[dict[str, Any]]]:
+        self._next_id += 1
+        future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self._pending[self._next_id] = future
+        return self._next_id, future
+
+    async def _request(self, method: str, params: dict[str, Any], timeout: float) -> dict[str, Any]:
+        """Send a request and return the device's reply payload; raises on timeout or session end."""
+        if self._closed:
+            raise _DeviceGone()
+        request_id, future = self._new_request()
+        try:
+            await self._send(_request_payload(request_id, method, params))
+            return await asyncio.wait_for(future, timeout)
+        except TimeoutError:
+            raise _DeviceFailed(f"no answer to {method} within {timeout:g} s") from None
+        finally:
+            self._forget(request_id, future)
+
+    def _forget(self, request_id: int, future: asyncio.Future[dict[str, Any]]) -> None:
+        self._pending.pop(request_id, None)
+        if future.done() and not future.cancelled():
+            future.exception()  # retrieved: a session end racing a failed send is not worth a warning
+        else:
+            future.cancel()
+
+    async def _send_notification(self, method: str, params: dict[str, Any] | None) -> None:
+        payload: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
+        if params is not None:
+            payload["params"] = params
+        await self._send(payload)
+
+    async def _cancel_on_device(self, request_id: int, reason: str) -> None:
+        try:
+            await self._send_notification("notifications/cancelled", {"requestId": request_id, "reason": reason})
+        except Exception as exc:  # the session is ending; nothing left to cancel
+            self._log.debug("notifications/cancelled for {} not sent: {!r}", request_id, exc)
+
+    async def _list_tools(self) -> list[ToolDefinition]:
+        tools: list[ToolDefinition] = []
+        names: set[str] = set()
+        cursor, used = "", {""}
+        for _ in range(MAX_LIST_PAGES):
+            result = _result_of(await self._request(
+                "tools/list", {"cursor": cursor, "withUserTools": False}, self.list_timeout))
+            entries = result.get("tools")
+            for entry in entries if isinstance(entries, list) else []:
+                tool = self._definition(entry)
+                if tool is None or tool.name in names:
+                    self._log.warning("skipped a malformed or repeated device tool: {}", _compact(entry)[:200])
+                    continue
+                names.add(tool.name)
+                tools.append(tool)
+            next_cursor = result.get("nextCursor")
+            if not isinstance(next_cursor, str) or not next_cursor:
+                break
+            if next_cursor in used:
+                self._log.warning("tools/list cursor {!r} came back; stopped listing", next_cursor)
+                break
+            used.add(next_cursor)
+            cursor = next_cursor
+        else:
+            self._log.warning("tools/list still had more after {} pages; stopped listing", MAX_LIST_PAGES)
+        self._tools = tools
+        self.ready = True
+        return tools
+
+    def _definition(self, entry: Any) -> ToolDefinition | None:
+        if not isinstance(entry, dict) or not isinstance(entry.get("name"), str) or not entry["name"]:
+            return None
+        schema = entry.get("inputSchema")
+        annotations = entry.get("annotations")
+        audience = annotations.get("audience") if isinstance(annotations, dict) else None
+        description = entry.get("description")
+        return ToolDefinition(
+            name=entry["name"],
+            description=description if isinstance(description, str) else "",
+            parameters=schema if isinstance(schema, dict) else dict(EMPTY_SCHEMA),
+            source="device",
+            client=self,
+            hidden=audience == ["user"],
+            origin=self.device_id,
+        )
+
+    async def _tell_tools_changed(self) -> None:
+        if self._on_tools_changed is None:
+            return
+        try:
+            await self._on_tools_changed(self.get_tool_definitions())
+        except Exception:
+            self._log.exception("the device tools callback failed")
+
+    def _spawn(self, coroutine: Coroutine[Any, Any, Any], label: str) -> asyncio.Task[Any]:
+        task = asyncio.create_task(coroutine, name=f"vixio-{self.session_id}-device-tools-{label}")
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+
+# --- pure helpers -----------------------------------------------------------------------------
+
+
+def tool_call_result(tool_name: str, reply: dict[str, Any]) -> ToolCallResult:
+    """A `tools/call` reply as the model reads it (errors become failure text, never exceptions)."""
+    error = reply.get("error")
+    if error is not None:
+        message = error.get("message") if isinstance(error, dict) else None
+        code = error.get("code") if isinstance(error, dict) else None
+        text = message if isinstance(message, str) and message else _compact(error)
+        prefix = f"device error {code}" if isinstance(code, int) and not isinstance(code, bool) else "device error"
+        return ToolCallResult.fail(f"{prefix}: {text}")
+    result = reply.get("result")
+    if not isinstance(result, dict):
+        return ToolCallResult.fail(f"the device sent a malformed result for {tool_name}: {_compact(result)[:200]}")
+    text = content_text(result)
+    if result.get("isError") is True:
+        return ToolCallResult.fail(text or f"{tool_name} failed on the device")
+    return ToolCallResult.ok(text)
+
+
+def content_text(result: dict[str, Any]) -> str:
+    """Every content block as text, one per line; `structuredContent` when there is no content."""
+    blocks = result.get("content")
+    parts = [_block_text(block) for block in (blocks if isinstance(blocks, list) else [])]
+    if not parts and result.get("structuredContent") is not None:
+        parts.append(_compact(result["structuredContent"]))
+    return "\n".join(parts)
+
+
+def _block_text(block: Any) -> str:
+    if not isinstance(block, dict):
+        return block if isinstance(block, str) else _compact(block)
+    kind, data = block.get("type"), block.get("data")
+    if kind == "text" and isinstance(block.get("text"), str):
+        return str(block["text"])
+    if kind in ("image", "audio") and isinstance(data, str):
+        size = len(data) * 3 // 4 - (len(data) - len(data.rstrip("=")))  # base64 length, not decoded
+        return f"[{kind} {block.get('mimeType') or 'unknown type'}, {size} bytes]"
+    # Unknown blocks (one firmware emits {"type":"image","image":"<json>"}) are kept as text.
+    text = block.get("text")
+    return text if isinstance(text, str) else _compact(block)
+
+
+def derive_vision_url(config: XiaozhiConfig, host_header: str = "", http_port: int | None = None) -> str:
+    """`mcp.vision_url`, else the HTTP server the device can reach plus `VISION_PATH`.
+
+    With `public_url` (a proxy in front) the vision route is assumed behind the same origin;
+    otherwise it is the host the device dialled (its handshake `Host`), on the HTTP port.
+    """
+    if config.mcp.vision_url:
+        return config.mcp.vision_url
+    if config.public_url:
+        parts = urlsplit(config.public_url)
+        scheme = "https" if parts.scheme in ("wss", "https") else "http"
+        return urlunsplit((scheme, parts.netloc, VISION_PATH, "", ""))
+    try:
+        device_host = URL(f"http://{host_header.strip()}/").host if host_header.strip() else None
+    except ValueError:
+        device_host = None
+    host = device_host or ("127.0.0.1" if config.http.host in ("", "0.0.0.0", "::") else config.http.host)
+    port = http_port or config.http.port
+    return str(URL.build(scheme="http", host=host, port=port, path=VISION_PATH))
+
+
+def _request_payload(request_id: int, method: str, params: dict[str, Any]) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
+
+
+def _result_of(reply: dict[str, Any]) -> dict[str, Any]:
+    if "error" in reply:
+        raise _DeviceFailed(tool_call_result("", reply).error or "device error")
+    result = reply.get("result")
+    if not isinstance(result, dict):
+        raise _DeviceFailed(f"malformed result {_compact(result)[:200]}")
+    return result
+
+
+def _why(exc: BaseException) -> str:
+    if isinstance(exc, _DeviceGone):
+        return "the session ended"
+    return str(exc) or repr(exc)
+
+
+def _compact(value: Any) -> str:
+    try:
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+    except (TypeError, ValueError):
+        return repr(value)

@@ -1,0 +1,309 @@
+"""RegisterToolsClient: tools a connected client declares with `mcp/registerTools` (seed 002).
+
+Unlike the device MCP (the server lists the device's tools), here the client announces its
+tools itself and the server calls them. All JSON-RPC 2.0, in either envelope (see
+docs/xiaozhi.md, "registerTools clients"):
+
+- client → server request `mcp/registerTools` `{mac_addr, tools: [{name, description,
+  parameters, main_type, sub_type}]}` with the client's own id → reply `{status: "registered",
+  message, tools: <count>}`, or error -32602 when the params are unusable;
+- server → client request `mcp/tool/execute` `{tool_name, tool_input}` with a string id
+  `vixio-<session8>-<n>` → the client's `result` (any JSON) or `error {code, message}`;
+- server → client notification `mcp/ai/message` `{type: chunk | thought | final, content}`.
+
+One client per session. It depends on `vixio.core` only: the transport gives it a `send`
+function that wraps a payload in the envelope the client used.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import Awaitable, Callable
+from typing import Any, Literal
+
+from jsonschema import exceptions as jsonschema_errors
+from jsonschema import validators
+from loguru import logger
+
+from vixio.core.chunk import Chunk, InterruptChunk, StreamCompleteChunk, TextChunk, ThoughtChunk
+from vixio.core.tools.types import EMPTY_SCHEMA, SubType, ToolCallResult, ToolDefinition, output_text
+from vixio.core.transport import ConnectionClosed
+
+REGISTER_METHOD = "mcp/registerTools"
+EXECUTE_METHOD = "mcp/tool/execute"
+AI_MESSAGE_METHOD = "mcp/ai/message"
+INVALID_PARAMS = -32602
+DEFAULT_CALL_TIMEOUT = 30.0
+"""Seconds `call_tool` waits for the client's answer."""
+
+Envelope = Literal["mcp", "bare"]
+"""How a client frames JSON-RPC: inside `{"type": "mcp", "payload": …}`, or as the bare object."""
+AiMessageType = Literal["chunk", "thought", "final"]
+SendPayload = Callable[[dict[str, Any], Envelope], Awaitable[None]]
+ToolsCallback = Callable[[list[ToolDefinition]], Awaitable[None]]
+
+
+class RegisterToolsClient:
+    """One session's `mcp/registerTools` client: its tools, calls to them, and the assistant's
+    output streamed to it as `mcp/ai/message` notifications once it has registered."""
+
+    def __init__(self, session_id: str, send: SendPayload, *, call_timeout: float = DEFAULT_CALL_TIMEOUT) -> None:
+        self.session_id = session_id
+        self.call_timeout = call_timeout
+        self.mac_addr = ""
+        self.envelope: Envelope = "mcp"
+        """The envelope of the client's last registration; calls and notifications use it."""
+        self.frame_envelope: Envelope = "mcp"
+        """Set by the transport before each frame is routed: the envelope that frame came in."""
+        self.registered = False
+        self._send = send
+        self._tools: list[ToolDefinition] = []
+        self._on_tools: ToolsCallback | None = None
+        self._generation = 0
+        self._delivered = 0
+        self._id_prefix = f"vixio-{session_id[:8]}-"
+        self._ids = itertools.count(1)
+        self._pending: dict[str, tuple[str, asyncio.Future[ToolCallResult]]] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._reply: list[str] = []
+        self._closed = False
+        self._logger = logger.bind(session=session_id, component="register_tools")
+
+    @property
+    def tools(self) -> list[ToolDefinition]:
+        """The tools of the latest registration (main_type "remote" only)."""
+        return list(self._tools)
+
+    # --- routing (SelectiveMcpPeer) -----------------------------------------------------------
+
+    def accepts(self, payload: dict[str, Any]) -> bool:
+        """Registrations, and replies to this client's own string ids (late ones included)."""
+        if "method" in payload:
+            return payload.get("method") == REGISTER_METHOD
+        call_id = payload.get("id")
+        return isinstance(call_id, str) and call_id.startswith(self._id_prefix)
+
+    def on_mcp_message(self, payload: dict[str, Any]) -> None:
+        if payload.get("method") == REGISTER_METHOD:
+            self._on_register(payload)
+            return
+        call_id = payload.get("id")
+        name, future = self._pending.get(call_id, ("", None)) if isinstance(call_id, str) else ("", None)
+        if future is None or future.done():
+            self._logger.info("dropped a reply to {!r}: no call is waiting for it (timed out?)", call_id)
+            return
+        future.set_result(_call_result(name, payload))
+
+    # --- registration -------------------------------------------------------------------------
+
+    def _on_register(self, payload: dict[str, Any]) -> None:
+        request_id = payload.get("id")
+        envelope = self.frame_envelope
+        params = payload.get("params")
+        tools = params.get("tools") if isinstance(params, dict) else None
+        if not isinstance(tools, list):
+            self._logger.warning("refused a registration: params.tools is not a list: {}", _excerpt(params))
+            self._spawn(self._answer(request_id, envelope, error={
+                "code": INVALID_PARAMS, "message": "params must be an object with a tools array"}))
+            return
+        mac_addr = params.get("mac_addr")
+        if isinstance(mac_addr, str):
+            self.mac_addr = mac_addr
+        accepted, skipped = parse_tools(tools, client=self)
+        for entry in skipped:
+            self._logger.info("registerTools: skipped {}: {}", entry["name"] or "an entry", entry["reason"])
+        self.envelope = envelope
+        self.registered = True
+        self._tools = accepted
+        self._generation += 1
+        self._logger.info("registered {} tools from {} ({} envelope): {}", len(accepted), self.mac_addr or "?",
+                          envelope, ", ".join(t.name for t in accepted) or "none")
+        message = "Tools were successfully registered." if not skipped else (
+            f"Registered {len(accepted)} of {len(tools)} tools; skipped " +
+            "; ".join(f"{s['name'] or '#' + str(s['index'])}: {s['reason']}" for s in skipped) + ".")
+        result: dict[str, Any] = {"status": "registered", "message": message, "tools": len(accepted)}
+        if skipped:
+            result["skipped"] = skipped
+        self._spawn(self._answer(request_id, envelope, result=result, then_deliver=True))
+
+    async def _answer(self, request_id: Any, envelope: Envelope, *, result: Any = None,
+                      error: dict[str, Any] | None = None, then_deliver: bool = False) -> None:
+        if request_id is not None:  # a request without an id is a notification: no reply
+            reply: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id}
+            reply.update({"error": error} if error is not None else {"result": result})
+            await self._send(reply, envelope)
+        if then_deliver:
+            await self._deliver()
+
+    async def set_tools_callback(self, callback: ToolsCallback | None) -> None:
+        """Who hears about the tools; tools registered before it was set are delivered now."""
+        self._on_tools = callback
+        await self._deliver()
+
+    async def _deliver(self) -> None:
+        if self._on_tools is None or self._delivered == self._generation:
+            return
+        self._delivered = self._generation
+        await self._on_tools(self.tools)
+
+    # --- calls --------------------------------------------------------------------------------
+
+    async def call_tool(self, name: str, arguments: dict[str, Any]) -> ToolCallResult:
+        """Run `name` on the client and wait for its answer (at most `call_timeout` seconds)."""
+        if self._closed:
+            return ToolCallResult.fail(f"{name}: the client has disconnected")
+        if not any(tool.name == name for tool in self._tools):
+            return ToolCallResult.fail(f"{name}: the client has not registered this tool")
+        call_id = f"{self._id_prefix}{next(self._ids)}"
+        future: asyncio.Future[ToolCallResult] = asyncio.get_running_loop().create_future()
+        self._pending[call_id] = (name, future)
+        request = {"jsonrpc": "2.0", "id": call_id, "method": EXECUTE_METHOD,
+                   "params": {"tool_name": name, "tool_input": arguments}}
+        try:
+            await self._send(request, self.envelope)
+            async with asyncio.timeout(self.call_timeout):
+                return await future
+        except TimeoutError:
+            return ToolCallResult.fail(f"{name}: the client did not answer within {self.call_timeout:g} s")
+        except ConnectionClosed:
+            return ToolCallResult.fail(f"{name}: the client has disconnected")
+        finally:
+            self._pending.pop(call_id, None)
+
+    def cancel_all(self) -> None:
+        """Fail every pending call now and stop sending (the session is ending)."""
+        self._closed = True
+        for name, future in self._pending.values():
+            if not future.done():
+                future.set_result(ToolCallResult.fail(f"{name}: the client disconnected before answering"))
+        for task in self._tasks:
+            task.cancel()
+
+    # --- mcp/ai/message -----------------------------------------------------------------------
+
+    async def on_output(self, chunk: Chunk) -> None:
+        """Pipeline output → `mcp/ai/message`: a `chunk` per spoken sentence, `thought` for
+        reasoning, `final` with the whole reply when it completes (or is interrupted)."""
+        if not self.registered or self._closed:
+            return
+        if isinstance(chunk, TextChunk):
+            text = chunk.text.strip()
+            if chunk.role == "assistant" and text:
+                self._reply.append(text)
+                await self._notify("chunk", text)
+        elif isinstance(chunk, ThoughtChunk):
+            if chunk.text.strip():
+                await self._notify("thought", chunk.text)
+        elif isinstance(chunk, StreamCompleteChunk | InterruptChunk) and self._reply:
+            # An interrupted reply is closed with what was sent, so a client's bubble never dangles.
+            reply, self._reply = join_sentences(self._reply), []
+            await self._notify("final", reply)
+
+    async def _notify(self, kind: AiMessageType, content: str) -> None:
+        message = {"jsonrpc": "2.0", "method": AI_MESSAGE_METHOD, "params": {"type": kind, "content": content}}
+        try:
+            await self._send(message, self.envelope)
+        except ConnectionClosed:
+            pass  # the session is ending; the transport cleans up
+
+    def _spawn(self, work: Awaitable[None]) -> None:
+        async def run() -> None:
+            try:
+                await work
+            except ConnectionClosed:
+                pass
+            except Exception:
+                self._logger.exception("registerTools handling failed")
+
+        task = asyncio.get_running_loop().create_task(run(), name=f"vixio-{self.session_id}-register")
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+
+# --- parsing ------------------------------------------------------------------------------------
+
+
+def parse_tools(entries: list[Any], *, client: Any = None) -> tuple[list[ToolDefinition], list[dict[str, Any]]]:
+    """`params.tools` → the remote tools as ToolDefinitions, and the entries skipped with why
+    (`{"index", "name", "reason"}`). main_type "local" names a tool the *server* provides; vixio
+    serves only its own configured local tools, so such entries are skipped, not executed."""
+    accepted: list[ToolDefinition] = []
+    skipped: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    for index, entry in enumerate(entries):
+        name = entry.get("name") if isinstance(entry, dict) else None
+        name = name if isinstance(name, str) else ""
+        try:
+            tool = _parse_tool(entry, client)
+            if tool.name in seen:
+                raise ValueError("the name is registered twice; the first one is kept")
+        except ValueError as exc:
+            skipped.append({"index": index, "name": name, "reason": str(exc)})
+            continue
+        seen.add(tool.name)
+        accepted.append(tool)
+    return accepted, skipped
+
+
+def _parse_tool(entry: Any, client: Any) -> ToolDefinition:
+    if not isinstance(entry, dict):
+        raise ValueError(f"a tool must be an object, not {type(entry).__name__}")
+    name, description = entry.get("name"), entry.get("description")
+    if not isinstance(name, str) or not name.strip():
+        raise ValueError("name must be a non-empty string")
+    if not isinstance(description, str):
+        raise ValueError("description must be a string")
+    main_type = entry.get("main_type", "remote")
+    if main_type not in ("remote", "local"):
+        raise ValueError(f"main_type must be \"remote\" or \"local\", not {main_type!r}")
+    if main_type == "local":
+        raise ValueError("main_type \"local\" tools are provided by the server, not run on the client")
+    sub_type: SubType = entry.get("sub_type", "query")
+    if sub_type not in ("control", "query"):
+        raise ValueError(f"sub_type must be \"control\" or \"query\", not {sub_type!r}")
+    parameters = entry.get("parameters", entry.get("inputSchema"))
+    return ToolDefinition(name=name, description=description, parameters=_parameters(parameters),
+                          source="register", sub_type=sub_type, client=client)
+
+
+def _parameters(schema: Any) -> dict[str, Any]:
+    if schema is None:
+        return dict(EMPTY_SCHEMA)
+    if not isinstance(schema, dict) or schema.get("type", "object") != "object":
+        raise ValueError("parameters must be a JSON Schema object with \"type\": \"object\"")
+    if not isinstance(schema.get("properties", {}), dict):
+        raise ValueError("parameters.properties must be an object")
+    schema = {"type": "object", "properties": {}, **schema}
+    try:
+        validators.validator_for(schema).check_schema(schema)
+    except jsonschema_errors.SchemaError as exc:
+        raise ValueError(f"parameters is not a valid JSON Schema: {exc.message}") from exc
+    return schema
+
+
+def _call_result(name: str, payload: dict[str, Any]) -> ToolCallResult:
+    error = payload.get("error")
+    if error is not None:
+        if isinstance(error, dict):
+            return ToolCallResult.fail(f"{name} failed on the client ({error.get('code', '?')}): "
+                                       f"{error.get('message', output_text(error))}")
+        return ToolCallResult.fail(f"{name} failed on the client: {output_text(error)}")
+    if "result" not in payload:
+        return ToolCallResult.fail(f"{name}: the client's reply has neither result nor error")
+    return ToolCallResult.ok(output_text(payload["result"]))
+
+
+def join_sentences(sentences: list[str]) -> str:
+    """Sentences back into one reply: a space between Latin-script sentences, none for CJK."""
+    out = ""
+    for sentence in sentences:
+        if out and out[-1].isascii() and sentence[0].isascii():
+            out += " "
+        out += sentence
+    return out
+
+
+def _excerpt(value: Any, limit: int = 120) -> str:
+    text = output_text(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
