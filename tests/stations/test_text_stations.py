@@ -7,6 +7,7 @@ from vixio.core.chunk import (
     StreamCompleteChunk,
     TextChunk,
     TextDeltaChunk,
+    ThoughtChunk,
     TurnEndChunk,
 )
 from vixio.stations import SentenceAggregatorStation, TextAggregatorStation, TTSStation
@@ -65,6 +66,23 @@ async def test_code_blocks_are_never_spoken() -> None:
         StreamCompleteChunk(),
     ])
     assert spoken(out) == ["Here is code.", "Done now.", "inline stays."]
+
+
+async def test_tool_markup_and_reasoning_are_never_spoken() -> None:
+    reply = ("<think>The user wants the volume.</think>Sure, one moment. <function_calls><invoke name=\"set_vol"
+             "ume\"><parameter name=\"volume\">30</parameter></invoke></function_calls>Setting it now. "
+             "<<<[TOOL_REQUEST]>>>\ntool_name:「始」get_time「末」\n<<<[END_TOOL_REQUEST]>>> Done.")
+    pieces = [reply[i:i + 3] for i in range(0, len(reply), 3)]
+    out = await run_station(SentenceAggregatorStation(), [*deltas(*pieces), StreamCompleteChunk()])
+    assert spoken(out) == ["Sure, one moment.", "Setting it now.", "Done."]
+    assert "".join(c.text for c in out if isinstance(c, ThoughtChunk)) == "The user wants the volume."
+    assert isinstance(out[0], ThoughtChunk) or isinstance(out[0], EmotionChunk)
+
+
+async def test_an_unclosed_tool_block_at_the_end_is_dropped() -> None:
+    out = await run_station(SentenceAggregatorStation(), [
+        *deltas("Okay. <function_calls><invoke name=\"x\"><parameter name=\"a\">1"), StreamCompleteChunk()])
+    assert spoken(out) == ["Okay."]
 
 
 async def test_error_flushes_what_was_said_and_passes_on() -> None:

@@ -11,6 +11,7 @@ from typing import Literal
 
 from pydantic import Field
 
+from vixio.config.mcp import McpServersConfig
 from vixio.core.settings import StrictModel
 from vixio.core.tools.policy import ToolPolicy
 
@@ -55,6 +56,8 @@ class ToolsConfig(StrictModel):
     sub_types: dict[str, SubTypeName] = Field(default_factory=dict)
     """Per-tool sub_type, e.g. {"self.audio_speaker.set_volume": "control"}."""
     async_tools: AsyncToolsConfig = Field(default_factory=AsyncToolsConfig)
+    mcp_servers: McpServersConfig = Field(default_factory=dict)
+    """Third-party MCP servers by name, in the `mcpServers` shape of desktop MCP clients (see examples/mcp_servers.yaml)."""
 
     def policy(self) -> ToolPolicy:
         confirm = self.require_confirmation

@@ -1,21 +1,29 @@
 """SentenceAggregatorStation: streamed reply text → one speakable sentence at a time.
 
 Splits on Chinese and Latin sentence punctuation; the first sentence of a reply may end early
-at a comma so the TTS starts sooner. What is spoken has no markdown and no emoji; the agent's
-history keeps the raw text. The reply's leading emoji (or the default) becomes its emotion,
+at a comma so the TTS starts sooner. What is spoken has no markup — tool-call and tool-result
+blocks of every protocol, `<think>` reasoning, code fences are held back by the streaming
+`SpeechFilter` (reasoning comes out as ThoughtChunks, for display) — and no markdown or emoji;
+the agent's history keeps the raw text. The reply's leading emoji (or the default) becomes its emotion,
 sent once per reply before the first sentence.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import AsyncIterator
 
-from vixio.core.chunk import Chunk, EmotionChunk, ErrorChunk, StreamCompleteChunk, TextChunk, TextDeltaChunk
+from vixio.core.chunk import (
+    Chunk,
+    EmotionChunk,
+    ErrorChunk,
+    StreamCompleteChunk,
+    TextChunk,
+    TextDeltaChunk,
+    ThoughtChunk,
+)
 from vixio.core.station import Station
+from vixio.core.tools.speech_filter import SpeechFilter
 from vixio.stations.text import find_sentence_end, leading_emotion, speakable, starts_with_pictograph
-
-_CLOSED_FENCE = re.compile(r"```.*?```", re.S)
 
 
 def _soft_break(text: str, limit: int) -> int:
@@ -44,6 +52,7 @@ class SentenceAggregatorStation(Station):
         self._buffer = ""
         self._sentences = 0
         self._emotion_sent = False
+        self._filter = SpeechFilter()
 
     async def on_interrupt(self) -> None:
         self._reset()
@@ -53,7 +62,12 @@ class SentenceAggregatorStation(Station):
             if chunk.role != "assistant":
                 yield chunk
                 return
-            self._buffer += chunk.text
+            filtered = self._filter.feed(chunk.text)
+            if filtered.thought:
+                yield ThoughtChunk(text=filtered.thought)
+            if not filtered.speech:
+                return
+            self._buffer += filtered.speech
             if not self._emotion_sent:
                 emotion = self._emotion()
                 if emotion is None:
@@ -62,7 +76,16 @@ class SentenceAggregatorStation(Station):
             for sentence in self._complete_sentences():
                 yield sentence
             return
-        # End of the reply (or its failure): what is left is the last sentence.
+        # End of the reply (or its failure): what is left is the last sentence; markup that was
+        # never closed is dropped, not spoken.
+        filtered = self._filter.flush()
+        if filtered.thought:
+            yield ThoughtChunk(text=filtered.thought)
+        self._buffer += filtered.speech
+        if self._buffer.strip() and not self._emotion_sent:
+            emotion = self._emotion()
+            if emotion is not None:
+                yield emotion
         tail = speakable(self._buffer)
         if tail:
             yield TextChunk(text=tail, role="assistant")
@@ -81,11 +104,8 @@ class SentenceAggregatorStation(Station):
 
     def _complete_sentences(self) -> list[TextChunk]:
         out: list[TextChunk] = []
-        # A code block is never spoken: drop closed ones, and hold everything from an open one.
-        self._buffer = _CLOSED_FENCE.sub(" ", self._buffer)
         while True:
-            fence = self._buffer.find("```")
-            searchable = self._buffer if fence < 0 else self._buffer[:fence]
+            searchable = self._buffer
             end = find_sentence_end(searchable, allow_clause=self._sentences == 0,
                                     min_clause_chars=self.first_clause_min_chars)
             if end < 0 and len(searchable) >= self.max_sentence_chars:
