@@ -11,6 +11,7 @@ conversation).
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING
 
 from loguru import logger
 
@@ -27,7 +28,9 @@ from vixio.config.voice import (
 from vixio.core.pipeline import Pipeline
 from vixio.core.station import Station
 from vixio.core.tools.context import AsyncTaskRecord
+from vixio.core.tools.converter import ToolConverterBase
 from vixio.core.tools.local import builtin_tool, func_to_tool_definition
+from vixio.core.tools.protocols.base import TextToolProtocol
 from vixio.core.tools.tasks import AsyncTaskQueue, SessionTaskRunner, task_status_tool
 from vixio.core.tools.types import ToolDefinition
 from vixio.providers.agent.base import AgentProvider
@@ -45,6 +48,9 @@ from vixio.stations import (
     VADStation,
 )
 
+if TYPE_CHECKING:
+    from vixio.providers.tools.mcp_servers import McpServerPool
+
 
 class VoiceStack:
     """Shared providers plus a per-session pipeline factory."""
@@ -58,6 +64,8 @@ class VoiceStack:
                                                   for name in config.tools.builtin]
         """Local tools every session gets (built-ins; add your own before the first session)."""
         self._task_queue: AsyncTaskQueue | None = None
+        self.mcp: McpServerPool | None = None
+        """Third-party MCP servers (tools.mcp_servers), connected in `load()`."""
 
     async def load(self) -> None:
         """Build the shared providers and load their models (once per process)."""
@@ -72,6 +80,11 @@ class VoiceStack:
             await self.tts.initialize()
         if config.agent is not None:
             await _agent(config).initialize(system_prompt="")  # loads local weights once
+        if config.agent is not None and config.tools.enabled and config.tools.mcp_servers:
+            from vixio.providers.tools.mcp_servers import McpServerPool
+
+            self.mcp = McpServerPool(config.tools.mcp_servers)
+            await self.mcp.start()  # a server that fails is logged and left out; the others work
         logger.info("voice stack ready in {:.1f} s: asr={} agent={} tts={}", time.perf_counter() - started,
                     _kind(config.asr), _kind(config.agent), _kind(config.tts))
 
@@ -86,6 +99,11 @@ class VoiceStack:
         tools.add_closer(runner.cancel_all)
         if self.config.tools.async_tools.tools or any(tool.is_async for tool in self.local_tools):
             tools.add_source("tasks", [task_status_tool(runner)])
+        if self.mcp is not None:
+            for key, definitions in self.mcp.process_tools().items():
+                tools.add_source(key, definitions)
+            if self.mcp.has_session_servers:
+                tools.start_background(_open_session_mcp(self.mcp, tools), "mcp")
         return tools
 
     @property
@@ -97,9 +115,11 @@ class VoiceStack:
         return self._task_queue
 
     async def close(self) -> None:
-        """Cancel background tool tasks still running (the server is stopping)."""
+        """Cancel background tool tasks still running and stop MCP servers (the server is stopping)."""
         if self._task_queue is not None:
             await self._task_queue.shutdown()
+        if self.mcp is not None:
+            await self.mcp.close()
 
     def build_pipeline(self, session_id: str, *, tools: SessionTools | None = None) -> Pipeline:
         """The stations of one session, sharing this stack's providers.
@@ -131,12 +151,21 @@ class VoiceStack:
         config = self.config
         assert config.agent is not None
         provider = _agent(config)
-        station = AgentStation(provider, system_prompt=config.agent.system_prompt,
-                               executor=tools.executor if tools is not None else None)
-        if tools is not None:
+        converter: ToolConverterBase | None = None
+        if tools is not None and config.agent.tool_protocol != "native":
+            from vixio.providers.agent.text_tools import TextToolAgentProvider, ToolDefinitionConverter
+
+            provider = TextToolAgentProvider(provider, _text_protocol(config), tools.executor,
+                                             max_iterations=config.tools.max_iterations)
+            converter = ToolDefinitionConverter()
+        elif tools is not None:
             from vixio.providers.agent.tools import OpenAIAgentToolConverter
 
-            station.tools = tools.bind_agent(OpenAIAgentToolConverter(tools.executor), station.update_tools)
+            converter = OpenAIAgentToolConverter(tools.executor)
+        station = AgentStation(provider, system_prompt=config.agent.system_prompt,
+                               executor=tools.executor if tools is not None else None)
+        if tools is not None and converter is not None:
+            station.tools = tools.bind_agent(converter, station.update_tools)
             runner = tools.executor.async_runner
             if isinstance(runner, SessionTaskRunner):
                 async def speak_result(record: AsyncTaskRecord) -> None:
@@ -144,6 +173,28 @@ class VoiceStack:
 
                 runner.on_complete = speak_result
         return station
+
+
+async def _open_session_mcp(pool: McpServerPool, tools: SessionTools) -> None:
+    """Connect the session-scoped MCP servers; their tools join as each session's own."""
+    servers = await pool.open_session(tools.session_id)
+    if tools.closed:  # the device left while the servers started
+        await servers.close()
+        return
+    tools.add_closer(servers.close)
+    for key, definitions in servers.tools().items():
+        await tools.update_source(key, definitions)
+
+
+def _text_protocol(config: VixioConfig) -> TextToolProtocol:
+    assert config.agent is not None
+    if config.agent.tool_protocol == "xml":
+        from vixio.core.tools.protocols.xml import XmlProtocol
+
+        return XmlProtocol()
+    from vixio.core.tools.protocols.vcp import VcpProtocol
+
+    return VcpProtocol(fuzzy=config.agent.vcp_fuzzy_markers)
 
 
 def async_result_note(record: AsyncTaskRecord) -> str:

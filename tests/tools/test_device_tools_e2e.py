@@ -201,3 +201,34 @@ async def test_a_session_s_tools_go_with_it(llm: ScriptedLLMServer) -> None:
         assert server.tools == {}
     finally:
         await server.stop()
+
+
+async def test_mcp_servers_from_config_join_device_tools(llm: ScriptedLLMServer) -> None:
+    """Process- and session-scoped MCP servers (the test weather server, written with the `mcp`
+    package) next to the device's tools; a server that cannot start is left out."""
+    import sys
+    from pathlib import Path
+
+    server_script = str(Path(__file__).resolve().parents[1] / "fixtures" / "mcp_servers" / "weather_server.py")
+    llm.expect(
+        Reply.tool_call("get_weather", {"city": "Paris"}, call_id="c1"),
+        Reply.text("Paris is sunny."),
+    )
+    server = await start(llm, {"mcp_servers": {
+        "weather": {"command": sys.executable, "args": [server_script], "tools": ["get_weather"]},
+        "notes": {"command": sys.executable, "args": [server_script], "scope": "session", "tools": ["server_pid"]},
+        "broken": {"command": "/nonexistent/mcp-server", "startup_timeout": 5},
+    }})
+    try:
+        assert server.voice.mcp is not None and "broken" in server.voice.mcp.failures
+        async with SimulatedDevice(ws_url=url(server), listening_mode="manual") as device:
+            await device.connect()
+            await tools_ready(server, "self_get_device_status")
+            names = await tools_ready(server, "server_pid", timeout=30)
+            assert "get_weather" in names and "forecast" not in names
+            assert await ask(device, "Weather in Paris?") == "Paris is sunny."
+            output = [m for m in llm.messages(1) if m["role"] == "tool"][-1]["content"]
+            assert "Paris" in output and not output.startswith("Error")
+        llm.assert_all_consumed()
+    finally:
+        await server.stop()

@@ -35,6 +35,13 @@ def _render(model: type[BaseModel], path: str, sections: list[str]) -> None:
         sub = _model_in(field.annotation)
         key_path = f"{path}.{name}" if path else name
         variants = _models_in(field.annotation)
+        if typing.get_origin(field.annotation) is dict and variants:
+            # A mapping of named entries (e.g. tools.mcp_servers): document each entry's shapes.
+            for variant in variants:
+                nested.append((variant, f"{key_path}.<name> ({variant.__name__})"))
+            shapes = ", ".join(f"`{v.__name__}`" for v in variants)
+            lines.append(f"| `{name}` | mapping | {_default(field)} | {_description(field)} Entries: {shapes} |")
+            continue
         if len(variants) > 1:
             tags = [v.model_fields["provider"].annotation.__args__[0] for v in variants]
             for variant, tag in zip(variants, tags):

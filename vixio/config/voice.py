@@ -78,6 +78,10 @@ class _AgentCommon(StrictModel):
     max_tokens: int | None = None
     timeout: float = Field(default=30.0, gt=0)
     """Seconds before a model call fails (the user hears an apology)."""
+    tool_protocol: Literal["native", "vcp", "xml"] = "native"
+    """How the model calls tools: native function calling, or a text protocol for models without it — vcp (`<<<[TOOL_REQUEST]>>>` blocks) or xml (`<function_calls>`). See docs/tool-protocols.md."""
+    vcp_fuzzy_markers: bool = False
+    """vcp: also accept drifted markers (2-4 angle brackets, any case, {始} for 「始」)."""
 
 
 class LitellmAgentConfig(_AgentCommon):

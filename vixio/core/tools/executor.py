@@ -81,13 +81,16 @@ class ToolExecutor:
 
     async def _execute(self, request: ToolCallRequest) -> ToolCallResult:
         tool = self.toolset.resolve(request.tool_name)
+        if request.errors:
+            what = f"the call to {tool.name}" if tool else f"the {request.protocol} tool call"
+            return ToolCallResult.fail(f"{what} could not be read: " + "; ".join(request.errors))
         if tool is None:
             return self._unknown(request.tool_name)
         request.source, request.original_name = tool.source, tool.source_name
-        if request.errors:
-            return ToolCallResult.fail(f"the call to {tool.name} could not be read: " + "; ".join(request.errors))
         try:
-            arguments = request.arguments if request.arguments or not request.raw else parse_arguments(request.raw)
+            # Native calls carry JSON text; text protocols parse their own arguments (raw is the block).
+            native_json = request.protocol == "native" and not request.arguments and request.raw
+            arguments = parse_arguments(request.raw) if native_json else request.arguments
             arguments = prepare_arguments(arguments, tool.parameters)
         except ArgumentError as exc:
             return ToolCallResult.fail(f"{tool.name}: {exc}")

@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import json
 from collections.abc import AsyncIterator, Sequence
+from dataclasses import replace
 from typing import Any
 
 from loguru import logger
@@ -90,13 +91,15 @@ class TextToolAgentProvider(AgentProvider):
             if iteration == self.max_iterations:
                 logger.warning("{} tool rounds this turn: further {} calls are not run", iteration, self.protocol.name)
                 return
-            for request in requests:
-                request.call_id = request.call_id or self.executor.new_call_id(self.protocol.name)
-                yield AgentToolCall(request.call_id, request.tool_name,
-                                    json.dumps(request.arguments, ensure_ascii=False))
-            results = await self._run(requests)
-            for request, result in zip(requests, results, strict=True):
-                yield AgentToolResult(request.call_id, request.tool_name, result.text)
+            # The model's request ids are unique within one reply only; the session's record
+            # needs ids unique across turns, while the results must echo the model's own.
+            runs = [replace(r, call_id=self.executor.new_call_id(self.protocol.name), errors=list(r.errors))
+                    for r in requests]
+            for run in runs:
+                yield AgentToolCall(run.call_id, run.tool_name, json.dumps(run.arguments, ensure_ascii=False))
+            results = await self._run(runs)
+            for run, result in zip(runs, results, strict=True):
+                yield AgentToolResult(run.call_id, run.tool_name, result.text)
             message = self.protocol.format_results(list(zip(requests, results, strict=True)))
 
     async def _run(self, requests: list[ToolCallRequest]) -> list[ToolCallResult]:

@@ -6,5 +6,7 @@ The speech filter (`vixio.core.tools.speech_filter`) keeps every protocol's mark
 """
 
 from vixio.core.tools.protocols.base import TextToolProtocol
+from vixio.core.tools.protocols.vcp import VcpProtocol
+from vixio.core.tools.protocols.xml import XmlProtocol
 
-__all__ = ["TextToolProtocol"]
+__all__ = ["TextToolProtocol", "VcpProtocol", "XmlProtocol"]

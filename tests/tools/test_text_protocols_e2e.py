@@ -1,0 +1,102 @@
+"""Text tool protocols end to end: a model without native function calling uses tools.
+
+The scripted model writes VCP or XML markup into its streamed reply; the voice stack speaks
+only the prose around it, runs the call through the session's executor, and sends the result
+back as the next user message; the model's reply keeps its markup in the history.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import pytest
+
+from vixio.config.models import VixioConfig
+from vixio.core.chunk import StreamCompleteChunk, TextChunk
+from vixio.core.pipeline import Pipeline
+from vixio.core.tools.local import func_to_tool_definition
+from vixio.testing.llm_server import Reply, ScriptedLLMServer
+from vixio.voice import VoiceStack
+
+weather_calls: list[str] = []
+
+
+async def get_weather(city: str, days: int = 1) -> str:
+    """Weather forecast for a city."""
+    weather_calls.append(f"{city}/{days}")
+    return f"{city}: sunny, 25 C"
+
+
+CALLS = {
+    "vcp": ("Let me check. <<<[TOOL_REQUEST]>>>\ntool_name:「始」get_weather「末」,\ncity:「始」Paris「末」,\n"
+            "days:「始」2「末」\n<<<[END_TOOL_REQUEST]>>>"),
+    "xml": ("Let me check. <function_calls>\n<invoke name=\"get_weather\">\n<parameter name=\"city\">Paris"
+            "</parameter>\n<parameter name=\"days\">2</parameter>\n</invoke>\n</function_calls>"),
+}
+RESULT_MARK = {"vcp": "<<<[TOOL_RESULT]>>>", "xml": "<function_results>"}
+
+
+@pytest.fixture
+async def llm() -> AsyncIterator[ScriptedLLMServer]:
+    async with ScriptedLLMServer() as server:
+        yield server
+
+
+async def spoken_reply(pipeline: Pipeline) -> list[str]:
+    sentences = []
+    while True:
+        chunk = await asyncio.wait_for(pipeline.get(), 10)
+        if isinstance(chunk, TextChunk) and chunk.role == "assistant":
+            sentences.append(chunk.text)
+        if isinstance(chunk, StreamCompleteChunk):
+            return sentences
+
+
+@pytest.mark.parametrize("protocol", ["vcp", "xml"])
+async def test_markup_calls_run_and_only_prose_is_spoken(llm: ScriptedLLMServer, protocol: str) -> None:
+    weather_calls.clear()
+    llm.expect(Reply.text(CALLS[protocol]), Reply.text("It is sunny in Paris for two days."))
+    config = VixioConfig.model_validate({
+        "agent": {"provider": "litellm", "model": "openai/test-model", "api_base": llm.base_url, "api_key": "t",
+                  "tool_protocol": protocol},
+        "tools": {"builtin": []},
+    })
+    voice = VoiceStack(config)
+    voice.local_tools.append(func_to_tool_definition(get_weather))
+    pipeline = voice.build_pipeline("s1")
+    async with pipeline:
+        await pipeline.push(TextChunk(text="Weather in Paris?", role="user"))
+        assert await spoken_reply(pipeline) == ["Let me check.", "It is sunny in Paris for two days."]
+
+    assert weather_calls == ["Paris/2"]  # "2" was coerced to the integer the schema asks for
+    first = llm.requests[0]
+    assert "tools" not in first  # no native function calling
+    assert "get_weather" in first["messages"][0]["content"]
+    follow_up = llm.messages(1)
+    assert follow_up[-2] == {"role": "assistant", "content": CALLS[protocol]}  # history keeps the markup
+    assert follow_up[-1]["role"] == "user"
+    assert RESULT_MARK[protocol] in follow_up[-1]["content"]
+    assert "Paris: sunny, 25 C" in follow_up[-1]["content"]
+    llm.assert_all_consumed()
+
+
+async def test_a_malformed_call_is_reported_back_not_run(llm: ScriptedLLMServer) -> None:
+    weather_calls.clear()
+    broken = "Checking. <<<[TOOL_REQUEST]>>>\ntool_name:「始」get_weather「末」\ncity:「始」Paris\n<<<[END_TOOL_REQUEST]>>>"
+    llm.expect(Reply.text(broken), Reply.text("Sorry, let me try again later."))
+    config = VixioConfig.model_validate({
+        "agent": {"provider": "litellm", "model": "openai/test-model", "api_base": llm.base_url, "api_key": "t",
+                  "tool_protocol": "vcp"},
+        "tools": {"builtin": []},
+    })
+    voice = VoiceStack(config)
+    voice.local_tools.append(func_to_tool_definition(get_weather))
+    pipeline = voice.build_pipeline("s2")
+    async with pipeline:
+        await pipeline.push(TextChunk(text="Weather?", role="user"))
+        assert await spoken_reply(pipeline) == ["Checking.", "Sorry, let me try again later."]
+    assert weather_calls == []
+    report = llm.messages(1)[-1]["content"]
+    assert "error" in report.lower() and "city" in report
+    llm.assert_all_consumed()
