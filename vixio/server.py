@@ -36,6 +36,7 @@ class VixioServer:
         self.voice = VoiceStack(config)
         self._custom_factory = pipeline_factory is not None
         self.ota.add_route("GET", "/metrics", self._metrics)
+        self.ota.add_route("POST", "/mcp/vision/explain", self._vision_explain)
         self.tools: dict[str, SessionTools] = {}
         """Live sessions' tools by session id."""
 
@@ -51,6 +52,14 @@ class VixioServer:
                              "speaking": connection.speaking, "turns": turns,
                              "tools": tools.toolset.sources() if tools is not None else {}})
         return web.json_response({"sessions": len(sessions), "detail": sessions})
+
+    async def _vision_explain(self, request: web.Request) -> web.Response:
+        """The camera tool's upload URL (sent in MCP initialize). No vision model is configured
+        in vixio yet, so the tool gets a clear answer, which the firmware hands to the model as
+        the tool result, instead of a 404 page."""
+        await request.read()
+        return web.json_response({"success": False, "message": "This server cannot look at pictures: "
+                                  "no vision model is configured."}, status=501)
 
     async def _build_pipeline(self, context: DeviceContext) -> Pipeline:
         session_id = context.session_id

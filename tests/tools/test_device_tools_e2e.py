@@ -232,3 +232,16 @@ async def test_mcp_servers_from_config_join_device_tools(llm: ScriptedLLMServer)
         llm.assert_all_consumed()
     finally:
         await server.stop()
+
+
+async def test_the_vision_url_answers_clearly(llm: ScriptedLLMServer) -> None:
+    import aiohttp
+
+    server = await start(llm)
+    try:
+        async with aiohttp.ClientSession() as http, http.post(
+                f"http://127.0.0.1:{server.ota.port}/mcp/vision/explain", data={"question": "what is this?"}) as reply:
+            assert reply.status == 501
+            assert "no vision model" in (await reply.json())["message"]
+    finally:
+        await server.stop()
