@@ -74,10 +74,16 @@ class AgentStation(Station):
         if self._pipeline is None or self._triggers:
             return
         # The trigger enters at the pipeline's input, so it queues behind the turn in progress.
-        trigger = ToolResultChunk(call_id="", name="", result="")
-        task = asyncio.create_task(self._pipeline.push(trigger), name=f"vixio-{self.session_id}-announce")
+        task = asyncio.create_task(self._push_trigger(), name=f"vixio-{self.session_id}-announce")
         self._triggers.add(task)
         task.add_done_callback(self._triggers.discard)
+
+    async def _push_trigger(self) -> None:
+        assert self._pipeline is not None
+        try:
+            await self._pipeline.push(ToolResultChunk(call_id="", name="", result=""))
+        except RuntimeError:  # the pipeline stopped meanwhile: the session is gone
+            self.logger.info("a background result arrived as the session ended; not spoken")
 
     async def process(self, chunk: Chunk) -> AsyncIterator[Chunk]:
         if isinstance(chunk, ToolResultChunk):
