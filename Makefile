@@ -22,6 +22,9 @@ $(VENV)/.installed: pyproject.toml | $(PY)
 
 $(VENV)/.installed-test: pyproject.toml | $(PY)
 	$(PY) -m pip install -e ".[offline,espeak,whisper-multilingual,test]"
+	# The BFCL function-calling corpus for the text-protocol round-trip tests: data files only
+	# (its own dependencies are a whole evaluation stack vixio does not need).
+	$(PY) -m pip install --no-deps "bfcl-eval==2026.3.23"
 	touch $@ $(VENV)/.installed
 
 install: $(VENV)/.installed

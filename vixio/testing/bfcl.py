@@ -7,6 +7,7 @@ Used by the text-protocol round-trip tests: render each call, corrupt it, parse 
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 from collections.abc import Iterator
@@ -20,10 +21,14 @@ CATEGORIES = ("simple_python", "multiple", "parallel", "parallel_multiple", "liv
 
 
 def data_dir() -> Path | None:
-    """Where the corpus is: $VIXIO_BFCL_DIR, or ../shared/data/bfcl next to the checkout."""
+    """Where the corpus is: $VIXIO_BFCL_DIR, ../shared/data/bfcl next to the checkout, or the
+    data files of the `bfcl-eval` package (`make test` installs it without its dependencies)."""
     candidates = [os.environ.get("VIXIO_BFCL_DIR", "")]
     here = Path(__file__).resolve()
     candidates += [str(parent / "shared" / "data" / "bfcl") for parent in here.parents]
+    spec = importlib.util.find_spec("bfcl_eval")  # locates the package without importing it
+    if spec is not None and spec.origin:
+        candidates.append(str(Path(spec.origin).parent / "data"))
     for candidate in candidates:
         if candidate and (Path(candidate) / "possible_answer").is_dir():
             return Path(candidate)
