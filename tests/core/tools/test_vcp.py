@@ -11,8 +11,6 @@ from hypothesis import strategies as st
 from vixio.core.tools.protocols.vcp import (
     ESCAPE_FIELD_END,
     ESCAPE_FIELD_START,
-    FUZZY_PARTIAL_MARKER,
-    MARKUP,
     NOT_CLOSED,
     REQUEST_END,
     REQUEST_START,
@@ -392,24 +390,6 @@ def test_custom_result_template():
     protocol = VcpProtocol(result_template="[{request_id}] {tool_name} {status}: {content:field}")
     assert protocol.format_results(_pairs()[:1]) == "[vcp_1] weather success: 「始」21 °C, sunny「末」"
     assert VCP.format_results([]) == ""
-
-
-# --- markup for the speech filter -----------------------------------------------------------
-
-def test_markup_covers_every_region_this_module_writes_or_reads():
-    pairs = {(m.start, m.end) for m in MARKUP}
-    assert {(REQUEST_START, REQUEST_END), ("<<<[TOOL_REQUEST_ESCAPE]>>>", "<<<[END_TOOL_REQUEST_ESCAPE]>>>"),
-            (RESULT_START, RESULT_END), (SUMMARY_START, SUMMARY_END)} <= pairs
-    request = next(m for m in MARKUP if m.kind == "request")
-    assert request.fuzzy_start and request.fuzzy_start.fullmatch("<<<<[tool_request]>>")
-    assert request.fuzzy_end and request.fuzzy_end.fullmatch("<<[End_Tool_Request]>>>>")
-    assert not request.fuzzy_start.fullmatch("<[TOOL_REQUEST]>")
-
-
-@pytest.mark.parametrize(("tail", "held"), [("Hi <", True), ("Hi <<<[TOOL_REQ", True), ("x <<[end_tool_request]>>", True),
-                                           ("a < b", False), ("Hi <<<[TOOL REQUEST", False), ("[[x", False)])
-def test_fuzzy_partial_marker_says_which_tails_to_hold_back(tail: str, held: bool):
-    assert bool(FUZZY_PARTIAL_MARKER.search(tail)) is held
 
 
 def test_field_value_picks_the_plain_form_when_it_can():

@@ -5,7 +5,12 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 
-from vixio.core.tools.types import CallProtocol, ToolCallRequest, ToolCallResult, ToolDefinition
+from vixio.core.tools.types import (
+    CallProtocol,
+    ToolCallRequest,
+    ToolCallResult,
+    ToolDefinition,
+)
 
 
 class TextToolProtocol(ABC):

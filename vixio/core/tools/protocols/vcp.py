@@ -40,67 +40,48 @@ Values are strings; the executor coerces them with the tool's schema.
 
 from __future__ import annotations
 
-import json
 import re
-import string
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from vixio.core.tools.arguments import normalize_schema
 from vixio.core.tools.protocols.base import TextToolProtocol
+from vixio.core.tools.protocols.vcp_text import (
+    AIO_SUMMARY_END,
+    AIO_SUMMARY_START,
+    DEFINITION_END,
+    DEFINITION_START,
+    ESCAPE_FIELD_END,
+    ESCAPE_FIELD_START,
+    ESCAPE_REQUEST_END,
+    ESCAPE_REQUEST_START,
+    ESCAPED_LITERALS,
+    FIELD_END,
+    FIELD_START,
+    REQUEST_END,
+    REQUEST_START,
+    RESULT_END,
+    RESULT_START,
+    RESULT_TEMPLATE,
+    SUMMARY_END,
+    SUMMARY_START,
+    SUMMARY_TEMPLATE,
+    USAGE,
+    ResultFormatter,
+    definition,
+    defuse,
+    field_value,
+    render_call,
+)
 from vixio.core.tools.types import ToolCallRequest, ToolCallResult, ToolDefinition
 
-REQUEST_START, REQUEST_END = "<<<[TOOL_REQUEST]>>>", "<<<[END_TOOL_REQUEST]>>>"
-ESCAPE_REQUEST_START, ESCAPE_REQUEST_END = "<<<[TOOL_REQUEST_ESCAPE]>>>", "<<<[END_TOOL_REQUEST_ESCAPE]>>>"
-RESULT_START, RESULT_END = "<<<[TOOL_RESULT]>>>", "<<<[END_TOOL_RESULT]>>>"
-DEFINITION_START, DEFINITION_END = "<<<[TOOL_DEFINITION]>>>", "<<<[END_TOOL_DEFINITION]>>>"
-SUMMARY_START, SUMMARY_END = "[[VCP调用结果信息汇总:", "VCP调用结果结束]]"
-AIO_SUMMARY_START, AIO_SUMMARY_END = "[[AIO工具调用结果信息汇总:", "AIO工具调用结果结束]]"
-FIELD_START, FIELD_END = "「始」", "「末」"
-ESCAPE_FIELD_START, ESCAPE_FIELD_END = "「始ESCAPE」", "「末ESCAPE」"
+__all__ = [
+    "AIO_SUMMARY_END", "AIO_SUMMARY_START", "DEFINITION_END", "DEFINITION_START", "ESCAPE_FIELD_END",
+    "ESCAPE_FIELD_START", "ESCAPE_REQUEST_END", "ESCAPE_REQUEST_START", "FIELD_END", "FIELD_START",
+    "NOT_CLOSED", "REQUEST_END", "REQUEST_START", "RESULT_END", "RESULT_START", "SUMMARY_END", "SUMMARY_START",
+    "VcpProtocol", "field_value", "render_call",
+]
 
-
-def _fuzzy_block(label: str) -> re.Pattern[str]:
-    return re.compile(rf"<{{2,4}}\[{label}\]>{{2,4}}", re.IGNORECASE)
-
-
-@dataclass(frozen=True, slots=True)
-class MarkupRegion:
-    """One kind of reply region that is markup, never speech (for the speech filter)."""
-
-    kind: str
-    start: str
-    end: str
-    """Literal markers, exactly as this protocol writes them."""
-    fuzzy_start: re.Pattern[str] | None = None
-    fuzzy_end: re.Pattern[str] | None = None
-    """How drifted models write them (`<<[tool_request]>>>`); None when only the literal occurs.
-    A filter may match these even when the parser is strict: drifted markup is not speech."""
-
-
-MARKUP: tuple[MarkupRegion, ...] = (
-    MarkupRegion("request", REQUEST_START, REQUEST_END,
-                 _fuzzy_block("TOOL_REQUEST"), _fuzzy_block("END_TOOL_REQUEST")),
-    MarkupRegion("escape_request", ESCAPE_REQUEST_START, ESCAPE_REQUEST_END,
-                 _fuzzy_block("TOOL_REQUEST_ESCAPE"), _fuzzy_block("END_TOOL_REQUEST_ESCAPE")),
-    MarkupRegion("result", RESULT_START, RESULT_END, _fuzzy_block("TOOL_RESULT"), _fuzzy_block("END_TOOL_RESULT")),
-    MarkupRegion("result_summary", SUMMARY_START, SUMMARY_END),
-    MarkupRegion("aio_result_summary", AIO_SUMMARY_START, AIO_SUMMARY_END),
-    MarkupRegion("definition", DEFINITION_START, DEFINITION_END,
-                 _fuzzy_block("TOOL_DEFINITION"), _fuzzy_block("END_TOOL_DEFINITION")),
-)
-"""Every VCP region to keep out of TTS. Inside a request block, a 「始ESCAPE」...「末ESCAPE」 value
-may hold a literal end marker (models write them; this module never does): an exact filter skips
-those spans before looking for the block's end. An unclosed region runs to the end of the reply."""
-
-FUZZY_PARTIAL_MARKER = re.compile(r"<{1,4}(?:\[[A-Za-z_]{0,24}(?:\]>{0,3})?)?\Z")
-"""Matches a reply tail that may still grow into a fuzzy block marker: hold it back from TTS."""
-
-_ESCAPED_LITERALS = {f"<<<[{label}_ESCAPE]>>>": f"<<<[{label}]>>>"
-                     for label in ("TOOL_REQUEST", "END_TOOL_REQUEST", "TOOL_RESULT", "END_TOOL_RESULT")}
-_ANY_ESCAPE_END = re.compile(r"[「{]\s*末\s*(?:ESCAPE|exp)\s*[」}]", re.IGNORECASE)
-_NEEDS_ESCAPE = re.compile(r"[「{]\s*[始末]|[始末]\s*[」}]|<<|>>|(?i:<\s*think)|\A\s|\s\Z")
 _KEY = r"(?<![\w-])(?P<key>[\w-]+)"
 _THINK = r"(?i:<\s*(?P<close>/)?\s*think(?:ing)?\b[^>]*>)"
 _THINK_OPEN = r"(?i:<\s*think(?:ing)?\b[^>]*>)"
@@ -145,10 +126,10 @@ class VcpProtocol(TextToolProtocol):
         visible = [tool for tool in tools if not tool.hidden]
         if not visible:
             return ""
-        return "\n".join([USAGE, *(_definition(tool) for tool in visible)])
+        return "\n".join([USAGE, *(definition(tool) for tool in visible)])
 
     def format_results(self, results: Sequence[tuple[ToolCallRequest, ToolCallResult]]) -> str:
-        formatter = _ResultFormatter()
+        formatter = ResultFormatter()
         items = []
         for request, result in results:
             items.append(formatter.format(
@@ -157,7 +138,7 @@ class VcpProtocol(TextToolProtocol):
                 request_id=request.call_id or result.call_id,
                 status="success" if result.success else "error",
                 status_mark="✅ SUCCESS" if result.success else "❌ ERROR",
-                content=_defuse(result.text),
+                content=defuse(result.text),
             ))
         return "\n".join(items)
 
@@ -269,45 +250,11 @@ class VcpProtocol(TextToolProtocol):
         return None
 
 
-def render_call(name: str, arguments: dict[str, Any], *, request_id: str | None = None) -> str:
-    """One call as a request block: strings as they are, other values as JSON; any value that
-    could be misread (markers, `<<`, edge spaces) in escape form. Keys must be word characters."""
-    fields = [_field("tool_name", name)]
-    if request_id is not None:
-        fields.append(_field("request_id", request_id))
-    for key, value in arguments.items():
-        text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-        fields.append(_field(key, text))
-    return "\n".join([REQUEST_START, *fields, REQUEST_END])
-
-
-def field_value(text: str) -> str:
-    """`text` between 「始」 and 「末」, or in the escape form when it must be.
-
-    Lossy only for text that cannot be a value: any spelling of `「末ESCAPE」`/`「末exp」` (written
-    「末」) and the literal `<<<[..._ESCAPE]>>>` markers (read back without _ESCAPE)."""
-    if not _NEEDS_ESCAPE.search(text):
-        return f"{FIELD_START}{text}{FIELD_END}"
-    text = _ANY_ESCAPE_END.sub(FIELD_END, text)
-    for escaped, literal in _ESCAPED_LITERALS.items():
-        text = text.replace(literal, escaped)
-    lead = "\n" if text.startswith("\n") else ""
-    trail = "\n" if text.endswith("\n") else ""
-    return f"{ESCAPE_FIELD_START}{lead}{text}{trail}{ESCAPE_FIELD_END}"
-
-
-def _field(key: str, text: str) -> str:
-    return f"{key}:{field_value(text)}"
-
-
-def _defuse(text: str) -> str:
-    """Request markers as their _ESCAPE literals: quoted markup must not become a call."""
-    return text.replace(REQUEST_START, ESCAPE_REQUEST_START).replace(REQUEST_END, ESCAPE_REQUEST_END)
 
 
 def _unescape(value: str) -> str:
     value = value.removeprefix("\n").removesuffix("\n")
-    for escaped, literal in _ESCAPED_LITERALS.items():
+    for escaped, literal in ESCAPED_LITERALS.items():
         value = value.replace(escaped, literal)
     return value
 
@@ -409,90 +356,3 @@ def _request(values: dict[str, str], wanted_id: str | None, block: _Block, error
     arguments = {key: value for key, value in values.items() if key not in ("tool_name", "request_id")}
     return ToolCallRequest(call_id=ids.take(wanted_id), tool_name=tool_name, arguments=arguments,
                            protocol="vcp", raw=block.raw, errors=problems)
-
-
-# --- prompt and result text -------------------------------------------------------------------
-
-USAGE = f"""\
-## Tools
-To use a tool, write a request block in your reply (the user neither sees nor hears it):
-{REQUEST_START}
-tool_name:「始」the tool's name「末」
-parameter_name:「始」value「末」
-{REQUEST_END}
-- Every value sits between 「始」 and 「末」: text as it is, numbers and true/false plainly, lists and objects as JSON.
-- Several calls: one block per call, or one block with numbered keys \
-(tool_name1, city1, tool_name2, city2: every key of call N ends in N).
-- Optional request_id:「始」id「末」 names a call; its result carries the same request_id.
-- A value containing 「始」, 「末」 or <<< >>> markers is written 「始ESCAPE」value「末ESCAPE」.
-- Results arrive in the next message.
-Available tools:"""
-
-RESULT_TEMPLATE = f"""\
-{RESULT_START}
-tool_name:{{tool_name:field}}
-request_id:{{request_id:field}}
-status:{{status:field}}
-content:{{content:field}}
-{RESULT_END}"""
-
-SUMMARY_TEMPLATE = f"""\
-{SUMMARY_START}
-- 工具名称: {{tool_name}}
-- 执行状态: {{status_mark}}
-- 返回内容: {{content}}
-{SUMMARY_END}"""
-"""VCPToolBox's result summary (`vcpInfoHandler.js formatVcpInfoToText`)."""
-
-
-class _ResultFormatter(string.Formatter):
-    def format_field(self, value: Any, format_spec: str) -> str:
-        if format_spec == "field":
-            return field_value(str(value))
-        return super().format_field(value, format_spec)
-
-
-def _definition(tool: ToolDefinition) -> str:
-    schema = normalize_schema(tool.parameters)
-    required = set(schema.get("required") or [])
-    lines = [DEFINITION_START, _field("tool_name", tool.name)]
-    if tool.description:
-        lines.append(_field("description", tool.description.strip()))
-    for key, spec in (schema.get("properties") or {}).items():
-        spec = spec if isinstance(spec, dict) else {}
-        label = f"({_type_label(spec)}, {'required' if key in required else 'optional'})"
-        lines.append(_field(key, " ".join(part for part in (label, *_notes(spec)) if part)))
-    lines.append(DEFINITION_END)
-    return "\n".join(lines)
-
-
-def _notes(spec: dict[str, Any]) -> list[str]:
-    notes = [str(spec.get("description") or "").strip()]
-    if isinstance(spec.get("enum"), list):
-        notes.append("One of: " + ", ".join(_plain(v) for v in spec["enum"]) + ".")
-    if "default" in spec and len(_plain(spec["default"])) <= 40:
-        notes.append(f"Default: {_plain(spec['default'])}.")
-    return notes
-
-
-def _plain(value: Any) -> str:
-    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-
-
-def _type_label(spec: dict[str, Any], depth: int = 0) -> str:
-    """A compact type: `integer`, `array of string`, `object {name: string, age?: integer}`."""
-    for key in ("anyOf", "oneOf"):
-        if isinstance(spec.get(key), list):
-            return " | ".join(_type_label(s, depth) for s in spec[key] if isinstance(s, dict)) or "any"
-    kind = spec.get("type")
-    kind = " | ".join(kind) if isinstance(kind, list) else kind or "any"
-    if kind == "array" and isinstance(spec.get("items"), dict) and depth < 3:
-        return f"array of {_type_label(spec['items'], depth + 1)}"
-    properties = spec.get("properties")
-    if kind == "object" and isinstance(properties, dict) and properties and depth < 3:
-        required = set(spec.get("required") or [])
-        inner = ", ".join(f"{name}{'' if name in required else '?'}: "
-                          f"{_type_label(sub if isinstance(sub, dict) else {}, depth + 1)}"
-                          for name, sub in properties.items())
-        return f"object {{{inner}}}"
-    return str(kind)
