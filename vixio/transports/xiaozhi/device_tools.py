@@ -16,7 +16,6 @@ this client (reference xiaozhi-protocol §4):
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -28,6 +27,7 @@ from vixio import __version__
 from vixio.core.tools.device import DeviceToolClientBase, ToolsChangedCallback
 from vixio.core.tools.types import EMPTY_SCHEMA, ToolCallResult, ToolDefinition
 from vixio.transports.xiaozhi.config import XiaozhiConfig
+from vixio.transports.xiaozhi.mcp_replies import compact, tool_call_result
 
 MCP_PROTOCOL_VERSION = "2024-11-05"
 """What the firmware speaks (it answers 2024-11-05 whatever is asked)."""
@@ -176,7 +176,7 @@ class XiaozhiDeviceToolClient(DeviceToolClientBase):
         if self._closed:
             return
         if not isinstance(payload, dict) or payload.get("jsonrpc") != "2.0":
-            self._log.warning("dropped mcp payload that is not JSON-RPC 2.0: {}", _compact(payload)[:200])
+            self._log.warning("dropped mcp payload that is not JSON-RPC 2.0: {}", compact(payload)[:200])
             return
         method = payload.get("method")
         if isinstance(method, str):
@@ -185,7 +185,7 @@ class XiaozhiDeviceToolClient(DeviceToolClientBase):
         request_id = payload.get("id")
         if not isinstance(request_id, int) or isinstance(request_id, bool) or (
                 "result" not in payload and "error" not in payload):
-            self._log.warning("dropped malformed mcp reply: {}", _compact(payload)[:200])
+            self._log.warning("dropped malformed mcp reply: {}", compact(payload)[:200])
             return
         future = self._pending.get(request_id)
         if future is None or future.done():
@@ -270,7 +270,7 @@ class XiaozhiDeviceToolClient(DeviceToolClientBase):
             for entry in entries if isinstance(entries, list) else []:
                 tool = self._definition(entry)
                 if tool is None or tool.name in names:
-                    self._log.warning("skipped a malformed or repeated device tool: {}", _compact(entry)[:200])
+                    self._log.warning("skipped a malformed or repeated device tool: {}", compact(entry)[:200])
                     continue
                 names.add(tool.name)
                 tools.append(tool)
@@ -323,47 +323,6 @@ class XiaozhiDeviceToolClient(DeviceToolClientBase):
 # --- pure helpers -----------------------------------------------------------------------------
 
 
-def tool_call_result(tool_name: str, reply: dict[str, Any]) -> ToolCallResult:
-    """A `tools/call` reply as the model reads it (errors become failure text, never exceptions)."""
-    error = reply.get("error")
-    if error is not None:
-        message = error.get("message") if isinstance(error, dict) else None
-        code = error.get("code") if isinstance(error, dict) else None
-        text = message if isinstance(message, str) and message else _compact(error)
-        prefix = f"device error {code}" if isinstance(code, int) and not isinstance(code, bool) else "device error"
-        return ToolCallResult.fail(f"{prefix}: {text}")
-    result = reply.get("result")
-    if not isinstance(result, dict):
-        return ToolCallResult.fail(f"the device sent a malformed result for {tool_name}: {_compact(result)[:200]}")
-    text = content_text(result)
-    if result.get("isError") is True:
-        return ToolCallResult.fail(text or f"{tool_name} failed on the device")
-    return ToolCallResult.ok(text)
-
-
-def content_text(result: dict[str, Any]) -> str:
-    """Every content block as text, one per line; `structuredContent` when there is no content."""
-    blocks = result.get("content")
-    parts = [_block_text(block) for block in (blocks if isinstance(blocks, list) else [])]
-    if not parts and result.get("structuredContent") is not None:
-        parts.append(_compact(result["structuredContent"]))
-    return "\n".join(parts)
-
-
-def _block_text(block: Any) -> str:
-    if not isinstance(block, dict):
-        return block if isinstance(block, str) else _compact(block)
-    kind, data = block.get("type"), block.get("data")
-    if kind == "text" and isinstance(block.get("text"), str):
-        return str(block["text"])
-    if kind in ("image", "audio") and isinstance(data, str):
-        size = len(data) * 3 // 4 - (len(data) - len(data.rstrip("=")))  # base64 length, not decoded
-        return f"[{kind} {block.get('mimeType') or 'unknown type'}, {size} bytes]"
-    # Unknown blocks (one firmware emits {"type":"image","image":"<json>"}) are kept as text.
-    text = block.get("text")
-    return text if isinstance(text, str) else _compact(block)
-
-
 def derive_vision_url(config: XiaozhiConfig, host_header: str = "", http_port: int | None = None) -> str:
     """`mcp.vision_url`, else the HTTP server the device can reach plus `VISION_PATH`.
 
@@ -394,7 +353,7 @@ def _result_of(reply: dict[str, Any]) -> dict[str, Any]:
         raise _DeviceFailed(tool_call_result("", reply).error or "device error")
     result = reply.get("result")
     if not isinstance(result, dict):
-        raise _DeviceFailed(f"malformed result {_compact(result)[:200]}")
+        raise _DeviceFailed(f"malformed result {compact(result)[:200]}")
     return result
 
 
@@ -402,10 +361,3 @@ def _why(exc: BaseException) -> str:
     if isinstance(exc, _DeviceGone):
         return "the session ended"
     return str(exc) or repr(exc)
-
-
-def _compact(value: Any) -> str:
-    try:
-        return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
-    except (TypeError, ValueError):
-        return repr(value)
