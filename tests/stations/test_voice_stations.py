@@ -16,7 +16,7 @@ from vixio.core.chunk import (
 )
 from vixio.core.pipeline import Pipeline
 from vixio.stations import AgentStation, ASRStation, TurnDetectorStation, VADStation
-from vixio.testing.harness import run_station, run_stations
+from vixio.testing.harness import run_station
 
 from .fakes import LoudnessVAD, ScriptedAgent, ScriptedASR, loud, quiet
 

@@ -58,10 +58,6 @@ class ToolExecutor:
         self.closed = False
         self._logger = logger.bind(session=session_id or "-", component="tools")
 
-    @property
-    def policy(self) -> Any:
-        return self.toolset.policy
-
     def new_call_id(self, prefix: str = "call") -> str:
         return f"{prefix}_{next(_call_numbers)}"
 

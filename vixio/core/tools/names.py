@@ -44,6 +44,8 @@ class ToolNameMapper:
     def __init__(self) -> None:
         self._public: dict[tuple[str, str], str] = {}
         self._original: dict[str, tuple[str, str]] = {}
+        self._renames: dict[str, str] = {}
+        self._pattern: re.Pattern[str] | None = None
 
     def assign(self, tools: Iterable[tuple[str, str]]) -> dict[tuple[str, str], str]:
         """Public names for `(origin, original name)` pairs, keeping names already given out.
@@ -68,6 +70,12 @@ class ToolNameMapper:
             used.add(name)
         self._public = keep
         self._original = {name: key for key, name in keep.items()}
+        # One pattern for every description of this tool list (longest names first).
+        self._renames = {orig: pub for (_, orig), pub in keep.items() if orig != pub}
+        self._pattern = re.compile(
+            r"(?<![A-Za-z0-9_.-])(" + "|".join(re.escape(n) for n in sorted(self._renames, key=len, reverse=True))
+            + r")(?![A-Za-z0-9_-]|\.[A-Za-z0-9_])"
+        ) if self._renames else None
         return dict(keep)
 
     def public(self, original: str, origin: str = "") -> str | None:
@@ -79,11 +87,6 @@ class ToolNameMapper:
 
     def rewrite(self, text: str) -> str:
         """Replace every original name in `text` by its public name (longest names first)."""
-        renames = {orig: pub for (_, orig), pub in self._public.items() if orig != pub}
-        if not renames or not text:
+        if self._pattern is None or not text:
             return text
-        pattern = re.compile(
-            r"(?<![A-Za-z0-9_.-])(" + "|".join(re.escape(n) for n in sorted(renames, key=len, reverse=True))
-            + r")(?![A-Za-z0-9_-]|\.[A-Za-z0-9_])"
-        )
-        return pattern.sub(lambda m: renames[m.group(1)], text)
+        return self._pattern.sub(lambda m: self._renames[m.group(1)], text)

@@ -70,11 +70,6 @@ class ToolDefinition:
     def source_name(self) -> str:
         return self.original_name or self.name
 
-    @property
-    def device_client(self) -> ToolClient | None:
-        """Seed 000 name of `client` for device tools."""
-        return self.client if self.source == "device" else None
-
     def renamed(self, name: str, description: str) -> ToolDefinition:
         return replace(self, name=name, description=description, original_name=self.source_name)
 

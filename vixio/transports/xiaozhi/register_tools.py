@@ -20,14 +20,27 @@ from __future__ import annotations
 import asyncio
 import itertools
 from collections.abc import Awaitable, Callable
+from contextlib import suppress
 from typing import Any, Literal
 
 from jsonschema import exceptions as jsonschema_errors
 from jsonschema import validators
 from loguru import logger
 
-from vixio.core.chunk import Chunk, InterruptChunk, StreamCompleteChunk, TextChunk, ThoughtChunk
-from vixio.core.tools.types import EMPTY_SCHEMA, SubType, ToolCallResult, ToolDefinition, output_text
+from vixio.core.chunk import (
+    Chunk,
+    InterruptChunk,
+    StreamCompleteChunk,
+    TextChunk,
+    ThoughtChunk,
+)
+from vixio.core.tools.types import (
+    EMPTY_SCHEMA,
+    SubType,
+    ToolCallResult,
+    ToolDefinition,
+    output_text,
+)
 from vixio.core.transport import ConnectionClosed
 
 REGISTER_METHOD = "mcp/registerTools"
@@ -202,10 +215,8 @@ class RegisterToolsClient:
 
     async def _notify(self, kind: AiMessageType, content: str) -> None:
         message = {"jsonrpc": "2.0", "method": AI_MESSAGE_METHOD, "params": {"type": kind, "content": content}}
-        try:
+        with suppress(ConnectionClosed):  # the session is ending; the transport cleans up
             await self._send(message, self.envelope)
-        except ConnectionClosed:
-            pass  # the session is ending; the transport cleans up
 
     def _spawn(self, work: Awaitable[None]) -> None:
         async def run() -> None:
