@@ -17,6 +17,7 @@ import random
 import statistics
 import time
 
+from vixio.core.tools.protocols.base import TextToolProtocol
 from vixio.core.tools.protocols.vcp import VcpProtocol
 from vixio.core.tools.protocols.vcp import render_call as render_vcp_call
 from vixio.core.tools.protocols.xml import XmlProtocol, render_call
@@ -106,21 +107,8 @@ def filter_reply_times(replies: list[str], rounds: int) -> list[float]:
     return times
 
 
-def xml_parse_times(replies: list[str], rounds: int) -> list[float]:
-    """µs per `XmlProtocol.parse` of a finished reply."""
-    protocol = XmlProtocol()
-    times: list[float] = []
-    for _ in range(rounds):
-        for reply in replies:
-            start = time.perf_counter_ns()
-            protocol.parse(reply)
-            times.append((time.perf_counter_ns() - start) / 1000)
-    return times
-
-
-def vcp_parse_times(replies: list[str], rounds: int) -> list[float]:
-    """µs per `VcpProtocol.parse` of a finished reply."""
-    protocol = VcpProtocol()
+def parse_times(protocol: TextToolProtocol, replies: list[str], rounds: int) -> list[float]:
+    """µs per `protocol.parse` of a finished reply."""
     times: list[float] = []
     for _ in range(rounds):
         for reply in replies:
@@ -138,19 +126,20 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=200, help="passes over all replies (default 200)")
     args = parser.parse_args()
-    for warmup in (filter_delta_times, xml_parse_times, vcp_parse_times):
-        warmup(PLAIN_REPLIES + MARKUP_REPLIES, 5)
+    filter_delta_times(PLAIN_REPLIES + MARKUP_REPLIES, 5)  # warm-up
+    for protocol in (XmlProtocol(), VcpProtocol()):
+        parse_times(protocol, PLAIN_REPLIES + MARKUP_REPLIES, 5)
 
     rows = [
         ("filter per delta, plain", filter_delta_times(PLAIN_REPLIES, args.rounds)),
         ("filter per delta, markup", filter_delta_times(MARKUP_REPLIES, args.rounds)),
         ("filter per reply, plain", filter_reply_times(PLAIN_REPLIES, args.rounds)),
         ("filter per reply, markup", filter_reply_times(MARKUP_REPLIES, args.rounds)),
-        ("xml parse per reply, plain", xml_parse_times(PLAIN_REPLIES, args.rounds)),
-        ("xml parse per reply, markup", xml_parse_times(MARKUP_REPLIES, args.rounds)),
-        ("vcp parse per reply, plain", vcp_parse_times(PLAIN_REPLIES, args.rounds)),
-        ("vcp parse per reply, markup", vcp_parse_times(VCP_REPLIES, args.rounds)),
-        ("vcp parse, 10 calls in 4 KB", vcp_parse_times([VCP_LONG_REPLY], args.rounds)),
+        ("xml parse per reply, plain", parse_times(XmlProtocol(), PLAIN_REPLIES, args.rounds)),
+        ("xml parse per reply, markup", parse_times(XmlProtocol(), MARKUP_REPLIES, args.rounds)),
+        ("vcp parse per reply, plain", parse_times(VcpProtocol(), PLAIN_REPLIES, args.rounds)),
+        ("vcp parse per reply, markup", parse_times(VcpProtocol(), VCP_REPLIES, args.rounds)),
+        ("vcp parse, 10 calls in 4 KB", parse_times(VcpProtocol(), [VCP_LONG_REPLY], args.rounds)),
     ]
     print(f"{args.rounds} rounds; replies of {min(map(len, PLAIN_REPLIES + MARKUP_REPLIES))}-"
           f"{max(map(len, PLAIN_REPLIES + MARKUP_REPLIES))} chars in 3-8 char deltas; times in µs")
