@@ -50,6 +50,8 @@ class HttpConfig(_Strict):
     """0 picks a free port (useful in tests)."""
     timezone_offset: int | None = None
     """Minutes east of UTC sent as `server_time.timezone_offset`; null uses the server's local zone."""
+    admin_token: str = ""
+    """Operator token for operator routes (metrics details, activation confirm, the console): sent as `Authorization: Bearer <token>`. Empty: those routes answer only callers on this machine. Use `${VIXIO_ADMIN_TOKEN}`."""
 
 
 class McpConfig(_Strict):
