@@ -71,7 +71,8 @@ class VADStation(Station):
         begin = self._position
         self._position += samples.shape[0]
         cursor = begin  # samples before `cursor` of this chunk were already handled
-        for event in self._detector.feed(samples):
+        # Scored off the loop, batched with every other session's audio (where the backend can).
+        for event in await self._detector.feed_async(samples):
             if event.type == "start":
                 if self.barge_in and self.session_state.bot_speaking:
                     yield InterruptChunk(reason="barge_in")  # starts the new turn

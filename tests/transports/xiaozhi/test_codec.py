@@ -287,3 +287,52 @@ def test_digital_silence_reuses_one_packet_that_decodes_to_silence() -> None:
     assert packets[1] is packets[2] is packets[4]
     decoded = [np.frombuffer(decoder.decode(p), dtype="<i2").astype(float) for p in packets]
     assert np.abs(decoded[2]).mean() < 300 and np.abs(decoded[3]).mean() > 1000
+
+
+async def test_codec_thread_gives_the_same_packets_and_pcm_as_inline_calls_for_many_sessions() -> None:
+    """Encode and decode on the codec thread, 12 sessions at once with their own coder state:
+    byte-identical to each session coding inline, in order."""
+    import asyncio
+
+    from vixio.transports.xiaozhi.codec import codec_worker
+
+    rng = np.random.default_rng(3)
+    sessions = []
+    for index in range(12):
+        t = np.arange(24000 * 2) / 24000
+        pcm = (np.sin(2 * np.pi * (200 + 40 * index) * t) * 6000 + rng.standard_normal(t.shape[0]) * 300).astype("<i2")
+        frames = [pcm[i : i + 1440].tobytes() for i in range(0, pcm.shape[0], 1440)]
+        sessions.append(frames)
+    expected_packets = []
+    expected_pcm = []
+    for frames in sessions:
+        encoder, decoder = OpusEncoder(24000), OpusDecoder(24000)
+        packets = [encoder.encode(frame) for frame in frames]
+        expected_packets.append(packets)
+        expected_pcm.append([decoder.decode(packet) for packet in packets])
+    before = codec_worker().batches
+
+    async def one(index: int) -> tuple[list[bytes], list[bytes]]:
+        encoder, decoder = OpusEncoder(24000), OpusDecoder(24000)
+        packets, decoded = [], []
+        for frame in sessions[index]:
+            packets.append(await encoder.encode_async(frame))
+            decoded.append(await decoder.decode_async(packets[-1]))
+        return packets, decoded
+
+    results = await asyncio.gather(*(one(i) for i in range(len(sessions))))
+    for index, (packets, decoded) in enumerate(results):
+        assert packets == expected_packets[index]
+        assert decoded == expected_pcm[index]
+    jobs = 2 * sum(len(frames) for frames in sessions)
+    assert codec_worker().batches - before < jobs, "packets of different sessions were batched"
+
+
+async def test_codec_thread_reports_a_bad_packet_to_its_session_only() -> None:
+    import asyncio
+
+    good, bad = OpusDecoder(16000), OpusDecoder(16000)
+    packet = OpusEncoder(16000).encode(bytes(1920))
+    results = await asyncio.gather(good.decode_async(packet), bad.decode_async(b"\xff" * 7), return_exceptions=True)
+    assert isinstance(results[0], bytes) and len(results[0]) == 1920
+    assert isinstance(results[1], CodecError)

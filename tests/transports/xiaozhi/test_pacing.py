@@ -128,3 +128,42 @@ async def test_clear_drops_unsent_frames_and_the_pending_stop() -> None:
     await asyncio.sleep(0.01)
     assert sent[-1] == sent_frame(99)
     await pacer.stop()
+
+
+async def test_async_encoding_keeps_timing_and_never_sends_a_frame_cleared_while_encoding() -> None:
+    clock = VirtualClock()
+    sent: list[tuple[float, dict]] = []
+    gate = asyncio.Event()
+    gate.set()
+
+    async def send(message: dict) -> None:
+        sent.append((clock.now, message))
+
+    async def encode_async(pcm: bytes) -> dict:
+        await gate.wait()  # the codec thread, as slow as the test wants
+        return {"type": "audio", "data": b"enc" + pcm}
+
+    pacer = DownlinkPacer(send, encode_async=encode_async, frame_duration=FRAME, prebuffer=2, clock=clock,
+                          sleep=clock.sleep)
+    pacer.start()
+    for i in range(4):
+        pacer.send_frame(frame(i))
+    for _ in range(200):
+        if len(sent) >= 4:
+            break
+        await asyncio.sleep(0)
+    assert [message["data"] for _, message in sent] == [b"enc" + frame(i) for i in range(4)]
+    times = [t - sent[0][0] for t, _ in sent]
+    assert times == pytest.approx([0.0, 0.0, FRAME, 2 * FRAME])
+    # A frame whose encoding is still running when playback is cleared is dropped, not sent late.
+    gate.clear()
+    clock.now += 1.0  # the device has played everything: the next frame is due at once
+    pacer.send_frame(frame(9))
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert pacer.clear() in (0, 1)
+    gate.set()
+    for _ in range(20):
+        await asyncio.sleep(0)
+    assert len(sent) == 4
+    await pacer.stop()

@@ -6,7 +6,9 @@ expensive (model weights, an inference session). `create_stream()` hands each se
 
 A stream scores fixed-size windows of float32 audio in [-1, 1]; `VoiceActivityDetector`
 (`detector.py`) turns arbitrary-length PCM into those windows and the scores into events.
-Streams are not thread-safe: a session drives its stream from one thread (the event loop).
+Streams are not thread-safe: a session drives its stream from one caller at a time. On the
+event loop, sessions call `await stream.score(windows)`: a backend that can batch (Silero
+ONNX) scores every session's windows together on a worker thread; the default scores inline.
 """
 
 from __future__ import annotations
@@ -31,6 +33,15 @@ class VADStream(ABC):
         `window` is float32 mono in [-1, 1] with exactly `window_samples` samples;
         consecutive calls are one continuous stream.
         """
+
+    def probabilities(self, windows: np.ndarray) -> list[float]:
+        """Score consecutive windows (shape [count, window_samples]) in order."""
+        return [self.probability(window) for window in windows]
+
+    async def score(self, windows: np.ndarray) -> list[float]:
+        """`probabilities` for the event loop: batching backends override this to run off the
+        loop, together with other sessions' windows. Await each call before the next."""
+        return self.probabilities(windows)
 
     @abstractmethod
     def reset(self) -> None:

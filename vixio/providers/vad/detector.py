@@ -20,6 +20,7 @@ The rules, in windows of `stream.window_samples`:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -110,6 +111,17 @@ class VoiceActivityDetector:
 
         `pcm` is int16 mono at `stream.sample_rate`: little-endian bytes or an int16 array.
         """
+        windows = self._windows(pcm)
+        return self._decide(self.stream.probabilities(windows) if windows.shape[0] else [])
+
+    async def feed_async(self, pcm: bytes | np.ndarray) -> list[VADEvent]:
+        """`feed` for the event loop: the windows are scored by `stream.score` (batched with other
+        sessions' and off the loop where the backend supports it). Await each call before the next."""
+        windows = self._windows(pcm)
+        return self._decide(await self.stream.score(windows) if windows.shape[0] else [])
+
+    def _windows(self, pcm: bytes | np.ndarray) -> np.ndarray:
+        """The whole windows the new audio completes, shape [count, window]; the rest is carried."""
         if isinstance(pcm, (bytes, bytearray, memoryview)):
             if len(pcm) % 2:
                 raise ValueError(f"PCM must be whole int16 samples, got {len(pcm)} bytes")
@@ -125,9 +137,12 @@ class VoiceActivityDetector:
         whole = audio.shape[0] - audio.shape[0] % self._window
         # Copy the remainder: it must not keep the (possibly large) new buffer alive.
         self._carry = audio[whole:].copy()
+        return audio[:whole].reshape(-1, self._window)
+
+    def _decide(self, probabilities: Sequence[float]) -> list[VADEvent]:
         events: list[VADEvent] = []
-        for offset in range(0, whole, self._window):
-            event = self._step(audio[offset : offset + self._window])
+        for probability in probabilities:
+            event = self._step(float(probability))
             if event is not None:
                 events.append(event)
         return events
@@ -139,11 +154,10 @@ class VoiceActivityDetector:
         end = self._silence_since if self._silence_since is not None else self._fed
         return [self._end(min(end + self._pad, self._fed), self._fed, self.last_probability)]
 
-    def _step(self, window: np.ndarray) -> VADEvent | None:
+    def _step(self, probability: float) -> VADEvent | None:
         start = self._consumed
         self._consumed += self._window
         done = self._consumed
-        probability = self.stream.probability(window)
         self.last_probability = probability
         speech = probability >= self.threshold
         silence = probability < self.neg_threshold

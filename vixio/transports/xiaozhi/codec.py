@@ -6,13 +6,21 @@ announces (24 kHz by default), one 60 ms packet per WebSocket message.
 
 `opuslib_next` (which bundles libopus) and `soxr` come with the `xiaozhi` extra and are
 imported when a codec object is first built, so importing this module never needs them.
+
+Sessions on the event loop use `decode_async` / `encode_async`: the work runs on one codec
+thread per process, batched with every other session's packets (libopus is called through
+ctypes, which releases the GIL), so the loop only routes packets. Each coder keeps its own
+state, and one session's packets stay in order because the session awaits each one.
 """
 
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable, Sequence
 from types import ModuleType
+from typing import Any
 
+from vixio.core.batching import BatchWorker
 
 from vixio.core.audio import Resampler as Resampler  # re-exported: the codec API keeps its names
 from vixio.core.audio import check_aligned as _check_aligned
@@ -47,6 +55,25 @@ def _opuslib() -> ModuleType:
     return opuslib_next
 
 
+def _run_calls(jobs: Sequence[tuple[Callable[[Any], Any], Any]]) -> list[Any]:
+    """The codec thread's batch: each job is (function, argument); a failure fails that job only."""
+    results: list[Any] = []
+    for function, argument in jobs:
+        try:
+            results.append(function(argument))
+        except Exception as exc:  # noqa: BLE001 - handed to the awaiting session
+            results.append(exc)
+    return results
+
+
+_CODEC_WORKER: BatchWorker[tuple[Callable[[Any], Any], Any], Any] = BatchWorker(_run_calls, name="opus")
+"""One thread per process for every session's Opus work."""
+
+
+def codec_worker() -> BatchWorker[tuple[Callable[[Any], Any], Any], Any]:
+    return _CODEC_WORKER
+
+
 def _check_opus_format(sample_rate: int, channels: int) -> None:
     if sample_rate not in _OPUS_SAMPLE_RATES:
         raise ValueError(f"Opus sample_rate must be one of {_OPUS_SAMPLE_RATES}, got {sample_rate}")
@@ -79,6 +106,12 @@ class OpusDecoder:
             return bytes(self._decoder.decode(bytes(packet), self._max_frame_samples))
         except self._opus_error as exc:
             raise CodecError(f"cannot decode {len(packet)}-byte Opus packet: {exc}") from exc
+
+    async def decode_async(self, packet: bytes) -> bytes:
+        """`decode` on the codec thread; await each call before the next (packets are ordered)."""
+        if not packet:
+            return b""
+        return await _CODEC_WORKER.submit((self.decode, packet))  # type: ignore[no-any-return]
 
 
 class OpusEncoder:
@@ -148,6 +181,10 @@ class OpusEncoder:
                 self._silence_packet = self._encode(frame)
             return self._silence_packet
         return self._encode(frame)
+
+    async def encode_async(self, pcm: bytes) -> bytes:
+        """`encode` on the codec thread; await each call before the next (frames are ordered)."""
+        return await _CODEC_WORKER.submit((self.encode, pcm))  # type: ignore[no-any-return]
 
     def _encode(self, frame: bytes) -> bytes:
         try:

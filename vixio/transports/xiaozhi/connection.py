@@ -73,8 +73,8 @@ class XiaozhiConnection:
         self._frames = FrameSplitter(self._encoder.frame_bytes)
         self._resampler: Resampler | None = None
         self._reply_turn = 0
-        self._pacer = DownlinkPacer(self._send_paced, encode=self._encode_frame, frame_duration=FRAME_DURATION_MS / 1000,
-                                    prebuffer=config.prebuffer_frames)
+        self._pacer = DownlinkPacer(self._send_paced, encode=self._encode_frame, encode_async=self._encode_frame_async,
+                                    frame_duration=FRAME_DURATION_MS / 1000, prebuffer=config.prebuffer_frames)
         self._wake_words = {_normalise(w) for w in config.wake_words}
         self._bad_packets = 0
         self.audio_frames_in = 0
@@ -106,7 +106,7 @@ class XiaozhiConnection:
         if not self.listening or self.session is None:
             return  # wake-word audio before `listen detect`, or audio after push-to-talk release
         try:
-            pcm = self._decoder.decode(packet)
+            pcm = await self._decoder.decode_async(packet)  # on the codec thread, batched with other sessions
         except CodecError as exc:
             self._bad_packets += 1
             if self._bad_packets == 1 or self._bad_packets % 100 == 0:
@@ -252,6 +252,9 @@ class XiaozhiConnection:
 
     def _encode_frame(self, pcm: bytes) -> Message:
         return xp.audio(self._encoder.encode(pcm))
+
+    async def _encode_frame_async(self, pcm: bytes) -> Message:
+        return xp.audio(await self._encoder.encode_async(pcm))
 
     async def _stop_downlink(self) -> int:
         """Drop unsent audio and tell the device to stop at once; returns the frames dropped."""

@@ -8,7 +8,9 @@ dry the device's buffer drains; the next frame starts a new burst.
 
 Frames are queued as PCM (or whatever `encode` takes) and encoded only when their turn to go
 comes, so the encoding CPU is spread evenly over playback instead of bursting when a TTS
-chunk arrives — that burst would delay every other session's frames.
+chunk arrives — that burst would delay every other session's frames. With `encode_async`
+(the codec thread), a frame's encoding starts when it reaches the head of the queue and runs
+while the pacer waits for its deadline, so the loop never encodes.
 
 Messages queued between frames (`tts sentence_start`, ...) go out in order, at once. An end
 marker waits until the device has played everything sent (so `tts stop` never cuts the tail),
@@ -27,6 +29,7 @@ from vixio.core.protocol import Message
 
 Send = Callable[[Message], Awaitable[None]]
 Encode = Callable[[bytes], Message]
+EncodeAsync = Callable[[bytes], Awaitable[Message]]
 
 
 def _as_audio_message(frame: bytes) -> Message:
@@ -46,6 +49,7 @@ class DownlinkPacer:
         send: Send,
         *,
         encode: Encode = _as_audio_message,
+        encode_async: EncodeAsync | None = None,
         frame_duration: float = 0.060,
         prebuffer: int = 5,
         clock: Callable[[], float] = time.monotonic,
@@ -53,6 +57,8 @@ class DownlinkPacer:
     ) -> None:
         self._send = send
         self._encode = encode
+        self._encode_async = encode_async
+        self._generation = 0  # bumped by clear(): a frame encoded before a clear is never sent
         self.frame_duration = frame_duration
         self.prebuffer = prebuffer
         self._clock = clock
@@ -84,6 +90,7 @@ class DownlinkPacer:
         """Drop every unsent frame, message and end marker; returns the frames dropped."""
         dropped = sum(1 for item in self._queue if isinstance(item, bytes))
         self._queue.clear()
+        self._generation += 1
         self.frames_dropped += dropped
         self._burst_frames = 0
         if self._task is not None and self._waiting_on_time:
@@ -133,13 +140,22 @@ class DownlinkPacer:
                     await item.on_played()
                 continue
             if isinstance(item, bytes):
+                generation = self._generation
+                encoding = None
+                if self._encode_async is not None:
+                    # Encoded on the codec thread while we wait for the frame's deadline.
+                    encoding = asyncio.ensure_future(self._encode_async(item))
+                    encoding.add_done_callback(_consume_result)
                 await self._wait(self._delay_for_next_frame())
                 if not self._queue or self._queue[0] is not item:
                     continue  # cleared while waiting
                 self._queue.popleft()
+                message = await encoding if encoding is not None else self._encode(item)
+                if generation != self._generation:
+                    continue  # cleared while it was being encoded: it must not follow `tts stop`
                 self._burst_frames += 1
                 self.frames_sent += 1
-                await self._send(self._encode(item))
+                await self._send(message)
                 await asyncio.sleep(0)  # let the writer put this frame on the wire before encoding the next
             else:
                 self._queue.popleft()
@@ -164,3 +180,9 @@ class DownlinkPacer:
             await self._sleep(seconds)
         finally:
             self._waiting_on_time = False
+
+
+def _consume_result(future: asyncio.Future[Message]) -> None:
+    """Retrieve an abandoned encoding's outcome (a frame dropped by clear() is never awaited)."""
+    if not future.cancelled():
+        future.exception()

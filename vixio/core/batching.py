@@ -1,0 +1,119 @@
+"""BatchWorker: one thread that runs small jobs for every session of an event loop, in batches.
+
+Per-frame audio work (VAD inference, Opus decode/encode) is tiny per call but constant per
+session; on the event loop it queues every other session behind it, and one call per job pays
+the fixed cost of a native call (and of a thread hop) each time. A BatchWorker takes jobs from
+any number of sessions, runs everything that arrived while it was busy as *one* batch on its
+own thread (native libraries release the GIL there, so the loop keeps routing frames on the
+other core), and hands the results back to the loop with one wake-up per batch.
+
+    worker = BatchWorker(run_batch, name="vad")
+    result = await worker.submit(job)      # from the event loop; per caller, jobs run in order
+
+`run_batch(jobs)` gets the jobs in submission order and returns one result per job; a result
+that is an exception instance fails that job's future only. Jobs of one caller keep their order
+as long as the caller awaits each before submitting the next (the way a station processes
+chunks), and the batch function processes jobs in order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections import deque
+from collections.abc import Callable, Sequence
+from typing import Any, Generic, TypeVar
+
+from loguru import logger
+
+J = TypeVar("J")
+R = TypeVar("R")
+
+RunBatch = Callable[[Sequence[J]], Sequence[R | BaseException]]
+
+
+class BatchWorker(Generic[J, R]):
+    """A daemon thread running `run_batch` over whatever jobs are queued; see the module doc."""
+
+    def __init__(self, run_batch: RunBatch[J, R], *, name: str, max_batch: int = 512) -> None:
+        self._run_batch = run_batch
+        self.name = name
+        self.max_batch = max_batch
+        self._jobs: deque[tuple[J, asyncio.Future[R], asyncio.AbstractEventLoop]] = deque()
+        self._ready = threading.Condition(threading.Lock())
+        self._closed = False
+        self._thread: threading.Thread | None = None
+        self.batches = 0
+        """Batches run so far."""
+        self.jobs_done = 0
+        """Jobs run so far (jobs_done / batches is the mean batch size)."""
+
+    def submit(self, job: J) -> asyncio.Future[R]:
+        """Queue `job`; the future resolves on the calling loop. Call from an event loop thread."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[R] = loop.create_future()
+        with self._ready:
+            if self._closed:
+                raise RuntimeError(f"BatchWorker {self.name} is closed")
+            self._jobs.append((job, future, loop))
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name=f"vixio-{self.name}", daemon=True)
+                self._thread.start()
+            self._ready.notify()
+        return future
+
+    async def run(self, job: J) -> R:
+        """`submit` and wait; a cancelled caller leaves the job to finish unobserved."""
+        return await self.submit(job)
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Finish queued jobs and stop the thread; later submits raise."""
+        with self._ready:
+            self._closed = True
+            self._ready.notify()
+            thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout)
+
+    @property
+    def queued(self) -> int:
+        return len(self._jobs)
+
+    def _run(self) -> None:
+        while True:
+            with self._ready:
+                while not self._jobs and not self._closed:
+                    self._ready.wait()
+                if not self._jobs:
+                    return  # closed and drained
+                count = min(len(self._jobs), self.max_batch)
+                batch = [self._jobs.popleft() for _ in range(count)]
+            jobs = [job for job, _, _ in batch]
+            try:
+                results: Sequence[Any] = self._run_batch(jobs)
+                if len(results) != len(jobs):
+                    raise RuntimeError(f"{self.name}: run_batch returned {len(results)} results for {len(jobs)} jobs")
+            except BaseException as exc:  # noqa: BLE001 - a failing batch fails its jobs, not the thread
+                logger.opt(exception=exc).error("{} batch of {} job(s) failed", self.name, len(jobs))
+                results = [exc] * len(jobs)
+            self.batches += 1
+            self.jobs_done += len(jobs)
+            by_loop: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[R], Any]]] = {}
+            for (_, future, loop), result in zip(batch, results):
+                by_loop.setdefault(loop, []).append((future, result))
+            for loop, settled in by_loop.items():
+                try:
+                    loop.call_soon_threadsafe(_settle, settled)
+                except RuntimeError:
+                    pass  # that loop is closed: nobody is waiting any more
+
+
+def _settle(settled: list[tuple[asyncio.Future[Any], Any]]) -> None:
+    """On the loop: resolve one batch's futures (skipping callers that gave up)."""
+    for future, result in settled:
+        if future.done():
+            continue
+        if isinstance(result, BaseException):
+            future.set_exception(result)
+        else:
+            future.set_result(result)
