@@ -19,6 +19,7 @@ from typing import Any
 
 from loguru import logger
 
+from vixio.core.cooperative import map_in_slices
 from vixio.core.tools.context import ToolCallContext
 from vixio.core.tools.converter import ToolConverterBase
 from vixio.core.tools.executor import AsyncToolRunner, ToolExecutor
@@ -83,7 +84,8 @@ class SessionTools:
         """Keep an agent's tool list in sync; returns its first list."""
 
         async def on_change(tools: list[ToolDefinition]) -> None:
-            await update(converter.convert_all(tools))
+            # In slices: hundreds of tools from one device must not hold up every other session.
+            await update(await map_in_slices(converter.convert, tools))
 
         self.toolset.add_listener(on_change)
         return converter.convert_all(self.toolset.tools)

@@ -54,7 +54,8 @@ class ToolNameMapper:
         the same order get the same names in every session.
         """
         wanted = list(dict.fromkeys(tools))
-        keep = {key: name for key, name in self._public.items() if key in set(wanted)}
+        listed = set(wanted)
+        keep = {key: name for key, name in self._public.items() if key in listed}
         used = set(keep.values())
         for key in wanted:
             if key in keep:

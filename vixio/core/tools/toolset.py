@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable, Sequence
 
 from loguru import logger
 
+from vixio.core.cooperative import map_in_slices
 from vixio.core.tools.names import ToolNameMapper
 from vixio.core.tools.policy import ToolPolicy
 from vixio.core.tools.types import ToolDefinition
@@ -42,8 +43,15 @@ class ToolSet:
         return self._rebuild()
 
     async def update(self, key: str, tools: Sequence[ToolDefinition] | None) -> list[ToolDefinition]:
-        """Replace (or, with None, drop) a source's tools and tell the listeners."""
-        public = self.remove_tools(key) if tools is None else self.set_tools(key, tools)
+        """Replace (or, with None, drop) a source's tools and tell the listeners.
+
+        Builds the public list in slices (a device may hand over hundreds of tools at once), so
+        other sessions on the loop keep running meanwhile."""
+        if tools is None:
+            self._sources.pop(key, None)
+        else:
+            self._sources[key] = list(tools)
+        public = await self._rebuild_in_slices()
         for listener in list(self._listeners):
             await listener(list(public))
         return public
@@ -85,13 +93,23 @@ class ToolSet:
         return None
 
     def _rebuild(self) -> list[ToolDefinition]:
+        allowed, names = self._assign()
+        return self._publish([self._public_definition(entry, names) for entry in allowed])
+
+    async def _rebuild_in_slices(self) -> list[ToolDefinition]:
+        allowed, names = self._assign()
+        return self._publish(await map_in_slices(lambda entry: self._public_definition(entry, names), allowed))
+
+    def _assign(self) -> tuple[list[tuple[str, ToolDefinition]], dict[tuple[str, str], str]]:
         allowed = [(key, tool) for key, tools in self._sources.items() for tool in tools
                    if self.policy.allows(tool)]
-        names = self._mapper.assign((key, tool.source_name) for key, tool in allowed)
-        public = []
-        for key, tool in allowed:
-            name = names[(key, tool.source_name)]
-            public.append(tool.renamed(name, self._mapper.rewrite(tool.description)))
+        return allowed, self._mapper.assign((key, tool.source_name) for key, tool in allowed)
+
+    def _public_definition(self, entry: tuple[str, ToolDefinition], names: dict[tuple[str, str], str]) -> ToolDefinition:
+        key, tool = entry
+        return tool.renamed(names[(key, tool.source_name)], self._mapper.rewrite(tool.description))
+
+    def _publish(self, public: list[ToolDefinition]) -> list[ToolDefinition]:
         self._public = public
         self._by_name = {tool.name: tool for tool in public}
         if len(self._by_name) != len(public):  # cannot happen: the mapper makes names unique

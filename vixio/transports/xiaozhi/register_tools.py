@@ -23,8 +23,6 @@ from collections.abc import Awaitable, Callable
 from contextlib import suppress
 from typing import Any, Literal
 
-from jsonschema import exceptions as jsonschema_errors
-from jsonschema import validators
 from loguru import logger
 
 from vixio.core.chunk import (
@@ -34,6 +32,7 @@ from vixio.core.chunk import (
     TextChunk,
     ThoughtChunk,
 )
+from vixio.core.tools.schema_check import SchemaProblem, check_tool_schema
 from vixio.core.tools.types import (
     EMPTY_SCHEMA,
     SubType,
@@ -287,9 +286,10 @@ def _parameters(schema: Any) -> dict[str, Any]:
         raise ValueError("parameters.properties must be an object")
     schema = {"type": "object", "properties": {}, **schema}
     try:
-        validators.validator_for(schema).check_schema(schema)
-    except jsonschema_errors.SchemaError as exc:
-        raise ValueError(f"parameters is not a valid JSON Schema: {exc.message}") from exc
+        # Microseconds per tool (jsonschema's metaschema check took ~6 ms: 600 tools stalled every session).
+        check_tool_schema(schema)
+    except SchemaProblem as exc:
+        raise ValueError(f"parameters is not a valid JSON Schema: {exc}") from exc
     return schema
 
 
