@@ -259,3 +259,33 @@ async def test_metrics_endpoint_lists_sessions_and_turn_latencies(make_server) -
     assert body["sessions"] == 1
     (turn,) = body["detail"][0]["turns"]
     assert "first_frame_sent" in turn["ms"]
+
+
+async def test_bare_tcp_connects_log_no_warning_and_no_traceback(make_server) -> None:
+    """A load balancer's health check (connect, close) or a truncated request: at most one short
+    DEBUG line each, never "opening handshake failed" with a traceback."""
+    import sys
+    from io import StringIO
+
+    from loguru import logger
+
+    server = await make_server()
+    lines: list[str] = []
+    sink = logger.add(lambda message: lines.append(str(message)), level="DEBUG", format="{level} {message}")
+    stderr, sys.stderr = sys.stderr, StringIO()  # the stdlib's last-resort handler writes here
+    try:
+        for payload in (b"", b"", b"GET / HTTP/1.1\r\nHost: x\r\n"):
+            _, writer = await asyncio.open_connection("127.0.0.1", server.transport.port)
+            if payload:
+                writer.write(payload)
+                await writer.drain()
+            writer.close()
+        await asyncio.sleep(0.5)
+        leaked = sys.stderr.getvalue()
+    finally:
+        sys.stderr = stderr
+        logger.remove(sink)
+    about = [line for line in lines if "health check" in line or "handshake" in line or "refused" in line]
+    assert len(about) == 3 and all(line.startswith("DEBUG") for line in about), about
+    assert all("\n" not in line.strip() for line in about)
+    assert "Traceback" not in leaked and "handshake failed" not in leaked

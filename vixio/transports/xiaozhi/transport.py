@@ -32,6 +32,7 @@ from vixio.transports.xiaozhi.connection import XiaozhiConnection
 from vixio.transports.xiaozhi.device_tools import XiaozhiDeviceToolClient, derive_vision_url
 from vixio.transports.xiaozhi.framing import SUPPORTED_VERSIONS
 from vixio.transports.xiaozhi.register_tools import RegisterToolsClient
+from vixio.transports.xiaozhi.ws_log import websockets_logger
 
 
 @dataclass(slots=True)
@@ -87,6 +88,7 @@ class XiaozhiTransport(TransportBase):
             compression=None,  # Opus does not compress; deflate would only cost CPU
             ping_interval=30,
             ping_timeout=30,
+            logger=websockets_logger(),  # one short line per event (bare TCP health checks: DEBUG)
         )
 
     async def stop(self) -> None:
