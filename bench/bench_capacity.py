@@ -133,6 +133,7 @@ def main(argv: list[str] | None = None) -> int:
 
                 with VixioServerProcess(children, Path(tmp), fakes_url, _env(), workers=args.workers,
                                         log_level=args.server_log_level) as server:
+                    server.warm_up()
                     summary = run_isolation(server.ws_url)
                 summaries.append(summary)
                 failed += summary.get("failed", 0)
@@ -143,6 +144,9 @@ def main(argv: list[str] | None = None) -> int:
                         server.warm_up()
                         summary = run_load(children, server, n, args.turns, args.stagger, args.generators)
                         summary["workers"] = server.workers
+                        summary["server_log"] = server.log_problems()
+                        if summary["turns"]["failed"]:
+                            print(f"server log, last lines:\n{server.log_tail()}", file=sys.stderr)
                     print_summary(summary)
                     summaries.append(summary)
                     failed += summary["turns"]["failed"]

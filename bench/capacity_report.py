@@ -94,6 +94,8 @@ def print_summary(s: dict[str, Any]) -> None:
     if turns["reasons"]:
         failed += " — " + "; ".join(f"{count}× {why}" for why, count in turns["reasons"].items())
     print(f"  failed   {failed}")
+    if s.get("server_log"):
+        print(f"  server log: {s['server_log']['warnings']} warning(s), {s['server_log']['errors']} error(s)")
     print(f"  generator send lateness p99 {_f(gen['send_lateness_p99_ms'], '.1f')} ms, "
           f"max {_f(gen['send_lateness_max_ms'], '.1f')} ms, {gen['cpu_s']:.1f} s CPU"
           + (f", {gen['stray_frames']} audio frames outside a reply" if gen["stray_frames"] else ""), flush=True)

@@ -101,6 +101,16 @@ class VixioServerProcess:
             self.proc = None
         self._log.close()
 
+    def log_problems(self) -> dict[str, int]:
+        """WARNING and ERROR lines (and tracebacks) in the server's log so far."""
+        counts = {"warnings": 0, "errors": 0}
+        for line in self.log_path.read_text(errors="replace").splitlines():
+            if "| WARNING |" in line:
+                counts["warnings"] += 1
+            elif "| ERROR   |" in line or "| CRITICAL|" in line or line.startswith("Traceback"):
+                counts["errors"] += 1
+        return counts
+
     def log_tail(self, lines: int = 30) -> str:
         return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
 
