@@ -68,33 +68,48 @@ DEVICES_PER_GENERATOR = 150
 
 
 def run_load(children: Children, server: VixioServerProcess, n: int, turns: int, stagger: float,
-             generators: int) -> dict[str, Any]:
+             generators: int, tmp: Path) -> dict[str, Any]:
     """Run N devices against `server` and return the summary of that load."""
     generators = max(1, min(n, generators or math.ceil(n / DEVICES_PER_GENERATOR)))
     idle = server.tree.usage()
+    idle_pss = server.tree.pss_bytes()
     start_at = time.monotonic() + 3.0 + 0.5 * generators  # time for the generators to import and encode
-    procs = []
+    procs, outs = [], []
     for g in range(generators):
+        outs.append(tmp / f"load-{n}-{g}.json")
         spec = {"url": server.ws_url, "indices": list(range(g, n, generators)), "total": n, "turns": turns,
-                "start_at": start_at, "stagger": stagger}
+                "start_at": start_at, "stagger": stagger, "out": str(outs[-1])}
         procs.append(children.start([sys.executable, str(BENCH / "capacity_load.py"), json.dumps(spec)],
-                                    cwd=ROOT, stdout=subprocess.PIPE, env=_env()))
-    results = []
+                                    cwd=ROOT, env=_env()))
+    loaded_pss = 0
     with Sampler(server.tree) as sampler:
-        for proc in procs:
-            out, _ = proc.communicate()
-            if proc.returncode != 0:
+        for index, proc in enumerate(procs):
+            if index == 0:
+                loaded_pss = _pss_before_exit(server, proc)
+            if proc.wait() != 0:
                 raise RuntimeError(f"load generator exited with {proc.returncode}")
-            results.append(json.loads(out))
             children.stop(proc)
+    results = [json.loads(out.read_text()) for out in outs]
     records = [r for result in results for r in result["records"]]
     ends = [r["tts_stop"] or r["last_speech_sent"] for r in records if r["last_speech_sent"]]
     end_at = max(ends) if ends else sampler.samples[-1].time
     window = {"start": start_at, "end": end_at,
               "cpu_s": sampler.cpu_at(end_at) - sampler.cpu_at(start_at),
               "rss_idle": idle.rss_bytes, "rss_peak": sampler.peak_rss(start_at, end_at),
-              "processes": idle.processes}
+              "processes": idle.processes, "pss_idle": idle_pss, "pss_loaded": loaded_pss}
     return summarize(n, turns, generators, window, results)
+
+
+def _pss_before_exit(server: VixioServerProcess, generator: subprocess.Popen[Any]) -> int:
+    """The server's PSS while its sessions are still open: read every 2 s until a generator
+    exits (the devices close their sockets at the very end), the last reading wins."""
+    pss = server.tree.pss_bytes()
+    while True:
+        try:
+            generator.wait(2.0)
+            return pss
+        except subprocess.TimeoutExpired:
+            pss = server.tree.pss_bytes()
 
 
 def _env() -> dict[str, str]:
@@ -142,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
                     with VixioServerProcess(children, Path(tmp), fakes_url, _env(), workers=args.workers,
                                             log_level=args.server_log_level) as server:
                         server.warm_up()
-                        summary = run_load(children, server, n, args.turns, args.stagger, args.generators)
+                        summary = run_load(children, server, n, args.turns, args.stagger, args.generators, Path(tmp))
                         summary["workers"] = server.workers
                         summary["server_log"] = server.log_problems()
                         if summary["turns"]["failed"]:

@@ -12,8 +12,8 @@ The packets are encoded once (libopus, 16 kHz) before any device starts, so a de
 sleeps and sends: one process keeps real time for a few hundred devices. Its send lateness
 (actual send time − due time) is recorded so that claim is checked on every run.
 
-Run as a child of the benchmark: `python bench/capacity_load.py '<json spec>'` prints one JSON
-line with every turn's record and the lateness figures.
+Run as a child of the benchmark: `python bench/capacity_load.py '<json spec>'` writes every
+turn's record and the lateness figures as JSON to the spec's `out` file.
 """
 
 from __future__ import annotations
@@ -318,7 +318,7 @@ def main() -> None:
     spec = json.loads(sys.argv[1])
     result = asyncio.run(generate(spec["url"], spec["indices"], spec["total"], spec["turns"],
                                   spec["start_at"], spec["stagger"]))
-    sys.stdout.write(json.dumps(result) + "\n")
+    Path(spec["out"]).write_text(json.dumps(result))
 
 
 if __name__ == "__main__":

@@ -95,6 +95,22 @@ class ProcessTree:
             todo.extend(children.get(pid, []))
         return found
 
+    def pss_bytes(self) -> int:
+        """Proportional set size summed over the tree: shared pages (the models every worker
+        maps, the interpreter) counted once overall, unlike a sum of RSS. Walks page tables:
+        read it at a few moments, not in a sampling loop."""
+        total = 0
+        for pid in self.pids():
+            try:
+                text = Path(f"/proc/{pid}/smaps_rollup").read_text()
+            except OSError:
+                continue
+            for line in text.splitlines():
+                if line.startswith("Pss:"):
+                    total += int(line.split()[1]) * 1024
+                    break
+        return total
+
     def usage(self) -> Usage:
         cpu = rss = count = 0
         for pid in self.pids():

@@ -57,9 +57,12 @@ def summarize(n: int, turns: int, generators: int, window: dict[str, Any],
             "rss_idle_mb": window["rss_idle"] / MB,
             "rss_peak_mb": window["rss_peak"] / MB,
             "rss_per_session_mb": rss_per_session / MB,
+            "pss_idle_mb": window["pss_idle"] / MB,
+            "pss_loaded_mb": window["pss_loaded"] / MB,
         },
         "latency_ms": {"p50": _ms(_pct(latencies, 50)), "p95": _ms(_pct(latencies, 95)),
-                       "max": _ms(max(latencies) if latencies else None), "count": len(latencies)},
+                       "max": _ms(max(latencies) if latencies else None), "count": len(latencies),
+                       "all": [_ms(x) for x in latencies]},
         "downlink": {"gap_p99_ms": _ms(_pct(gaps, 99)), "frames": reply_frames, "late": late,
                      "late_pct": 100 * late / reply_frames if reply_frames else 0.0},
         "turns": {"total": len(records), "failed": len(records) - len(ok), "reasons": dict(reasons)},
@@ -85,7 +88,8 @@ def print_summary(s: dict[str, Any]) -> None:
     print(f"  server   cpu/frame {_f(server['cpu_ms_per_session_frame'], '.2f')} ms per session per 60 ms frame, "
           f"cores {server['cores']:.2f} ({server['cpu_s']:.1f} s CPU over {server['window_s']:.1f} s)")
     print(f"           RSS idle {server['rss_idle_mb']:.0f} MB, peak {server['rss_peak_mb']:.0f} MB, "
-          f"{server['rss_per_session_mb']:.2f} MB per session ({server['processes']} process(es))")
+          f"{server['rss_per_session_mb']:.2f} MB per session ({server['processes']} process(es)); "
+          f"PSS idle {server['pss_idle_mb']:.0f} MB, with sessions open {server['pss_loaded_mb']:.0f} MB")
     print(f"  latency  p50 {_f(lat['p50'])} ms, p95 {_f(lat['p95'])} ms, max {_f(lat['max'])} ms "
           f"({lat['count']} turns; last speech frame sent -> first answer audio)")
     print(f"  downlink gap p99 {_f(down['gap_p99_ms'])} ms, late frames {down['late']} of {down['frames']} "

@@ -128,8 +128,10 @@ class VixioServerProcess:
         raise RuntimeError(f"vixio serve not answering a hello after {READY_TIMEOUT_S:g} s:\n{self.log_tail()}")
 
     def warm_up(self) -> None:
-        """One typed turn end to end, so first-use costs (imports, connection pools) are not timed."""
-        asyncio.run(_typed_turn(self.ws_url, "What is the weather today?"))
+        """A typed turn end to end, so first-use costs (imports, connection pools) are not timed;
+        with workers, two turns per worker at once, so the kernel's spread likely reaches them all."""
+        sessions = 2 * self.workers if self.workers else 1
+        asyncio.run(_typed_turns(self.ws_url, "What is the weather today?", sessions))
 
 
 async def _hello(url: str) -> None:
@@ -144,9 +146,12 @@ async def _hello(url: str) -> None:
                 return
 
 
-async def _typed_turn(url: str, text: str, timeout: float = 60.0) -> None:
+async def _typed_turns(url: str, text: str, sessions: int, timeout: float = 60.0) -> None:
     from vixio.testing.register_client import RegisterClient
 
-    async with RegisterClient(url, device_id="02:00:00:00:00:fe") as client:
-        await client.send_text(text)
-        await client.wait_for_message("tts", state="stop", timeout=timeout)
+    async def one(index: int) -> None:
+        async with RegisterClient(url, device_id=f"02:00:00:00:01:{index:02x}") as client:
+            await client.send_text(text)
+            await client.wait_for_message("tts", state="stop", timeout=timeout)
+
+    await asyncio.gather(*(one(i) for i in range(sessions)))
