@@ -132,10 +132,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--server-log-level", default="INFO", help="the server's log level (as an operator runs it)")
     parser.add_argument("--isolation", action="store_true",
                         help="time a typed turn next to a 600-tool registration / 1,000-tool listing instead")
+    parser.add_argument("--rounds", type=int, default=10, help="--isolation: typed turns timed per phase")
     parser.add_argument("--json", metavar="FILE", help="also write every summary to FILE")
     args = parser.parse_args(argv)
-    if any(n < 1 for n in args.n) or args.turns < 1:
-        parser.error("--n values and --turns must be at least 1")
+    if any(n < 1 for n in args.n) or args.turns < 1 or args.rounds < 1:
+        parser.error("--n values, --turns and --rounds must be at least 1")
 
     children = Children()
     summaries: list[dict[str, Any]] = []
@@ -149,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
                 with VixioServerProcess(children, Path(tmp), fakes_url, _env(), workers=args.workers,
                                         log_level=args.server_log_level) as server:
                     server.warm_up()
-                    summary = run_isolation(server.ws_url)
+                    summary = run_isolation(server.ws_url, args.rounds)
                 summaries.append(summary)
                 failed += summary.get("failed", 0)
             else:
