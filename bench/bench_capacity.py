@@ -71,6 +71,7 @@ def run_load(children: Children, server: VixioServerProcess, n: int, turns: int,
              generators: int, tmp: Path) -> dict[str, Any]:
     """Run N devices against `server` and return the summary of that load."""
     generators = max(1, min(n, generators or math.ceil(n / DEVICES_PER_GENERATOR)))
+    load_before = os.getloadavg()[0]
     idle = server.tree.usage()
     idle_pss = server.tree.pss_bytes()
     start_at = time.monotonic() + 3.0 + 0.5 * generators  # time for the generators to import and encode
@@ -97,7 +98,9 @@ def run_load(children: Children, server: VixioServerProcess, n: int, turns: int,
               "cpu_s": sampler.cpu_at(end_at) - sampler.cpu_at(start_at),
               "rss_idle": idle.rss_bytes, "rss_peak": sampler.peak_rss(start_at, end_at),
               "processes": idle.processes, "pss_idle": idle_pss, "pss_loaded": loaded_pss}
-    return summarize(n, turns, generators, window, results)
+    summary = summarize(n, turns, generators, window, results)
+    summary["machine"] = {"cores": os.cpu_count(), "load_average_before": round(load_before, 2)}
+    return summary
 
 
 def _pss_before_exit(server: VixioServerProcess, generator: subprocess.Popen[Any]) -> int:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections import Counter
 from typing import Any
 
@@ -9,6 +10,8 @@ import numpy as np
 
 FRAME_S = 0.060
 MB = 2**20
+LATE_SENDS_MS = 30.0
+"""Generator send lateness p99 above this: the devices did not stream in real time (overloaded machine)."""
 
 
 def late_frames(frames: list[float]) -> int:
@@ -84,7 +87,9 @@ def _f(value: float | None, spec: str = ".0f") -> str:
 def print_summary(s: dict[str, Any]) -> None:
     server, lat, down, turns, gen = s["server"], s["latency_ms"], s["downlink"], s["turns"], s["generator"]
     workers = f", {s['workers']} workers" if s.get("workers") else ""
-    print(f"N={s['n']:<4d} ({s['turns_per_device']} turns each, {s['generators']} generator process(es){workers})")
+    machine = s.get("machine") or {}
+    loaded = f"; machine: {machine['cores']} cores, load average {machine['load_average_before']:.1f} before" if machine else ""
+    print(f"N={s['n']:<4d} ({s['turns_per_device']} turns each, {s['generators']} generator process(es){workers}{loaded})")
     print(f"  server   cpu/frame {_f(server['cpu_ms_per_session_frame'], '.2f')} ms per session per 60 ms frame, "
           f"cores {server['cores']:.2f} ({server['cpu_s']:.1f} s CPU over {server['window_s']:.1f} s)")
     print(f"           RSS idle {server['rss_idle_mb']:.0f} MB, peak {server['rss_peak_mb']:.0f} MB, "
@@ -102,7 +107,11 @@ def print_summary(s: dict[str, Any]) -> None:
         print(f"  server log: {s['server_log']['warnings']} warning(s), {s['server_log']['errors']} error(s)")
     print(f"  generator send lateness p99 {_f(gen['send_lateness_p99_ms'], '.1f')} ms, "
           f"max {_f(gen['send_lateness_max_ms'], '.1f')} ms, {gen['cpu_s']:.1f} s CPU"
-          + (f", {gen['stray_frames']} audio frames outside a reply" if gen["stray_frames"] else ""), flush=True)
+          + (f", {gen['stray_frames']} audio frames outside a reply" if gen["stray_frames"] else ""))
+    if (gen["send_lateness_p99_ms"] or 0) > LATE_SENDS_MS:
+        print(f"  WARNING: the generator sent 1 % of its frames more than {LATE_SENDS_MS:.0f} ms late: the load was "
+              "not real time (machine overloaded? try --generators)")
+    sys.stdout.flush()
 
 
 def print_ratios(summaries: list[dict[str, Any]]) -> None:
