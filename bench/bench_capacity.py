@@ -1,0 +1,187 @@
+"""Capacity benchmark (issue #10; not a test): N devices talking at once against `vixio serve`.
+
+    .venv/bin/python bench/bench_capacity.py --n 1 30 60 100 --turns 3 [--workers K] [--json out.json]
+    .venv/bin/python bench/bench_capacity.py --isolation
+
+Three kinds of processes, so each is measured alone:
+
+1. fakes (bench/capacity_fakes.py): OpenAI-compatible ASR, LLM (streamed SSE) and TTS (1.5 s of
+   24 kHz PCM) on loopback, all answering at once: only the voice server's own work is timed;
+2. the server: `python -m vixio serve --config <generated yaml>` from this checkout, with
+   `asr.provider: openai`, `agent.provider: litellm` (model `openai/bench` on the fake),
+   `tts.provider: openai` and real Silero VAD (`silero-onnx`) and Opus; `--workers K` is passed
+   on when `vixio serve --help` offers it. A fresh server for every N;
+3. the load generator(s) (bench/capacity_load.py): N firmware-like devices, started over
+   `--stagger` seconds, each doing `--turns` turns of real-time 60 ms Opus (0.3 s noise, a
+   1.8 s spoken question, 1.5 s noise). `--generators G` splits the devices over G processes.
+
+Before each load the server answers one typed warm-up turn (first-use imports are not
+timed), then its idle RSS is read. Printed per N (numbers of the server process and all its
+workers, from /proc):
+
+- cpu/frame: CPU ms (user + system) over the load window / (N × uplink frames per session),
+  i.e. CPU ms per session per 60 ms frame; the window runs from the first device's start to
+  the last turn's end;
+- cores: CPU seconds / wall seconds of that window;
+- RSS: idle (after warm-up), peak under load, and (peak − idle) / N per session;
+- latency p50/p95: last speech frame sent → first downlink audio frame received, per turn
+  (it includes the 500 ms end-of-turn silence of the VAD);
+- gap p99: the 99th percentile of the time between consecutive audio frames of one reply;
+- late: frames arriving after a device playing one frame per 60 ms (from the first frame of the
+  reply) needed them: count and % of all reply frames;
+- failed: turns with no answer audio within 15 s of the last speech frame (or no `tts stop`
+  within 30 s, or a closed socket);
+- send lateness p99/max: how late the generator sent its uplink frames (its own health: when
+  this is large, the load was not real time and the run says so).
+
+Then `p95 / N=1 p95` for every N when N=1 was run. `--isolation` instead times another
+session's typed turn (`listen detect` → first `stt`) while a neighbour registers 600 tools or
+lists 1,000 device tools, against the same round trip with no heavy neighbour (see
+bench/capacity_isolation.py). Exits 1 when any turn failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+BENCH = Path(__file__).resolve().parent
+for path in (str(ROOT), str(BENCH)):
+    if path not in sys.path:
+        sys.path.insert(0, path)
+
+from capacity_procs import Children, ProcessTree, Sampler  # noqa: E402
+from capacity_report import summarize, print_summary, print_ratios  # noqa: E402
+from capacity_server import VixioServerProcess, start_fakes  # noqa: E402
+
+DEVICES_PER_GENERATOR = 150
+"""One generator process keeps real time for at least this many devices (checked by its send lateness)."""
+
+
+def run_load(children: Children, server: VixioServerProcess, n: int, turns: int, stagger: float,
+             generators: int, tmp: Path) -> dict[str, Any]:
+    """Run N devices against `server` and return the summary of that load."""
+    generators = max(1, min(n, generators or math.ceil(n / DEVICES_PER_GENERATOR)))
+    load_before = os.getloadavg()[0]
+    idle = server.tree.usage()
+    idle_pss = server.tree.pss_bytes()
+    start_at = time.monotonic() + 3.0 + 0.5 * generators  # time for the generators to import and encode
+    procs, outs = [], []
+    for g in range(generators):
+        outs.append(tmp / f"load-{n}-{g}.json")
+        spec = {"url": server.ws_url, "indices": list(range(g, n, generators)), "total": n, "turns": turns,
+                "start_at": start_at, "stagger": stagger, "out": str(outs[-1])}
+        procs.append(children.start([sys.executable, str(BENCH / "capacity_load.py"), json.dumps(spec)],
+                                    cwd=ROOT, env=_env()))
+    loaded_pss = 0
+    with Sampler(server.tree) as sampler:
+        for index, proc in enumerate(procs):
+            if index == 0:
+                loaded_pss = _pss_before_exit(server, proc)
+            if proc.wait() != 0:
+                raise RuntimeError(f"load generator exited with {proc.returncode}")
+            children.stop(proc)
+    results = [json.loads(out.read_text()) for out in outs]
+    records = [r for result in results for r in result["records"]]
+    ends = [r["tts_stop"] or r["last_speech_sent"] for r in records if r["last_speech_sent"]]
+    end_at = max(ends) if ends else sampler.samples[-1].time
+    window = {"start": start_at, "end": end_at,
+              "cpu_s": sampler.cpu_at(end_at) - sampler.cpu_at(start_at),
+              "rss_idle": idle.rss_bytes, "rss_peak": sampler.peak_rss(start_at, end_at),
+              "processes": idle.processes, "pss_idle": idle_pss, "pss_loaded": loaded_pss}
+    summary = summarize(n, turns, generators, window, results)
+    summary["machine"] = {"cores": os.cpu_count(), "load_average_before": round(load_before, 2)}
+    return summary
+
+
+def _pss_before_exit(server: VixioServerProcess, generator: subprocess.Popen[Any]) -> int:
+    """The server's PSS while its sessions are still open: read every 2 s until a generator
+    exits (the devices close their sockets at the very end), the last reading wins."""
+    pss = server.tree.pss_bytes()
+    while True:
+        try:
+            generator.wait(2.0)
+            return pss
+        except subprocess.TimeoutExpired:
+            pss = server.tree.pss_bytes()
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    env["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
+    return env
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="N devices talking at once against `vixio serve`; see the "
+                                     "module docstring for what each number means.")
+    parser.add_argument("--n", type=int, nargs="+", default=[1, 30, 60, 100], help="device counts, one load each")
+    parser.add_argument("--turns", type=int, default=3, help="turns per device")
+    parser.add_argument("--workers", type=int, default=None,
+                        help="passed to `vixio serve --workers` (only when the server offers it)")
+    parser.add_argument("--stagger", type=float, default=2.0, help="seconds over which the devices connect")
+    parser.add_argument("--generators", type=int, default=0,
+                        help=f"load generator processes (0: one per {DEVICES_PER_GENERATOR} devices)")
+    parser.add_argument("--server-log-level", default="INFO", help="the server's log level (as an operator runs it)")
+    parser.add_argument("--isolation", action="store_true",
+                        help="time a typed turn next to a 600-tool registration / 1,000-tool listing instead")
+    parser.add_argument("--rounds", type=int, default=10, help="--isolation: typed turns timed per phase")
+    parser.add_argument("--json", metavar="FILE", help="also write every summary to FILE")
+    args = parser.parse_args(argv)
+    if any(n < 1 for n in args.n) or args.turns < 1 or args.rounds < 1:
+        parser.error("--n values, --turns and --rounds must be at least 1")
+
+    children = Children()
+    summaries: list[dict[str, Any]] = []
+    failed = 0
+    with tempfile.TemporaryDirectory(prefix="vixio-bench-") as tmp:
+        try:
+            fakes_url = start_fakes(children, _env())
+            if args.isolation:
+                from capacity_isolation import run_isolation
+
+                with VixioServerProcess(children, Path(tmp), fakes_url, _env(), workers=args.workers,
+                                        log_level=args.server_log_level) as server:
+                    server.warm_up()
+                    summary = run_isolation(server.ws_url, args.rounds)
+                summaries.append(summary)
+                failed += summary.get("failed", 0)
+            else:
+                for n in args.n:
+                    with VixioServerProcess(children, Path(tmp), fakes_url, _env(), workers=args.workers,
+                                            log_level=args.server_log_level) as server:
+                        server.warm_up()
+                        summary = run_load(children, server, n, args.turns, args.stagger, args.generators, Path(tmp))
+                        summary["workers"] = server.workers
+                        summary["server_log"] = server.log_problems()
+                        if summary["turns"]["failed"]:
+                            print(f"server log, last lines:\n{server.log_tail()}", file=sys.stderr)
+                    print_summary(summary)
+                    summaries.append(summary)
+                    failed += summary["turns"]["failed"]
+                print_ratios(summaries)
+        except KeyboardInterrupt:
+            print("interrupted: stopping every child process", file=sys.stderr)
+            return 130
+        finally:
+            children.kill_all()
+    if args.json:
+        Path(args.json).write_text(json.dumps(summaries, indent=2))
+    if failed:
+        print(f"FAILED: {failed} turn(s) failed", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,173 @@
+"""Child processes and /proc accounting for bench/bench_capacity.py.
+
+`Children` starts every child in its own process group and kills the groups at the end, on
+Ctrl-C and on SIGTERM, so no fake, server or worker outlives the benchmark. `ProcessTree`
+reads CPU time (user + system) and resident memory of a process and all its descendants
+(the server and its workers) straight from /proc.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import signal
+import subprocess
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+TICKS = os.sysconf("SC_CLK_TCK")
+PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+class Children:
+    """Every child process of the benchmark; `kill_all()` is idempotent and runs at exit."""
+
+    def __init__(self) -> None:
+        self._procs: list[subprocess.Popen[Any]] = []
+        atexit.register(self.kill_all)
+        signal.signal(signal.SIGTERM, self._on_sigterm)
+
+    def start(self, args: list[str], **kwargs: Any) -> subprocess.Popen[Any]:
+        proc = subprocess.Popen(args, start_new_session=True, **kwargs)
+        self._procs.append(proc)
+        return proc
+
+    def stop(self, proc: subprocess.Popen[Any], grace: float = 10.0) -> None:
+        """SIGTERM the child's process group, SIGKILL it after `grace` seconds."""
+        if proc.poll() is None:
+            _signal_group(proc, signal.SIGTERM)
+            try:
+                proc.wait(grace)
+            except subprocess.TimeoutExpired:
+                pass
+        _signal_group(proc, signal.SIGKILL)  # workers left behind by a dead parent, if any
+        if proc.poll() is None:
+            proc.wait()
+        if proc in self._procs:
+            self._procs.remove(proc)
+
+    def kill_all(self) -> None:
+        for proc in list(self._procs):
+            self.stop(proc, grace=5.0)
+
+    def _on_sigterm(self, signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+
+def _signal_group(proc: subprocess.Popen[Any], sig: int) -> None:
+    try:
+        os.killpg(proc.pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+@dataclass
+class Usage:
+    """CPU seconds (user + system, all processes of the tree) and summed RSS at one moment."""
+
+    time: float
+    cpu_s: float
+    rss_bytes: int
+    processes: int
+
+
+class ProcessTree:
+    """A process and its descendants, read from /proc."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+
+    def pids(self) -> list[int]:
+        children: dict[int, list[int]] = {}
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            stat = _read_stat(int(entry.name))
+            if stat is not None:
+                children.setdefault(int(stat[1]), []).append(int(entry.name))
+        found, todo = [], [self.pid]
+        while todo:
+            pid = todo.pop()
+            found.append(pid)
+            todo.extend(children.get(pid, []))
+        return found
+
+    def pss_bytes(self) -> int:
+        """Proportional set size summed over the tree: shared pages (the models every worker
+        maps, the interpreter) counted once overall, unlike a sum of RSS. Walks page tables:
+        read it at a few moments, not in a sampling loop."""
+        total = 0
+        for pid in self.pids():
+            try:
+                text = Path(f"/proc/{pid}/smaps_rollup").read_text()
+            except OSError:
+                continue
+            for line in text.splitlines():
+                if line.startswith("Pss:"):
+                    total += int(line.split()[1]) * 1024
+                    break
+        return total
+
+    def usage(self) -> Usage:
+        cpu = rss = count = 0
+        for pid in self.pids():
+            stat = _read_stat(pid)
+            if stat is None:
+                continue
+            cpu += int(stat[11]) + int(stat[12])  # utime, stime
+            rss += int(stat[21]) * PAGE
+            count += 1
+        return Usage(time.monotonic(), cpu / TICKS, rss, count)
+
+
+def _read_stat(pid: int) -> list[str] | None:
+    """Fields of /proc/<pid>/stat after the command name (field 3 of proc(5) is index 0)."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return text[text.rindex(")") + 2:].split()
+
+
+class Sampler:
+    """Samples a ProcessTree every `interval` seconds on a thread, for CPU over any window and peak RSS."""
+
+    def __init__(self, tree: ProcessTree, interval: float = 0.5) -> None:
+        self.tree = tree
+        self.interval = interval
+        self.samples: list[Usage] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True, name="bench-sampler")
+
+    def __enter__(self) -> Sampler:
+        self.samples.append(self.tree.usage())
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.samples.append(self.tree.usage())
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            self.samples.append(self.tree.usage())
+
+    def cpu_at(self, when: float) -> float:
+        """CPU seconds at `when`, interpolated between the two samples around it."""
+        samples = self.samples
+        if when <= samples[0].time:
+            return samples[0].cpu_s
+        for before, after in zip(samples, samples[1:]):
+            if before.time <= when <= after.time:
+                span = after.time - before.time
+                share = 0.0 if span <= 0 else (when - before.time) / span
+                return before.cpu_s + share * (after.cpu_s - before.cpu_s)
+        return samples[-1].cpu_s
+
+    def peak_rss(self, start: float, end: float) -> int:
+        inside = [s.rss_bytes for s in self.samples if start <= s.time <= end]
+        return max(inside) if inside else max(s.rss_bytes for s in self.samples)

@@ -1,0 +1,124 @@
+"""Turns the load generators' records into the figures bench/bench_capacity.py prints."""
+
+from __future__ import annotations
+
+import sys
+from collections import Counter
+from typing import Any
+
+import numpy as np
+
+FRAME_S = 0.060
+MB = 2**20
+LATE_SENDS_MS = 30.0
+"""Generator send lateness p99 above this: the devices did not stream in real time (overloaded machine)."""
+
+
+def late_frames(frames: list[float]) -> int:
+    """Frames that arrive after a device playing one 60 ms frame at a time needs them.
+
+    Playback starts when the first frame arrives; each later frame is due when the previous
+    one has finished playing. A late frame leaves a gap (the device plays silence), and
+    playback resumes from its arrival.
+    """
+    late = 0
+    end = None
+    for arrival in frames:
+        if end is not None and arrival > end:
+            late += 1
+        end = (arrival if end is None else max(end, arrival)) + FRAME_S
+    return late
+
+
+def _pct(values: list[float], q: float) -> float | None:
+    return float(np.percentile(values, q)) if values else None
+
+
+def summarize(n: int, turns: int, generators: int, window: dict[str, Any],
+              results: list[dict[str, Any]]) -> dict[str, Any]:
+    records = [r for result in results for r in result["records"]]
+    ok = [r for r in records if not r["failed"]]
+    latencies = [r["first_audio"] - r["last_speech_sent"] for r in ok]
+    gaps = [b - a for r in ok for a, b in zip(r["frames"], r["frames"][1:])]
+    reply_frames = sum(len(r["frames"]) for r in ok)
+    late = sum(late_frames(r["frames"]) for r in ok)
+    lateness = [x for result in results for x in result["lateness"]]
+    frames_sent = len(lateness)
+    wall = max(1e-9, window["end"] - window["start"])
+    reasons = Counter(str(r["failed"]) for r in records if r["failed"])
+    rss_per_session = (window["rss_peak"] - window["rss_idle"]) / n
+    return {
+        "n": n,
+        "turns_per_device": turns,
+        "generators": generators,
+        "server": {
+            "cpu_ms_per_session_frame": 1000 * window["cpu_s"] / frames_sent if frames_sent else None,
+            "cores": window["cpu_s"] / wall,
+            "cpu_s": window["cpu_s"],
+            "window_s": wall,
+            "processes": window["processes"],
+            "rss_idle_mb": window["rss_idle"] / MB,
+            "rss_peak_mb": window["rss_peak"] / MB,
+            "rss_per_session_mb": rss_per_session / MB,
+            "pss_idle_mb": window["pss_idle"] / MB,
+            "pss_loaded_mb": window["pss_loaded"] / MB,
+        },
+        "latency_ms": {"p50": _ms(_pct(latencies, 50)), "p95": _ms(_pct(latencies, 95)),
+                       "max": _ms(max(latencies) if latencies else None), "count": len(latencies),
+                       "all": [_ms(x) for x in latencies]},
+        "downlink": {"gap_p99_ms": _ms(_pct(gaps, 99)), "frames": reply_frames, "late": late,
+                     "late_pct": 100 * late / reply_frames if reply_frames else 0.0},
+        "turns": {"total": len(records), "failed": len(records) - len(ok), "reasons": dict(reasons)},
+        "generator": {"send_lateness_p99_ms": _ms(_pct(lateness, 99)),
+                      "send_lateness_max_ms": _ms(max(lateness) if lateness else None),
+                      "frames_sent": frames_sent, "cpu_s": sum(r["cpu_s"] for r in results),
+                      "stray_frames": sum(r["stray_frames"] for r in results)},
+    }
+
+
+def _ms(seconds: float | None) -> float | None:
+    return None if seconds is None else round(1000 * seconds, 1)
+
+
+def _f(value: float | None, spec: str = ".0f") -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def print_summary(s: dict[str, Any]) -> None:
+    server, lat, down, turns, gen = s["server"], s["latency_ms"], s["downlink"], s["turns"], s["generator"]
+    workers = f", {s['workers']} workers" if s.get("workers") else ""
+    machine = s.get("machine") or {}
+    loaded = f"; machine: {machine['cores']} cores, load average {machine['load_average_before']:.1f} before" if machine else ""
+    print(f"N={s['n']:<4d} ({s['turns_per_device']} turns each, {s['generators']} generator process(es){workers}{loaded})")
+    print(f"  server   cpu/frame {_f(server['cpu_ms_per_session_frame'], '.2f')} ms per session per 60 ms frame, "
+          f"cores {server['cores']:.2f} ({server['cpu_s']:.1f} s CPU over {server['window_s']:.1f} s)")
+    print(f"           RSS idle {server['rss_idle_mb']:.0f} MB, peak {server['rss_peak_mb']:.0f} MB, "
+          f"{server['rss_per_session_mb']:.2f} MB per session ({server['processes']} process(es)); "
+          f"PSS idle {server['pss_idle_mb']:.0f} MB, with sessions open {server['pss_loaded_mb']:.0f} MB")
+    print(f"  latency  p50 {_f(lat['p50'])} ms, p95 {_f(lat['p95'])} ms, max {_f(lat['max'])} ms "
+          f"({lat['count']} turns; last speech frame sent -> first answer audio)")
+    print(f"  downlink gap p99 {_f(down['gap_p99_ms'])} ms, late frames {down['late']} of {down['frames']} "
+          f"({down['late_pct']:.2f} %)")
+    failed = f"{turns['failed']} of {turns['total']}"
+    if turns["reasons"]:
+        failed += " — " + "; ".join(f"{count}× {why}" for why, count in turns["reasons"].items())
+    print(f"  failed   {failed}")
+    if s.get("server_log"):
+        print(f"  server log: {s['server_log']['warnings']} warning(s), {s['server_log']['errors']} error(s)")
+    print(f"  generator send lateness p99 {_f(gen['send_lateness_p99_ms'], '.1f')} ms, "
+          f"max {_f(gen['send_lateness_max_ms'], '.1f')} ms, {gen['cpu_s']:.1f} s CPU"
+          + (f", {gen['stray_frames']} audio frames outside a reply" if gen["stray_frames"] else ""))
+    if (gen["send_lateness_p99_ms"] or 0) > LATE_SENDS_MS:
+        print(f"  WARNING: the generator sent 1 % of its frames more than {LATE_SENDS_MS:.0f} ms late: the load was "
+              "not real time (machine overloaded? try --generators)")
+    sys.stdout.flush()
+
+
+def print_ratios(summaries: list[dict[str, Any]]) -> None:
+    base = next((s for s in summaries if s["n"] == 1), None)
+    if base is None or not base["latency_ms"]["p95"]:
+        return
+    print(f"baseline: N=1 p95 {base['latency_ms']['p95']:.0f} ms")
+    for s in summaries:
+        if s["n"] != 1 and s["latency_ms"]["p95"] is not None:
+            print(f"  N={s['n']:<4d} p95 / N=1 p95 = {s['latency_ms']['p95'] / base['latency_ms']['p95']:.2f}")

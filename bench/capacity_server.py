@@ -1,0 +1,157 @@
+"""The fakes process and the `vixio serve` process of bench/bench_capacity.py."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import websockets
+import yaml
+
+from capacity_procs import Children, ProcessTree
+
+ROOT = Path(__file__).resolve().parents[1]
+BENCH = Path(__file__).resolve().parent
+READY_TIMEOUT_S = 120.0
+"""Loading Silero, litellm and openai-agents on a busy 2-core machine can take a while."""
+
+
+def start_fakes(children: Children, env: dict[str, str]) -> str:
+    """Start bench/capacity_fakes.py; returns its base URL (`http://127.0.0.1:<port>/v1`)."""
+    proc = children.start([sys.executable, str(BENCH / "capacity_fakes.py")], cwd=ROOT, env=env,
+                          stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    if not line:
+        raise RuntimeError(f"the fakes process exited ({proc.wait()}) before listening")
+    return f"http://127.0.0.1:{json.loads(line)['port']}/v1"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def server_config(ws_port: int, http_port: int, fakes_url: str, log_level: str) -> dict[str, Any]:
+    """A vixio config using the fakes for ASR, LLM and TTS, and real Silero VAD."""
+    return {
+        "log": {"level": log_level},
+        "xiaozhi": {"host": "127.0.0.1", "port": ws_port, "idle_timeout": 0,
+                    "http": {"host": "127.0.0.1", "port": http_port}},
+        "vad": {"provider": "silero-onnx"},
+        "asr": {"provider": "openai", "api_base": fakes_url, "api_key": "bench", "model": "whisper-1",
+                "language": "en"},
+        "agent": {"provider": "litellm", "model": "openai/bench", "api_base": fakes_url, "api_key": "bench"},
+        "tts": {"provider": "openai", "api_base": fakes_url, "api_key": "bench", "response_format": "pcm",
+                "sample_rate": 24000},
+    }
+
+
+def serve_supports_workers(env: dict[str, str]) -> bool:
+    out = subprocess.run([sys.executable, "-m", "vixio", "serve", "--help"], cwd=ROOT, env=env,
+                         capture_output=True, text=True, timeout=60)
+    return "--workers" in out.stdout
+
+
+class VixioServerProcess:
+    """`python -m vixio serve` of this checkout, on free loopback ports, logging to a file."""
+
+    def __init__(self, children: Children, tmp: Path, fakes_url: str, env: dict[str, str], *,
+                 workers: int | None = None, log_level: str = "INFO") -> None:
+        self.children = children
+        self.ws_port, self.http_port = free_port(), free_port()
+        self.ws_url = f"ws://127.0.0.1:{self.ws_port}/xiaozhi/v1/"
+        self.config_path = tmp / f"server-{self.ws_port}.yaml"
+        self.log_path = tmp / f"server-{self.ws_port}.log"
+        self.config_path.write_text(yaml.safe_dump(server_config(self.ws_port, self.http_port, fakes_url, log_level)))
+        self.env = env
+        self.workers: int | None = None
+        if workers is not None:
+            if serve_supports_workers(env):
+                self.workers = workers
+            else:
+                print(f"note: `vixio serve` has no --workers here; --workers {workers} ignored", file=sys.stderr)
+        self.proc: subprocess.Popen[Any] | None = None
+        self.tree = ProcessTree(0)
+
+    def __enter__(self) -> VixioServerProcess:
+        args = [sys.executable, "-m", "vixio", "serve", "--config", str(self.config_path)]
+        if self.workers is not None:
+            args += ["--workers", str(self.workers)]
+        self._log = self.log_path.open("wb")
+        self.proc = self.children.start(args, cwd=ROOT, env=self.env, stdout=self._log, stderr=subprocess.STDOUT)
+        self.tree = ProcessTree(self.proc.pid)
+        try:
+            self._wait_ready()
+        except BaseException:
+            self.__exit__()
+            raise
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self.proc is not None:
+            self.children.stop(self.proc)
+            self.proc = None
+        self._log.close()
+
+    def log_problems(self) -> dict[str, int]:
+        """WARNING and ERROR lines (and tracebacks) in the server's log so far."""
+        counts = {"warnings": 0, "errors": 0}
+        for line in self.log_path.read_text(errors="replace").splitlines():
+            if "| WARNING |" in line:
+                counts["warnings"] += 1
+            elif "| ERROR   |" in line or "| CRITICAL|" in line or line.startswith("Traceback"):
+                counts["errors"] += 1
+        return counts
+
+    def log_tail(self, lines: int = 30) -> str:
+        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+
+    def _wait_ready(self) -> None:
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while time.monotonic() < deadline:
+            assert self.proc is not None
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"vixio serve exited with {self.proc.returncode}:\n{self.log_tail()}")
+            try:
+                asyncio.run(_hello(self.ws_url))
+                return
+            except (OSError, TimeoutError, websockets.WebSocketException):
+                time.sleep(0.5)
+        raise RuntimeError(f"vixio serve not answering a hello after {READY_TIMEOUT_S:g} s:\n{self.log_tail()}")
+
+    def warm_up(self) -> None:
+        """A typed turn end to end, so first-use costs (imports, connection pools) are not timed;
+        with workers, two turns per worker at once, so the kernel's spread likely reaches them all."""
+        sessions = 2 * self.workers if self.workers else 1
+        asyncio.run(_typed_turns(self.ws_url, "What is the weather today?", sessions))
+
+
+async def _hello(url: str) -> None:
+    async with websockets.connect(url, additional_headers={"Device-Id": "02:00:00:00:00:ff", "Protocol-Version": "1",
+                                                           "Client-Id": "bench-ready"}, open_timeout=5) as ws:
+        await ws.send(json.dumps({"type": "hello", "version": 1, "transport": "websocket",
+                                  "audio_params": {"format": "opus", "sample_rate": 16000, "channels": 1,
+                                                   "frame_duration": 60}}))
+        while True:
+            message = await asyncio.wait_for(ws.recv(), 5)
+            if isinstance(message, str) and json.loads(message).get("type") == "hello":
+                return
+
+
+async def _typed_turns(url: str, text: str, sessions: int, timeout: float = 60.0) -> None:
+    from vixio.testing.register_client import RegisterClient
+
+    async def one(index: int) -> None:
+        async with RegisterClient(url, device_id=f"02:00:00:00:01:{index:02x}") as client:
+            await client.send_text(text)
+            await client.wait_for_message("tts", state="stop", timeout=timeout)
+
+    await asyncio.gather(*(one(i) for i in range(sessions)))

@@ -1,0 +1,68 @@
+"""bench/bench_capacity.py must keep working: its metrics, its clips, and one tiny run end to end.
+
+The end-to-end run is the real thing at N=2, one turn: fakes process, `vixio serve` process,
+load generator process, real Opus and Silero VAD. It asserts what the benchmark promises to
+measure, with bounds generous enough for a loaded 2-core machine.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+BENCH = ROOT / "bench"
+sys.path.insert(0, str(BENCH))
+
+from capacity_fakes import speech_like_pcm  # noqa: E402
+from capacity_load import FRAME_S, build_clips, playback_end  # noqa: E402
+from capacity_report import late_frames  # noqa: E402
+
+TTS_FRAMES = round(1.5 / FRAME_S)
+"""The fake TTS answers 1.5 s of audio per sentence and the fake LLM one sentence: 25 frames."""
+
+
+def test_frames_on_time_are_not_late() -> None:
+    # The server sends 5 frames at once, then one per 60 ms: all early or on time.
+    frames = [0.0] * 5 + [0.06 * k for k in range(1, 21)]
+    assert late_frames(frames) == 0
+    assert playback_end(frames) == pytest.approx(25 * 0.06)
+
+
+def test_a_frame_after_the_playhead_is_late_and_playback_resumes_from_it() -> None:
+    frames = [0.0, 0.06, 0.30, 0.36, 0.42]  # the third frame was due at 0.12
+    assert late_frames(frames) == 1
+    assert playback_end(frames) == pytest.approx(0.30 + 3 * 0.06)
+
+
+def test_clips_end_their_speech_where_the_question_section_ends() -> None:
+    clips = build_clips()
+    assert len(clips) >= 2
+    for clip in clips:
+        assert len(clip.packets) == 60  # 0.3 + 1.8 + 1.5 s
+        assert clip.last_speech == 34  # the last frame of the 1.8 s section
+        assert all(0 < len(packet) < 400 for packet in clip.packets)
+    assert len(speech_like_pcm(1.5)) == 1.5 * 24000 * 2
+
+
+def test_two_devices_one_turn_end_to_end(tmp_path: Path) -> None:
+    out = tmp_path / "capacity.json"
+    run = subprocess.run([sys.executable, str(BENCH / "bench_capacity.py"), "--n", "2", "--turns", "1",
+                          "--stagger", "0.5", "--json", str(out)],
+                         cwd=ROOT, capture_output=True, text=True, timeout=240)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "N=2" in run.stdout and "latency" in run.stdout
+    [summary] = json.loads(out.read_text())
+    assert summary["turns"] == {"total": 2, "failed": 0, "reasons": {}}
+    # The latency includes the VAD's 500 ms end-of-turn silence.
+    assert 400 < summary["latency_ms"]["p50"] < 10_000
+    assert summary["downlink"]["frames"] == 2 * TTS_FRAMES
+    assert summary["generator"]["frames_sent"] == 2 * 60
+    assert summary["generator"]["stray_frames"] == 0
+    assert 0 < summary["server"]["cpu_ms_per_session_frame"] < 100
+    assert summary["server"]["rss_idle_mb"] > 50
+    assert summary["server_log"]["errors"] == 0
