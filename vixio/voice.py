@@ -266,4 +266,5 @@ def _agent(config: VixioConfig) -> AgentProvider:
     return OpenAIAgentProvider(agent.model, api_base=agent.api_base, api_key=agent.api_key,
                                max_tool_iterations=config.tools.max_iterations,
                                temperature=agent.temperature, max_tokens=agent.max_tokens, timeout=agent.timeout,
-                               tracing=agent.tracing, max_history_messages=agent.max_history_messages)
+                               tracing=agent.tracing, max_history_messages=agent.max_history_messages,
+                               openai_direct=agent.openai_direct)

@@ -95,6 +95,8 @@ class LitellmAgentConfig(_AgentCommon):
     """Use ${...}; null lets litellm read the provider's usual environment variable."""
     tracing: bool = False
     """Upload openai-agents traces (off unless you opt in)."""
+    openai_direct: bool = True
+    """Models named `openai/...` (OpenAI or any OpenAI-compatible `api_base`) are called with the openai SDK directly, as litellm does for them, skipping litellm's per-chunk stream wrapping (most of a turn's CPU) and its ~140 MB import; false routes them through litellm too."""
 
 
 class LocalLlamaAgentConfig(_AgentCommon):
