@@ -138,7 +138,7 @@ def validation_errors(arguments: dict[str, Any], schema: dict[str, Any]) -> list
     except (jsonschema_errors.SchemaError, jsonschema_errors.UnknownType, TypeError) as exc:
         # A broken schema from a device must not block the call: the device validates too.
         return [] if isinstance(exc, jsonschema_errors.SchemaError | jsonschema_errors.UnknownType) else [str(exc)]
-    except (referencing.exceptions.Unresolvable, jsonschema_errors.RefResolutionError) as exc:
+    except referencing.exceptions.Unresolvable as exc:
         return [f"the tool's schema refers to {_ref_of(exc)}, which this server does not fetch"]
     except RecursionError:
         return ["the tool's schema nests too deeply to check"]
