@@ -198,11 +198,11 @@ class TransportBase(ABC):
     def _route_mcp(self, io: _SessionIO, message: Message) -> None:
         payload = self.protocol.get_mcp_payload(message)
         if payload is None:
-            io.logger.warning("dropped mcp message without an object payload")
+            self._log_malformed(io, ProtocolError("mcp message without an object payload"))
             return
         peer = next((p for p in io.extra_mcp_peers if p.accepts(payload)), None) or io.mcp_peer
         if peer is None:
-            io.logger.warning("dropped mcp message: no device tool client for this session")
+            self._log_malformed(io, ProtocolError("mcp message, but no device tool client for this session"))
             return
         try:
             peer.on_mcp_message(payload)

@@ -24,6 +24,7 @@ from loguru import logger
 from yarl import URL
 
 from vixio import __version__
+from vixio.core.log_throttle import LogThrottle
 from vixio.core.tools.device import DeviceToolClientBase, ToolsChangedCallback
 from vixio.core.tools.limits import ToolBudget, ToolLimitsConfig, tool_problem
 from vixio.core.tools.types import EMPTY_SCHEMA, ToolCallResult, ToolDefinition
@@ -85,6 +86,7 @@ class XiaozhiDeviceToolClient(DeviceToolClientBase):
         self.ready = False
         """True once a tool listing completed."""
         self._limits_logged: set[str] = set()
+        self._dropped = LogThrottle(first=5, every=10.0)
         self.server_info: dict[str, Any] = {}
         """The device's `serverInfo` from `initialize` (board name, firmware version)."""
         self._send = send
@@ -187,7 +189,7 @@ class XiaozhiDeviceToolClient(DeviceToolClientBase):
         if self._closed:
             return
         if not isinstance(payload, dict) or payload.get("jsonrpc") != "2.0":
-            self._log.warning("dropped mcp payload that is not JSON-RPC 2.0: {}", compact(payload)[:200])
+            self._log_dropped("dropped mcp payload that is not JSON-RPC 2.0: {}", compact(payload)[:200])
             return
         method = payload.get("method")
         if isinstance(method, str):
@@ -196,7 +198,7 @@ class XiaozhiDeviceToolClient(DeviceToolClientBase):
         request_id = payload.get("id")
         if not isinstance(request_id, int) or isinstance(request_id, bool) or (
                 "result" not in payload and "error" not in payload):
-            self._log.warning("dropped malformed mcp reply: {}", compact(payload)[:200])
+            self._log_dropped("dropped malformed mcp reply: {}", compact(payload)[:200])
             return
         future = self._pending.get(request_id)
         if future is None or future.done():
@@ -206,7 +208,7 @@ class XiaozhiDeviceToolClient(DeviceToolClientBase):
 
     def _on_device_message(self, method: str, payload: dict[str, Any]) -> None:
         if "id" in payload:
-            self._log.warning("dropped mcp request {!r} from the device: the server serves no methods", method)
+            self._log_dropped("dropped mcp request {!r} from the device: the server serves no methods", method[:40])
         elif method == "notifications/tools/list_changed":
             self._relist_wanted = True
             if self._relister is None or self._relister.done():
@@ -214,7 +216,7 @@ class XiaozhiDeviceToolClient(DeviceToolClientBase):
         elif method.startswith("notifications/"):
             self._log.debug("ignored mcp notification {}", method)
         else:
-            self._log.warning("dropped mcp message with unknown method {!r}", method)
+            self._log_dropped("dropped mcp message with unknown method {!r}", method[:40])
 
     async def _relist(self) -> None:
         # Several list_changed notifications in a row give one listing; one that arrives during
@@ -312,6 +314,14 @@ class XiaozhiDeviceToolClient(DeviceToolClientBase):
         self._tools = tools
         self.ready = True
         return tools
+
+    def _log_dropped(self, message: str, *args: object) -> None:
+        verdict = self._dropped.hit()
+        if verdict == 0:
+            self._log.warning(message, *args)
+        elif verdict:
+            self._log.warning("dropped {} more mcp messages ({} in all); last: " + message, verdict,
+                              self._dropped.total, *args)
 
     def _log_limit(self, kind: str, message: str) -> None:
         # Once per kind and session: a device that relists on every list_changed must not flood the log.
