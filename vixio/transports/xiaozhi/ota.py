@@ -232,7 +232,8 @@ class OtaServer:
                 logger.exception("OTA handler failed for {} {}", request.method, request.path)
                 response = _error(500, "internal server error")
         # Device routes only: operator routes trust local callers, so web pages get no CORS grant there.
-        if request.path.startswith(OTA_PATH.rstrip("/")) and not request.path.startswith(OTA_PATH + "activate/confirm"):
+        device_route = request.path.startswith(OTA_PATH.rstrip("/")) or request.path == "/healthz"
+        if device_route and not request.path.startswith(OTA_PATH + "activate/confirm"):
             response.headers.update(_CORS_HEADERS)
         device = _request_device.get()
         _request_device.reset(context_token)
