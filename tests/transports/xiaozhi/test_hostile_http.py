@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import socket
+import sys
 import time
+from pathlib import Path
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -137,6 +140,37 @@ async def test_accept_errors_are_logged_once_per_second_with_a_count(make_server
                                          "exception": error, "socket": None})
     (line,) = logs.lines("accept failed")
     assert "ulimit" in line.message
+
+
+async def test_descriptor_exhaustion_logs_a_line_per_second_and_recovers(tmp_path) -> None:
+    """The issue's reproduction, scaled down: more idle connections than the process may open
+    files. Before, asyncio logged a traceback per failed accept (170,000 lines, 70 MB in 6 s
+    here); now one line a second, and a device gets through once the idle ones expire."""
+    log_path = tmp_path / "server.log"
+    root = Path(__file__).resolve().parents[3]
+    with log_path.open("w") as log:
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "tests.transports.xiaozhi.low_fd_server", "128", "1.0",
+            stdout=asyncio.subprocess.PIPE, stderr=log, cwd=root, env={**os.environ, "PYTHONPATH": str(root)})
+        try:
+            assert process.stdout is not None
+            line = await asyncio.wait_for(process.stdout.readline(), 60)
+            ws_port, http_port = (int(p) for p in line.split()[1:])
+            idle = [_raw_connect(http_port) for _ in range(300)]
+            await asyncio.sleep(2.0)
+            for sock in idle:
+                sock.close()
+            await asyncio.sleep(2.5)  # the server's idle connections expire (keepalive 1 s)
+            async with aiohttp.ClientSession() as http, http.post(
+                    f"http://127.0.0.1:{http_port}/xiaozhi/ota/", headers=HEADERS, data="{}") as response:
+                assert response.status == 200
+        finally:
+            process.terminate()
+            await process.wait()
+    text = log_path.read_text()
+    accept_lines = text.count("accept failed")
+    assert 1 <= accept_lines <= 8, accept_lines
+    assert "Traceback" not in text and len(text) < 20_000
 
 
 async def test_websocket_handshakes_past_max_connections_get_503(make_server) -> None:
