@@ -215,6 +215,26 @@ async def test_ota_gives_no_token_before_activation_is_confirmed(make_server, ht
     verify_token("s3cret", token, CLIENT, "de:ad:be:ef:00:01", 60)
 
 
+async def test_a_device_gets_its_token_after_activation_like_the_firmware(make_server, http, tmp_path) -> None:
+    """The firmware re-runs the OTA check after /activate answers 200; that reply carries the token."""
+    server = await make_server(auth={"enabled": True, "secret": "s3cret"},
+                               activation={"enabled": True, "state_file": str(tmp_path / "a.json")})
+    async with SimulatedDevice(ota_url=server.ota.url, activation_poll_interval=0.05) as device:
+        ota = asyncio.create_task(device.run_ota())
+        registry = server.ota.activations
+        assert registry is not None
+        for _ in range(200):
+            if device.device_id in registry._pending:
+                break
+            await asyncio.sleep(0.02)
+        code = registry.pending(device.device_id).code
+        async with http.post(http_url(server, "/xiaozhi/ota/activate/confirm"), json={"code": code}) as response:
+            assert response.status == 200
+        await asyncio.wait_for(ota, 10)
+        assert device.ota is not None and device.ota.token
+        await device.connect()  # the handshake's token is accepted
+
+
 async def test_with_an_allow_list_and_no_activation_only_listed_devices_are_let_in(make_server, http) -> None:
     server = await make_server(auth={"enabled": True, "secret": "s3cret", "allowed_devices": [DEVICE]})
     assert (await post_ota(http, server, "de:ad:be:ef:00:02"))["websocket"]["token"] == ""
