@@ -158,6 +158,17 @@ def _nested(levels: int) -> dict[str, Any]:
     return node
 
 
+def first_hello_cases() -> list[Case]:
+    """The session's first hello itself malformed (it fixes the protocol version and features)."""
+    hello = {"type": "hello", "transport": "websocket"}
+    weird = [{"version": True}, {"version": 2**64}, {"version": "3"}, {"version": None}, {"version": -1},
+             {"version": 3.0}, {"features": "x"}, {"features": []}, {"features": {"mcp": "yes"}},
+             {"audio_params": "opus"}, {"audio_params": {"sample_rate": -1, "frame_duration": 10**9}}]
+    return [Case(f"first-hello-{i}", [text({**hello, **fields}), text({"type": "listen", "state": "detect",
+                                                                       "text": "hi"})], hello=False)
+            for i, fields in enumerate(weird)]
+
+
 def all_cases(seed: int = 11) -> list[Case]:
     rng = random.Random(seed)
-    return message_cases(rng) + mcp_cases() + binary_cases(rng) + closing_cases()
+    return message_cases(rng) + mcp_cases() + binary_cases(rng) + first_hello_cases() + closing_cases()

@@ -13,7 +13,6 @@ import json
 import time
 from typing import Any
 
-import pytest
 import websockets
 
 from tests.transports.xiaozhi.conftest import make_server, ws_url  # noqa: F401 - make_server is a fixture

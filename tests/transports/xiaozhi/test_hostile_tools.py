@@ -218,3 +218,12 @@ async def test_a_240_level_schema_frame_closes_with_1008_and_a_reason(make_serve
 async def _until(predicate: Any, step: float = 0.01) -> None:
     while not predicate():
         await asyncio.sleep(step)
+
+
+async def test_with_a_raised_frame_limit_a_240_level_schema_gets_a_jsonrpc_answer(make_server) -> None:
+    server = await make_server(max_json_depth=512)
+    async with captured_logs("INFO") as logs, RegisterClient(ws_url(server)) as client:
+        reply = await client.register(tools=[tool_entry("deep", nested_schema(240))])
+        (skipped,) = reply["result"]["skipped"]
+        assert "xiaozhi.mcp.limits.schema_depth" in skipped["reason"]
+    assert logs.tracebacks() == []
