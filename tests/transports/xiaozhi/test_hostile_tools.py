@@ -227,3 +227,20 @@ async def test_with_a_raised_frame_limit_a_240_level_schema_gets_a_jsonrpc_answe
         (skipped,) = reply["result"]["skipped"]
         assert "xiaozhi.mcp.limits.schema_depth" in skipped["reason"]
     assert logs.tracebacks() == []
+
+
+async def test_a_device_listing_hundreds_of_tools_is_cut_at_the_limit_and_logged_once(make_server) -> None:
+    server = await make_server(reply_seconds=0.2)
+    tools = [DeviceTool(f"self.tool_{i:04d}", "d" * 60, {"type": "object", "properties": {}}, lambda args: True)
+             for i in range(1000)]
+    async with captured_logs("INFO") as logs, Bystander(server) as bystander:
+        async with SimulatedDevice(ws_url=ws_url(server), tools=tools) as device:
+            hello = await device.connect()
+            client = server.transport.device_tools[hello["session_id"]]
+            await asyncio.wait_for(_until(lambda: client.ready), 10)
+            assert len(client.all_tools) == 64
+            pages = [r for r in device.mcp_requests if r.get("method") == "tools/list"]
+            assert len(pages) < 10  # listing stopped at the page that crossed the limit
+            assert await bystander.turn() < TURN_BOUND
+    (line,) = logs.lines("the device lists more than 64 tools")
+    assert "xiaozhi.mcp.limits.tools_per_source is 64" in line.message
