@@ -217,13 +217,8 @@ class OtaServer:
             response = web.Response(status=204)
         else:
             try:
-                if request.body_exists:
-                    # Bounded in time here and in size by client_max_size, for every route.
-                    async with asyncio.timeout(self._config.http.body_timeout):
-                        await request.read()
+                await self._read_body(request)
                 response = await handler(request)
-            except TimeoutError:
-                response = _error(408, f"the body did not arrive within {self._config.http.body_timeout:g} s")
             except _BadRequest as exc:
                 response = _error(exc.status, exc.message)
             except web.HTTPException as exc:
@@ -245,6 +240,17 @@ class OtaServer:
             (time.perf_counter() - started) * 1000,
         )
         return response
+
+    async def _read_body(self, request: web.Request) -> None:
+        """Read the body before the handler: bounded in time here, in size by client_max_size
+        (aiohttp keeps it, so the handler's own read() returns at once)."""
+        if not request.body_exists:
+            return
+        try:
+            async with asyncio.timeout(self._config.http.body_timeout):
+                await request.read()
+        except TimeoutError:
+            raise _BadRequest(f"the body did not arrive within {self._config.http.body_timeout:g} s", 408) from None
 
     def _device_id(self, request: web.Request, body: dict[str, Any]) -> str:
         """`Device-Id`, else the body's `mac_address` (the firmware fills both from the same MAC)."""
