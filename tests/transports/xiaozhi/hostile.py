@@ -1,9 +1,13 @@
 """Shared pieces of the hostile-client tests: a log capture, a bystander device whose turns must
-stay fast while an attacker works, and a loopback HTTP endpoint that hangs and counts requests."""
+stay fast while an attacker works, and a loopback HTTP endpoint that hangs and counts requests.
+
+The log capture takes vixio's loguru records and the libraries' `logging` records (WARNING and up),
+so a traceback printed by websockets or aiohttp counts too."""
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -50,10 +54,21 @@ async def captured_logs(level: str = "DEBUG") -> AsyncIterator[LogCapture]:
         capture.records.append(LogRecord(record["level"].name, record["message"], record["exception"] is not None,
                                          dict(record["extra"])))
 
+    class StdlibHandler(logging.Handler):
+        """The libraries (websockets, aiohttp, asyncio) log through `logging`, not loguru."""
+
+        def emit(self, record: logging.LogRecord) -> None:
+            capture.records.append(LogRecord(record.levelname, record.getMessage(), record.exc_info is not None,
+                                             {"logger": record.name}))
+
     sink_id = logger.add(sink, level=level, filter="vixio")
+    handler = StdlibHandler(logging.WARNING)
+    root = logging.getLogger()
+    root.addHandler(handler)
     try:
         yield capture
     finally:
+        root.removeHandler(handler)
         logger.remove(sink_id)
 
 
