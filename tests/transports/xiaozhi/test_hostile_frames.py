@@ -97,3 +97,15 @@ async def test_malformed_frames_are_logged_a_few_times_then_counted(make_server)
     dropped = logs.lines("malformed frame")
     assert 5 <= len(dropped) <= 8, [r.message for r in dropped]
     assert any("3000 in all" in r.message for r in dropped)
+
+
+async def test_messages_before_the_hello_are_logged_a_few_times_only(make_server) -> None:
+    server = await make_server()
+    async with captured_logs("INFO") as logs:
+        async with websockets.connect(ws_url(server), additional_headers={"Device-Id": "aa:00:00:00:00:0e"}) as ws:
+            for _ in range(500):
+                await ws.send(json.dumps({"type": "listen" * 100, "state": "start"}))
+            await ws.send(HELLO)
+            assert json.loads(await asyncio.wait_for(ws.recv(), 5))["type"] == "hello"
+    lines = logs.lines("before hello")
+    assert len(lines) == 3 and all(len(r.message) < 100 for r in lines)

@@ -21,6 +21,7 @@ import websockets
 from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.http11 import Request, Response
 
+from vixio.core.log_throttle import LogThrottle
 from vixio.core.pipeline import Pipeline
 from vixio.core.protocol import Message
 from vixio.core.session import Session
@@ -243,12 +244,15 @@ class XiaozhiTransport(TransportBase):
         client.start()
 
     async def _wait_for_hello(self, session_id: str) -> Message | None:
+        ignored = LogThrottle(first=3, every=10.0)
+
         async def first_hello() -> Message | None:
             while True:
                 message = await self.read(session_id)
                 if message is None or message.get("type") == "hello":
                     return message
-                self._io[session_id].logger.info("ignored {!r} before hello", message.get("type"))
+                if ignored.hit() == 0:
+                    self._io[session_id].logger.info("ignored {!r} before hello", str(message.get("type"))[:40])
 
         try:
             return await asyncio.wait_for(first_hello(), self.config.hello_timeout)
