@@ -109,3 +109,13 @@ async def test_messages_before_the_hello_are_logged_a_few_times_only(make_server
             assert json.loads(await asyncio.wait_for(ws.recv(), 5))["type"] == "hello"
     lines = logs.lines("before hello")
     assert len(lines) == 3 and all(len(r.message) < 100 for r in lines)
+
+
+async def test_an_oversize_typed_utterance_is_dropped_not_sent_to_the_model(make_server) -> None:
+    server = await make_server(reply_seconds=0.2)
+    async with captured_logs("INFO") as logs, Bystander(server) as bystander:
+        await bystander.device.send_json({"type": "listen", "state": "detect", "text": "x" * 100_000})
+        assert await bystander.turn("short one") < TURN_BOUND
+    station = server.stations[-1]  # type: ignore[attr-defined]
+    assert station.heard == ["short one"]
+    assert len(logs.lines("listen text of 100000 characters")) == 1

@@ -29,6 +29,8 @@ ENVELOPE = "envelope"
 """Key marking an `mcp` message that travels as a bare JSON-RPC frame: {"envelope": "bare"}."""
 
 LISTEN_MODES = ("auto", "manual", "realtime")
+MAX_TYPED_TEXT = 2000
+"""Longest `listen detect` text taken as a typed utterance (a wake word is a few characters)."""
 
 # The firmware shows emotions from this vocabulary (FW Application::OnIncomingJson, XS displays).
 EMOTIONS = (
@@ -74,6 +76,11 @@ class XiaozhiProtocol(ProtocolBase):
         if message["type"] == AUDIO:
             # "audio" is what a binary frame decodes to; a text frame claiming it carries no Opus.
             raise ProtocolError(f"text frame of type 'audio' (audio travels in binary frames): {_excerpt(data)}")
+        text = message.get("text")
+        if message["type"] == "listen" and isinstance(text, str) and len(text) > MAX_TYPED_TEXT:
+            # Typed text becomes a user turn the model reads: a megabyte "utterance" would be a
+            # megabyte prompt on every following turn.
+            raise ProtocolError(f"listen text of {len(text)} characters; at most {MAX_TYPED_TEXT} are taken")
         return message
 
     def encode(self, message: Message) -> bytes | str:

@@ -262,7 +262,8 @@ class XiaozhiTransport(TransportBase):
     def _negotiate_version(self, identity: DeviceIdentity, hello: Message, log: Any) -> int:
         header_version = identity.protocol_version
         hello_version = hello.get("version")
-        version = header_version if header_version != 1 or not isinstance(hello_version, int) else hello_version
+        hello_int = isinstance(hello_version, int) and not isinstance(hello_version, bool)
+        version = header_version if header_version != 1 or not hello_int else hello_version
         if version not in SUPPORTED_VERSIONS:
             log.warning("unsupported binary protocol version {}; using 1", version)
             version = 1
