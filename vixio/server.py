@@ -46,9 +46,9 @@ class VixioServer:
         """Live sessions and the latency marks of their recent turns (ms from the first mark).
         Session and device ids are for operators (`xiaozhi.http.admin_token`); anyone else gets the count."""
         if not self.ota.admin.is_operator(request):
-            return web.json_response({"sessions": len(self.transport.connections),
-                                      "detail": "operator token required (xiaozhi.http.admin_token); "
-                                                "without one configured, ask from this machine"})
+            return web.json_response({"sessions": len(self.transport.connections), "detail": [],
+                                      "note": "details need the operator token (xiaozhi.http.admin_token); "
+                                              "without one configured, ask from this machine"})
         sessions = []
         for session_id, connection in self.transport.connections.items():
             session = connection.session
