@@ -169,7 +169,7 @@ async def test_descriptor_exhaustion_logs_a_line_per_second_and_recovers(tmp_pat
             await process.wait()
     text = log_path.read_text()
     accept_lines = text.count("accept failed")
-    assert 1 <= accept_lines <= 8, accept_lines
+    assert 1 <= accept_lines <= 12, accept_lines  # about one a second while descriptors run out
     assert "Traceback" not in text and len(text) < 20_000
 
 
