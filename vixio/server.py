@@ -17,6 +17,7 @@ from loguru import logger
 from vixio.config.models import VixioConfig
 from vixio.core.pipeline import Pipeline
 from vixio.transports.xiaozhi.auth import DeviceAuthenticator
+from vixio.transports.xiaozhi.http_limits import AcceptErrorThrottle, install_accept_error_throttle
 from vixio.transports.xiaozhi.ota import OtaServer
 from vixio.transports.xiaozhi.transport import DeviceContext, PipelineFactory, XiaozhiTransport
 from vixio.session_tools import SessionTools
@@ -39,9 +40,15 @@ class VixioServer:
         self.ota.add_route("POST", "/mcp/vision/explain", self._vision_explain)
         self.tools: dict[str, SessionTools] = {}
         """Live sessions' tools by session id."""
+        self._accept_throttle: AcceptErrorThrottle | None = None
 
     async def _metrics(self, request: web.Request) -> web.Response:
-        """Live sessions and the latency marks of their recent turns (ms from the first mark)."""
+        """Live sessions and the latency marks of their recent turns (ms from the first mark).
+        Session and device ids are for operators (`xiaozhi.http.admin_token`); anyone else gets the count."""
+        if not self.ota.admin.is_operator(request):
+            return web.json_response({"sessions": len(self.transport.connections), "detail": [],
+                                      "note": "details need the operator token (xiaozhi.http.admin_token); "
+                                              "without one configured, ask from this machine"})
         sessions = []
         for session_id, connection in self.transport.connections.items():
             session = connection.session
@@ -78,6 +85,8 @@ class VixioServer:
     async def start(self) -> None:
         if not self._custom_factory:
             await self.voice.load()  # models load once, before the first device connects
+        self._accept_throttle = install_accept_error_throttle()
+        warn_about_open_tokens(self.config)
         await self.transport.start()
         await self.ota.start()
         self.transport.http_port = self.ota.port  # for the vision URL given to devices
@@ -91,6 +100,9 @@ class VixioServer:
         await self.ota.stop()
         await self.transport.stop()
         await self.voice.close()
+        if self._accept_throttle is not None:
+            self._accept_throttle.uninstall()
+            self._accept_throttle = None
 
     async def __aenter__(self) -> VixioServer:
         await self.start()
@@ -98,6 +110,15 @@ class VixioServer:
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self.stop()
+
+
+def warn_about_open_tokens(config: VixioConfig) -> None:
+    """With auth on but neither activation nor an allow-list, OTA gives a token to every caller."""
+    xiaozhi = config.xiaozhi
+    if xiaozhi.auth.enabled and not xiaozhi.activation.enabled and not xiaozhi.auth.allowed_devices:
+        logger.warning("auth.enabled is on, but with neither activation.enabled nor auth.allowed_devices any "
+                       "device that can reach the OTA port gets a token: auth then keeps out only clients "
+                       "that skip OTA (see docs/security.md)")
 
 
 def lan_address() -> str:

@@ -192,6 +192,8 @@ async def test_activation_polls_until_200_then_uses_the_websocket(
     activate_calls: list[tuple[str, str]] = []
 
     async def ota(request: web.Request) -> web.Response:
+        if len(activate_calls) >= 3:  # activated: no more activation, and now a token
+            return web.json_response({**ota_reply(server.ws_url), "websocket": {"url": server.ws_url, "token": "t-1"}})
         activation = {"code": "123456", "message": "say 123456", "challenge": "abc", "timeout_ms": 30000}
         return web.json_response(ota_reply(server.ws_url, activation=activation))
 
@@ -204,7 +206,8 @@ async def test_activation_polls_until_200_then_uses_the_websocket(
     app.router.add_post("/xiaozhi/ota/activate", activate)
     device = SimulatedDevice(ota_url=f"{await start_http(app)}/xiaozhi/ota/", activation_poll_interval=0.01)
     reply = await device.run_ota()
-    assert reply["activation"]["code"] == "123456"
+    # Like the firmware, the OTA check runs again after activation; its reply is the one kept.
+    assert "activation" not in reply and device.ota is not None and device.ota.token == "t-1"
     assert [body for _, body in activate_calls] == ["{}"] * 3  # no serial number: empty body
     assert {device_id for device_id, _ in activate_calls} == {device.device_id}
     assert device.ota is not None and device.ota.activation_polls == 3 and device.ota.activation_code == "123456"

@@ -21,6 +21,16 @@ class ProtocolError(ValueError):
     """A frame that cannot be decoded; the transport logs it with the device id and drops it."""
 
 
+class FrameRefused(ProtocolError):
+    """A frame the server will not take at all (e.g. JSON nested too deep): the transport logs it
+    once and closes the connection with `close_code` and the message as the close reason."""
+
+    def __init__(self, message: str, close_code: int = 1008) -> None:
+        super().__init__(message)
+        self.close_code = close_code
+        """WebSocket close code: 1008 policy violation, 1009 message too big."""
+
+
 class ProtocolBase(ABC):
     """Translation between a transport's wire format, message dicts and chunks."""
 

@@ -21,7 +21,8 @@ from typing import Any, Protocol
 
 from loguru import logger
 
-from vixio.core.protocol import Message, ProtocolBase, ProtocolError
+from vixio.core.log_throttle import LogThrottle
+from vixio.core.protocol import FrameRefused, Message, ProtocolBase, ProtocolError
 
 ToolsReadyCallback = Callable[[list[Any]], Awaitable[None]]
 """Called with the device's tool definitions once they are known (and again when they change)."""
@@ -53,6 +54,8 @@ class _SessionIO:
         self.mcp_peer: McpPeer | None = None
         self.extra_mcp_peers: list[SelectiveMcpPeer] = []
         self.tools_ready: ToolsReadyCallback | None = None
+        self.bad_frames = LogThrottle(first=5, every=10.0)
+        """Malformed frames: the first few are logged, then a count every 10 s."""
 
 
 class TransportBase(ABC):
@@ -80,6 +83,10 @@ class TransportBase(ABC):
     @abstractmethod
     async def _do_write(self, session_id: str, data: bytes | str) -> None:
         """Send one raw frame; raise ConnectionClosed when the connection is gone."""
+
+    async def _do_close(self, session_id: str, code: int, reason: str) -> None:
+        """Close the session's connection with a close code and reason (after a refused frame);
+        the read worker stops either way. Transports whose wire has close codes override this."""
 
     # --- per-session I/O ----------------------------------------------------------------------
 
@@ -158,27 +165,44 @@ class TransportBase(ABC):
                     break
                 try:
                     message = self.protocol_for(session_id).decode(data)
+                except FrameRefused as exc:
+                    io.logger.warning("closing the connection ({}): {}", exc.close_code, exc)
+                    await self._do_close(session_id, exc.close_code, str(exc))
+                    break
                 except ProtocolError as exc:
-                    io.logger.warning("dropped malformed frame: {}", exc)
+                    self._log_malformed(io, exc)
                     continue
                 if self.protocol.is_mcp_message(message):
                     self._route_mcp(io, message)
                 else:
                     await io.reads.put(message)
         finally:
+            if io.bad_frames.pending():
+                io.logger.warning("dropped {} more malformed frames ({} in all)",
+                                  io.bad_frames.pending(), io.bad_frames.total)
             # Wake a reader blocked in read(); a full queue still gets the end marker.
             while io.reads.full():
                 io.reads.get_nowait()
             io.reads.put_nowait(None)
 
+    @staticmethod
+    def _log_malformed(io: _SessionIO, exc: ProtocolError) -> None:
+        verdict = io.bad_frames.hit()
+        if verdict == 0:
+            more = " (further ones are counted, not logged)" if io.bad_frames.total == io.bad_frames.first else ""
+            io.logger.warning("dropped malformed frame: {}{}", exc, more)
+        elif verdict:
+            io.logger.warning("dropped {} more malformed frames ({} in all); last: {}", verdict,
+                              io.bad_frames.total, exc)
+
     def _route_mcp(self, io: _SessionIO, message: Message) -> None:
         payload = self.protocol.get_mcp_payload(message)
         if payload is None:
-            io.logger.warning("dropped mcp message without an object payload")
+            self._log_malformed(io, ProtocolError("mcp message without an object payload"))
             return
         peer = next((p for p in io.extra_mcp_peers if p.accepts(payload)), None) or io.mcp_peer
         if peer is None:
-            io.logger.warning("dropped mcp message: no device tool client for this session")
+            self._log_malformed(io, ProtocolError("mcp message, but no device tool client for this session"))
             return
         try:
             peer.on_mcp_message(payload)

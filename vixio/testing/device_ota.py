@@ -151,7 +151,8 @@ async def run_ota(
                 await asyncio.sleep(error_interval)
                 continue
             polls += await _poll_activation(http, ota_url, headers, poll_interval, error_interval, max_attempts, log)
-            break
+            # Like the firmware: after activation the OTA check runs again, and its reply (with
+            # the token a server gives only to activated devices) is the one kept.
         else:
             raise OtaError(f"OTA at {ota_url} still asks for activation after {max_attempts} checks")
     return _websocket_settings(ota_url, reply, identity, code, polls)

@@ -362,7 +362,13 @@ def test_vision_url_comes_from_config_then_public_url_then_the_dialled_host() ->
     assert derive_vision_url(config(mcp={"vision_url": "https://v.example/x"}), "h:1") == "https://v.example/x"
     assert derive_vision_url(config(public_url="wss://voice.example.com/xiaozhi/v1/"), "h:1") == \
         "https://voice.example.com/mcp/vision/explain"
-    assert derive_vision_url(config(), "192.168.1.5:8000") == "http://192.168.1.5:8003/mcp/vision/explain"
+    assert derive_vision_url(config(), "192.168.1.5:8000", local_address="192.168.1.5") == \
+        "http://192.168.1.5:8003/mcp/vision/explain"
+    # A Host that does not name this server is not reflected: the address the connection arrived on is used.
+    assert derive_vision_url(config(), "evil.example:8000", local_address="192.168.1.5") == \
+        "http://192.168.1.5:8003/mcp/vision/explain"
+    assert derive_vision_url(config(allowed_hosts=["voice.lan"]), "voice.lan:8000", local_address="10.0.0.2") == \
+        "http://voice.lan:8003/mcp/vision/explain"
     assert derive_vision_url(config(), "", http_port=9000) == "http://127.0.0.1:9000/mcp/vision/explain"
 
 

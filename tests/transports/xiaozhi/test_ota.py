@@ -122,9 +122,22 @@ async def test_path_without_trailing_slash_and_unknown_version(
 async def test_websocket_url_uses_host_the_device_dialled_and_callable_port(
     start_server: StartServer, http: aiohttp.ClientSession
 ) -> None:
-    server = await start_server(websocket_port=lambda: 9001)
-    _, reply = await post_ota(http, server, headers={**HEADERS, "Host": "192.168.1.10:8003"})
-    assert reply["websocket"]["url"] == "ws://192.168.1.10:9001/xiaozhi/v1/"
+    server = await start_server(websocket_port=lambda: 9001, allowed_hosts=["voice.lan"])
+    _, reply = await post_ota(http, server, headers={**HEADERS, "Host": "localhost:8003"})
+    assert reply["websocket"]["url"] == "ws://localhost:9001/xiaozhi/v1/"
+    _, reply = await post_ota(http, server, headers={**HEADERS, "Host": "voice.lan:8003"})
+    assert reply["websocket"]["url"] == "ws://voice.lan:9001/xiaozhi/v1/"
+
+
+@pytest.mark.parametrize("host", ["192.168.1.10:8003", "evil.example", "evil.example:80", "[::2]:8003", "x" * 300])
+async def test_a_host_header_naming_another_server_is_not_reflected(
+    start_server: StartServer, http: aiohttp.ClientSession, host: str
+) -> None:
+    """Whoever can make a device's OTA request carry another Host must not redirect the device:
+    the URL names the address the request arrived on (127.0.0.1 here)."""
+    server = await start_server(websocket_port=9001)
+    status, reply = await post_ota(http, server, headers={**HEADERS, "Host": host})
+    assert status == 200 and reply["websocket"]["url"] == "ws://127.0.0.1:9001/xiaozhi/v1/"
 
 
 async def test_public_url_overrides(start_server: StartServer, http: aiohttp.ClientSession) -> None:
@@ -167,7 +180,8 @@ async def test_get_status_page_and_healthz(start_server: StartServer, http: aioh
         assert "ws://127.0.0.1:8123/xiaozhi/v1/" in await response.text()
     async with http.get(server.url.replace("/xiaozhi/ota/", "/healthz")) as response:
         health = await response.json()
-        assert response.status == 200 and health["status"] == "ok"
+        # Public and minimal: nothing about auth, activation or URLs.
+        assert response.status == 200 and health == {"status": "ok"}
 
 
 async def test_cors_preflight(start_server: StartServer, http: aiohttp.ClientSession) -> None:

@@ -75,6 +75,9 @@ def verify_token(
     signature, dot, stamp = token.rpartition(".")
     if not dot or not signature or not (stamp.isascii() and stamp.isdigit()) or len(stamp) > _MAX_TIMESTAMP_DIGITS:
         raise AuthError("malformed token: expected '<signature>.<unix time>'")
+    if stamp != str(int(stamp)):
+        # One canonical form per token: "0123" and "123" sign the same message.
+        raise AuthError("malformed token: the timestamp has leading zeros")
     timestamp = int(stamp)
     # The signature covers the timestamp, so it is checked before the time window: a token whose
     # timestamp was edited reads as "bad signature", not as "expired".

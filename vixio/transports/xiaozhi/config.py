@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from pydantic import Field, field_validator, model_validator
 
+from vixio.core.json_limits import DEFAULT_MAX_DEPTH
 from vixio.core.settings import StrictModel as _Strict
+from vixio.core.tools.limits import ToolLimitsConfig
 
 
 class AuthConfig(_Strict):
@@ -52,6 +54,12 @@ class HttpConfig(_Strict):
     """Minutes east of UTC sent as `server_time.timezone_offset`; null uses the server's local zone."""
     admin_token: str = ""
     """Operator token for operator routes (metrics details, activation confirm, the console): sent as `Authorization: Bearer <token>`. Empty: those routes answer only callers on this machine. Use `${VIXIO_ADMIN_TOKEN}`."""
+    keepalive_timeout: float = Field(default=15.0, gt=0)
+    """Seconds a connection may sit without a complete request (idle keep-alive, or headers arriving too slowly) before it is closed."""
+    body_timeout: float = Field(default=10.0, gt=0)
+    """Seconds a request body may take to arrive; then the request gets HTTP 408."""
+    max_connections: int = Field(default=256, ge=1)
+    """Open HTTP connections at once; further ones are closed on accept (keep it below the process's open-file limit)."""
 
 
 class McpConfig(_Strict):
@@ -63,6 +71,7 @@ class McpConfig(_Strict):
     """Seconds the device has to answer `initialize` and each `tools/list` page; without an answer the session runs without device tools."""
     vision_url: str | None = None
     """Camera upload URL sent in `initialize` (`capabilities.vision.url`); null means http://<host the device dialled>:<http.port>/mcp/vision/explain, or the `public_url` origin when that is set."""
+    limits: ToolLimitsConfig = Field(default_factory=ToolLimitsConfig)
 
 
 class XiaozhiConfig(_Strict):
@@ -89,7 +98,13 @@ class XiaozhiConfig(_Strict):
     prebuffer_frames: int = Field(default=5, ge=1, le=30)
     """Downlink frames sent ahead of real time; the device drops packets past 40 queued."""
     max_message_bytes: int = Field(default=256 * 1024, ge=1024)
-    """Larger WebSocket messages close the connection (protects the server)."""
+    """Larger WebSocket messages close the connection with code 1009 (protects the server)."""
+    max_json_depth: int = Field(default=DEFAULT_MAX_DEPTH, ge=8, le=512)
+    """Text frames nested deeper close the connection with code 1008 (a device's deepest message nests about 8)."""
+    max_connections: int = Field(default=1000, ge=1)
+    """Open WebSocket connections at once; further handshakes get HTTP 503 (keep it below the process's open-file limit)."""
+    allowed_hosts: list[str] = Field(default_factory=list)
+    """Host names (besides this machine's own addresses and localhost) that a request's `Host` header may name to have it put into the WebSocket and vision URLs handed to devices; any other Host is ignored."""
     http: HttpConfig = Field(default_factory=HttpConfig)
     auth: AuthConfig = Field(default_factory=AuthConfig)
     activation: ActivationConfig = Field(default_factory=ActivationConfig)

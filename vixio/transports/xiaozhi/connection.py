@@ -18,6 +18,8 @@ from collections.abc import Awaitable, Callable
 
 from loguru import logger
 
+from vixio.core.log_throttle import LogThrottle
+
 from vixio.core.chunk import (
     UNSET_TURN,
     AudioChunk,
@@ -77,6 +79,8 @@ class XiaozhiConnection:
                                     frame_duration=FRAME_DURATION_MS / 1000, prebuffer=config.prebuffer_frames)
         self._wake_words = {_normalise(w) for w in config.wake_words}
         self._bad_packets = 0
+        self._ignored = LogThrottle(first=5, every=10.0)
+        """Messages the session ignores: a client sending thousands must not write thousands of lines."""
         self.audio_frames_in = 0
 
     def attach(self, session: Session) -> None:
@@ -100,7 +104,14 @@ class XiaozhiConnection:
             # A repeated hello is answered again: the firmware re-parses every server hello.
             await self._write(xp.server_hello(self.session_id, message.get("version", 1)))
         else:
-            self.logger.info("ignored message of unknown type {!r}", kind)
+            self._log_ignored("ignored message of unknown type {!r}", kind[:40])
+
+    def _log_ignored(self, message: str, *args: object) -> None:
+        verdict = self._ignored.hit()
+        if verdict == 0:
+            self.logger.info(message, *args)
+        elif verdict:
+            self.logger.info("ignored {} more messages ({} in all); last: " + message, verdict, self._ignored.total, *args)
 
     async def _on_audio(self, packet: bytes) -> None:
         if not self.listening or self.session is None:
@@ -132,12 +143,12 @@ class XiaozhiConnection:
         elif state == "detect":
             await self._on_detect(message)
         else:
-            self.logger.info("ignored listen message with state {!r}", state)
+            self._log_ignored("ignored listen message with state {!r}", state if not isinstance(state, str) else state[:40])
 
     async def _on_detect(self, message: Message) -> None:
         text = message.get("text")
         if not isinstance(text, str) or not text.strip():
-            self.logger.info("ignored listen detect without text")
+            self._log_ignored("ignored listen detect without text")
             return
         self.touch()
         wake_word = self.is_wake_word(text)

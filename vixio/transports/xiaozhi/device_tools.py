@@ -24,9 +24,12 @@ from loguru import logger
 from yarl import URL
 
 from vixio import __version__
+from vixio.core.log_throttle import LogThrottle
 from vixio.core.tools.device import DeviceToolClientBase, ToolsChangedCallback
+from vixio.core.tools.limits import ToolBudget, ToolLimitsConfig, tool_problem
 from vixio.core.tools.types import EMPTY_SCHEMA, ToolCallResult, ToolDefinition
 from vixio.transports.xiaozhi.config import XiaozhiConfig
+from vixio.transports.xiaozhi.hosts import advertised_host
 from vixio.transports.xiaozhi.mcp_replies import compact, tool_call_result
 
 MCP_PROTOCOL_VERSION = "2024-11-05"
@@ -35,6 +38,8 @@ VISION_PATH = "/mcp/vision/explain"
 """Where a camera device uploads a photo for `self.camera.take_photo` (same path as xiaozhi servers)."""
 MAX_LIST_PAGES = 100
 """A device that keeps returning new cursors is cut off here (40 tools take about 4 pages)."""
+SOURCE = "device"
+"""This client's name in the session's ToolBudget."""
 
 SendPayload = Callable[[dict[str, Any]], Awaitable[None]]
 
@@ -64,8 +69,13 @@ class XiaozhiDeviceToolClient(DeviceToolClientBase):
         vision: dict[str, str] | None = None,
         on_tools_changed: ToolsChangedCallback | None = None,
         device_id: str = "",
+        limits: ToolLimitsConfig | None = None,
+        budget: ToolBudget | None = None,
     ) -> None:
         self.session_id = session_id
+        self.limits = limits or ToolLimitsConfig()
+        """Bounds on the listed tools (count, name, description, schema); see core/tools/limits.py."""
+        self._budget = budget or ToolBudget(self.limits)
         self.device_id = device_id
         self.timeout = timeout
         """Seconds a tool call may take before it fails and is cancelled on the device."""
@@ -75,6 +85,8 @@ class XiaozhiDeviceToolClient(DeviceToolClientBase):
         """`capabilities.vision` for `initialize`; always sent (xiaozhi-sdk raises KeyError without it)."""
         self.ready = False
         """True once a tool listing completed."""
+        self._limits_logged: set[str] = set()
+        self._dropped = LogThrottle(first=5, every=10.0)
         self.server_info: dict[str, Any] = {}
         """The device's `serverInfo` from `initialize` (board name, firmware version)."""
         self._send = send
@@ -123,6 +135,7 @@ class XiaozhiDeviceToolClient(DeviceToolClientBase):
         self._pending.clear()
         for task in list(self._tasks):
             task.cancel()
+        self._budget.release(SOURCE)
 
     async def close(self) -> None:
         """`cancel_all()`, then wait until the background tasks have finished."""
@@ -176,7 +189,7 @@ class XiaozhiDeviceToolClient(DeviceToolClientBase):
         if self._closed:
             return
         if not isinstance(payload, dict) or payload.get("jsonrpc") != "2.0":
-            self._log.warning("dropped mcp payload that is not JSON-RPC 2.0: {}", compact(payload)[:200])
+            self._log_dropped("dropped mcp payload that is not JSON-RPC 2.0: {}", compact(payload)[:200])
             return
         method = payload.get("method")
         if isinstance(method, str):
@@ -185,7 +198,7 @@ class XiaozhiDeviceToolClient(DeviceToolClientBase):
         request_id = payload.get("id")
         if not isinstance(request_id, int) or isinstance(request_id, bool) or (
                 "result" not in payload and "error" not in payload):
-            self._log.warning("dropped malformed mcp reply: {}", compact(payload)[:200])
+            self._log_dropped("dropped malformed mcp reply: {}", compact(payload)[:200])
             return
         future = self._pending.get(request_id)
         if future is None or future.done():
@@ -195,7 +208,7 @@ class XiaozhiDeviceToolClient(DeviceToolClientBase):
 
     def _on_device_message(self, method: str, payload: dict[str, Any]) -> None:
         if "id" in payload:
-            self._log.warning("dropped mcp request {!r} from the device: the server serves no methods", method)
+            self._log_dropped("dropped mcp request {!r} from the device: the server serves no methods", method[:40])
         elif method == "notifications/tools/list_changed":
             self._relist_wanted = True
             if self._relister is None or self._relister.done():
@@ -203,7 +216,7 @@ class XiaozhiDeviceToolClient(DeviceToolClientBase):
         elif method.startswith("notifications/"):
             self._log.debug("ignored mcp notification {}", method)
         else:
-            self._log.warning("dropped mcp message with unknown method {!r}", method)
+            self._log_dropped("dropped mcp message with unknown method {!r}", method[:40])
 
     async def _relist(self) -> None:
         # Several list_changed notifications in a row give one listing; one that arrives during
@@ -263,6 +276,8 @@ class XiaozhiDeviceToolClient(DeviceToolClientBase):
         tools: list[ToolDefinition] = []
         names: set[str] = set()
         cursor, used = "", {""}
+        skipped: list[str] = []
+        allowance = self._budget.allowance(SOURCE)
         for _ in range(MAX_LIST_PAGES):
             result = _result_of(await self._request(
                 "tools/list", {"cursor": cursor, "withUserTools": False}, self.list_timeout))
@@ -270,10 +285,19 @@ class XiaozhiDeviceToolClient(DeviceToolClientBase):
             for entry in entries if isinstance(entries, list) else []:
                 tool = self._definition(entry)
                 if tool is None or tool.name in names:
-                    self._log.warning("skipped a malformed or repeated device tool: {}", compact(entry)[:200])
+                    skipped.append(f"malformed or repeated: {compact(entry)[:120]}")
+                    continue
+                problem = tool_problem(tool.name, tool.description, entry.get("inputSchema"), self.limits)
+                if problem is not None:
+                    skipped.append(f"{tool.name[:64]}: {problem}")
                     continue
                 names.add(tool.name)
                 tools.append(tool)
+            if len(tools) > allowance:
+                self._log_limit("count", f"the device lists more than {allowance} tools; "
+                                f"{self._budget.refusal(SOURCE, len(tools))}; kept the first {allowance}")
+                tools = tools[:allowance]
+                break
             next_cursor = result.get("nextCursor")
             if not isinstance(next_cursor, str) or not next_cursor:
                 break
@@ -284,9 +308,26 @@ class XiaozhiDeviceToolClient(DeviceToolClientBase):
             cursor = next_cursor
         else:
             self._log.warning("tools/list still had more after {} pages; stopped listing", MAX_LIST_PAGES)
+        if skipped:
+            self._log_limit("skipped", f"skipped {len(skipped)} device tools (first: {skipped[0]})")
+        self._budget.take(SOURCE, len(tools))
         self._tools = tools
         self.ready = True
         return tools
+
+    def _log_dropped(self, message: str, *args: object) -> None:
+        verdict = self._dropped.hit()
+        if verdict == 0:
+            self._log.warning(message, *args)
+        elif verdict:
+            self._log.warning("dropped {} more mcp messages ({} in all); last: " + message, verdict,
+                              self._dropped.total, *args)
+
+    def _log_limit(self, kind: str, message: str) -> None:
+        # Once per kind and session: a device that relists on every list_changed must not flood the log.
+        if kind not in self._limits_logged:
+            self._limits_logged.add(kind)
+            self._log.warning("{} (not logged again for this session)", message)
 
     def _definition(self, entry: Any) -> ToolDefinition | None:
         if not isinstance(entry, dict) or not isinstance(entry.get("name"), str) or not entry["name"]:
@@ -323,11 +364,13 @@ class XiaozhiDeviceToolClient(DeviceToolClientBase):
 # --- pure helpers -----------------------------------------------------------------------------
 
 
-def derive_vision_url(config: XiaozhiConfig, host_header: str = "", http_port: int | None = None) -> str:
+def derive_vision_url(config: XiaozhiConfig, host_header: str = "", http_port: int | None = None, *,
+                      local_address: str | None = None) -> str:
     """`mcp.vision_url`, else the HTTP server the device can reach plus `VISION_PATH`.
 
     With `public_url` (a proxy in front) the vision route is assumed behind the same origin;
-    otherwise it is the host the device dialled (its handshake `Host`), on the HTTP port.
+    otherwise it is the host the device dialled (its handshake `Host`, when that names this
+    server — see hosts.py — else the address the connection arrived on), on the HTTP port.
     """
     if config.mcp.vision_url:
         return config.mcp.vision_url
@@ -335,11 +378,8 @@ def derive_vision_url(config: XiaozhiConfig, host_header: str = "", http_port: i
         parts = urlsplit(config.public_url)
         scheme = "https" if parts.scheme in ("wss", "https") else "http"
         return urlunsplit((scheme, parts.netloc, VISION_PATH, "", ""))
-    try:
-        device_host = URL(f"http://{host_header.strip()}/").host if host_header.strip() else None
-    except ValueError:
-        device_host = None
-    host = device_host or ("127.0.0.1" if config.http.host in ("", "0.0.0.0", "::") else config.http.host)
+    fallback = "127.0.0.1" if config.http.host in ("", "0.0.0.0", "::") else config.http.host
+    host = advertised_host(host_header, local_address, fallback, config.allowed_hosts)
     port = http_port or config.http.port
     return str(URL.build(scheme="http", host=host, port=port, path=VISION_PATH))
 

@@ -9,16 +9,23 @@ Routes:
     POST /xiaozhi/ota/                   device bootstrap (also without the trailing slash)
     GET  /xiaozhi/ota/                   human-readable status with the WebSocket URL
     POST /xiaozhi/ota/activate           device polls: 202 until confirmed, then 200
-    POST /xiaozhi/ota/activate/confirm   operator: {"code": "123456"}; from this machine (no proxy,
-                                         no browser Origin), or with `Authorization: Bearer
-                                         <auth.secret>` when auth is enabled
-    GET  /healthz                        {"status": "ok", ...}
+    POST /xiaozhi/ota/activate/confirm   operator: {"code": "123456"}; an operator per AdminGuard
+                                         (the `xiaozhi.http.admin_token`, or a direct local caller
+                                         when none is set), or `Authorization: Bearer <auth.secret>`
+                                         when auth is enabled
+    GET  /healthz                        {"status": "ok"} and nothing else (public)
+
+Hostile callers are expected on this port (docs/security.md): bodies are bounded in size, time
+and JSON depth; idle and slow connections are closed after `http.keepalive_timeout`; at most
+`http.max_connections` are open at once; a request's Host is put into the WebSocket URL only
+when it names this server; a token is handed out only to a device auth would let in anyway
+(activated or allow-listed) when activation or the allow-list is in use.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hmac
-import ipaddress
 import json
 import time
 from collections.abc import Awaitable, Callable
@@ -30,9 +37,13 @@ from aiohttp import web
 from loguru import logger
 from yarl import URL
 
+from vixio.core.json_limits import DEFAULT_MAX_DEPTH, JsonTooDeep, check_depth
 from vixio.transports.xiaozhi.activation import ActivationRegistry
+from vixio.transports.xiaozhi.admin import AdminGuard
 from vixio.transports.xiaozhi.auth import DeviceAuthenticator, parse_bearer
 from vixio.transports.xiaozhi.config import XiaozhiConfig
+from vixio.transports.xiaozhi.http_limits import CappedAppRunner
+from vixio.transports.xiaozhi.hosts import advertised_host
 
 OTA_PATH = "/xiaozhi/ota/"
 ACTIVATION_TIMEOUT_MS = 30_000
@@ -71,11 +82,14 @@ def _error(status: int, message: str) -> web.Response:
 
 async def _read_json_object(request: web.Request) -> dict[str, Any]:
     """The body as a JSON object; an empty body counts as `{}` so `curl -X POST` works."""
-    raw = await request.read()
+    raw = await request.read()  # already read (with a deadline) by the middleware
     if not raw.strip():
         return {}
     try:
+        check_depth(raw, DEFAULT_MAX_DEPTH)
         data = json.loads(raw)
+    except JsonTooDeep as exc:
+        raise _BadRequest(f"body refused: {exc}") from None
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise _BadRequest(f"body is not JSON: {exc}") from None
     if not isinstance(data, dict):
@@ -85,16 +99,6 @@ async def _read_json_object(request: web.Request) -> dict[str, Any]:
 
 def _text(value: Any) -> str:
     return value.strip() if isinstance(value, str) else ""
-
-
-def _is_loopback(address: str | None) -> bool:
-    try:
-        ip = ipaddress.ip_address(address or "")
-    except ValueError:
-        return False
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
-    return ip.is_loopback
 
 
 def _display_host(host: str) -> str:
@@ -122,6 +126,8 @@ class OtaServer:
         self._authenticator = authenticator
         self._websocket_port = websocket_port
         self._activations = ActivationRegistry(config.activation) if config.activation.enabled else None
+        self.admin = AdminGuard(config.http.admin_token)
+        """Who is an operator on this port (metrics details, activation confirm, the console)."""
         self._runner: web.AppRunner | None = None
         self._port: int | None = None
         self._app = web.Application(middlewares=[self._middleware], client_max_size=MAX_BODY_BYTES)
@@ -163,7 +169,9 @@ class OtaServer:
         """Bind and serve; returns once listening."""
         if self._runner is not None:
             raise RuntimeError("OtaServer is already started")
-        runner = web.AppRunner(self._app, access_log=None, handle_signals=False)
+        http = self._config.http
+        runner = CappedAppRunner(self._app, max_connections=http.max_connections, access_log=None,
+                                 handle_signals=False, keepalive_timeout=http.keepalive_timeout)
         await runner.setup()
         site = web.TCPSite(runner, self._config.http.host, self._config.http.port)
         try:
@@ -190,21 +198,15 @@ class OtaServer:
         return str(URL.build(scheme="ws", host=self._request_host(request), port=port, path=self._config.path))
 
     def _request_host(self, request: web.Request | None) -> str:
-        # The device reached OTA through this address, so on a LAN it can reach the WebSocket
-        # server through it too; behind a proxy or NAT the operator sets `public_url`.
-        if request is not None:
-            host_header = request.headers.get("Host", "").strip()
-            if host_header:
-                try:
-                    host = URL(f"http://{host_header}/").host
-                except ValueError:
-                    host = None
-                if host:
-                    return host
-            sockname = request.transport.get_extra_info("sockname") if request.transport else None
-            if sockname:
-                return str(sockname[0])
-        return _display_host(self._config.http.host)
+        # The device reached OTA through the address the request arrived on, so on a LAN it can
+        # reach the WebSocket server through it too; its Host header is used only when it names
+        # this server (hosts.py). Behind a proxy or NAT the operator sets `public_url`.
+        fallback = _display_host(self._config.http.host)
+        if request is None:
+            return fallback
+        sockname = request.transport.get_extra_info("sockname") if request.transport else None
+        local = str(sockname[0]) if sockname else None
+        return advertised_host(request.headers.get("Host", ""), local, fallback, self._config.allowed_hosts)
 
     @web.middleware
     async def _middleware(self, request: web.Request, handler: Handler) -> web.StreamResponse:
@@ -215,6 +217,7 @@ class OtaServer:
             response = web.Response(status=204)
         else:
             try:
+                await self._read_body(request)
                 response = await handler(request)
             except _BadRequest as exc:
                 response = _error(exc.status, exc.message)
@@ -223,8 +226,9 @@ class OtaServer:
             except Exception:  # noqa: BLE001 - a handler bug still gets a JSON 500 and its log line
                 logger.exception("OTA handler failed for {} {}", request.method, request.path)
                 response = _error(500, "internal server error")
-        # The confirm route trusts loopback callers, so browsers (any web page) get no CORS grant there.
-        if not request.path.startswith(OTA_PATH + "activate/confirm"):
+        # Device routes only: operator routes trust local callers, so web pages get no CORS grant there.
+        device_route = request.path.startswith(OTA_PATH.rstrip("/")) or request.path == "/healthz"
+        if device_route and not request.path.startswith(OTA_PATH + "activate/confirm"):
             response.headers.update(_CORS_HEADERS)
         device = _request_device.get()
         _request_device.reset(context_token)
@@ -236,6 +240,17 @@ class OtaServer:
             (time.perf_counter() - started) * 1000,
         )
         return response
+
+    async def _read_body(self, request: web.Request) -> None:
+        """Read the body before the handler: bounded in time here, in size by client_max_size
+        (aiohttp keeps it, so the handler's own read() returns at once)."""
+        if not request.body_exists:
+            return
+        try:
+            async with asyncio.timeout(self._config.http.body_timeout):
+                await request.read()
+        except TimeoutError:
+            raise _BadRequest(f"the body did not arrive within {self._config.http.body_timeout:g} s", 408) from None
 
     def _device_id(self, request: web.Request, body: dict[str, Any]) -> str:
         """`Device-Id`, else the body's `mac_address` (the firmware fills both from the same MAC)."""
@@ -264,15 +279,24 @@ class OtaServer:
             "server_time": {"timestamp": int(time.time() * 1000), "timezone_offset": offset},
             # The device's own version with no URL means "no update".
             "firmware": {"version": version or "0.0.0", "url": ""},
-            "websocket": {
-                "url": self.websocket_url(request),
-                "token": self._authenticator.token_for(client_id, device_id),
-            },
+            "websocket": {"url": self.websocket_url(request), "token": self._token_for(client_id, device_id)},
         }
         activation = self._activation_offer(device_id)
         if activation is not None:
             reply["activation"] = activation
         return web.json_response(reply)
+
+    def _token_for(self, client_id: str, device_id: str) -> str:
+        """A token only for a device the operator let in: confirmed (activation on) or allow-listed.
+        With neither activation nor an allow-list there is no such gate, and every caller gets one
+        (the server warns about that at startup). "" tells the device to send no token."""
+        auth = self._config.auth
+        if auth.enabled and not self._authenticator.is_allowed(device_id):
+            if self._activations is not None and not self._activations.is_confirmed(device_id):
+                return ""  # the firmware asks OTA again after activation and gets its token then
+            if self._activations is None and auth.allowed_devices:
+                return ""
+        return self._authenticator.token_for(client_id, device_id)
 
     def _activation_offer(self, device_id: str) -> dict[str, Any] | None:
         if self._activations is None or self._activations.is_confirmed(device_id):
@@ -295,20 +319,15 @@ class OtaServer:
         device_id = self._device_id(request, await _read_json_object(request))
         if self._activations is None or self._activations.is_confirmed(device_id):
             return web.json_response({"status": "activated"})
-        code = self._activations.pending(device_id).code
+        # The code is shown on the device only: a poll names no code, so a caller cannot learn it here.
+        self._activations.pending(device_id)
         return web.json_response(
-            {"status": "pending", "message": f"waiting for an operator to confirm code {code}"}, status=202
+            {"status": "pending", "message": "waiting for an operator to confirm the code the device shows"},
+            status=202,
         )
 
-    def _may_confirm(self, request: web.Request) -> bool:
-        # Loopback is trusted only for direct calls: a proxy on this host (Forwarded headers) or a
-        # browser page (Origin) would otherwise borrow the loopback address.
-        proxied = any(name in request.headers for name in ("Forwarded", "X-Forwarded-For", "Origin"))
-        sockname = request.transport.get_extra_info("sockname") if request.transport else None
-        # A caller whose address is our own interface address is on this machine too (server bound to a LAN IP).
-        same_host = sockname is not None and request.remote == sockname[0]
-        if (_is_loopback(request.remote) or same_host) and not proxied:
-            return True
+    def _auth_secret_bearer(self, request: web.Request) -> bool:
+        # Kept from before the operator token: the auth secret also confirms activations.
         presented = parse_bearer(request.headers.get("Authorization"))
         secret = self._config.auth.secret
         return (
@@ -316,8 +335,9 @@ class OtaServer:
         )
 
     async def _handle_confirm(self, request: web.Request) -> web.Response:
-        if not self._may_confirm(request):
-            return _error(403, "confirm from this machine, or send Authorization: Bearer <auth.secret> (auth enabled)")
+        refusal = None if self._auth_secret_bearer(request) else self.admin.check(request)
+        if refusal is not None:
+            return refusal
         if self._activations is None:
             return _error(409, "activation.enabled is false; there is nothing to confirm")
         body = await _read_json_object(request)
@@ -338,11 +358,5 @@ class OtaServer:
         return web.Response(text=text)
 
     async def _handle_health(self, request: web.Request) -> web.Response:
-        return web.json_response(
-            {
-                "status": "ok",
-                "websocket_url": self.websocket_url(request),
-                "auth": self._config.auth.enabled,
-                "activation": self._config.activation.enabled,
-            }
-        )
+        # Public and minimal: settings (auth, activation) are nobody's business but the operator's.
+        return web.json_response({"status": "ok"})

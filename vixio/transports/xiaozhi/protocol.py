@@ -17,7 +17,8 @@ import re
 from typing import Any, Literal
 
 from vixio.core.chunk import Chunk, TextChunk
-from vixio.core.protocol import Message, ProtocolBase, ProtocolError
+from vixio.core.json_limits import DEFAULT_MAX_DEPTH, JsonTooDeep, check_depth
+from vixio.core.protocol import FrameRefused, Message, ProtocolBase, ProtocolError
 from vixio.transports.xiaozhi.codec import DOWNLINK_SAMPLE_RATE, FRAME_DURATION_MS
 from vixio.transports.xiaozhi.framing import SUPPORTED_VERSIONS, FramingError, pack, unpack
 
@@ -28,6 +29,8 @@ ENVELOPE = "envelope"
 """Key marking an `mcp` message that travels as a bare JSON-RPC frame: {"envelope": "bare"}."""
 
 LISTEN_MODES = ("auto", "manual", "realtime")
+MAX_TYPED_TEXT = 2000
+"""Longest `listen detect` text taken as a typed utterance (a wake word is a few characters)."""
 
 # The firmware shows emotions from this vocabulary (FW Application::OnIncomingJson, XS displays).
 EMOTIONS = (
@@ -45,10 +48,12 @@ _PICTOGRAPHS = re.compile(
 class XiaozhiProtocol(ProtocolBase):
     """Stateless translation for one binary protocol version (1, 2 or 3)."""
 
-    def __init__(self, binary_version: int = 1) -> None:
+    def __init__(self, binary_version: int = 1, *, max_json_depth: int = DEFAULT_MAX_DEPTH) -> None:
         if binary_version not in SUPPORTED_VERSIONS:
             raise ValueError(f"binary protocol version must be one of {SUPPORTED_VERSIONS}, got {binary_version}")
         self.binary_version = binary_version
+        self.max_json_depth = max_json_depth
+        """Text frames nested deeper are refused and close the connection (1008)."""
 
     def decode(self, data: bytes | str) -> Message:
         if isinstance(data, (bytes, bytearray, memoryview)):
@@ -58,13 +63,24 @@ class XiaozhiProtocol(ProtocolBase):
                 raise ProtocolError(f"bad binary frame (protocol v{self.binary_version}): {exc}") from exc
             return {"type": AUDIO, "data": frame.payload, "timestamp_ms": frame.timestamp_ms}
         try:
+            check_depth(data, self.max_json_depth)
             message = json.loads(data)
-        except ValueError as exc:
+        except JsonTooDeep as exc:
+            raise FrameRefused(f"text frame refused: {exc}") from None
+        except (ValueError, RecursionError) as exc:
             raise ProtocolError(f"text frame is not JSON: {_excerpt(data)}") from exc
         if isinstance(message, dict) and "type" not in message and message.get("jsonrpc") == "2.0":
             return mcp(message, "bare")
         if not isinstance(message, dict) or not isinstance(message.get("type"), str):
             raise ProtocolError(f"text frame is not an object with a string type: {_excerpt(data)}")
+        if message["type"] == AUDIO:
+            # "audio" is what a binary frame decodes to; a text frame claiming it carries no Opus.
+            raise ProtocolError(f"text frame of type 'audio' (audio travels in binary frames): {_excerpt(data)}")
+        text = message.get("text")
+        if message["type"] == "listen" and isinstance(text, str) and len(text) > MAX_TYPED_TEXT:
+            # Typed text becomes a user turn the model reads: a megabyte "utterance" would be a
+            # megabyte prompt on every following turn.
+            raise ProtocolError(f"listen text of {len(text)} characters; at most {MAX_TYPED_TEXT} are taken")
         return message
 
     def encode(self, message: Message) -> bytes | str:

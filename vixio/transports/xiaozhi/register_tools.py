@@ -32,6 +32,7 @@ from vixio.core.chunk import (
     TextChunk,
     ThoughtChunk,
 )
+from vixio.core.tools.limits import CONFIG_KEY, RateWindow, ToolBudget, ToolLimitsConfig, tool_problem
 from vixio.core.tools.schema_check import SchemaProblem, check_tool_schema
 from vixio.core.tools.types import (
     EMPTY_SCHEMA,
@@ -46,6 +47,10 @@ REGISTER_METHOD = "mcp/registerTools"
 EXECUTE_METHOD = "mcp/tool/execute"
 AI_MESSAGE_METHOD = "mcp/ai/message"
 INVALID_PARAMS = -32602
+LIMIT_EXCEEDED = -32001
+"""JSON-RPC error code of a registration refused by a limit (the message names the config key)."""
+SOURCE = "register"
+"""This client's name in the session's ToolBudget."""
 DEFAULT_CALL_TIMEOUT = 30.0
 """Seconds `call_tool` waits for the client's answer."""
 
@@ -60,8 +65,13 @@ class RegisterToolsClient:
     """One session's `mcp/registerTools` client: its tools, calls to them, and the assistant's
     output streamed to it as `mcp/ai/message` notifications once it has registered."""
 
-    def __init__(self, session_id: str, send: SendPayload, *, call_timeout: float = DEFAULT_CALL_TIMEOUT) -> None:
+    def __init__(self, session_id: str, send: SendPayload, *, call_timeout: float = DEFAULT_CALL_TIMEOUT,
+                 limits: ToolLimitsConfig | None = None, budget: ToolBudget | None = None) -> None:
         self.session_id = session_id
+        self.limits = limits or ToolLimitsConfig()
+        self._budget = budget or ToolBudget(self.limits)
+        self._rate = RateWindow(self.limits.registrations_per_minute, 60.0)
+        self._refusals_logged: set[str] = set()
         self.call_timeout = call_timeout
         self.mac_addr = ""
         self.envelope: Envelope = "mcp"
@@ -119,12 +129,20 @@ class RegisterToolsClient:
             self._spawn(self._answer(request_id, envelope, error={
                 "code": INVALID_PARAMS, "message": "params must be an object with a tools array"}))
             return
+        refusal = self._limit_refusal(len(tools))
+        if refusal is not None:
+            self._spawn(self._answer(request_id, envelope, error={
+                "code": LIMIT_EXCEEDED, "message": f"registration refused: {refusal}"}))
+            return
         mac_addr = params.get("mac_addr")
         if isinstance(mac_addr, str):
-            self.mac_addr = mac_addr
-        accepted, skipped = parse_tools(tools, client=self)
-        for entry in skipped:
-            self._logger.info("registerTools: skipped {}: {}", entry["name"] or "an entry", entry["reason"])
+            self.mac_addr = mac_addr[:64]
+        accepted, skipped = parse_tools(tools, client=self, limits=self.limits)
+        self._budget.take(SOURCE, len(accepted))
+        if skipped:  # one line for the whole registration, however many entries it skipped
+            first = skipped[0]
+            self._logger.info("registerTools: skipped {} of {} tools (first: {}: {})", len(skipped), len(tools),
+                              first["name"] or f"#{first['index']}", first["reason"])
         self.envelope = envelope
         self.registered = True
         self._tools = accepted
@@ -138,6 +156,18 @@ class RegisterToolsClient:
         if skipped:
             result["skipped"] = skipped
         self._spawn(self._answer(request_id, envelope, result=result, then_deliver=True))
+
+    def _limit_refusal(self, count: int) -> str | None:
+        """Why this registration exceeds a limit (logged once per limit and session), or None."""
+        if not self._rate.allow():
+            key, refusal = "rate", (f"more than {self.limits.registrations_per_minute} registrations in a minute; "
+                                    f"{CONFIG_KEY}.registrations_per_minute is {self.limits.registrations_per_minute}")
+        else:
+            key, refusal = "count", self._budget.refusal(SOURCE, count)
+        if refusal is not None and key not in self._refusals_logged:
+            self._refusals_logged.add(key)
+            self._logger.warning("refused a registration: {} (further refusals of this kind are not logged)", refusal)
+        return refusal
 
     async def _answer(self, request_id: Any, envelope: Envelope, *, result: Any = None,
                       error: dict[str, Any] | None = None, then_deliver: bool = False) -> None:
@@ -191,6 +221,7 @@ class RegisterToolsClient:
                 future.set_result(ToolCallResult.fail(f"{name}: the client disconnected before answering"))
         for task in self._tasks:
             task.cancel()
+        self._budget.release(SOURCE)
 
     # --- mcp/ai/message -----------------------------------------------------------------------
 
@@ -234,18 +265,22 @@ class RegisterToolsClient:
 # --- parsing ------------------------------------------------------------------------------------
 
 
-def parse_tools(entries: list[Any], *, client: Any = None) -> tuple[list[ToolDefinition], list[dict[str, Any]]]:
+def parse_tools(entries: list[Any], *, client: Any = None,
+                limits: ToolLimitsConfig | None = None) -> tuple[list[ToolDefinition], list[dict[str, Any]]]:
     """`params.tools` → the remote tools as ToolDefinitions, and the entries skipped with why
     (`{"index", "name", "reason"}`). main_type "local" names a tool the *server* provides; vixio
-    serves only its own configured local tools, so such entries are skipped, not executed."""
+    serves only its own configured local tools, so such entries are skipped, not executed.
+    A tool beyond `limits` (name, description, schema size or depth, `$ref`, pattern) is skipped
+    with the limit named."""
+    limits = limits or ToolLimitsConfig()
     accepted: list[ToolDefinition] = []
     skipped: list[dict[str, Any]] = []
     seen: set[str] = set()
     for index, entry in enumerate(entries):
         name = entry.get("name") if isinstance(entry, dict) else None
-        name = name if isinstance(name, str) else ""
+        name = name[:limits.name_chars] if isinstance(name, str) else ""
         try:
-            tool = _parse_tool(entry, client)
+            tool = _parse_tool(entry, client, limits)
             if tool.name in seen:
                 raise ValueError("the name is registered twice; the first one is kept")
         except ValueError as exc:
@@ -256,7 +291,7 @@ def parse_tools(entries: list[Any], *, client: Any = None) -> tuple[list[ToolDef
     return accepted, skipped
 
 
-def _parse_tool(entry: Any, client: Any) -> ToolDefinition:
+def _parse_tool(entry: Any, client: Any, limits: ToolLimitsConfig) -> ToolDefinition:
     if not isinstance(entry, dict):
         raise ValueError(f"a tool must be an object, not {type(entry).__name__}")
     name, description = entry.get("name"), entry.get("description")
@@ -264,6 +299,9 @@ def _parse_tool(entry: Any, client: Any) -> ToolDefinition:
         raise ValueError("name must be a non-empty string")
     if not isinstance(description, str):
         raise ValueError("description must be a string")
+    problem = tool_problem(name, description, entry.get("parameters", entry.get("inputSchema")), limits)
+    if problem is not None:
+        raise ValueError(problem)
     main_type = entry.get("main_type", "remote")
     if main_type not in ("remote", "local"):
         raise ValueError(f"main_type must be \"remote\" or \"local\", not {main_type!r}")

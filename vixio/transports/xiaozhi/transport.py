@@ -21,9 +21,11 @@ import websockets
 from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.http11 import Request, Response
 
+from vixio.core.log_throttle import LogThrottle
 from vixio.core.pipeline import Pipeline
 from vixio.core.protocol import Message
 from vixio.core.session import Session
+from vixio.core.tools.limits import ToolBudget
 from vixio.core.transport import ConnectionClosed, TransportBase
 from vixio.transports.xiaozhi import protocol as xp
 from vixio.transports.xiaozhi.auth import AuthError, DeviceAuthenticator, DeviceIdentity
@@ -48,6 +50,8 @@ class DeviceContext:
 
 
 PipelineFactory = Callable[[DeviceContext], Awaitable[Pipeline]]
+MAX_ID_LENGTH = 128
+"""Device and client ids are cut to this length (a MAC is 17 characters, a UUID 36)."""
 
 
 class XiaozhiTransport(TransportBase):
@@ -60,7 +64,7 @@ class XiaozhiTransport(TransportBase):
         *,
         authenticator: DeviceAuthenticator | None = None,
     ) -> None:
-        super().__init__(xp.XiaozhiProtocol(1))
+        super().__init__(xp.XiaozhiProtocol(1, max_json_depth=config.max_json_depth))
         self.config = config
         self.authenticator = authenticator or DeviceAuthenticator(config.auth)
         self._pipeline_factory = pipeline_factory
@@ -75,6 +79,7 @@ class XiaozhiTransport(TransportBase):
         """`mcp/registerTools` clients by session id (every session has one; see register_tools.py)."""
         self.http_port: int | None = None
         """The bound OTA/HTTP port, for the derived vision URL when `http.port` is 0; set by the app."""
+        self._refusals = 0
 
     # --- server lifecycle ---------------------------------------------------------------------
 
@@ -108,8 +113,20 @@ class XiaozhiTransport(TransportBase):
     async def _do_read(self, session_id: str) -> bytes | str:
         try:
             return await self._sockets[session_id].recv()
-        except (websockets.ConnectionClosed, KeyError) as exc:
+        except websockets.ConnectionClosed as exc:
+            if exc.sent is not None and exc.sent.code in (1007, 1009):
+                io = self._io.get(session_id)
+                if io is not None:  # the library closed it: an oversize or non-UTF-8 message
+                    io.logger.warning("closed the connection ({}): {}", exc.sent.code, exc.sent.reason or "bad frame")
             raise ConnectionClosed(session_id) from exc
+        except KeyError as exc:
+            raise ConnectionClosed(session_id) from exc
+
+    async def _do_close(self, session_id: str, code: int, reason: str) -> None:
+        socket = self._sockets.get(session_id)
+        if socket is not None:
+            # A close reason is at most 123 bytes on the wire.
+            await socket.close(code, reason.encode()[:120].decode(errors="ignore"))
 
     async def _do_write(self, session_id: str, data: bytes | str) -> None:
         try:
@@ -122,6 +139,12 @@ class XiaozhiTransport(TransportBase):
     def _process_request(self, connection: ServerConnection, request: Request) -> Response | None:
         if request.headers.get("Upgrade", "").lower() != "websocket":
             return connection.respond(HTTPStatus.OK, "vixio: Xiaozhi WebSocket endpoint is running\n")
+        if self._server is not None and len(self._server.handlers) > self.config.max_connections:
+            self._refusals += 1
+            if self._refusals == 1 or self._refusals % 100 == 0:
+                connection.logger.warning("refused a handshake: %d connections open (xiaozhi.max_connections); "
+                                          "%d refused so far", len(self._server.handlers) - 1, self._refusals)
+            return connection.respond(HTTPStatus.SERVICE_UNAVAILABLE, "server busy: too many connections\n")
         query = dict(parse_qsl(urlsplit(request.path).query))
         headers = {name: value for name, value in request.headers.raw_items()}
         try:
@@ -142,13 +165,15 @@ class XiaozhiTransport(TransportBase):
         session_id = str(uuid.uuid4())
         self._sockets[session_id] = socket
         if identity.protocol_version in SUPPORTED_VERSIONS:
-            self._protocols[session_id] = xp.XiaozhiProtocol(identity.protocol_version)
+            self._protocols[session_id] = xp.XiaozhiProtocol(identity.protocol_version,
+                                                             max_json_depth=self.config.max_json_depth)
+        budget = ToolBudget(self.config.mcp.limits)  # shared by the session's peer tool sources
         self.open_session_io(session_id, identity.device_id)
         # Before the hello wait: the read worker routes MCP frames as they arrive, so a
         # registration sent with (or before) the hello reaches its client.
         register = RegisterToolsClient(
             session_id, lambda payload, envelope: self.write(session_id, xp.mcp(payload, envelope)),
-            call_timeout=self.config.mcp.tool_call_timeout)
+            call_timeout=self.config.mcp.tool_call_timeout, limits=self.config.mcp.limits, budget=budget)
         self.register_clients[session_id] = register
         self.add_mcp_peer(session_id, register)
         connection: XiaozhiConnection | None = None
@@ -160,7 +185,7 @@ class XiaozhiTransport(TransportBase):
                 log.info("closed: no hello within {}s", self.config.hello_timeout)
                 return
             version = self._negotiate_version(identity, hello, log)
-            protocol = xp.XiaozhiProtocol(version)
+            protocol = xp.XiaozhiProtocol(version, max_json_depth=self.config.max_json_depth)
             self._protocols[session_id] = protocol
             # Answer before any slow work: the device gives up after 10 s.
             await self.write(session_id, xp.server_hello(session_id, version))
@@ -180,7 +205,7 @@ class XiaozhiTransport(TransportBase):
             self.connections[session_id] = connection
             # After the pipeline factory registered its tools callback; earlier registrations are delivered now.
             await register.set_tools_callback(lambda defs: self.notify_device_tools_ready(session_id, defs))
-            self._start_device_tools(session_id, identity, context, socket)
+            self._start_device_tools(session_id, identity, context, socket, budget)
             await self._serve(session_id, connection, log)
         except Exception:
             log.exception("session failed")
@@ -201,31 +226,35 @@ class XiaozhiTransport(TransportBase):
             await socket.close()
 
     def _start_device_tools(self, session_id: str, identity: DeviceIdentity, context: DeviceContext,
-                            socket: ServerConnection) -> None:
+                            socket: ServerConnection, budget: ToolBudget) -> None:
         """Start listing the device's MCP tools in the background (after the pipeline factory,
         so its tools callback is registered first). A peer the factory set itself is kept."""
         if not context.features.get("mcp") or self._io[session_id].mcp_peer is not None:
             return
         mcp = self.config.mcp
         host = socket.request.headers.get("Host", "") if socket.request is not None else ""
-        vision = {"url": derive_vision_url(self.config, host, self.http_port),
+        local = socket.local_address[0] if socket.local_address else None
+        vision = {"url": derive_vision_url(self.config, host, self.http_port, local_address=local),
                   "token": self.authenticator.token_for(identity.client_id, identity.device_id)}
         client = XiaozhiDeviceToolClient(
             session_id, lambda payload: self.send_mcp(session_id, payload),
             timeout=mcp.tool_call_timeout, list_timeout=mcp.list_timeout, vision=vision,
             on_tools_changed=lambda defs: self.notify_device_tools_ready(session_id, defs),
-            device_id=identity.device_id)
+            device_id=identity.device_id, limits=mcp.limits, budget=budget)
         self.device_tools[session_id] = client
         self.set_mcp_peer(session_id, client)
         client.start()
 
     async def _wait_for_hello(self, session_id: str) -> Message | None:
+        ignored = LogThrottle(first=3, every=10.0)
+
         async def first_hello() -> Message | None:
             while True:
                 message = await self.read(session_id)
                 if message is None or message.get("type") == "hello":
                     return message
-                self._io[session_id].logger.info("ignored {!r} before hello", message.get("type"))
+                if ignored.hit() == 0:
+                    self._io[session_id].logger.info("ignored {!r} before hello", str(message.get("type"))[:40])
 
         try:
             return await asyncio.wait_for(first_hello(), self.config.hello_timeout)
@@ -235,7 +264,8 @@ class XiaozhiTransport(TransportBase):
     def _negotiate_version(self, identity: DeviceIdentity, hello: Message, log: Any) -> int:
         header_version = identity.protocol_version
         hello_version = hello.get("version")
-        version = header_version if header_version != 1 or not isinstance(hello_version, int) else hello_version
+        hello_int = isinstance(hello_version, int) and not isinstance(hello_version, bool)
+        version = header_version if header_version != 1 or not hello_int else hello_version
         if version not in SUPPORTED_VERSIONS:
             log.warning("unsupported binary protocol version {}; using 1", version)
             version = 1
@@ -297,11 +327,12 @@ def _anonymous_identity(headers: dict[str, str], query: dict[str, str]) -> Devic
     lowered = {k.lower(): v for k, v in headers.items()}
     device_id = (lowered.get("device-id") or query.get("device-id") or "").strip().lower()
     client_id = (lowered.get("client-id") or query.get("client-id") or "").strip()
-    version = lowered.get("protocol-version") or query.get("protocol-version") or "1"
+    version = (lowered.get("protocol-version") or query.get("protocol-version") or "1").strip()
     return DeviceIdentity(
-        device_id=device_id or f"anonymous-{uuid.uuid4().hex[:8]}",
-        client_id=client_id,
-        protocol_version=int(version) if version.isdigit() else 1,
+        device_id=device_id[:MAX_ID_LENGTH] or f"anonymous-{uuid.uuid4().hex[:8]}",
+        client_id=client_id[:MAX_ID_LENGTH],
+        # ASCII digits only: "²".isdigit() is true but int() refuses it.
+        protocol_version=int(version) if version.isascii() and version.isdigit() and len(version) <= 3 else 1,
     )
 
 

@@ -1,0 +1,68 @@
+"""Which host vixio names in the URLs it hands to devices (the WebSocket URL, the vision URL).
+
+A request's `Host` header is chosen by whoever sends the request, so it is used only when it
+names this server: the local address the request arrived on, a loopback name, or a name in
+`xiaozhi.allowed_hosts`. Otherwise the address the request arrived on is used — the device
+reached us through it, so on a LAN it reaches the WebSocket port through it too. Behind a proxy
+or NAT the operator sets `public_url`.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Iterable
+
+from yarl import URL
+
+_LOOPBACK_NAMES = {"localhost"}
+
+
+def host_of(host_header: str) -> str | None:
+    """The host part of a `Host` header value ("192.168.1.5:8003" → "192.168.1.5"), or None."""
+    value = host_header.strip()
+    if not value or len(value) > 255:
+        return None
+    try:
+        host = URL(f"http://{value}/").host
+    except ValueError:
+        return None
+    return host or None
+
+
+def names_this_server(host: str, local_address: str | None, allowed_hosts: Iterable[str] = ()) -> bool:
+    """Whether `host` (from a Host header) names this server."""
+    lowered = host.lower().rstrip(".")
+    if lowered in _LOOPBACK_NAMES or lowered in {h.lower().rstrip(".") for h in allowed_hosts}:
+        return True
+    try:
+        ip = ipaddress.ip_address(lowered.strip("[]"))
+    except ValueError:
+        return False
+    if ip.is_loopback:
+        return True
+    if local_address is None:
+        return False
+    try:
+        local = ipaddress.ip_address(local_address.split("%")[0])
+    except ValueError:
+        return False
+    if isinstance(local, ipaddress.IPv6Address) and local.ipv4_mapped is not None:
+        local = local.ipv4_mapped
+    return ip == local
+
+
+def advertised_host(host_header: str, local_address: str | None, fallback: str,
+                    allowed_hosts: Iterable[str] = ()) -> str:
+    """The host to put into a URL for the client that sent `host_header` over a connection to
+    `local_address`: the header's host when it names this server, else `local_address`, else
+    `fallback`."""
+    host = host_of(host_header)
+    if host is not None and names_this_server(host, local_address, allowed_hosts):
+        return host
+    if local_address:
+        local = local_address.split("%")[0]
+        if local.startswith("::ffff:") and "." in local:
+            local = local.removeprefix("::ffff:")
+        if local not in ("0.0.0.0", "::", ""):
+            return local
+    return fallback
