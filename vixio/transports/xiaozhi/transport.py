@@ -74,6 +74,8 @@ class XiaozhiTransport(TransportBase):
         """`mcp/registerTools` clients by session id (every session has one; see register_tools.py)."""
         self.http_port: int | None = None
         """The bound OTA/HTTP port, for the derived vision URL when `http.port` is 0; set by the app."""
+        self.reuse_port = False
+        """Bind with SO_REUSEPORT so worker processes share the port (set by vixio/worker.py)."""
 
     # --- server lifecycle ---------------------------------------------------------------------
 
@@ -87,6 +89,7 @@ class XiaozhiTransport(TransportBase):
             compression=None,  # Opus does not compress; deflate would only cost CPU
             ping_interval=30,
             ping_timeout=30,
+            reuse_port=self.reuse_port or None,
         )
 
     async def stop(self) -> None:
