@@ -8,6 +8,7 @@ import asyncio
 import os
 import re
 import signal
+import socket
 import sys
 import time
 from collections.abc import AsyncIterator
@@ -220,6 +221,21 @@ async def test_ctrl_c_to_the_process_group_leaves_no_process(tmp_path: Path) -> 
         assert "Traceback" not in serve.text() and "KeyboardInterrupt" not in serve.text()
     finally:
         serve.kill_group()
+
+
+async def test_a_taken_websocket_port_is_an_error_not_a_shared_port(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        config = tmp_path / "config.yaml"
+        config.write_text(f"xiaozhi: {{host: 127.0.0.1, port: {taken.getsockname()[1]}, http: {{port: 0}}}}\n")
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "vixio", "serve", "--config", str(config), "--workers", "2",
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
+        out, _ = await asyncio.wait_for(process.communicate(), 60)
+    assert process.returncode == 1
+    assert "cannot bind the WebSocket port" in out.decode() and "Address already in use" in out.decode()
+    assert "| w0 |" not in out.decode()  # no worker was started
 
 
 def test_worker_count_defaults_to_the_cores_and_refuses_zero() -> None:

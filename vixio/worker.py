@@ -64,12 +64,13 @@ async def run_worker(config: VixioConfig, index: int, socket_path: str, http_por
     """Serve until SIGTERM or until the supervisor goes away."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
-    loop.add_signal_handler(signal.SIGTERM, stop.set)
     _watch_supervisor(loop, stop)
     server = VixioServer(config, serve_http=False, worker_index=index)
     server.transport.reuse_port = True
     server.transport.http_port = http_port  # for the vision URL given to devices
+    # Until the models are loaded SIGTERM keeps its default action: there is nothing to close yet.
     await server.start()
+    loop.add_signal_handler(signal.SIGTERM, stop.set)
     runner = await _serve_session_routes(server, socket_path)
     try:
         await stop.wait()

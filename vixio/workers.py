@@ -152,7 +152,11 @@ class Supervisor:
     async def start(self) -> None:
         """Reserve the port, serve HTTP, start every worker and wait until all are ready."""
         xiaozhi = self.config.xiaozhi
-        self._reserved = reserve_port(xiaozhi.host, xiaozhi.port)
+        try:
+            self._reserved = reserve_port(xiaozhi.host, xiaozhi.port)
+        except OSError as exc:
+            raise WorkerStartError(f"cannot bind the WebSocket port {xiaozhi.host}:{xiaozhi.port} (xiaozhi.port): "
+                                   f"{exc.strerror or exc}") from exc
         self.websocket_port = int(self._reserved.getsockname()[1])
         settings = self.config.model_dump(mode="json")
         settings["xiaozhi"]["port"] = self.websocket_port  # `port: 0` resolved once for all workers
@@ -160,7 +164,12 @@ class Supervisor:
         self._run_dir = tempfile.mkdtemp(prefix="vixio-workers-")  # mode 0700: only this user reaches the sockets
         for worker in self.workers:
             worker.socket_path = os.path.join(self._run_dir, f"w{worker.index}.sock")
-        await self.ota.start()
+        try:
+            await self.ota.start()
+        except OSError as exc:
+            http = self.config.xiaozhi.http
+            raise WorkerStartError(f"cannot bind the HTTP port {http.host}:{http.port} (xiaozhi.http.port): "
+                                   f"{exc.strerror or exc}") from exc
         started = time.perf_counter()
         await asyncio.gather(*(self._spawn(worker) for worker in self.workers))
 
@@ -222,7 +231,8 @@ class Supervisor:
             self._reserved = None
         if self._run_dir:
             shutil.rmtree(self._run_dir, ignore_errors=True)
-        logger.info("all workers stopped")
+        if running:
+            logger.info("all workers stopped")
 
     # --- one worker ---------------------------------------------------------------------------
 
@@ -348,7 +358,7 @@ async def serve_workers(config: VixioConfig, workers: int) -> int:
             starting.result()
             await stop.wait()
         logger.info("shutting down")
-    except (WorkerStartError, OSError) as exc:
+    except WorkerStartError as exc:
         logger.error("cannot serve: {}", exc)
         status = 1
     finally:
