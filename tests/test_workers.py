@@ -238,6 +238,27 @@ async def test_a_taken_websocket_port_is_an_error_not_a_shared_port(tmp_path: Pa
     assert "| w0 |" not in out.decode()  # no worker was started
 
 
+async def test_a_worker_that_cannot_start_stops_the_server_with_status_1(tmp_path: Path) -> None:
+    config = tmp_path / "config.yaml"
+    config.write_text("xiaozhi: {host: 127.0.0.1, port: 0, http: {host: 127.0.0.1, port: 0}}\n"
+                      f"tts: {{provider: piper, voice: {tmp_path / 'missing.onnx'}}}\n")
+    serve = ServeProcess(await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "vixio", "serve", "--config", str(config), "--workers", "2",
+        stdout=asyncio.subprocess.DEVNULL, stderr=(tmp_path / "serve.log").open("wb"), start_new_session=True),
+        tmp_path / "serve.log")
+    try:
+        assert await asyncio.wait_for(serve.process.wait(), STARTUP_TIMEOUT) == 1
+        log = serve.text()
+        assert re.search(r"cannot serve: worker w\d did not start \(exit code 1\)", log), log
+        assert "missing.onnx" in log and "Put this OTA URL" not in log
+        started = re.search(r"starting 2 workers \(pids (\d+), (\d+)\)", log)
+        assert started, log
+        await until(_none_alive({int(started[1]), int(started[2])}), 10, "no worker left")
+        assert not alive(serve.process.pid)
+    finally:
+        serve.kill_group()
+
+
 def test_worker_count_defaults_to_the_cores_and_refuses_zero() -> None:
     assert resolve_workers(None) == len(os.sched_getaffinity(0))
     assert resolve_workers(3) == 3

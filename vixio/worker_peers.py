@@ -55,6 +55,7 @@ class Peers:
         self._timeout = aiohttp.ClientTimeout(total=timeout)
         self._sessions: dict[int, aiohttp.ClientSession] = {}
         self._turn = itertools.count()
+        self._closing: set[asyncio.Task[None]] = set()
 
     @property
     def workers(self) -> list[int]:
@@ -72,11 +73,13 @@ class Peers:
         session = self._sessions.pop(worker, None)
         if session is not None:
             # Closing only drops pooled connections; do it in the background so callers stay sync.
-            asyncio.get_running_loop().create_task(session.close())
+            closing = asyncio.get_running_loop().create_task(session.close())
+            self._closing.add(closing)
+            closing.add_done_callback(self._closing.discard)
 
     async def close(self) -> None:
         sessions, self._sessions = list(self._sessions.values()), {}
-        await asyncio.gather(*(session.close() for session in sessions), return_exceptions=True)
+        await asyncio.gather(*(session.close() for session in sessions), *self._closing, return_exceptions=True)
 
     async def request(self, worker: int, method: str, path: str, *, json: Any = None,
                       body: bytes | None = None, headers: dict[str, str] | None = None) -> PeerReply:

@@ -36,7 +36,7 @@ import sys
 import tempfile
 import time
 from contextlib import suppress
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
@@ -118,8 +118,6 @@ class WorkerProcess:
     restarts: int = 0
     failures: int = 0
     """Unexpected exits in a row (drives the back-off)."""
-    history: list[int] = field(default_factory=list)
-    """Pids of earlier processes of this index."""
 
     @property
     def pid(self) -> int | None:
@@ -172,6 +170,8 @@ class Supervisor:
                                    f"{exc.strerror or exc}") from exc
         started = time.perf_counter()
         await asyncio.gather(*(self._spawn(worker) for worker in self.workers))
+        logger.info("starting {} workers (pids {}); each loads its models", len(self.workers),
+                    ", ".join(str(w.pid) for w in self.workers))
 
         async def ready(worker: WorkerProcess) -> tuple[WorkerProcess, bool]:
             return worker, await self._wait_ready(worker)
@@ -189,8 +189,7 @@ class Supervisor:
                 wait.cancel()
         self._watchers = [asyncio.create_task(self._watch(w), name=f"vixio-watch-w{w.index}") for w in self.workers]
         http = self.config.xiaozhi.http
-        logger.info("{} workers ready in {:.1f} s (pids {})", len(self.workers), time.perf_counter() - started,
-                    ", ".join(str(w.pid) for w in self.workers))
+        logger.info("{} workers ready in {:.1f} s", len(self.workers), time.perf_counter() - started)
         logger.info("WebSocket server on {}:{} (any path), shared by {} workers", xiaozhi.host, self.websocket_port,
                     len(self.workers))
         host = lan_address() if http.host in ("0.0.0.0", "::", "") else http.host
@@ -200,6 +199,9 @@ class Supervisor:
     async def stop(self) -> None:
         """Stop the HTTP port and every worker (bounded), then release the port and run dir."""
         self._stopping.set()
+        for task in self._watchers:  # no restart from here on
+            task.cancel()
+        await asyncio.gather(*self._watchers, return_exceptions=True)
         await self.ota.stop()
         for worker in self.workers:
             if worker.running:
@@ -222,9 +224,6 @@ class Supervisor:
         for process in running:
             if process.stdin is not None:
                 process.stdin.close()
-        for task in self._watchers:
-            task.cancel()
-        await asyncio.gather(*self._watchers, return_exceptions=True)
         await self.peers.close()
         if self._reserved is not None:
             self._reserved.close()
@@ -238,8 +237,6 @@ class Supervisor:
 
     async def _spawn(self, worker: WorkerProcess) -> None:
         worker.ready = False
-        if worker.process is not None:
-            worker.history.append(worker.process.pid)
         worker.process = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "vixio.worker", "--index", str(worker.index), "--socket", worker.socket_path,
             "--http-port", str(self.ota.port), stdin=asyncio.subprocess.PIPE)
@@ -293,8 +290,13 @@ class Supervisor:
                 await asyncio.wait_for(self._stopping.wait(), delay)
             if self._stopping.is_set():
                 return
-            await self._spawn(worker)
             worker.restarts += 1
+            try:
+                await self._spawn(worker)
+            except OSError as exc:  # e.g. out of memory or processes: try again after the next back-off
+                worker.started = time.monotonic()
+                logger.error("cannot start worker w{}: {}", worker.index, exc)
+                continue
             if await self._wait_ready(worker):
                 logger.info("worker w{} restarted (pid {})", worker.index, worker.pid)
 
