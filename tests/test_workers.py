@@ -21,7 +21,7 @@ import pytest
 
 from vixio.testing.device import SimulatedDevice
 from vixio.testing.llm_server import Reply, ScriptedLLMServer
-from vixio.workers import resolve_workers, reuse_port_supported
+from vixio.workers import cpu_count, resolve_workers, reuse_port_supported
 
 pytestmark = pytest.mark.skipif(not reuse_port_supported(), reason="workers need SO_REUSEPORT balancing (Linux)")
 
@@ -259,8 +259,13 @@ async def test_a_worker_that_cannot_start_stops_the_server_with_status_1(tmp_pat
         serve.kill_group()
 
 
-def test_worker_count_defaults_to_the_cores_and_refuses_zero() -> None:
-    assert resolve_workers(None) == len(os.sched_getaffinity(0))
+def test_worker_count_defaults_to_the_cores_and_refuses_zero(tmp_path: Path) -> None:
+    assert resolve_workers(None) == cpu_count() <= len(os.sched_getaffinity(0))
+    quota = tmp_path / "cpu.max"
+    quota.write_text("150000 100000\n")  # docker run --cpus 1.5
+    assert cpu_count(str(quota)) == min(2, len(os.sched_getaffinity(0)))
+    quota.write_text("max 100000\n")
+    assert cpu_count(str(quota)) == len(os.sched_getaffinity(0))
     assert resolve_workers(3) == 3
     from vixio.cli import main
 

@@ -10,9 +10,10 @@ sessions asks the workers through `Peers`:
     reply = await peers.forward_first("POST", f"/api/sessions/{sid}/say", json={"text": "hi"})
     return web.json_response(reply.body, status=reply.status)   # the worker that has the session
 
-So a new session route is written once, as a `SessionRoute` on `VixioServer` (it sees that
-process's sessions; in one process it is served on the HTTP port as it is), and the supervisor
-adds the HTTP-port handler that combines the workers' answers: `gather` and merge for listings
+So a new session route is written once, as a `SessionRoute` appended to
+`VixioServer.session_routes` (it sees that process's sessions; in one process it is served on the
+HTTP port as it is, in a worker on its socket), and `Supervisor.__init__` (vixio/workers.py) adds,
+next to `/metrics`, the HTTP-port handler that combines the workers' answers: `gather` and merge for listings
 and counters, `forward_first` for anything addressed to one session (a worker without that
 session answers 404), `forward_any` for stateless work that needs a worker's models.
 """

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import os
 import shutil
 import signal
@@ -64,11 +65,18 @@ def reuse_port_supported() -> bool:
     return sys.platform.startswith("linux") and hasattr(socket, "SO_REUSEPORT")
 
 
-def cpu_count() -> int:
-    """Cores this process may run on."""
-    if hasattr(os, "sched_getaffinity"):
-        return max(1, len(os.sched_getaffinity(0)))
-    return max(1, os.cpu_count() or 1)
+def cpu_count(cgroup_cpu_max: str = "/sys/fs/cgroup/cpu.max") -> int:
+    """Cores this process may use: the CPUs it may run on, capped by a container's CPU quota
+    (cgroup v2 `cpu.max`, e.g. `docker run --cpus 2`)."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    try:
+        with open(cgroup_cpu_max, encoding="ascii") as limit:
+            quota, period = limit.read().split()[:2]
+        if quota != "max":
+            cores = min(cores, math.ceil(int(quota) / int(period)))
+    except (OSError, ValueError):
+        pass  # no cgroup v2 limit here
+    return max(1, cores)
 
 
 def resolve_workers(requested: int | None) -> int:
