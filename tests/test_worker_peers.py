@@ -132,3 +132,27 @@ def test_reserved_port_is_shared_by_workers_and_refused_when_someone_listens() -
             sock.close()
     finally:
         reserved.close()
+
+
+async def test_supervisor_metrics_is_an_operator_route_and_lists_workers_that_are_down() -> None:
+    import aiohttp
+
+    from vixio.config.models import VixioConfig
+    from vixio.workers import Supervisor
+
+    config = VixioConfig.model_validate({"xiaozhi": {"host": "127.0.0.1", "port": 0, "http": {
+        "host": "127.0.0.1", "port": 0, "admin_token": "s3cret"}}})
+    supervisor = Supervisor(config, 2)
+    await supervisor.ota.start()  # the HTTP side alone: no worker started
+    url = f"http://127.0.0.1:{supervisor.ota.port}/metrics"
+    try:
+        async with aiohttp.ClientSession() as http:
+            async with http.get(url) as response:
+                assert response.status == 401
+            async with http.get(url, headers={"Authorization": "Bearer s3cret"}) as response:
+                assert response.status == 200
+                body = await response.json()
+    finally:
+        await supervisor.stop()
+    assert body["sessions"] == 0
+    assert [(line["worker"], line["status"]) for line in body["workers"]] == [(0, "down"), (1, "down")]

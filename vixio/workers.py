@@ -46,6 +46,7 @@ from loguru import logger
 
 from vixio.config.models import VixioConfig
 from vixio.server import lan_address, rss_mb
+from vixio.transports.xiaozhi.admin import AdminGuard
 from vixio.transports.xiaozhi.auth import DeviceAuthenticator
 from vixio.transports.xiaozhi.ota import OtaServer
 from vixio.worker_peers import PeerReply, Peers
@@ -145,7 +146,8 @@ class Supervisor:
         self.peers = Peers()
         self.ota = OtaServer(config.xiaozhi, DeviceAuthenticator(config.xiaozhi.auth),
                              websocket_port=lambda: self.websocket_port)
-        self.ota.add_route("GET", "/metrics", self._metrics)
+        # Live device ids: an operator route (vixio/transports/xiaozhi/admin.py).
+        self.ota.add_route("GET", "/metrics", AdminGuard(config.xiaozhi.http.admin_token).protect(self._metrics))
         self.ota.add_route("POST", "/mcp/vision/explain", self._forward_to_any)
         self.websocket_port = 0
         self._reserved: socket.socket | None = None
