@@ -223,6 +223,20 @@ async def test_ctrl_c_to_the_process_group_leaves_no_process(tmp_path: Path) -> 
         serve.kill_group()
 
 
+async def test_one_worker_is_the_single_process_server(tmp_path: Path) -> None:
+    serve = await start_serve(tmp_path, None, "--workers", "1")
+    try:
+        await serve.wait_ready()
+        body = await serve.metrics()
+        assert [(line["worker"], line["pid"]) for line in body["workers"]] == [(0, serve.process.pid)]
+        assert "supervisor" not in body
+        serve.process.send_signal(signal.SIGTERM)
+        assert await asyncio.wait_for(serve.process.wait(), 60) == 0
+        assert "| main |" not in serve.text() and "vixio.workers" not in serve.text()
+    finally:
+        serve.kill_group()
+
+
 async def test_a_taken_websocket_port_is_an_error_not_a_shared_port(tmp_path: Path) -> None:
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))

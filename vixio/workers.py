@@ -169,7 +169,9 @@ class Supervisor:
         settings = self.config.model_dump(mode="json")
         settings["xiaozhi"]["port"] = self.websocket_port  # `port: 0` resolved once for all workers
         self._config_line = json.dumps(settings).encode() + b"\n"
-        self._run_dir = tempfile.mkdtemp(prefix="vixio-workers-")  # mode 0700: only this user reaches the sockets
+        # Mode 0700: only this user reaches the sockets. A Unix socket path has at most 107 bytes.
+        short_tmp = None if len(tempfile.gettempdir()) < 64 else "/tmp"
+        self._run_dir = tempfile.mkdtemp(prefix="vixio-workers-", dir=short_tmp)
         for worker in self.workers:
             worker.socket_path = os.path.join(self._run_dir, f"w{worker.index}.sock")
         try:
