@@ -2,7 +2,8 @@
 
     vixio config check --config config.yaml     # OK, or every error; non-zero exit on error
     vixio config reference                      # the configuration reference (docs/config.md)
-    vixio serve --config config.yaml            # the WebSocket and OTA servers
+    vixio serve --config config.yaml            # the WebSocket and OTA servers, one worker per core
+    vixio serve --config config.yaml --workers 1   # all in this one process
     vixio device --ota http://127.0.0.1:8003/xiaozhi/ota/ --text "hello"   # a simulated device
 """
 
@@ -41,11 +42,21 @@ def build_parser() -> argparse.ArgumentParser:
 
     serve = commands.add_parser("serve", help="run the WebSocket and OTA servers")
     serve.add_argument("--config", "-c", required=True, metavar="FILE", help="path to config.yaml")
+    serve.add_argument("--workers", "-w", type=_positive_int, metavar="N",
+                       help="worker processes sharing the WebSocket port (default: server.workers, else one per "
+                            "core); 1 serves from this process alone")
 
     from vixio.testing.device_cli import add_device_parser
 
     add_device_parser(commands)
     return parser
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -91,11 +102,25 @@ def _serve_command(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(exc, file=sys.stderr)
         return 1
-    setup_logging(args.log_level or config.log.level, tracebacks=config.log.tracebacks)
-    from vixio.server import serve
+    from vixio.workers import resolve_workers
 
-    asyncio.run(serve(config))
-    return 0
+    try:
+        workers = resolve_workers(args.workers or config.server.workers)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    level = args.log_level or config.log.level
+    if workers == 1:
+        setup_logging(level, tracebacks=config.log.tracebacks)
+        from vixio.server import serve
+
+        asyncio.run(serve(config))
+        return 0
+    from vixio.workers import serve_workers
+
+    setup_logging(level, tracebacks=config.log.tracebacks, process="main")
+    config.log.level = level  # the workers log at the level given here
+    return asyncio.run(serve_workers(config, workers))
 
 
 if __name__ == "__main__":

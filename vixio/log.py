@@ -17,8 +17,9 @@ if TYPE_CHECKING:
 _LINE = "{time:YYYY-MM-DD HH:mm:ss.SSS} | {level: <7} | {extra[session]} | {extra[device]} | {extra[component]} | {message}"
 
 
-def setup_logging(level: str = "INFO", *, tracebacks: bool = False) -> None:
-    """Send vixio's log to stderr at `level`.
+def setup_logging(level: str = "INFO", *, tracebacks: bool = False, process: str = "") -> None:
+    """Send vixio's log to stderr at `level`; a `process` name (e.g. "w1" for a worker, letters and
+    digits) follows the level on every line.
 
     Without `tracebacks` an exception stays on its event's line as `[Type: message]`, so a log
     is one line per event and greps cleanly; with it the full traceback follows.
@@ -26,9 +27,11 @@ def setup_logging(level: str = "INFO", *, tracebacks: bool = False) -> None:
     logger.remove()
     logger.configure(extra={"session": "-", "device": "-", "component": "-"}, patcher=_patch)
 
+    head = _LINE.replace("{extra[session]}", f"{process} | {{extra[session]}}", 1) if process else _LINE
+
     def line(record: Record) -> str:
         suffix = "\n{exception}" if tracebacks and record["exception"] else ""
-        return _LINE + "{extra[exc]}" + suffix + "\n"
+        return head + "{extra[exc]}" + suffix + "\n"
 
     logger.add(sys.stderr, level=level.upper(), format=line, backtrace=False, diagnose=False)
 

@@ -2,14 +2,25 @@
 
 This is the only module that knows both a transport and what goes into a pipeline; transports
 and providers never import each other (docs/architecture.md).
+
+HTTP routes come in two kinds. Front routes (OTA, activation, health) need no session and are
+answered by whoever serves the HTTP port. Session routes (`session_routes`: `/metrics`, and any
+route that reports on or acts on live sessions) need this process's sessions: in one process they
+are served on the HTTP port too; in a worker process (`vixio serve --workers N`) they are served on
+the worker's private socket, and the supervisor answers the HTTP port from every worker
+(vixio/workers.py, vixio/worker_peers.py).
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
 import socket
+from collections.abc import Awaitable, Callable
 from contextlib import suppress
+from dataclasses import dataclass
+from typing import Any
 
 from aiohttp import web
 from loguru import logger
@@ -23,12 +34,28 @@ from vixio.transports.xiaozhi.transport import DeviceContext, PipelineFactory, X
 from vixio.session_tools import SessionTools
 from vixio.voice import VoiceStack
 
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+@dataclass(frozen=True, slots=True)
+class SessionRoute:
+    """An HTTP route answered from this process's live sessions."""
+
+    method: str
+    path: str
+    handler: Handler
+
 
 class VixioServer:
     """The WebSocket server and the OTA/HTTP server of one process."""
 
-    def __init__(self, config: VixioConfig, pipeline_factory: PipelineFactory | None = None) -> None:
+    def __init__(self, config: VixioConfig, pipeline_factory: PipelineFactory | None = None, *,
+                 serve_http: bool = True, worker_index: int = 0) -> None:
+        """`serve_http=False` (a worker process) starts no OTA/HTTP server: the supervisor answers
+        the HTTP port and reaches `session_routes` through the worker's private socket."""
         self.config = config
+        self.serve_http = serve_http
+        self.worker_index = worker_index
         self.authenticator = DeviceAuthenticator(config.xiaozhi.auth)
         self.transport = XiaozhiTransport(
             config.xiaozhi, pipeline_factory or self._build_pipeline, authenticator=self.authenticator
@@ -36,20 +63,29 @@ class VixioServer:
         self.ota = OtaServer(config.xiaozhi, self.authenticator, websocket_port=lambda: self.transport.port)
         self.voice = VoiceStack(config)
         self._custom_factory = pipeline_factory is not None
-        self.ota.add_route("GET", "/metrics", self._metrics)
-        self.ota.add_route("POST", "/mcp/vision/explain", self._vision_explain)
+        self.session_routes: list[SessionRoute] = [
+            SessionRoute("GET", "/metrics", self._metrics),
+            SessionRoute("POST", "/mcp/vision/explain", self._vision_explain),
+        ]
+        """Routes that need this process's sessions (or models); add more before `start()`."""
         self.tools: dict[str, SessionTools] = {}
         """Live sessions' tools by session id."""
         self._accept_throttle: AcceptErrorThrottle | None = None
 
     async def _metrics(self, request: web.Request) -> web.Response:
         """Live sessions and the latency marks of their recent turns (ms from the first mark).
-        Session and device ids are for operators (`xiaozhi.http.admin_token`); anyone else gets the count."""
-        if not self.ota.admin.is_operator(request):
+        Session and device ids are for operators (`xiaozhi.http.admin_token`); anyone else gets the
+        count. A worker answers on its private socket: there the supervisor has checked the caller."""
+        if self.serve_http and not self.ota.admin.is_operator(request):
             return web.json_response({"sessions": len(self.transport.connections), "detail": [],
                                       "note": "details need the operator token (xiaozhi.http.admin_token); "
                                               "without one configured, ask from this machine"})
-        sessions = []
+        return web.json_response(self.metrics())
+
+    def metrics(self) -> dict[str, Any]:
+        """Live sessions and the latency marks of their recent turns (ms from the first mark),
+        plus this process as the one entry of `workers` (the supervisor merges several)."""
+        sessions: list[dict[str, Any]] = []
         for session_id, connection in self.transport.connections.items():
             session = connection.session
             turns = [] if session is None else [
@@ -58,7 +94,8 @@ class VixioServer:
             sessions.append({"session_id": session_id, "device_id": connection.device_id,
                              "speaking": connection.speaking, "turns": turns,
                              "tools": tools.toolset.sources() if tools is not None else {}})
-        return web.json_response({"sessions": len(sessions), "detail": sessions})
+        process = {"worker": self.worker_index, "pid": os.getpid(), "sessions": len(sessions), "rss_mb": rss_mb()}
+        return {"sessions": len(sessions), "detail": sessions, "workers": [process]}
 
     async def _vision_explain(self, request: web.Request) -> web.Response:
         """The camera tool's upload URL (sent in MCP initialize). No vision model is configured
@@ -86,8 +123,14 @@ class VixioServer:
         if not self._custom_factory:
             await self.voice.load()  # models load once, before the first device connects
         self._accept_throttle = install_accept_error_throttle()
-        warn_about_open_tokens(self.config)
+        if self.serve_http:  # with workers, the supervisor (which serves OTA) warns once
+            warn_about_open_tokens(self.config)
         await self.transport.start()
+        if not self.serve_http:
+            logger.info("worker ready: WebSocket port {}", self.transport.port)
+            return
+        for route in self.session_routes:
+            self.ota.add_route(route.method, route.path, route.handler)
         await self.ota.start()
         self.transport.http_port = self.ota.port  # for the vision URL given to devices
         http = self.config.xiaozhi.http
@@ -97,7 +140,7 @@ class VixioServer:
                     http.host, self.ota.port, host, self.ota.port)
 
     async def stop(self) -> None:
-        await self.ota.stop()
+        await self.ota.stop()  # safe when it never started (a worker)
         await self.transport.stop()
         await self.voice.close()
         if self._accept_throttle is not None:
@@ -119,6 +162,16 @@ def warn_about_open_tokens(config: VixioConfig) -> None:
         logger.warning("auth.enabled is on, but with neither activation.enabled nor auth.allowed_devices any "
                        "device that can reach the OTA port gets a token: auth then keeps out only clients "
                        "that skip OTA (see docs/security.md)")
+
+
+def rss_mb() -> float | None:
+    """This process's resident memory in MB (Linux /proc), or None where that is not available."""
+    try:
+        with open("/proc/self/statm", encoding="ascii") as statm:
+            pages = int(statm.read().split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+    return round(pages * os.sysconf("SC_PAGE_SIZE") / 2**20, 1)
 
 
 def lan_address() -> str:

@@ -115,11 +115,15 @@ class VoiceStack:
         return self._task_queue
 
     async def close(self) -> None:
-        """Cancel background tool tasks still running and stop MCP servers (the server is stopping)."""
+        """Cancel background tool tasks still running, stop MCP servers and close the shared ASR and
+        TTS providers (the server is stopping)."""
         if self._task_queue is not None:
             await self._task_queue.shutdown()
         if self.mcp is not None:
             await self.mcp.close()
+        for provider in (self.asr, self.tts):
+            if provider is not None:
+                await provider.close()  # their HTTP sessions, thread pools
 
     def build_pipeline(self, session_id: str, *, tools: SessionTools | None = None) -> Pipeline:
         """The stations of one session, sharing this stack's providers.

@@ -23,6 +23,15 @@ class LogConfig(StrictModel):
     """Print full tracebacks for logged exceptions; otherwise the exception type and message stay on the event's line."""
 
 
+class ServerConfig(StrictModel):
+    """The server processes (see docs/deploy.md, "Using all cores")."""
+
+    workers: int | None = Field(default=None, ge=1, le=256)
+    """Worker processes sharing the WebSocket port, each with its own models; null means one per CPU core; 1 runs everything in one process. `vixio serve --workers N` wins over it."""
+    shutdown_timeout: float = Field(default=10.0, gt=0)
+    """Seconds workers get to close their sessions on shutdown before they are killed."""
+
+
 class PipelineConfig(StrictModel):
     """The per-session pipeline of stations."""
 
@@ -34,6 +43,7 @@ class VixioConfig(StrictModel):
     """Root of config.yaml."""
 
     log: LogConfig = Field(default_factory=LogConfig)
+    server: ServerConfig = Field(default_factory=ServerConfig)
     pipeline: PipelineConfig = Field(default_factory=PipelineConfig)
     xiaozhi: XiaozhiConfig = Field(default_factory=XiaozhiConfig)
     vad: VADConfig = Field(default_factory=VADConfig)

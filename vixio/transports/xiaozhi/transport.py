@@ -80,6 +80,8 @@ class XiaozhiTransport(TransportBase):
         self.http_port: int | None = None
         """The bound OTA/HTTP port, for the derived vision URL when `http.port` is 0; set by the app."""
         self._refusals = 0
+        self.reuse_port = False
+        """Bind with SO_REUSEPORT so worker processes share the port (set by vixio/worker.py)."""
 
     # --- server lifecycle ---------------------------------------------------------------------
 
@@ -94,6 +96,7 @@ class XiaozhiTransport(TransportBase):
             ping_interval=30,
             ping_timeout=30,
             logger=websockets_logger(),  # one short line per event (bare TCP health checks: DEBUG)
+            reuse_port=self.reuse_port or None,
         )
 
     async def stop(self) -> None:

@@ -1,0 +1,127 @@
+"""One worker process of `vixio serve --workers N`, started by the supervisor (vixio/workers.py).
+
+    python -m vixio.worker --index 1 --socket RUN_DIR/w1.sock --http-port 8003   # config on stdin
+
+The supervisor writes the validated config as one JSON line on stdin and keeps stdin open: end
+of file means the supervisor is gone (even killed outright), and the worker shuts down, so no
+worker outlives it. The worker loads its models once, binds the WebSocket port with SO_REUSEPORT
+(the kernel spreads new connections over the workers), serves its sessions, and answers
+`VixioServer.session_routes` plus `GET /healthz` on its Unix socket. SIGTERM: close every
+session, then exit 0. SIGINT (Ctrl-C reaches the whole process group) is left to the
+supervisor, which stops the workers in order.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+import sys
+from collections.abc import Sequence
+from contextlib import suppress
+
+from aiohttp import web
+from loguru import logger
+
+from vixio.config.models import VixioConfig
+from vixio.log import setup_logging
+from vixio.server import VixioServer, rss_mb
+
+log = logger.bind(component="vixio.worker")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run one worker; exits the process itself after an orderly stop."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    parser = argparse.ArgumentParser(prog="python -m vixio.worker", description=__doc__)
+    parser.add_argument("--index", type=int, required=True, help="this worker's number (w0, w1, ...)")
+    parser.add_argument("--socket", required=True, help="Unix socket for the session routes")
+    parser.add_argument("--http-port", type=int, required=True, help="the supervisor's HTTP (OTA) port")
+    args = parser.parse_args(argv)
+    line = sys.stdin.buffer.readline()
+    if not line:
+        print("vixio.worker: no config on stdin (this process is started by `vixio serve --workers N`)",
+              file=sys.stderr)
+        return 2
+    config = VixioConfig.model_validate_json(line)
+    setup_logging(config.log.level, tracebacks=config.log.tracebacks, process=f"w{args.index}")
+    try:
+        asyncio.run(run_worker(config, args.index, args.socket, args.http_port))
+    except Exception:
+        log.exception("worker failed")
+        return 1
+    log.info("stopped")
+    # Sessions, sockets and providers are closed. Tearing down the interpreter's module graph
+    # would only cost seconds (litellm alone: 2-3 s on a busy 2-core machine), so end here, as
+    # multiprocessing ends its children.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
+async def run_worker(config: VixioConfig, index: int, socket_path: str, http_port: int) -> None:
+    """Serve until SIGTERM or until the supervisor goes away."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    _watch_supervisor(loop, stop)
+    server = VixioServer(config, serve_http=False, worker_index=index)
+    server.transport.reuse_port = True
+    server.transport.http_port = http_port  # for the vision URL given to devices
+    # Until the models are loaded SIGTERM keeps its default action: there is nothing to close yet.
+    await server.start()
+    loop.add_signal_handler(signal.SIGTERM, stop.set)
+    runner = await _serve_session_routes(server, socket_path)
+    try:
+        await stop.wait()
+        log.info("stopping: closing {} session(s)", len(server.transport.connections))
+    finally:
+        await server.stop()
+        await runner.cleanup()
+
+
+async def _serve_session_routes(server: VixioServer, socket_path: str) -> web.AppRunner:
+    app = web.Application()
+    for route in server.session_routes:
+        app.router.add_route(route.method, route.path, route.handler)
+
+    async def health(request: web.Request) -> web.Response:
+        return web.json_response({"worker": server.worker_index, "pid": os.getpid(),
+                                  "websocket_port": server.transport.port,
+                                  "sessions": len(server.transport.connections), "rss_mb": rss_mb()})
+
+    app.router.add_get("/healthz", health)
+    runner = web.AppRunner(app, access_log=None, handle_signals=False)
+    await runner.setup()
+    with suppress(FileNotFoundError):
+        os.unlink(socket_path)  # left by a worker of this index that died
+    await web.UnixSite(runner, socket_path).start()
+    return runner
+
+
+def _watch_supervisor(loop: asyncio.AbstractEventLoop, stop: asyncio.Event) -> None:
+    """Set `stop` when stdin reaches end of file: the supervisor closed it or died."""
+    fd = sys.stdin.fileno()
+
+    def readable() -> None:
+        try:
+            data = os.read(fd, 4096)
+        except BlockingIOError:
+            return
+        except OSError:
+            data = b""
+        if not data:
+            loop.remove_reader(fd)
+            _supervisor_gone(stop)
+
+    loop.add_reader(fd, readable)
+
+
+def _supervisor_gone(stop: asyncio.Event) -> None:
+    if not stop.is_set():
+        log.warning("the supervisor is gone; stopping")
+        stop.set()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

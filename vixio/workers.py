@@ -1,0 +1,397 @@
+"""`vixio serve --workers N`: one supervisor process and N worker processes on every core.
+
+    supervisor (this module)                       workers (vixio/worker.py), one per core
+    ├── reserves the WebSocket port                ├── load the models once each
+    ├── HTTP port: OTA, activation, /healthz,      ├── bind the WebSocket port with SO_REUSEPORT:
+    │   /metrics merged from every worker          │   the kernel spreads devices over them
+    ├── starts, watches and restarts workers       ├── serve their sessions
+    └── stops them all on SIGTERM / Ctrl-C         └── answer session routes on RUN_DIR/w<i>.sock
+
+Why the HTTP port stays in the supervisor: OTA is stateless, activation codes live in one
+registry, and tokens are issued in one place, so every device gets the same answers whichever
+worker it lands on. Routes about live sessions (`/metrics`, the operator console's `/api/`) are
+answered from every worker through `Peers` (vixio/worker_peers.py explains how a new route uses
+it). The WebSocket port is bound by the workers only: the supervisor holds a bound, never
+listening SO_REUSEPORT socket on it, so `port: 0` resolves to one port for all workers and the
+port stays reserved while a worker restarts.
+
+A worker that exits unexpectedly is logged and restarted after a back-off (1 s, doubling up to
+30 s; reset once it has run a minute). SIGTERM or SIGINT stops the HTTP port, sends SIGTERM to
+every worker (each closes its sessions and exits), waits up to `server.shutdown_timeout`, kills
+what is left, and exits 0. Workers read their config from a pipe that the supervisor holds open,
+so even a supervisor killed outright takes its workers with it.
+
+SO_REUSEPORT spreads connections only on Linux; elsewhere `server.workers` must be 1.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import os
+import shutil
+import signal
+import socket
+import sys
+import tempfile
+import time
+from contextlib import suppress
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+from aiohttp import web
+from loguru import logger
+
+from vixio.config.models import VixioConfig
+from vixio.server import lan_address, rss_mb, warn_about_open_tokens
+from vixio.transports.xiaozhi.http_limits import install_accept_error_throttle
+from vixio.transports.xiaozhi.admin import AdminGuard
+from vixio.transports.xiaozhi.auth import DeviceAuthenticator
+from vixio.transports.xiaozhi.ota import OtaServer
+from vixio.worker_peers import PeerReply, Peers
+
+READY_TIMEOUT = 300.0
+"""Seconds a starting worker has to load its models and bind; then it is killed (and retried)."""
+BACKOFF_FIRST, BACKOFF_MAX, STABLE_AFTER = 1.0, 30.0, 60.0
+"""Restart delay: first, largest, and the uptime after which a worker counts as healthy again."""
+
+
+class WorkerStartError(RuntimeError):
+    """A worker could not start at server start (its own log lines say why)."""
+
+
+def reuse_port_supported() -> bool:
+    """SO_REUSEPORT balances connections over processes on Linux only."""
+    return sys.platform.startswith("linux") and hasattr(socket, "SO_REUSEPORT")
+
+
+def cpu_count(cgroup_cpu_max: str = "/sys/fs/cgroup/cpu.max") -> int:
+    """Cores this process may use: the CPUs it may run on, capped by a container's CPU quota
+    (cgroup v2 `cpu.max`, e.g. `docker run --cpus 2`)."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    try:
+        with open(cgroup_cpu_max, encoding="ascii") as limit:
+            quota, period = limit.read().split()[:2]
+        if quota != "max":
+            cores = min(cores, math.ceil(int(quota) / int(period)))
+    except (OSError, ValueError):
+        pass  # no cgroup v2 limit here
+    return max(1, cores)
+
+
+def resolve_workers(requested: int | None) -> int:
+    """`requested` (from `--workers` or `server.workers`), or one per core where that works."""
+    if requested is None:
+        return cpu_count() if reuse_port_supported() else 1
+    if requested > 1 and not reuse_port_supported():
+        raise ValueError(f"server.workers is {requested}, but several workers need SO_REUSEPORT "
+                         "load balancing (Linux); use 1 on this system")
+    return requested
+
+
+def reserve_port(host: str, port: int) -> socket.socket:
+    """A bound, not listening, SO_REUSEPORT socket on `host:port` (port 0 picks one).
+
+    A listener already on the port (another program, or another vixio) makes this fail with
+    EADDRINUSE instead of silently sharing connections with it."""
+    family, kind, proto, _, address = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM,
+                                                        flags=socket.AI_PASSIVE)[0]
+    if port != 0:
+        with socket.socket(family, kind, proto) as probe:  # no SO_REUSEPORT: refused by any listener
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            probe.bind(address)
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        if family == socket.AF_INET6:
+            sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)  # as asyncio's create_server
+        sock.bind(address)
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
+@dataclass(slots=True)
+class WorkerProcess:
+    """The supervisor's view of one worker."""
+
+    index: int
+    socket_path: str
+    process: asyncio.subprocess.Process | None = None
+    started: float = 0.0
+    """time.monotonic() of the latest start."""
+    ready: bool = False
+    restarts: int = 0
+    failures: int = 0
+    """Unexpected exits in a row (drives the back-off)."""
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid if self.process is not None else None
+
+    @property
+    def running(self) -> bool:
+        return self.process is not None and self.process.returncode is None
+
+
+class Supervisor:
+    """Starts, watches and stops the workers; serves the HTTP port."""
+
+    def __init__(self, config: VixioConfig, workers: int) -> None:
+        self.config = config
+        self.workers = [WorkerProcess(i, "") for i in range(workers)]
+        self.peers = Peers()
+        self.ota = OtaServer(config.xiaozhi, DeviceAuthenticator(config.xiaozhi.auth),
+                             websocket_port=lambda: self.websocket_port)
+        # Live device ids: an operator route (vixio/transports/xiaozhi/admin.py).
+        self.ota.add_route("GET", "/metrics", AdminGuard(config.xiaozhi.http.admin_token).protect(self._metrics))
+        self.ota.add_route("POST", "/mcp/vision/explain", self._forward_to_any)
+        self.websocket_port = 0
+        self._reserved: socket.socket | None = None
+        self._run_dir = ""
+        self._config_line = b""
+        """The config the workers get: `config` with the reserved WebSocket port."""
+        self._stopping = asyncio.Event()
+        self._watchers: list[asyncio.Task[None]] = []
+
+    async def start(self) -> None:
+        """Reserve the port, serve HTTP, start every worker and wait until all are ready."""
+        xiaozhi = self.config.xiaozhi
+        try:
+            self._reserved = reserve_port(xiaozhi.host, xiaozhi.port)
+        except OSError as exc:
+            raise WorkerStartError(f"cannot bind the WebSocket port {xiaozhi.host}:{xiaozhi.port} (xiaozhi.port): "
+                                   f"{exc.strerror or exc}") from exc
+        self.websocket_port = int(self._reserved.getsockname()[1])
+        settings = self.config.model_dump(mode="json")
+        settings["xiaozhi"]["port"] = self.websocket_port  # `port: 0` resolved once for all workers
+        self._config_line = json.dumps(settings).encode() + b"\n"
+        # Mode 0700: only this user reaches the sockets. A Unix socket path has at most 107 bytes.
+        short_tmp = None if len(tempfile.gettempdir()) < 64 else "/tmp"
+        self._run_dir = tempfile.mkdtemp(prefix="vixio-workers-", dir=short_tmp)
+        for worker in self.workers:
+            worker.socket_path = os.path.join(self._run_dir, f"w{worker.index}.sock")
+        install_accept_error_throttle()  # the HTTP port: one line per second when descriptors run out
+        warn_about_open_tokens(self.config)
+        try:
+            await self.ota.start()
+        except OSError as exc:
+            http = self.config.xiaozhi.http
+            raise WorkerStartError(f"cannot bind the HTTP port {http.host}:{http.port} (xiaozhi.http.port): "
+                                   f"{exc.strerror or exc}") from exc
+        started = time.perf_counter()
+        await asyncio.gather(*(self._spawn(worker) for worker in self.workers))
+        logger.info("starting {} workers (pids {}); each loads its models", len(self.workers),
+                    ", ".join(str(w.pid) for w in self.workers))
+
+        async def ready(worker: WorkerProcess) -> tuple[WorkerProcess, bool]:
+            return worker, await self._wait_ready(worker)
+
+        waits = [asyncio.ensure_future(ready(worker)) for worker in self.workers]
+        try:
+            for next_ready in asyncio.as_completed(waits):
+                worker, ok = await next_ready
+                if not ok:  # fail fast; stop() ends the others
+                    code = worker.process.returncode if worker.process is not None else None
+                    raise WorkerStartError(f"worker w{worker.index} did not start (exit code {code}); "
+                                           "its log lines above say why")
+        finally:
+            for wait in waits:
+                wait.cancel()
+        self._watchers = [asyncio.create_task(self._watch(w), name=f"vixio-watch-w{w.index}") for w in self.workers]
+        http = self.config.xiaozhi.http
+        logger.info("{} workers ready in {:.1f} s", len(self.workers), time.perf_counter() - started)
+        logger.info("WebSocket server on {}:{} (any path), shared by {} workers", xiaozhi.host, self.websocket_port,
+                    len(self.workers))
+        host = lan_address() if http.host in ("0.0.0.0", "::", "") else http.host
+        logger.info("OTA server on {}:{}. Put this OTA URL into your device: http://{}:{}/xiaozhi/ota/",
+                    http.host, self.ota.port, host, self.ota.port)
+
+    async def stop(self) -> None:
+        """Stop the HTTP port and every worker (bounded), then release the port and run dir."""
+        self._stopping.set()
+        for task in self._watchers:  # no restart from here on
+            task.cancel()
+        await asyncio.gather(*self._watchers, return_exceptions=True)
+        await self.ota.stop()
+        for worker in self.workers:
+            if worker.running:
+                assert worker.process is not None
+                with suppress(ProcessLookupError):
+                    worker.process.send_signal(signal.SIGTERM)
+        running = [w.process for w in self.workers if w.process is not None]
+        pending: set[asyncio.Future[int]] = set()
+        if running:
+            waits = [asyncio.ensure_future(process.wait()) for process in running]
+            _, pending = await asyncio.wait(waits, timeout=self.config.server.shutdown_timeout)
+        if pending:
+            logger.warning("{} worker(s) still running after {} s; killing them", len(pending),
+                           self.config.server.shutdown_timeout)
+            for process in running:
+                if process.returncode is None:
+                    with suppress(ProcessLookupError):
+                        process.kill()
+            await asyncio.wait(pending)
+        for process in running:
+            if process.stdin is not None:
+                process.stdin.close()
+        await self.peers.close()
+        if self._reserved is not None:
+            self._reserved.close()
+            self._reserved = None
+        if self._run_dir:
+            shutil.rmtree(self._run_dir, ignore_errors=True)
+        if running:
+            logger.info("all workers stopped")
+
+    # --- one worker ---------------------------------------------------------------------------
+
+    async def _spawn(self, worker: WorkerProcess) -> None:
+        worker.ready = False
+        worker.process = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "vixio.worker", "--index", str(worker.index), "--socket", worker.socket_path,
+            "--http-port", str(self.ota.port), stdin=asyncio.subprocess.PIPE, env=_worker_environment())
+        worker.started = time.monotonic()
+        assert worker.process.stdin is not None
+        # The pipe stays open for the worker's life: its end of file tells the worker we are gone.
+        worker.process.stdin.write(self._config_line)
+        with suppress(ConnectionError):
+            await worker.process.stdin.drain()
+
+    async def _wait_ready(self, worker: WorkerProcess) -> bool:
+        """Poll the worker's /healthz until it answers; False if it exits or takes too long."""
+        process = worker.process
+        assert process is not None
+        deadline = time.monotonic() + READY_TIMEOUT
+        timeout = aiohttp.ClientTimeout(total=2)
+        async with aiohttp.ClientSession(connector=aiohttp.UnixConnector(path=worker.socket_path),
+                                         timeout=timeout) as http:
+            while process.returncode is None and not self._stopping.is_set():
+                if time.monotonic() > deadline:
+                    logger.error("worker w{} (pid {}) not ready after {:.0f} s; killing it", worker.index,
+                                 process.pid, READY_TIMEOUT)
+                    with suppress(ProcessLookupError):
+                        process.kill()
+                    return False
+                with suppress(aiohttp.ClientError, OSError, TimeoutError):
+                    async with http.get("http://worker/healthz") as response:
+                        if response.status == 200:
+                            worker.ready = True
+                            self.peers.add(worker.index, worker.socket_path)
+                            return True
+                with suppress(TimeoutError):
+                    await asyncio.wait_for(process.wait(), 0.2)
+        return False
+
+    async def _watch(self, worker: WorkerProcess) -> None:
+        """Restart `worker` whenever it exits while the server is running."""
+        while not self._stopping.is_set():
+            assert worker.process is not None
+            code = await worker.process.wait()
+            worker.ready = False
+            self.peers.discard(worker.index)
+            if self._stopping.is_set():
+                return
+            uptime = time.monotonic() - worker.started
+            worker.failures = 1 if uptime >= STABLE_AFTER else worker.failures + 1
+            delay = min(BACKOFF_MAX, BACKOFF_FIRST * 2 ** (worker.failures - 1))
+            logger.error("worker w{} (pid {}) exited with code {} after {:.0f} s; restarting in {:.0f} s",
+                         worker.index, worker.process.pid, code, uptime, delay)
+            with suppress(TimeoutError):
+                await asyncio.wait_for(self._stopping.wait(), delay)
+            if self._stopping.is_set():
+                return
+            worker.restarts += 1
+            try:
+                await self._spawn(worker)
+            except OSError as exc:  # e.g. out of memory or processes: try again after the next back-off
+                worker.started = time.monotonic()
+                logger.error("cannot start worker w{}: {}", worker.index, exc)
+                continue
+            if await self._wait_ready(worker):
+                logger.info("worker w{} restarted (pid {})", worker.index, worker.pid)
+
+    # --- HTTP routes answered from every worker -----------------------------------------------
+
+    async def _metrics(self, request: web.Request) -> web.Response:
+        """Every worker's sessions, and per worker: pid, sessions, RSS, restarts."""
+        return web.json_response(merge_metrics(self.workers, await self.peers.gather("GET", "/metrics")))
+
+    async def _forward_to_any(self, request: web.Request) -> web.Response:
+        """A stateless route that needs a worker's models (the camera tool's upload)."""
+        headers = {name: value for name, value in request.headers.items()
+                   if name.lower() in ("authorization", "content-type", "device-id", "client-id")}
+        reply = await self.peers.forward_any(request.method, request.path_qs, body=await request.read(),
+                                             headers=headers)
+        return _response(reply)
+
+
+def _worker_environment() -> dict[str, str]:
+    """This environment, with the vixio this supervisor runs first on the path: `-m` would
+    otherwise prefer a `vixio/` folder in the current directory."""
+    import vixio
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(vixio.__file__)))
+    path = os.environ.get("PYTHONPATH", "")
+    return {**os.environ, "PYTHONPATH": root + (os.pathsep + path if path else "")}
+
+
+def merge_metrics(workers: list[WorkerProcess], replies: list[PeerReply]) -> dict[str, Any]:
+    """One `/metrics` body from the workers' own: sessions tagged with their worker, a line per
+    worker (also one that is restarting or did not answer), and the supervisor's own RSS."""
+    by_worker = {reply.worker: reply for reply in replies}
+    detail: list[dict[str, Any]] = []
+    lines: list[dict[str, Any]] = []
+    for worker in workers:
+        reply = by_worker.get(worker.index)
+        extra = {"restarts": worker.restarts}
+        if reply is not None and reply.ok and isinstance(reply.body, dict):
+            detail += [{**session, "worker": worker.index} for session in reply.body.get("detail", [])]
+            lines += [{**line, "status": "up", **extra} for line in reply.body.get("workers", [])]
+        else:
+            status = "starting" if worker.running and not worker.ready else "down"
+            if reply is not None:
+                status = "not answering"
+            lines.append({"worker": worker.index, "pid": worker.pid, "sessions": None, "rss_mb": None,
+                          "status": status, **extra})
+    total_rss = sum(line["rss_mb"] or 0 for line in lines) + (rss_mb() or 0)
+    return {"sessions": len(detail), "detail": detail, "workers": lines,
+            "supervisor": {"pid": os.getpid(), "rss_mb": rss_mb()}, "rss_mb": round(total_rss, 1)}
+
+
+def _response(reply: PeerReply) -> web.Response:
+    if reply.content_type == "application/json" or not isinstance(reply.body, dict):
+        return web.json_response(reply.body, status=reply.status)
+    return web.Response(text=str(reply.body.get("error", "")), status=reply.status, content_type=reply.content_type)
+
+
+async def serve_workers(config: VixioConfig, workers: int) -> int:
+    """Run the supervisor until SIGINT/SIGTERM; the exit status (1 when the workers could not start)."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    supervisor = Supervisor(config, workers)
+    starting = asyncio.create_task(supervisor.start(), name="vixio-supervisor-start")
+    stopping = asyncio.create_task(stop.wait(), name="vixio-stop-signal")
+    status = 0
+    try:
+        await asyncio.wait({starting, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        if starting.done():
+            starting.result()
+            await stop.wait()
+        logger.info("shutting down")
+    except WorkerStartError as exc:
+        logger.error("cannot serve: {}", exc)
+        status = 1
+    finally:
+        starting.cancel()
+        stopping.cancel()
+        with suppress(asyncio.CancelledError, Exception):
+            await starting
+        await supervisor.stop()
+    return status
