@@ -67,8 +67,8 @@ DEVICES_PER_GENERATOR = 150
 """One generator process keeps real time for at least this many devices (checked by its send lateness)."""
 
 
-def run_load(children: Children, server: VixioServerProcess, n: int, turns: int, stagger: float,
-             generators: int, tmp: Path) -> dict[str, Any]:
+def run_load(children: Children, server: VixioServerProcess, fakes: ProcessTree, n: int, turns: int,
+             stagger: float, generators: int, tmp: Path) -> dict[str, Any]:
     """Run N devices against `server` and return the summary of that load."""
     generators = max(1, min(n, generators or math.ceil(n / DEVICES_PER_GENERATOR)))
     load_before = os.getloadavg()[0]
@@ -83,6 +83,7 @@ def run_load(children: Children, server: VixioServerProcess, n: int, turns: int,
         procs.append(children.start([sys.executable, str(BENCH / "capacity_load.py"), json.dumps(spec)],
                                     cwd=ROOT, env=_env()))
     loaded_pss = 0
+    fakes_before = fakes.usage().cpu_s
     with Sampler(server.tree) as sampler:
         for index, proc in enumerate(procs):
             if index == 0:
@@ -90,15 +91,18 @@ def run_load(children: Children, server: VixioServerProcess, n: int, turns: int,
             if proc.wait() != 0:
                 raise RuntimeError(f"load generator exited with {proc.returncode}")
             children.stop(proc)
+    fakes_cpu = fakes.usage().cpu_s - fakes_before
     results = [json.loads(out.read_text()) for out in outs]
     records = [r for result in results for r in result["records"]]
     ends = [r["tts_stop"] or r["last_speech_sent"] for r in records if r["last_speech_sent"]]
     end_at = max(ends) if ends else sampler.samples[-1].time
     window = {"start": start_at, "end": end_at,
               "cpu_s": sampler.cpu_at(end_at) - sampler.cpu_at(start_at),
+              "runqueue_wait_s": sampler.runqueue_wait_at(end_at) - sampler.runqueue_wait_at(start_at),
               "rss_idle": idle.rss_bytes, "rss_peak": sampler.peak_rss(start_at, end_at),
               "processes": idle.processes, "pss_idle": idle_pss, "pss_loaded": loaded_pss}
     summary = summarize(n, turns, generators, window, results)
+    summary["fakes_cpu_s"] = round(fakes_cpu, 2)
     summary["machine"] = {"cores": os.cpu_count(), "load_average_before": round(load_before, 2)}
     return summary
 
@@ -146,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
     failed = 0
     with tempfile.TemporaryDirectory(prefix="vixio-bench-") as tmp:
         try:
-            fakes_url = start_fakes(children, _env())
+            fakes_url, fakes = start_fakes(children, _env())
             if args.isolation:
                 from capacity_isolation import run_isolation
 
@@ -161,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
                     with VixioServerProcess(children, Path(tmp), fakes_url, _env(), workers=args.workers,
                                             log_level=args.server_log_level) as server:
                         server.warm_up()
-                        summary = run_load(children, server, n, args.turns, args.stagger, args.generators, Path(tmp))
+                        summary = run_load(children, server, fakes, n, args.turns, args.stagger, args.generators, Path(tmp))
                         summary["workers"] = server.workers
                         summary["server_log"] = server.log_problems()
                         if summary["turns"]["failed"]:

@@ -22,15 +22,15 @@ READY_TIMEOUT_S = 120.0
 """Loading Silero, litellm and openai-agents on a busy 2-core machine can take a while."""
 
 
-def start_fakes(children: Children, env: dict[str, str]) -> str:
-    """Start bench/capacity_fakes.py; returns its base URL (`http://127.0.0.1:<port>/v1`)."""
+def start_fakes(children: Children, env: dict[str, str]) -> tuple[str, ProcessTree]:
+    """Start bench/capacity_fakes.py; returns its base URL (`http://127.0.0.1:<port>/v1`) and process."""
     proc = children.start([sys.executable, str(BENCH / "capacity_fakes.py")], cwd=ROOT, env=env,
                           stdout=subprocess.PIPE, text=True)
     assert proc.stdout is not None
     line = proc.stdout.readline()
     if not line:
         raise RuntimeError(f"the fakes process exited ({proc.wait()}) before listening")
-    return f"http://127.0.0.1:{json.loads(line)['port']}/v1"
+    return f"http://127.0.0.1:{json.loads(line)['port']}/v1", ProcessTree(proc.pid)
 
 
 def free_port() -> int:
