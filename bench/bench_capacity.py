@@ -74,7 +74,7 @@ def run_load(children: Children, server: VixioServerProcess, fakes: ProcessTree,
     load_before = os.getloadavg()[0]
     idle = server.tree.usage()
     idle_pss = server.tree.pss_bytes()
-    start_at = time.monotonic() + 3.0 + 0.5 * generators  # time for the generators to import and encode
+    start_at = time.monotonic() + 2.5 + 0.5 * generators  # time for the generators to import and encode
     procs, outs = [], []
     for g in range(generators):
         outs.append(tmp / f"load-{n}-{g}.json")

@@ -128,7 +128,7 @@ class VixioServerProcess:
         raise RuntimeError(f"vixio serve not answering a hello after {READY_TIMEOUT_S:g} s:\n{self.log_tail()}")
 
     def warm_up(self) -> None:
-        """A typed turn end to end, so first-use costs (imports, connection pools) are not timed;
+        """A typed turn up to its first audio, so first-use costs (imports, connection pools) are not timed;
         with workers, two turns per worker at once, so the kernel's spread likely reaches them all."""
         sessions = 2 * self.workers if self.workers else 1
         asyncio.run(_typed_turns(self.ws_url, "What is the weather today?", sessions))
@@ -152,6 +152,8 @@ async def _typed_turns(url: str, text: str, sessions: int, timeout: float = 60.0
     async def one(index: int) -> None:
         async with RegisterClient(url, device_id=f"02:00:00:00:01:{index:02x}") as client:
             await client.send_text(text)
-            await client.wait_for_message("tts", state="stop", timeout=timeout)
+            async with asyncio.timeout(timeout):
+                while client.audio_frames == 0:  # the first answer audio: agent and TTS have run
+                    await asyncio.sleep(0.02)
 
     await asyncio.gather(*(one(i) for i in range(sessions)))
