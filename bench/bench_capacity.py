@@ -63,8 +63,9 @@ from capacity_procs import Children, ProcessTree, Sampler  # noqa: E402
 from capacity_report import summarize, print_summary, print_ratios  # noqa: E402
 from capacity_server import VixioServerProcess, start_fakes  # noqa: E402
 
-DEVICES_PER_GENERATOR = 150
-"""One generator process keeps real time for at least this many devices (checked by its send lateness)."""
+DEVICES_PER_GENERATOR = 100
+"""Devices per generator process: on a busy 2-core machine one process kept real time for 100 devices
+(send lateness p99 12 ms) but not for 200 (77 ms; two processes: 8 ms). See bench/capacity_selfcheck.py."""
 
 
 def run_load(children: Children, server: VixioServerProcess, fakes: ProcessTree, n: int, turns: int,
