@@ -1,43 +1,53 @@
 """Capacity benchmark (issue #10; not a test): N devices talking at once against `vixio serve`.
 
     .venv/bin/python bench/bench_capacity.py --n 1 30 60 100 --turns 3 [--workers K] [--json out.json]
-    .venv/bin/python bench/bench_capacity.py --isolation
+    .venv/bin/python bench/bench_capacity.py --isolation [--rounds 10]
 
 Three kinds of processes, so each is measured alone:
 
-1. fakes (bench/capacity_fakes.py): OpenAI-compatible ASR, LLM (streamed SSE) and TTS (1.5 s of
-   24 kHz PCM) on loopback, all answering at once: only the voice server's own work is timed;
+1. fakes (bench/capacity_fakes.py): OpenAI-compatible ASR, LLM (streamed SSE, one sentence) and
+   TTS (1.5 s of 24 kHz PCM per sentence) on loopback, all answering at once: only the voice
+   server's own work is timed;
 2. the server: `python -m vixio serve --config <generated yaml>` from this checkout, with
    `asr.provider: openai`, `agent.provider: litellm` (model `openai/bench` on the fake),
    `tts.provider: openai` and real Silero VAD (`silero-onnx`) and Opus; `--workers K` is passed
-   on when `vixio serve --help` offers it. A fresh server for every N;
+   on when `vixio serve --help` offers it. A fresh server for every N; its log goes to a file
+   (WARNING/ERROR lines are counted; its last lines are printed when a turn failed);
 3. the load generator(s) (bench/capacity_load.py): N firmware-like devices, started over
    `--stagger` seconds, each doing `--turns` turns of real-time 60 ms Opus (0.3 s noise, a
-   1.8 s spoken question, 1.5 s noise). `--generators G` splits the devices over G processes.
+   1.8 s spoken question, 1.5 s noise). One generator process per 100 devices unless
+   `--generators G` says otherwise (bench/capacity_selfcheck.py checks the generator alone).
 
-Before each load the server answers one typed warm-up turn (first-use imports are not
-timed), then its idle RSS is read. Printed per N (numbers of the server process and all its
-workers, from /proc):
+Before each load the server answers a typed warm-up turn (first-use imports are not timed),
+then its idle memory is read. Printed per N (server = its process and all its workers, from
+/proc; the window runs from the first device's start to the last turn's end):
 
-- cpu/frame: CPU ms (user + system) over the load window / (N × uplink frames per session),
-  i.e. CPU ms per session per 60 ms frame; the window runs from the first device's start to
-  the last turn's end;
-- cores: CPU seconds / wall seconds of that window;
-- RSS: idle (after warm-up), peak under load, and (peak − idle) / N per session;
-- latency p50/p95: last speech frame sent → first downlink audio frame received, per turn
+- cpu/frame: server CPU ms (user + system) in the window / (N × uplink frames per session),
+  i.e. CPU ms per session per 60 ms frame;
+- cores: server CPU seconds / wall seconds of the window; "waited ... runnable": time its
+  threads were ready to run but had no CPU (large = the machine was busy with other work and
+  the latencies say more about the machine than about vixio);
+- RSS: idle (after warm-up), peak under load (sampled every 0.5 s), (peak − idle) / N per
+  session; PSS (shared pages counted once, the honest sum for several workers) idle and
+  while the sessions are open;
+- latency p50/p95/max: last speech frame sent → first downlink audio frame received, per turn
   (it includes the 500 ms end-of-turn silence of the VAD);
 - gap p99: the 99th percentile of the time between consecutive audio frames of one reply;
-- late: frames arriving after a device playing one frame per 60 ms (from the first frame of the
-  reply) needed them: count and % of all reply frames;
+- late frames: frames arriving after a device playing one frame per 60 ms (from the first
+  frame of the reply) needed them: count and % of all reply frames;
 - failed: turns with no answer audio within 15 s of the last speech frame (or no `tts stop`
   within 30 s, or a closed socket);
-- send lateness p99/max: how late the generator sent its uplink frames (its own health: when
-  this is large, the load was not real time and the run says so).
+- generator send lateness p99/max: how late the devices sent their uplink frames (when the p99
+  passes 30 ms the load was not real time and the run says so), the generators' and the
+  fakes' CPU seconds.
 
-Then `p95 / N=1 p95` for every N when N=1 was run. `--isolation` instead times another
-session's typed turn (`listen detect` → first `stt`) while a neighbour registers 600 tools or
-lists 1,000 device tools, against the same round trip with no heavy neighbour (see
-bench/capacity_isolation.py). Exits 1 when any turn failed.
+Then `p95 / N=1 p95` for every N when N=1 was run. `--json FILE` writes every summary (with
+each turn's latency). A default run (N = 1, 30, 60, 100) takes about 5 minutes.
+
+`--isolation` instead times another session's typed turn (`listen detect` → first `stt`)
+while a neighbour registers 600 tools or lists 1,000 device tools, against the same round
+trip with no heavy neighbour, plus the worst `hello` round trip of a third session pinging
+every 20 ms (see bench/capacity_isolation.py). Exits 1 when any turn failed.
 """
 
 from __future__ import annotations
