@@ -56,6 +56,7 @@ import argparse
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -130,6 +131,12 @@ def _pss_before_exit(server: VixioServerProcess, generator: subprocess.Popen[Any
             pss = server.tree.pss_bytes()
 
 
+def _keep_log(directory: Path | None, server: VixioServerProcess, name: str) -> None:
+    if directory is not None:
+        directory.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(server.log_path, directory / name)
+
+
 def _env() -> dict[str, str]:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
@@ -151,6 +158,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--isolation", action="store_true",
                         help="time a typed turn next to a 600-tool registration / 1,000-tool listing instead")
     parser.add_argument("--rounds", type=int, default=10, help="--isolation: typed turns timed per phase")
+    parser.add_argument("--keep-logs", metavar="DIR", type=Path, help="copy each server's log into DIR")
     parser.add_argument("--json", metavar="FILE", help="also write every summary to FILE")
     args = parser.parse_args(argv)
     if any(n < 1 for n in args.n) or args.turns < 1 or args.rounds < 1:
@@ -169,6 +177,7 @@ def main(argv: list[str] | None = None) -> int:
                                         log_level=args.server_log_level) as server:
                     server.warm_up()
                     summary = run_isolation(server.ws_url, args.rounds)
+                _keep_log(args.keep_logs, server, "server-isolation.log")
                 summaries.append(summary)
                 failed += summary.get("failed", 0)
             else:
@@ -181,6 +190,7 @@ def main(argv: list[str] | None = None) -> int:
                         summary["server_log"] = server.log_problems()
                         if summary["turns"]["failed"]:
                             print(f"server log, last lines:\n{server.log_tail()}", file=sys.stderr)
+                    _keep_log(args.keep_logs, server, f"server-n{n}.log")
                     print_summary(summary)
                     summaries.append(summary)
                     failed += summary["turns"]["failed"]

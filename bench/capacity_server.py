@@ -122,16 +122,35 @@ class VixioServerProcess:
                 raise RuntimeError(f"vixio serve exited with {self.proc.returncode}:\n{self.log_tail()}")
             try:
                 asyncio.run(_hello(self.ws_url))
-                return
             except (OSError, TimeoutError, websockets.WebSocketException):
                 time.sleep(0.5)
+                continue
+            self.wait_quiet(deadline)
+            return
         raise RuntimeError(f"vixio serve not answering a hello after {READY_TIMEOUT_S:g} s:\n{self.log_tail()}")
+
+    def wait_quiet(self, deadline: float) -> None:
+        """Until the server tree uses under 5 % of a core for a second: with workers, the first
+        hello may come from one worker while the others still load their models."""
+        quiet_since, last = None, self.tree.usage()
+        while time.monotonic() < deadline:
+            time.sleep(0.5)
+            now = self.tree.usage()
+            busy = (now.cpu_s - last.cpu_s) / max(1e-3, now.time - last.time)
+            last = now
+            if busy >= 0.05:
+                quiet_since = None
+            elif quiet_since is None:
+                quiet_since = now.time
+            elif now.time - quiet_since >= 1.0:
+                return
 
     def warm_up(self) -> None:
         """A typed turn up to its first audio, so first-use costs (imports, connection pools) are not timed;
         with workers, two turns per worker at once, so the kernel's spread likely reaches them all."""
         sessions = 2 * self.workers if self.workers else 1
         asyncio.run(_typed_turns(self.ws_url, "What is the weather today?", sessions))
+        self.wait_quiet(time.monotonic() + 30.0)  # the warm-up sessions' replies and closing are done
 
 
 async def _hello(url: str) -> None:
