@@ -135,6 +135,7 @@ class Device:
         self.stray_frames = 0
         self.connect_error: str | None = None
         self._ws: Any = None
+        self._receiver: asyncio.Task[None] | None = None
         self._hello: asyncio.Future[dict[str, Any]] | None = None
         self._turn: TurnRecord | None = None
         self._speaking_since: float | None = None
@@ -180,6 +181,7 @@ class Device:
     async def close(self) -> None:
         if self._ws is not None:
             await self._ws.close()
+        if self._receiver is not None:
             await asyncio.gather(self._receiver, return_exceptions=True)
         await self.mcp.close()
 
