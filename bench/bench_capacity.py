@@ -1,43 +1,53 @@
 """Capacity benchmark (issue #10; not a test): N devices talking at once against `vixio serve`.
 
     .venv/bin/python bench/bench_capacity.py --n 1 30 60 100 --turns 3 [--workers K] [--json out.json]
-    .venv/bin/python bench/bench_capacity.py --isolation
+    .venv/bin/python bench/bench_capacity.py --isolation [--rounds 10]
 
 Three kinds of processes, so each is measured alone:
 
-1. fakes (bench/capacity_fakes.py): OpenAI-compatible ASR, LLM (streamed SSE) and TTS (1.5 s of
-   24 kHz PCM) on loopback, all answering at once: only the voice server's own work is timed;
+1. fakes (bench/capacity_fakes.py): OpenAI-compatible ASR, LLM (streamed SSE, one sentence) and
+   TTS (1.5 s of 24 kHz PCM per sentence) on loopback, all answering at once: only the voice
+   server's own work is timed;
 2. the server: `python -m vixio serve --config <generated yaml>` from this checkout, with
    `asr.provider: openai`, `agent.provider: litellm` (model `openai/bench` on the fake),
    `tts.provider: openai` and real Silero VAD (`silero-onnx`) and Opus; `--workers K` is passed
-   on when `vixio serve --help` offers it. A fresh server for every N;
+   on when `vixio serve --help` offers it. A fresh server for every N; its log goes to a file
+   (WARNING/ERROR lines are counted; its last lines are printed when a turn failed);
 3. the load generator(s) (bench/capacity_load.py): N firmware-like devices, started over
    `--stagger` seconds, each doing `--turns` turns of real-time 60 ms Opus (0.3 s noise, a
-   1.8 s spoken question, 1.5 s noise). `--generators G` splits the devices over G processes.
+   1.8 s spoken question, 1.5 s noise). One generator process per 100 devices unless
+   `--generators G` says otherwise (bench/capacity_selfcheck.py checks the generator alone).
 
-Before each load the server answers one typed warm-up turn (first-use imports are not
-timed), then its idle RSS is read. Printed per N (numbers of the server process and all its
-workers, from /proc):
+Before each load the server answers a typed warm-up turn (first-use imports are not timed),
+then its idle memory is read. Printed per N (server = its process and all its workers, from
+/proc; the window runs from the first device's start to the last turn's end):
 
-- cpu/frame: CPU ms (user + system) over the load window / (N × uplink frames per session),
-  i.e. CPU ms per session per 60 ms frame; the window runs from the first device's start to
-  the last turn's end;
-- cores: CPU seconds / wall seconds of that window;
-- RSS: idle (after warm-up), peak under load, and (peak − idle) / N per session;
-- latency p50/p95: last speech frame sent → first downlink audio frame received, per turn
+- cpu/frame: server CPU ms (user + system) in the window / (N × uplink frames per session),
+  i.e. CPU ms per session per 60 ms frame;
+- cores: server CPU seconds / wall seconds of the window; "waited ... runnable": time its
+  threads were ready to run but had no CPU (large = the machine was busy with other work and
+  the latencies say more about the machine than about vixio);
+- RSS: idle (after warm-up), peak under load (sampled every 0.5 s), (peak − idle) / N per
+  session; PSS (shared pages counted once, the honest sum for several workers) idle and
+  while the sessions are open;
+- latency p50/p95/max: last speech frame sent → first downlink audio frame received, per turn
   (it includes the 500 ms end-of-turn silence of the VAD);
 - gap p99: the 99th percentile of the time between consecutive audio frames of one reply;
-- late: frames arriving after a device playing one frame per 60 ms (from the first frame of the
-  reply) needed them: count and % of all reply frames;
+- late frames: frames arriving after a device playing one frame per 60 ms (from the first
+  frame of the reply) needed them: count and % of all reply frames;
 - failed: turns with no answer audio within 15 s of the last speech frame (or no `tts stop`
   within 30 s, or a closed socket);
-- send lateness p99/max: how late the generator sent its uplink frames (its own health: when
-  this is large, the load was not real time and the run says so).
+- generator send lateness p99/max: how late the devices sent their uplink frames (when the p99
+  passes 30 ms the load was not real time and the run says so), the generators' and the
+  fakes' CPU seconds.
 
-Then `p95 / N=1 p95` for every N when N=1 was run. `--isolation` instead times another
-session's typed turn (`listen detect` → first `stt`) while a neighbour registers 600 tools or
-lists 1,000 device tools, against the same round trip with no heavy neighbour (see
-bench/capacity_isolation.py). Exits 1 when any turn failed.
+Then `p95 / N=1 p95` for every N when N=1 was run. `--json FILE` writes every summary (with
+each turn's latency). A default run (N = 1, 30, 60, 100) takes about 5 minutes.
+
+`--isolation` instead times another session's typed turn (`listen detect` → first `stt`)
+while a neighbour registers 600 tools or lists 1,000 device tools, against the same round
+trip with no heavy neighbour, plus the worst `hello` round trip of a third session pinging
+every 20 ms (see bench/capacity_isolation.py). Exits 1 when any turn failed.
 """
 
 from __future__ import annotations
@@ -46,6 +56,7 @@ import argparse
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -63,18 +74,19 @@ from capacity_procs import Children, ProcessTree, Sampler  # noqa: E402
 from capacity_report import summarize, print_summary, print_ratios  # noqa: E402
 from capacity_server import VixioServerProcess, start_fakes  # noqa: E402
 
-DEVICES_PER_GENERATOR = 150
-"""One generator process keeps real time for at least this many devices (checked by its send lateness)."""
+DEVICES_PER_GENERATOR = 100
+"""Devices per generator process: on a busy 2-core machine one process kept real time for 100 devices
+(send lateness p99 12 ms) but not for 200 (77 ms; two processes: 8 ms). See bench/capacity_selfcheck.py."""
 
 
-def run_load(children: Children, server: VixioServerProcess, n: int, turns: int, stagger: float,
-             generators: int, tmp: Path) -> dict[str, Any]:
+def run_load(children: Children, server: VixioServerProcess, fakes: ProcessTree, n: int, turns: int,
+             stagger: float, generators: int, tmp: Path) -> dict[str, Any]:
     """Run N devices against `server` and return the summary of that load."""
     generators = max(1, min(n, generators or math.ceil(n / DEVICES_PER_GENERATOR)))
     load_before = os.getloadavg()[0]
     idle = server.tree.usage()
     idle_pss = server.tree.pss_bytes()
-    start_at = time.monotonic() + 3.0 + 0.5 * generators  # time for the generators to import and encode
+    start_at = time.monotonic() + 2.5 + 0.5 * generators  # time for the generators to import and encode
     procs, outs = [], []
     for g in range(generators):
         outs.append(tmp / f"load-{n}-{g}.json")
@@ -83,6 +95,7 @@ def run_load(children: Children, server: VixioServerProcess, n: int, turns: int,
         procs.append(children.start([sys.executable, str(BENCH / "capacity_load.py"), json.dumps(spec)],
                                     cwd=ROOT, env=_env()))
     loaded_pss = 0
+    fakes_before = fakes.usage().cpu_s
     with Sampler(server.tree) as sampler:
         for index, proc in enumerate(procs):
             if index == 0:
@@ -90,15 +103,18 @@ def run_load(children: Children, server: VixioServerProcess, n: int, turns: int,
             if proc.wait() != 0:
                 raise RuntimeError(f"load generator exited with {proc.returncode}")
             children.stop(proc)
+    fakes_cpu = fakes.usage().cpu_s - fakes_before
     results = [json.loads(out.read_text()) for out in outs]
     records = [r for result in results for r in result["records"]]
     ends = [r["tts_stop"] or r["last_speech_sent"] for r in records if r["last_speech_sent"]]
     end_at = max(ends) if ends else sampler.samples[-1].time
     window = {"start": start_at, "end": end_at,
               "cpu_s": sampler.cpu_at(end_at) - sampler.cpu_at(start_at),
+              "runqueue_wait_s": sampler.runqueue_wait_at(end_at) - sampler.runqueue_wait_at(start_at),
               "rss_idle": idle.rss_bytes, "rss_peak": sampler.peak_rss(start_at, end_at),
               "processes": idle.processes, "pss_idle": idle_pss, "pss_loaded": loaded_pss}
     summary = summarize(n, turns, generators, window, results)
+    summary["fakes_cpu_s"] = round(fakes_cpu, 2)
     summary["machine"] = {"cores": os.cpu_count(), "load_average_before": round(load_before, 2)}
     return summary
 
@@ -113,6 +129,12 @@ def _pss_before_exit(server: VixioServerProcess, generator: subprocess.Popen[Any
             return pss
         except subprocess.TimeoutExpired:
             pss = server.tree.pss_bytes()
+
+
+def _keep_log(directory: Path | None, server: VixioServerProcess, name: str) -> None:
+    if directory is not None:
+        directory.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(server.log_path, directory / name)
 
 
 def _env() -> dict[str, str]:
@@ -136,6 +158,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--isolation", action="store_true",
                         help="time a typed turn next to a 600-tool registration / 1,000-tool listing instead")
     parser.add_argument("--rounds", type=int, default=10, help="--isolation: typed turns timed per phase")
+    parser.add_argument("--keep-logs", metavar="DIR", type=Path, help="copy each server's log into DIR")
     parser.add_argument("--json", metavar="FILE", help="also write every summary to FILE")
     args = parser.parse_args(argv)
     if any(n < 1 for n in args.n) or args.turns < 1 or args.rounds < 1:
@@ -146,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
     failed = 0
     with tempfile.TemporaryDirectory(prefix="vixio-bench-") as tmp:
         try:
-            fakes_url = start_fakes(children, _env())
+            fakes_url, fakes = start_fakes(children, _env())
             if args.isolation:
                 from capacity_isolation import run_isolation
 
@@ -154,6 +177,7 @@ def main(argv: list[str] | None = None) -> int:
                                         log_level=args.server_log_level) as server:
                     server.warm_up()
                     summary = run_isolation(server.ws_url, args.rounds)
+                _keep_log(args.keep_logs, server, "server-isolation.log")
                 summaries.append(summary)
                 failed += summary.get("failed", 0)
             else:
@@ -161,11 +185,12 @@ def main(argv: list[str] | None = None) -> int:
                     with VixioServerProcess(children, Path(tmp), fakes_url, _env(), workers=args.workers,
                                             log_level=args.server_log_level) as server:
                         server.warm_up()
-                        summary = run_load(children, server, n, args.turns, args.stagger, args.generators, Path(tmp))
+                        summary = run_load(children, server, fakes, n, args.turns, args.stagger, args.generators, Path(tmp))
                         summary["workers"] = server.workers
                         summary["server_log"] = server.log_problems()
                         if summary["turns"]["failed"]:
                             print(f"server log, last lines:\n{server.log_tail()}", file=sys.stderr)
+                    _keep_log(args.keep_logs, server, f"server-n{n}.log")
                     print_summary(summary)
                     summaries.append(summary)
                     failed += summary["turns"]["failed"]

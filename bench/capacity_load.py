@@ -135,9 +135,11 @@ class Device:
         self.stray_frames = 0
         self.connect_error: str | None = None
         self._ws: Any = None
+        self._receiver: asyncio.Task[None] | None = None
         self._hello: asyncio.Future[dict[str, Any]] | None = None
         self._turn: TurnRecord | None = None
-        self._speaking = False
+        self._speaking_since: float | None = None
+        """When the current `tts start` arrived; None between `tts stop` and the next `tts start`."""
         self._reply_started = asyncio.Event()
         self._reply_done = asyncio.Event()
         status = DeviceStatus()
@@ -179,6 +181,7 @@ class Device:
     async def close(self) -> None:
         if self._ws is not None:
             await self._ws.close()
+        if self._receiver is not None:
             await asyncio.gather(self._receiver, return_exceptions=True)
         await self.mcp.close()
 
@@ -225,7 +228,7 @@ class Device:
                 now = time.monotonic()
                 if isinstance(frame, bytes):
                     record = self._turn
-                    if record is not None and self._speaking:
+                    if record is not None and self._answers(record):
                         if record.first_audio is None:
                             record.first_audio = now
                             self._reply_started.set()
@@ -254,12 +257,19 @@ class Device:
         elif kind == "tts":
             state = message.get("state")
             if state == "start":
-                self._speaking = True
+                self._speaking_since = now
             elif state == "stop":
-                self._speaking = False
-                if self._turn is not None:
+                if self._turn is not None and self._answers(self._turn):
                     self._turn.tts_stop = now
-                self._reply_done.set()
+                    self._reply_done.set()
+                self._speaking_since = None
+
+    def _answers(self, record: TurnRecord) -> bool:
+        """Whether the reply being spoken answers this turn: it started after the question's last
+        speech frame (the VAD needs 500 ms of silence first). An older reply still playing (its
+        turn already failed) is not counted for this one."""
+        since = self._speaking_since
+        return since is not None and record.last_speech_sent > 0 and since >= record.last_speech_sent
 
 
 def many_device_tools(count: int) -> list[Any]:

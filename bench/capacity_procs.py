@@ -72,6 +72,8 @@ class Usage:
     cpu_s: float
     rss_bytes: int
     processes: int
+    runqueue_wait_s: float = 0.0
+    """Time the tree's threads were runnable but waited for a CPU (other processes had it)."""
 
 
 class ProcessTree:
@@ -112,7 +114,7 @@ class ProcessTree:
         return total
 
     def usage(self) -> Usage:
-        cpu = rss = count = 0
+        cpu = rss = count = wait = 0
         for pid in self.pids():
             stat = _read_stat(pid)
             if stat is None:
@@ -120,7 +122,23 @@ class ProcessTree:
             cpu += int(stat[11]) + int(stat[12])  # utime, stime
             rss += int(stat[21]) * PAGE
             count += 1
-        return Usage(time.monotonic(), cpu / TICKS, rss, count)
+            wait += _runqueue_wait_ns(pid)
+        return Usage(time.monotonic(), cpu / TICKS, rss, count, wait / 1e9)
+
+
+def _runqueue_wait_ns(pid: int) -> int:
+    """Summed over the process's threads: field 2 of /proc/<pid>/task/<tid>/schedstat."""
+    total = 0
+    try:
+        tasks = list(Path(f"/proc/{pid}/task").iterdir())
+    except OSError:
+        return 0
+    for task in tasks:
+        try:
+            total += int((task / "schedstat").read_text().split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+    return total
 
 
 def _read_stat(pid: int) -> list[str] | None:
@@ -158,15 +176,23 @@ class Sampler:
 
     def cpu_at(self, when: float) -> float:
         """CPU seconds at `when`, interpolated between the two samples around it."""
+        return self._at(when, "cpu_s")
+
+    def runqueue_wait_at(self, when: float) -> float:
+        """Seconds of waiting for a CPU at `when`, interpolated like `cpu_at`."""
+        return self._at(when, "runqueue_wait_s")
+
+    def _at(self, when: float, name: str) -> float:
         samples = self.samples
         if when <= samples[0].time:
-            return samples[0].cpu_s
+            return float(getattr(samples[0], name))
         for before, after in zip(samples, samples[1:]):
             if before.time <= when <= after.time:
                 span = after.time - before.time
                 share = 0.0 if span <= 0 else (when - before.time) / span
-                return before.cpu_s + share * (after.cpu_s - before.cpu_s)
-        return samples[-1].cpu_s
+                a, b = getattr(before, name), getattr(after, name)
+                return float(a + share * (b - a))
+        return float(getattr(samples[-1], name))
 
     def peak_rss(self, start: float, end: float) -> int:
         inside = [s.rss_bytes for s in self.samples if start <= s.time <= end]

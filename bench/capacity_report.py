@@ -56,6 +56,7 @@ def summarize(n: int, turns: int, generators: int, window: dict[str, Any],
             "cores": window["cpu_s"] / wall,
             "cpu_s": window["cpu_s"],
             "window_s": wall,
+            "runqueue_wait_s": window["runqueue_wait_s"],
             "processes": window["processes"],
             "rss_idle_mb": window["rss_idle"] / MB,
             "rss_peak_mb": window["rss_peak"] / MB,
@@ -91,7 +92,8 @@ def print_summary(s: dict[str, Any]) -> None:
     loaded = f"; machine: {machine['cores']} cores, load average {machine['load_average_before']:.1f} before" if machine else ""
     print(f"N={s['n']:<4d} ({s['turns_per_device']} turns each, {s['generators']} generator process(es){workers}{loaded})")
     print(f"  server   cpu/frame {_f(server['cpu_ms_per_session_frame'], '.2f')} ms per session per 60 ms frame, "
-          f"cores {server['cores']:.2f} ({server['cpu_s']:.1f} s CPU over {server['window_s']:.1f} s)")
+          f"cores {server['cores']:.2f} ({server['cpu_s']:.1f} s CPU over {server['window_s']:.1f} s; "
+          f"its threads waited {server['runqueue_wait_s']:.1f} s runnable for a free CPU)")
     print(f"           RSS idle {server['rss_idle_mb']:.0f} MB, peak {server['rss_peak_mb']:.0f} MB, "
           f"{server['rss_per_session_mb']:.2f} MB per session ({server['processes']} process(es)); "
           f"PSS idle {server['pss_idle_mb']:.0f} MB, with sessions open {server['pss_loaded_mb']:.0f} MB")
@@ -107,6 +109,7 @@ def print_summary(s: dict[str, Any]) -> None:
         print(f"  server log: {s['server_log']['warnings']} warning(s), {s['server_log']['errors']} error(s)")
     print(f"  generator send lateness p99 {_f(gen['send_lateness_p99_ms'], '.1f')} ms, "
           f"max {_f(gen['send_lateness_max_ms'], '.1f')} ms, {gen['cpu_s']:.1f} s CPU"
+          + (f"; fakes {s['fakes_cpu_s']:.1f} s CPU" if "fakes_cpu_s" in s else "")
           + (f", {gen['stray_frames']} audio frames outside a reply" if gen["stray_frames"] else ""))
     if (gen["send_lateness_p99_ms"] or 0) > LATE_SENDS_MS:
         print(f"  WARNING: the generator sent 1 % of its frames more than {LATE_SENDS_MS:.0f} ms late: the load was "

@@ -22,15 +22,15 @@ READY_TIMEOUT_S = 120.0
 """Loading Silero, litellm and openai-agents on a busy 2-core machine can take a while."""
 
 
-def start_fakes(children: Children, env: dict[str, str]) -> str:
-    """Start bench/capacity_fakes.py; returns its base URL (`http://127.0.0.1:<port>/v1`)."""
+def start_fakes(children: Children, env: dict[str, str]) -> tuple[str, ProcessTree]:
+    """Start bench/capacity_fakes.py; returns its base URL (`http://127.0.0.1:<port>/v1`) and process."""
     proc = children.start([sys.executable, str(BENCH / "capacity_fakes.py")], cwd=ROOT, env=env,
                           stdout=subprocess.PIPE, text=True)
     assert proc.stdout is not None
     line = proc.stdout.readline()
     if not line:
         raise RuntimeError(f"the fakes process exited ({proc.wait()}) before listening")
-    return f"http://127.0.0.1:{json.loads(line)['port']}/v1"
+    return f"http://127.0.0.1:{json.loads(line)['port']}/v1", ProcessTree(proc.pid)
 
 
 def free_port() -> int:
@@ -122,16 +122,35 @@ class VixioServerProcess:
                 raise RuntimeError(f"vixio serve exited with {self.proc.returncode}:\n{self.log_tail()}")
             try:
                 asyncio.run(_hello(self.ws_url))
-                return
             except (OSError, TimeoutError, websockets.WebSocketException):
                 time.sleep(0.5)
+                continue
+            self.wait_quiet(deadline)
+            return
         raise RuntimeError(f"vixio serve not answering a hello after {READY_TIMEOUT_S:g} s:\n{self.log_tail()}")
 
+    def wait_quiet(self, deadline: float) -> None:
+        """Until the server tree uses under 5 % of a core for a second: with workers, the first
+        hello may come from one worker while the others still load their models."""
+        quiet_since, last = None, self.tree.usage()
+        while time.monotonic() < deadline:
+            time.sleep(0.5)
+            now = self.tree.usage()
+            busy = (now.cpu_s - last.cpu_s) / max(1e-3, now.time - last.time)
+            last = now
+            if busy >= 0.05:
+                quiet_since = None
+            elif quiet_since is None:
+                quiet_since = now.time
+            elif now.time - quiet_since >= 1.0:
+                return
+
     def warm_up(self) -> None:
-        """A typed turn end to end, so first-use costs (imports, connection pools) are not timed;
+        """A typed turn up to its first audio, so first-use costs (imports, connection pools) are not timed;
         with workers, two turns per worker at once, so the kernel's spread likely reaches them all."""
         sessions = 2 * self.workers if self.workers else 1
         asyncio.run(_typed_turns(self.ws_url, "What is the weather today?", sessions))
+        self.wait_quiet(time.monotonic() + 30.0)  # the warm-up sessions' replies and closing are done
 
 
 async def _hello(url: str) -> None:
@@ -152,6 +171,8 @@ async def _typed_turns(url: str, text: str, sessions: int, timeout: float = 60.0
     async def one(index: int) -> None:
         async with RegisterClient(url, device_id=f"02:00:00:00:01:{index:02x}") as client:
             await client.send_text(text)
-            await client.wait_for_message("tts", state="stop", timeout=timeout)
+            async with asyncio.timeout(timeout):
+                while client.audio_frames == 0:  # the first answer audio: agent and TTS have run
+                    await asyncio.sleep(0.02)
 
     await asyncio.gather(*(one(i) for i in range(sessions)))

@@ -66,3 +66,16 @@ def test_two_devices_one_turn_end_to_end(tmp_path: Path) -> None:
     assert 0 < summary["server"]["cpu_ms_per_session_frame"] < 100
     assert summary["server"]["rss_idle_mb"] > 50
     assert summary["server_log"]["errors"] == 0
+
+
+def test_the_generator_measures_a_known_answer_delay() -> None:
+    """Against an answering machine that answers 600 ms after the question's last packet, the
+    benchmark must read about 600 ms, every frame on time, nothing failed."""
+    run = subprocess.run([sys.executable, str(BENCH / "capacity_selfcheck.py"), "--n", "3", "--turns", "1"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stdout + run.stderr
+    line = next(line for line in run.stdout.splitlines() if "latency" in line)
+    p50 = float(line.split("p50 ")[1].split(" ms")[0])
+    assert 595 <= p50 < 1500, line  # loopback and a busy machine add a little, never subtract
+    assert "late frames 0 of 75" in run.stdout
+    assert "failed   0 of 3" in run.stdout
