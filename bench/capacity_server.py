@@ -44,7 +44,11 @@ def server_config(ws_port: int, http_port: int, fakes_url: str, log_level: str) 
     return {
         "log": {"level": log_level},
         "xiaozhi": {"host": "127.0.0.1", "port": ws_port, "idle_timeout": 0,
-                    "http": {"host": "127.0.0.1", "port": http_port}},
+                    "http": {"host": "127.0.0.1", "port": http_port},
+                    # Raised so --isolation's 600-tool registration and 1,000-tool listing are processed,
+                    # not refused (the defaults refuse them: docs/security.md); ordinary load never nears them.
+                    "mcp": {"limits": {"tools_per_source": 1000, "tools_per_session": 2000,
+                                       "registrations_per_minute": 1000, "schema_bytes": 100000}}},
         "vad": {"provider": "silero-onnx"},
         "asr": {"provider": "openai", "api_base": fakes_url, "api_key": "bench", "model": "whisper-1",
                 "language": "en"},

@@ -147,8 +147,9 @@ class RegisterToolsClient:
         self.registered = True
         self._tools = accepted
         self._generation += 1
+        names = ", ".join(t.name for t in accepted[:8]) + (f", ... ({len(accepted) - 8} more)" if len(accepted) > 8 else "")
         self._logger.info("registered {} tools from {} ({} envelope): {}", len(accepted), self.mac_addr or "?",
-                          envelope, ", ".join(t.name for t in accepted) or "none")
+                          envelope, names or "none")
         message = "Tools were successfully registered." if not skipped else (
             f"Registered {len(accepted)} of {len(tools)} tools; skipped " +
             "; ".join(f"{s['name'] or '#' + str(s['index'])}: {s['reason']}" for s in skipped) + ".")
