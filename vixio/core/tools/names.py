@@ -19,6 +19,8 @@ import re
 from collections.abc import Iterable
 
 MAX_NAME_LENGTH = 64
+_NAME_CHARS = "A-Za-z0-9_.-"
+_WORD = re.compile(rf"[{_NAME_CHARS}]+")
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 _SAFE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
@@ -71,12 +73,8 @@ class ToolNameMapper:
             used.add(name)
         self._public = keep
         self._original = {name: key for key, name in keep.items()}
-        # One pattern for every description of this tool list (longest names first).
         self._renames = {orig: pub for (_, orig), pub in keep.items() if orig != pub}
-        self._pattern = re.compile(
-            r"(?<![A-Za-z0-9_.-])(" + "|".join(re.escape(n) for n in sorted(self._renames, key=len, reverse=True))
-            + r")(?![A-Za-z0-9_-]|\.[A-Za-z0-9_])"
-        ) if self._renames else None
+        self._pattern = _rename_pattern(self._renames)
         return dict(keep)
 
     def public(self, original: str, origin: str = "") -> str | None:
@@ -87,7 +85,40 @@ class ToolNameMapper:
         return self._original.get(public)
 
     def rewrite(self, text: str) -> str:
-        """Replace every original name in `text` by its public name (longest names first)."""
+        """Replace every original name in `text` by its public name (longest names first).
+
+        A name counts where it stands alone: not inside a longer name (`self.audio` is not
+        rewritten in `self.audio_speaker` or `self.audio.volume`), sentence punctuation after it
+        is fine ("call self.camera.take_photo.")."""
         if self._pattern is None or not text:
             return text
-        return self._pattern.sub(lambda m: self._renames[m.group(1)], text)
+        return self._pattern.sub(self._replace, text)
+
+    def _replace(self, match: re.Match[str]) -> str:
+        odd = match.group(1) if match.re.groups else None
+        if odd is not None:
+            return self._renames[odd]
+        token = match.group(0)
+        public = self._renames.get(token)
+        if public is not None:
+            return public
+        stem = token.rstrip(".")  # the name, then the sentence's full stop(s)
+        public = self._renames.get(stem) if stem != token else None
+        return token if public is None else public + token[len(stem):]
+
+
+def _rename_pattern(renames: dict[str, str]) -> re.Pattern[str] | None:
+    """One pattern for every description of a tool list.
+
+    Names of name characters only (dotted device names, the usual case) are found as whole
+    tokens of those characters and looked up, so the cost does not grow with the number of
+    tools; only names with other characters (spaces, CJK) go into an alternation, tried first.
+    """
+    if not renames:
+        return None
+    odd = sorted((name for name in renames if not _WORD.fullmatch(name) or name.endswith(".")), key=len, reverse=True)
+    alternation = "|".join(re.escape(name) for name in odd)
+    head = rf"(?<![{_NAME_CHARS}])"
+    if alternation:
+        return re.compile(rf"{head}(?:({alternation})(?![A-Za-z0-9_-]|\.[A-Za-z0-9_])|[{_NAME_CHARS}]+)")
+    return re.compile(rf"{head}[{_NAME_CHARS}]+")
