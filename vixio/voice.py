@@ -17,6 +17,7 @@ from loguru import logger
 
 from vixio.config.models import VixioConfig
 from vixio.config.voice import (
+    EdgeTTSConfig,
     EspeakTTSConfig,
     FasterWhisperASRConfig,
     LitellmAgentConfig,
@@ -245,11 +246,17 @@ def _tts(config: VixioConfig) -> TTSProvider:
         from vixio.providers.tts.espeak import EspeakTTS
 
         return EspeakTTS(voice=tts.voice, rate_wpm=tts.rate_wpm)
+    if isinstance(tts, EdgeTTSConfig):
+        from vixio.providers.tts.edge import EdgeTTS
+
+        return EdgeTTS(tts.voice, rate=tts.rate, pitch=tts.pitch, volume=tts.volume, timeout=tts.timeout,
+                       service_url=tts.service_url)
     assert isinstance(tts, OpenAITTSConfig)
     from vixio.providers.tts.openai_compatible import OpenAICompatibleTTS
 
     return OpenAICompatibleTTS(tts.api_base, tts.api_key, model=tts.model, voice=tts.voice,
-                               response_format=tts.response_format, sample_rate=tts.sample_rate, timeout=tts.timeout)
+                               response_format=tts.response_format, sample_rate=tts.sample_rate, timeout=tts.timeout,
+                               extra_body=tts.extra_body)
 
 
 def _agent(config: VixioConfig) -> AgentProvider:
