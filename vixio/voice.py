@@ -72,6 +72,10 @@ class VoiceStack:
         """Build the shared providers and load their models (once per process)."""
         started = time.perf_counter()
         config = self.config
+        from vixio.config.needs import missing_keys
+
+        for problem in missing_keys(config):
+            logger.warning(problem)
         if config.asr is not None:
             self.vad = _vad(config)
             self.asr = _asr(config)
@@ -270,7 +274,7 @@ def _agent(config: VixioConfig) -> AgentProvider:
     assert isinstance(agent, LitellmAgentConfig)
     from vixio.providers.agent.openai_agent import OpenAIAgentProvider
 
-    return OpenAIAgentProvider(agent.model, api_base=agent.api_base, api_key=agent.api_key,
+    return OpenAIAgentProvider(agent.model, api_base=agent.api_base, api_key=agent.api_key or None,
                                max_tool_iterations=config.tools.max_iterations,
                                temperature=agent.temperature, max_tokens=agent.max_tokens, timeout=agent.timeout,
                                tracing=agent.tracing, max_history_messages=agent.max_history_messages)
