@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import random
 import time
 
@@ -113,3 +114,17 @@ def test_garbage_is_not_mp3() -> None:
     with pytest.raises(ValueError, match="not decodable"):
         decoder.feed(b"\xff\xfb\x90\x00" + bytes(range(256)) * 8)
         decoder.flush()
+
+
+async def test_closing_the_stream_mid_sentence_stops_promptly() -> None:
+    async with EdgeSpeechServer(chunk_delay=0.1) as server:
+        tts = EdgeTTS(service_url=server.url)
+        stream = tts.synthesize("这句话很长，但是我们只听第一段就停下来。")
+        first = await anext(stream)
+        started = time.perf_counter()
+        await stream.aclose()
+        assert time.perf_counter() - started < 1.0
+        assert first
+        (request,) = server.requests
+        await asyncio.sleep(0.3)
+        assert request.finished_at is None  # the server never got to send the whole sentence
