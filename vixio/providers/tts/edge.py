@@ -19,7 +19,7 @@ from loguru import logger
 from vixio.providers.tts.base import TTSError, TTSProvider
 from vixio.providers.tts.mp3 import Mp3StreamDecoder
 
-_EXTRA_HINT = "pip install 'vixio[edge]'"
+_EXTRA_HINT = "vixio[edge] extra: pip install -e '.[edge]' in the vixio checkout"
 EDGE_SAMPLE_RATE = 24000
 """edge-tts asks the service for audio-24khz-48kbitrate-mono-mp3."""
 
