@@ -55,3 +55,22 @@ def test_missing_llm_key_is_named_with_its_variable() -> None:
     assert "DASHSCOPE_API_KEY" in missing_keys(qwen, environ={})[0]
     cloud_tts = parse_config({"tts": {"provider": "openai", "api_base": "https://api.siliconflow.cn/v1"}}, environ={})
     assert missing_keys(cloud_tts, environ={})[0].startswith("tts.api_key is empty")
+
+
+async def test_startup_warns_when_the_llm_key_is_unset(monkeypatch: pytest.MonkeyPatch) -> None:
+    from loguru import logger
+
+    from vixio.voice import VoiceStack
+
+    monkeypatch.delenv("DEEPSEEK_API_KEY", raising=False)
+    config = parse_config({"language": "zh", "agent": {"provider": "litellm", "model": "deepseek/deepseek-chat",
+                                                       "api_key": "${DEEPSEEK_API_KEY:-}"}}, environ={})
+    warnings: list[str] = []
+    sink = logger.add(lambda message: warnings.append(message.record["message"]), level="WARNING")
+    stack = VoiceStack(config)
+    try:
+        await stack.load()
+    finally:
+        logger.remove(sink)
+        await stack.close()
+    assert any("DEEPSEEK_API_KEY is not set" in warning for warning in warnings), warnings
