@@ -23,10 +23,11 @@ def test_zh_fills_every_spoken_text_and_voice_default() -> None:
     assert (config.asr.model, config.asr.language) == ("base", "zh")
     assert config.tts.voice == "cmn"
     spoken = [config.xiaozhi.greeting, config.xiaozhi.idle_goodbye, config.agent.system_prompt,
-              config.speech.apology]
+              config.speech.apology, config.xiaozhi.activation.message]
     for text in spoken:
         assert text and re.search(r"[\u4e00-\u9fff]", text), text
-        assert not _LATIN_WORD.search(text.replace("markdown", "")), text
+        assert not _LATIN_WORD.search(text.replace("markdown", "").replace("{code}", "")), text
+    assert "{code}" in config.xiaozhi.activation.message
     assert config.tools.policy().confirms("好的，去做吧")
     assert config.tools.policy().confirms("確定")  # Whisper may write traditional characters
     assert not config.tools.policy().confirms("不用了")

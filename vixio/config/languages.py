@@ -2,7 +2,7 @@
 
 `language: zh` at the top of config.yaml sets everything a listener hears or the models are
 told — Whisper's language and model, the default voices, the greeting, every `speech.*` text,
-the idle goodbye, the words that confirm or refuse a tool call and the default system prompt.
+the idle goodbye, the activation prompt, the words that confirm or refuse a tool call and the default system prompt.
 A key written in the config file always wins over the language's text.
 """
 
@@ -32,6 +32,8 @@ class LanguagePack:
     greeting: str
     idle_goodbye: str
     """Spoken before an idle close when `xiaozhi.idle_goodbye: true`."""
+    activation_message: str
+    """What the device shows and speaks while it waits to be bound; `{code}` is the 6-digit code."""
     speech: Mapping[str, str]
     """Texts for `speech.*` keys by name; a key whose built-in default is empty (off) stays off."""
     confirm_yes: tuple[str, ...]
@@ -52,6 +54,7 @@ LANGUAGES: Mapping[str, LanguagePack] = {
         ),
         greeting="Hi, how can I help?",
         idle_goodbye="Talk to you later!",
+        activation_message="Activation code: {code}",
         speech={
             "apology": "Sorry, something went wrong. Please try again.",
             "empty_reply": "Sorry, I have no answer to that.",
@@ -72,6 +75,7 @@ LANGUAGES: Mapping[str, LanguagePack] = {
         ),
         greeting="你好，有什么可以帮你？",
         idle_goodbye="我先休息了，有需要再叫我。",
+        activation_message="激活码：{code}",
         speech={
             "apology": "抱歉，出了点问题，请再说一遍。",
             "empty_reply": "抱歉，这个问题我答不上来。",
@@ -105,6 +109,8 @@ def apply_language(config: VixioConfig) -> VixioConfig:
     xiaozhi = config.xiaozhi
     if "greeting" not in xiaozhi.model_fields_set:
         xiaozhi.greeting = pack.greeting
+    if "message" not in xiaozhi.activation.model_fields_set:
+        xiaozhi.activation.message = pack.activation_message
     speech = config.speech
     for name, field in type(speech).model_fields.items():
         if name in speech.model_fields_set or name not in pack.speech:

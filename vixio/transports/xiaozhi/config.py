@@ -36,7 +36,7 @@ class ActivationConfig(_Strict):
     enabled: bool = False
     """Send an `activation` object in the OTA reply until the device's code is confirmed."""
     message: str = "Activation code: {code}"
-    """Text the device shows and speaks; `{code}` is replaced by the 6-digit code."""
+    """Text the device shows and speaks; `{code}` is replaced by the 6-digit code. Unset: the top-level `language`'s."""
     state_file: str = ".vixio/activations.json"
     """Where confirmed devices are remembered across restarts."""
 
