@@ -3,8 +3,8 @@
 - `EdgeSpeechServer`: a WebSocket server speaking the Edge read-aloud protocol that the
   `edge-tts` package uses (speech.config, then SSML; turn.start, binary audio messages with
   a 2-byte header length, turn.end). It answers with real MP3 (PyAV's LAME encoder).
-- `SlowSpeechServer`: an OpenAI-compatible `POST /audio/speech` that sends int16 PCM (or WAV)
-  in pieces, one every `chunk_delay` seconds.
+- `SlowSpeechServer`: an OpenAI-compatible `POST /audio/speech` that sends int16 PCM in
+  pieces, one every `chunk_delay` seconds.
 
 Both make audio with `tone_for(text)` unless given a `synthesize` callable: 150 ms of a
 tone per character, so a test can check the length of what it heard. Each records the
@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 from abc import ABC, abstractmethod
 import re
-import struct
 import time
 import uuid
 from collections.abc import Callable
@@ -202,8 +201,7 @@ class SlowSpeechServer(_Server):
 
     def __init__(self, *, chunk_bytes: int = 4800, chunk_delay: float = 0.0,
                  synthesize: Synthesize | None = None) -> None:
-        """`chunk_bytes` of PCM per piece (4800 B = 100 ms at 24 kHz), each after `chunk_delay` s.
-        `response_format: wav` gets a streaming WAV header first; anything else gets raw PCM."""
+        """`chunk_bytes` of int16 PCM at 24 kHz per piece (4800 B = 100 ms), each after `chunk_delay` s."""
         super().__init__(chunk_delay=chunk_delay, synthesize=synthesize)
         self.chunk_bytes = chunk_bytes
 
@@ -224,8 +222,6 @@ class SlowSpeechServer(_Server):
         pcm = self.synthesize(record.text)
         response = web.StreamResponse(headers={"Content-Type": "audio/pcm"})
         await response.prepare(request)
-        if body.get("response_format") == "wav":
-            await response.write(_streaming_wav_header(RATE))
         for start in range(0, len(pcm), self.chunk_bytes):
             if self.chunk_delay:
                 await asyncio.sleep(self.chunk_delay)
@@ -234,8 +230,3 @@ class SlowSpeechServer(_Server):
         await response.write_eof()
         return response
 
-
-def _streaming_wav_header(rate: int) -> bytes:
-    fmt = struct.pack("<HHIIHH", 1, 1, rate, rate * 2, 2, 16)
-    return b"RIFF" + struct.pack("<I", 0xFFFFFFFF) + b"WAVE" + b"fmt " + struct.pack("<I", 16) + fmt + \
-        b"data" + struct.pack("<I", 0xFFFFFFFF)
