@@ -1,10 +1,14 @@
 # Set-up commands for a fresh machine (pip only, idempotent):
-#   make serve   install vixio and run `vixio serve --config config.yaml`
+#   make serve   install vixio and what config.yaml needs, run `vixio serve --config config.yaml`
+#   make serve CONFIG=config.zh.yaml   the same for another config (here: Mandarin)
 #   make test    install the test dependencies and run the whole suite
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 CONFIG ?= config.yaml
+# One stamp per config file: installing the extras a config needs happens once, and again
+# when the config or pyproject.toml changes.
+CONFIG_STAMP := $(VENV)/.installed-config-$(subst /,_,$(CONFIG))
 # llama.cpp's native build enables CPU features (AMX, AVX-512) some virtual machines announce
 # but refuse (SIGILL); a portable AVX2 build runs everywhere and is as fast for a 135M model.
 export CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF
@@ -30,7 +34,13 @@ $(VENV)/.installed-test: pyproject.toml | $(PY)
 install: $(VENV)/.installed
 install-test: $(VENV)/.installed-test
 
-serve: install
+# The core first (`vixio config extras` needs only it), then the extras this config's providers need.
+$(CONFIG_STAMP): pyproject.toml $(CONFIG) | $(PY)
+	$(PY) -m pip install -e .
+	$(PY) -m pip install -e ".[$$($(VENV)/bin/vixio config extras --config $(CONFIG))]"
+	touch $@
+
+serve: $(CONFIG_STAMP)
 	$(VENV)/bin/vixio serve --config $(CONFIG)
 
 test: install-test

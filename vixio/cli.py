@@ -2,6 +2,7 @@
 
     vixio config check --config config.yaml     # OK, or every error; non-zero exit on error
     vixio config reference                      # the configuration reference (docs/config.md)
+    vixio config extras --config config.zh.yaml # the pip extras its providers need: pip install -e ".[$(...)]"
     vixio serve --config config.yaml            # the WebSocket and OTA servers, one worker per core
     vixio serve --config config.yaml --workers 1   # all in this one process
     vixio device --ota http://127.0.0.1:8003/xiaozhi/ota/ --text "hello"   # a simulated device
@@ -39,6 +40,8 @@ def build_parser() -> argparse.ArgumentParser:
     check = config_commands.add_parser("check", help="validate a config file: prints OK or every error")
     check.add_argument("--config", "-c", required=True, metavar="FILE", help="path to config.yaml")
     config_commands.add_parser("reference", help="print every config key as Markdown (docs/config.md)")
+    extras = config_commands.add_parser("extras", help="print the vixio extras a config's providers need, comma-separated")
+    extras.add_argument("--config", "-c", required=True, metavar="FILE", help="path to config.yaml")
 
     serve = commands.add_parser("serve", help="run the WebSocket and OTA servers")
     serve.add_argument("--config", "-c", required=True, metavar="FILE", help="path to config.yaml")
@@ -84,6 +87,10 @@ def _config_command(args: argparse.Namespace) -> int:
 
         sys.stdout.write(render_reference())
         return 0
+    if args.config_command == "extras":
+        from vixio.config.needs import print_extras
+
+        return print_extras(args.config)
     setup_logging(args.log_level or "WARNING")
     try:
         load_config(args.config)

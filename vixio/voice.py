@@ -17,6 +17,7 @@ from loguru import logger
 
 from vixio.config.models import VixioConfig
 from vixio.config.voice import (
+    EdgeTTSConfig,
     EspeakTTSConfig,
     FasterWhisperASRConfig,
     LitellmAgentConfig,
@@ -71,6 +72,10 @@ class VoiceStack:
         """Build the shared providers and load their models (once per process)."""
         started = time.perf_counter()
         config = self.config
+        from vixio.config.needs import missing_keys
+
+        for problem in missing_keys(config):
+            logger.warning(problem)
         if config.asr is not None:
             self.vad = _vad(config)
             self.asr = _asr(config)
@@ -249,11 +254,17 @@ def _tts(config: VixioConfig) -> TTSProvider:
         from vixio.providers.tts.espeak import EspeakTTS
 
         return EspeakTTS(voice=tts.voice, rate_wpm=tts.rate_wpm)
+    if isinstance(tts, EdgeTTSConfig):
+        from vixio.providers.tts.edge import EdgeTTS
+
+        return EdgeTTS(tts.voice, rate=tts.rate, pitch=tts.pitch, volume=tts.volume, timeout=tts.timeout,
+                       service_url=tts.service_url)
     assert isinstance(tts, OpenAITTSConfig)
     from vixio.providers.tts.openai_compatible import OpenAICompatibleTTS
 
     return OpenAICompatibleTTS(tts.api_base, tts.api_key, model=tts.model, voice=tts.voice,
-                               response_format=tts.response_format, sample_rate=tts.sample_rate, timeout=tts.timeout)
+                               response_format=tts.response_format, sample_rate=tts.sample_rate, timeout=tts.timeout,
+                               extra_body=tts.extra_body)
 
 
 def _agent(config: VixioConfig) -> AgentProvider:
@@ -267,7 +278,7 @@ def _agent(config: VixioConfig) -> AgentProvider:
     assert isinstance(agent, LitellmAgentConfig)
     from vixio.providers.agent.openai_agent import OpenAIAgentProvider
 
-    return OpenAIAgentProvider(agent.model, api_base=agent.api_base, api_key=agent.api_key,
+    return OpenAIAgentProvider(agent.model, api_base=agent.api_base, api_key=agent.api_key or None,
                                max_tool_iterations=config.tools.max_iterations,
                                temperature=agent.temperature, max_tokens=agent.max_tokens, timeout=agent.timeout,
                                tracing=agent.tracing, max_history_messages=agent.max_history_messages,

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
+from vixio.config.languages import Language, apply_language, language_pack
 from vixio.config.tools import ToolsConfig
 from vixio.config.voice import AgentConfig, ASRConfig, SpeechConfig, TTSConfig, TurnConfig, VADConfig
 from vixio.core.settings import StrictModel
@@ -42,6 +43,8 @@ class PipelineConfig(StrictModel):
 class VixioConfig(StrictModel):
     """Root of config.yaml."""
 
+    language: Language = "en"
+    """What the assistant speaks and hears: sets Whisper's language and model, the default voices, the greeting, every spoken `speech.*` text, the idle goodbye, the confirmation words and the default system prompt (vixio/config/languages.py). Keys set in the file win."""
     log: LogConfig = Field(default_factory=LogConfig)
     server: ServerConfig = Field(default_factory=ServerConfig)
     pipeline: PipelineConfig = Field(default_factory=PipelineConfig)
@@ -57,3 +60,18 @@ class VixioConfig(StrictModel):
     tts: TTSConfig | None = None
     """Speech synthesis; null leaves it out (subtitles only)."""
     speech: SpeechConfig = Field(default_factory=SpeechConfig)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _builtin_idle_goodbye(cls, data: Any) -> Any:
+        """`xiaozhi.idle_goodbye: true` is the language's goodbye, `false` none."""
+        xiaozhi = data.get("xiaozhi") if isinstance(data, dict) else None
+        if isinstance(xiaozhi, dict) and isinstance(xiaozhi.get("idle_goodbye"), bool):
+            language = data.get("language", "en")
+            goodbye = language_pack(language).idle_goodbye if language in ("en", "zh") else None
+            data = {**data, "xiaozhi": {**xiaozhi, "idle_goodbye": goodbye if xiaozhi["idle_goodbye"] else None}}
+        return data
+
+    @model_validator(mode="after")
+    def _apply_language(self) -> VixioConfig:
+        return apply_language(self)

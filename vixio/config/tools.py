@@ -30,6 +30,15 @@ class AsyncToolsConfig(StrictModel):
     """Tools (names or patterns) to run in the background, besides local tools marked async."""
 
 
+class ConfirmWordsConfig(StrictModel):
+    """The user's words that answer a tool call's request for confirmation."""
+
+    yes: list[str] = Field(default_factory=list)
+    """A reply starting with one of these approves; unset: the top-level `language`'s words."""
+    no: list[str] = Field(default_factory=list)
+    """A reply containing one of these refuses, whatever else it says; unset: the `language`'s words."""
+
+
 class ToolsConfig(StrictModel):
     """The tools the agent may call: local built-ins, the device's MCP tools, registerTools clients, MCP servers."""
 
@@ -51,6 +60,7 @@ class ToolsConfig(StrictModel):
     """Run several tool calls of one model response concurrently; false runs them one at a time."""
     require_confirmation: bool | list[str] = False
     """true: every tool needs the user's yes first; or a list of tool names (patterns) that do."""
+    confirm_words: ConfirmWordsConfig = Field(default_factory=ConfirmWordsConfig)
     default_sub_type: SubTypeName = "query"
     """query: the model waits for the result; control: answered "success" at once, the device is not waited for."""
     sub_types: dict[str, SubTypeName] = Field(default_factory=dict)
@@ -73,4 +83,6 @@ class ToolsConfig(StrictModel):
             default_sub_type=self.default_sub_type,
             sub_types=dict(self.sub_types),
             async_tools=tuple(self.async_tools.tools),
+            confirm_yes=tuple(self.confirm_words.yes),
+            confirm_no=tuple(self.confirm_words.no),
         )

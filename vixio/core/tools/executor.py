@@ -143,7 +143,7 @@ class ToolExecutor:
 
     def on_user_text(self, text: str) -> None:
         """Called with each user turn's text (confirmations)."""
-        self.context.on_user_text(text)
+        self.context.on_user_text(text, approved=self.toolset.policy.confirms(text))
 
     def add_closer(self, closer: Callable[[], Awaitable[None]]) -> None:
         """Run `closer` when the session's tools close (async tasks, session MCP servers...)."""

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from typing import TypeVar
 
+from vixio.core.tools.confirmation import is_confirmation
+from vixio.core.tools.context import is_affirmative
 from vixio.core.tools.types import SubType, ToolDefinition
 
 T = TypeVar("T")
@@ -38,6 +40,15 @@ class ToolPolicy:
     sub_types: Mapping[str, SubType] = field(default_factory=dict)
     async_tools: tuple[str, ...] = ()
     """Tools (names or patterns) run in the background: the call returns a task handle at once."""
+    confirm_yes: tuple[str, ...] = ()
+    """Words that approve a call waiting for confirmation; empty: built-in English and Chinese."""
+    confirm_no: tuple[str, ...] = ()
+
+    def confirms(self, text: str) -> bool:
+        """Whether the user's reply approves the calls that asked for confirmation."""
+        if not self.confirm_yes:
+            return is_affirmative(text)
+        return is_confirmation(text, self.confirm_yes, self.confirm_no)
 
     def allows(self, tool: ToolDefinition) -> bool:
         if not self.enabled or tool.hidden:

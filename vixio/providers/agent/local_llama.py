@@ -39,7 +39,7 @@ from vixio.providers.agent.openai_agent import OpenAIAgentProvider
 if TYPE_CHECKING:
     from llama_cpp import Llama
 
-EXTRA_HINT = "pip install 'vixio[local-llm]'"
+EXTRA_HINT = "vixio[local-llm] extra: pip install -e '.[local-llm]' in the vixio checkout"
 DEFAULT_MAX_TOKENS = 128
 """Reply length cap when the settings give none: a spoken reply is a few sentences."""
 

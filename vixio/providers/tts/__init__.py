@@ -4,8 +4,9 @@ Every backend imports its engine lazily, so importing this package needs none of
 """
 
 from vixio.providers.tts.base import TTSError, TTSProvider
+from vixio.providers.tts.edge import EdgeTTS
 from vixio.providers.tts.espeak import EspeakTTS
 from vixio.providers.tts.openai_compatible import OpenAICompatibleTTS
 from vixio.providers.tts.piper import PiperTTS
 
-__all__ = ["EspeakTTS", "OpenAICompatibleTTS", "PiperTTS", "TTSError", "TTSProvider"]
+__all__ = ["EdgeTTS", "EspeakTTS", "OpenAICompatibleTTS", "PiperTTS", "TTSError", "TTSProvider"]

@@ -28,7 +28,7 @@ from vixio.providers.tts._runtime import (
 )
 from vixio.providers.tts.base import TTSError, TTSProvider
 
-_EXTRA_HINT = "pip install 'vixio[espeak]'"
+_EXTRA_HINT = "vixio[espeak] extra: pip install -e '.[espeak]' in the vixio checkout"
 ESPEAK_SAMPLE_RATE = 22050
 """What libespeak-ng produces; `espeak_Initialize` confirms it."""
 

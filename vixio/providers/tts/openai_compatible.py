@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import struct
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from types import ModuleType
 from typing import Any, Literal
 
@@ -20,7 +20,7 @@ from loguru import logger
 
 from vixio.providers.tts.base import TTSError, TTSProvider
 
-_EXTRA_HINT = "pip install 'vixio[xiaozhi]'"
+_EXTRA_HINT = "vixio[xiaozhi] extra: pip install -e '.[xiaozhi]' in the vixio checkout"
 _BODY_EXCERPT = 300  # characters of an error body worth putting in a message
 _READ_SIZE = 4096  # bytes per read from the response body; ~85 ms of 24 kHz audio
 _WAVE_FORMAT_PCM = 1
@@ -134,6 +134,7 @@ class OpenAICompatibleTTS(TTSProvider):
         response_format: Literal["pcm", "wav"] = "pcm",
         sample_rate: int = 24000,
         timeout: float = 15.0,
+        extra_body: Mapping[str, Any] | None = None,
     ) -> None:
         """`api_base` ends before `/audio/speech`, e.g. "https://api.openai.com/v1".
 
@@ -141,6 +142,7 @@ class OpenAICompatibleTTS(TTSProvider):
         With "wav" the header is checked against `sample_rate` and stereo is downmixed.
         `timeout` bounds connecting, waiting for the response and every stall between two
         body reads, in seconds; a long reply that keeps streaming is never cut.
+        `extra_body` adds request fields some servers need (SiliconFlow: `sample_rate`, `stream`).
         """
         if not api_base.startswith(("http://", "https://")):
             raise ValueError(f"OpenAICompatibleTTS api_base must be an http(s) URL, got {api_base!r}")
@@ -156,6 +158,7 @@ class OpenAICompatibleTTS(TTSProvider):
         self.response_format = response_format
         self.sample_rate = sample_rate
         self.timeout = timeout
+        self.extra_body = dict(extra_body or {})
         self._api_key = api_key
         self._session: Any | None = None
         self._lock = asyncio.Lock()
@@ -178,7 +181,8 @@ class OpenAICompatibleTTS(TTSProvider):
             await self.initialize()
         assert self._session is not None
         aiohttp = _aiohttp()
-        payload = {"model": self.model, "input": text, "voice": self.voice, "response_format": self.response_format}
+        payload = {**self.extra_body, "model": self.model, "input": text, "voice": self.voice,
+                   "response_format": self.response_format}
         decoder: _WavStreamParser | _PcmReframer = (
             _WavStreamParser(self.name, self.sample_rate) if self.response_format == "wav" else _PcmReframer(1)
         )

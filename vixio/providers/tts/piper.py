@@ -22,7 +22,7 @@ from loguru import logger
 from vixio.providers.tts._runtime import load_shared, stream_blocking
 from vixio.providers.tts.base import TTSError, TTSProvider
 
-_EXTRA_HINT = "pip install 'vixio[piper]'"
+_EXTRA_HINT = "vixio[piper] extra: pip install -e '.[piper]' in the vixio checkout"
 # One short sentence synthesised at load: the first real request then skips ONNX Runtime's
 # first-run allocations and espeak-ng's initialisation (~0.1-0.3 s on 2 cores).
 _WARMUP_TEXT = "Hello."

@@ -27,7 +27,7 @@ from loguru import logger
 
 from vixio.providers.vad.base import VADProvider, VADStream
 
-_EXTRA_HINT = "pip install 'vixio[silero]'"
+_EXTRA_HINT = "vixio[silero] extra: pip install -e '.[silero]' in the vixio checkout"
 _SUPPORTED_RATES = (8000, 16000)
 
 

@@ -35,7 +35,7 @@ from loguru import logger
 from vixio.core.batching import BatchWorker
 from vixio.providers.vad.base import VADProvider, VADStream
 
-_EXTRA_HINT = "pip install 'vixio[silero-onnx]'"
+_EXTRA_HINT = "vixio[silero-onnx] extra: pip install -e '.[silero-onnx]' in the vixio checkout"
 _WINDOW_SAMPLES = {16000: 512, 8000: 256}
 # Samples of the previous window the model sees in front of each window.
 _CONTEXT_SAMPLES = {16000: 64, 8000: 32}

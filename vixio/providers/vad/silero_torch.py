@@ -29,7 +29,7 @@ from loguru import logger
 
 from vixio.providers.vad.base import VADProvider, VADStream
 
-_EXTRA_HINT = "pip install 'vixio[silero-torch]'"
+_EXTRA_HINT = "vixio[silero-torch] extra: pip install -e '.[silero-torch]' in the vixio checkout"
 _SUPPORTED_RATES = (8000, 16000)
 # Samples per window the Silero networks take at each rate (32 ms).
 _WINDOW_SAMPLES = {16000: 512, 8000: 256}

@@ -38,7 +38,7 @@ _OPUS_FRAME_DURATIONS_MS = (10, 20, 40, 60, 80, 100, 120)
 # The longest packet Opus can describe; a smaller buffer fails on long packets.
 _MAX_PACKET_DURATION_MS = 120
 _SAMPLE_WIDTH = 2
-_EXTRA_HINT = "pip install 'vixio[xiaozhi]'"
+_EXTRA_HINT = "vixio[xiaozhi] extra: pip install -e '.[xiaozhi]' in the vixio checkout"
 
 
 class CodecError(Exception):

