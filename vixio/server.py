@@ -15,6 +15,7 @@ from aiohttp import web
 from loguru import logger
 
 from vixio.config.models import VixioConfig
+from vixio.console import Console
 from vixio.core.pipeline import Pipeline
 from vixio.transports.xiaozhi.auth import DeviceAuthenticator
 from vixio.transports.xiaozhi.ota import OtaServer
@@ -39,6 +40,8 @@ class VixioServer:
         self.ota.add_route("POST", "/mcp/vision/explain", self._vision_explain)
         self.tools: dict[str, SessionTools] = {}
         """Live sessions' tools by session id."""
+        self.console = Console(self)
+        """The operator console at /console/ and its /api/ (vixio.console)."""
 
     async def _metrics(self, request: web.Request) -> web.Response:
         """Live sessions and the latency marks of their recent turns (ms from the first mark)."""
@@ -71,6 +74,7 @@ class VixioServer:
                 self.tools.pop(session_id, None)
 
             tools.add_closer(forget)
+            self.console.attach(session_id, tools)
             # Device (MCP) and registerTools tools join the session's tools when they are known.
             context.transport.set_device_tools_callback(context.session_id, tools.on_device_tools)
         return self.voice.build_pipeline(context.session_id, tools=tools)
@@ -90,6 +94,7 @@ class VixioServer:
     async def stop(self) -> None:
         await self.ota.stop()
         await self.transport.stop()
+        await self.console.close()
         await self.voice.close()
 
     async def __aenter__(self) -> VixioServer:
