@@ -42,9 +42,11 @@ class Live:
             return response.status, await response.json()
 
 
-def config(llm: ScriptedLLMServer, tools: dict[str, Any] | None = None, **http: Any) -> VixioConfig:
+def config(llm: ScriptedLLMServer, tools: dict[str, Any] | None = None, tts: dict[str, Any] | None = None,
+           **http: Any) -> VixioConfig:
     return VixioConfig.model_validate({
         "tools": tools or {},
+        "tts": tts,
         "xiaozhi": {"host": "127.0.0.1", "port": 0, "http": {"host": "127.0.0.1", "port": 0, **http},
                     "idle_timeout": 0},
         "agent": {"provider": "litellm", "model": "openai/test-model", "api_base": llm.base_url, "api_key": "t",

@@ -98,8 +98,9 @@ async def test_execute_runs_on_the_device_through_the_executor(live: Live) -> No
 
     # The console's calls show in the session's conversation, marked as the console's.
     status, detail = await live.get(f"/api/sessions/{live.session_id}")
-    console_calls = [c for turn in detail["conversation"] for c in turn["tools"]]
+    console_calls = detail["console_calls"]
     assert [c["by"] for c in console_calls] == ["console"] * 4
+    assert not any(turn["tools"] for turn in detail["conversation"])
     assert console_calls[0]["arguments"] == {"volume": 30} and console_calls[0]["ms"] >= 0
 
 

@@ -146,14 +146,19 @@ class LocalBackend:
                 entry = turn(message.turn_id)
                 entry["said"].append(message.content)
                 entry["interrupted"] = entry["interrupted"] or message.interrupted
+        console_calls = []
         for call in list(log.calls) if log is not None else []:
-            turn(call["turn"])["tools"].append(call)
+            # The agent's calls belong to its turn; the console's are run beside the conversation.
+            if call["by"] == "console":
+                console_calls.append(call)
+            else:
+                turn(call["turn"])["tools"].append(call)
         for metrics in list(state.turns):
             if metrics.marks:
                 turn(metrics.turn_id)["marks"] = metrics.durations()
         ordered = [turns[key] for key in sorted(turns)][-MAX_TURNS:]
         return {**summary, "connected_seconds": round(time.monotonic() - connection.session.created_at, 1),
-                "device": _jsonable(state.device), "conversation": ordered}
+                "device": _jsonable(state.device), "conversation": ordered, "console_calls": console_calls}
 
     def _summary(self, connection: XiaozhiConnection) -> dict[str, Any]:
         session = connection.session

@@ -139,17 +139,21 @@ function renderDetail(d) {
     el("dt", {}, "tools"), el("dd", {}, d.tools)));
   const turns = d.conversation.length ? d.conversation.slice().reverse().map(renderTurn)
     : [el("p", {class: "muted"}, "Nothing said yet.")];
-  $("session-detail").replaceChildren(head, el("h2", {}, "Conversation (newest first)"), el("div", {id: "conversation"}, turns));
+  const runs = d.console_calls.slice().reverse().map(renderCall);
+  $("session-detail").replaceChildren(head, el("h2", {}, "Conversation (newest first)"), el("div", {id: "conversation"}, turns),
+    runs.length ? el("h2", {}, "Run from the console (newest first)") : null, el("div", {id: "console-calls"}, runs));
+}
+
+function renderCall(call) {
+  const outcome = call.success ? call.result : call.error;
+  return el("div", {class: "call"}, `${call.by} → ${call.tool}(${json(call.arguments)})`,
+    el("span", {class: call.success ? "ok" : "error"}, ` ${call.status}`), ` ${call.ms} ms: `, outcome || "");
 }
 
 function renderTurn(t) {
   const lines = [];
   for (const text of t.heard) lines.push(el("div", {class: "line heard"}, el("span", {class: "who"}, "heard"), text));
-  for (const call of t.tools) {
-    const outcome = call.success ? call.result : call.error;
-    lines.push(el("div", {class: "call"}, `${call.by === "console" ? "console" : "agent"} → ${call.tool}(${json(call.arguments)})`,
-      el("span", {class: call.success ? "ok" : "error"}, ` ${call.status}`), ` ${call.ms} ms: `, outcome || ""));
-  }
+  for (const call of t.tools) lines.push(renderCall(call));
   for (const text of t.said) {
     lines.push(el("div", {class: "line said"}, el("span", {class: "who"}, t.interrupted ? "said (cut)" : "said"), text));
   }
