@@ -1,6 +1,7 @@
 # Set-up commands for a fresh machine (pip only, idempotent):
 #   make serve   install vixio and run `vixio serve --config config.yaml`
-#   make test    install the test dependencies and run the whole suite
+#   make test    install the test dependencies (and, as root on Debian/Ubuntu, chromium for the
+#                console's browser test) and run the whole suite
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -34,6 +35,7 @@ serve: install
 	$(VENV)/bin/vixio serve --config $(CONFIG)
 
 test: install-test
+	sh scripts/ensure_chromium.sh
 	$(PY) -m pytest
 
 docs: install

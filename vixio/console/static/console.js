@@ -378,7 +378,7 @@ $("parse-run").addEventListener("click", async () => {
     const out = await api("/api/parse", {text: $("parse-text").value, protocol: $("parse-protocol").value});
     $("parse-requests").tBodies[0].replaceChildren(...(out.requests.length ? out.requests.map((r) => el("tr", {class: "parsed"},
       el("td", {}, r.protocol), el("td", {class: "parsed-tool"}, r.tool || "?"),
-      el("td", {}, el("code", {class: "parsed-args"}, json(r.arguments))), el("td", {}, r.request_id)))
+      el("td", {}, el("code", {class: "parsed-args"}, json(r.arguments))), el("td", {}, r.request_id || "—")))
       : [el("tr", {}, el("td", {colspan: 4, class: "muted"}, "No tool request found."))]));
     $("parse-errors").replaceChildren(...(out.errors.length ? out.errors.map((e) => el("li", {class: "error"}, e))
       : [el("li", {class: "muted"}, "none")]));
