@@ -92,6 +92,7 @@ class VixioServer:
                     http.host, self.ota.port, host, self.ota.port)
 
     async def stop(self) -> None:
+        self.console.stop_streams()  # open console pages would hold the HTTP server's shutdown
         await self.ota.stop()
         await self.transport.stop()
         await self.console.close()

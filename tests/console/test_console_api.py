@@ -10,8 +10,9 @@ from typing import Any
 import aiohttp
 import pytest
 
-from tests.console.conftest import Live
-from vixio.testing.llm_server import Reply
+from tests.console.conftest import Live, config
+from vixio.server import VixioServer
+from vixio.testing.llm_server import Reply, ScriptedLLMServer
 
 VCP_BLOCK = """Sure, let me turn it down.
 <<<[TOOL_REQUEST]>>>
@@ -236,3 +237,20 @@ async def test_without_a_token_only_this_machine(live: Live) -> None:
     assert info["operator"] is False and "only on the server's own machine" in info["message"]
     status, body = await live.post("/api/login", {"token": "anything"})
     assert status == 409
+
+
+async def test_an_open_page_does_not_hold_the_shutdown(llm: ScriptedLLMServer) -> None:
+    server = VixioServer(config(llm))
+    await server.start()
+    stopped = False
+    try:
+        async with aiohttp.ClientSession() as http:
+            async with http.get(f"http://127.0.0.1:{server.ota.port}/api/events") as response:
+                assert (await response.content.readline()).startswith(b"event: sessions")
+                started = time.monotonic()
+                await asyncio.wait_for(server.stop(), 20)
+                stopped = True
+                assert time.monotonic() - started < 10  # aiohttp alone would wait 60 s for the stream
+    finally:
+        if not stopped:
+            await server.stop()

@@ -36,5 +36,10 @@ class Console:
     def attach(self, session_id: str, tools: SessionTools) -> None:
         self.local.attach(session_id, tools)
 
+    def stop_streams(self) -> None:
+        """End the page's open event streams; before the HTTP server stops, which waits for them."""
+        self.api.close()
+
     async def close(self) -> None:
+        self.api.close()
         await self.local.close()

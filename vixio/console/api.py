@@ -21,6 +21,7 @@ server) is refused whatever it carries. docs/console.md has request and response
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hmac
 import json
 from importlib import resources
@@ -59,7 +60,13 @@ class ConsoleApi:
         self.guard = guard
         self.vcp_fuzzy = vcp_fuzzy
         self._streams = 0
+        self._closing = asyncio.Event()
+        """Set when the server stops: open event streams end (aiohttp would wait for them)."""
         self._static = _load_static()
+
+    def close(self) -> None:
+        """End the open event streams (call before the HTTP server stops)."""
+        self._closing.set()
 
     def register(self, add_route: Any) -> None:
         """`add_route(method, path, handler)`, e.g. `OtaServer.add_route`."""
@@ -193,6 +200,8 @@ class ConsoleApi:
         return _json(await self.backend.say(session_id, body.get("text", "")))
 
     async def _events(self, request: web.Request) -> web.StreamResponse:
+        if self._closing.is_set():
+            return _error(503, "the server is stopping")
         if self._streams >= MAX_EVENT_STREAMS:
             return _error(503, f"too many open event streams (at most {MAX_EVENT_STREAMS})")
         self._streams += 1
@@ -202,7 +211,7 @@ class ConsoleApi:
             await response.prepare(request)
             last = None
             quiet = 0.0
-            while True:
+            while not self._closing.is_set():
                 sessions = await self.backend.sessions()
                 current = json.dumps({"sessions": sessions}, ensure_ascii=False, separators=(",", ":"))
                 if current != last:
@@ -211,7 +220,8 @@ class ConsoleApi:
                 elif quiet >= KEEPALIVE:
                     await response.write(b": keepalive\n\n")
                     quiet = 0.0
-                await asyncio.sleep(EVENT_INTERVAL)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._closing.wait(), EVENT_INTERVAL)
                 quiet += EVENT_INTERVAL
         except (ConnectionResetError, ConnectionError):
             pass  # the page went away
