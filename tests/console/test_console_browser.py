@@ -165,3 +165,44 @@ async def test_console_in_a_real_browser(live: Live, tmp_path: Path) -> None:
     assert "tts_first_audio" in conversation and "first_frame_sent" in conversation
     for name in ("discovery", "executor", "parser", "sessions"):
         assert (shots / f"{name}.png").stat().st_size > 10_000
+
+
+def _sign_in(browser: Any, base: str) -> dict[str, Any]:
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as ec
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    wait = WebDriverWait(browser, WAIT)
+    found: dict[str, Any] = {}
+    browser.get(base + "/console/")
+    token = wait.until(ec.visibility_of_element_located((By.ID, "login-token")))
+    found["asked"] = browser.find_element(By.ID, "auth-note").text
+    found["rows_before"] = len(browser.find_elements(By.CSS_SELECTOR, "#session-list tbody tr"))
+    token.send_keys("wrong")
+    browser.find_element(By.ID, "login-send").click()
+    wait.until(ec.text_to_be_present_in_element((By.ID, "auth-note"), "wrong operator token"))
+    token.clear()
+    token.send_keys("browser-token")
+    browser.find_element(By.ID, "login-send").click()
+    wait.until(ec.text_to_be_present_in_element((By.ID, "live"), "live"))
+    wait.until(ec.visibility_of_element_located((By.CSS_SELECTOR, "#session-list tbody tr")))
+    found["form_hidden"] = not browser.find_element(By.ID, "login").is_displayed()
+    found["cookie"] = browser.get_cookie("vixio_admin")
+    browser.refresh()  # the cookie keeps the operator signed in
+    wait.until(ec.text_to_be_present_in_element((By.ID, "live"), "live"))
+    found["rows_after_reload"] = len(wait.until(
+        ec.visibility_of_all_elements_located((By.CSS_SELECTOR, "#session-list tbody tr"))))
+    return found
+
+
+@pytest.mark.parametrize("live", [{"admin_token": "browser-token"}], indirect=True)
+async def test_the_page_asks_for_the_token_once(live: Live) -> None:
+    browser = _browser()
+    try:
+        found = await asyncio.to_thread(_sign_in, browser, live.base)
+    finally:
+        await asyncio.to_thread(browser.quit)
+    assert "operator token" in found["asked"] and found["rows_before"] == 0
+    assert found["form_hidden"]
+    assert found["cookie"]["httpOnly"] and found["cookie"]["sameSite"] == "Strict"
+    assert found["rows_after_reload"] == 1
