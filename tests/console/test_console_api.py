@@ -11,6 +11,7 @@ import aiohttp
 import pytest
 
 from tests.console.conftest import Live, config
+from vixio.console import api as console_api
 from vixio.server import VixioServer
 from vixio.testing.llm_server import Reply, ScriptedLLMServer
 
@@ -254,3 +255,21 @@ async def test_an_open_page_does_not_hold_the_shutdown(llm: ScriptedLLMServer) -
     finally:
         if not stopped:
             await server.stop()
+
+
+async def test_event_streams_are_bounded(live: Live, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(console_api, "MAX_EVENT_STREAMS", 2)
+    async with live.http.get(live.base + "/api/events") as first, live.http.get(live.base + "/api/events") as second:
+        assert first.status == second.status == 200
+        for response in (first, second):
+            assert (await response.content.readline()).startswith(b"event: sessions")
+        status, body = await live.get("/api/events")
+        assert status == 503 and "at most 2" in body["error"]
+    deadline = time.monotonic() + 10  # a closed page frees its slot once its stream notices
+    while time.monotonic() < deadline:
+        async with live.http.get(live.base + "/api/events") as response:
+            if response.status == 200:
+                break
+        await asyncio.sleep(0.2)
+    else:
+        raise AssertionError("closed streams never freed their slots")

@@ -24,6 +24,7 @@ import asyncio
 import contextlib
 import hmac
 import json
+import time
 from importlib import resources
 from typing import Any
 
@@ -63,6 +64,8 @@ class ConsoleApi:
         self._closing = asyncio.Event()
         """Set when the server stops: open event streams end (aiohttp would wait for them)."""
         self._static = _load_static()
+        self._shared: tuple[float, str] | None = None
+        """(when, data) of the last sessions snapshot, so many open pages cost one look."""
 
     def close(self) -> None:
         """End the open event streams (call before the HTTP server stops)."""
@@ -212,8 +215,9 @@ class ConsoleApi:
             last = None
             quiet = 0.0
             while not self._closing.is_set():
-                sessions = await self.backend.sessions()
-                current = json.dumps({"sessions": sessions}, ensure_ascii=False, separators=(",", ":"))
+                if request.transport is None or request.transport.is_closing():
+                    break  # the page went away (aiohttp does not cancel the handler)
+                current = await self._snapshot()
                 if current != last:
                     await response.write(f"event: sessions\ndata: {current}\n\n".encode())
                     last, quiet = current, 0.0
@@ -228,6 +232,15 @@ class ConsoleApi:
         finally:
             self._streams -= 1
         return response
+
+
+    async def _snapshot(self) -> str:
+        """The sessions as one event's data; shared by every open stream within half an interval."""
+        now = time.monotonic()
+        if self._shared is None or now - self._shared[0] >= EVENT_INTERVAL / 2:
+            sessions = await self.backend.sessions()
+            self._shared = (now, json.dumps({"sessions": sessions}, ensure_ascii=False, separators=(",", ":")))
+        return self._shared[1]
 
 
 def _load_static() -> dict[str, tuple[bytes, str]]:
