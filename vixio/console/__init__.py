@@ -13,14 +13,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from vixio.console.api import ConsoleApi
-from vixio.console.backend import ConsoleBackend, ConsoleError, LocalBackend
+from vixio.console.backend import ConsoleBackend, ConsoleError, FanOutBackend, LocalBackend
 from vixio.transports.xiaozhi.admin import AdminGuard
 
 if TYPE_CHECKING:
     from vixio.server import VixioServer
     from vixio.session_tools import SessionTools
 
-__all__ = ["Console", "ConsoleApi", "ConsoleBackend", "ConsoleError", "LocalBackend"]
+__all__ = ["Console", "ConsoleApi", "ConsoleBackend", "ConsoleError", "FanOutBackend", "LocalBackend"]
 
 
 class Console:
@@ -32,6 +32,10 @@ class Console:
         self.api = ConsoleApi(backend or self.local, AdminGuard(server.config.xiaozhi.http.admin_token),
                               vcp_fuzzy=bool(agent is not None and agent.vcp_fuzzy_markers))
         self.api.register(server.ota.add_route)
+
+    def use_backend(self, backend: ConsoleBackend) -> None:
+        """Serve another backend's sessions (e.g. a `FanOutBackend` over every worker)."""
+        self.api.backend = backend
 
     def attach(self, session_id: str, tools: SessionTools) -> None:
         self.local.attach(session_id, tools)
