@@ -13,7 +13,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from vixio.console.api import ConsoleApi
-from vixio.console.backend import ConsoleBackend, ConsoleError, FanOutBackend, LocalBackend
+from vixio.console.backend import ConsoleBackend, ConsoleError, LocalBackend
+from vixio.console.fan_out import FanOutBackend
 from vixio.transports.xiaozhi.admin import AdminGuard
 
 if TYPE_CHECKING:
