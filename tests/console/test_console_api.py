@@ -273,3 +273,19 @@ async def test_event_streams_are_bounded(live: Live, monkeypatch: pytest.MonkeyP
         await asyncio.sleep(0.2)
     else:
         raise AssertionError("closed streams never freed their slots")
+
+
+async def test_state_follows_the_turn(live: Live) -> None:
+    live.llm.expect(Reply.text("Let me think... done.", delay=3.0))
+    mark = live.device.mark()
+    await live.post("/api/say", {"session": live.session_id, "text": "Think hard."})
+    seen = []
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and "thinking" not in seen:
+        status, body = await live.get("/api/sessions")
+        seen.append(body["sessions"][0]["state"])
+        await asyncio.sleep(0.1)
+    assert "thinking" in seen  # the model has not answered yet
+    await live.device.wait_for("tts", state="stop", after=mark, timeout=20)
+    status, body = await live.get("/api/sessions")
+    assert body["sessions"][0]["state"] in ("idle", "listening")

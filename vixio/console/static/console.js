@@ -159,8 +159,9 @@ function renderTurn(t) {
   }
   const marks = Object.entries(t.marks).sort((a, b) => a[1] - b[1] || MARK_ORDER.indexOf(a[0]) - MARK_ORDER.indexOf(b[0]));
   return el("div", {class: "turn", "data-turn": t.turn}, el("div", {class: "head"}, `turn ${t.turn}`), lines,
-    marks.length ? el("div", {class: "marks", title: "ms from the turn's first mark"},
-      marks.map(([name, ms]) => el("span", {class: "mark"}, `${name} ${ms} ms`))) : null);
+    marks.length ? el("div", {class: "marks", title: "ms from the turn's first mark (+ms since the step before)"},
+      marks.map(([name, ms], i) => el("span", {class: "mark", "data-mark": name},
+        i === 0 ? `${name} 0 ms` : `${name} ${ms} ms (+${Math.round((ms - marks[i - 1][1]) * 10) / 10})`))) : null);
 }
 
 $("say").addEventListener("submit", async (event) => {
