@@ -127,6 +127,15 @@ def _drive(browser: Any, base: str, shots: Path, volume_calls: Any) -> dict[str,
     wait.until(ec.text_to_be_present_in_element((By.ID, "conversation"), "first_frame_sent"))
     found["conversation"] = css("#conversation").text
     browser.save_screenshot(str(shots / "sessions.png"))
+
+    # Process-wide: no session picked, the tools every session starts with; the choice sticks.
+    Select(css("#session-select")).select_by_value("")
+    css("#tab-discovery").click()
+    css("#discovery-search").clear()
+    wait.until(ec.text_to_be_present_in_element((By.ID, "discovery-scope"), "process-wide"))
+    time.sleep(1.5)  # a few live updates later
+    found["process_wide"] = [li.get_attribute("data-name") for li in browser.find_elements(By.CSS_SELECTOR, "#tool-list li")]
+    found["still_process_wide"] = Select(css("#session-select")).first_selected_option.get_attribute("value") == ""
     return found
 
 
@@ -163,6 +172,8 @@ async def test_console_in_a_real_browser(live: Live, tmp_path: Path) -> None:
     conversation = found["conversation"]
     assert "What is the volume now?" in conversation and "self_get_device_status" in conversation
     assert "tts_first_audio" in conversation and "first_frame_sent" in conversation
+    assert "get_time" in found["process_wide"] and "self_audio_speaker_set_volume" not in found["process_wide"]
+    assert found["still_process_wide"]
     for name in ("discovery", "executor", "parser", "sessions"):
         assert (shots / f"{name}.png").stat().st_size > 10_000
 

@@ -4,7 +4,7 @@
 
 const $ = (id) => document.getElementById(id);
 const state = {
-  sessions: [], selected: "", versions: {}, tools: [], toolsKey: null, tool: null,
+  sessions: [], selected: "", chosen: false, versions: {}, tools: [], toolsKey: null, tool: null,
   mode: "form", values: {}, schema: null, runs: [],
 };
 const RUNS_KEY = "vixio.console.runs";
@@ -76,7 +76,7 @@ function showPane(name) {
   if (name === "discovery" || name === "executor") loadTools();
 }
 
-$("session-select").addEventListener("change", () => selectSession($("session-select").value));
+$("session-select").addEventListener("change", () => { state.chosen = true; selectSession($("session-select").value); });
 
 function selectSession(id) {
   state.selected = id;
@@ -96,9 +96,11 @@ function onSessions(sessions) {
     ...sessions.map((s) => el("option", {value: s.session_id}, `${s.device_id} · ${short(s.session_id)}`)));
   if (keep && !sessions.some((s) => s.session_id === keep)) {
     state.selected = "";
+    state.chosen = false;
     $("session-detail").replaceChildren(el("p", {class: "muted"}, "That session has ended."));
   }
-  if (!state.selected && sessions.length) state.selected = sessions[0].session_id;
+  // Follow the first device until the operator picks something (process-wide included).
+  if (!state.selected && !state.chosen && sessions.length) state.selected = sessions[0].session_id;
   select.value = state.selected;
   renderSessionList();
   const current = sessions.find((s) => s.session_id === state.selected);
@@ -114,7 +116,7 @@ function renderSessionList() {
   $("no-sessions").hidden = state.sessions.length > 0;
   $("session-list").tBodies[0].replaceChildren(...state.sessions.map((s) => el("tr", {
     class: s.session_id === state.selected ? "selected" : "", "data-session": s.session_id,
-    onclick: () => selectSession(s.session_id),
+    onclick: () => { state.chosen = true; selectSession(s.session_id); },
   }, el("td", {}, s.device_id), el("td", {title: s.session_id}, short(s.session_id)), el("td", {}, since(s.connected_at)),
      el("td", {}, s.mode), el("td", {class: `state-${s.state}`}, s.state), el("td", {}, s.turns))));
 }
