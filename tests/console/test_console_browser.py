@@ -131,8 +131,10 @@ def _drive(browser: Any, base: str, shots: Path, volume_calls: Any) -> dict[str,
     # Process-wide: no session picked, the tools every session starts with; the choice sticks.
     Select(css("#session-select")).select_by_value("")
     css("#tab-discovery").click()
-    css("#discovery-search").clear()
+    browser.execute_script("const s = arguments[0]; s.value = ''; s.dispatchEvent(new Event('input'))",
+                           css("#discovery-search"))
     wait.until(ec.text_to_be_present_in_element((By.ID, "discovery-scope"), "process-wide"))
+    css('#tool-list li[data-name="get_time"]')
     time.sleep(1.5)  # a few live updates later
     found["process_wide"] = [li.get_attribute("data-name") for li in browser.find_elements(By.CSS_SELECTOR, "#tool-list li")]
     found["still_process_wide"] = Select(css("#session-select")).first_selected_option.get_attribute("value") == ""
