@@ -183,13 +183,18 @@ $("say").addEventListener("submit", async (event) => {
 async function loadTools() {
   const current = state.sessions.find((s) => s.session_id === state.selected);
   state.toolsKey = `${state.selected}:${current ? current.tools : ""}`;
+  const selected = state.selected;
   try {
-    const query = state.selected ? `?session=${encodeURIComponent(state.selected)}` : "";
+    const query = selected ? `?session=${encodeURIComponent(selected)}` : "";
     const data = await api(`/api/tools${query}`);
+    if (selected !== state.selected) return;  // an answer for a session no longer picked
     state.tools = data.tools;
   } catch (err) {
+    if (selected !== state.selected) return;
     state.tools = [];
+    renderTools();
     $("discovery-scope").textContent = err.message;
+    return;
   }
   renderTools();
 }
