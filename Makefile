@@ -1,7 +1,8 @@
 # Set-up commands for a fresh machine (pip only, idempotent):
 #   make serve   install vixio and what config.yaml needs, run `vixio serve --config config.yaml`
 #   make serve CONFIG=config.zh.yaml   the same for another config (here: Mandarin)
-#   make test    install the test dependencies and run the whole suite
+#   make test    install the test dependencies (and, as root on Debian/Ubuntu, chromium for the
+#                console's browser test) and run the whole suite
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -44,6 +45,7 @@ serve: $(CONFIG_STAMP)
 	$(VENV)/bin/vixio serve --config $(CONFIG)
 
 test: install-test
+	sh scripts/ensure_chromium.sh
 	$(PY) -m pytest
 
 docs: install

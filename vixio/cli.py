@@ -6,6 +6,7 @@
     vixio serve --config config.yaml            # the WebSocket and OTA servers, one worker per core
     vixio serve --config config.yaml --workers 1   # all in this one process
     vixio device --ota http://127.0.0.1:8003/xiaozhi/ota/ --text "hello"   # a simulated device
+    vixio tools list | call NAME k=v | parse FILE   # the operator console's tools, over its API
 """
 
 from __future__ import annotations
@@ -52,6 +53,9 @@ def build_parser() -> argparse.ArgumentParser:
     from vixio.testing.device_cli import add_device_parser
 
     add_device_parser(commands)
+    from vixio.console.cli import add_tools_parser
+
+    add_tools_parser(commands)
     return parser
 
 
@@ -77,6 +81,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         setup_logging(args.log_level or "WARNING")
         return run_device(args)
+    if args.command == "tools":
+        from vixio.console.cli import run_tools
+
+        return run_tools(args)
     parser.error(f"unknown command {args.command!r}")
     return 2
 

@@ -26,6 +26,7 @@ from aiohttp import web
 from loguru import logger
 
 from vixio.config.models import VixioConfig
+from vixio.console import Console
 from vixio.core.pipeline import Pipeline
 from vixio.transports.xiaozhi.auth import DeviceAuthenticator
 from vixio.transports.xiaozhi.http_limits import AcceptErrorThrottle, install_accept_error_throttle
@@ -71,6 +72,8 @@ class VixioServer:
         self.tools: dict[str, SessionTools] = {}
         """Live sessions' tools by session id."""
         self._accept_throttle: AcceptErrorThrottle | None = None
+        self.console = Console(self)
+        """The operator console at /console/ and its /api/ (vixio.console)."""
 
     async def _metrics(self, request: web.Request) -> web.Response:
         """Live sessions and the latency marks of their recent turns (ms from the first mark).
@@ -115,6 +118,7 @@ class VixioServer:
                 self.tools.pop(session_id, None)
 
             tools.add_closer(forget)
+            self.console.attach(session_id, tools)
             # Device (MCP) and registerTools tools join the session's tools when they are known.
             context.transport.set_device_tools_callback(context.session_id, tools.on_device_tools)
         return self.voice.build_pipeline(context.session_id, tools=tools)
@@ -140,8 +144,10 @@ class VixioServer:
                     http.host, self.ota.port, host, self.ota.port)
 
     async def stop(self) -> None:
+        self.console.stop_streams()  # open console pages would hold the HTTP server's shutdown
         await self.ota.stop()  # safe when it never started (a worker)
         await self.transport.stop()
+        await self.console.close()
         await self.voice.close()
         if self._accept_throttle is not None:
             self._accept_throttle.uninstall()

@@ -33,6 +33,9 @@ CONTROL_RESULT = "success"
 
 _call_numbers = itertools.count(1)
 
+CallObserver = Callable[[ToolCallRequest, ToolCallResult, float], None]
+"""Called with each finished call, its result and how long it took (ms)."""
+
 
 class AsyncToolRunner(Protocol):
     """Runs async tools in the background (vixio.core.tools.tasks)."""
@@ -56,6 +59,8 @@ class ToolExecutor:
         self._background: set[asyncio.Task[Any]] = set()
         self._closers: list[Callable[[], Awaitable[None]]] = []
         self.closed = False
+        self.observers: list[CallObserver] = []
+        """Told of every finished call (the operator console's conversation view); must not block."""
         self._logger = logger.bind(session=session_id or "-", component="tools")
 
     def new_call_id(self, prefix: str = "call") -> str:
@@ -70,9 +75,14 @@ class ToolExecutor:
         result = await self._execute(request)
         result.call_id = request.call_id
         self.context.record_result(result)
+        elapsed_ms = (time.perf_counter() - started) * 1000
         self._logger.info("tool {} ({}) -> {} in {:.1f} ms: {}", request.tool_name, request.original_name or "?",
-                          result.status if result.success else "error", (time.perf_counter() - started) * 1000,
-                          _short(result.text))
+                          result.status if result.success else "error", elapsed_ms, _short(result.text))
+        for observer in list(self.observers):
+            try:
+                observer(request, result, elapsed_ms)
+            except Exception:  # an observer's bug must not change the call's outcome
+                self._logger.exception("tool call observer failed")
         return result
 
     async def _execute(self, request: ToolCallRequest) -> ToolCallResult:

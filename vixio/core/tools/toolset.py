@@ -74,6 +74,10 @@ class ToolSet:
     def sources(self) -> dict[str, int]:
         return {key: len(tools) for key, tools in self._sources.items()}
 
+    def source_tools(self) -> dict[str, list[ToolDefinition]]:
+        """Every source's tools with their source names, offered or not (the operator console)."""
+        return {key: list(tools) for key, tools in self._sources.items()}
+
     def resolve(self, name: str) -> ToolDefinition | None:
         """An offered tool by public name, or by original name (text protocols may use it)."""
         tool = self._by_name.get(name)

@@ -1,0 +1,50 @@
+"""The operator console: a page at `/console/` and a JSON API at `/api/` on the OTA port.
+
+Sessions (live devices, what they heard and said, tool calls, latency marks), Discovery (every
+tool the agent could call), an Executor (run a tool by hand through the agent's executor), a
+Parser check (VCP/XML and the speech filter) and a Say box. See docs/console.md.
+
+    console = Console(server)      # registers its routes on server.ota; before server.start()
+    console.attach(session_id, tools)   # for each new session's tools
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from vixio.console.api import ConsoleApi
+from vixio.console.backend import ConsoleBackend, ConsoleError, LocalBackend
+from vixio.console.fan_out import FanOutBackend
+from vixio.transports.xiaozhi.admin import AdminGuard
+
+if TYPE_CHECKING:
+    from vixio.server import VixioServer
+    from vixio.session_tools import SessionTools
+
+__all__ = ["Console", "ConsoleApi", "ConsoleBackend", "ConsoleError", "FanOutBackend", "LocalBackend"]
+
+
+class Console:
+    """The console of one `VixioServer`: a `LocalBackend` and its routes on the OTA server."""
+
+    def __init__(self, server: VixioServer, backend: ConsoleBackend | None = None) -> None:
+        self.local = LocalBackend(server)
+        agent = server.config.agent
+        self.api = ConsoleApi(backend or self.local, AdminGuard(server.config.xiaozhi.http.admin_token),
+                              vcp_fuzzy=bool(agent is not None and agent.vcp_fuzzy_markers))
+        self.api.register(server.ota.add_route)
+
+    def use_backend(self, backend: ConsoleBackend) -> None:
+        """Serve another backend's sessions (e.g. a `FanOutBackend` over every worker)."""
+        self.api.backend = backend
+
+    def attach(self, session_id: str, tools: SessionTools) -> None:
+        self.local.attach(session_id, tools)
+
+    def stop_streams(self) -> None:
+        """End the page's open event streams; before the HTTP server stops, which waits for them."""
+        self.api.close()
+
+    async def close(self) -> None:
+        self.api.close()
+        await self.local.close()
