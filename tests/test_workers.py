@@ -168,6 +168,23 @@ async def test_two_workers_share_the_port_answer_devices_restart_and_stop_cleanl
         assert sorted(m[-1]["content"] for m in (llm.messages(0), llm.messages(1))) == [
             "hello worker 0", "hello worker 1"]
 
+        # The console (served by the supervisor) sees every worker's sessions and reaches each.
+        console = serve.ota_url.replace("/xiaozhi/ota/", "/api/")
+        async with aiohttp.ClientSession() as http:
+            async with http.get(console + "sessions") as response:
+                listed = (await response.json())["sessions"]
+            assert {s["worker"] for s in listed} == {0, 1} and len(listed) == len(devices)
+            on_one = next(s for s in listed if s["device_id"] == on_worker[1].device_id)
+            llm.expect(Reply.text("Said through the console."))
+            mark = on_worker[1].mark()
+            async with http.post(console + "say", json={"session": on_one["session_id"],
+                                                        "text": "from the console"}) as response:
+                assert response.status == 200, await response.text()
+            assert (await on_worker[1].wait_for("stt", after=mark, timeout=30))["text"] == "from the console"
+            await on_worker[1].wait_for("tts", state="stop", after=mark, timeout=30)
+            async with http.get(console + "tools", params={"session": on_one["session_id"]}) as response:
+                assert response.status == 200, await response.text()
+
         # A worker that dies is logged and replaced; its devices are cut off, the others stay.
         placed = {session["device_id"]: session["worker"] for session in body["detail"]}
         victim = workers[1]["pid"]

@@ -27,6 +27,7 @@ from loguru import logger
 
 from vixio.config.models import VixioConfig
 from vixio.console import Console
+from vixio.console import workers as console_workers
 from vixio.core.pipeline import Pipeline
 from vixio.transports.xiaozhi.auth import DeviceAuthenticator
 from vixio.transports.xiaozhi.http_limits import AcceptErrorThrottle, install_accept_error_throttle
@@ -74,6 +75,8 @@ class VixioServer:
         self._accept_throttle: AcceptErrorThrottle | None = None
         self.console = Console(self)
         """The operator console at /console/ and its /api/ (vixio.console)."""
+        if not serve_http:  # a worker: the supervisor's console reaches this one over its private socket
+            self.session_routes.append(SessionRoute("POST", console_workers.PATH, console_workers.worker_route(self.console.local)))
 
     async def _metrics(self, request: web.Request) -> web.Response:
         """Live sessions and the latency marks of their recent turns (ms from the first mark).

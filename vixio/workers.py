@@ -45,6 +45,8 @@ from aiohttp import web
 from loguru import logger
 
 from vixio.config.models import VixioConfig
+from vixio.console import ConsoleApi, FanOutBackend
+from vixio.console.workers import WorkerBackend
 from vixio.server import lan_address, rss_mb, warn_about_open_tokens
 from vixio.transports.xiaozhi.http_limits import install_accept_error_throttle
 from vixio.transports.xiaozhi.admin import AdminGuard
@@ -150,6 +152,12 @@ class Supervisor:
         # Live device ids: an operator route (vixio/transports/xiaozhi/admin.py).
         self.ota.add_route("GET", "/metrics", AdminGuard(config.xiaozhi.http.admin_token).protect(self._metrics))
         self.ota.add_route("POST", "/mcp/vision/explain", self._forward_to_any)
+        # The operator console over every worker's sessions (vixio/console/workers.py).
+        agent = config.agent
+        self.console = ConsoleApi(FanOutBackend(lambda: [WorkerBackend(self.peers, w) for w in self.peers.workers]),
+                                  AdminGuard(config.xiaozhi.http.admin_token),
+                                  vcp_fuzzy=bool(agent is not None and agent.vcp_fuzzy_markers))
+        self.console.register(self.ota.add_route)
         self.websocket_port = 0
         self._reserved: socket.socket | None = None
         self._run_dir = ""
@@ -217,6 +225,7 @@ class Supervisor:
         for task in self._watchers:  # no restart from here on
             task.cancel()
         await asyncio.gather(*self._watchers, return_exceptions=True)
+        self.console.close()  # open console pages would hold the HTTP server's shutdown
         await self.ota.stop()
         for worker in self.workers:
             if worker.running:

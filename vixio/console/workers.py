@@ -1,0 +1,77 @@
+"""The console over `vixio serve --workers N`: each worker's sessions, reached over its socket.
+
+A worker serves its `LocalBackend` as one session route, `POST /internal/console` with
+`{"call": "sessions" | "session" | "tools" | "execute" | "say", "args": {...}}` (only on its
+private Unix socket: the supervisor has already checked the operator). `WorkerBackend` is the
+supervisor's `ConsoleBackend` for one worker; a `FanOutBackend` over one per ready worker is
+what the supervisor's console serves, so the page sees every worker's sessions as one server.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from aiohttp import web
+
+from vixio.console.backend import ConsoleBackend, ConsoleError
+
+if TYPE_CHECKING:
+    from vixio.worker_peers import Peers
+
+PATH = "/internal/console"
+_CALLS = ("sessions", "session", "tools", "execute", "say")
+
+
+def worker_route(backend: ConsoleBackend) -> Any:
+    """The worker's handler for `POST /internal/console` (a `SessionRoute` of `VixioServer`)."""
+
+    async def handle(request: web.Request) -> web.Response:
+        try:
+            body = await request.json()
+        except ValueError:
+            return web.json_response({"error": "the body is not JSON"}, status=400)
+        call, args = body.get("call"), body.get("args") or {}
+        if call not in _CALLS or not isinstance(args, dict):
+            return web.json_response({"error": f"call must be one of {_CALLS}"}, status=400)
+        try:
+            result = await getattr(backend, call)(**args)
+        except ConsoleError as exc:
+            return web.json_response({"error": exc.message}, status=exc.status)
+        except TypeError as exc:
+            return web.json_response({"error": f"bad arguments for {call}: {exc}"}, status=400)
+        return web.json_response({"result": result})
+
+    return handle
+
+
+class WorkerBackend:
+    """One worker's console backend, from the supervisor."""
+
+    def __init__(self, peers: Peers, worker: int) -> None:
+        self._peers = peers
+        self.worker = worker
+
+    async def _call(self, call: str, **args: Any) -> Any:
+        reply = await self._peers.request(self.worker, "POST", PATH, json={"call": call, "args": args})
+        if not reply.ok:
+            error = reply.body.get("error") if isinstance(reply.body, dict) else None
+            raise ConsoleError(str(error or f"worker w{self.worker} answered {reply.status}"), reply.status)
+        return reply.body["result"]
+
+    async def sessions(self) -> list[dict[str, Any]]:
+        sessions = await self._call("sessions")
+        for session in sessions:
+            session.setdefault("worker", self.worker)
+        return sessions
+
+    async def session(self, session_id: str) -> dict[str, Any]:
+        return await self._call("session", session_id=session_id)
+
+    async def tools(self, session_id: str | None) -> dict[str, Any]:
+        return await self._call("tools", session_id=session_id)
+
+    async def execute(self, session_id: str | None, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        return await self._call("execute", session_id=session_id, tool=tool, arguments=arguments)
+
+    async def say(self, session_id: str, text: str) -> dict[str, Any]:
+        return await self._call("say", session_id=session_id, text=text)
