@@ -1,0 +1,67 @@
+"""BatchWorker: jobs from the loop run in batches on one thread, in order, failures per job."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import pytest
+
+from vixio.core.batching import BatchWorker
+
+
+async def test_jobs_run_off_the_loop_in_order_and_in_batches() -> None:
+    seen: list[tuple[str, list[int]]] = []
+
+    def run(jobs):
+        seen.append((threading.current_thread().name, list(jobs)))
+        return [job * 2 for job in jobs]
+
+    worker = BatchWorker(run, name="test-double")
+    try:
+        results = await asyncio.gather(*(worker.submit(i) for i in range(50)))
+        assert results == [i * 2 for i in range(50)]
+        assert all(name == "vixio-test-double" for name, _ in seen)
+        assert [job for _, jobs in seen for job in jobs] == list(range(50))  # submission order
+        assert len(seen) < 50  # jobs queued together ran together
+        assert worker.jobs_done == 50 and worker.batches == len(seen)
+    finally:
+        worker.close()
+
+
+async def test_a_failing_job_fails_only_its_caller_and_a_failing_batch_fails_its_jobs() -> None:
+    def run(jobs):
+        if "boom" in jobs:
+            raise RuntimeError("the whole batch")
+        return [ValueError(job) if job == "bad" else job.upper() for job in jobs]
+
+    worker = BatchWorker(run, name="test-errors")
+    try:
+        results = await asyncio.gather(worker.submit("a"), worker.submit("bad"), worker.submit("b"),
+                                       return_exceptions=True)
+        assert results[0] == "A" and results[2] == "B" and isinstance(results[1], ValueError)
+        with pytest.raises(RuntimeError, match="the whole batch"):
+            await worker.submit("boom")
+        assert await worker.submit("c") == "C"  # the thread survived
+    finally:
+        worker.close()
+    with pytest.raises(RuntimeError, match="closed"):
+        worker.submit("late")
+
+
+async def test_a_caller_that_gives_up_does_not_break_the_others() -> None:
+    gate = threading.Event()
+
+    def run(jobs):
+        gate.wait(5)
+        return list(jobs)
+
+    worker = BatchWorker(run, name="test-cancel")
+    try:
+        first = worker.submit(1)
+        second = worker.submit(2)
+        first.cancel()
+        gate.set()
+        assert await second == 2
+    finally:
+        worker.close()
