@@ -24,6 +24,7 @@ from vixio.config.voice import (
     OpenAIASRConfig,
     OpenAITTSConfig,
     PiperTTSConfig,
+    TTSConfig,
 )
 from vixio.core.pipeline import Pipeline
 from vixio.core.station import Station
@@ -38,6 +39,7 @@ from vixio.providers.asr.base import ASRProvider
 from vixio.providers.tts.base import TTSProvider
 from vixio.providers.vad.base import VADProvider
 from vixio.session_tools import SessionTools
+from vixio.stations.reply_watch import ReplyTimeouts
 from vixio.stations import (
     AgentStation,
     ASRStation,
@@ -60,6 +62,8 @@ class VoiceStack:
         self.vad: VADProvider | None = None
         self.asr: ASRProvider | None = None
         self.tts: TTSProvider | None = None
+        self.tts_fallback: TTSProvider | None = None
+        """Speaks when `tts` fails (`tts.fallback`), None without one."""
         self.local_tools: list[ToolDefinition] = [func_to_tool_definition(builtin_tool(name))
                                                   for name in config.tools.builtin]
         """Local tools every session gets (built-ins; add your own before the first session)."""
@@ -76,8 +80,12 @@ class VoiceStack:
             self.asr = _asr(config)
             await self.asr.initialize()
         if config.tts is not None:
-            self.tts = _tts(config)
+            self.tts = _tts(config.tts)
             await self.tts.initialize()
+            fallback = getattr(config.tts, "fallback", None)
+            if fallback is not None:
+                self.tts_fallback = _tts(fallback)
+                await self.tts_fallback.initialize()
         if config.agent is not None:
             await _agent(config).initialize(system_prompt="")  # loads local weights once
         if config.agent is not None and config.tools.enabled and config.tools.mcp_servers:
@@ -143,7 +151,8 @@ class VoiceStack:
         stations.append(SentenceAggregatorStation(first_clause_min_chars=config.speech.first_clause_min_chars,
                                                   default_emotion=config.speech.default_emotion))
         if self.tts is not None:
-            stations.append(TTSStation(self.tts, output_sample_rate=24000, apology=config.speech.apology))
+            stations.append(TTSStation(self.tts, output_sample_rate=24000, apology=config.speech.apology,
+                                       fallback=self.tts_fallback))
         return Pipeline(stations, session_id=session_id, queue_size=config.pipeline.queue_size)
 
 
@@ -162,8 +171,12 @@ class VoiceStack:
             from vixio.providers.agent.tools import OpenAIAgentToolConverter
 
             converter = OpenAIAgentToolConverter(tools.executor)
+        speech = config.speech
+        timeouts = ReplyTimeouts(first_token=config.agent.first_token_timeout, gap=config.agent.token_gap_timeout,
+                                 filler_after=speech.filler_after if speech.filler else None)
         station = AgentStation(provider, system_prompt=config.agent.system_prompt,
-                               executor=tools.executor if tools is not None else None)
+                               executor=tools.executor if tools is not None else None,
+                               timeouts=timeouts, empty_reply=speech.empty_reply, filler=speech.filler)
         if tools is not None and converter is not None:
             station.tools = tools.bind_agent(converter, station.update_tools)
             runner = tools.executor.async_runner
@@ -235,8 +248,7 @@ def _asr(config: VixioConfig) -> ASRProvider:
     return OpenAICompatibleASR(asr.api_base, asr.api_key, model=asr.model, language=asr.language, timeout=asr.timeout)
 
 
-def _tts(config: VixioConfig) -> TTSProvider:
-    tts = config.tts
+def _tts(tts: TTSConfig) -> TTSProvider:
     if isinstance(tts, PiperTTSConfig):
         from vixio.providers.tts.piper import PiperTTS
 

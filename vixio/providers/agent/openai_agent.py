@@ -28,6 +28,7 @@ from agents import (
     RunConfig,
     Runner,
     RunResultStreaming,
+    ToolErrorFormatterArgs,
     set_tracing_disabled,
 )
 from agents.items import MessageOutputItem, ToolCallItem, ToolCallOutputItem
@@ -172,7 +173,11 @@ class OpenAIAgentProvider(AgentProvider):
         if tracing:
             logger.warning("openai-agents tracing enabled; this turns tracing on for the whole process")
             set_tracing_disabled(False)
-        self._run_config = RunConfig(tracing_disabled=not tracing, workflow_name=f"{name} turn")
+        # A model that calls a tool that does not exist is told so (and what exists) and answers,
+        # instead of the whole turn failing.
+        self._run_config = RunConfig(tracing_disabled=not tracing, workflow_name=f"{name} turn",
+                                     tool_not_found_behavior="return_error_to_model",
+                                     tool_error_formatter=self._tool_error_message)
         self._agent: Agent[Any] | None = None
         self._tools: list[Any] = []
         self._history: list[Item] = []
@@ -194,7 +199,11 @@ class OpenAIAgentProvider(AgentProvider):
             # litellm fetches a price list at import unless told not to; vixio runs offline.
             os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
             module = await asyncio.to_thread(importlib.import_module, _LITELLM_MODULE)
-            importlib.import_module("litellm").suppress_debug_info = True  # no "Give Feedback" banners
+            litellm = importlib.import_module("litellm")
+            litellm.suppress_debug_info = True  # no "Give Feedback" banners
+            # litellm's aiohttp transport ends a stream whose connection broke as if it were
+            # complete (the cut-off sentence would be spoken as the answer); httpx raises.
+            litellm.disable_aiohttp_transport = True
             model = module.LitellmModel(model=model, base_url=self._api_base, api_key=self._api_key)
         self._tools = list(tools)
         self._agent = Agent(
@@ -236,7 +245,7 @@ class OpenAIAgentProvider(AgentProvider):
         except Exception as exc:
             outcome = "failed"
             message = self._describe(exc)
-            logger.warning("agent turn failed, history left as before it: {}", message)
+            logger.debug("agent turn failed, history left as before it: {}", message)
             raise AgentError(message) from exc
         finally:
             self._end_turn(turn, outcome)
@@ -266,6 +275,18 @@ class OpenAIAgentProvider(AgentProvider):
         if task is not None and not task.done():
             await asyncio.wait({task}, timeout=CANCEL_GRACE_SECONDS)
 
+    def _tool_error_message(self, args: ToolErrorFormatterArgs[Any]) -> str | None:
+        """What the model is told when it called a tool that does not exist (None: the SDK's text)."""
+        if args.kind != "tool_not_found":
+            return None
+        turn = self._turn
+        tools = turn.agent.tools if turn is not None else self._tools
+        names = sorted(str(getattr(tool, "name", "")) for tool in tools if getattr(tool, "name", ""))
+        logger.info("the model called {!r}, which is not one of its {} tool(s); told it so", args.tool_name, len(names))
+        available = ", ".join(names) if names else "none"
+        return (f"Error: there is no tool named '{args.tool_name}'. Available tools: {available}. "
+                "Use one of them or answer without a tool.")
+
     @property
     def history(self) -> list[dict[str, Any]]:
         """A copy of the input items the next turn sends."""
@@ -290,9 +311,12 @@ class OpenAIAgentProvider(AgentProvider):
         if isinstance(exc, MaxTurnsExceeded):
             return f"the agent made {self._max_turns} model calls without a final answer"
         name = type(exc).__name__
-        # litellm prefixes messages with its class names: "litellm.X: X: OpenAIException - <reason>".
-        detail = _LITELLM_PREFIX.sub("", str(exc).strip().split("\n")[0])[:160] or name
+        detail = _litellm_detail(str(exc)) or name
         status = getattr(exc, "status_code", None)
+        if name == "MidStreamFallbackError":  # the answer had started (HTTP 200): its status is made up
+            if detail.startswith("Connection error"):
+                return f"the connection to the language model at {self.where} broke off mid-reply"
+            return f"the language model at {self.where} sent a malformed stream (HTTP 200): {detail}"
         if "Timeout" in name:
             return f"the language model at {self.where} timed out"
         if "Connection" in name or isinstance(exc, ConnectionError) or detail.startswith("Connection error"):
@@ -302,3 +326,15 @@ class OpenAIAgentProvider(AgentProvider):
         if isinstance(status, int):
             return f"the language model at {self.where} failed with HTTP {status}: {detail}"
         return f"the agent failed ({name}): {detail}"
+
+
+def _litellm_detail(message: str) -> str:
+    """The reason in a litellm message, without its class-name prefixes and repeated cause."""
+    # "litellm.MidStreamFallbackError: litellm.APIConnectionError: APIConnectionError:
+    #  OpenAIException - <reason> Original exception: ..."
+    text = message.strip().split("\n")[0].split(" Original exception:")[0]
+    while True:
+        stripped = _LITELLM_PREFIX.sub("", text, count=1)
+        if stripped == text:
+            return text[:160]
+        text = stripped

@@ -106,7 +106,8 @@ class OpenAICompatibleASR(ASRProvider):
         seconds = len(pcm) / 2 / sample_rate
         try:
             async with self._session.post(self.url, data=form) as response:
-                body = await response.text()
+                # Bytes, decoded leniently: a proxy's binary error page must still make a message.
+                body = (await response.read()).decode("utf-8", "replace")
                 if response.status >= 400:
                     raise ASRError(
                         f"{self.name}: POST {self.url} (model {self.model!r}) returned HTTP "
@@ -116,7 +117,8 @@ class OpenAICompatibleASR(ASRProvider):
                     payload = json.loads(body)
                 except ValueError as exc:
                     raise ASRError(
-                        f"{self.name}: POST {self.url} returned a body that is not JSON: {body[:_BODY_EXCERPT]!r}"
+                        f"{self.name}: POST {self.url} (model {self.model!r}) returned HTTP {response.status} "
+                        f"with a body that is not JSON ({response.content_type}): {body[:_BODY_EXCERPT]!r}"
                     ) from exc
         except TimeoutError as exc:
             raise ASRError(
