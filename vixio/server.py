@@ -73,6 +73,8 @@ class VixioServer:
             tools.add_closer(forget)
             # Device (MCP) and registerTools tools join the session's tools when they are known.
             context.transport.set_device_tools_callback(context.session_id, tools.on_device_tools)
+            if context.features.get("mcp"):
+                tools.expect_device_tools()  # the first turn waits (bounded) for the device's list
         return self.voice.build_pipeline(context.session_id, tools=tools)
 
     async def start(self) -> None:

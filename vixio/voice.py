@@ -11,6 +11,7 @@ conversation).
 from __future__ import annotations
 
 import time
+from functools import partial
 from typing import TYPE_CHECKING
 
 from loguru import logger
@@ -52,6 +53,10 @@ from vixio.stations import (
 
 if TYPE_CHECKING:
     from vixio.providers.tools.mcp_servers import McpServerPool
+
+
+DEVICE_TOOLS_WAIT = 2.0
+"""Seconds a turn right after hello waits for the tools the device announced (MCP)."""
 
 
 class VoiceStack:
@@ -177,6 +182,8 @@ class VoiceStack:
         station = AgentStation(provider, system_prompt=config.agent.system_prompt,
                                executor=tools.executor if tools is not None else None,
                                timeouts=timeouts, empty_reply=speech.empty_reply, filler=speech.filler)
+        if tools is not None:
+            station.before_turn = partial(tools.wait_for_device_tools, DEVICE_TOOLS_WAIT)
         if tools is not None and converter is not None:
             station.tools = tools.bind_agent(converter, station.update_tools)
             runner = tools.executor.async_runner

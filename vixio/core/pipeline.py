@@ -82,6 +82,13 @@ class Pipeline:
         self._turn += 1
         return self._turn
 
+    @property
+    def turn_in_progress(self) -> bool:
+        """A station is working on something other than microphone audio (e.g. the agent is
+        answering or waiting for a tool)."""
+        return any(chunk is not None and not (isinstance(chunk, AudioChunk) and chunk.role == "user")
+                   for chunk in self._in_progress)
+
     def is_stale(self, chunk: BaseChunk) -> bool:
         """True for chunks of a turn that an interrupt cancelled.
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any
 
 from vixio.core.chunk import Chunk, ErrorChunk, StreamCompleteChunk, TextChunk, TextDeltaChunk, ToolCallChunk, ToolResultChunk
@@ -60,6 +60,8 @@ class AgentStation(Station):
         self._notes: list[str] = []
         """Results of background tools not told to the model yet."""
         self._triggers: set[asyncio.Task[None]] = set()
+        self.before_turn: Callable[[], Awaitable[None]] | None = None
+        """Awaited before each turn: e.g. waits (bounded) for the device's tools after hello."""
 
     async def start(self) -> None:
         await self.provider.initialize(tools=self.tools, system_prompt=self.system_prompt)
@@ -122,6 +124,8 @@ class AgentStation(Station):
             yield out
 
     async def _turn(self, text: str, turn_id: int) -> AsyncIterator[Chunk]:
+        if self.before_turn is not None:
+            await self.before_turn()
         state = self.session_state
         state.heard.clear()
         metrics = state.metrics(turn_id)

@@ -12,6 +12,7 @@ resampled to 24 kHz, cut into 60 ms frames, Opus-encoded and paced; the end of a
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import string
 import time
 from collections.abc import Awaitable, Callable
@@ -86,6 +87,17 @@ class XiaozhiConnection:
     async def close(self) -> None:
         await self._pacer.stop()
 
+    async def shutdown(self) -> bool:
+        """The server is stopping: a reply in progress ends with `tts stop` (bounded, best
+        effort). True when one was queued."""
+        if not (self.speaking or self._pacer.pending):
+            return False
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(self._stop_downlink(), 1.0)
+            self.logger.info("server stopping: reply cut off, tts stop sent")
+            return True
+        return False
+
     # --- device → server ----------------------------------------------------------------------
 
     async def handle(self, message: Message) -> None:
@@ -123,8 +135,7 @@ class XiaozhiConnection:
             self.mode = mode if mode in xp.LISTEN_MODES else "auto"
             self.listening = True
             if self.mode == "manual":
-                if self.speaking:
-                    await self.abort("push_to_talk")
+                await self._new_user_turn("push_to_talk")
                 await self._push(TurnStartChunk(source="push_to_talk"))
         elif state == "stop":
             self.listening = False
@@ -141,8 +152,10 @@ class XiaozhiConnection:
             return
         self.touch()
         wake_word = self.is_wake_word(text)
-        if self.speaking:
-            await self.abort("wake_word" if wake_word else "typed_text")
+        if wake_word and self.speaking:
+            await self.abort("wake_word")
+        elif not wake_word:
+            await self._new_user_turn("typed_text")
         if wake_word:
             self.logger.info("wake word {!r}", text)
             if self.config.greeting:
@@ -152,6 +165,17 @@ class XiaozhiConnection:
         chunk = self.protocol.message_to_chunk(message, self.session_id, UNSET_TURN)
         if chunk is not None:
             await self._push(chunk)
+
+    async def _new_user_turn(self, reason: str) -> None:
+        """The user starts a turn: whatever the last one still does (speaking, waiting for a
+        device tool that may never answer) is cancelled, and the new turn gets its own id."""
+        if self.speaking:
+            await self.abort(reason)
+        elif self.session is not None and self.session.pipeline.turn_in_progress:
+            self.logger.info("new user turn ({}) while the last one is still running: cancelling it", reason)
+            await self.session.interrupt(reason)
+        elif self.session is not None:
+            self.session.pipeline.begin_turn()
 
     def is_wake_word(self, text: str) -> bool:
         return _normalise(text) in self._wake_words

@@ -91,6 +91,9 @@ class XiaozhiTransport(TransportBase):
 
     async def stop(self) -> None:
         if self._server is not None:
+            stopped = [sid for sid, connection in list(self.connections.items()) if await connection.shutdown()]
+            if stopped:  # `tts stop` before close 1001, or the device stays "speaking"
+                await self.flush_writes(stopped, timeout=1.0)
             self._server.close()
             await self._server.wait_closed()
             self._server = None
