@@ -161,3 +161,42 @@ async def test_stopping_the_server_mid_reply_sends_tts_stop_before_closing(
     finally:
         if not stopped:
             await server.stop()
+
+
+async def build_report(topic: str) -> str:
+    """Write a report on a topic (takes a moment)."""
+    await asyncio.sleep(1.0)
+    return f"the {topic} report is 3 pages long"
+
+
+async def test_a_background_result_finishing_during_playback_is_its_own_reply(
+    llm: ScriptedLLMServer, speech: SpeechFaultServer
+) -> None:
+    from vixio.core.tools.local import func_to_tool_definition
+
+    long_reply = "I started the report. " + "It will take a moment, so here is some talk meanwhile. " * 2
+    llm.expect(Reply.tool_call("build_report", {"topic": "sales"}, call_id="call_r"),
+               Reply.text(long_reply),  # ~7 s of audio: the 1 s task ends while it plays
+               Reply.text("Your sales report is ready."))
+    server = await start(llm, speech, tools={"builtin": []})
+    server.voice.local_tools.append(func_to_tool_definition(build_report, is_async=True))
+    try:
+        async with SimulatedDevice(ws_url=url(server), mcp=False) as device:
+            await device.connect()
+            mark = device.mark()
+            await device.send_text("make me a sales report")
+            await device.wait_for("tts", state="sentence_start", after=mark, timeout=10)
+            await until(lambda: sum(1 for m in device.received[mark:] if m.type == "tts"
+                                    and m.data.get("state") == "stop") >= 2, 20, "the second reply's tts stop")
+            await device.wait_until_idle(timeout=10)
+            states = [m.data.get("state") for m in device.received[mark:] if m.type == "tts"]
+            sentences = [m.data["text"] for m in device.received[mark:]
+                         if m.type == "tts" and m.data.get("state") == "sentence_start"]
+            assert states[0] == "start" and states.count("start") == 2 and states.count("stop") == 2
+            second = states.index("start", 1)
+            assert states[second - 1] == "stop"  # the announcement starts after the first reply ended
+            assert sentences[-1] == "Your sales report is ready."
+            assert device.drop_counts() == {}  # every frame of both replies was played
+        llm.assert_all_consumed()
+    finally:
+        await server.stop()

@@ -89,6 +89,12 @@ class Pipeline:
         return any(chunk is not None and not (isinstance(chunk, AudioChunk) and chunk.role == "user")
                    for chunk in self._in_progress)
 
+    def quiet_after(self, station: Station) -> bool:
+        """Nothing is queued or being processed downstream of `station` (output included)."""
+        index = self.stations.index(station)
+        return (not len(self._output) and all(not len(inbox) for inbox in self._inboxes[index + 1 :])
+                and all(chunk is None for chunk in self._in_progress[index + 1 :]))
+
     def is_stale(self, chunk: BaseChunk) -> bool:
         """True for chunks of a turn that an interrupt cancelled.
 

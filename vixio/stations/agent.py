@@ -29,6 +29,10 @@ from vixio.providers.agent.base import AgentError, AgentProvider, AgentTextDelta
 from vixio.stations.reply_watch import Filler, ReplyTimeouts, watch_reply
 
 
+ANNOUNCE_WAIT = 120.0
+"""Seconds a background result waits for the reply playing to end before it is spoken anyway."""
+
+
 class AgentStation(Station):
     handles = (TextChunk, ToolResultChunk)
 
@@ -101,11 +105,29 @@ class AgentStation(Station):
         except RuntimeError:  # the pipeline stopped meanwhile: the session is gone
             self.logger.info("a background result arrived as the session ended; not spoken")
 
+    async def _until_reply_played(self) -> None:
+        """Wait (bounded) until nothing is on its way to the device and it is not speaking."""
+        pipeline = self._pipeline
+        if pipeline is None:
+            return
+        deadline = asyncio.get_running_loop().time() + ANNOUNCE_WAIT
+        quiet_checks = 0
+        while quiet_checks < 2 and asyncio.get_running_loop().time() < deadline:
+            # Twice in a row: the output pump may be between taking a chunk and handing it on.
+            quiet = not self.session_state.bot_speaking and pipeline.quiet_after(self)
+            quiet_checks = quiet_checks + 1 if quiet else 0
+            if quiet_checks < 2:
+                await asyncio.sleep(0.05)
+
     async def process(self, chunk: Chunk) -> AsyncIterator[Chunk]:
         if isinstance(chunk, ToolResultChunk):
             if chunk.call_id:  # someone else's result: not ours to handle
                 yield chunk
-            elif self._notes:  # our trigger; the notes may have gone with a user turn already
+                return
+            # Our trigger. A reply still playing must end first: the result is its own reply,
+            # with its own `tts start`/`tts stop` (frames after a `tts stop` are dropped).
+            await self._until_reply_played()
+            if self._notes:  # the notes may have gone with a user turn already
                 text, self._notes = "\n".join(self._notes), []
                 async for out in self._turn(text, chunk.turn_id):
                     yield out
