@@ -200,3 +200,32 @@ async def test_a_background_result_finishing_during_playback_is_its_own_reply(
         llm.assert_all_consumed()
     finally:
         await server.stop()
+
+
+async def test_the_downlink_stays_a_few_seconds_ahead_and_abort_stops_synthesis(
+    llm: ScriptedLLMServer, speech: SpeechFaultServer
+) -> None:
+    sentences = [f"This is sentence number {n} of a very long answer that goes on and on." for n in range(20)]
+    llm.expect(Reply.text(" ".join(sentences)))  # ~80 s of audio at 60 ms per character
+    server = await start(llm, speech)
+    try:
+        async with SimulatedDevice(ws_url=url(server), mcp=False) as device:
+            await device.connect()
+            mark = device.mark()
+            await device.send_text("talk for a long time")
+            await device.wait_for("tts", state="sentence_start", after=mark, timeout=10)
+            await asyncio.sleep(3)
+            # Without backpressure every sentence is synthesised within a second or two.
+            assert len(speech.tts_requests) <= 6, speech.tts_requests
+            abort_mark = device.mark()
+            await device.abort()
+            await device.wait_for("tts", state="stop", after=abort_mark, timeout=2)
+            requested = len(speech.tts_requests)
+            await asyncio.sleep(1.5)
+            assert len(speech.tts_requests) == requested  # synthesis stopped with the abort
+            llm.expect(Reply.text("Okay."))
+            mark = device.mark()
+            await device.send_text("stop")
+            assert (await device.wait_for("tts", state="sentence_start", after=mark, timeout=10))["text"] == "Okay."
+    finally:
+        await server.stop()

@@ -19,6 +19,10 @@ from vixio.core.station import Station
 from vixio.providers.tts.base import TTSError, TTSProvider
 
 
+MAX_CHUNK_MS = 120
+"""Longest AudioChunk the station yields (a sentence's audio is sliced)."""
+
+
 class TTSStation(Station):
     handles = (TextChunk, StreamCompleteChunk, ErrorChunk)
 
@@ -111,12 +115,16 @@ class TTSStation(Station):
         out_rate = self.output_sample_rate or rate
         resampler = Resampler(rate, out_rate) if out_rate != rate else None
         metrics = self.session_state.metrics(turn_id)
+        step = 2 * (out_rate * MAX_CHUNK_MS // 1000)
         async for pcm in provider.synthesize(text):
             if resampler is not None:
                 pcm = resampler.process(pcm)
             if pcm:
                 metrics.mark("tts_first_audio")
-                yield AudioChunk(pcm=pcm, sample_rate=out_rate, role="assistant")
+            # Short chunks: the pipeline's queues hold chunks, so their length bounds how far
+            # audio runs ahead of playback (an engine may return a whole sentence at once).
+            for start in range(0, len(pcm), step):
+                yield AudioChunk(pcm=pcm[start : start + step], sample_rate=out_rate, role="assistant")
         if resampler is not None:
             tail = resampler.process(b"", last=True)
             if tail:

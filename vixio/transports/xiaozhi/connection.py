@@ -49,6 +49,8 @@ from vixio.transports.xiaozhi.pacing import DownlinkPacer
 
 Write = Callable[[Message], Awaitable[None]]
 
+DOWNLINK_AHEAD_S = 2.0
+"""Audio queued for the device beyond which the output waits (the device holds its own small buffer)."""
 _PUNCTUATION = str.maketrans("", "", string.punctuation + "，。！？、～ ")
 
 
@@ -213,6 +215,7 @@ class XiaozhiConnection:
                 return  # microphone audio no station consumed: never echo it back
             self._start_speaking(chunk.turn_id)
             self._queue_audio(chunk)
+            await self._wait_for_room(chunk)
         elif isinstance(chunk, TextChunk):
             messages = self.protocol.chunk_to_messages(chunk)
             if chunk.role == "user":
@@ -233,6 +236,16 @@ class XiaozhiConnection:
                 self._pacer.end(self._finish_reply)
         elif isinstance(chunk, VADStartChunk):
             self.touch()
+
+    async def _wait_for_room(self, chunk: AudioChunk) -> None:
+        """Backpressure: while more than `DOWNLINK_AHEAD_S` of audio waits for the device, the
+        session's output pump waits here, so the pipeline's bounded queues fill and the TTS
+        (and the agent behind it) pause instead of synthesising the whole reply into memory.
+        An abort or barge-in (the chunk's turn goes stale) ends the wait at once."""
+        limit = int(DOWNLINK_AHEAD_S * 1000 / FRAME_DURATION_MS)
+        pipeline = self.session.pipeline if self.session is not None else None
+        while self.speaking and self._pacer.pending > limit and not (pipeline and pipeline.is_stale(chunk)):
+            await asyncio.sleep(FRAME_DURATION_MS / 1000)
 
     def _start_speaking(self, turn_id: int = 0) -> None:
         if not self.speaking:
