@@ -2,7 +2,7 @@
 
     vixio config check --config config.yaml     # OK, or every error; non-zero exit on error
     vixio config reference                      # the configuration reference (docs/config.md)
-    vixio serve --config config.yaml            # the WebSocket and OTA servers
+    vixio serve [--config config.yaml]          # the WebSocket and OTA servers
     vixio device --ota http://127.0.0.1:8003/xiaozhi/ota/ --text "hello"   # a simulated device
 """
 
@@ -40,7 +40,8 @@ def build_parser() -> argparse.ArgumentParser:
     config_commands.add_parser("reference", help="print every config key as Markdown (docs/config.md)")
 
     serve = commands.add_parser("serve", help="run the WebSocket and OTA servers")
-    serve.add_argument("--config", "-c", required=True, metavar="FILE", help="path to config.yaml")
+    serve.add_argument("--config", "-c", default="config.yaml", metavar="FILE",
+                       help="path to config.yaml (default: ./config.yaml)")
 
     from vixio.testing.device_cli import add_device_parser
 
@@ -75,9 +76,15 @@ def _config_command(args: argparse.Namespace) -> int:
         return 0
     setup_logging(args.log_level or "WARNING")
     try:
-        load_config(args.config)
+        config = load_config(args.config)
     except ConfigError as exc:
         print(exc, file=sys.stderr)
+        return 1
+    from vixio.preflight import config_problems, extra_problems
+
+    problems = [*config_problems(config), *extra_problems(config)]
+    if problems:
+        print(ConfigError(args.config, problems), file=sys.stderr)
         return 1
     print(f"OK: {args.config}")
     return 0
@@ -92,9 +99,24 @@ def _serve_command(args: argparse.Namespace) -> int:
         print(exc, file=sys.stderr)
         return 1
     setup_logging(args.log_level or config.log.level, tracebacks=config.log.tracebacks)
+    from vixio.preflight import startup_problems
+
+    problems = startup_problems(config)  # before any model loads: one line each, naming the key
+    for problem in problems:
+        print(f"vixio: {problem}", file=sys.stderr)
+    if problems:
+        return 1
     from vixio.server import serve
 
-    asyncio.run(serve(config))
+    try:
+        asyncio.run(serve(config))
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:
+        if config.log.tracebacks:
+            raise
+        print(f"vixio: {type(exc).__name__}: {exc} (log.tracebacks: true shows the traceback)", file=sys.stderr)
+        return 1
     return 0
 
 

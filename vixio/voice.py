@@ -133,6 +133,10 @@ class VoiceStack:
             await self._task_queue.shutdown()
         if self.mcp is not None:
             await self.mcp.close()
+        # Close connection pools now, not at interpreter exit (aiohttp: "Unclosed client session").
+        for provider in (self.asr, self.tts, self.tts_fallback):
+            if provider is not None:
+                await provider.close()
 
     def build_pipeline(self, session_id: str, *, tools: SessionTools | None = None) -> Pipeline:
         """The stations of one session, sharing this stack's providers.

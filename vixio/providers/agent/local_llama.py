@@ -94,6 +94,16 @@ def _amx_kernels_disabled() -> Iterator[None]:
         low_level.llama_model_default_params = original
 
 
+def close_models() -> None:
+    """Free the loaded models now (the server is stopping): a Llama left to the interpreter's
+    exit would be freed in `__del__` after llama_cpp's modules are gone, printing a traceback."""
+    with _MODELS_LOCK:
+        models = list(_MODELS.values())
+        _MODELS.clear()
+    for model in models:
+        model.close()
+
+
 def _load_llama(path: Path, n_ctx: int, n_threads: int | None = None) -> Llama:
     """The process-wide `Llama` for this file (loaded on first use)."""
     with _MODELS_LOCK:
