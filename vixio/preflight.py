@@ -10,11 +10,10 @@ from __future__ import annotations
 import errno
 import importlib.util
 import socket
-import sys
-from pathlib import Path
 
 from vixio.config.models import VixioConfig
 from vixio.config.voice import FasterWhisperASRConfig, LitellmAgentConfig
+from vixio.extras import install_hint
 
 # provider key → (extra, module whose absence means the extra is missing)
 _EXTRAS: dict[str, tuple[str, str]] = {
@@ -30,18 +29,6 @@ _EXTRAS: dict[str, tuple[str, str]] = {
 }
 _TRANSPORT_MODULES = ("aiohttp", "opuslib", "soxr")
 """What the Xiaozhi transport itself needs (vixio[xiaozhi])."""
-
-
-def install_hint(extra: str) -> str:
-    """The command that installs `extra`: vixio is installed from a checkout, not from PyPI."""
-    root = Path(__file__).resolve().parents[1]
-    if not (root / "pyproject.toml").exists():
-        return f"pip install 'vixio[{extra}]'"
-    venv_pip = root / ".venv" / "bin" / "pip"
-    if Path.cwd().resolve() == root and venv_pip.exists():
-        return f".venv/bin/pip install -e '.[{extra}]'"
-    pip = Path(sys.executable).parent / "pip"
-    return f"{pip if pip.exists() else 'pip'} install -e '{root}[{extra}]'"
 
 
 def _missing(module: str) -> bool:

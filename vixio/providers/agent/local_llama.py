@@ -33,13 +33,14 @@ from loguru import logger
 from openai.types.chat import ChatCompletionChunk, ChatCompletionMessage
 from openai.types.responses import Response
 
+from vixio.extras import install_hint
 from vixio.providers.agent.chatml import Message, normalize_messages
 from vixio.providers.agent.openai_agent import OpenAIAgentProvider
 
 if TYPE_CHECKING:
     from llama_cpp import Llama
 
-EXTRA_HINT = "pip install 'vixio[local-llm]'"
+EXTRA_HINT = install_hint("local-llm")
 DEFAULT_MAX_TOKENS = 128
 """Reply length cap when the settings give none: a spoken reply is a few sentences."""
 

@@ -21,9 +21,10 @@ from typing import Any
 
 from loguru import logger
 
+from vixio.extras import install_hint
 from vixio.providers.asr.base import ASRError, ASRProvider, check_pcm
 
-_EXTRA_HINT = "pip install 'vixio[xiaozhi]'"
+_EXTRA_HINT = install_hint("xiaozhi")
 _BODY_EXCERPT = 300  # characters of an error body worth putting in a log line
 
 

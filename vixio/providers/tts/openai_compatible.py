@@ -18,9 +18,10 @@ from typing import Any, Literal
 import numpy as np
 from loguru import logger
 
+from vixio.extras import install_hint
 from vixio.providers.tts.base import TTSError, TTSProvider
 
-_EXTRA_HINT = "pip install 'vixio[xiaozhi]'"
+_EXTRA_HINT = install_hint("xiaozhi")
 _BODY_EXCERPT = 300  # characters of an error body worth putting in a message
 _READ_SIZE = 4096  # bytes per read from the response body; ~85 ms of 24 kHz audio
 _WAVE_FORMAT_PCM = 1
