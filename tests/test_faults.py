@@ -7,6 +7,7 @@ the next turn of the same session must work, and the log must carry one clear li
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
@@ -296,5 +297,30 @@ async def test_asr_non_json_body_is_named_and_apologised_for(
             assert "not JSON" in errors[0]
             await device.wait_until_idle(timeout=10)
             await next_turn_works(device, llm)
+    finally:
+        await server.stop()
+
+
+async def slow_lookup(query: str) -> str:
+    """Look something up (slowly)."""
+    await asyncio.sleep(2.5)
+    return f"found {query}"
+
+
+async def test_a_slow_tool_is_not_a_model_timeout(
+    llm: ScriptedLLMServer, speech: SpeechFaultServer, logs: LogLines
+) -> None:
+    from vixio.core.tools.local import func_to_tool_definition
+
+    llm.expect(Reply.tool_call("slow_lookup", {"query": "keys"}), Reply.text("I found your keys."))
+    server = await start(llm, speech, agent={"first_token_timeout": 1, "token_gap_timeout": 1},
+                         tools={"builtin": []})
+    server.voice.local_tools.append(func_to_tool_definition(slow_lookup))
+    try:
+        async with SimulatedDevice(ws_url=ws_url(server)) as device:
+            await device.connect()
+            heard = await ask(device, "where are my keys")
+            assert heard.sentences == ["I found your keys."]
+            assert logs.at("ERROR") == []
     finally:
         await server.stop()
