@@ -3,8 +3,8 @@
     vixio config check --config config.yaml     # OK, or every error; non-zero exit on error
     vixio config reference                      # the configuration reference (docs/config.md)
     vixio config extras --config config.zh.yaml # the pip extras its providers need: pip install -e ".[$(...)]"
-    vixio serve --config config.yaml            # the WebSocket and OTA servers, one worker per core
-    vixio serve --config config.yaml --workers 1   # all in this one process
+    vixio serve [--config config.yaml]          # the WebSocket and OTA servers, one worker per core
+    vixio serve --workers 1                     # all in this one process
     vixio device --ota http://127.0.0.1:8003/xiaozhi/ota/ --text "hello"   # a simulated device
     vixio tools list | call NAME k=v | parse FILE   # the operator console's tools, over its API
 """
@@ -45,7 +45,8 @@ def build_parser() -> argparse.ArgumentParser:
     extras.add_argument("--config", "-c", required=True, metavar="FILE", help="path to config.yaml")
 
     serve = commands.add_parser("serve", help="run the WebSocket and OTA servers")
-    serve.add_argument("--config", "-c", required=True, metavar="FILE", help="path to config.yaml")
+    serve.add_argument("--config", "-c", default="config.yaml", metavar="FILE",
+                       help="path to config.yaml (default: ./config.yaml)")
     serve.add_argument("--workers", "-w", type=_positive_int, metavar="N",
                        help="worker processes sharing the WebSocket port (default: server.workers, else one per "
                             "core); 1 serves from this process alone")
@@ -101,9 +102,15 @@ def _config_command(args: argparse.Namespace) -> int:
         return print_extras(args.config)
     setup_logging(args.log_level or "WARNING")
     try:
-        load_config(args.config)
+        config = load_config(args.config)
     except ConfigError as exc:
         print(exc, file=sys.stderr)
+        return 1
+    from vixio.preflight import config_problems, extra_problems
+
+    problems = [*config_problems(config), *extra_problems(config)]
+    if problems:
+        print(ConfigError(args.config, problems), file=sys.stderr)
         return 1
     print(f"OK: {args.config}")
     return 0
@@ -125,17 +132,31 @@ def _serve_command(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     level = args.log_level or config.log.level
-    if workers == 1:
-        setup_logging(level, tracebacks=config.log.tracebacks)
-        from vixio.server import serve
+    setup_logging(level, tracebacks=config.log.tracebacks, process="" if workers == 1 else "main")
+    from vixio.preflight import startup_problems
 
-        asyncio.run(serve(config))
-        return 0
-    from vixio.workers import serve_workers
+    problems = startup_problems(config)  # before any model loads: one line each, naming the key
+    for problem in problems:
+        print(f"vixio: {problem}", file=sys.stderr)
+    if problems:
+        return 1
+    try:
+        if workers == 1:
+            from vixio.server import serve
 
-    setup_logging(level, tracebacks=config.log.tracebacks, process="main")
-    config.log.level = level  # the workers log at the level given here
-    return asyncio.run(serve_workers(config, workers))
+            asyncio.run(serve(config))
+            return 0
+        from vixio.workers import serve_workers
+
+        config.log.level = level  # the workers log at the level given here
+        return asyncio.run(serve_workers(config, workers))
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:
+        if config.log.tracebacks:
+            raise
+        print(f"vixio: {type(exc).__name__}: {exc} (log.tracebacks: true shows the traceback)", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -24,6 +24,7 @@ def setup_logging(level: str = "INFO", *, tracebacks: bool = False, process: str
     Without `tracebacks` an exception stays on its event's line as `[Type: message]`, so a log
     is one line per event and greps cleanly; with it the full traceback follows.
     """
+    logger.enable("vixio")  # importing vixio leaves its log off (a library prints nothing unasked)
     logger.remove()
     logger.configure(extra={"session": "-", "device": "-", "component": "-"}, patcher=_patch)
 

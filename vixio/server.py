@@ -26,6 +26,7 @@ from aiohttp import web
 from loguru import logger
 
 from vixio.config.models import VixioConfig
+from vixio.config.voice import LocalLlamaAgentConfig
 from vixio.console import Console
 from vixio.console import workers as console_workers
 from vixio.core.pipeline import Pipeline
@@ -124,6 +125,8 @@ class VixioServer:
             self.console.attach(session_id, tools)
             # Device (MCP) and registerTools tools join the session's tools when they are known.
             context.transport.set_device_tools_callback(context.session_id, tools.on_device_tools)
+            if context.features.get("mcp"):
+                tools.expect_device_tools()  # the first turn waits (bounded) for the device's list
         return self.voice.build_pipeline(context.session_id, tools=tools)
 
     async def start(self) -> None:
@@ -142,9 +145,9 @@ class VixioServer:
         self.transport.http_port = self.ota.port  # for the vision URL given to devices
         http = self.config.xiaozhi.http
         logger.info("WebSocket server on {}:{} (any path)", self.config.xiaozhi.host, self.transport.port)
-        host = lan_address() if http.host in ("0.0.0.0", "::", "") else http.host
-        logger.info("OTA server on {}:{}. Put this OTA URL into your device: http://{}:{}/xiaozhi/ota/",
-                    http.host, self.ota.port, host, self.ota.port)
+        hosts = (lan_addresses() or ["127.0.0.1"]) if http.host in ("0.0.0.0", "::", "") else [http.host]
+        urls = " or ".join(f"http://{host}:{self.ota.port}/xiaozhi/ota/" for host in hosts)
+        logger.info("OTA server on {}:{}. Put this OTA URL into your device: {}", http.host, self.ota.port, urls)
 
     async def stop(self) -> None:
         self.console.stop_streams()  # open console pages would hold the HTTP server's shutdown
@@ -183,17 +186,29 @@ def rss_mb() -> float | None:
     return round(pages * os.sysconf("SC_PAGE_SIZE") / 2**20, 1)
 
 
-def lan_address() -> str:
-    """This machine's first non-loopback IPv4 address as the resolver knows it (sends nothing)."""
+def lan_addresses() -> list[str]:
+    """This machine's non-loopback IPv4 addresses, the default route's first (sends nothing)."""
+    found: list[str] = []
+    for probe in ("10.255.255.255", "192.168.255.255", "172.31.255.255"):
+        # Connecting a UDP socket only picks the source address the route would use.
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as udp:
+            try:
+                udp.connect((probe, 1))
+                found.append(str(udp.getsockname()[0]))
+            except OSError:
+                continue
     try:
         infos = socket.getaddrinfo(socket.gethostname(), None, socket.AF_INET)
     except OSError:
         infos = []
-    for info in infos:
-        address = str(info[4][0])
-        if not address.startswith("127."):
-            return address
-    return "<this-machine's-LAN-IP>"
+    found += [str(info[4][0]) for info in infos]
+    return [a for a in dict.fromkeys(found) if not a.startswith(("127.", "0."))]
+
+
+def lan_address() -> str:
+    """This machine's first LAN IPv4 address (or a placeholder saying none was found)."""
+    addresses = lan_addresses()
+    return addresses[0] if addresses else "<this-machine's-LAN-IP>"
 
 
 async def serve(config: VixioConfig) -> None:
@@ -206,3 +221,8 @@ async def serve(config: VixioConfig) -> None:
     async with VixioServer(config):
         await stop.wait()
         logger.info("shutting down")
+    if isinstance(config.agent, LocalLlamaAgentConfig):
+        # Freed now: left to the interpreter's exit, llama-cpp's __del__ prints a traceback.
+        from vixio.providers.agent.local_llama import close_models
+
+        close_models()

@@ -40,6 +40,7 @@ class SessionTools:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._logger = logger.bind(session=session_id, component="tools")
         self.executor.add_closer(self._shutdown)
+        self._device_tools_known: asyncio.Event | None = None
 
     @property
     def tools(self) -> list[ToolDefinition]:
@@ -62,12 +63,38 @@ class SessionTools:
         public = await self.toolset.update(key, tools)
         self._logger.info("tools from {}: {} ({} offered in all)", key, len(tools or ()), len(public))
 
+    def expect_device_tools(self) -> None:
+        """The device announced MCP: its tool list is on its way (see `wait_for_device_tools`)."""
+        if self._device_tools_known is None:
+            self._device_tools_known = asyncio.Event()
+
+    async def wait_for_device_tools(self, timeout: float) -> None:
+        """Wait (at most `timeout` s) until the expected device tools are known; at once when
+        none are expected or they arrived. A turn asked right after hello needs them."""
+        known = self._device_tools_known
+        if known is None or known.is_set():
+            return
+        try:
+            await asyncio.wait_for(known.wait(), timeout)
+        except TimeoutError:
+            self._logger.warning("the device's tool list did not arrive within {:g} s; answering without it", timeout)
+            known.set()  # one wait per session is enough
+        else:
+            self._logger.info("the first turn waited for the device's tool list")
+
     async def on_device_tools(self, tools: list[Any]) -> None:
         """Transport callback: the device's tools (MCP, or registerTools) are known or changed.
 
         Each tool says its source; an empty list clears the one device-side source this session
         has tools from (with tools from both, it is ambiguous and ignored with a warning).
         """
+        try:
+            await self._apply_device_tools(tools)
+        finally:
+            if self._device_tools_known is not None:
+                self._device_tools_known.set()
+
+    async def _apply_device_tools(self, tools: list[Any]) -> None:
         definitions = [tool for tool in tools if isinstance(tool, ToolDefinition)]
         if not definitions:
             held = [key for key, count in self.toolset.sources().items() if key in ("device", "register") and count]

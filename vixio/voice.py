@@ -11,6 +11,7 @@ conversation).
 from __future__ import annotations
 
 import time
+from functools import partial
 from typing import TYPE_CHECKING
 
 from loguru import logger
@@ -25,6 +26,7 @@ from vixio.config.voice import (
     OpenAIASRConfig,
     OpenAITTSConfig,
     PiperTTSConfig,
+    TTSConfig,
 )
 from vixio.core.pipeline import Pipeline
 from vixio.core.station import Station
@@ -39,6 +41,7 @@ from vixio.providers.asr.base import ASRProvider
 from vixio.providers.tts.base import TTSProvider
 from vixio.providers.vad.base import VADProvider
 from vixio.session_tools import SessionTools
+from vixio.stations.reply_watch import ReplyTimeouts
 from vixio.stations import (
     AgentStation,
     ASRStation,
@@ -53,6 +56,10 @@ if TYPE_CHECKING:
     from vixio.providers.tools.mcp_servers import McpServerPool
 
 
+DEVICE_TOOLS_WAIT = 2.0
+"""Seconds a turn right after hello waits for the tools the device announced (MCP)."""
+
+
 class VoiceStack:
     """Shared providers plus a per-session pipeline factory."""
 
@@ -61,6 +68,8 @@ class VoiceStack:
         self.vad: VADProvider | None = None
         self.asr: ASRProvider | None = None
         self.tts: TTSProvider | None = None
+        self.tts_fallback: TTSProvider | None = None
+        """Speaks when `tts` fails (`tts.fallback`), None without one."""
         self.local_tools: list[ToolDefinition] = [func_to_tool_definition(builtin_tool(name))
                                                   for name in config.tools.builtin]
         """Local tools every session gets (built-ins; add your own before the first session)."""
@@ -81,8 +90,12 @@ class VoiceStack:
             self.asr = _asr(config)
             await self.asr.initialize()
         if config.tts is not None:
-            self.tts = _tts(config)
+            self.tts = _tts(config.tts)
             await self.tts.initialize()
+            fallback = getattr(config.tts, "fallback", None)
+            if fallback is not None:
+                self.tts_fallback = _tts(fallback)
+                await self.tts_fallback.initialize()
         if config.agent is not None:
             await _agent(config).initialize(system_prompt="")  # loads local weights once
         if config.agent is not None and config.tools.enabled and config.tools.mcp_servers:
@@ -126,9 +139,10 @@ class VoiceStack:
             await self._task_queue.shutdown()
         if self.mcp is not None:
             await self.mcp.close()
-        for provider in (self.asr, self.tts):
+        # Close connection pools now, not at interpreter exit (aiohttp: "Unclosed client session").
+        for provider in (self.asr, self.tts, self.tts_fallback):
             if provider is not None:
-                await provider.close()  # their HTTP sessions, thread pools
+                await provider.close()
 
     def build_pipeline(self, session_id: str, *, tools: SessionTools | None = None) -> Pipeline:
         """The stations of one session, sharing this stack's providers.
@@ -152,7 +166,8 @@ class VoiceStack:
         stations.append(SentenceAggregatorStation(first_clause_min_chars=config.speech.first_clause_min_chars,
                                                   default_emotion=config.speech.default_emotion))
         if self.tts is not None:
-            stations.append(TTSStation(self.tts, output_sample_rate=24000, apology=config.speech.apology))
+            stations.append(TTSStation(self.tts, output_sample_rate=24000, apology=config.speech.apology,
+                                       fallback=self.tts_fallback))
         return Pipeline(stations, session_id=session_id, queue_size=config.pipeline.queue_size)
 
 
@@ -171,8 +186,14 @@ class VoiceStack:
             from vixio.providers.agent.tools import OpenAIAgentToolConverter
 
             converter = OpenAIAgentToolConverter(tools.executor)
+        speech = config.speech
+        timeouts = ReplyTimeouts(first_token=config.agent.first_token_timeout, gap=config.agent.token_gap_timeout,
+                                 filler_after=speech.filler_after if speech.filler else None)
         station = AgentStation(provider, system_prompt=config.agent.system_prompt,
-                               executor=tools.executor if tools is not None else None)
+                               executor=tools.executor if tools is not None else None,
+                               timeouts=timeouts, empty_reply=speech.empty_reply, filler=speech.filler)
+        if tools is not None:
+            station.before_turn = partial(tools.wait_for_device_tools, DEVICE_TOOLS_WAIT)
         if tools is not None and converter is not None:
             station.tools = tools.bind_agent(converter, station.update_tools)
             runner = tools.executor.async_runner
@@ -244,8 +265,7 @@ def _asr(config: VixioConfig) -> ASRProvider:
     return OpenAICompatibleASR(asr.api_base, asr.api_key, model=asr.model, language=asr.language, timeout=asr.timeout)
 
 
-def _tts(config: VixioConfig) -> TTSProvider:
-    tts = config.tts
+def _tts(tts: TTSConfig) -> TTSProvider:
     if isinstance(tts, PiperTTSConfig):
         from vixio.providers.tts.piper import PiperTTS
 

@@ -47,7 +47,7 @@ from loguru import logger
 from vixio.config.models import VixioConfig
 from vixio.console import ConsoleApi, FanOutBackend
 from vixio.console.workers import WorkerBackend
-from vixio.server import lan_address, rss_mb, warn_about_open_tokens
+from vixio.server import lan_addresses, rss_mb, warn_about_open_tokens
 from vixio.transports.xiaozhi.http_limits import install_accept_error_throttle
 from vixio.transports.xiaozhi.admin import AdminGuard
 from vixio.transports.xiaozhi.auth import DeviceAuthenticator
@@ -215,9 +215,9 @@ class Supervisor:
         logger.info("{} workers ready in {:.1f} s", len(self.workers), time.perf_counter() - started)
         logger.info("WebSocket server on {}:{} (any path), shared by {} workers", xiaozhi.host, self.websocket_port,
                     len(self.workers))
-        host = lan_address() if http.host in ("0.0.0.0", "::", "") else http.host
-        logger.info("OTA server on {}:{}. Put this OTA URL into your device: http://{}:{}/xiaozhi/ota/",
-                    http.host, self.ota.port, host, self.ota.port)
+        hosts = (lan_addresses() or ["127.0.0.1"]) if http.host in ("0.0.0.0", "::", "") else [http.host]
+        urls = " or ".join(f"http://{host}:{self.ota.port}/xiaozhi/ota/" for host in hosts)
+        logger.info("OTA server on {}:{}. Put this OTA URL into your device: {}", http.host, self.ota.port, urls)
 
     async def stop(self) -> None:
         """Stop the HTTP port and every worker (bounded), then release the port and run dir."""

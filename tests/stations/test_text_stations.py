@@ -85,9 +85,14 @@ async def test_an_unclosed_tool_block_at_the_end_is_dropped() -> None:
     assert spoken(out) == ["Okay."]
 
 
-async def test_error_flushes_what_was_said_and_passes_on() -> None:
-    out = await run_station(SentenceAggregatorStation(), [*deltas("Partial answer"), ErrorChunk(source="Agent", message="x")])
-    assert spoken(out) == ["Partial answer"] and isinstance(out[-1], ErrorChunk)
+async def test_error_drops_the_cut_off_fragment_and_passes_on() -> None:
+    # What was said stays said; the unfinished sentence of a broken reply is never spoken.
+    out = await run_station(SentenceAggregatorStation(),
+                            [*deltas("Done here. Partial answer that will"), ErrorChunk(source="Agent", message="x")])
+    assert spoken(out) == ["Done here."] and isinstance(out[-1], ErrorChunk)
+    after = await run_station(SentenceAggregatorStation(), [*deltas("Cut"), ErrorChunk(source="Agent", message="x"),
+                                                            *deltas("Fresh reply."), StreamCompleteChunk()])
+    assert spoken(after) == ["Fresh reply."]
 
 
 def test_speakable_and_sentence_end_helpers() -> None:

@@ -100,3 +100,48 @@ async def test_missing_transport_in_hello_exits_non_zero(
     await connection.handshake(transport=None)
     assert await running == 1
     assert "FAULT" in capsys.readouterr().err
+
+
+def test_a_file_that_is_not_wav_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    not_wav = tmp_path / "notes.wav"
+    not_wav.write_text("these are notes, not audio")
+    args = parse("--ws", "ws://127.0.0.1:9/", "--wav", str(not_wav))
+    assert args.func(args) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"error: --wav {not_wav} is not a PCM WAV file")
+
+
+async def test_a_refused_connection_is_one_line(unused_tcp_port: int, capsys: pytest.CaptureFixture[str]) -> None:
+    url = f"ws://127.0.0.1:{unused_tcp_port}/xiaozhi/v1/"
+    assert await run_in_thread(parse("--ws", url, "--text", "hi", "--timeout", "5")) == 1
+    errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
+    assert errors == [f"error: connection refused by {url}: is `vixio serve` running on that port?"]
+
+
+async def test_a_401_is_one_line_with_the_reason(capsys: pytest.CaptureFixture[str]) -> None:
+    from vixio.config.models import VixioConfig
+    from vixio.server import VixioServer
+
+    config = VixioConfig.model_validate({
+        "xiaozhi": {"host": "127.0.0.1", "port": 0, "http": {"host": "127.0.0.1", "port": 0},
+                    "auth": {"enabled": True, "secret": "s3cret"}},
+    })
+    from loguru import logger
+
+    server = VixioServer(config)
+    await server.start()
+    records: list[dict] = []
+    sink = logger.add(lambda message: records.append(message.record), level="INFO")
+    try:
+        url = f"ws://127.0.0.1:{server.transport.port}/xiaozhi/v1/"
+        args = parse("--ws", url, "--token", "forged", "--device-id", "aa:bb:cc:00:11:22", "--text", "hi",
+                     "--timeout", "5")
+        assert await run_in_thread(args) == 1
+    finally:
+        logger.remove(sink)
+        await server.stop()
+    refused = [r for r in records if "handshake refused" in r["message"]]
+    assert len(refused) == 1 and refused[0]["level"].name == "INFO"
+    assert "device aa:bb:cc:00:11:22" in refused[0]["message"] and refused[0]["extra"]["device"] == "aa:bb:cc:00:11:22"
+    errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and errors[0].startswith("error: the server refused the connection with HTTP 401 (unauthorized")

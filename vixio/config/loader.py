@@ -40,12 +40,28 @@ def load_config(path: str | Path, environ: Mapping[str, str] | None = None) -> V
     except OSError as exc:
         raise ConfigError(str(path), [f"cannot read the file: {exc.strerror or exc}"]) from exc
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         raise ConfigError(str(path), [f"invalid YAML{where}: {getattr(exc, 'problem', exc)}"]) from exc
     return parse_config(data, source=str(path), environ=environ)
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """SafeLoader that refuses a key given twice in one mapping (YAML would keep the last)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)  # type: ignore[no-untyped-call]
+            line = key_node.start_mark.line + 1
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"duplicate key {key!r} (first at line {seen[key]}; the later one would "
+                    "silently replace it)", key_node.start_mark)
+            seen[key] = line
+        return super().construct_mapping(node, deep=deep)
 
 
 def parse_config(data: Any, *, source: str = "<config>", environ: Mapping[str, str] | None = None) -> VixioConfig:

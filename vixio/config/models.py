@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from vixio.config.languages import Language, apply_language, language_pack
 from vixio.config.tools import ToolsConfig
@@ -19,9 +19,14 @@ class LogConfig(StrictModel):
     """Logging (loguru): one line per event, bound with session and device id."""
 
     level: LogLevel = "INFO"
-    """Lowest level printed; `--log-level` on the command line wins over it."""
+    """Lowest level printed (any case); `--log-level` on the command line wins over it."""
     tracebacks: bool = False
     """Print full tracebacks for logged exceptions; otherwise the exception type and message stay on the event's line."""
+
+    @field_validator("level", mode="before")
+    @classmethod
+    def _upper(cls, value: object) -> object:
+        return value.upper() if isinstance(value, str) else value
 
 
 class ServerConfig(StrictModel):

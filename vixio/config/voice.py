@@ -78,7 +78,11 @@ class _AgentCommon(StrictModel):
     temperature: float | None = None
     max_tokens: int | None = None
     timeout: float = Field(default=30.0, gt=0)
-    """Seconds before a model call fails (the user hears an apology)."""
+    """Seconds one whole model call may take, streaming included (the user hears an apology)."""
+    first_token_timeout: float = Field(default=10.0, gt=0)
+    """Seconds the model may take to start answering (again after each tool result) before the turn fails with an apology."""
+    token_gap_timeout: float = Field(default=10.0, gt=0)
+    """Seconds the model may go quiet in the middle of an answer before the turn ends with an apology (what was said stays said)."""
     tool_protocol: Literal["native", "vcp", "xml"] = "native"
     """How the model calls tools: native function calling, or a text protocol for models without it — vcp (`<<<[TOOL_REQUEST]>>>` blocks) or xml (`<function_calls>`). See docs/tool-protocols.md."""
     vcp_fuzzy_markers: bool = False
@@ -131,6 +135,9 @@ class EspeakTTSConfig(StrictModel):
     rate_wpm: int = Field(default=175, ge=80, le=450)
 
 
+OfflineTTSConfig = Annotated[PiperTTSConfig | EspeakTTSConfig, Field(discriminator="provider")]
+
+
 class OpenAITTSConfig(StrictModel):
     """Any OpenAI-compatible /audio/speech API."""
 
@@ -145,6 +152,8 @@ class OpenAITTSConfig(StrictModel):
     timeout: float = Field(default=15.0, gt=0)
     extra_body: dict[str, Any] = Field(default_factory=dict)
     """More request fields some APIs need, e.g. SiliconFlow CosyVoice: {sample_rate: 24000, stream: true}."""
+    fallback: OfflineTTSConfig | None = None
+    """An offline TTS that speaks a sentence when this API fails (HTTP error, timeout, not audio), e.g. {provider: espeak, voice: en}. Without one, the text is still shown and one ERROR line says TTS is down."""
 
 
 class EdgeTTSConfig(StrictModel):
@@ -177,3 +186,9 @@ class SpeechConfig(StrictModel):
     """Emotion shown when the reply does not start with an emoji."""
     apology: str = "Sorry, something went wrong. Please try again."
     """Spoken when ASR, the agent or a tool fails; empty to stay silent. Unset: the top-level `language`'s text (as for every spoken `speech.*` text)."""
+    empty_reply: str = "Sorry, I have no answer to that."
+    """Spoken when the model answers with no text at all; empty to stay silent."""
+    filler: str = ""
+    """Spoken once when the model's first token is later than `filler_after` (e.g. "One moment."); empty: never."""
+    filler_after: float = Field(default=3.0, gt=0)
+    """Seconds of waiting for the model before the filler is spoken."""

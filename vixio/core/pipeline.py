@@ -82,6 +82,20 @@ class Pipeline:
         self._turn += 1
         return self._turn
 
+    @property
+    def turn_in_progress(self) -> bool:
+        """A station is working on something other than microphone audio (e.g. the agent is
+        answering or waiting for a tool)."""
+        return any(chunk is not None and not (isinstance(chunk, AudioChunk) and chunk.role == "user")
+                   for chunk in self._in_progress)
+
+    def quiet_after(self, station: Station, *, output: bool = True) -> bool:
+        """Nothing is queued or being processed downstream of `station` (nor waits in the
+        output, unless `output=False`)."""
+        index = self.stations.index(station)
+        return ((not output or not len(self._output)) and all(not len(inbox) for inbox in self._inboxes[index + 1 :])
+                and all(chunk is None for chunk in self._in_progress[index + 1 :]))
+
     def is_stale(self, chunk: BaseChunk) -> bool:
         """True for chunks of a turn that an interrupt cancelled.
 

@@ -131,6 +131,15 @@ class TransportBase(ABC):
             raise ConnectionClosed(f"session {session_id} is closed")
         await io.writes.put(message)
 
+    async def flush_writes(self, session_ids: list[str], *, timeout: float) -> None:
+        """Wait (bounded) until the queued messages of these sessions went out."""
+        deadline = asyncio.get_running_loop().time() + timeout
+        while asyncio.get_running_loop().time() < deadline:
+            if all(io.writes.empty() for sid in session_ids if (io := self._io.get(sid)) is not None):
+                await asyncio.sleep(0.02)  # the writer may still be sending the last one it took
+                return
+            await asyncio.sleep(0.01)
+
     async def send_mcp(self, session_id: str, payload: dict[str, Any]) -> None:
         """Send a JSON-RPC payload to the device, wrapped by the protocol."""
         await self.write(session_id, self.protocol.create_mcp_message(payload))

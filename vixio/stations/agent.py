@@ -4,8 +4,13 @@ The user's text is forwarded first (the transport shows it as `stt`), then the r
 as TextDeltaChunks, tool activity as ToolCall/ToolResult chunks, and a StreamCompleteChunk
 ends the reply. When a background (async) tool finishes, `announce()` queues its result: the
 station starts a turn of its own to speak it as soon as the current one is done, and a result
-not spoken yet (the user barged in) travels with the user's next message. A failing agent raises: the pipeline turns it into an ErrorChunk, and the TTS
-station apologises. On an interrupt the provider keeps only what the device actually played.
+not spoken yet (the user barged in) travels with the user's next message. On an interrupt the
+provider keeps only what the device actually played.
+
+Unhappy paths: a failing agent (or one that misses a `ReplyTimeouts` limit) is logged in one
+ERROR line and becomes an ErrorChunk, so the sentence aggregator drops the cut-off fragment and
+the TTS station apologises; a reply with no text at all is replaced by `empty_reply`; a slow
+first token may be bridged with a spoken `filler`.
 """
 
 from __future__ import annotations
@@ -13,14 +18,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any
 
-from vixio.core.chunk import Chunk, StreamCompleteChunk, TextChunk, TextDeltaChunk, ToolCallChunk, ToolResultChunk
+from vixio.core.chunk import Chunk, ErrorChunk, StreamCompleteChunk, TextChunk, TextDeltaChunk, ToolCallChunk, ToolResultChunk
 from vixio.core.state import Message, TurnMetrics
 from vixio.core.station import Station
 from vixio.core.tools.executor import ToolExecutor
-from vixio.providers.agent.base import AgentProvider, AgentTextDelta, AgentToolCall, AgentToolResult
+from vixio.providers.agent.base import AgentError, AgentProvider, AgentTextDelta, AgentToolCall, AgentToolResult
+from vixio.stations.reply_watch import Filler, ReplyTimeouts, watch_reply
+
+
+ANNOUNCE_WAIT = 120.0
+"""Seconds a background result waits for the reply playing to end before it is spoken anyway."""
 
 
 class AgentStation(Station):
@@ -33,9 +43,17 @@ class AgentStation(Station):
         system_prompt: str = "",
         tools: Sequence[Any] = (),
         executor: ToolExecutor | None = None,
+        timeouts: ReplyTimeouts | None = None,
+        empty_reply: str = "Sorry, I have no answer to that.",
+        filler: str = "",
         name: str | None = None,
     ) -> None:
         super().__init__(name)
+        self.timeouts = timeouts or ReplyTimeouts()
+        self.empty_reply = empty_reply
+        """Spoken when the model answers nothing at all (empty: stay silent)."""
+        self.filler = filler
+        """Spoken once when the first token is later than `timeouts.filler_after` (empty: never)."""
         self.provider = provider
         self.system_prompt = system_prompt
         self.tools = list(tools)
@@ -46,6 +64,8 @@ class AgentStation(Station):
         self._notes: list[str] = []
         """Results of background tools not told to the model yet."""
         self._triggers: set[asyncio.Task[None]] = set()
+        self.before_turn: Callable[[], Awaitable[None]] | None = None
+        """Awaited before each turn: e.g. waits (bounded) for the device's tools after hello."""
 
     async def start(self) -> None:
         await self.provider.initialize(tools=self.tools, system_prompt=self.system_prompt)
@@ -85,11 +105,29 @@ class AgentStation(Station):
         except RuntimeError:  # the pipeline stopped meanwhile: the session is gone
             self.logger.info("a background result arrived as the session ended; not spoken")
 
+    async def _until_reply_played(self) -> None:
+        """Wait (bounded) until nothing is on its way to the device and it is not speaking."""
+        pipeline = self._pipeline
+        if pipeline is None:
+            return
+        deadline = asyncio.get_running_loop().time() + ANNOUNCE_WAIT
+        quiet_checks = 0
+        while quiet_checks < 2 and asyncio.get_running_loop().time() < deadline:
+            # Twice in a row: the output pump may be between taking a chunk and handing it on.
+            quiet = not self.session_state.bot_speaking and pipeline.quiet_after(self)
+            quiet_checks = quiet_checks + 1 if quiet else 0
+            if quiet_checks < 2:
+                await asyncio.sleep(0.05)
+
     async def process(self, chunk: Chunk) -> AsyncIterator[Chunk]:
         if isinstance(chunk, ToolResultChunk):
             if chunk.call_id:  # someone else's result: not ours to handle
                 yield chunk
-            elif self._notes:  # our trigger; the notes may have gone with a user turn already
+                return
+            # Our trigger. A reply still playing must end first: the result is its own reply,
+            # with its own `tts start`/`tts stop` (frames after a `tts stop` are dropped).
+            await self._until_reply_played()
+            if self._notes:  # the notes may have gone with a user turn already
                 text, self._notes = "\n".join(self._notes), []
                 async for out in self._turn(text, chunk.turn_id):
                     yield out
@@ -108,6 +146,8 @@ class AgentStation(Station):
             yield out
 
     async def _turn(self, text: str, turn_id: int) -> AsyncIterator[Chunk]:
+        if self.before_turn is not None:
+            await self.before_turn()
         state = self.session_state
         state.heard.clear()
         metrics = state.metrics(turn_id)
@@ -115,18 +155,34 @@ class AgentStation(Station):
         self._reply = []
         # Stays set when the turn is cancelled, so on_interrupt knows a reply was cut off.
         self._generating = True
+        timeouts = self.timeouts if self.filler else ReplyTimeouts(self.timeouts.first_token, self.timeouts.gap)
+        where = str(getattr(self.provider, "where", type(self.provider).__name__))
         try:
             # aclosing: a cancelled turn closes the provider's stream now, before the interrupt
             # hooks run, so the provider settles its history before on_interrupt corrects it.
-            async with contextlib.aclosing(self.provider.chat(text)) as events:
+            async with contextlib.aclosing(watch_reply(self.provider.chat(text), timeouts, where=where)) as events:
                 async for event in events:
+                    if isinstance(event, Filler):
+                        self.logger.info("the model is slow to answer; saying {!r}", self.filler)
+                        yield TextChunk(text=self.filler, role="assistant")
+                        continue
                     for out in self._translate(event, metrics):
                         yield out
+        except AgentError as exc:
+            self._generating = False
+            self.logger.error("turn {} failed: {}", turn_id, exc)
+            yield ErrorChunk(source=self.name, message=str(exc), exception=exc)
+            return
         except Exception:
             self._generating = False
             raise
         self._generating = False
-        state.add_message(Message(role="assistant", content="".join(self._reply), turn_id=turn_id))
+        reply = "".join(self._reply)
+        if not reply.strip() and self.empty_reply:
+            self.logger.warning("turn {}: the model answered nothing; saying {!r}", turn_id, self.empty_reply)
+            reply = self.empty_reply
+            yield TextDeltaChunk(text=reply, role="assistant")
+        state.add_message(Message(role="assistant", content=reply, turn_id=turn_id))
         yield StreamCompleteChunk(source=self.name)
 
     def _translate(self, event: object, metrics: TurnMetrics) -> list[Chunk]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from collections.abc import AsyncIterator
 
-from vixio.core.chunk import AudioChunk, Chunk, MetricsChunk, TextChunk, TurnEndChunk, TurnStartChunk
+from vixio.core.chunk import AudioChunk, Chunk, InterruptChunk, MetricsChunk, TextChunk, TurnEndChunk, TurnStartChunk
 from vixio.core.station import Station
 from vixio.providers.asr.base import ASRProvider
 
@@ -60,7 +60,13 @@ class ASRStation(Station):
             self.logger.info("heard {:.1f} s in {:.0f} ms: {!r}", seconds, (time.monotonic() - started) * 1000, text)
             yield MetricsChunk(values={"asr_ms": (time.monotonic() - started) * 1000, "speech_seconds": seconds},
                                source=self.name)
-            if text:
+            if text and self._pipeline is not None and not self._pipeline.quiet_after(self, output=False):
+                # A new spoken turn while the last one still runs (e.g. waits for a device tool
+                # that never answers): cancel it, and this text starts the new turn.
+                self.logger.info("new spoken turn while the last one is still running: cancelling it")
+                yield InterruptChunk(reason="spoken_turn")
+                yield TextChunk(text=text, role="user", turn_id=self.current_turn_id)
+            elif text:
                 yield TextChunk(text=text, role="user")
         yield chunk
 

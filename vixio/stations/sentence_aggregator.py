@@ -76,8 +76,15 @@ class SentenceAggregatorStation(Station):
             for sentence in self._complete_sentences():
                 yield sentence
             return
-        # End of the reply (or its failure): what is left is the last sentence; markup that was
-        # never closed is dropped, not spoken.
+        if isinstance(chunk, ErrorChunk):
+            # The reply broke off: what was said stays said, the cut-off fragment is not spoken.
+            if self._buffer.strip():
+                self.logger.debug("reply failed; dropping its unfinished sentence {!r}", self._buffer[:60])
+            self._reset()
+            yield chunk
+            return
+        # End of the reply: what is left is the last sentence; markup that was never closed is
+        # dropped, not spoken.
         filtered = self._filter.flush()
         if filtered.thought:
             yield ThoughtChunk(text=filtered.thought)

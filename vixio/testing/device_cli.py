@@ -15,10 +15,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import errno
 import json
 import sys
 import time
+import wave
 from typing import TYPE_CHECKING, Any
+
+from loguru import logger
 
 if TYPE_CHECKING:
     from vixio.testing.device import ReceivedMessage, SimulatedDevice
@@ -61,13 +65,39 @@ def run_device(args: argparse.Namespace) -> int:
     if args.wav is not None:
         from pathlib import Path
 
+        from vixio.testing.device_audio import read_wav_16k_mono
+
         if not Path(args.wav).is_file():
             print(f"error: --wav {args.wav}: no such file", file=sys.stderr)
+            return 2
+        try:
+            read_wav_16k_mono(args.wav)
+        except (wave.Error, EOFError, ValueError) as exc:
+            print(f"error: --wav {args.wav} is not a PCM WAV file: {exc}", file=sys.stderr)
             return 2
     try:
         return asyncio.run(_exchange(args))
     except KeyboardInterrupt:
         return 130
+
+
+def describe_failure(exc: BaseException, url: str | None) -> str:
+    """One line saying why the exchange failed (no traceback)."""
+    from websockets.exceptions import InvalidStatus
+
+    cause = exc.__cause__
+    if isinstance(cause, InvalidStatus | ConnectionRefusedError):  # the device wraps what went wrong
+        exc = cause
+    if isinstance(exc, InvalidStatus):
+        response = exc.response
+        body = response.body.decode("utf-8", "replace").strip() if response.body else ""
+        reason = f" ({body})" if body else ""
+        return f"the server refused the connection with HTTP {response.status_code}{reason}"
+    if isinstance(exc, ConnectionRefusedError) or getattr(exc, "errno", None) == errno.ECONNREFUSED:
+        return f"connection refused{f' by {url}' if url else ''}: is `vixio serve` running on that port?"
+    if isinstance(exc, TimeoutError) and not str(exc):
+        return "no answer in time (see --timeout)"
+    return str(exc) or type(exc).__name__
 
 
 async def _exchange(args: argparse.Namespace) -> int:
@@ -99,8 +129,11 @@ async def _exchange(args: argparse.Namespace) -> int:
             await _reply(device, mark, args.timeout)
         if not (args.wake_word or args.text or args.wav):
             await asyncio.sleep(1.0)  # nothing to say: show the handshake and MCP traffic only
-    except (DeviceError, TimeoutError, OSError) as exc:
-        print(f"error: {exc or type(exc).__name__}", file=sys.stderr)
+    except Exception as exc:  # noqa: BLE001 - every failure is one line for the user
+        expected = isinstance(exc, DeviceError | TimeoutError | OSError) or type(exc).__module__.startswith("websockets")
+        print(f"error: {describe_failure(exc, args.ws or args.ota)}", file=sys.stderr)
+        if not expected:
+            logger.opt(exception=exc).debug("device exchange failed")
         ok = False
     finally:
         await device.close()

@@ -13,6 +13,10 @@ offline:
         assert server.requests[1]["messages"][-1]["role"] == "tool"
         server.assert_all_consumed()
 
+Fault modes act out what real servers do wrong: `Reply.faulty("reset", text, after=5)` sends
+five deltas and then drops the connection; "stall" stops sending, "malformed" sends broken SSE;
+`Reply.empty()` answers nothing; `Reply.hang()` never answers.
+
 Fails loudly: a request with no scripted reply left, a reply whose `check` rejects the
 request, or an unknown route gets HTTP 500/404 with the reason in the body *and* lands in
 `.errors`, which `assert_all_consumed()` raises on.
@@ -27,7 +31,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Self
+from typing import Any, Literal, Self
 
 from aiohttp import web
 from loguru import logger
@@ -51,6 +55,12 @@ class ScriptedToolCall:
         return self.arguments if isinstance(self.arguments, str) else json.dumps(self.arguments)
 
 
+Fault = Literal["reset", "stall", "malformed"]
+"""How a streamed reply goes wrong: "reset" closes the TCP connection mid-body, "stall" stops
+sending (the connection stays open until the client gives up or the server stops), "malformed"
+sends an SSE event whose data is not JSON."""
+
+
 @dataclass(frozen=True, slots=True)
 class Reply:
     """What the server answers to one request. Build with the class methods."""
@@ -65,6 +75,10 @@ class Reply:
     delta_delay: float = 0.0
     """Seconds between streamed chunks (to test cancelling a slow stream)."""
     check: RequestCheck | None = None
+    fault: Fault | None = None
+    """Streamed replies only: what goes wrong after `fault_after` text deltas (see `Fault`)."""
+    fault_after: int = 0
+    """Text deltas sent before the fault."""
 
     @classmethod
     def text(
@@ -102,6 +116,17 @@ class Reply:
         """Never answer (until the server stops)."""
         return cls(delay=float("inf"))
 
+    @classmethod
+    def empty(cls) -> Reply:
+        """A well-formed answer with no text and no tool call (finish_reason "stop")."""
+        return cls()
+
+    @classmethod
+    def faulty(cls, fault: Fault, text: str = "", *, after: int = 0, delta_delay: float = 0.0) -> Reply:
+        """Stream the first `after` deltas of `text`, then fail as `fault` says."""
+        return cls(deltas=split_deltas(text), fault=fault, fault_after=after, delta_delay=delta_delay)
+
+
 
 def split_deltas(text: str) -> tuple[str, ...]:
     """Split text the way models stream it: a word with its trailing space, or 4 characters of
@@ -130,6 +155,8 @@ class ScriptedLLMServer:
         """Why requests were rejected; `assert_all_consumed()` fails if any."""
         self.aborted_streams = 0
         """Streams the client closed before the last chunk (e.g. a cancelled run)."""
+        self.faults_served = 0
+        """Scripted faults (`Reply.faulty`) that were acted out."""
 
     # --- lifecycle ----------------------------------------------------------------------------
 
@@ -244,12 +271,16 @@ class ScriptedLLMServer:
         response = web.StreamResponse(headers=headers)
         await response.prepare(request)
         chunks = list(_stream_chunks(body, reply, number))
+        if reply.fault is not None:
+            chunks = chunks[: 1 + reply.fault_after]  # the role chunk, then the text before the fault
         try:
             for n, chunk in enumerate(chunks):
                 if n and reply.delta_delay and await self._sleep_unless_closing(reply.delta_delay):
                     break
                 await response.write(f"data: {json.dumps(chunk)}\n\n".encode())
             else:
+                if reply.fault is not None:
+                    return await self._fail_stream(request, response, reply.fault)
                 await response.write(b"data: [DONE]\n\n")
                 await response.write_eof()
                 return response
@@ -257,6 +288,19 @@ class ScriptedLLMServer:
             self.aborted_streams += 1
             raise
         self.aborted_streams += 1
+        return response
+
+    async def _fail_stream(self, request: web.Request, response: web.StreamResponse, fault: Fault) -> web.StreamResponse:
+        self.faults_served += 1
+        if fault == "malformed":
+            await response.write(b'data: {"id": "chatcmpl-broken", "choices": [{"delta": {"content": "Hel\n\n')
+            await response.write(b"data: [DONE]\n\n")
+            await response.write_eof()
+        elif fault == "stall":
+            await self._closing.wait()
+        else:  # "reset": no terminating chunk, the socket just goes away
+            assert request.transport is not None
+            request.transport.abort()
         return response
 
 

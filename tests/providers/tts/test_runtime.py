@@ -6,9 +6,11 @@ import asyncio
 import threading
 import time
 from collections.abc import Iterator
+from concurrent.futures import Executor, Future
 
 import pytest
 
+from vixio.providers.tts import _runtime
 from vixio.providers.tts._runtime import (
     load_count,
     load_shared,
@@ -44,6 +46,42 @@ async def test_a_failed_load_is_forgotten_and_retried() -> None:
         await load_shared(key, broken)
     assert await load_shared(key, lambda: "voice") == "voice"
     assert load_count(key) == 2
+
+
+class _InlineExecutor(Executor):
+    """Runs each task at once in the caller: its future is done before `submit` returns."""
+
+    def submit(self, fn, /, *args, **kwargs):  # type: ignore[no-untyped-def, override]
+        future: Future[object] = Future()
+        try:
+            future.set_result(fn(*args, **kwargs))
+        except Exception as exc:  # noqa: BLE001 - the future carries it
+            future.set_exception(exc)
+        return future
+
+
+def test_a_load_that_fails_at_once_does_not_deadlock(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A missing extra makes the loader fail before `load_shared` registers its done callback;
+    # the callback then runs in the caller, which must not hold the cache lock at that moment.
+    monkeypatch.setattr(_runtime, "tts_executor", _InlineExecutor)
+    key = ("test", object())
+    outcome: list[BaseException] = []
+
+    def missing_extra() -> object:
+        raise ImportError("no module named 'espeakng_loader'")
+
+    def run() -> None:
+        try:
+            asyncio.run(load_shared(key, missing_extra))
+        except BaseException as exc:  # noqa: BLE001 - inspected below
+            outcome.append(exc)
+
+    thread = threading.Thread(target=run, daemon=True)  # daemon: a deadlock must not hang pytest
+    thread.start()
+    thread.join(timeout=10)
+    assert not thread.is_alive(), "load_shared deadlocked on a load that failed at once"
+    assert len(outcome) == 1 and isinstance(outcome[0], ImportError)
+    assert key not in _runtime._loads  # forgotten, so a later call retries
 
 
 async def test_cancelling_one_waiter_does_not_cancel_the_load_for_others() -> None:

@@ -33,13 +33,14 @@ from loguru import logger
 from openai.types.chat import ChatCompletionChunk, ChatCompletionMessage
 from openai.types.responses import Response
 
+from vixio.extras import install_hint
 from vixio.providers.agent.chatml import Message, normalize_messages
 from vixio.providers.agent.openai_agent import OpenAIAgentProvider
 
 if TYPE_CHECKING:
     from llama_cpp import Llama
 
-EXTRA_HINT = "vixio[local-llm] extra: pip install -e '.[local-llm]' in the vixio checkout"
+EXTRA_HINT = install_hint("local-llm")
 DEFAULT_MAX_TOKENS = 128
 """Reply length cap when the settings give none: a spoken reply is a few sentences."""
 
@@ -92,6 +93,16 @@ def _amx_kernels_disabled() -> Iterator[None]:
         yield
     finally:
         low_level.llama_model_default_params = original
+
+
+def close_models() -> None:
+    """Free the loaded models now (the server is stopping): a Llama left to the interpreter's
+    exit would be freed in `__del__` after llama_cpp's modules are gone, printing a traceback."""
+    with _MODELS_LOCK:
+        models = list(_MODELS.values())
+        _MODELS.clear()
+    for model in models:
+        model.close()
 
 
 def _load_llama(path: Path, n_ctx: int, n_threads: int | None = None) -> Llama:

@@ -28,6 +28,7 @@ from agents import (
     RunConfig,
     Runner,
     RunResultStreaming,
+    ToolErrorFormatterArgs,
     set_tracing_disabled,
 )
 from agents.items import MessageOutputItem, ToolCallItem, ToolCallOutputItem
@@ -84,10 +85,13 @@ class _Turn:
     """Model calls of this turn that asked for tools."""
     round_counted: bool = False
     tools_exhausted: bool = False
+    started: bool = False
+    """The model's answer began streaming (a failure now is mid-reply, not "could not reach")."""
 
     def translate(self, event: StreamEvent) -> AgentEvent | None:
         """The vixio event for an openai-agents stream event (None for the many it ignores)."""
         if isinstance(event, RawResponsesStreamEvent):
+            self.started = True
             if event.data.type == "response.created":
                 self.round_counted = False
             if event.data.type == "response.output_text.delta" and event.data.delta:
@@ -199,7 +203,11 @@ class OpenAIAgentProvider(AgentProvider):
         if tracing:
             logger.warning("openai-agents tracing enabled; this turns tracing on for the whole process")
             set_tracing_disabled(False)
-        self._run_config = RunConfig(tracing_disabled=not tracing, workflow_name=f"{name} turn")
+        # A model that calls a tool that does not exist is told so (and what exists) and answers,
+        # instead of the whole turn failing.
+        self._run_config = RunConfig(tracing_disabled=not tracing, workflow_name=f"{name} turn",
+                                     tool_not_found_behavior="return_error_to_model",
+                                     tool_error_formatter=self._tool_error_message)
         self._agent: Agent[Any] | None = None
         self._tools: list[Any] = []
         self._history: list[Item] = []
@@ -223,7 +231,11 @@ class OpenAIAgentProvider(AgentProvider):
             # litellm fetches a price list at import unless told not to; vixio runs offline.
             os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
             module = await asyncio.to_thread(importlib.import_module, _LITELLM_MODULE)
-            importlib.import_module("litellm").suppress_debug_info = True  # no "Give Feedback" banners
+            litellm = importlib.import_module("litellm")
+            litellm.suppress_debug_info = True  # no "Give Feedback" banners
+            # litellm's aiohttp transport ends a stream whose connection broke as if it were
+            # complete (the cut-off sentence would be spoken as the answer); httpx raises.
+            litellm.disable_aiohttp_transport = True
             model = module.LitellmModel(model=model, base_url=self._api_base, api_key=self._api_key)
         sdk_speedups.install()  # ~10-30 ms of loop time per turn otherwise (see sdk_speedups)
         self._tools = list(tools)
@@ -265,8 +277,8 @@ class OpenAIAgentProvider(AgentProvider):
             outcome = "completed"
         except Exception as exc:
             outcome = "failed"
-            message = self._describe(exc)
-            logger.warning("agent turn failed, history left as before it: {}", message)
+            message = self._describe(exc, mid_reply=turn.started)
+            logger.debug("agent turn failed, history left as before it: {}", message)
             raise AgentError(message) from exc
         finally:
             self._end_turn(turn, outcome)
@@ -296,6 +308,18 @@ class OpenAIAgentProvider(AgentProvider):
         if task is not None and not task.done():
             await asyncio.wait({task}, timeout=CANCEL_GRACE_SECONDS)
 
+    def _tool_error_message(self, args: ToolErrorFormatterArgs[Any]) -> str | None:
+        """What the model is told when it called a tool that does not exist (None: the SDK's text)."""
+        if args.kind != "tool_not_found":
+            return None
+        turn = self._turn
+        tools = turn.agent.tools if turn is not None else self._tools
+        names = sorted(str(getattr(tool, "name", "")) for tool in tools if getattr(tool, "name", ""))
+        logger.info("the model called {!r}, which is not one of its {} tool(s); told it so", args.tool_name, len(names))
+        available = ", ".join(names) if names else "none"
+        return (f"Error: there is no tool named '{args.tool_name}'. Available tools: {available}. "
+                "Use one of them or answer without a tool.")
+
     @property
     def history(self) -> list[dict[str, Any]]:
         """A copy of the input items the next turn sends."""
@@ -313,18 +337,28 @@ class OpenAIAgentProvider(AgentProvider):
         """Forget the conversation."""
         self._history = []
 
-    def _describe(self, exc: BaseException) -> str:
-        """A short sentence for an exception from the run."""
+    def _describe(self, exc: BaseException, *, mid_reply: bool = False) -> str:
+        """A short sentence for an exception from the run; `mid_reply`: the model's answer had
+        started streaming (HTTP 200) when it failed."""
         if isinstance(exc, ModelTimeoutError):
             return f"the language model at {self.where} did not answer within {self._timeout:g} s"
         if isinstance(exc, MaxTurnsExceeded):
             return f"the agent made {self._max_turns} model calls without a final answer"
         name = type(exc).__name__
-        # litellm prefixes messages with its class names: "litellm.X: X: OpenAIException - <reason>".
-        detail = _LITELLM_PREFIX.sub("", str(exc).strip().split("\n")[0])[:160] or name
+        detail = _litellm_detail(str(exc)) or name
         status = getattr(exc, "status_code", None)
+        if name == "MidStreamFallbackError":  # the answer had started (HTTP 200): its status is made up
+            if detail.startswith("Connection error"):
+                return f"the connection to the language model at {self.where} broke off mid-reply"
+            return f"the language model at {self.where} sent a malformed stream (HTTP 200): {detail}"
         if "Timeout" in name:
             return f"the language model at {self.where} timed out"
+        if mid_reply and not isinstance(status, int) or mid_reply and status == 200:
+            # The openai SDK path (openai_direct): the stream broke or could not be read.
+            if "Connection" in name or "Protocol" in name or "Read" in name or isinstance(exc, ConnectionError) \
+                    or detail.startswith(("Connection error", "peer closed")):
+                return f"the connection to the language model at {self.where} broke off mid-reply"
+            return f"the language model at {self.where} sent a malformed stream (HTTP 200): {detail}"
         if "Connection" in name or isinstance(exc, ConnectionError) or detail.startswith("Connection error"):
             return f"could not reach the language model at {self.where}"
         if status in (401, 403):
@@ -332,3 +366,15 @@ class OpenAIAgentProvider(AgentProvider):
         if isinstance(status, int):
             return f"the language model at {self.where} failed with HTTP {status}: {detail}"
         return f"the agent failed ({name}): {detail}"
+
+
+def _litellm_detail(message: str) -> str:
+    """The reason in a litellm message, without its class-name prefixes and repeated cause."""
+    # "litellm.MidStreamFallbackError: litellm.APIConnectionError: APIConnectionError:
+    #  OpenAIException - <reason> Original exception: ..."
+    text = message.strip().split("\n")[0].split(" Original exception:")[0]
+    while True:
+        stripped = _LITELLM_PREFIX.sub("", text, count=1)
+        if stripped == text:
+            return text[:160]
+        text = stripped

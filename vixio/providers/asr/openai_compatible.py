@@ -21,9 +21,10 @@ from typing import Any
 
 from loguru import logger
 
+from vixio.extras import install_hint
 from vixio.providers.asr.base import ASRError, ASRProvider, check_pcm
 
-_EXTRA_HINT = "vixio[xiaozhi] extra: pip install -e '.[xiaozhi]' in the vixio checkout"
+_EXTRA_HINT = install_hint("xiaozhi")
 _BODY_EXCERPT = 300  # characters of an error body worth putting in a log line
 
 
@@ -106,7 +107,8 @@ class OpenAICompatibleASR(ASRProvider):
         seconds = len(pcm) / 2 / sample_rate
         try:
             async with self._session.post(self.url, data=form) as response:
-                body = await response.text()
+                # Bytes, decoded leniently: a proxy's binary error page must still make a message.
+                body = (await response.read()).decode("utf-8", "replace")
                 if response.status >= 400:
                     raise ASRError(
                         f"{self.name}: POST {self.url} (model {self.model!r}) returned HTTP "
@@ -116,7 +118,8 @@ class OpenAICompatibleASR(ASRProvider):
                     payload = json.loads(body)
                 except ValueError as exc:
                     raise ASRError(
-                        f"{self.name}: POST {self.url} returned a body that is not JSON: {body[:_BODY_EXCERPT]!r}"
+                        f"{self.name}: POST {self.url} (model {self.model!r}) returned HTTP {response.status} "
+                        f"with a body that is not JSON ({response.content_type}): {body[:_BODY_EXCERPT]!r}"
                     ) from exc
         except TimeoutError as exc:
             raise ASRError(

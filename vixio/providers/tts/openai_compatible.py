@@ -18,9 +18,10 @@ from typing import Any, Literal
 import numpy as np
 from loguru import logger
 
+from vixio.extras import install_hint
 from vixio.providers.tts.base import TTSError, TTSProvider
 
-_EXTRA_HINT = "vixio[xiaozhi] extra: pip install -e '.[xiaozhi]' in the vixio checkout"
+_EXTRA_HINT = install_hint("xiaozhi")
 _BODY_EXCERPT = 300  # characters of an error body worth putting in a message
 _READ_SIZE = 4096  # bytes per read from the response body; ~85 ms of 24 kHz audio
 _WAVE_FORMAT_PCM = 1
@@ -120,6 +121,49 @@ class _WavStreamParser:
         return channels
 
 
+# Magic numbers long enough never to be the first samples of real PCM.
+_CONTAINERS = {b"RIFF": "WAV", b"ID3": "MP3", b"OggS": "Ogg", b"fLaC": "FLAC", b"<!DOCTYPE": "HTML", b"<html": "HTML"}
+_PROBE_BYTES = 960  # the first 20 ms at 24 kHz decide whether the body is audio at all (480 samples)
+
+
+def check_pcm_start(name: str, pcm: bytes) -> None:
+    """Raise TTSError when the start of a "raw PCM" body is evidently not speech.
+
+    Catches a body in another format (a container or an error page) and random bytes, which
+    as int16 are full-scale white noise: loud (RMS above ~1/3 of full scale) *and* crossing
+    zero at almost every other sample. Speech is never both.
+    """
+    for magic, kind in _CONTAINERS.items():
+        if pcm.startswith(magic):
+            raise TTSError(f"{name}: expected raw int16 PCM but the body looks like {kind}: {pcm[:24]!r}")
+    samples = np.frombuffer(pcm[: len(pcm) - len(pcm) % 2], dtype="<i2").astype(np.float64)
+    if samples.size < 64:
+        return
+    rms = float(np.sqrt(np.mean(samples**2)))
+    crossings = float(np.mean(np.signbit(samples[1:]) != np.signbit(samples[:-1])))
+    if rms > 10000 and crossings > 0.35:
+        raise TTSError(f"{name}: the audio is noise, not speech (RMS {rms:.0f}, zero-crossing rate "
+                       f"{crossings:.2f}); the server sent garbage or a format other than int16 PCM")
+
+
+class _PcmProbe:
+    """Holds back the first `_PROBE_BYTES` of PCM until `check_pcm_start` has judged them."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+        self._held: bytes | None = b""
+
+    def feed(self, pcm: bytes, *, last: bool = False) -> bytes:
+        if self._held is None:
+            return pcm
+        self._held += pcm
+        if len(self._held) < _PROBE_BYTES and not last:
+            return b""
+        held, self._held = self._held, None
+        check_pcm_start(self._name, held)
+        return held
+
+
 class OpenAICompatibleTTS(TTSProvider):
     """Speaks through a remote `/audio/speech` endpoint; one connection pool per provider."""
 
@@ -197,8 +241,14 @@ class OpenAICompatibleTTS(TTSProvider):
                         f"{self.name}: POST {self.url} (model {self.model!r}, voice {self.voice!r}) "
                         f"returned HTTP {response.status}: {excerpt[:_BODY_EXCERPT]!r}"
                     )
-                async for data in response.content.iter_chunked(_READ_SIZE):
-                    pcm = decoder.feed(data)
+                content_type = response.content_type
+                if content_type.startswith(("text/", "application/json")):
+                    excerpt = (await response.content.read(_BODY_EXCERPT * 4)).decode("utf-8", "replace")
+                    raise TTSError(f"{self.name}: POST {self.url} returned {content_type}, not audio: "
+                                   f"{excerpt[:_BODY_EXCERPT]!r}")
+                probe = _PcmProbe(self.name)
+                async for data in _with_end(response.content.iter_chunked(_READ_SIZE)):
+                    pcm = probe.feed(decoder.feed(data), last=not data)
                     if pcm:
                         if first_audio is None:
                             first_audio = time.perf_counter() - started
@@ -222,3 +272,10 @@ class OpenAICompatibleTTS(TTSProvider):
         session, self._session = self._session, None
         if session is not None and not session.closed:
             await session.close()
+
+
+async def _with_end(chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    """`chunks`, then one empty chunk marking the end."""
+    async for chunk in chunks:
+        yield chunk
+    yield b""

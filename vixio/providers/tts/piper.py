@@ -19,10 +19,11 @@ from typing import Any
 
 from loguru import logger
 
+from vixio.extras import install_hint
 from vixio.providers.tts._runtime import load_shared, stream_blocking
 from vixio.providers.tts.base import TTSError, TTSProvider
 
-_EXTRA_HINT = "vixio[piper] extra: pip install -e '.[piper]' in the vixio checkout"
+_EXTRA_HINT = install_hint("piper")
 # One short sentence synthesised at load: the first real request then skips ONNX Runtime's
 # first-run allocations and espeak-ng's initialisation (~0.1-0.3 s on 2 cores).
 _WARMUP_TEXT = "Hello."

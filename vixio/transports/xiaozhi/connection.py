@@ -12,6 +12,7 @@ resampled to 24 kHz, cut into 60 ms frames, Opus-encoded and paced; the end of a
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import string
 import time
 from collections.abc import Awaitable, Callable
@@ -50,6 +51,8 @@ from vixio.transports.xiaozhi.pacing import DownlinkPacer
 
 Write = Callable[[Message], Awaitable[None]]
 
+DOWNLINK_AHEAD_S = 2.0
+"""Audio queued for the device beyond which the output waits (the device holds its own small buffer)."""
 _PUNCTUATION = str.maketrans("", "", string.punctuation + "，。！？、～ ")
 
 
@@ -89,6 +92,17 @@ class XiaozhiConnection:
 
     async def close(self) -> None:
         await self._pacer.stop()
+
+    async def shutdown(self) -> bool:
+        """The server is stopping: a reply in progress ends with `tts stop` (bounded, best
+        effort). True when one was queued."""
+        if not (self.speaking or self._pacer.pending):
+            return False
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(self._stop_downlink(), 1.0)
+            self.logger.info("server stopping: reply cut off, tts stop sent")
+            return True
+        return False
 
     # --- device → server ----------------------------------------------------------------------
 
@@ -134,8 +148,7 @@ class XiaozhiConnection:
             self.mode = mode if mode in xp.LISTEN_MODES else "auto"
             self.listening = True
             if self.mode == "manual":
-                if self.speaking:
-                    await self.abort("push_to_talk")
+                await self._new_user_turn("push_to_talk")
                 await self._push(TurnStartChunk(source="push_to_talk"))
         elif state == "stop":
             self.listening = False
@@ -152,8 +165,10 @@ class XiaozhiConnection:
             return
         self.touch()
         wake_word = self.is_wake_word(text)
-        if self.speaking:
-            await self.abort("wake_word" if wake_word else "typed_text")
+        if wake_word and self.speaking:
+            await self.abort("wake_word")
+        elif not wake_word:
+            await self._new_user_turn("typed_text")
         if wake_word:
             self.logger.info("wake word {!r}", text)
             if self.config.greeting:
@@ -163,6 +178,17 @@ class XiaozhiConnection:
         chunk = self.protocol.message_to_chunk(message, self.session_id, UNSET_TURN)
         if chunk is not None:
             await self._push(chunk)
+
+    async def _new_user_turn(self, reason: str) -> None:
+        """The user starts a turn: whatever the last one still does (speaking, waiting for a
+        device tool that may never answer) is cancelled, and the new turn gets its own id."""
+        if self.speaking:
+            await self.abort(reason)
+        elif self.session is not None and self.session.pipeline.turn_in_progress:
+            self.logger.info("new user turn ({}) while the last one is still running: cancelling it", reason)
+            await self.session.interrupt(reason)
+        elif self.session is not None:
+            self.session.pipeline.begin_turn()
 
     def is_wake_word(self, text: str) -> bool:
         return _normalise(text) in self._wake_words
@@ -200,6 +226,7 @@ class XiaozhiConnection:
                 return  # microphone audio no station consumed: never echo it back
             self._start_speaking(chunk.turn_id)
             self._queue_audio(chunk)
+            await self._wait_for_room(chunk)
         elif isinstance(chunk, TextChunk):
             messages = self.protocol.chunk_to_messages(chunk)
             if chunk.role == "user":
@@ -220,6 +247,16 @@ class XiaozhiConnection:
                 self._pacer.end(self._finish_reply)
         elif isinstance(chunk, VADStartChunk):
             self.touch()
+
+    async def _wait_for_room(self, chunk: AudioChunk) -> None:
+        """Backpressure: while more than `DOWNLINK_AHEAD_S` of audio waits for the device, the
+        session's output pump waits here, so the pipeline's bounded queues fill and the TTS
+        (and the agent behind it) pause instead of synthesising the whole reply into memory.
+        An abort or barge-in (the chunk's turn goes stale) ends the wait at once."""
+        limit = int(DOWNLINK_AHEAD_S * 1000 / FRAME_DURATION_MS)
+        pipeline = self.session.pipeline if self.session is not None else None
+        while self.speaking and self._pacer.pending > limit and not (pipeline and pipeline.is_stale(chunk)):
+            await asyncio.sleep(FRAME_DURATION_MS / 1000)
 
     def _start_speaking(self, turn_id: int = 0) -> None:
         if not self.speaking:

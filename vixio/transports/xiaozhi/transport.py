@@ -18,6 +18,7 @@ from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 import websockets
+from loguru import logger
 from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.http11 import Request, Response
 
@@ -101,6 +102,9 @@ class XiaozhiTransport(TransportBase):
 
     async def stop(self) -> None:
         if self._server is not None:
+            stopped = [sid for sid, connection in list(self.connections.items()) if await connection.shutdown()]
+            if stopped:  # `tts stop` before close 1001, or the device stays "speaking"
+                await self.flush_writes(stopped, timeout=1.0)
             self._server.close()
             await self._server.wait_closed()
             self._server = None
@@ -154,7 +158,10 @@ class XiaozhiTransport(TransportBase):
             identity = self.authenticator.authenticate(headers, query)
         except AuthError as exc:
             if self.authenticator.enabled:
-                connection.logger.info("handshake refused: %s", exc)
+                device = next((v for k, v in headers.items() if k.lower() == "device-id"), "") or query.get("device-id", "-")
+                peer = connection.remote_address[0] if connection.remote_address else "?"
+                logger.bind(device=device, component="xiaozhi").info(
+                    "handshake refused: device {} from {}: {}", device, peer, exc.reason)
                 return connection.respond(HTTPStatus.UNAUTHORIZED, f"unauthorized: {exc.reason}\n")
             identity = _anonymous_identity(headers, query)
         connection.vixio_identity = identity  # type: ignore[attr-defined]

@@ -1,0 +1,98 @@
+"""Time limits on an agent's event stream: first token, gap, no limit while a tool runs, filler."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import pytest
+
+from vixio.providers.agent.base import AgentEvent, AgentTextDelta, AgentToolCall, AgentToolResult
+from vixio.stations.reply_watch import FILLER, ReplyTimeout, ReplyTimeouts, watch_reply
+
+
+class Scripted:
+    """An event stream with a pause (seconds) before each event; records whether it was closed."""
+
+    def __init__(self, *steps: tuple[float, AgentEvent]) -> None:
+        self.steps = steps
+        self.closed = False
+
+    async def events(self) -> AsyncIterator[AgentEvent]:
+        try:
+            for pause, event in self.steps:
+                await asyncio.sleep(pause)
+                yield event
+        finally:
+            self.closed = True
+
+
+async def collect(stream: AsyncIterator[object]) -> list[object]:
+    return [item async for item in stream]
+
+
+async def test_events_pass_through_in_order() -> None:
+    script = Scripted((0, AgentTextDelta("a")), (0.01, AgentTextDelta("b")))
+    out = await collect(watch_reply(script.events(), ReplyTimeouts(first_token=1, gap=1)))
+    assert out == [AgentTextDelta("a"), AgentTextDelta("b")] and script.closed
+
+
+async def test_a_silent_model_hits_the_first_token_limit_and_its_stream_is_closed() -> None:
+    script = Scripted((5, AgentTextDelta("late")))
+    with pytest.raises(ReplyTimeout, match=r"sent nothing for 0.2 s \(agent.first_token_timeout\)") as info:
+        await collect(watch_reply(script.events(), ReplyTimeouts(first_token=0.2, gap=5), where="http://m"))
+    assert info.value.phase == "first_token" and "http://m" in str(info.value)
+    assert script.closed
+
+
+async def test_a_stall_mid_answer_hits_the_gap_limit() -> None:
+    script = Scripted((0, AgentTextDelta("One. ")), (5, AgentTextDelta("Two.")))
+    seen: list[object] = []
+    with pytest.raises(ReplyTimeout, match="stopped streaming for 0.2 s"):
+        async for item in watch_reply(script.events(), ReplyTimeouts(first_token=5, gap=0.2)):
+            seen.append(item)
+    assert seen == [AgentTextDelta("One. ")]
+
+
+async def test_no_limit_while_a_tool_runs_and_the_first_token_clock_restarts_after_it() -> None:
+    script = Scripted((0, AgentToolCall("c1", "slow", "{}")), (0.5, AgentToolResult("c1", "slow", "ok")),
+                      (0.1, AgentTextDelta("Done.")))
+    out = await collect(watch_reply(script.events(), ReplyTimeouts(first_token=0.3, gap=0.3)))
+    assert out[-1] == AgentTextDelta("Done.")
+    late_after_tool = Scripted((0, AgentToolCall("c1", "t", "{}")), (0, AgentToolResult("c1", "t", "ok")),
+                               (5, AgentTextDelta("late")))
+    with pytest.raises(ReplyTimeout) as info:
+        await collect(watch_reply(late_after_tool.events(), ReplyTimeouts(first_token=0.2, gap=5)))
+    assert info.value.phase == "first_token"
+
+
+async def test_the_filler_comes_once_before_a_slow_first_token() -> None:
+    script = Scripted((0.5, AgentTextDelta("Here.")), (0.01, AgentTextDelta(" More.")))
+    out = await collect(watch_reply(script.events(), ReplyTimeouts(first_token=2, gap=2, filler_after=0.1)))
+    assert out == [FILLER, AgentTextDelta("Here."), AgentTextDelta(" More.")]
+    fast = Scripted((0, AgentTextDelta("Quick.")))
+    assert await collect(watch_reply(fast.events(), ReplyTimeouts(filler_after=0.1))) == [AgentTextDelta("Quick.")]
+
+
+async def test_a_failing_stream_raises_its_own_error() -> None:
+    async def broken() -> AsyncIterator[AgentEvent]:
+        yield AgentTextDelta("Hi")
+        raise RuntimeError("connection lost")
+
+    with pytest.raises(RuntimeError, match="connection lost"):
+        await collect(watch_reply(broken(), ReplyTimeouts()))
+
+
+async def test_cancelling_the_consumer_closes_the_stream() -> None:
+    script = Scripted((0, AgentTextDelta("a")), (10, AgentTextDelta("b")))
+
+    async def consume() -> None:
+        async for _ in watch_reply(script.events(), ReplyTimeouts(first_token=20, gap=20)):
+            pass
+
+    task = asyncio.create_task(consume())
+    await asyncio.sleep(0.1)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert script.closed

