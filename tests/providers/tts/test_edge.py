@@ -83,7 +83,7 @@ async def test_bad_prosody_is_refused_before_any_request() -> None:
 
 def test_config_builds_the_provider_with_the_language_voice() -> None:
     config = parse_config({"language": "zh", "tts": {"provider": "edge", "rate": "-10%"}}, environ={})
-    tts = _tts(config)
+    tts = _tts(config.tts)
     assert isinstance(tts, EdgeTTS)
     assert (tts.voice, tts.rate, tts.sample_rate) == ("zh-CN-XiaoxiaoNeural", "-10%", 24000)
 
