@@ -21,6 +21,7 @@ async def main(keepalive_timeout: float) -> None:
 
     logger.remove()
     logger.add(sys.stderr, level="INFO")
+    logger.enable("vixio")  # importing vixio leaves its log off until an application turns it on
     # Caps above the descriptor limit, so accept() itself fails.
     config = VixioConfig.model_validate({"xiaozhi": {
         "host": "127.0.0.1", "port": 0, "idle_timeout": 0, "max_connections": 5000,
