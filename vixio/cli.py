@@ -94,7 +94,11 @@ def _serve_command(args: argparse.Namespace) -> int:
     setup_logging(args.log_level or config.log.level, tracebacks=config.log.tracebacks)
     from vixio.server import serve
 
-    asyncio.run(serve(config))
+    try:
+        asyncio.run(serve(config))
+    except ConfigError as exc:  # found while starting, e.g. a tools.local entry that cannot be imported
+        print(exc, file=sys.stderr)
+        return 1
     return 0
 
 

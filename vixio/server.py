@@ -63,7 +63,7 @@ class VixioServer:
 
     async def _build_pipeline(self, context: DeviceContext) -> Pipeline:
         session_id = context.session_id
-        tools = self.voice.session_tools(session_id)
+        tools = self.voice.session_tools(session_id, device_id=context.identity.device_id)
         if tools is not None:
             self.tools[session_id] = tools
 

@@ -119,6 +119,8 @@ class ToolCallResult:
     error: str | None = None
     status: Literal["completed", "failed", "pending"] = "completed"
     """pending: an async tool's task handle, or a control tool still running on the device."""
+    duration_ms: float | None = None
+    """Milliseconds the call took (seed 001 `durationMs`); set by the executor."""
 
     @classmethod
     def ok(cls, result: str, call_id: str = "") -> ToolCallResult:
