@@ -20,6 +20,8 @@ from vixio.transports.xiaozhi.auth import DeviceAuthenticator
 from vixio.transports.xiaozhi.ota import OtaServer
 from vixio.transports.xiaozhi.transport import DeviceContext, PipelineFactory, XiaozhiTransport
 from vixio.session_tools import SessionTools
+from vixio.transports.xiaozhi.device_tools import VISION_PATH
+from vixio.vision import VisionRoute
 from vixio.voice import VoiceStack
 
 
@@ -36,7 +38,8 @@ class VixioServer:
         self.voice = VoiceStack(config)
         self._custom_factory = pipeline_factory is not None
         self.ota.add_route("GET", "/metrics", self._metrics)
-        self.ota.add_route("POST", "/mcp/vision/explain", self._vision_explain)
+        self.vision = VisionRoute(config.vision, self.authenticator)
+        self.ota.add_route("POST", VISION_PATH, self.vision.handle)
         self.tools: dict[str, SessionTools] = {}
         """Live sessions' tools by session id."""
 
@@ -52,14 +55,6 @@ class VixioServer:
                              "speaking": connection.speaking, "turns": turns,
                              "tools": tools.toolset.sources() if tools is not None else {}})
         return web.json_response({"sessions": len(sessions), "detail": sessions})
-
-    async def _vision_explain(self, request: web.Request) -> web.Response:
-        """The camera tool's upload URL (sent in MCP initialize). No vision model is configured
-        in vixio yet, so the tool gets a clear answer, which the firmware hands to the model as
-        the tool result, instead of a 404 page."""
-        await request.read()
-        return web.json_response({"success": False, "message": "This server cannot look at pictures: "
-                                  "no vision model is configured."}, status=501)
 
     async def _build_pipeline(self, context: DeviceContext) -> Pipeline:
         session_id = context.session_id
@@ -78,6 +73,8 @@ class VixioServer:
     async def start(self) -> None:
         if not self._custom_factory:
             await self.voice.load()  # models load once, before the first device connects
+        if self.vision.model is not None:
+            await self.vision.model.load()
         await self.transport.start()
         await self.ota.start()
         self.transport.http_port = self.ota.port  # for the vision URL given to devices

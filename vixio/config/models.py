@@ -7,6 +7,7 @@ from typing import Literal
 from pydantic import Field
 
 from vixio.config.tools import ToolsConfig
+from vixio.config.vision import VisionConfig
 from vixio.config.voice import AgentConfig, ASRConfig, SpeechConfig, TTSConfig, TurnConfig, VADConfig
 from vixio.core.settings import StrictModel
 from vixio.transports.xiaozhi.config import XiaozhiConfig
@@ -47,3 +48,5 @@ class VixioConfig(StrictModel):
     tts: TTSConfig | None = None
     """Speech synthesis; null leaves it out (subtitles only)."""
     speech: SpeechConfig = Field(default_factory=SpeechConfig)
+    vision: VisionConfig | None = None
+    """The model that answers the device's camera tool; null answers it with HTTP 501 (no vision)."""
