@@ -80,6 +80,8 @@ class RegisterToolsClient:
         self._pending: dict[str, tuple[str, asyncio.Future[ToolCallResult]]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._reply: list[str] = []
+        """The `chunk` fragments sent for the reply in progress."""
+        self._reply_open = False
         self._closed = False
         self._logger = logger.bind(session=session_id, component="register_tools")
 
@@ -196,21 +198,28 @@ class RegisterToolsClient:
     # --- mcp/ai/message -----------------------------------------------------------------------
 
     async def on_output(self, chunk: Chunk) -> None:
-        """Pipeline output → `mcp/ai/message`: a `chunk` per spoken sentence, `thought` for
-        reasoning, `final` with the whole reply when it completes (or is interrupted)."""
+        """Pipeline output → `mcp/ai/message` (seed 002): `chunk`s are stream fragments that,
+        concatenated in order, equal the reply's `final` exactly (a space between Latin-script
+        sentences travels with the later one); `thought` for reasoning; a `final` closes every
+        reply — when it completes or is interrupted — and is empty when nothing was said."""
         if not self.registered or self._closed:
             return
         if isinstance(chunk, TextChunk):
             text = chunk.text.strip()
-            if chunk.role == "assistant" and text:
-                self._reply.append(text)
-                await self._notify("chunk", text)
+            if chunk.role == "user":
+                self._reply_open = True  # a reply is owed to this user turn, even an empty one
+            elif chunk.role == "assistant" and text:
+                fragment = sentence_separator(self._reply[-1] if self._reply else "", text) + text
+                self._reply.append(fragment)
+                self._reply_open = True
+                await self._notify("chunk", fragment)
         elif isinstance(chunk, ThoughtChunk):
             if chunk.text.strip():
+                self._reply_open = True
                 await self._notify("thought", chunk.text)
-        elif isinstance(chunk, StreamCompleteChunk | InterruptChunk) and self._reply:
+        elif isinstance(chunk, StreamCompleteChunk | InterruptChunk) and (self._reply_open or self._reply):
             # An interrupted reply is closed with what was sent, so a client's bubble never dangles.
-            reply, self._reply = join_sentences(self._reply), []
+            reply, self._reply, self._reply_open = "".join(self._reply), [], False
             await self._notify("final", reply)
 
     async def _notify(self, kind: AiMessageType, content: str) -> None:
@@ -305,13 +314,16 @@ def _call_result(name: str, payload: dict[str, Any]) -> ToolCallResult:
     return ToolCallResult.ok(output_text(payload["result"]))
 
 
+def sentence_separator(before: str, sentence: str) -> str:
+    """What goes between two spoken sentences: a space between Latin-script ones, none for CJK."""
+    return " " if before and sentence and before[-1].isascii() and sentence[0].isascii() else ""
+
+
 def join_sentences(sentences: list[str]) -> str:
     """Sentences back into one reply: a space between Latin-script sentences, none for CJK."""
     out = ""
     for sentence in sentences:
-        if out and out[-1].isascii() and sentence[0].isascii():
-            out += " "
-        out += sentence
+        out += sentence_separator(out, sentence) + sentence
     return out
 
 
