@@ -19,6 +19,7 @@ from vixio.core.pipeline import Pipeline
 from vixio.transports.xiaozhi.auth import DeviceAuthenticator
 from vixio.transports.xiaozhi.ota import OtaServer
 from vixio.transports.xiaozhi.transport import DeviceContext, PipelineFactory, XiaozhiTransport
+from vixio.core.tools.types import ToolDefinition
 from vixio.session_tools import SessionTools
 from vixio.transports.xiaozhi.device_tools import VISION_PATH
 from vixio.vision import VisionRoute
@@ -40,6 +41,7 @@ class VixioServer:
         self.ota.add_route("GET", "/metrics", self._metrics)
         self.vision = VisionRoute(config.vision, self.authenticator)
         self.ota.add_route("POST", VISION_PATH, self.vision.handle)
+        self.transport.server_tools = self._server_tool  # registerTools main_type "local"
         self.tools: dict[str, SessionTools] = {}
         """Live sessions' tools by session id."""
 
@@ -55,6 +57,13 @@ class VixioServer:
                              "speaking": connection.speaking, "turns": turns,
                              "tools": tools.toolset.sources() if tools is not None else {}})
         return web.json_response({"sessions": len(sessions), "detail": sessions})
+
+    def _server_tool(self, name: str) -> ToolDefinition | None:
+        """A tool this server provides to every session (local, process-scoped MCP), by name."""
+        candidates = list(self.voice.local_tools)
+        if self.voice.mcp is not None:
+            candidates += [tool for tools in self.voice.mcp.process_tools().values() for tool in tools]
+        return next((tool for tool in candidates if tool.name == name), None)
 
     async def _build_pipeline(self, context: DeviceContext) -> Pipeline:
         session_id = context.session_id

@@ -116,8 +116,11 @@ def volume_tools(*, control_delay: float = 0.0, query: Callable[[dict[str, Any]]
 async def test_registration_is_answered_with_the_clients_id_in_its_own_envelope(harness: Harness, envelope) -> None:
     async with RegisterClient(harness.url, volume_tools(), envelope=envelope) as client:
         reply = await client.register(mac_addr="AA-BB-CC-DD-EE-FF", request_id="client-reg-001")
+        message = reply["result"].pop("message")
         assert reply == {"jsonrpc": "2.0", "id": "client-reg-001", "result": {
-            "status": "registered", "message": "Tools were successfully registered.", "tools": 2}}
+            "status": "registered", "tools": 2, "paired": False}}
+        # No device with that MAC is connected: the client is told it is served on its own.
+        assert message.startswith("Tools were successfully registered. No device AA-BB-CC-DD-EE-FF is connected")
         assert client.envelopes_seen == {envelope}
         server_side = harness.register_client(client)
         assert server_side.mac_addr == "AA-BB-CC-DD-EE-FF" and server_side.envelope == envelope

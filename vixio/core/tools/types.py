@@ -9,7 +9,7 @@ request into a `ToolCallResult`. Nothing here imports an agent framework.
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol
 
@@ -136,6 +136,15 @@ class ToolCallResult:
         if self.success:
             return self.result or ""
         return f"Error: {self.error}"
+
+
+class ToolList(list[ToolDefinition]):
+    """A source's whole tool list, naming the source even when it is empty (so an empty list
+    clears that source and no other)."""
+
+    def __init__(self, source: ToolSource, tools: Sequence[ToolDefinition] = ()) -> None:
+        super().__init__(tools)
+        self.source: ToolSource = source
 
 
 def output_text(value: Any) -> str:

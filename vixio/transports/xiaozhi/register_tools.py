@@ -13,6 +13,10 @@ docs/xiaozhi.md, "registerTools clients"):
 
 One client per session. It depends on `vixio.core` only: the transport gives it a `send`
 function that wraps a payload in the envelope the client used.
+
+Pairing (see pairing.py): a client whose `mac_addr` names another connected Xiaozhi device is
+that device's *companion*. The device session's client (the host) then offers the companion's
+tools with its own and streams its `mcp/ai/message`s to the companion as well.
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ from vixio.core.tools.types import (
     SubType,
     ToolCallResult,
     ToolDefinition,
+    ToolList,
     output_text,
 )
 from vixio.core.transport import ConnectionClosed
@@ -55,6 +60,8 @@ Envelope = Literal["mcp", "bare"]
 AiMessageType = Literal["chunk", "thought", "final"]
 SendPayload = Callable[[dict[str, Any], Envelope], Awaitable[None]]
 ToolsCallback = Callable[[list[ToolDefinition]], Awaitable[None]]
+ServerTools = Callable[[str], "ToolDefinition | None"]
+"""A server-side tool by name (for `main_type: "local"` entries), or None."""
 
 
 class RegisterToolsClient:
@@ -70,6 +77,20 @@ class RegisterToolsClient:
         self.frame_envelope: Envelope = "mcp"
         """Set by the transport before each frame is routed: the envelope that frame came in."""
         self.registered = False
+        self.registered_event = asyncio.Event()
+        """Set at the first registration (a companion without a hello is served from then on)."""
+        self.device_id = ""
+        """The Device-Id of this connection (set by the transport): a registration naming
+        another MAC makes this client a companion of that device."""
+        self.on_registered: Callable[[RegisterToolsClient], bool] | None = None
+        """The pairing hook: called after each registration; True when now paired."""
+        self.server_tools: ServerTools | None = None
+        """Looks up server-side tools for `main_type: "local"` entries."""
+        self.paired_with = ""
+        """The session id of the device this companion is paired with; "" when unpaired."""
+        self.companions: list[RegisterToolsClient] = []
+        """Companions paired with this (device) session's client: their tools join this
+        session's, and this session's ai/message stream goes to them too."""
         self._send = send
         self._tools: list[ToolDefinition] = []
         self._on_tools: ToolsCallback | None = None
@@ -87,8 +108,31 @@ class RegisterToolsClient:
 
     @property
     def tools(self) -> list[ToolDefinition]:
-        """The tools of the latest registration (main_type "remote" only)."""
-        return list(self._tools)
+        """The tools of the latest registration (main_type "remote" only), then those of paired
+        companions (a name already offered is not offered twice)."""
+        tools = list(self._tools)
+        names = {tool.name for tool in tools}
+        for companion in self.companions:
+            for tool in companion._tools:
+                if tool.name not in names:
+                    names.add(tool.name)
+                    tools.append(tool)
+        return tools
+
+    def attach_companion(self, companion: RegisterToolsClient) -> None:
+        if companion not in self.companions:
+            self.companions.append(companion)
+        self._tools_changed()
+
+    def detach_companion(self, companion: RegisterToolsClient) -> None:
+        if companion in self.companions:
+            self.companions.remove(companion)
+            self._tools_changed()
+
+    def _tools_changed(self) -> None:
+        self._generation += 1
+        if not self._closed:
+            self._spawn(self._deliver())
 
     # --- routing (SelectiveMcpPeer) -----------------------------------------------------------
 
@@ -125,7 +169,9 @@ class RegisterToolsClient:
         mac_addr = params.get("mac_addr")
         if isinstance(mac_addr, str):
             self.mac_addr = mac_addr
-        accepted, skipped = parse_tools(tools, client=self)
+        accepted, skipped = parse_tools(tools, client=self, server_tools=self.server_tools)
+        local = [tool for tool in accepted if tool.source != "register"]
+        accepted = [tool for tool in accepted if tool.source == "register"]
         for entry in skipped:
             self._logger.info("registerTools: skipped {}: {}", entry["name"] or "an entry", entry["reason"])
         self.envelope = envelope
@@ -134,13 +180,32 @@ class RegisterToolsClient:
         self._generation += 1
         self._logger.info("registered {} tools from {} ({} envelope): {}", len(accepted), self.mac_addr or "?",
                           envelope, ", ".join(t.name for t in accepted) or "none")
+        count = len(accepted) + len(local)
         message = "Tools were successfully registered." if not skipped else (
-            f"Registered {len(accepted)} of {len(tools)} tools; skipped " +
+            f"Registered {count} of {len(tools)} tools; skipped " +
             "; ".join(f"{s['name'] or '#' + str(s['index'])}: {s['reason']}" for s in skipped) + ".")
-        result: dict[str, Any] = {"status": "registered", "message": message, "tools": len(accepted)}
+        result: dict[str, Any] = {"status": "registered", "message": message, "tools": count}
+        if local:  # main_type "local": the server's own tool of that name serves it
+            result["local"] = [tool.name for tool in local]
         if skipped:
             result["skipped"] = skipped
+        if self.on_registered is not None and self.is_companion:
+            paired = self.on_registered(self)
+            result["paired"] = paired
+            result["message"] += (f" Paired with the device {self.mac_addr}: its assistant can use these tools "
+                                  "and its replies are streamed to you as mcp/ai/message." if paired else
+                                  f" No device {self.mac_addr} is connected: you are served on your own (send "
+                                  "text to talk to the assistant) until it connects, then you are paired with it.")
+        self.registered_event.set()
         self._spawn(self._answer(request_id, envelope, result=result, then_deliver=True))
+
+    @property
+    def is_companion(self) -> bool:
+        """Its registration names a MAC other than this connection's own Device-Id."""
+        from vixio.transports.xiaozhi.pairing import normalize_mac
+
+        mac = normalize_mac(self.mac_addr)
+        return bool(mac) and mac != normalize_mac(self.device_id)
 
     async def _answer(self, request_id: Any, envelope: Envelope, *, result: Any = None,
                       error: dict[str, Any] | None = None, then_deliver: bool = False) -> None:
@@ -160,7 +225,7 @@ class RegisterToolsClient:
         if self._on_tools is None or self._delivered == self._generation:
             return
         self._delivered = self._generation
-        await self._on_tools(self.tools)
+        await self._on_tools(ToolList("register", self.tools))
 
     # --- calls --------------------------------------------------------------------------------
 
@@ -202,7 +267,7 @@ class RegisterToolsClient:
         concatenated in order, equal the reply's `final` exactly (a space between Latin-script
         sentences travels with the later one); `thought` for reasoning; a `final` closes every
         reply — when it completes or is interrupted — and is empty when nothing was said."""
-        if not self.registered or self._closed:
+        if self._closed or not (self.registered or self.companions):
             return
         if isinstance(chunk, TextChunk):
             text = chunk.text.strip()
@@ -224,8 +289,10 @@ class RegisterToolsClient:
 
     async def _notify(self, kind: AiMessageType, content: str) -> None:
         message = {"jsonrpc": "2.0", "method": AI_MESSAGE_METHOD, "params": {"type": kind, "content": content}}
-        with suppress(ConnectionClosed):  # the session is ending; the transport cleans up
-            await self._send(message, self.envelope)
+        targets = ([self] if self.registered else []) + list(self.companions)
+        for target in targets:
+            with suppress(ConnectionClosed):  # that session is ending; the transport cleans up
+                await target._send(message, target.envelope)
 
     def _spawn(self, work: Awaitable[None]) -> None:
         async def run() -> None:
@@ -244,10 +311,12 @@ class RegisterToolsClient:
 # --- parsing ------------------------------------------------------------------------------------
 
 
-def parse_tools(entries: list[Any], *, client: Any = None) -> tuple[list[ToolDefinition], list[dict[str, Any]]]:
-    """`params.tools` → the remote tools as ToolDefinitions, and the entries skipped with why
-    (`{"index", "name", "reason"}`). main_type "local" names a tool the *server* provides; vixio
-    serves only its own configured local tools, so such entries are skipped, not executed."""
+def parse_tools(entries: list[Any], *, client: Any = None, server_tools: ServerTools | None = None
+                ) -> tuple[list[ToolDefinition], list[dict[str, Any]]]:
+    """`params.tools` → ToolDefinitions, and the entries skipped with why (`{"index", "name",
+    "reason"}`). main_type "local" names a tool the *server* provides (seed 002): it maps to the
+    server's tool of that name (returned as that definition, not run on the client) when
+    `server_tools` knows one, else it is skipped."""
     accepted: list[ToolDefinition] = []
     skipped: list[dict[str, Any]] = []
     seen: set[str] = set()
@@ -255,7 +324,7 @@ def parse_tools(entries: list[Any], *, client: Any = None) -> tuple[list[ToolDef
         name = entry.get("name") if isinstance(entry, dict) else None
         name = name if isinstance(name, str) else ""
         try:
-            tool = _parse_tool(entry, client)
+            tool = _parse_tool(entry, client, server_tools)
             if tool.name in seen:
                 raise ValueError("the name is registered twice; the first one is kept")
         except ValueError as exc:
@@ -266,7 +335,7 @@ def parse_tools(entries: list[Any], *, client: Any = None) -> tuple[list[ToolDef
     return accepted, skipped
 
 
-def _parse_tool(entry: Any, client: Any) -> ToolDefinition:
+def _parse_tool(entry: Any, client: Any, server_tools: ServerTools | None = None) -> ToolDefinition:
     if not isinstance(entry, dict):
         raise ValueError(f"a tool must be an object, not {type(entry).__name__}")
     name, description = entry.get("name"), entry.get("description")
@@ -278,7 +347,11 @@ def _parse_tool(entry: Any, client: Any) -> ToolDefinition:
     if main_type not in ("remote", "local"):
         raise ValueError(f"main_type must be \"remote\" or \"local\", not {main_type!r}")
     if main_type == "local":
-        raise ValueError("main_type \"local\" tools are provided by the server, not run on the client")
+        server_tool = server_tools(name) if server_tools is not None else None
+        if server_tool is None:
+            raise ValueError("main_type \"local\" names a tool the server provides, and this server has no "
+                             f"tool named {name!r}")
+        return server_tool
     sub_type: SubType = entry.get("sub_type", "query")
     if sub_type not in ("control", "query"):
         raise ValueError(f"sub_type must be \"control\" or \"query\", not {sub_type!r}")
