@@ -221,7 +221,7 @@ def _text_protocol(config: VixioConfig) -> TextToolProtocol:
     if config.agent.tool_protocol == "xml":
         from vixio.core.tools.protocols.xml import XmlProtocol
 
-        return XmlProtocol()
+        return XmlProtocol(result_format=config.agent.xml_results)
     from vixio.core.tools.protocols.vcp import VcpProtocol
 
     return VcpProtocol(fuzzy=config.agent.vcp_fuzzy_markers)
