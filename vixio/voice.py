@@ -123,6 +123,7 @@ class VoiceStack:
         tools = SessionTools(session_id, self.config.tools.policy(self._local_names), local=self.local_tools)
         tools.executor.device_id = device_id
         runner = SessionTaskRunner(self.task_queue, tools.context, session_id=session_id)
+        runner.tool_timeout = tools.toolset.policy.configured_timeout  # tools.timeouts / a local entry's timeout
         tools.set_async_runner(runner)
         tools.add_closer(runner.cancel_all)
         if self.config.tools.async_tools.tools or any(tool.is_async for tool in self.local_tools):

@@ -265,3 +265,36 @@ async def test_the_custom_pipeline_example_uses_device_and_local_tools(llm: Scri
         llm.assert_all_consumed()
     finally:
         await server.stop()
+
+
+async def test_an_async_entrys_own_timeout_bounds_its_background_run(tmp_path: Path) -> None:
+    from vixio.core.tools.types import ToolCallRequest
+
+    slow = tmp_path / "slow.py"
+    slow.write_text("import asyncio\n\nasync def crawl(site: str) -> str:\n    '''Crawl a site.'''\n"
+                    "    await asyncio.sleep(30)\n    return 'done'\n")
+    config = VixioConfig.model_validate({
+        "agent": {"provider": "litellm", "model": "openai/x"},
+        "tools": {"builtin": [], "async_tools": {"timeout": 300},
+                  "local": [{"function": f"{slow}:crawl", "async": True, "timeout": 0.3}]},
+    })
+    voice = VoiceStack(config)
+    tools = voice.session_tools("s")
+    assert tools is not None
+    finished: list[str] = []
+    runner = tools.executor.async_runner
+
+    async def report(record: Any) -> None:
+        finished.append(record.status)
+
+    runner.on_complete = report  # type: ignore[union-attr]
+    handle = await tools.executor.execute(ToolCallRequest(call_id="c1", tool_name="crawl", arguments={"site": "x"}))
+    assert handle.status == "pending"
+    for _ in range(300):
+        if finished:
+            break
+        await asyncio.sleep(0.01)
+    record = tools.context.task_for_call("c1")
+    assert finished == ["failed"] and record is not None and "within 0.3 s" in (record.error or "")
+    await tools.close()
+    await voice.close()

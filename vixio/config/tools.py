@@ -42,7 +42,7 @@ class LocalToolConfig(StrictModel):
     run_async: bool = Field(default=False, alias="async")
     """Run in the background: the call answers with a task handle at once, the result is told when it arrives (`async` in YAML)."""
     timeout: float | None = Field(default=None, gt=0)
-    """Seconds a call may take; default: `tools.timeout` (`timeouts` wins). Background runs use `async_tools.timeout`."""
+    """Seconds a call (or its background run) may take; default: `tools.timeout`, or `async_tools.timeout` in the background. `timeouts` wins."""
     sub_type: SubTypeName | None = None
     """control: answered "success" at once without waiting; query: the model waits for the result. Default: `default_sub_type`."""
 
