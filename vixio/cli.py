@@ -152,6 +152,9 @@ def _serve_command(args: argparse.Namespace) -> int:
         return asyncio.run(serve_workers(config, workers))
     except KeyboardInterrupt:
         return 130
+    except ConfigError as exc:  # found while starting, e.g. a tools.local entry that cannot be imported
+        print(exc, file=sys.stderr)
+        return 1
     except Exception as exc:
         if config.log.tracebacks:
             raise

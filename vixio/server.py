@@ -34,7 +34,10 @@ from vixio.transports.xiaozhi.auth import DeviceAuthenticator
 from vixio.transports.xiaozhi.http_limits import AcceptErrorThrottle, install_accept_error_throttle
 from vixio.transports.xiaozhi.ota import OtaServer
 from vixio.transports.xiaozhi.transport import DeviceContext, PipelineFactory, XiaozhiTransport
+from vixio.core.tools.types import ToolDefinition
 from vixio.session_tools import SessionTools
+from vixio.transports.xiaozhi.device_tools import VISION_PATH
+from vixio.vision import VisionRoute
 from vixio.voice import VoiceStack
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -66,11 +69,13 @@ class VixioServer:
         self.ota = OtaServer(config.xiaozhi, self.authenticator, websocket_port=lambda: self.transport.port)
         self.voice = VoiceStack(config)
         self._custom_factory = pipeline_factory is not None
+        self.vision = VisionRoute(config.vision, self.authenticator)
         self.session_routes: list[SessionRoute] = [
             SessionRoute("GET", "/metrics", self._metrics),
-            SessionRoute("POST", "/mcp/vision/explain", self._vision_explain),
+            SessionRoute("POST", VISION_PATH, self.vision.handle),  # the camera tool's upload
         ]
         """Routes that need this process's sessions (or models); add more before `start()`."""
+        self.transport.server_tools = self._server_tool  # registerTools main_type "local"
         self.tools: dict[str, SessionTools] = {}
         """Live sessions' tools by session id."""
         self._accept_throttle: AcceptErrorThrottle | None = None
@@ -104,17 +109,16 @@ class VixioServer:
         process = {"worker": self.worker_index, "pid": os.getpid(), "sessions": len(sessions), "rss_mb": rss_mb()}
         return {"sessions": len(sessions), "detail": sessions, "workers": [process]}
 
-    async def _vision_explain(self, request: web.Request) -> web.Response:
-        """The camera tool's upload URL (sent in MCP initialize). No vision model is configured
-        in vixio yet, so the tool gets a clear answer, which the firmware hands to the model as
-        the tool result, instead of a 404 page."""
-        await request.read()
-        return web.json_response({"success": False, "message": "This server cannot look at pictures: "
-                                  "no vision model is configured."}, status=501)
+    def _server_tool(self, name: str) -> ToolDefinition | None:
+        """A tool this server provides to every session (local, process-scoped MCP), by name."""
+        candidates = list(self.voice.local_tools)
+        if self.voice.mcp is not None:
+            candidates += [tool for tools in self.voice.mcp.process_tools().values() for tool in tools]
+        return next((tool for tool in candidates if tool.name == name), None)
 
     async def _build_pipeline(self, context: DeviceContext) -> Pipeline:
         session_id = context.session_id
-        tools = self.voice.session_tools(session_id)
+        tools = self.voice.session_tools(session_id, device_id=context.identity.device_id)
         if tools is not None:
             self.tools[session_id] = tools
 
@@ -132,6 +136,8 @@ class VixioServer:
     async def start(self) -> None:
         if not self._custom_factory:
             await self.voice.load()  # models load once, before the first device connects
+        if self.vision.model is not None:
+            await self.vision.model.load()
         self._accept_throttle = install_accept_error_throttle()
         if self.serve_http:  # with workers, the supervisor (which serves OTA) warns once
             warn_about_open_tokens(self.config)

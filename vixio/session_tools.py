@@ -25,7 +25,7 @@ from vixio.core.tools.converter import ToolConverterBase
 from vixio.core.tools.executor import AsyncToolRunner, ToolExecutor
 from vixio.core.tools.policy import ToolPolicy
 from vixio.core.tools.toolset import ToolSet
-from vixio.core.tools.types import ToolDefinition
+from vixio.core.tools.types import ToolDefinition, ToolList
 
 Closer = Callable[[], Awaitable[None]]
 
@@ -96,6 +96,9 @@ class SessionTools:
 
     async def _apply_device_tools(self, tools: list[Any]) -> None:
         definitions = [tool for tool in tools if isinstance(tool, ToolDefinition)]
+        if not definitions and isinstance(tools, ToolList):  # says which source it empties
+            await self.update_source(tools.source, [])
+            return
         if not definitions:
             held = [key for key, count in self.toolset.sources().items() if key in ("device", "register") and count]
             if len(held) > 1:

@@ -32,7 +32,7 @@ from vixio.core.pipeline import Pipeline
 from vixio.core.station import Station
 from vixio.core.tools.context import AsyncTaskRecord
 from vixio.core.tools.converter import ToolConverterBase
-from vixio.core.tools.local import builtin_tool, func_to_tool_definition
+from vixio.core.tools.local import ToolLoadError, builtin_tool, func_to_tool_definition, load_tool_function
 from vixio.core.tools.protocols.base import TextToolProtocol
 from vixio.core.tools.tasks import AsyncTaskQueue, SessionTaskRunner, task_status_tool
 from vixio.core.tools.types import ToolDefinition
@@ -72,7 +72,9 @@ class VoiceStack:
         """Speaks when `tts` fails (`tts.fallback`), None without one."""
         self.local_tools: list[ToolDefinition] = [func_to_tool_definition(builtin_tool(name))
                                                   for name in config.tools.builtin]
-        """Local tools every session gets (built-ins; add your own before the first session)."""
+        """Local tools every session gets (built-ins, `tools.local`; add your own before the first session)."""
+        self._local_names: dict[str, str] = {}
+        self.local_tools += self._configured_local_tools()
         self._task_queue: AsyncTaskQueue | None = None
         self.mcp: McpServerPool | None = None
         """Third-party MCP servers (tools.mcp_servers), connected in `load()`."""
@@ -106,13 +108,40 @@ class VoiceStack:
         logger.info("voice stack ready in {:.1f} s: asr={} agent={} tts={}", time.perf_counter() - started,
                     _kind(config.asr), _kind(config.agent), _kind(config.tts))
 
-    def session_tools(self, session_id: str) -> SessionTools | None:
+    def _configured_local_tools(self) -> list[ToolDefinition]:
+        """`tools.local`, imported now; every entry that fails is reported at once (ConfigError)."""
+        from vixio.config.loader import ConfigError
+
+        tools, errors = [], []
+        for entry in self.config.tools.local_entries():
+            try:
+                func = load_tool_function(entry.function)
+                tool = func_to_tool_definition(func, name=entry.name, description=entry.description,
+                                               is_async=entry.run_async, sub_type=entry.sub_type)
+            except ToolLoadError as exc:
+                errors.append(str(exc))
+                continue
+            except Exception as exc:  # e.g. a parameter type pydantic cannot describe
+                errors.append(f"tools.local entry {entry.function!r}: cannot describe it as a tool: "
+                              f"{type(exc).__name__}: {exc}")
+                continue
+            self._local_names[entry.function] = tool.name
+            tools.append(tool)
+        if errors:
+            raise ConfigError("tools.local", errors)
+        if tools:
+            logger.info("local tools from config: {}", ", ".join(tool.name for tool in tools))
+        return tools
+
+    def session_tools(self, session_id: str, *, device_id: str = "") -> SessionTools | None:
         """A new session's tools (None without an agent): local tools now; device, registerTools
         and MCP tools as they become known."""
         if self.config.agent is None:
             return None
-        tools = SessionTools(session_id, self.config.tools.policy(), local=self.local_tools)
+        tools = SessionTools(session_id, self.config.tools.policy(self._local_names), local=self.local_tools)
+        tools.executor.device_id = device_id
         runner = SessionTaskRunner(self.task_queue, tools.context, session_id=session_id)
+        runner.tool_timeout = tools.toolset.policy.configured_timeout  # tools.timeouts / a local entry's timeout
         tools.set_async_runner(runner)
         tools.add_closer(runner.cancel_all)
         if self.config.tools.async_tools.tools or any(tool.is_async for tool in self.local_tools):
@@ -196,9 +225,11 @@ class VoiceStack:
             station.before_turn = partial(tools.wait_for_device_tools, DEVICE_TOOLS_WAIT)
         if tools is not None and converter is not None:
             station.tools = tools.bind_agent(converter, station.update_tools)
+            tools.executor.speaker = station.say
             runner = tools.executor.async_runner
             if isinstance(runner, SessionTaskRunner):
                 async def speak_result(record: AsyncTaskRecord) -> None:
+                    tools.context.mark_reported(record.task_id)
                     station.announce(async_result_note(record))
 
                 runner.on_complete = speak_result
@@ -221,7 +252,7 @@ def _text_protocol(config: VixioConfig) -> TextToolProtocol:
     if config.agent.tool_protocol == "xml":
         from vixio.core.tools.protocols.xml import XmlProtocol
 
-        return XmlProtocol()
+        return XmlProtocol(result_format=config.agent.xml_results)
     from vixio.core.tools.protocols.vcp import VcpProtocol
 
     return VcpProtocol(fuzzy=config.agent.vcp_fuzzy_markers)

@@ -100,3 +100,58 @@ async def test_a_malformed_call_is_reported_back_not_run(llm: ScriptedLLMServer)
     report = llm.messages(1)[-1]["content"]
     assert "error" in report.lower() and "city" in report
     llm.assert_all_consumed()
+
+
+def _text_stack(llm: ScriptedLLMServer, protocol: str, **agent: object) -> VoiceStack:
+    config = VixioConfig.model_validate({
+        "agent": {"provider": "litellm", "model": "openai/test-model", "api_base": llm.base_url, "api_key": "t",
+                  "tool_protocol": protocol, **agent},
+        "tools": {"builtin": [], "max_iterations": 2},
+    })
+    voice = VoiceStack(config)
+    voice.local_tools.append(func_to_tool_definition(get_weather))
+    return voice
+
+
+@pytest.mark.parametrize("protocol", ["vcp", "xml"])
+async def test_max_iterations_bounds_the_tool_rounds_of_one_turn(llm: ScriptedLLMServer, protocol: str) -> None:
+    weather_calls.clear()
+    llm.expect(Reply.text(CALLS[protocol]), Reply.text(CALLS[protocol]), Reply.text(CALLS[protocol]))
+    async with _text_stack(llm, protocol).build_pipeline("s1") as pipeline:
+        await pipeline.push(TextChunk(text="Weather in Paris, again and again?", role="user"))
+        assert await spoken_reply(pipeline) == ["Let me check.", "Let me check.", "Let me check."]
+    assert weather_calls == ["Paris/2", "Paris/2"]  # the third round's call is not run
+    assert len(llm.requests) == 3  # and its (absent) result is not sent back
+    llm.assert_all_consumed()
+
+
+async def test_vcp_definitions_and_results_carry_command_parameters_example_and_duration(
+        llm: ScriptedLLMServer) -> None:
+    llm.expect(Reply.text(CALLS["vcp"]), Reply.text("Sunny."))
+    async with _text_stack(llm, "vcp").build_pipeline("s1") as pipeline:
+        await pipeline.push(TextChunk(text="Weather?", role="user"))
+        await spoken_reply(pipeline)
+    prompt = llm.requests[0]["messages"][0]["content"]
+    assert "command:「始」get_weather「末」" in prompt
+    assert ('parameters:「始」[{"name":"city","type":"string","required":true},'
+            '{"name":"days","type":"integer","required":false,"default":1}]「末」') in prompt
+    assert "example:「始ESCAPE」tool_name:「始」get_weather「末」\ncity:「始」...「末」「末ESCAPE」" in prompt
+    result = llm.messages(1)[-1]["content"]
+    assert "duration_ms:「始」" in result and "Paris: sunny, 25 C" in result
+
+
+async def test_xml_results_in_seed_003_event_form(llm: ScriptedLLMServer) -> None:
+    import json
+
+    llm.expect(Reply.text(CALLS["xml"]), Reply.text("Sunny."))
+    async with _text_stack(llm, "xml", xml_results="event").build_pipeline("s1") as pipeline:
+        await pipeline.push(TextChunk(text="Weather?", role="user"))
+        await spoken_reply(pipeline)
+    prompt = llm.requests[0]["messages"][0]["content"]
+    assert "If no function is needed, answer the user directly" in prompt
+    assert "tool_result event" in prompt
+    event = json.loads(llm.messages(1)[-1]["content"])
+    assert event["type"] == "tool_result" and "T" in event["timestamp"]
+    (entry,) = event["data"]["results"]
+    assert entry["tool_name"] == "get_weather" and entry["success"] is True
+    assert entry["result"] == "Paris: sunny, 25 C" and isinstance(entry["duration_ms"], int)

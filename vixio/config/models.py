@@ -8,6 +8,7 @@ from pydantic import Field, field_validator, model_validator
 
 from vixio.config.languages import Language, apply_language, language_pack
 from vixio.config.tools import ToolsConfig
+from vixio.config.vision import VisionConfig
 from vixio.config.voice import AgentConfig, ASRConfig, SpeechConfig, TTSConfig, TurnConfig, VADConfig
 from vixio.core.settings import StrictModel
 from vixio.transports.xiaozhi.config import XiaozhiConfig
@@ -65,6 +66,8 @@ class VixioConfig(StrictModel):
     tts: TTSConfig | None = None
     """Speech synthesis; null leaves it out (subtitles only)."""
     speech: SpeechConfig = Field(default_factory=SpeechConfig)
+    vision: VisionConfig | None = None
+    """The model that answers the device's camera tool; null answers it with HTTP 501 (no vision)."""
 
     @model_validator(mode="before")
     @classmethod

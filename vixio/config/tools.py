@@ -39,6 +39,23 @@ class ConfirmWordsConfig(StrictModel):
     """A reply containing one of these refuses, whatever else it says; unset: the `language`'s words."""
 
 
+class LocalToolConfig(StrictModel):
+    """One of your own Python functions offered as a tool, with options."""
+
+    function: str = Field(min_length=3)
+    """`package.module:function`, or `path/to/file.py:function` (relative to the working directory)."""
+    name: str | None = None
+    """The tool's name for the model; default: the function's name."""
+    description: str | None = None
+    """Default: the first paragraph of the function's docstring."""
+    run_async: bool = Field(default=False, alias="async")
+    """Run in the background: the call answers with a task handle at once, the result is told when it arrives (`async` in YAML)."""
+    timeout: float | None = Field(default=None, gt=0)
+    """Seconds a call (or its background run) may take; default: `tools.timeout`, or `async_tools.timeout` in the background. `timeouts` wins."""
+    sub_type: SubTypeName | None = None
+    """control: answered "success" at once without waiting; query: the model waits for the result. Default: `default_sub_type`."""
+
+
 class ToolsConfig(StrictModel):
     """The tools the agent may call: local built-ins, the device's MCP tools, registerTools clients, MCP servers."""
 
@@ -46,6 +63,8 @@ class ToolsConfig(StrictModel):
     """Master switch: false gives the model no tools at all."""
     builtin: list[BuiltinTool] = Field(default_factory=lambda: ["get_time", "get_date"])
     """Local tools offered to every session."""
+    local: list[str | LocalToolConfig] = Field(default_factory=list)
+    """Your own Python functions as tools: "package.module:function", "path/to/file.py:function", or {function, name, description, async, timeout, sub_type}; loaded at startup."""
     default_enabled: bool = True
     """Whether a tool not named in `toggles` is offered."""
     toggles: dict[str, bool] = Field(default_factory=dict)
@@ -69,15 +88,27 @@ class ToolsConfig(StrictModel):
     mcp_servers: McpServersConfig = Field(default_factory=dict)
     """Third-party MCP servers by name, in the `mcpServers` shape of desktop MCP clients (see examples/mcp_servers.yaml)."""
 
-    def policy(self) -> ToolPolicy:
+    def local_entries(self) -> list[LocalToolConfig]:
+        """`local` with every entry in its long form."""
+        return [LocalToolConfig(function=entry) if isinstance(entry, str) else entry for entry in self.local]
+
+    def policy(self, local_tools: dict[str, str] | None = None) -> ToolPolicy:
+        """The policy; `local_tools` maps each configured local entry's function to its tool name,
+        so an entry's own timeout applies unless `timeouts` names the tool."""
         confirm = self.require_confirmation
+        timeouts = {}
+        for entry in self.local_entries():
+            name = (local_tools or {}).get(entry.function)
+            if name and entry.timeout is not None:
+                timeouts[name] = entry.timeout
+        timeouts.update(self.timeouts)
         return ToolPolicy(
             enabled=self.enabled,
             default_enabled=self.default_enabled,
             toggles=dict(self.toggles),
             max_iterations=self.max_iterations,
             timeout=self.timeout,
-            timeouts=dict(self.timeouts),
+            timeouts=timeouts,
             parallel=self.parallel,
             require_confirmation=confirm if isinstance(confirm, bool) else tuple(confirm),
             default_sub_type=self.default_sub_type,

@@ -87,6 +87,8 @@ class _AgentCommon(StrictModel):
     """How the model calls tools: native function calling, or a text protocol for models without it — vcp (`<<<[TOOL_REQUEST]>>>` blocks) or xml (`<function_calls>`). See docs/tool-protocols.md."""
     vcp_fuzzy_markers: bool = False
     """vcp: also accept drifted markers (2-4 angle brackets, any case, {始} for 「始」)."""
+    xml_results: Literal["function_results", "event"] = "function_results"
+    """xml: results as `<function_results>` markup, or as seed 003's `{"type":"tool_result",...}` event JSON."""
 
 
 class LitellmAgentConfig(_AgentCommon):

@@ -159,6 +159,15 @@ class Pipeline:
         else:  # an empty pipeline passes input straight to its output
             await self._output.put(chunk)
 
+    async def emit(self, station: Station, chunk: Chunk) -> None:
+        """Send `chunk` downstream of `station` now, outside its `process` (a tool speaking while
+        the station waits on the model). Set `chunk.turn_id` first when it belongs to a turn."""
+        self._stamp(chunk, self.session_id, self._turn)
+        if self.is_stale(chunk):
+            self.dropped_stale += 1
+            return
+        await self._forward(self.stations.index(station), chunk)
+
     async def get(self) -> Chunk:
         """Next chunk out of the last station; chunks of interrupted turns are skipped."""
         while True:

@@ -66,6 +66,7 @@ class AgentStation(Station):
         self._triggers: set[asyncio.Task[None]] = set()
         self.before_turn: Callable[[], Awaitable[None]] | None = None
         """Awaited before each turn: e.g. waits (bounded) for the device's tools after hello."""
+        self._turn_id = 0
 
     async def start(self) -> None:
         await self.provider.initialize(tools=self.tools, system_prompt=self.system_prompt)
@@ -97,6 +98,12 @@ class AgentStation(Station):
         task = asyncio.create_task(self._push_trigger(), name=f"vixio-{self.session_id}-announce")
         self._triggers.add(task)
         task.add_done_callback(self._triggers.discard)
+
+    async def say(self, text: str) -> None:
+        """Speak `text` now, between the reply's sentences (a tool's `ToolContext.say`)."""
+        if self._pipeline is None or not text.strip():
+            return
+        await self._pipeline.emit(self, TextChunk(text=text.strip(), role="assistant", turn_id=self._turn_id))
 
     async def _push_trigger(self) -> None:
         assert self._pipeline is not None
@@ -142,6 +149,8 @@ class AgentStation(Station):
         text = chunk.text
         if self._notes:
             text, self._notes = "\n".join([*self._notes, text]), []
+        if self.executor is not None and (tasks := self.executor.context.task_overview()):
+            text = f"{tasks}\n{text}"  # seed 004: the model sees its background work every turn
         async for out in self._turn(text, chunk.turn_id):
             yield out
 
@@ -152,6 +161,7 @@ class AgentStation(Station):
         state.heard.clear()
         metrics = state.metrics(turn_id)
         metrics.mark("agent_start")
+        self._turn_id = turn_id
         self._reply = []
         # Stays set when the turn is cancelled, so on_interrupt knows a reply was cut off.
         self._generating = True

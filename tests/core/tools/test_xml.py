@@ -218,3 +218,23 @@ def test_rendered_strings_parse_back_unchanged(argument_sets: list[dict[str, str
     argument_sets = [{k: v for k, v in args.items() if not _VALUE_END.search(v)} for args in argument_sets]
     reply = "Okay. " + render_calls([(f"tool_{i}", args) for i, args in enumerate(argument_sets)]) + " Done."
     assert calls(reply) == [ok(f"tool_{i}", **args) for i, args in enumerate(argument_sets)]
+
+
+def test_results_in_the_seed_003_event_form() -> None:
+    import json as _json
+    from datetime import datetime as _dt
+
+    from vixio.core.tools.protocols.xml import XmlProtocol as _Xml
+    from vixio.core.tools.protocols.xml import tool_result_event
+    from vixio.core.tools.types import ToolCallRequest as _Req
+    from vixio.core.tools.types import ToolCallResult as _Res
+
+    pairs = [(_Req("c1", "check_availability"), _Res(result='{"available":true,"room":"观星阁"}', duration_ms=3.2)),
+             (_Req("c2", "book"), _Res.fail("no such room"))]
+    event = _json.loads(tool_result_event(pairs, now=_dt(2024, 1, 1, 12)))
+    assert event == {"type": "tool_result", "timestamp": "2024-01-01T12:00:00", "data": {"results": [
+        {"tool_name": "check_availability", "success": True, "result": {"available": True, "room": "观星阁"},
+         "duration_ms": 3},
+        {"tool_name": "book", "success": False, "result": "no such room"}]}}
+    assert _json.loads(_Xml(result_format="event").format_results(pairs))["type"] == "tool_result"
+    assert "<function_results>" in _Xml().format_results(pairs)

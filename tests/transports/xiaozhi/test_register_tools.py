@@ -116,8 +116,11 @@ def volume_tools(*, control_delay: float = 0.0, query: Callable[[dict[str, Any]]
 async def test_registration_is_answered_with_the_clients_id_in_its_own_envelope(harness: Harness, envelope) -> None:
     async with RegisterClient(harness.url, volume_tools(), envelope=envelope) as client:
         reply = await client.register(mac_addr="AA-BB-CC-DD-EE-FF", request_id="client-reg-001")
+        message = reply["result"].pop("message")
         assert reply == {"jsonrpc": "2.0", "id": "client-reg-001", "result": {
-            "status": "registered", "message": "Tools were successfully registered.", "tools": 2}}
+            "status": "registered", "tools": 2, "paired": False}}
+        # No device with that MAC is connected: the client is told it is served on its own.
+        assert message.startswith("Tools were successfully registered. No device AA-BB-CC-DD-EE-FF is connected")
         assert client.envelopes_seen == {envelope}
         server_side = harness.register_client(client)
         assert server_side.mac_addr == "AA-BB-CC-DD-EE-FF" and server_side.envelope == envelope
@@ -279,7 +282,9 @@ async def test_the_assistants_reply_streams_as_ai_messages_beside_the_normal_mes
         assert await client.wait_for_ai("final") == "You said: hello. That is all."
         kinds = [(m["type"], m["content"]) for m in client.ai_messages]
         assert kinds == [("thought", "the user said hello"), ("chunk", "You said: hello."),
-                         ("chunk", "That is all."), ("final", "You said: hello. That is all.")]
+                         ("chunk", " That is all."), ("final", "You said: hello. That is all.")]
+        # Fragments of a stream: concatenated, they are the final text exactly.
+        assert "".join(c for k, c in kinds if k == "chunk") == kinds[-1][1]
         assert client.envelopes_seen == {"bare"}
         # The Xiaozhi messages go on as before.
         sentence = await client.wait_for_message("tts", state="sentence_start")
@@ -374,3 +379,25 @@ async def test_cancelling_a_call_re_raises_and_forgets_it() -> None:
     assert client._pending == {}
     late = wire.sent[1][0]["id"]
     client.on_mcp_message({"jsonrpc": "2.0", "id": late, "result": "too late"})  # logged and dropped
+
+
+async def test_every_reply_gets_a_final_and_fragments_concatenate_to_it_exactly() -> None:
+    wire = _Wire()
+    client = await _registered(wire)
+
+    async def reply(*chunks: Chunk) -> list[tuple[str, str]]:
+        before = len(wire.sent)
+        for chunk in chunks:
+            await client.on_output(chunk)
+        return [(p["params"]["type"], p["params"]["content"]) for p, _ in wire.sent[before:]]
+
+    # The model said nothing: the client still learns the reply is over.
+    assert await reply(TextChunk(text="hm", role="user"), StreamCompleteChunk(source="agent")) == [("final", "")]
+    cjk = await reply(TextChunk(text="天气", role="user"), TextChunk(text="北京今天晴。", role="assistant"),
+                      TextChunk(text="气温25度。", role="assistant"), TextChunk(text="OK then.", role="assistant"),
+                      TextChunk(text="Bye.", role="assistant"), StreamCompleteChunk(source="agent"))
+    assert cjk == [("chunk", "北京今天晴。"), ("chunk", "气温25度。"), ("chunk", "OK then."), ("chunk", " Bye."),
+                   ("final", "北京今天晴。气温25度。OK then. Bye.")]
+    assert "".join(content for kind, content in cjk[:-1]) == cjk[-1][1]
+    # A StreamComplete with no turn behind it (nothing owed) sends nothing.
+    assert await reply(StreamCompleteChunk(source="say")) == []

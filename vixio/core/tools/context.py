@@ -5,16 +5,29 @@ so a later turn, a status query or a log can find them. It also holds the confir
 model asked the user for: a tool that needs confirmation runs only after the user's next turn
 said yes. Async tools' background runs (`vixio.core.tools.tasks`) are kept here too, as
 `AsyncTaskRecord`s by task id, each pointing back at the call that started it.
+
+Result observers (seed 004's `onToolCall` hooks) hear every result as it is recorded: a query's
+answer, a control call's "success", an async tool's task handle and, later, its final outcome.
+
+`ToolContext` is what a local tool that asks for it (a parameter annotated `ToolContext`)
+receives: who called (session, device, call id), the session's `ToolCallContext`, and `say()`
+to speak to the user while it works. The executor sets it for the duration of a call.
 """
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import json
 import re
 import time
 from collections import OrderedDict
+from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Literal
+
+from loguru import logger
 
 from vixio.core.tools.types import ToolCallRequest, ToolCallResult, output_text
 
@@ -41,6 +54,13 @@ def is_affirmative(text: str) -> bool:
 class ToolCallRecord:
     request: ToolCallRequest
     result: ToolCallResult | None = None
+    duration_ms: float | None = None
+    """How long the call took until its result was recorded (seed 001 `durationMs`)."""
+    started: float = field(default_factory=time.perf_counter)
+
+
+ResultObserver = Callable[[ToolCallRecord], Awaitable[None] | None]
+"""Hears each recorded result (sync or async function); its exceptions are logged, never raised."""
 
 
 @dataclass(slots=True)
@@ -114,6 +134,33 @@ class ToolCallContext:
         """Background tasks by task id, oldest first."""
         self._asked: set[str] = set()
         self._approved: set[str] = set()
+        self._observers: list[ResultObserver] = []
+        self._observing: set[asyncio.Task[None]] = set()
+        self._listed: set[str] = set()
+        """Finished tasks already shown to the model in a turn's task list."""
+
+    # --- observers ----------------------------------------------------------------------------
+
+    def add_observer(self, observer: ResultObserver) -> None:
+        """Call `observer` with the call's record each time a result is recorded (every source,
+        sync or async; an async tool's record is seen with its handle, then with its outcome)."""
+        self._observers.append(observer)
+
+    def remove_observer(self, observer: ResultObserver) -> None:
+        if observer in self._observers:
+            self._observers.remove(observer)
+
+    def _notify(self, record: ToolCallRecord) -> None:
+        for observer in list(self._observers):
+            try:
+                outcome = observer(record)
+            except Exception as exc:  # an application's hook must not break the call
+                logger.opt(exception=exc).warning("tool result observer raised: {}", exc)
+                continue
+            if inspect.isawaitable(outcome):
+                task = asyncio.ensure_future(_observe(outcome))
+                self._observing.add(task)
+                task.add_done_callback(self._observing.discard)
 
     # --- calls and results --------------------------------------------------------------------
 
@@ -124,8 +171,14 @@ class ToolCallContext:
 
     def record_result(self, result: ToolCallResult) -> None:
         record = self.records.get(result.call_id)
-        if record is not None:
-            record.result = result
+        if record is None:
+            return
+        record.result = result
+        if result.duration_ms is not None:
+            record.duration_ms = result.duration_ms
+        elif result.status != "pending":
+            record.duration_ms = (time.perf_counter() - record.started) * 1000
+        self._notify(record)
 
     def get(self, call_id: str) -> ToolCallRecord | None:
         return self.records.get(call_id)
@@ -153,6 +206,24 @@ class ToolCallContext:
     def unfinished_tasks(self) -> list[AsyncTaskRecord]:
         return [task for task in self.tasks.values() if not task.finished]
 
+    def mark_reported(self, task_id: str) -> None:
+        """A finished task's result was put to the model already: leave it out of the next overview."""
+        self._listed.add(task_id)
+
+    def task_overview(self) -> str:
+        """The background tasks the model should know of at the start of a turn (seed 004): every
+        pending or running one, and each finished one once. Empty when there is nothing to list."""
+        lines = []
+        for task in self.tasks.values():
+            if task.finished and task.task_id in self._listed:
+                continue
+            if task.finished:
+                self._listed.add(task.task_id)
+            lines.append(output_text(task.to_dict()))
+        if not lines:
+            return ""
+        return "[Background tasks of this conversation (status as of now):\n" + "\n".join(lines) + "]"
+
     # --- confirmations ------------------------------------------------------------------------
 
     def ask_confirmation(self, key: str) -> None:
@@ -173,3 +244,37 @@ class ToolCallContext:
         yes = is_affirmative(text) if approved is None else approved
         self._approved = set(self._asked) if self._asked and yes else set()
         self._asked.clear()
+
+
+async def _observe(outcome: Awaitable[None]) -> None:
+    try:
+        await outcome
+    except Exception as exc:
+        logger.opt(exception=exc).warning("tool result observer raised: {}", exc)
+
+
+Say = Callable[[str], Awaitable[None]]
+
+
+@dataclass(slots=True)
+class ToolContext:
+    """Who called a local tool, for a tool that declares a parameter of this type (seed 004
+    `execute(params, agent)`). The parameter is not shown to the model."""
+
+    session_id: str = ""
+    device_id: str = ""
+    """The calling device's id (its MAC for Xiaozhi devices); empty outside a device session."""
+    call_id: str = ""
+    tool_name: str = ""
+    calls: ToolCallContext = field(default_factory=ToolCallContext)
+    """The session's record of calls, results and background tasks."""
+    speaker: Say | None = None
+
+    async def say(self, text: str) -> None:
+        """Speak `text` to the user now (e.g. "one moment, looking that up"); no-op without a voice."""
+        if self.speaker is not None and text.strip():
+            await self.speaker(text)
+
+
+current_tool_context: ContextVar[ToolContext | None] = ContextVar("vixio_tool_context", default=None)
+"""Set by the executor while a call runs; background runs started by the call inherit it."""

@@ -24,7 +24,7 @@ from typing import Any, Protocol
 from loguru import logger
 
 from vixio.core.tools.arguments import ArgumentError, parse_arguments, prepare_arguments
-from vixio.core.tools.context import ToolCallContext, confirmation_key
+from vixio.core.tools.context import Say, ToolCallContext, ToolContext, confirmation_key, current_tool_context
 from vixio.core.tools.toolset import ToolSet
 from vixio.core.tools.types import ToolCallRequest, ToolCallResult, ToolDefinition
 
@@ -61,6 +61,11 @@ class ToolExecutor:
         self.closed = False
         self.observers: list[CallObserver] = []
         """Told of every finished call (the operator console's conversation view); must not block."""
+        self.session_id = session_id
+        self.device_id = ""
+        """The session's device, handed to tools that take a `ToolContext`."""
+        self.speaker: Say | None = None
+        """Speaks to the user (`ToolContext.say`); the app layer sets it when there is a voice."""
         self._logger = logger.bind(session=session_id or "-", component="tools")
 
     def new_call_id(self, prefix: str = "call") -> str:
@@ -72,15 +77,22 @@ class ToolExecutor:
             request.call_id = self.new_call_id()
         self.context.record_call(request)
         started = time.perf_counter()
-        result = await self._execute(request)
+        # Tasks the call starts (control, async) copy this, so they see the same caller.
+        token = current_tool_context.set(ToolContext(
+            session_id=self.session_id, device_id=self.device_id, call_id=request.call_id,
+            tool_name=request.tool_name, calls=self.context, speaker=self.speaker))
+        try:
+            result = await self._execute(request)
+        finally:
+            current_tool_context.reset(token)
         result.call_id = request.call_id
+        result.duration_ms = (time.perf_counter() - started) * 1000
         self.context.record_result(result)
-        elapsed_ms = (time.perf_counter() - started) * 1000
         self._logger.info("tool {} ({}) -> {} in {:.1f} ms: {}", request.tool_name, request.original_name or "?",
-                          result.status if result.success else "error", elapsed_ms, _short(result.text))
+                          result.status if result.success else "error", result.duration_ms, _short(result.text))
         for observer in list(self.observers):
             try:
-                observer(request, result, elapsed_ms)
+                observer(request, result, result.duration_ms)
             except Exception:  # an observer's bug must not change the call's outcome
                 self._logger.exception("tool call observer failed")
         return result

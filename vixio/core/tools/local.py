@@ -10,19 +10,34 @@ works). Sync functions run on a worker thread so a slow one cannot stall the eve
         ...
 
     tool = func_to_tool_definition(get_weather)
+
+A parameter annotated `ToolContext` is not shown to the model: it receives who called (session,
+device, call id), the session's `ToolCallContext` and `say()`. `load_tool_function("pkg.mod:func")`
+or `load_tool_function("path/to/file.py:func")` imports a function named in config.yaml
+(`tools.local`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import importlib
+import importlib.util
 import inspect
+import sys
 from collections.abc import Callable
 from datetime import datetime
+from pathlib import Path
 from typing import Any, get_type_hints
 
 from pydantic import ConfigDict, create_model
 
-from vixio.core.tools.types import ToolDefinition
+from vixio.core.tools.context import ToolContext, current_tool_context
+from vixio.core.tools.types import SubType, ToolDefinition
+
+
+class ToolLoadError(Exception):
+    """A `tools.local` entry could not be loaded; the message names the entry and the reason."""
 
 
 async def get_time() -> str:
@@ -54,15 +69,20 @@ def func_to_tool_definition(
     name: str | None = None,
     description: str | None = None,
     is_async: bool = False,
+    sub_type: SubType | None = None,
 ) -> ToolDefinition:
     """A `ToolDefinition` running `func` (sync or async) with validated keyword arguments."""
     signature = inspect.signature(func)
     hints = get_type_hints(func, include_extras=True)
     fields: dict[str, Any] = {}
+    context_params: list[str] = []
     for param in signature.parameters.values():
         if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
             continue
         annotation = hints.get(param.name, Any)
+        if annotation is ToolContext:
+            context_params.append(param.name)
+            continue
         default = ... if param.default is inspect.Parameter.empty else param.default
         fields[param.name] = (annotation, default)
     model = create_model(f"{func.__name__}_arguments", __config__=ConfigDict(extra="forbid"), **fields)
@@ -74,6 +94,9 @@ def func_to_tool_definition(
 
     async def run(arguments: dict[str, Any]) -> Any:
         values = dict(model.model_validate(arguments))
+        if context_params:
+            context = current_tool_context.get() or ToolContext(tool_name=name or func.__name__)
+            values.update(dict.fromkeys(context_params, context))
         if inspect.iscoroutinefunction(func):
             return await func(**values)
         result = await asyncio.to_thread(func, **values)
@@ -86,7 +109,65 @@ def func_to_tool_definition(
         source="local",
         executor=run,
         is_async=is_async,
+        sub_type=sub_type,
     )
+
+
+def load_tool_function(spec: str, *, base_dir: Path | None = None) -> Callable[..., Any]:
+    """The function a `tools.local` entry names: `package.module:function` (importable) or
+    `path/to/file.py:function` (relative to `base_dir`, else the working directory).
+
+    Raises `ToolLoadError` naming the entry and why (no colon, no such module or file, an
+    import error inside it, no such attribute, not callable).
+    """
+    target, sep, attribute = spec.rpartition(":")
+    if not sep or not target.strip() or not attribute.strip() or not attribute.isidentifier():
+        raise ToolLoadError(f"tools.local entry {spec!r}: expected \"package.module:function\" "
+                            "or \"path/to/file.py:function\"")
+    target = target.strip()
+    if target.endswith(".py") or "/" in target or "\\" in target:
+        module = _import_file(spec, target, base_dir)
+    else:
+        try:
+            module = importlib.import_module(target)
+        except ModuleNotFoundError as exc:
+            if exc.name and target.startswith(exc.name):
+                raise ToolLoadError(f"tools.local entry {spec!r}: no module named {exc.name!r} "
+                                    "(is it installed, or on PYTHONPATH?)") from exc
+            raise ToolLoadError(f"tools.local entry {spec!r}: importing {target} failed: {exc}") from exc
+        except Exception as exc:
+            raise ToolLoadError(f"tools.local entry {spec!r}: importing {target} failed: "
+                                f"{type(exc).__name__}: {exc}") from exc
+    func = getattr(module, attribute, None)
+    if func is None:
+        raise ToolLoadError(f"tools.local entry {spec!r}: {target} has no function {attribute!r}")
+    if not callable(func):
+        raise ToolLoadError(f"tools.local entry {spec!r}: {target}.{attribute} is a "
+                            f"{type(func).__name__}, not a function")
+    return func
+
+
+def _import_file(spec: str, target: str, base_dir: Path | None) -> Any:
+    path = Path(target).expanduser()
+    if not path.is_absolute():
+        path = (base_dir or Path.cwd()) / path
+    if not path.is_file():
+        raise ToolLoadError(f"tools.local entry {spec!r}: there is no file {path}")
+    # One module per file path, so two entries of one file share its globals.
+    name = f"vixio_local_tools_{path.stem}_{hashlib.sha1(str(path.resolve()).encode()).hexdigest()[:8]}"
+    if name in sys.modules:
+        return sys.modules[name]
+    loader_spec = importlib.util.spec_from_file_location(name, path)
+    if loader_spec is None or loader_spec.loader is None:
+        raise ToolLoadError(f"tools.local entry {spec!r}: {path} cannot be imported as Python")
+    module = importlib.util.module_from_spec(loader_spec)
+    sys.modules[name] = module
+    try:
+        loader_spec.loader.exec_module(module)
+    except Exception as exc:
+        del sys.modules[name]
+        raise ToolLoadError(f"tools.local entry {spec!r}: running {path} failed: {type(exc).__name__}: {exc}") from exc
+    return module
 
 
 def _summary(func: Callable[..., Any]) -> str:

@@ -63,6 +63,10 @@ class ToolPolicy:
     def runs_async(self, tool: ToolDefinition) -> bool:
         return tool.is_async or _lookup(dict.fromkeys(self.async_tools, True), _names(tool)) is True
 
+    def configured_timeout(self, tool: ToolDefinition) -> float | None:
+        """The timeout configured for this tool by name or pattern; None when only the default applies."""
+        return _lookup(self.timeouts, _names(tool))
+
     def timeout_for(self, tool: ToolDefinition) -> float:
         configured = _lookup(self.timeouts, _names(tool))
         return self.timeout if configured is None else configured

@@ -198,6 +198,8 @@ class SessionTaskRunner:
         layer sets it to report the result in the conversation. Its exceptions are logged."""
         self.timeout = timeout
         """Seconds per run; None uses the queue's."""
+        self.tool_timeout: Callable[[ToolDefinition], float | None] | None = None
+        """A tool's own timeout when one is configured for it (e.g. a `tools.local` entry's)."""
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._closed = False
         self._logger = logger.bind(session=session_id or "-", component="tasks")
@@ -213,7 +215,8 @@ class SessionTaskRunner:
         record = AsyncTaskRecord(task_id=self.queue.new_task_id(), call_id=request.call_id, tool_name=tool.name,
                                  arguments=dict(request.arguments), session_id=self.session_id)
         self.context.record_task(record)
-        task = self.queue.submit(record, tool, timeout=self.timeout, on_done=self._report)
+        own = self.tool_timeout(tool) if self.tool_timeout is not None else None
+        task = self.queue.submit(record, tool, timeout=own or self.timeout, on_done=self._report)
         self._tasks[record.task_id] = task
         task.add_done_callback(lambda _: self._tasks.pop(record.task_id, None))
         self._logger.info("task {} queued: {} (call {})", record.task_id, tool.name, request.call_id)

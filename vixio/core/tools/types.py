@@ -9,7 +9,7 @@ request into a `ToolCallResult`. Nothing here imports an agent framework.
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol
 
@@ -119,6 +119,8 @@ class ToolCallResult:
     error: str | None = None
     status: Literal["completed", "failed", "pending"] = "completed"
     """pending: an async tool's task handle, or a control tool still running on the device."""
+    duration_ms: float | None = None
+    """Milliseconds the call took (seed 001 `durationMs`); set by the executor."""
 
     @classmethod
     def ok(cls, result: str, call_id: str = "") -> ToolCallResult:
@@ -134,6 +136,15 @@ class ToolCallResult:
         if self.success:
             return self.result or ""
         return f"Error: {self.error}"
+
+
+class ToolList(list[ToolDefinition]):
+    """A source's whole tool list, naming the source even when it is empty (so an empty list
+    clears that source and no other)."""
+
+    def __init__(self, source: ToolSource, tools: Sequence[ToolDefinition] = ()) -> None:
+        super().__init__(tools)
+        self.source: ToolSource = source
 
 
 def output_text(value: Any) -> str:

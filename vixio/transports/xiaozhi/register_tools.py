@@ -13,6 +13,10 @@ docs/xiaozhi.md, "registerTools clients"):
 
 One client per session. It depends on `vixio.core` only: the transport gives it a `send`
 function that wraps a payload in the envelope the client used.
+
+Pairing (see pairing.py): a client whose `mac_addr` names another connected Xiaozhi device is
+that device's *companion*. The device session's client (the host) then offers the companion's
+tools with its own and streams its `mcp/ai/message`s to the companion as well.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from vixio.core.chunk import (
     TextChunk,
     ThoughtChunk,
 )
+from vixio.core.cooperative import map_in_slices
 from vixio.core.tools.limits import CONFIG_KEY, RateWindow, ToolBudget, ToolLimitsConfig, tool_problem
 from vixio.core.tools.schema_check import SchemaProblem, check_tool_schema
 from vixio.core.tools.types import (
@@ -39,6 +44,7 @@ from vixio.core.tools.types import (
     SubType,
     ToolCallResult,
     ToolDefinition,
+    ToolList,
     output_text,
 )
 from vixio.core.transport import ConnectionClosed
@@ -59,6 +65,8 @@ Envelope = Literal["mcp", "bare"]
 AiMessageType = Literal["chunk", "thought", "final"]
 SendPayload = Callable[[dict[str, Any], Envelope], Awaitable[None]]
 ToolsCallback = Callable[[list[ToolDefinition]], Awaitable[None]]
+ServerTools = Callable[[str], "ToolDefinition | None"]
+"""A server-side tool by name (for `main_type: "local"` entries), or None."""
 
 
 class RegisterToolsClient:
@@ -72,6 +80,7 @@ class RegisterToolsClient:
         self._budget = budget or ToolBudget(self.limits)
         self._rate = RateWindow(self.limits.registrations_per_minute, 60.0)
         self._refusals_logged: set[str] = set()
+        self._registering = asyncio.Lock()
         self.call_timeout = call_timeout
         self.mac_addr = ""
         self.envelope: Envelope = "mcp"
@@ -79,6 +88,20 @@ class RegisterToolsClient:
         self.frame_envelope: Envelope = "mcp"
         """Set by the transport before each frame is routed: the envelope that frame came in."""
         self.registered = False
+        self.registered_event = asyncio.Event()
+        """Set at the first registration (a companion without a hello is served from then on)."""
+        self.device_id = ""
+        """The Device-Id of this connection (set by the transport): a registration naming
+        another MAC makes this client a companion of that device."""
+        self.on_registered: Callable[[RegisterToolsClient], bool] | None = None
+        """The pairing hook: called after each registration; True when now paired."""
+        self.server_tools: ServerTools | None = None
+        """Looks up server-side tools for `main_type: "local"` entries."""
+        self.paired_with = ""
+        """The session id of the device this companion is paired with; "" when unpaired."""
+        self.companions: list[RegisterToolsClient] = []
+        """Companions paired with this (device) session's client: their tools join this
+        session's, and this session's ai/message stream goes to them too."""
         self._send = send
         self._tools: list[ToolDefinition] = []
         self._on_tools: ToolsCallback | None = None
@@ -89,13 +112,38 @@ class RegisterToolsClient:
         self._pending: dict[str, tuple[str, asyncio.Future[ToolCallResult]]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._reply: list[str] = []
+        """The `chunk` fragments sent for the reply in progress."""
+        self._reply_open = False
         self._closed = False
         self._logger = logger.bind(session=session_id, component="register_tools")
 
     @property
     def tools(self) -> list[ToolDefinition]:
-        """The tools of the latest registration (main_type "remote" only)."""
-        return list(self._tools)
+        """The tools of the latest registration (main_type "remote" only), then those of paired
+        companions (a name already offered is not offered twice)."""
+        tools = list(self._tools)
+        names = {tool.name for tool in tools}
+        for companion in self.companions:
+            for tool in companion._tools:
+                if tool.name not in names:
+                    names.add(tool.name)
+                    tools.append(tool)
+        return tools
+
+    def attach_companion(self, companion: RegisterToolsClient) -> None:
+        if companion not in self.companions:
+            self.companions.append(companion)
+        self._tools_changed()
+
+    def detach_companion(self, companion: RegisterToolsClient) -> None:
+        if companion in self.companions:
+            self.companions.remove(companion)
+            self._tools_changed()
+
+    def _tools_changed(self) -> None:
+        self._generation += 1
+        if not self._closed:
+            self._spawn(self._deliver())
 
     # --- routing (SelectiveMcpPeer) -----------------------------------------------------------
 
@@ -137,26 +185,45 @@ class RegisterToolsClient:
         mac_addr = params.get("mac_addr")
         if isinstance(mac_addr, str):
             self.mac_addr = mac_addr[:64]
-        accepted, skipped = parse_tools(tools, client=self, limits=self.limits)
-        self._budget.take(SOURCE, len(accepted))
-        if skipped:  # one line for the whole registration, however many entries it skipped
-            first = skipped[0]
-            self._logger.info("registerTools: skipped {} of {} tools (first: {}: {})", len(skipped), len(tools),
-                              first["name"] or f"#{first['index']}", first["reason"])
-        self.envelope = envelope
-        self.registered = True
-        self._tools = accepted
-        self._generation += 1
-        names = ", ".join(t.name for t in accepted[:8]) + (f", ... ({len(accepted) - 8} more)" if len(accepted) > 8 else "")
-        self._logger.info("registered {} tools from {} ({} envelope): {}", len(accepted), self.mac_addr or "?",
-                          envelope, names or "none")
-        message = "Tools were successfully registered." if not skipped else (
-            f"Registered {len(accepted)} of {len(tools)} tools; skipped " +
-            "; ".join(f"{s['name'] or '#' + str(s['index'])}: {s['reason']}" for s in skipped) + ".")
-        result: dict[str, Any] = {"status": "registered", "message": message, "tools": len(accepted)}
-        if skipped:
-            result["skipped"] = skipped
-        self._spawn(self._answer(request_id, envelope, result=result, then_deliver=True))
+        self._spawn(self._register(request_id, envelope, tools))
+
+    async def _register(self, request_id: Any, envelope: Envelope, tools: list[Any]) -> None:
+        async with self._registering:  # registrations take effect in the order they came
+            accepted, skipped = await parse_tools_in_slices(tools, client=self, limits=self.limits,
+                                                            server_tools=self.server_tools)
+            local = [tool for tool in accepted if tool.source != "register"]
+            accepted = [tool for tool in accepted if tool.source == "register"]
+            self._budget.take(SOURCE, len(accepted))
+            if skipped:  # one line for the whole registration, however many entries it skipped
+                first = skipped[0]
+                self._logger.info("registerTools: skipped {} of {} tools (first: {}: {})", len(skipped), len(tools),
+                                  first["name"] or f"#{first['index']}", first["reason"])
+            self.envelope = envelope
+            self.registered = True
+            self._tools = accepted
+            self._generation += 1
+            names = ", ".join(t.name for t in accepted[:8]) + (f", ... ({len(accepted) - 8} more)"
+                                                               if len(accepted) > 8 else "")
+            self._logger.info("registered {} tools from {} ({} envelope): {}", len(accepted),
+                              self.mac_addr or "?", envelope, names or "none")
+            count = len(accepted) + len(local)
+            message = "Tools were successfully registered." if not skipped else (
+                f"Registered {count} of {len(tools)} tools; skipped " +
+                "; ".join(f"{s['name'] or '#' + str(s['index'])}: {s['reason']}" for s in skipped) + ".")
+            result: dict[str, Any] = {"status": "registered", "message": message, "tools": count}
+            if local:  # main_type "local": the server's own tool of that name serves it
+                result["local"] = [tool.name for tool in local]
+            if skipped:
+                result["skipped"] = skipped
+            if self.on_registered is not None and self.is_companion:
+                paired = self.on_registered(self)
+                result["paired"] = paired
+                result["message"] += (f" Paired with the device {self.mac_addr}: its assistant can use these tools "
+                                      "and its replies are streamed to you as mcp/ai/message." if paired else
+                                      f" No device {self.mac_addr} is connected: you are served on your own (send "
+                                      "text to talk to the assistant) until it connects, then you are paired with it.")
+            self.registered_event.set()
+            await self._answer(request_id, envelope, result=result, then_deliver=True)
 
     def _limit_refusal(self, count: int) -> str | None:
         """Why this registration exceeds a limit (logged once per limit and session), or None."""
@@ -169,6 +236,14 @@ class RegisterToolsClient:
             self._refusals_logged.add(key)
             self._logger.warning("refused a registration: {} (further refusals of this kind are not logged)", refusal)
         return refusal
+
+    @property
+    def is_companion(self) -> bool:
+        """Its registration names a MAC other than this connection's own Device-Id."""
+        from vixio.transports.xiaozhi.pairing import normalize_mac
+
+        mac = normalize_mac(self.mac_addr)
+        return bool(mac) and mac != normalize_mac(self.device_id)
 
     async def _answer(self, request_id: Any, envelope: Envelope, *, result: Any = None,
                       error: dict[str, Any] | None = None, then_deliver: bool = False) -> None:
@@ -188,7 +263,7 @@ class RegisterToolsClient:
         if self._on_tools is None or self._delivered == self._generation:
             return
         self._delivered = self._generation
-        await self._on_tools(self.tools)
+        await self._on_tools(ToolList("register", self.tools))
 
     # --- calls --------------------------------------------------------------------------------
 
@@ -227,27 +302,36 @@ class RegisterToolsClient:
     # --- mcp/ai/message -----------------------------------------------------------------------
 
     async def on_output(self, chunk: Chunk) -> None:
-        """Pipeline output → `mcp/ai/message`: a `chunk` per spoken sentence, `thought` for
-        reasoning, `final` with the whole reply when it completes (or is interrupted)."""
-        if not self.registered or self._closed:
+        """Pipeline output → `mcp/ai/message` (seed 002): `chunk`s are stream fragments that,
+        concatenated in order, equal the reply's `final` exactly (a space between Latin-script
+        sentences travels with the later one); `thought` for reasoning; a `final` closes every
+        reply — when it completes or is interrupted — and is empty when nothing was said."""
+        if self._closed or not (self.registered or self.companions):
             return
         if isinstance(chunk, TextChunk):
             text = chunk.text.strip()
-            if chunk.role == "assistant" and text:
-                self._reply.append(text)
-                await self._notify("chunk", text)
+            if chunk.role == "user":
+                self._reply_open = True  # a reply is owed to this user turn, even an empty one
+            elif chunk.role == "assistant" and text:
+                fragment = sentence_separator(self._reply[-1] if self._reply else "", text) + text
+                self._reply.append(fragment)
+                self._reply_open = True
+                await self._notify("chunk", fragment)
         elif isinstance(chunk, ThoughtChunk):
             if chunk.text.strip():
+                self._reply_open = True
                 await self._notify("thought", chunk.text)
-        elif isinstance(chunk, StreamCompleteChunk | InterruptChunk) and self._reply:
+        elif isinstance(chunk, StreamCompleteChunk | InterruptChunk) and (self._reply_open or self._reply):
             # An interrupted reply is closed with what was sent, so a client's bubble never dangles.
-            reply, self._reply = join_sentences(self._reply), []
+            reply, self._reply, self._reply_open = "".join(self._reply), [], False
             await self._notify("final", reply)
 
     async def _notify(self, kind: AiMessageType, content: str) -> None:
         message = {"jsonrpc": "2.0", "method": AI_MESSAGE_METHOD, "params": {"type": kind, "content": content}}
-        with suppress(ConnectionClosed):  # the session is ending; the transport cleans up
-            await self._send(message, self.envelope)
+        targets = ([self] if self.registered else []) + list(self.companions)
+        for target in targets:
+            with suppress(ConnectionClosed):  # that session is ending; the transport cleans up
+                await target._send(message, target.envelope)
 
     def _spawn(self, work: Awaitable[None]) -> None:
         async def run() -> None:
@@ -266,33 +350,51 @@ class RegisterToolsClient:
 # --- parsing ------------------------------------------------------------------------------------
 
 
-def parse_tools(entries: list[Any], *, client: Any = None,
-                limits: ToolLimitsConfig | None = None) -> tuple[list[ToolDefinition], list[dict[str, Any]]]:
-    """`params.tools` → the remote tools as ToolDefinitions, and the entries skipped with why
-    (`{"index", "name", "reason"}`). main_type "local" names a tool the *server* provides; vixio
-    serves only its own configured local tools, so such entries are skipped, not executed.
-    A tool beyond `limits` (name, description, schema size or depth, `$ref`, pattern) is skipped
-    with the limit named."""
-    limits = limits or ToolLimitsConfig()
-    accepted: list[ToolDefinition] = []
-    skipped: list[dict[str, Any]] = []
-    seen: set[str] = set()
+def parse_tools(entries: list[Any], *, client: Any = None, limits: ToolLimitsConfig | None = None,
+                server_tools: ServerTools | None = None) -> tuple[list[ToolDefinition], list[dict[str, Any]]]:
+    """`params.tools` → ToolDefinitions, and the entries skipped with why (`{"index", "name",
+    "reason"}`). main_type "local" names a tool the *server* provides (seed 002): it maps to the
+    server's tool of that name (returned as that definition, not run on the client) when
+    `server_tools` knows one, else it is skipped. A tool beyond `limits` (name, description,
+    schema size or depth, `$ref`, pattern) is skipped with the limit named."""
+    parser = _ToolParser(client, limits or ToolLimitsConfig(), server_tools)
     for index, entry in enumerate(entries):
+        parser.add(index, entry)
+    return parser.accepted, parser.skipped
+
+
+async def parse_tools_in_slices(entries: list[Any], *, client: Any = None, limits: ToolLimitsConfig | None = None,
+                                server_tools: ServerTools | None = None
+                                ) -> tuple[list[ToolDefinition], list[dict[str, Any]]]:
+    """`parse_tools`, yielding to the event loop every few entries: hundreds of tools from one
+    client must not hold up every other session."""
+    parser = _ToolParser(client, limits or ToolLimitsConfig(), server_tools)
+    await map_in_slices(lambda item: parser.add(*item), enumerate(entries))
+    return parser.accepted, parser.skipped
+
+
+class _ToolParser:
+    def __init__(self, client: Any, limits: ToolLimitsConfig, server_tools: ServerTools | None) -> None:
+        self.client, self.limits, self.server_tools = client, limits, server_tools
+        self.accepted: list[ToolDefinition] = []
+        self.skipped: list[dict[str, Any]] = []
+        self._seen: set[str] = set()
+
+    def add(self, index: int, entry: Any) -> None:
         name = entry.get("name") if isinstance(entry, dict) else None
-        name = name[:limits.name_chars] if isinstance(name, str) else ""
+        name = name[:self.limits.name_chars] if isinstance(name, str) else ""
         try:
-            tool = _parse_tool(entry, client, limits)
-            if tool.name in seen:
+            tool = _parse_tool(entry, self.client, self.limits, self.server_tools)
+            if tool.name in self._seen:
                 raise ValueError("the name is registered twice; the first one is kept")
         except ValueError as exc:
-            skipped.append({"index": index, "name": name, "reason": str(exc)})
-            continue
-        seen.add(tool.name)
-        accepted.append(tool)
-    return accepted, skipped
+            self.skipped.append({"index": index, "name": name, "reason": str(exc)})
+            return
+        self._seen.add(tool.name)
+        self.accepted.append(tool)
 
 
-def _parse_tool(entry: Any, client: Any, limits: ToolLimitsConfig) -> ToolDefinition:
+def _parse_tool(entry: Any, client: Any, limits: ToolLimitsConfig, server_tools: ServerTools | None = None) -> ToolDefinition:
     if not isinstance(entry, dict):
         raise ValueError(f"a tool must be an object, not {type(entry).__name__}")
     name, description = entry.get("name"), entry.get("description")
@@ -307,7 +409,11 @@ def _parse_tool(entry: Any, client: Any, limits: ToolLimitsConfig) -> ToolDefini
     if main_type not in ("remote", "local"):
         raise ValueError(f"main_type must be \"remote\" or \"local\", not {main_type!r}")
     if main_type == "local":
-        raise ValueError("main_type \"local\" tools are provided by the server, not run on the client")
+        server_tool = server_tools(name) if server_tools is not None else None
+        if server_tool is None:
+            raise ValueError("main_type \"local\" names a tool the server provides, and this server has no "
+                             f"tool named {name!r}")
+        return server_tool
     sub_type: SubType = entry.get("sub_type", "query")
     if sub_type not in ("control", "query"):
         raise ValueError(f"sub_type must be \"control\" or \"query\", not {sub_type!r}")
@@ -344,13 +450,16 @@ def _call_result(name: str, payload: dict[str, Any]) -> ToolCallResult:
     return ToolCallResult.ok(output_text(payload["result"]))
 
 
+def sentence_separator(before: str, sentence: str) -> str:
+    """What goes between two spoken sentences: a space between Latin-script ones, none for CJK."""
+    return " " if before and sentence and before[-1].isascii() and sentence[0].isascii() else ""
+
+
 def join_sentences(sentences: list[str]) -> str:
     """Sentences back into one reply: a space between Latin-script sentences, none for CJK."""
     out = ""
     for sentence in sentences:
-        if out and out[-1].isascii() and sentence[0].isascii():
-            out += " "
-        out += sentence
+        out += sentence_separator(out, sentence) + sentence
     return out
 
 

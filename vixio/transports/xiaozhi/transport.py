@@ -34,8 +34,13 @@ from vixio.transports.xiaozhi.config import XiaozhiConfig
 from vixio.transports.xiaozhi.connection import XiaozhiConnection
 from vixio.transports.xiaozhi.device_tools import XiaozhiDeviceToolClient, derive_vision_url
 from vixio.transports.xiaozhi.framing import SUPPORTED_VERSIONS
-from vixio.transports.xiaozhi.register_tools import RegisterToolsClient
+from vixio.transports.xiaozhi.pairing import CompanionRegistry
+from vixio.transports.xiaozhi.register_tools import RegisterToolsClient, ServerTools
 from vixio.transports.xiaozhi.ws_log import websockets_logger
+
+COMPANION_HELLO_GRACE = 1.0
+"""Seconds a client that registered tools has left to send a hello before it is served as a
+seed 002 companion (no hello, no audio)."""
 
 
 @dataclass(slots=True)
@@ -83,6 +88,10 @@ class XiaozhiTransport(TransportBase):
         self._refusals = 0
         self.reuse_port = False
         """Bind with SO_REUSEPORT so worker processes share the port (set by vixio/worker.py)."""
+        self.companions = CompanionRegistry()
+        """Seed 002 companions paired with devices by MAC (pairing.py)."""
+        self.server_tools: ServerTools | None = None
+        """Server-side tools by name, for registerTools `main_type: "local"` entries; set by the app."""
 
     # --- server lifecycle ---------------------------------------------------------------------
 
@@ -184,13 +193,18 @@ class XiaozhiTransport(TransportBase):
         register = RegisterToolsClient(
             session_id, lambda payload, envelope: self.write(session_id, xp.mcp(payload, envelope)),
             call_timeout=self.config.mcp.tool_call_timeout, limits=self.config.mcp.limits, budget=budget)
+        register.device_id, register.server_tools = identity.device_id, self.server_tools
+        register.on_registered = self.companions.companion_registered
         self.register_clients[session_id] = register
         self.add_mcp_peer(session_id, register)
         connection: XiaozhiConnection | None = None
         session: Session | None = None
         log = self._io[session_id].logger
         try:
-            hello = await self._wait_for_hello(session_id)
+            hello = await self._wait_for_hello(session_id, register.registered_event)
+            if hello is None and register.registered and register.is_companion:
+                hello = {"type": "hello", "version": identity.protocol_version, "features": {}}  # seed 002 only
+                log.info("a registerTools companion for {} without a hello: served without audio", register.mac_addr)
             if hello is None:
                 log.info("closed: no hello within {}s", self.config.hello_timeout)
                 return
@@ -216,11 +230,15 @@ class XiaozhiTransport(TransportBase):
             # After the pipeline factory registered its tools callback; earlier registrations are delivered now.
             await register.set_tools_callback(lambda defs: self.notify_device_tools_ready(session_id, defs))
             self._start_device_tools(session_id, identity, context, socket, budget)
+            if not register.is_companion:  # a device: companions naming its MAC pair with it
+                self.companions.device_connected(identity.device_id, register)
             await self._serve(session_id, connection, log)
         except Exception:
             log.exception("session failed")
         finally:
             self.register_clients.pop(session_id, None)
+            self.companions.companion_left(register)
+            self.companions.device_disconnected(identity.device_id, register)
             register.cancel_all()  # pending registerTools calls fail now, not at their timeout
             self.connections.pop(session_id, None)
             device_tools = self.device_tools.pop(session_id, None)
@@ -255,7 +273,7 @@ class XiaozhiTransport(TransportBase):
         self.set_mcp_peer(session_id, client)
         client.start()
 
-    async def _wait_for_hello(self, session_id: str) -> Message | None:
+    async def _wait_for_hello(self, session_id: str, registered: asyncio.Event | None = None) -> Message | None:
         ignored = LogThrottle(first=3, every=10.0)
 
         async def first_hello() -> Message | None:
@@ -266,10 +284,25 @@ class XiaozhiTransport(TransportBase):
                 if ignored.hit() == 0:
                     self._io[session_id].logger.info("ignored {!r} before hello", str(message.get("type"))[:40])
 
+        hello = asyncio.ensure_future(first_hello())
+        waiters: set[asyncio.Future[Any]] = {hello}
+        if registered is not None:  # a seed 002 companion registers and never says hello
+            waiters.add(asyncio.ensure_future(registered.wait()))
         try:
-            return await asyncio.wait_for(first_hello(), self.config.hello_timeout)
-        except TimeoutError:
+            await asyncio.wait(waiters, timeout=self.config.hello_timeout, return_when=asyncio.FIRST_COMPLETED)
+            if not hello.done() and registered is not None and registered.is_set():
+                # A device may register just before its hello; a companion sends none.
+                await asyncio.wait({hello}, timeout=min(COMPANION_HELLO_GRACE, self.config.hello_timeout))
+        finally:
+            for waiter in waiters:
+                waiter.cancel()
+            await asyncio.gather(*waiters, return_exceptions=True)
+        if not hello.done() or hello.cancelled():
             return None
+        message = hello.result()
+        if message is None and session_id in self._io:  # closed: leave the end marker for the next reader
+            self._io[session_id].reads.put_nowait(None)
+        return message
 
     def _negotiate_version(self, identity: DeviceIdentity, hello: Message, log: Any) -> int:
         header_version = identity.protocol_version

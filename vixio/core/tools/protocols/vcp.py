@@ -138,6 +138,7 @@ class VcpProtocol(TextToolProtocol):
                 request_id=request.call_id or result.call_id,
                 status="success" if result.success else "error",
                 status_mark="✅ SUCCESS" if result.success else "❌ ERROR",
+                duration_ms=round(result.duration_ms or 0),
                 content=defuse(result.text),
             ))
         return "\n".join(items)

@@ -88,8 +88,10 @@ RESULT_TEMPLATE = f"""\
 tool_name:{{tool_name:field}}
 request_id:{{request_id:field}}
 status:{{status:field}}
+duration_ms:{{duration_ms:field}}
 content:{{content:field}}
 {RESULT_END}"""
+"""`duration_ms` is seed 001 §8.1's `durationMs`: how long the call took, in whole milliseconds."""
 
 SUMMARY_TEMPLATE = f"""\
 {SUMMARY_START}
@@ -108,17 +110,44 @@ class ResultFormatter(string.Formatter):
 
 
 def definition(tool: ToolDefinition) -> str:
+    """One tool's definition block (seed 001 §4.2.5): tool_name, command (the source's own
+    name), description, the parameters as a JSON list (name, type, required, default) and one
+    readable line each (with description and allowed values), and an example call's fields."""
     schema = normalize_schema(tool.parameters)
     required = set(schema.get("required") or [])
-    lines = [DEFINITION_START, _field("tool_name", tool.name)]
+    properties = {key: spec if isinstance(spec, dict) else {} for key, spec in (schema.get("properties") or {}).items()}
+    lines = [DEFINITION_START, _field("tool_name", tool.name), _field("command", tool.source_name)]
     if tool.description:
         lines.append(_field("description", tool.description.strip()))
-    for key, spec in (schema.get("properties") or {}).items():
-        spec = spec if isinstance(spec, dict) else {}
+    parameters = []
+    for key, spec in properties.items():
+        entry: dict[str, Any] = {"name": key, "type": _type_label(spec), "required": key in required}
+        if "default" in spec:
+            entry["default"] = spec["default"]
+        parameters.append(entry)
+    lines.append(_field("parameters", json.dumps(parameters, ensure_ascii=False, separators=(",", ":"))))
+    for key, spec in properties.items():
         label = f"({_type_label(spec)}, {'required' if key in required else 'optional'})"
         lines.append(_field(key, " ".join(part for part in (label, *_notes(spec)) if part)))
+    example = {key: _example_value(spec) for key, spec in properties.items() if key in required}
+    # The example's fields without the request markers: a definition must never read as a call.
+    lines.append(_field("example", "\n".join(render_call(tool.name, example).splitlines()[1:-1])))
     lines.append(DEFINITION_END)
     return "\n".join(lines)
+
+
+def _example_value(spec: dict[str, Any]) -> Any:
+    """A plausible value for an example call: the default, the first allowed value, or one of the type."""
+    if "default" in spec:
+        return spec["default"]
+    if isinstance(spec.get("enum"), list) and spec["enum"]:
+        return spec["enum"][0]
+    kind = spec.get("type")
+    kind = kind[0] if isinstance(kind, list) and kind else kind
+    minimum = spec.get("minimum")
+    examples = {"integer": minimum if isinstance(minimum, int) else 1, "number": minimum if isinstance(
+        minimum, int | float) else 1.5, "boolean": True, "array": [], "object": {}}
+    return examples.get(str(kind), "...")
 
 
 def _notes(spec: dict[str, Any]) -> list[str]:

@@ -40,7 +40,8 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from datetime import datetime
+from typing import Any, Literal
 
 from vixio.core.tools.arguments import coerce_object, normalize_schema
 from vixio.core.tools.protocols.base import TextToolProtocol
@@ -92,13 +93,23 @@ To call functions, write a block like this in your reply:
 Put several <invoke> elements in one block to call several functions. Write strings and numbers \
 as they are, lists and objects as JSON; the block is not XML, so do not escape anything. Use only \
 the function and parameter names above and give every required parameter. The block is not read \
-to the user. The results come back in the next message inside <function_results>."""
+to the user. If no function is needed, answer the user directly, without a block. The results come back in the next message inside <function_results>."""
+_EVENT_INSTRUCTIONS_TAIL = "The results come back in the next message as a tool_result event (JSON)."
+
+
+ResultFormat = Literal["function_results", "event"]
+"""How results go back: `<function_results>` markup, or seed 003 §6.2's `tool_result` event JSON."""
 
 
 class XmlProtocol(TextToolProtocol):
-    """Tools as `<functions>` JSON Schema, calls as `<function_calls>`, results as `<function_results>`."""
+    """Tools as `<functions>` JSON Schema, calls as `<function_calls>`, results as
+    `<function_results>` (or, with `result_format="event"`, seed 003 §6.2's event form:
+    `{"type":"tool_result","timestamp":…,"data":{"results":[{"tool_name","success","result"}]}}`)."""
 
     name = "xml"
+
+    def __init__(self, result_format: ResultFormat = "function_results") -> None:
+        self.result_format = result_format
 
     def render_tools(self, tools: Sequence[ToolDefinition]) -> str:
         if not tools:
@@ -107,7 +118,11 @@ class XmlProtocol(TextToolProtocol):
         for tool in tools:
             spec = {"name": tool.name, "description": tool.description, "parameters": tool.parameters}
             lines.append(f"<function>{json.dumps(spec, ensure_ascii=False, separators=(',', ':'))}</function>")
-        lines += ["</functions>", "", _INSTRUCTIONS]
+        instructions = _INSTRUCTIONS
+        if self.result_format == "event":
+            instructions = instructions.replace(
+                "The results come back in the next message inside <function_results>.", _EVENT_INSTRUCTIONS_TAIL)
+        lines += ["</functions>", "", instructions]
         return "\n".join(lines)
 
     def parse(self, text: str, schemas: Mapping[str, dict[str, Any]] | None = None) -> list[ToolCallRequest]:
@@ -135,6 +150,8 @@ class XmlProtocol(TextToolProtocol):
     def format_results(self, results: Sequence[tuple[ToolCallRequest, ToolCallResult]]) -> str:
         if not results:
             return ""
+        if self.result_format == "event":
+            return tool_result_event(results)
         parts = ["<function_results>"]
         for request, result in results:
             parts += ["<result>", f"<tool_name>{request.tool_name}</tool_name>"]
@@ -145,6 +162,27 @@ class XmlProtocol(TextToolProtocol):
             parts.append("</result>")
         parts.append("</function_results>")
         return "\n".join(parts)
+
+
+def tool_result_event(results: Sequence[tuple[ToolCallRequest, ToolCallResult]], *,
+                      now: datetime | None = None) -> str:
+    """Seed 003 §6.2: results as one `tool_result` event; a JSON result is embedded as JSON, an
+    error is the error text with `"success": false`. `duration_ms` is added per result."""
+    entries = []
+    for request, result in results:
+        value: Any = result.result if result.success else (result.error or "failed")
+        if result.success and isinstance(value, str) and value[:1] in "{[":
+            try:
+                value = json.loads(value)
+            except ValueError:
+                pass
+        entry: dict[str, Any] = {"tool_name": request.tool_name, "success": result.success, "result": value}
+        if result.duration_ms is not None:
+            entry["duration_ms"] = round(result.duration_ms)
+        entries.append(entry)
+    stamp = (now or datetime.now()).isoformat(timespec="seconds")
+    event = {"type": "tool_result", "timestamp": stamp, "data": {"results": entries}}
+    return json.dumps(event, ensure_ascii=False)
 
 
 def render_call(name: str, arguments: Mapping[str, Any]) -> str:
