@@ -105,7 +105,11 @@ class VisionRoute:
                 log.info("vision upload refused: {}", exc)
                 return _fail(401, f"unauthorized: {exc.reason}")
         try:
-            question, image, mime = await read_upload(request, self.config.max_image_bytes)
+            async with asyncio.timeout(UPLOAD_TIMEOUT):  # a slow upload must not hold the handler
+                question, image, mime = await read_upload(request, self.config.max_image_bytes)
+        except TimeoutError:
+            log.info("vision upload refused: it did not arrive within {:g} s", UPLOAD_TIMEOUT)
+            return _fail(408, f"the upload did not arrive within {UPLOAD_TIMEOUT:g} s")
         except web.HTTPException as exc:
             log.info("vision upload refused: {}", exc.text)
             return _fail(exc.status, exc.text or exc.reason)
@@ -155,6 +159,8 @@ async def _read_part(part: BodyPartReader, limit: int, what: str) -> bytes:
 
 
 _DISCARD_LIMIT = 16 * 1024 * 1024
+UPLOAD_TIMEOUT = 30.0
+"""Seconds the firmware has to send its whole photo upload."""
 
 
 async def _discard(request: web.Request) -> None:

@@ -334,8 +334,18 @@ class Supervisor:
         """A stateless route that needs a worker's models (the camera tool's upload)."""
         headers = {name: value for name, value in request.headers.items()
                    if name.lower() in ("authorization", "content-type", "device-id", "client-id")}
-        reply = await self.peers.forward_any(request.method, request.path_qs, body=await request.read(),
-                                             headers=headers)
+        limit = self.config.vision.max_image_bytes + 64 * 1024 if self.config.vision is not None else 64 * 1024
+        body = bytearray()
+        try:
+            async with asyncio.timeout(30.0):  # streamed, bounded: larger than the HTTP app's body limit
+                while chunk := await request.content.readany():
+                    body += chunk
+                    if len(body) > limit:
+                        return web.json_response({"success": False, "message": f"the upload is larger than {limit} bytes"},
+                                                 status=413)
+        except TimeoutError:
+            return web.json_response({"success": False, "message": "the upload did not arrive within 30 s"}, status=408)
+        reply = await self.peers.forward_any(request.method, request.path_qs, body=bytes(body), headers=headers)
         return _response(reply)
 
 

@@ -139,6 +139,10 @@ class OtaServer:
         self._app.router.add_post(OTA_PATH + "activate/confirm", self._handle_confirm)
         self._app.router.add_get("/healthz", self._handle_health)
 
+    streamed_paths: set[str] = {"/mcp/vision/explain"}
+    """Routes whose handler reads its own body as a stream, bounded in size and time (the camera
+    upload is larger than `MAX_BODY_BYTES`); every other body is read here first."""
+
     @property
     def app(self) -> web.Application:
         """The aiohttp application; add routes before `start()` (aiohttp freezes the router then)."""
@@ -217,7 +221,8 @@ class OtaServer:
             response = web.Response(status=204)
         else:
             try:
-                await self._read_body(request)
+                if request.path not in self.streamed_paths:
+                    await self._read_body(request)
                 response = await handler(request)
             except _BadRequest as exc:
                 response = _error(exc.status, exc.message)
