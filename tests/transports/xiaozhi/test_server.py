@@ -289,3 +289,16 @@ async def test_bare_tcp_connects_log_no_warning_and_no_traceback(make_server) ->
     assert len(about) == 3 and all(line.startswith("DEBUG") for line in about), about
     assert all("\n" not in line.strip() for line in about)
     assert "Traceback" not in leaked and "handshake failed" not in leaked
+
+
+async def test_startup_heap_is_frozen_so_a_full_collection_does_not_stall_sessions(make_server) -> None:
+    """Everything loaded before serving is out of the collector's reach: a full collection
+    (which walked ~200,000 objects, ~160 ms with the voice stack loaded) is now short."""
+    import gc
+
+    await make_server()
+    assert gc.get_freeze_count() > 10_000
+    assert gc.get_threshold()[0] >= 10_000
+    started = time.perf_counter()
+    gc.collect()
+    assert time.perf_counter() - started < 0.1
