@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Literal, Self
+from typing import Literal
 
 import numpy as np
 from aiohttp import web
-from loguru import logger
+
+from vixio.testing.loopback import LoopbackServer
 
 SpeechMode = Literal["ok", "http_500", "not_json", "garbage"]
 
@@ -35,13 +36,13 @@ def tone_pcm(seconds: float, rate: int = TTS_SAMPLE_RATE, hz: float = 220.0) -> 
     return (6000 * np.sin(2 * np.pi * hz * t)).astype("<i2").tobytes()
 
 
-class SpeechFaultServer:
+class SpeechFaultServer(LoopbackServer):
     """`POST /v1/audio/transcriptions` and `POST /v1/audio/speech`, each in its own mode."""
 
+    label = "speech fault server"
+
     def __init__(self, *, transcript: str = "hello", host: str = "127.0.0.1") -> None:
-        self._host = host
-        self._port = 0
-        self._runner: web.AppRunner | None = None
+        super().__init__(host=host)
         self.transcript = transcript
         """What the ASR route answers in "ok" mode."""
         self.asr_mode: SpeechMode = "ok"
@@ -50,32 +51,11 @@ class SpeechFaultServer:
         self.tts_requests: list[str] = []
         """The `input` text of every TTS request, in order."""
 
-    async def start(self) -> Self:
+    def build_app(self) -> web.Application:
         app = web.Application(client_max_size=8 * 1024 * 1024)
         app.router.add_post("/v1/audio/transcriptions", self._transcribe)
         app.router.add_post("/v1/audio/speech", self._speak)
-        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.5)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, self._host, 0)
-        await site.start()
-        self._port = int(self._runner.addresses[0][1])
-        logger.debug("speech fault server listening on {}", self.base_url)
-        return self
-
-    async def stop(self) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
-
-    async def __aenter__(self) -> Self:
-        return await self.start()
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.stop()
-
-    @property
-    def base_url(self) -> str:
-        return f"http://{self._host}:{self._port}/v1"
+        return app
 
     async def _transcribe(self, request: web.Request) -> web.Response:
         await request.read()

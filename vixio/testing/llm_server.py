@@ -36,6 +36,8 @@ from typing import Any, Literal, Self
 from aiohttp import web
 from loguru import logger
 
+from vixio.testing.loopback import LoopbackServer
+
 RequestCheck = Callable[[dict[str, Any]], None]
 """Gets the request body; raises AssertionError when the request is not what the test expects."""
 
@@ -140,15 +142,15 @@ def split_deltas(text: str) -> tuple[str, ...]:
     return tuple(pieces)
 
 
-class ScriptedLLMServer:
+class ScriptedLLMServer(LoopbackServer):
     """An aiohttp server speaking `POST /v1/chat/completions`, answering from a reply queue."""
 
+    label = "scripted LLM server"
+
     def __init__(self, *replies: Reply, host: str = "127.0.0.1") -> None:
-        self._host = host
+        super().__init__(host=host)
         self._replies: deque[Reply] = deque(replies)
-        self._runner: web.AppRunner | None = None
         self._closing = asyncio.Event()
-        self._port = 0
         self.requests: list[dict[str, Any]] = []
         """Every request body received, in order (including rejected ones)."""
         self.errors: list[str] = []
@@ -160,37 +162,17 @@ class ScriptedLLMServer:
 
     # --- lifecycle ----------------------------------------------------------------------------
 
-    async def start(self) -> Self:
-        """Listen on a free loopback port."""
+    def build_app(self) -> web.Application:
         app = web.Application()
         app.router.add_post("/v1/chat/completions", self._chat_completions)
         app.router.add_route("*", "/{tail:.*}", self._unknown_route)
-        # Handlers wait on `_closing`, so a short shutdown timeout never cuts a live answer.
-        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.5)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, self._host, 0)
-        await site.start()
-        self._port = int(self._runner.addresses[0][1])
-        logger.debug("scripted LLM server listening on {}", self.base_url)
-        return self
+        return app
 
     async def stop(self) -> None:
-        """Stop listening and release hanging handlers."""
+        """Stop listening and release hanging handlers (they wait on `_closing`, so the short
+        shutdown timeout never cuts a live answer)."""
         self._closing.set()
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
-
-    async def __aenter__(self) -> Self:
-        return await self.start()
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.stop()
-
-    @property
-    def base_url(self) -> str:
-        """E.g. `http://127.0.0.1:41234/v1`, what OpenAI clients take as base URL."""
-        return f"http://{self._host}:{self._port}/v1"
+        await super().stop()
 
     # --- script and assertions ----------------------------------------------------------------
 

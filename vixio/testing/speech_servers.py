@@ -15,17 +15,19 @@ so a test can prove audio left before the server had sent the whole sentence.
 from __future__ import annotations
 
 import asyncio
-from abc import ABC, abstractmethod
 import re
+from abc import abstractmethod
 import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Self
+from typing import Any
 from xml.sax.saxutils import unescape
 
 import numpy as np
 from aiohttp import WSMsgType, web
+
+from vixio.testing.loopback import LoopbackServer
 
 Synthesize = Callable[[str], bytes]
 """Text → int16 mono PCM at 24 kHz."""
@@ -79,36 +81,21 @@ class SpeechRequest:
     """When the last audio byte was handed to the socket (perf_counter)."""
 
 
-class _Server(ABC):
+class _Server(LoopbackServer):
+    label = "speech test server"
+
     def __init__(self, *, chunk_delay: float, synthesize: Synthesize | None) -> None:
+        super().__init__()
         self.chunk_delay = chunk_delay
         self.synthesize = synthesize or tone_for
         self.requests: list[SpeechRequest] = []
-        self._runner: web.AppRunner | None = None
-        self.port = 0
 
     @abstractmethod
     def _app(self) -> web.Application:
         """The aiohttp application with this server's routes."""
 
-    async def start(self) -> Self:
-        self._runner = web.AppRunner(self._app(), access_log=None)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
-        await site.start()
-        self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-        return self
-
-    async def stop(self) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
-
-    async def __aenter__(self) -> Self:
-        return await self.start()
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.stop()
+    def build_app(self) -> web.Application:
+        return self._app()
 
 
 _SSML_VOICE = re.compile(r"<voice name='([^']*)'>")
@@ -204,10 +191,6 @@ class SlowSpeechServer(_Server):
         """`chunk_bytes` of int16 PCM at 24 kHz per piece (4800 B = 100 ms), each after `chunk_delay` s."""
         super().__init__(chunk_delay=chunk_delay, synthesize=synthesize)
         self.chunk_bytes = chunk_bytes
-
-    @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/v1"
 
     def _app(self) -> web.Application:
         app = web.Application()
