@@ -147,8 +147,8 @@ class ScriptedLLMServer(LoopbackServer):
 
     label = "scripted LLM server"
 
-    def __init__(self, *replies: Reply, host: str = "127.0.0.1") -> None:
-        super().__init__(host=host)
+    def __init__(self, *replies: Reply, host: str = "127.0.0.1", port: int = 0) -> None:
+        super().__init__(host=host, port=port)
         self._replies: deque[Reply] = deque(replies)
         self._closing = asyncio.Event()
         self.requests: list[dict[str, Any]] = []

@@ -17,13 +17,14 @@ from loguru import logger
 
 
 class LoopbackServer(ABC):
-    """Starts `build_app()` on `host`, port 0 (a free one); `stop()` is safe when not started."""
+    """Starts `build_app()` on `host` and `port` (0: a free one); `stop()` is safe when not started."""
 
     label = "test server"
     """Named in the debug line logged once listening."""
 
-    def __init__(self, *, host: str = "127.0.0.1", shutdown_timeout: float = 0.5) -> None:
+    def __init__(self, *, host: str = "127.0.0.1", port: int = 0, shutdown_timeout: float = 0.5) -> None:
         self._host = host
+        self._bind_port = port
         self._shutdown_timeout = shutdown_timeout
         self._runner: web.AppRunner | None = None
         self.port = 0
@@ -37,7 +38,7 @@ class LoopbackServer(ABC):
         """Listen on a free loopback port."""
         self._runner = web.AppRunner(self.build_app(), access_log=None, shutdown_timeout=self._shutdown_timeout)
         await self._runner.setup()
-        await web.TCPSite(self._runner, self._host, 0).start()
+        await web.TCPSite(self._runner, self._host, self._bind_port).start()
         self.port = int(self._runner.addresses[0][1])
         logger.debug("{} listening on {}", self.label, self.base_url)
         return self

@@ -15,6 +15,7 @@ import asyncio
 import importlib
 import os
 import re
+import weakref
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -62,7 +63,9 @@ set_tracing_disabled(True)
 _LITELLM_PREFIX = re.compile(r"^litellm\.\w+:\s*(\w+:\s*)?(\w+Exception\s*-\s*)?")
 _LITELLM_MODULE = "agents.extensions.models.litellm_model"
 _OPENAI_PREFIX = "openai/"
-_OPENAI_CLIENTS: dict[tuple[str | None, str | None, float | None], Any] = {}
+_OPENAI_CLIENTS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple[str | None, str | None, float | None], Any]] = (
+    weakref.WeakKeyDictionary())
+"""Shared AsyncOpenAI clients per event loop (a client's connection pool belongs to one loop)."""
 CANCEL_GRACE_SECONDS = 1.0
 """How long `cancel()` waits for the run task to unwind (close its HTTP stream)."""
 
@@ -128,17 +131,18 @@ class _Turn:
 
 def _direct_openai_model(name: str, api_base: str | None, api_key: str | None, timeout: float | None) -> Model:
     """openai-agents' Chat Completions model on one AsyncOpenAI client per (server, key) per
-    process (its connection pool is shared by every session)."""
+    event loop (its connection pool is shared by every session of the loop)."""
     from agents import OpenAIChatCompletionsModel
     from openai import AsyncOpenAI
 
     key = (api_base, api_key, timeout)
-    client = _OPENAI_CLIENTS.get(key)
+    clients = _OPENAI_CLIENTS.setdefault(asyncio.get_running_loop(), {})
+    client = clients.get(key)
     if client is None:
         # No key anywhere: a local server may not need one; a remote one answers 401, which the
         # user hears as "rejected the API key" (as with litellm).
         secret = api_key or os.environ.get("OPENAI_API_KEY") or "no-api-key"
-        client = _OPENAI_CLIENTS[key] = AsyncOpenAI(base_url=api_base, api_key=secret, max_retries=0,
+        client = clients[key] = AsyncOpenAI(base_url=api_base, api_key=secret, max_retries=0,
                                                     timeout=timeout)
     return OpenAIChatCompletionsModel(model=name, openai_client=client)
 
