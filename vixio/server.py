@@ -37,7 +37,7 @@ from vixio.transports.xiaozhi.ota import OtaServer
 from vixio.transports.xiaozhi.transport import DeviceContext, PipelineFactory, XiaozhiTransport
 from vixio.core.tools.types import ToolDefinition
 from vixio.session_tools import SessionTools
-from vixio.transports.xiaozhi.device_tools import VISION_PATH
+from vixio.transports.xiaozhi.hosts import VISION_PATH
 from vixio.vision import VisionRoute
 from vixio.voice import VoiceStack
 

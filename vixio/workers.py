@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import math
 import os
 import shutil
 import signal
@@ -51,8 +50,14 @@ from vixio.server import lan_addresses, rss_mb, warn_about_open_tokens
 from vixio.transports.xiaozhi.http_limits import install_accept_error_throttle
 from vixio.transports.xiaozhi.admin import AdminGuard
 from vixio.transports.xiaozhi.auth import DeviceAuthenticator
+from vixio.transports.xiaozhi.hosts import VISION_PATH
 from vixio.transports.xiaozhi.ota import OtaServer
+from vixio.vision import UPLOAD_TIMEOUT
 from vixio.worker_peers import PeerReply, Peers
+from vixio.worker_plan import cpu_count, reserve_port, resolve_workers, reuse_port_supported
+
+__all__ = ["Supervisor", "WorkerProcess", "WorkerStartError", "cpu_count", "merge_metrics", "reserve_port",
+           "resolve_workers", "reuse_port_supported", "serve_workers"]
 
 READY_TIMEOUT = 300.0
 """Seconds a starting worker has to load its models and bind; then it is killed (and retried)."""
@@ -62,59 +67,6 @@ BACKOFF_FIRST, BACKOFF_MAX, STABLE_AFTER = 1.0, 30.0, 60.0
 
 class WorkerStartError(RuntimeError):
     """A worker could not start at server start (its own log lines say why)."""
-
-
-def reuse_port_supported() -> bool:
-    """SO_REUSEPORT balances connections over processes on Linux only."""
-    return sys.platform.startswith("linux") and hasattr(socket, "SO_REUSEPORT")
-
-
-def cpu_count(cgroup_cpu_max: str = "/sys/fs/cgroup/cpu.max") -> int:
-    """Cores this process may use: the CPUs it may run on, capped by a container's CPU quota
-    (cgroup v2 `cpu.max`, e.g. `docker run --cpus 2`)."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    try:
-        with open(cgroup_cpu_max, encoding="ascii") as limit:
-            quota, period = limit.read().split()[:2]
-        if quota != "max":
-            cores = min(cores, math.ceil(int(quota) / int(period)))
-    except (OSError, ValueError):
-        pass  # no cgroup v2 limit here
-    return max(1, cores)
-
-
-def resolve_workers(requested: int | None) -> int:
-    """`requested` (from `--workers` or `server.workers`), or one per core where that works."""
-    if requested is None:
-        return cpu_count() if reuse_port_supported() else 1
-    if requested > 1 and not reuse_port_supported():
-        raise ValueError(f"server.workers is {requested}, but several workers need SO_REUSEPORT "
-                         "load balancing (Linux); use 1 on this system")
-    return requested
-
-
-def reserve_port(host: str, port: int) -> socket.socket:
-    """A bound, not listening, SO_REUSEPORT socket on `host:port` (port 0 picks one).
-
-    A listener already on the port (another program, or another vixio) makes this fail with
-    EADDRINUSE instead of silently sharing connections with it."""
-    family, kind, proto, _, address = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM,
-                                                        flags=socket.AI_PASSIVE)[0]
-    if port != 0:
-        with socket.socket(family, kind, proto) as probe:  # no SO_REUSEPORT: refused by any listener
-            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            probe.bind(address)
-    sock = socket.socket(family, kind, proto)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-        if family == socket.AF_INET6:
-            sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)  # as asyncio's create_server
-        sock.bind(address)
-    except OSError:
-        sock.close()
-        raise
-    return sock
 
 
 @dataclass(slots=True)
@@ -151,7 +103,7 @@ class Supervisor:
                              websocket_port=lambda: self.websocket_port)
         # Live device ids: an operator route (vixio/transports/xiaozhi/admin.py).
         self.ota.add_route("GET", "/metrics", AdminGuard(config.xiaozhi.http.admin_token).protect(self._metrics))
-        self.ota.add_route("POST", "/mcp/vision/explain", self._forward_to_any)
+        self.ota.add_route("POST", VISION_PATH, self._forward_to_any)
         # The operator console over every worker's sessions (vixio/console/workers.py).
         agent = config.agent
         self.console = ConsoleApi(FanOutBackend(lambda: [WorkerBackend(self.peers, w) for w in self.peers.workers]),
@@ -337,14 +289,15 @@ class Supervisor:
         limit = self.config.vision.max_image_bytes + 64 * 1024 if self.config.vision is not None else 64 * 1024
         body = bytearray()
         try:
-            async with asyncio.timeout(30.0):  # streamed, bounded: larger than the HTTP app's body limit
+            async with asyncio.timeout(UPLOAD_TIMEOUT):  # streamed, bounded: larger than the HTTP app's body limit
                 while chunk := await request.content.readany():
                     body += chunk
                     if len(body) > limit:
                         return web.json_response({"success": False, "message": f"the upload is larger than {limit} bytes"},
                                                  status=413)
         except TimeoutError:
-            return web.json_response({"success": False, "message": "the upload did not arrive within 30 s"}, status=408)
+            return web.json_response({"success": False,
+                                      "message": f"the upload did not arrive within {UPLOAD_TIMEOUT:g} s"}, status=408)
         reply = await self.peers.forward_any(request.method, request.path_qs, body=bytes(body), headers=headers)
         return _response(reply)
 

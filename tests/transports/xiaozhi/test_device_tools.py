@@ -18,7 +18,8 @@ from vixio.core.tools.types import ToolDefinition
 from vixio.server import VixioServer
 from vixio.testing.device import DeviceTool, McpToolResult, SimulatedDevice, hang_forever
 from vixio.testing.device_mcp import DeviceMcpServer
-from vixio.transports.xiaozhi.device_tools import XiaozhiDeviceToolClient, derive_vision_url, tool_call_result
+from vixio.transports.xiaozhi.device_tools import XiaozhiDeviceToolClient, tool_call_result
+from vixio.transports.xiaozhi.hosts import derive_vision_url
 from vixio.transports.xiaozhi.transport import DeviceContext
 
 from .conftest import ServerFactory, ws_url

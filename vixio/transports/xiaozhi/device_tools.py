@@ -18,24 +18,18 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 from loguru import logger
-from yarl import URL
 
 from vixio import __version__
 from vixio.core.log_throttle import LogThrottle
 from vixio.core.tools.device import DeviceToolClientBase, ToolsChangedCallback
 from vixio.core.tools.limits import ToolBudget, ToolLimitsConfig, tool_problem
 from vixio.core.tools.types import EMPTY_SCHEMA, ToolCallResult, ToolDefinition
-from vixio.transports.xiaozhi.config import XiaozhiConfig
-from vixio.transports.xiaozhi.hosts import advertised_host
 from vixio.transports.xiaozhi.mcp_replies import compact, tool_call_result
 
 MCP_PROTOCOL_VERSION = "2024-11-05"
 """What the firmware speaks (it answers 2024-11-05 whatever is asked)."""
-VISION_PATH = "/mcp/vision/explain"
-"""Where a camera device uploads a photo for `self.camera.take_photo` (same path as xiaozhi servers)."""
 MAX_LIST_PAGES = 100
 """A device that keeps returning new cursors is cut off here (40 tools take about 4 pages)."""
 SOURCE = "device"
@@ -362,26 +356,6 @@ class XiaozhiDeviceToolClient(DeviceToolClientBase):
 
 
 # --- pure helpers -----------------------------------------------------------------------------
-
-
-def derive_vision_url(config: XiaozhiConfig, host_header: str = "", http_port: int | None = None, *,
-                      local_address: str | None = None) -> str:
-    """`mcp.vision_url`, else the HTTP server the device can reach plus `VISION_PATH`.
-
-    With `public_url` (a proxy in front) the vision route is assumed behind the same origin;
-    otherwise it is the host the device dialled (its handshake `Host`, when that names this
-    server — see hosts.py — else the address the connection arrived on), on the HTTP port.
-    """
-    if config.mcp.vision_url:
-        return config.mcp.vision_url
-    if config.public_url:
-        parts = urlsplit(config.public_url)
-        scheme = "https" if parts.scheme in ("wss", "https") else "http"
-        return urlunsplit((scheme, parts.netloc, VISION_PATH, "", ""))
-    fallback = "127.0.0.1" if config.http.host in ("", "0.0.0.0", "::") else config.http.host
-    host = advertised_host(host_header, local_address, fallback, config.allowed_hosts)
-    port = http_port or config.http.port
-    return str(URL.build(scheme="http", host=host, port=port, path=VISION_PATH))
 
 
 def _request_payload(request_id: int, method: str, params: dict[str, Any]) -> dict[str, Any]:

@@ -12,7 +12,16 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Iterable
 
+from typing import TYPE_CHECKING
+from urllib.parse import urlsplit, urlunsplit
+
 from yarl import URL
+
+if TYPE_CHECKING:
+    from vixio.transports.xiaozhi.config import XiaozhiConfig
+
+VISION_PATH = "/mcp/vision/explain"
+"""Where a camera device uploads a photo for `self.camera.take_photo` (same path as xiaozhi servers)."""
 
 _LOOPBACK_NAMES = {"localhost"}
 
@@ -66,3 +75,23 @@ def advertised_host(host_header: str, local_address: str | None, fallback: str,
         if local not in ("0.0.0.0", "::", ""):
             return local
     return fallback
+
+
+def derive_vision_url(config: XiaozhiConfig, host_header: str = "", http_port: int | None = None, *,
+                      local_address: str | None = None) -> str:
+    """`mcp.vision_url`, else the HTTP server the device can reach plus `VISION_PATH`.
+
+    With `public_url` (a proxy in front) the vision route is assumed behind the same origin;
+    otherwise it is the host the device dialled (its handshake `Host`, when that names this
+    server — see hosts.py — else the address the connection arrived on), on the HTTP port.
+    """
+    if config.mcp.vision_url:
+        return config.mcp.vision_url
+    if config.public_url:
+        parts = urlsplit(config.public_url)
+        scheme = "https" if parts.scheme in ("wss", "https") else "http"
+        return urlunsplit((scheme, parts.netloc, VISION_PATH, "", ""))
+    fallback = "127.0.0.1" if config.http.host in ("", "0.0.0.0", "::") else config.http.host
+    host = advertised_host(host_header, local_address, fallback, config.allowed_hosts)
+    port = http_port or config.http.port
+    return str(URL.build(scheme="http", host=host, port=port, path=VISION_PATH))

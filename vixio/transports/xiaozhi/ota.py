@@ -43,7 +43,7 @@ from vixio.transports.xiaozhi.admin import AdminGuard
 from vixio.transports.xiaozhi.auth import DeviceAuthenticator, parse_bearer
 from vixio.transports.xiaozhi.config import XiaozhiConfig
 from vixio.transports.xiaozhi.http_limits import CappedAppRunner
-from vixio.transports.xiaozhi.hosts import advertised_host
+from vixio.transports.xiaozhi.hosts import VISION_PATH, advertised_host
 
 OTA_PATH = "/xiaozhi/ota/"
 ACTIVATION_TIMEOUT_MS = 30_000
@@ -139,7 +139,7 @@ class OtaServer:
         self._app.router.add_post(OTA_PATH + "activate/confirm", self._handle_confirm)
         self._app.router.add_get("/healthz", self._handle_health)
 
-    streamed_paths: set[str] = {"/mcp/vision/explain"}
+    streamed_paths: set[str] = {VISION_PATH}
     """Routes whose handler reads its own body as a stream, bounded in size and time (the camera
     upload is larger than `MAX_BODY_BYTES`); every other body is read here first."""
 

@@ -32,7 +32,8 @@ from vixio.transports.xiaozhi import protocol as xp
 from vixio.transports.xiaozhi.auth import AuthError, DeviceAuthenticator, DeviceIdentity
 from vixio.transports.xiaozhi.config import XiaozhiConfig
 from vixio.transports.xiaozhi.connection import XiaozhiConnection
-from vixio.transports.xiaozhi.device_tools import XiaozhiDeviceToolClient, derive_vision_url
+from vixio.transports.xiaozhi.device_tools import XiaozhiDeviceToolClient
+from vixio.transports.xiaozhi.hosts import derive_vision_url
 from vixio.transports.xiaozhi.framing import SUPPORTED_VERSIONS
 from vixio.transports.xiaozhi.pairing import CompanionRegistry
 from vixio.transports.xiaozhi.register_tools import RegisterToolsClient, ServerTools

@@ -1,0 +1,65 @@
+"""How many workers `vixio serve` runs, and the WebSocket port they share.
+
+One worker per core the process may use (a container's CPU quota counts), where the kernel can
+balance connections over processes (SO_REUSEPORT, Linux); the supervisor reserves the port with
+a bound, never listening socket so every worker binds the same one.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import socket
+import sys
+from contextlib import suppress
+
+
+def reuse_port_supported() -> bool:
+    """SO_REUSEPORT balances connections over processes on Linux only."""
+    return sys.platform.startswith("linux") and hasattr(socket, "SO_REUSEPORT")
+
+
+def cpu_count(cgroup_cpu_max: str = "/sys/fs/cgroup/cpu.max") -> int:
+    """Cores this process may use: the CPUs it may run on, capped by a container's CPU quota
+    (cgroup v2 `cpu.max`, e.g. `docker run --cpus 2`)."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    with suppress(OSError, ValueError):  # no cgroup v2 limit here
+        with open(cgroup_cpu_max, encoding="ascii") as limit:
+            quota, period = limit.read().split()[:2]
+        if quota != "max":
+            cores = min(cores, math.ceil(int(quota) / int(period)))
+    return max(1, cores)
+
+
+def resolve_workers(requested: int | None) -> int:
+    """`requested` (from `--workers` or `server.workers`), or one per core where that works."""
+    if requested is None:
+        return cpu_count() if reuse_port_supported() else 1
+    if requested > 1 and not reuse_port_supported():
+        raise ValueError(f"server.workers is {requested}, but several workers need SO_REUSEPORT "
+                         "load balancing (Linux); use 1 on this system")
+    return requested
+
+
+def reserve_port(host: str, port: int) -> socket.socket:
+    """A bound, not listening, SO_REUSEPORT socket on `host:port` (port 0 picks one).
+
+    A listener already on the port (another program, or another vixio) makes this fail with
+    EADDRINUSE instead of silently sharing connections with it."""
+    family, kind, proto, _, address = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM,
+                                                        flags=socket.AI_PASSIVE)[0]
+    if port != 0:
+        with socket.socket(family, kind, proto) as probe:  # no SO_REUSEPORT: refused by any listener
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            probe.bind(address)
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        if family == socket.AF_INET6:
+            sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)  # as asyncio's create_server
+        sock.bind(address)
+    except OSError:
+        sock.close()
+        raise
+    return sock
