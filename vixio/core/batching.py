@@ -22,6 +22,7 @@ import asyncio
 import queue
 import threading
 from collections.abc import Callable, Sequence
+from contextlib import suppress
 from typing import Any, Generic, TypeVar
 
 from loguru import logger
@@ -60,10 +61,6 @@ class BatchWorker(Generic[J, R]):
             self._start()
         return future
 
-    async def run(self, job: J) -> R:
-        """`submit` and wait; a cancelled caller leaves the job to finish unobserved."""
-        return await self.submit(job)
-
     def close(self, timeout: float = 5.0) -> None:
         """Finish queued jobs and stop the thread; later submits raise."""
         with self._start_lock:
@@ -73,10 +70,6 @@ class BatchWorker(Generic[J, R]):
             self._jobs.put(None)
             if thread is not threading.current_thread():
                 thread.join(timeout)
-
-    @property
-    def queued(self) -> int:
-        return self._jobs.qsize()
 
     def _start(self) -> None:
         with self._start_lock:
@@ -117,10 +110,8 @@ class BatchWorker(Generic[J, R]):
         for (_, future, loop), result in zip(batch, results):
             by_loop.setdefault(loop, []).append((future, result))
         for loop, settled in by_loop.items():
-            try:
+            with suppress(RuntimeError):  # that loop is closed: nobody is waiting any more
                 loop.call_soon_threadsafe(_settle, settled)
-            except RuntimeError:
-                pass  # that loop is closed: nobody is waiting any more
 
 
 def _settle(settled: list[tuple[asyncio.Future[Any], Any]]) -> None:

@@ -35,11 +35,7 @@ class ToolSet:
     def set_tools(self, key: str, tools: Sequence[ToolDefinition]) -> list[ToolDefinition]:
         """Replace the tools of source `key` ("local", "device", "mcp:<server>"...); returns the
         public list. Listeners are not called: use `update` for that."""
-        self._sources[key] = list(tools)
-        return self._rebuild()
-
-    def remove_tools(self, key: str) -> list[ToolDefinition]:
-        self._sources.pop(key, None)
+        self._replace_source(key, tools)
         return self._rebuild()
 
     async def update(self, key: str, tools: Sequence[ToolDefinition] | None) -> list[ToolDefinition]:
@@ -47,14 +43,17 @@ class ToolSet:
 
         Builds the public list in slices (a device may hand over hundreds of tools at once), so
         other sessions on the loop keep running meanwhile."""
-        if tools is None:
-            self._sources.pop(key, None)
-        else:
-            self._sources[key] = list(tools)
+        self._replace_source(key, tools)
         public = await self._rebuild_in_slices()
         for listener in list(self._listeners):
             await listener(list(public))
         return public
+
+    def _replace_source(self, key: str, tools: Sequence[ToolDefinition] | None) -> None:
+        if tools is None:
+            self._sources.pop(key, None)
+        else:
+            self._sources[key] = list(tools)
 
     def add_listener(self, listener: ToolsListener) -> None:
         self._listeners.append(listener)
