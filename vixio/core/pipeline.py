@@ -89,12 +89,18 @@ class Pipeline:
         return any(chunk is not None and not (isinstance(chunk, AudioChunk) and chunk.role == "user")
                    for chunk in self._in_progress)
 
-    def quiet_after(self, station: Station, *, output: bool = True) -> bool:
+    def quiet_after(self, station: Station, *, output: bool = True, before_turn: int | None = None) -> bool:
         """Nothing is queued or being processed downstream of `station` (nor waits in the
-        output, unless `output=False`)."""
+        output, unless `output=False`). With `before_turn`, only chunks of earlier turns count:
+        the station's own turn may already be on its way (its turn start, its metrics)."""
         index = self.stations.index(station)
-        return ((not output or not len(self._output)) and all(not len(inbox) for inbox in self._inboxes[index + 1 :])
-                and all(chunk is None for chunk in self._in_progress[index + 1 :]))
+
+        def busy(chunk: Chunk | None) -> bool:
+            return chunk is not None and (before_turn is None or chunk.turn_id < before_turn)
+
+        queues = [*self._inboxes[index + 1 :], *([self._output] if output else [])]
+        return (not any(busy(chunk) for queue in queues for chunk in queue)
+                and not any(busy(chunk) for chunk in self._in_progress[index + 1 :]))
 
     def is_stale(self, chunk: BaseChunk) -> bool:
         """True for chunks of a turn that an interrupt cancelled.

@@ -31,6 +31,10 @@ class ChunkQueue(Generic[T]):
     def __len__(self) -> int:
         return len(self._items)
 
+    def __iter__(self) -> Iterator[T]:
+        """The queued items, oldest first (a snapshot: safe while the queue changes)."""
+        return iter(list(self._items))
+
     def full(self) -> bool:
         return len(self._items) >= self.maxsize
 

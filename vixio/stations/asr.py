@@ -55,12 +55,15 @@ class ASRStation(Station):
         if pcm:
             started = time.monotonic()
             text = (await self.provider.transcribe(pcm, rate, language=self.language)).strip()
+            # Before anything of this turn is yielded: is an earlier turn's reply still running?
+            busy = self._pipeline is not None and not self._pipeline.quiet_after(
+                self, output=False, before_turn=chunk.turn_id)
             metrics.mark("asr_final")
             seconds = len(pcm) / (2 * rate)
             self.logger.info("heard {:.1f} s in {:.0f} ms: {!r}", seconds, (time.monotonic() - started) * 1000, text)
             yield MetricsChunk(values={"asr_ms": (time.monotonic() - started) * 1000, "speech_seconds": seconds},
                                source=self.name)
-            if text and self._pipeline is not None and not self._pipeline.quiet_after(self, output=False):
+            if text and busy:
                 # A new spoken turn while the last one still runs (e.g. waits for a device tool
                 # that never answers): cancel it, and this text starts the new turn.
                 self.logger.info("new spoken turn while the last one is still running: cancelling it")
