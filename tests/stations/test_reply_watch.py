@@ -96,3 +96,34 @@ async def test_cancelling_the_consumer_closes_the_stream() -> None:
     with pytest.raises(asyncio.CancelledError):
         await task
     assert script.closed
+
+
+async def test_the_providers_own_timeout_is_not_taken_for_the_gap_limit() -> None:
+    async def http_timeout() -> AsyncIterator[AgentEvent]:
+        yield AgentTextDelta("Hi")
+        raise TimeoutError("read timed out")
+
+    with pytest.raises(TimeoutError, match="read timed out"):
+        await collect(watch_reply(http_timeout(), ReplyTimeouts(first_token=5, gap=5)))
+
+
+async def test_events_are_read_in_the_consumers_task() -> None:
+    # Each extra task is a loop iteration per token; under load those iterations are the latency.
+    async def many() -> AsyncIterator[AgentEvent]:
+        for n in range(200):
+            await asyncio.sleep(0)
+            yield AgentTextDelta(str(n))
+
+    before = len(asyncio.all_tasks())
+    seen = 0
+    async for _ in watch_reply(many(), ReplyTimeouts(first_token=5, gap=5)):
+        assert len(asyncio.all_tasks()) == before
+        seen += 1
+    assert seen == 200
+
+
+async def test_a_timeout_closes_the_stream() -> None:
+    script = Scripted((0, AgentTextDelta("a")), (10, AgentTextDelta("b")))
+    with pytest.raises(ReplyTimeout):
+        await collect(watch_reply(script.events(), ReplyTimeouts(first_token=5, gap=0.1)))
+    assert script.closed

@@ -6,8 +6,9 @@ limits — the first event of each model call (`first_token`) and the gap betwee
 it streams (`gap`) — and can ask for a filler ("one moment") when the first token is slow. While
 a tool runs (between its call and its result) no limit applies: tools have their own timeouts.
 
-The provider's stream runs in one task of its own, at most one event ahead of the consumer, so
-backpressure still reaches the model and cancelling the consumer closes the stream.
+The provider's stream is read in the consumer's task, one event at a time, so backpressure still
+reaches the model and cancelling the consumer closes the stream; only while a filler may be due
+is the next event awaited in a task of its own.
 """
 
 from __future__ import annotations
@@ -51,33 +52,13 @@ class Filler:
 FILLER = Filler()
 
 
-@dataclass(slots=True)
-class _Failed:
-    error: BaseException
-
-
-_END = object()
-
-
 async def watch_reply(
     events: AsyncIterator[AgentEvent], timeouts: ReplyTimeouts, *, where: str = "the agent"
 ) -> AsyncIterator[AgentEvent | Filler]:
     """Yield `events` as they come; raise `ReplyTimeout` when a limit passes (the stream is closed)."""
-    queue: asyncio.Queue[object] = asyncio.Queue(maxsize=1)
-
-    async def pump() -> None:
-        try:
-            async with contextlib.aclosing(events) as stream:
-                async for event in stream:
-                    await queue.put(event)
-        except Exception as exc:  # noqa: BLE001 - handed to the consumer, who raises it
-            await queue.put(_Failed(exc))
-            return
-        await queue.put(_END)
-
     loop = asyncio.get_running_loop()
-    task = asyncio.create_task(pump(), name="vixio-agent-stream")
-    getter: asyncio.Task[object] | None = None
+    pending: asyncio.Future[AgentEvent] | None = None
+    """The next event, awaited in a task of its own only while a filler may be due."""
     first, tools_running, filler_due = True, 0, timeouts.filler_after is not None
     since = loop.time()
     try:
@@ -86,22 +67,43 @@ async def watch_reply(
             deadline = None if limit is None else since + limit
             filler_at = since + timeouts.filler_after if (filler_due and first and not tools_running
                                                            and timeouts.filler_after is not None) else None
-            wake = min((t for t in (deadline, filler_at) if t is not None), default=None)
-            if getter is None:
-                getter = asyncio.ensure_future(queue.get())
-            done, _ = await asyncio.wait({getter}, timeout=None if wake is None else max(0.0, wake - loop.time()))
-            if not done:
-                if filler_at is not None and (deadline is None or filler_at < deadline) and loop.time() >= filler_at:
-                    filler_due = False
-                    yield FILLER
-                    continue
-                assert limit is not None
-                raise ReplyTimeout("first_token" if first else "gap", limit, where)
-            item, getter = getter.result(), None
-            if item is _END:
-                return
-            if isinstance(item, _Failed):
-                raise item.error
+            if filler_at is None and pending is None:
+                # The usual path: the event is awaited right here, one timer per event and no
+                # extra task (each task hop is a loop iteration, and a busy loop's iterations are
+                # what a token waits for under load).
+                try:
+                    if deadline is None:
+                        item = await anext(events)
+                    else:
+                        limiter = asyncio.timeout_at(deadline)
+                        try:
+                            async with limiter:
+                                item = await anext(events)
+                        except TimeoutError:
+                            if limiter.expired():
+                                raise ReplyTimeout("first_token" if first else "gap", limit or 0.0, where) from None
+                            raise
+                except StopAsyncIteration:
+                    return
+            else:
+                # A filler may be due before the first token: await the event in a task, so the
+                # filler can be said while the model is still silent.
+                if pending is None:
+                    pending = asyncio.ensure_future(anext(events))
+                wake = min(t for t in (deadline, filler_at) if t is not None) if (deadline or filler_at) else None
+                done, _ = await asyncio.wait({pending}, timeout=None if wake is None else max(0.0, wake - loop.time()))
+                if not done:
+                    if filler_at is not None and (deadline is None or filler_at < deadline) and loop.time() >= filler_at:
+                        filler_due = False
+                        yield FILLER
+                        continue
+                    assert limit is not None
+                    raise ReplyTimeout("first_token" if first else "gap", limit, where)
+                finished, pending = pending, None
+                try:
+                    item = finished.result()
+                except StopAsyncIteration:
+                    return
             if isinstance(item, AgentToolCall):
                 tools_running += 1
             elif isinstance(item, AgentToolResult):
@@ -114,8 +116,15 @@ async def watch_reply(
             yield item
             since = loop.time()  # the consumer's time (speaking) is not the model's
     finally:
-        if getter is not None:
-            getter.cancel()
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        if pending is not None:
+            pending.cancel()
+            with contextlib.suppress(BaseException):
+                await pending
+        await _close(events)
+
+
+async def _close(events: AsyncIterator[AgentEvent]) -> None:
+    aclose = getattr(events, "aclose", None)
+    if aclose is not None:
+        with contextlib.suppress(RuntimeError):  # still running: it was cancelled mid-step and unwinds itself
+            await aclose()
