@@ -65,3 +65,43 @@ async def test_a_caller_that_gives_up_does_not_break_the_others() -> None:
         assert await second == 2
     finally:
         worker.close()
+
+
+async def test_linger_never_delays_a_lone_caller() -> None:
+    worker = BatchWorker(lambda jobs: list(jobs), name="test-lone", linger=0.02, target=8)
+    try:
+        for n in range(20):  # one session's frames, one every 60 ms
+            assert await worker.submit(n) == n
+            await asyncio.sleep(0.06)
+        assert worker.lingered == 0
+    finally:
+        worker.close()
+
+
+async def test_linger_gathers_jobs_that_arrive_spread_out() -> None:
+    sizes: list[int] = []
+
+    def run(jobs):
+        sizes.append(len(jobs))
+        return list(jobs)
+
+    worker = BatchWorker(run, name="test-linger", linger=0.02, target=8)
+    try:
+        # 40 callers out of phase, a job each every 60 ms (~670 jobs/s), as sessions' frames come.
+        async def caller(offset: float) -> None:
+            await asyncio.sleep(offset)
+            for n in range(30):
+                await worker.submit(n)
+                await asyncio.sleep(0.06)
+
+        await asyncio.gather(*(caller(i * 0.0015) for i in range(40)))
+        late = sizes[len(sizes) // 2 :]  # the rate is measured over half-second windows
+        assert sum(late) / len(late) >= 4  # without lingering: about one job per batch
+        assert worker.lingered > 0
+    finally:
+        worker.close()
+
+
+def test_linger_settings_are_checked() -> None:
+    with pytest.raises(ValueError, match="linger"):
+        BatchWorker(lambda jobs: jobs, name="bad", linger=-1)

@@ -11,7 +11,15 @@ other core), and hands the results back to the loop with one wake-up per batch.
     result = await worker.submit(job)      # from the event loop; per caller, jobs run in order
 
 `run_batch(jobs)` gets the jobs in submission order and returns one result per job; a result
-that is an exception instance fails that job's future only. Jobs of one caller keep their order
+that is an exception instance fails that job's future only.
+
+Batching pays where one call over many rows is cheaper per row (Silero VAD: ~150 µs per window
+alone, ~65 µs in a batch of 32). Under load jobs arrive spread out (each session's frame comes
+every 60 ms, sessions out of phase), so a worker that starts as soon as one job is queued runs
+batches of two or three. `linger` lets it wait a little for more: after the first job it keeps
+collecting until `target` jobs are queued or `linger` seconds have passed — but only when the
+measured arrival rate promises at least two more jobs in that time, so a lone session is never
+delayed. Jobs of one caller keep their order
 as long as the caller awaits each before submitting the next (the way a station processes
 chunks), and the batch function processes jobs in order.
 """
@@ -21,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import queue
 import threading
+import time
 from collections.abc import Callable, Sequence
 from contextlib import suppress
 from typing import Any, Generic, TypeVar
@@ -36,10 +45,20 @@ RunBatch = Callable[[Sequence[J]], Sequence[R | BaseException]]
 class BatchWorker(Generic[J, R]):
     """A daemon thread running `run_batch` over whatever jobs are queued; see the module doc."""
 
-    def __init__(self, run_batch: RunBatch[J, R], *, name: str, max_batch: int = 512) -> None:
+    def __init__(self, run_batch: RunBatch[J, R], *, name: str, max_batch: int = 512,
+                 linger: float = 0.0, target: int = 1) -> None:
+        if linger < 0 or target < 1 or max_batch < 1:
+            raise ValueError(f"BatchWorker {name}: linger must be >= 0, target and max_batch >= 1")
         self._run_batch = run_batch
         self.name = name
         self.max_batch = max_batch
+        self.linger = linger
+        """Longest wait (seconds) for more jobs once one is queued; see the module doc."""
+        self.target = min(target, max_batch)
+        """Batch size at which the worker stops lingering."""
+        self._rate = 0.0
+        self._rate_since = time.monotonic()
+        self._rate_jobs = 0
         # A C-implemented queue: put() is a few hundred ns with the GIL, get() waits without it.
         self._jobs: queue.SimpleQueue[tuple[J, asyncio.Future[R], asyncio.AbstractEventLoop] | None] = queue.SimpleQueue()
         self._start_lock = threading.Lock()
@@ -49,6 +68,8 @@ class BatchWorker(Generic[J, R]):
         """Batches run so far."""
         self.jobs_done = 0
         """Jobs run so far (jobs_done / batches is the mean batch size)."""
+        self.lingered = 0
+        """Batches that waited for more jobs."""
 
     def submit(self, job: J) -> asyncio.Future[R]:
         """Queue `job`; the future resolves on the calling loop. Call from an event loop thread."""
@@ -84,16 +105,44 @@ class BatchWorker(Generic[J, R]):
             if first is None:
                 return
             batch = [first]
-            while len(batch) < self.max_batch:
-                try:
-                    item = self._jobs.get_nowait()
-                except queue.Empty:
-                    break
-                if item is None:
-                    stopping = True  # finish what came before the stop marker
-                    break
-                batch.append(item)
+            stopping = self._collect(batch, self.max_batch, None)
+            if not stopping and len(batch) < self.target and (wait := self._linger_for(len(batch))) > 0:
+                self.lingered += 1
+                stopping = self._collect(batch, self.target, time.monotonic() + wait)
+            self._note_rate(len(batch))
             self._run_one(batch)
+
+    def _collect(self, batch: list[Any], up_to: int, deadline: float | None) -> bool:
+        """Add queued jobs to `batch` (waiting until `deadline` for them); True at the stop marker."""
+        while len(batch) < up_to:
+            try:
+                if deadline is None:
+                    item = self._jobs.get_nowait()
+                else:
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        return False
+                    item = self._jobs.get(timeout=remaining)
+            except queue.Empty:
+                return False
+            if item is None:
+                return True  # finish what came before the stop marker
+            batch.append(item)
+        return False
+
+    def _linger_for(self, have: int) -> float:
+        """Seconds worth waiting for `target` jobs at the current arrival rate (0: not worth it)."""
+        if not self.linger or self._rate * self.linger < 2:
+            return 0.0
+        return min(self.linger, (self.target - have) / self._rate)
+
+    def _note_rate(self, jobs: int) -> None:
+        """Jobs per second, measured over windows of at least half a second."""
+        self._rate_jobs += jobs
+        now = time.monotonic()
+        if now - self._rate_since >= 0.5:
+            self._rate = self._rate_jobs / (now - self._rate_since)
+            self._rate_since, self._rate_jobs = now, 0
 
     def _run_one(self, batch: list[tuple[J, asyncio.Future[R], asyncio.AbstractEventLoop]]) -> None:
         jobs = [job for job, _, _ in batch]

