@@ -16,6 +16,7 @@ from vixio.providers.agent.base import (
     AgentError,
     AgentEvent,
     AgentTextDelta,
+    AgentTextEnd,
     AgentToolCall,
     AgentToolResult,
 )
@@ -61,6 +62,8 @@ async def test_text_streams_as_ordered_deltas(server: ScriptedLLMServer, make_pr
 
     events = await collect(agent.chat("hi"))
 
+    assert isinstance(events[-1], AgentTextEnd)  # the model call's text is complete
+    events = events[:-1]
     assert [type(e) for e in events] == [AgentTextDelta] * len(split_deltas(answer))
     assert [e.text for e in events] == list(split_deltas(answer))
     assert len(events) > 5
@@ -85,9 +88,11 @@ async def test_tool_call_runs_function_tool_and_model_sees_output(
 
     events = await collect(agent.chat("What's the weather in Paris?"))
 
-    assert events[0] == AgentToolCall("call_w", "get_weather", json.dumps({"city": "Paris"}))
-    assert events[1] == AgentToolResult("call_w", "get_weather", "Paris: sunny, 25 C")
-    assert text_of(events[2:]) == "It is sunny in Paris."
+    assert events[0] == AgentTextEnd()  # the first model call ended (with a tool call, no text)
+    assert events[1] == AgentToolCall("call_w", "get_weather", json.dumps({"city": "Paris"}))
+    assert events[2] == AgentToolResult("call_w", "get_weather", "Paris: sunny, 25 C")
+    assert text_of(events[3:]) == "It is sunny in Paris."
+    assert events[-1] == AgentTextEnd()
     assert weather_calls == ["Paris"]
     assert server.tool_names(0) == ["get_weather", "set_volume"]
     second = server.messages(1)
@@ -291,3 +296,55 @@ async def test_unreachable_server_is_an_agent_error() -> None:
     await agent.initialize()
     with pytest.raises(AgentError, match="could not reach the language model at http://127.0.0.1"):
         await collect(agent.chat("hello"))
+
+
+@function_tool
+async def slow_lookup(topic: str) -> str:
+    """Look something up (takes a while)."""
+    await asyncio.sleep(0.6)
+    return f"{topic}: found"
+
+
+async def test_the_model_deadline_counts_the_models_time_not_the_tools(
+    server: ScriptedLLMServer, make_provider: Factory
+) -> None:
+    server.expect(Reply.tool_call("slow_lookup", {"topic": "tides"}, call_id="c1"), Reply.text("High tide at noon."))
+    agent = make_provider(timeout=0.4)
+    await agent.initialize(tools=[slow_lookup])
+    events = await collect(agent.chat("when is high tide?"))
+    assert text_of(events) == "High tide at noon."  # the 0.6 s tool is not the model's 0.4 s
+
+
+async def test_a_slowly_streamed_model_call_ends_at_the_deadline(
+    server: ScriptedLLMServer, make_provider: Factory
+) -> None:
+    server.expect(Reply.text("one two three four five six seven eight nine ten", delta_delay=0.1))
+    agent = make_provider(timeout=0.45)
+    await agent.initialize()
+    with pytest.raises(AgentError, match="did not answer within 0.45 s"):
+        await collect(agent.chat("count slowly"))
+
+
+async def test_streamed_tokens_cost_no_task_each(server: ScriptedLLMServer, make_provider: Factory) -> None:
+    # Every task is a loop iteration per token; on a busy loop those iterations are the latency.
+    loop = asyncio.get_running_loop()
+    created: list[int] = []
+    factory = loop.get_task_factory()
+
+    def counting(loop: asyncio.AbstractEventLoop, coro: Any, **kwargs: Any) -> asyncio.Task[Any]:
+        created.append(1)
+        return asyncio.Task(coro, loop=loop, **kwargs)
+
+    agent = make_provider(timeout=30)
+    await agent.initialize()
+    counts = []
+    for words in (4, 60):
+        server.expect(Reply.text(" ".join(["word"] * words) + "."))
+        loop.set_task_factory(counting)
+        try:
+            await collect(agent.chat("talk"))
+        finally:
+            loop.set_task_factory(factory)
+        counts.append(len(created))
+        created.clear()
+    assert counts[1] <= counts[0] + 2, counts

@@ -14,6 +14,7 @@ from vixio.providers.agent.base import (
     AgentEvent,
     AgentProvider,
     AgentTextDelta,
+    AgentTextEnd,
     AgentToolCall,
     AgentToolResult,
 )
@@ -29,6 +30,7 @@ __all__ = [
     "AgentEvent",
     "AgentProvider",
     "AgentTextDelta",
+    "AgentTextEnd",
     "AgentToolCall",
     "AgentToolResult",
     "LocalLlamaAgentProvider",

@@ -39,6 +39,13 @@ class AgentTextDelta:
 
 
 @dataclass(slots=True)
+class AgentTextEnd:
+    """One model call's text is complete (more may follow after tool calls).
+
+    Lets the speech side say the last sentence now instead of after the run's bookkeeping."""
+
+
+@dataclass(slots=True)
 class AgentToolCall:
     """The model asked for a tool; the provider runs it and then yields `AgentToolResult`."""
 
@@ -58,7 +65,7 @@ class AgentToolResult:
     output: str
 
 
-AgentEvent: TypeAlias = AgentTextDelta | AgentToolCall | AgentToolResult
+AgentEvent: TypeAlias = AgentTextDelta | AgentTextEnd | AgentToolCall | AgentToolResult
 
 
 class AgentError(Exception):

@@ -12,6 +12,7 @@ traces whenever `OPENAI_API_KEY` is set.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib
 import os
 import re
@@ -46,9 +47,11 @@ from vixio.providers.agent.base import (
     AgentEvent,
     AgentProvider,
     AgentTextDelta,
+    AgentTextEnd,
     AgentToolCall,
     AgentToolResult,
 )
+from vixio.providers.agent.model_deadline import ModelCallTimeout, within_model_deadline
 from vixio.providers.agent.history import (
     Item,
     drop_unpaired_tool_items,
@@ -100,6 +103,8 @@ class _Turn:
             if event.data.type == "response.output_text.delta" and event.data.delta:
                 self.streamed_text += event.data.delta
                 return AgentTextDelta(event.data.delta)
+            if event.data.type == "response.completed":
+                return AgentTextEnd()
             return None
         if not isinstance(event, RunItemStreamEvent):
             return None
@@ -201,9 +206,8 @@ class OpenAIAgentProvider(AgentProvider):
         retries = {"num_retries": max_retries, "max_retries": max_retries}
         through_litellm = isinstance(model, str) and not (openai_direct and model.startswith(_OPENAI_PREFIX))
         extra_args = retries if through_litellm else None  # litellm's knobs
-        self._settings = ModelSettings(
-            temperature=temperature, max_tokens=max_tokens, timeout=timeout, extra_args=extra_args
-        )
+        # No SDK `timeout`: `within_model_deadline` enforces it (see there why).
+        self._settings = ModelSettings(temperature=temperature, max_tokens=max_tokens, extra_args=extra_args)
         if tracing:
             logger.warning("openai-agents tracing enabled; this turns tracing on for the whole process")
             set_tracing_disabled(False)
@@ -271,8 +275,9 @@ class OpenAIAgentProvider(AgentProvider):
         turn = self._turn = _Turn(result=result, agent=agent, start=start,
                                   max_tool_rounds=self._max_tool_iterations)
         outcome = "interrupted"
+        events = result.stream_events()
         try:
-            async for event in result.stream_events():
+            async for event in within_model_deadline(events, self._timeout):
                 translated = turn.translate(event)
                 if translated is not None:
                     yield translated
@@ -286,6 +291,8 @@ class OpenAIAgentProvider(AgentProvider):
             raise AgentError(message) from exc
         finally:
             self._end_turn(turn, outcome)
+            with contextlib.suppress(Exception):
+                await events.aclose()
 
     def _end_turn(self, turn: _Turn, outcome: str) -> None:
         """Settle history once per turn: completed, interrupted (cancel/aclose) or failed."""
@@ -344,7 +351,7 @@ class OpenAIAgentProvider(AgentProvider):
     def _describe(self, exc: BaseException, *, mid_reply: bool = False) -> str:
         """A short sentence for an exception from the run; `mid_reply`: the model's answer had
         started streaming (HTTP 200) when it failed."""
-        if isinstance(exc, ModelTimeoutError):
+        if isinstance(exc, ModelTimeoutError | ModelCallTimeout):
             return f"the language model at {self.where} did not answer within {self._timeout:g} s"
         if isinstance(exc, MaxTurnsExceeded):
             return f"the agent made {self._max_turns} model calls without a final answer"
