@@ -95,6 +95,18 @@ async def test_error_drops_the_cut_off_fragment_and_passes_on() -> None:
     assert spoken(after) == ["Fresh reply."]
 
 
+async def test_the_end_of_a_model_call_speaks_the_last_sentence_at_once() -> None:
+    end = TextDeltaChunk(text="", role="assistant", ends_text=True)
+    # No StreamComplete yet (the agent's bookkeeping after the model call is still running).
+    out = await run_station(SentenceAggregatorStation(), [*deltas("It is sunny and twenty degrees today."), end])
+    assert [type(c).__name__ for c in out] == ["EmotionChunk", "TextChunk"]
+    assert spoken(out) == ["It is sunny and twenty degrees today."]
+    out = await run_station(SentenceAggregatorStation(), [
+        *deltas("Let me check. <tool_call>{\"name\": \"get_"), end, StreamCompleteChunk(source="agent"),
+    ])
+    assert spoken(out) == ["Let me check."]  # open markup is held back at a model call's end
+
+
 def test_speakable_and_sentence_end_helpers() -> None:
     assert speakable("# Title\n- **bold** item\n1. [link](http://x) 🎉") == "Title bold item link"
     assert find_sentence_end("Hello. World") == 6

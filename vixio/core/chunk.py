@@ -72,6 +72,8 @@ class TextDeltaChunk(BaseChunk):
     kind: Literal["text_delta"] = field(default="text_delta", init=False)
     text: str
     role: Role = "assistant"
+    ends_text: bool = False
+    """The text so far is complete (a model call ended): a sentence still buffered is whole."""
 
 
 @dataclass(kw_only=True, slots=True)

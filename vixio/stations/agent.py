@@ -25,7 +25,14 @@ from vixio.core.chunk import Chunk, ErrorChunk, StreamCompleteChunk, TextChunk, 
 from vixio.core.state import Message, TurnMetrics
 from vixio.core.station import Station
 from vixio.core.tools.executor import ToolExecutor
-from vixio.providers.agent.base import AgentError, AgentProvider, AgentTextDelta, AgentToolCall, AgentToolResult
+from vixio.providers.agent.base import (
+    AgentError,
+    AgentProvider,
+    AgentTextDelta,
+    AgentTextEnd,
+    AgentToolCall,
+    AgentToolResult,
+)
 from vixio.stations.reply_watch import Filler, ReplyTimeouts, watch_reply
 
 
@@ -202,6 +209,8 @@ class AgentStation(Station):
             metrics.mark("llm_first_token")
             self._reply.append(event.text)
             return [TextDeltaChunk(text=event.text, role="assistant")]
+        if isinstance(event, AgentTextEnd):
+            return [TextDeltaChunk(text="", role="assistant", ends_text=True)]
         if isinstance(event, AgentToolCall):
             return [ToolCallChunk(call_id=event.call_id, name=event.name, arguments=_arguments(event.arguments))]
         if isinstance(event, AgentToolResult):

@@ -19,7 +19,14 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Literal
 
-from vixio.providers.agent.base import AgentError, AgentEvent, AgentTextDelta, AgentToolCall, AgentToolResult
+from vixio.providers.agent.base import (
+    AgentError,
+    AgentEvent,
+    AgentTextDelta,
+    AgentTextEnd,
+    AgentToolCall,
+    AgentToolResult,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,7 +119,7 @@ async def watch_reply(
                     first = True  # the model is called again: a new first token
             elif isinstance(item, AgentTextDelta) and item.text:
                 first = False
-            assert isinstance(item, AgentTextDelta | AgentToolCall | AgentToolResult)
+            assert isinstance(item, AgentTextDelta | AgentTextEnd | AgentToolCall | AgentToolResult)
             yield item
             since = loop.time()  # the consumer's time (speaking) is not the model's
     finally:

@@ -65,6 +65,13 @@ class SentenceAggregatorStation(Station):
             filtered = self._filter.feed(chunk.text)
             if filtered.thought:
                 yield ThoughtChunk(text=filtered.thought)
+            if chunk.ends_text:
+                # The model call ended: the buffered sentence is whole, say it now (the reply's
+                # end comes only after the agent's bookkeeping). Open markup stays held back.
+                self._buffer += filtered.speech
+                for out in self._flush_buffer():
+                    yield out
+                return
             if not filtered.speech:
                 return
             self._buffer += filtered.speech
@@ -89,15 +96,24 @@ class SentenceAggregatorStation(Station):
         if filtered.thought:
             yield ThoughtChunk(text=filtered.thought)
         self._buffer += filtered.speech
+        for out in self._flush_buffer():
+            yield out
+        self._reset()
+        yield chunk
+
+    def _flush_buffer(self) -> list[Chunk]:
+        """The buffered text as the last sentence (after the reply's emotion, if not sent yet)."""
+        out: list[Chunk] = []
         if self._buffer.strip() and not self._emotion_sent:
             emotion = self._emotion()
             if emotion is not None:
-                yield emotion
+                out.append(emotion)
         tail = speakable(self._buffer)
+        self._buffer = ""
         if tail:
-            yield TextChunk(text=tail, role="assistant")
-        self._reset()
-        yield chunk
+            self._sentences += 1
+            out.append(TextChunk(text=tail, role="assistant"))
+        return out
 
     def _emotion(self) -> EmotionChunk | None:
         if not self._buffer.strip():
