@@ -30,6 +30,7 @@ from vixio.config.models import VixioConfig
 from vixio.config.voice import LocalLlamaAgentConfig
 from vixio.console import Console
 from vixio.console import workers as console_workers
+from vixio.core.batching import worker_stats
 from vixio.core.pipeline import Pipeline
 from vixio.transports.xiaozhi.auth import DeviceAuthenticator
 from vixio.transports.xiaozhi.http_limits import AcceptErrorThrottle, install_accept_error_throttle
@@ -107,7 +108,8 @@ class VixioServer:
             sessions.append({"session_id": session_id, "device_id": connection.device_id,
                              "speaking": connection.speaking, "turns": turns,
                              "tools": tools.toolset.sources() if tools is not None else {}})
-        process = {"worker": self.worker_index, "pid": os.getpid(), "sessions": len(sessions), "rss_mb": rss_mb()}
+        process = {"worker": self.worker_index, "pid": os.getpid(), "sessions": len(sessions), "rss_mb": rss_mb(),
+                   "batching": worker_stats()}
         return {"sessions": len(sessions), "detail": sessions, "workers": [process]}
 
     def _server_tool(self, name: str) -> ToolDefinition | None:

@@ -16,10 +16,10 @@ that is an exception instance fails that job's future only.
 Batching pays where one call over many rows is cheaper per row (Silero VAD: ~150 µs per window
 alone, ~65 µs in a batch of 32). Under load jobs arrive spread out (each session's frame comes
 every 60 ms, sessions out of phase), so a worker that starts as soon as one job is queued runs
-batches of two or three. `linger` lets it wait a little for more: after the first job it keeps
-collecting until `target` jobs are queued or `linger` seconds have passed — but only when the
-measured arrival rate promises at least two more jobs in that time, so a lone session is never
-delayed. Jobs of one caller keep their order
+batches of two or three. `linger` lets it wait a little for more: after the first job it sleeps as
+long as the measured arrival rate needs to bring `target` jobs (at most `linger` seconds), then
+takes everything queued — but only when that rate promises at least two more jobs in the time,
+so a lone session is never delayed. Jobs of one caller keep their order
 as long as the caller awaits each before submitting the next (the way a station processes
 chunks), and the batch function processes jobs in order.
 """
@@ -30,6 +30,7 @@ import asyncio
 import queue
 import threading
 import time
+import weakref
 from collections.abc import Callable, Sequence
 from contextlib import suppress
 from typing import Any, Generic, TypeVar
@@ -40,6 +41,22 @@ J = TypeVar("J")
 R = TypeVar("R")
 
 RunBatch = Callable[[Sequence[J]], Sequence[R | BaseException]]
+
+
+_WORKERS: weakref.WeakSet[BatchWorker[Any, Any]] = weakref.WeakSet()
+
+
+def worker_stats() -> dict[str, dict[str, float]]:
+    """Per BatchWorker of this process (by name): batches, jobs, mean batch size, lingered batches."""
+    stats: dict[str, dict[str, float]] = {}
+    for worker in list(_WORKERS):
+        entry = stats.setdefault(worker.name, {"batches": 0, "jobs": 0, "lingered": 0})
+        entry["batches"] += worker.batches
+        entry["jobs"] += worker.jobs_done
+        entry["lingered"] += worker.lingered
+    for entry in stats.values():
+        entry["mean_batch"] = round(entry["jobs"] / entry["batches"], 2) if entry["batches"] else 0.0
+    return stats
 
 
 class BatchWorker(Generic[J, R]):
@@ -70,6 +87,7 @@ class BatchWorker(Generic[J, R]):
         """Jobs run so far (jobs_done / batches is the mean batch size)."""
         self.lingered = 0
         """Batches that waited for more jobs."""
+        _WORKERS.add(self)
 
     def submit(self, job: J) -> asyncio.Future[R]:
         """Queue `job`; the future resolves on the calling loop. Call from an event loop thread."""
@@ -105,24 +123,21 @@ class BatchWorker(Generic[J, R]):
             if first is None:
                 return
             batch = [first]
-            stopping = self._collect(batch, self.max_batch, None)
+            stopping = self._collect(batch, self.max_batch)
             if not stopping and len(batch) < self.target and (wait := self._linger_for(len(batch))) > 0:
+                # One sleep, then take what came: waiting on the queue would wake this thread
+                # (and make it take the GIL) once per arriving job.
                 self.lingered += 1
-                stopping = self._collect(batch, self.target, time.monotonic() + wait)
+                time.sleep(wait)
+                stopping = self._collect(batch, self.max_batch)
             self._note_rate(len(batch))
             self._run_one(batch)
 
-    def _collect(self, batch: list[Any], up_to: int, deadline: float | None) -> bool:
-        """Add queued jobs to `batch` (waiting until `deadline` for them); True at the stop marker."""
+    def _collect(self, batch: list[Any], up_to: int) -> bool:
+        """Add the queued jobs to `batch` (up to `up_to` in all); True at the stop marker."""
         while len(batch) < up_to:
             try:
-                if deadline is None:
-                    item = self._jobs.get_nowait()
-                else:
-                    remaining = deadline - time.monotonic()
-                    if remaining <= 0:
-                        return False
-                    item = self._jobs.get(timeout=remaining)
+                item = self._jobs.get_nowait()
             except queue.Empty:
                 return False
             if item is None:
