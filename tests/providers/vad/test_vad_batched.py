@@ -139,3 +139,15 @@ async def test_station_output_is_the_same_as_the_per_session_path(speech) -> Non
     assert [c.pcm for c in batched if isinstance(c, AudioChunk)] == [c.pcm for c in one_by_one if isinstance(c, AudioChunk)]
     kinds = [kind for kind, _ in shape(batched)]
     assert kinds.count("vad_start") == 1 and kinds.count("vad_end") == 1
+
+
+async def test_int16_windows_score_exactly_as_their_float_conversion(speech) -> None:
+    # The detector hands int16 windows to score(); the batch thread converts them, bit for bit
+    # as the float path (pcm.astype(float32) * 1/32768) would.
+    samples = utterance(speech, "weather.wav", 1)
+    windows = samples[: samples.shape[0] // 512 * 512].reshape(-1, 512)
+    vad = SileroOnnxVAD()
+    as_int16, as_float = vad.create_stream(), vad.create_stream()
+    got = await as_int16.score(windows)
+    want = as_float.probabilities(windows.astype(np.float32) * (1.0 / 32768.0))
+    assert got == want

@@ -9,6 +9,8 @@ A stream scores fixed-size windows of float32 audio in [-1, 1]; `VoiceActivityDe
 Streams are not thread-safe: a session drives its stream from one caller at a time. On the
 event loop, sessions call `await stream.score(windows)`: a backend that can batch (Silero
 ONNX) scores every session's windows together on a worker thread; the default scores inline.
+`score` also takes int16 windows (PCM as it arrives), so the conversion to float runs where
+the scoring runs, not on the event loop.
 """
 
 from __future__ import annotations
@@ -16,6 +18,14 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 
 import numpy as np
+
+INT16_SCALE = 1.0 / 32768.0
+"""int16 PCM → float32 in [-1, 1]: `pcm.astype(np.float32) * INT16_SCALE` (the one conversion)."""
+
+
+def to_float(windows: np.ndarray) -> np.ndarray:
+    """`windows` as float32 in [-1, 1]: int16 PCM is converted, float passes through."""
+    return windows.astype(np.float32) * INT16_SCALE if windows.dtype == np.int16 else windows
 
 
 class VADStream(ABC):
@@ -39,9 +49,10 @@ class VADStream(ABC):
         return [self.probability(window) for window in windows]
 
     async def score(self, windows: np.ndarray) -> list[float]:
-        """`probabilities` for the event loop: batching backends override this to run off the
-        loop, together with other sessions' windows. Await each call before the next."""
-        return self.probabilities(windows)
+        """`probabilities` for the event loop (float32 or int16 windows): batching backends
+        override this to run off the loop, together with other sessions' windows. Await each
+        call before the next."""
+        return self.probabilities(to_float(windows))
 
     @abstractmethod
     def reset(self) -> None:

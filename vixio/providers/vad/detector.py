@@ -26,9 +26,7 @@ from typing import Literal
 
 import numpy as np
 
-from vixio.providers.vad.base import VADStream
-
-_INT16_SCALE = 1.0 / 32768.0
+from vixio.providers.vad.base import VADStream, to_float
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,14 +78,14 @@ class VoiceActivityDetector:
         self._min_speech = rate * min_speech_ms // 1000
         self._min_silence = rate * min_silence_ms // 1000
         self._pad = rate * speech_pad_ms // 1000
-        self._carry = np.zeros(0, dtype=np.float32)
+        self._carry = np.zeros(0, dtype=np.int16)
         self.reset(reset_stream=False)
 
     def reset(self, *, reset_stream: bool = True) -> None:
         """Forget all audio and state; offsets restart at 0."""
         if reset_stream:
             self.stream.reset()
-        self._carry = np.zeros(0, dtype=np.float32)
+        self._carry = np.zeros(0, dtype=np.int16)
         self._consumed = 0  # samples scored so far (whole windows)
         self._fed = 0  # samples fed so far, including the carried remainder
         self._speaking = False
@@ -112,7 +110,7 @@ class VoiceActivityDetector:
         `pcm` is int16 mono at `stream.sample_rate`: little-endian bytes or an int16 array.
         """
         windows = self._windows(pcm)
-        return self._decide(self.stream.probabilities(windows) if windows.shape[0] else [])
+        return self._decide(self.stream.probabilities(to_float(windows)) if windows.shape[0] else [])
 
     async def feed_async(self, pcm: bytes | np.ndarray) -> list[VADEvent]:
         """`feed` for the event loop: the windows are scored by `stream.score` (batched with other
@@ -121,7 +119,10 @@ class VoiceActivityDetector:
         return self._decide(await self.stream.score(windows) if windows.shape[0] else [])
 
     def _windows(self, pcm: bytes | np.ndarray) -> np.ndarray:
-        """The whole windows the new audio completes, shape [count, window]; the rest is carried."""
+        """The whole windows the new audio completes, int16 of shape [count, window]; the rest is
+        carried. Kept int16 here: the float conversion runs where the scoring does (for a batching
+        backend, off the event loop; numpy releases the GIL for it, and taking it back on the loop
+        thread waited behind the scoring threads)."""
         if isinstance(pcm, (bytes, bytearray, memoryview)):
             if len(pcm) % 2:
                 raise ValueError(f"PCM must be whole int16 samples, got {len(pcm)} bytes")
@@ -131,7 +132,7 @@ class VoiceActivityDetector:
         else:
             raise TypeError(f"feed() takes int16 PCM bytes or an int16 array, got dtype {pcm.dtype}")
         self._fed += samples.shape[0]
-        audio = samples.astype(np.float32) * _INT16_SCALE
+        audio = samples
         if self._carry.shape[0]:
             audio = np.concatenate((self._carry, audio))
         whole = audio.shape[0] - audio.shape[0] % self._window

@@ -33,7 +33,7 @@ import numpy as np
 from loguru import logger
 
 from vixio.core.batching import BatchWorker
-from vixio.providers.vad.base import VADProvider, VADStream
+from vixio.providers.vad.base import VADProvider, VADStream, to_float
 
 _EXTRA_HINT = "vixio[silero-onnx] extra: pip install -e '.[silero-onnx]' in the vixio checkout"
 _WINDOW_SAMPLES = {16000: 512, 8000: 256}
@@ -115,7 +115,7 @@ def _score_batch(session: Any, jobs: Sequence[tuple[SileroOnnxStream, np.ndarray
     sequences: dict[int, tuple[SileroOnnxStream, list[np.ndarray], list[int]]] = {}
     for index, (stream, windows) in enumerate(jobs):
         entry = sequences.setdefault(id(stream), (stream, [], []))
-        entry[1].extend(windows)
+        entry[1].extend(to_float(windows))
         entry[2].append(index)
     streams = list(sequences.values())
     scores: list[list[float]] = [[] for _ in streams]
@@ -188,7 +188,9 @@ class SileroOnnxStream(VADStream):
             raise ValueError(f"VAD windows must have shape [count, {self.window_samples}], got {windows.shape}")
         if not windows.shape[0]:
             return []
-        return await self._batcher.submit((self, np.ascontiguousarray(windows, dtype=np.float32)))
+        if windows.dtype != np.int16:
+            windows = np.ascontiguousarray(windows, dtype=np.float32)
+        return await self._batcher.submit((self, windows))  # int16 is converted on the batch thread
 
     def reset(self) -> None:
         """Zero the state and the context."""
