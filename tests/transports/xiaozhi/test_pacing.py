@@ -167,3 +167,30 @@ async def test_async_encoding_keeps_timing_and_never_sends_a_frame_cleared_while
         await asyncio.sleep(0)
     assert len(sent) == 4
     await pacer.stop()
+
+
+async def test_a_prebuffer_burst_is_encoded_together_and_sent_at_once() -> None:
+    # On a busy loop each round trip to the codec thread costs loop iterations: frames encoded
+    # one at a time left the device with a single frame while the rest of the burst trickled in.
+    sent: list[tuple[float, bytes]] = []
+    loop = asyncio.get_running_loop()
+    started: list[float] = []
+
+    async def send(message: dict) -> None:
+        sent.append((loop.time(), message["data"]))
+
+    async def encode_async(pcm: bytes) -> dict:
+        started.append(loop.time())
+        await asyncio.sleep(0.05)  # one slow round trip to the codec thread
+        return {"type": "audio", "data": pcm}
+
+    pacer = DownlinkPacer(send, encode_async=encode_async, frame_duration=FRAME, prebuffer=5)
+    pacer.start()
+    for i in range(8):
+        pacer.send_frame(frame(i))
+    while len(sent) < 5:
+        await asyncio.sleep(0.005)
+    await pacer.stop()
+    assert [data for _, data in sent[:5]] == [frame(i) for i in range(5)]
+    assert max(started[:5]) - min(started[:5]) < 0.02  # the burst was encoded together
+    assert sent[4][0] - sent[0][0] < 0.02  # and sent together, not 50 ms apart per frame

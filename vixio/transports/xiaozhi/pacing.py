@@ -9,8 +9,11 @@ dry the device's buffer drains; the next frame starts a new burst.
 Frames are queued as PCM (or whatever `encode` takes) and encoded only when their turn to go
 comes, so the encoding CPU is spread evenly over playback instead of bursting when a TTS
 chunk arrives — that burst would delay every other session's frames. With `encode_async`
-(the codec thread), a frame's encoding starts when it reaches the head of the queue and runs
-while the pacer waits for its deadline, so the loop never encodes.
+(the codec thread), the frames near the head of the queue (a pre-buffer's worth) are encoded
+ahead, together, while the pacer waits for their deadlines: a frame that is due is ready, and a
+burst goes out in one step. On a busy loop every await that suspends costs a loop iteration,
+which is what a frame waits for: encoding one frame at a time made each pre-buffer frame wait
+for its own round trip to the codec thread, and the device ran dry.
 
 Messages queued between frames (`tts sentence_start`, ...) go out in order, at once. An end
 marker waits until the device has played everything sent (so `tts stop` never cuts the tail),
@@ -34,6 +37,12 @@ EncodeAsync = Callable[[bytes], Awaitable[Message]]
 
 def _as_audio_message(frame: bytes) -> Message:
     return {"type": "audio", "data": frame}
+
+
+@dataclass(slots=True)
+class _Frame:
+    pcm: bytes
+    encoding: asyncio.Future[Message] | None = None
 
 
 @dataclass(slots=True)
@@ -63,7 +72,7 @@ class DownlinkPacer:
         self.prebuffer = prebuffer
         self._clock = clock
         self._sleep = sleep
-        self._queue: deque[bytes | Message | _End] = deque()
+        self._queue: deque[_Frame | Message | _End] = deque()
         self._wakeup = asyncio.Event()
         self._burst_start = 0.0
         self._burst_frames = 0
@@ -76,7 +85,7 @@ class DownlinkPacer:
 
     def send_frame(self, frame: bytes) -> None:
         """Queue one frame of audio; `encode` turns it into its message when it is sent."""
-        self._push(frame)
+        self._push(_Frame(frame))
 
     def send_message(self, message: Message) -> None:
         """Queue a JSON message that must go out in order with the audio."""
@@ -88,7 +97,7 @@ class DownlinkPacer:
 
     def clear(self) -> int:
         """Drop every unsent frame, message and end marker; returns the frames dropped."""
-        dropped = sum(1 for item in self._queue if isinstance(item, bytes))
+        dropped = sum(1 for item in self._queue if isinstance(item, _Frame))
         self._queue.clear()
         self._generation += 1
         self.frames_dropped += dropped
@@ -109,7 +118,7 @@ class DownlinkPacer:
         """Estimated audio sent but not yet played by the device."""
         return max(0.0, self._burst_start + self._burst_frames * self.frame_duration - self._clock())
 
-    def _push(self, item: bytes | Message | _End) -> None:
+    def _push(self, item: _Frame | Message | _End) -> None:
         self._queue.append(item)
         self._wakeup.set()
 
@@ -139,27 +148,38 @@ class DownlinkPacer:
                     self._queue.popleft()
                     await item.on_played()
                 continue
-            if isinstance(item, bytes):
+            if isinstance(item, _Frame):
                 generation = self._generation
-                encoding = None
                 if self._encode_async is not None:
-                    # Encoded on the codec thread while we wait for the frame's deadline.
-                    encoding = asyncio.ensure_future(self._encode_async(item))
-                    encoding.add_done_callback(_consume_result)
+                    self._encode_ahead()  # on the codec thread while we wait for the deadlines
                 await self._wait(self._delay_for_next_frame())
                 if not self._queue or self._queue[0] is not item:
                     continue  # cleared while waiting
                 self._queue.popleft()
-                message = await encoding if encoding is not None else self._encode(item)
+                message = await item.encoding if item.encoding is not None else self._encode(item.pcm)
                 if generation != self._generation:
                     continue  # cleared while it was being encoded: it must not follow `tts stop`
                 self._burst_frames += 1
                 self.frames_sent += 1
                 await self._send(message)
-                await asyncio.sleep(0)  # let the writer put this frame on the wire before encoding the next
             else:
                 self._queue.popleft()
                 await self._send(item)
+
+    def _encode_ahead(self) -> None:
+        """Start encoding the first `prebuffer` frames of the queue that are not yet encoding
+        (in queue order: the encoder is stateful, and the codec thread runs jobs in order)."""
+        assert self._encode_async is not None
+        frames = 0
+        for item in self._queue:
+            if not isinstance(item, _Frame):
+                continue
+            if item.encoding is None:
+                item.encoding = asyncio.ensure_future(self._encode_async(item.pcm))
+                item.encoding.add_done_callback(_consume_result)
+            frames += 1
+            if frames >= self.prebuffer:
+                return
 
     def _delay_for_next_frame(self) -> float:
         now = self._clock()
