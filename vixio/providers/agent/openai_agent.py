@@ -41,7 +41,7 @@ from agents.stream_events import (
 )
 from loguru import logger
 
-from vixio.providers.agent import sdk_speedups
+from vixio.providers.agent import sdk_gather, sdk_speedups
 from vixio.providers.agent.base import (
     AgentError,
     AgentEvent,
@@ -246,6 +246,7 @@ class OpenAIAgentProvider(AgentProvider):
             litellm.disable_aiohttp_transport = True
             model = module.LitellmModel(model=model, base_url=self._api_base, api_key=self._api_key)
         sdk_speedups.install()  # ~10-30 ms of loop time per turn otherwise (see sdk_speedups)
+        sdk_gather.install()  # 15 loop iterations before each model call otherwise (see sdk_gather)
         self._tools = list(tools)
         self._agent = Agent(
             name=self._name, instructions=system_prompt or None, model=model, model_settings=self._settings
