@@ -78,7 +78,7 @@ class _AgentCommon(StrictModel):
     temperature: float | None = None
     max_tokens: int | None = None
     timeout: float = Field(default=30.0, gt=0)
-    """Seconds one whole model call may take, streaming included (the user hears an apology)."""
+    """Seconds one whole model call may take, streaming included (the user hears an apology); time in tools and while a reply is being spoken does not count."""
     first_token_timeout: float = Field(default=10.0, gt=0)
     """Seconds the model may take to start answering (again after each tool result) before the turn fails with an apology."""
     token_gap_timeout: float = Field(default=10.0, gt=0)
