@@ -38,7 +38,9 @@ def question_pcm() -> bytes:
     async def speak() -> bytes:
         from vixio.providers.tts.piper import PiperTTS
 
-        tts = PiperTTS()
+        # Without Piper's random rhythm and timbre (noise_scale / noise_w_scale 0) the audio is
+        # the same on every run: with them Whisper heard "weather light" about one run in five.
+        tts = PiperTTS(noise_scale=0.0, noise_w_scale=0.0)
         pcm = b"".join([chunk async for chunk in tts.synthesize(QUESTION)])
         return resample(pcm, tts.sample_rate, 16000)
 

