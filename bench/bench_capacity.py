@@ -31,7 +31,9 @@ then its idle memory is read. Printed per N (server = its process and all its wo
   session; PSS (shared pages counted once, the honest sum for several workers) idle and
   while the sessions are open;
 - latency p50/p95/max: last speech frame sent → first downlink audio frame received, per turn
-  (it includes the 500 ms end-of-turn silence of the VAD);
+  (it includes the 500 ms end-of-turn silence of the VAD); "by turn" splits it by each device's
+  1st, 2nd, ... turn (devices that connect together end their first turns together, so turn 1
+  carries that burst);
 - gap p99: the 99th percentile of the time between consecutive audio frames of one reply;
 - late frames: frames arriving after a device playing one frame per 60 ms (from the first
   frame of the reply) needed them: count and % of all reply frames;

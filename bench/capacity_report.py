@@ -39,6 +39,9 @@ def summarize(n: int, turns: int, generators: int, window: dict[str, Any],
     records = [r for result in results for r in result["records"]]
     ok = [r for r in records if not r["failed"]]
     latencies = [r["first_audio"] - r["last_speech_sent"] for r in ok]
+    by_turn: dict[int, list[float]] = {}
+    for r in ok:
+        by_turn.setdefault(int(r["turn"]) + 1, []).append(r["first_audio"] - r["last_speech_sent"])
     gaps = [b - a for r in ok for a, b in zip(r["frames"], r["frames"][1:])]
     reply_frames = sum(len(r["frames"]) for r in ok)
     late = sum(late_frames(r["frames"]) for r in ok)
@@ -66,7 +69,11 @@ def summarize(n: int, turns: int, generators: int, window: dict[str, Any],
         },
         "latency_ms": {"p50": _ms(_pct(latencies, 50)), "p95": _ms(_pct(latencies, 95)),
                        "max": _ms(max(latencies) if latencies else None), "count": len(latencies),
-                       "all": [_ms(x) for x in latencies]},
+                       "all": [_ms(x) for x in latencies],
+                       # The first turns of devices that connect together end together: turn 1
+                       # carries the connection burst, later turns are spread out.
+                       "by_turn": {turn: {"p50": _ms(_pct(values, 50)), "p95": _ms(_pct(values, 95))}
+                                   for turn, values in sorted(by_turn.items())}},
         "downlink": {"gap_p99_ms": _ms(_pct(gaps, 99)), "frames": reply_frames, "late": late,
                      "late_pct": 100 * late / reply_frames if reply_frames else 0.0},
         "turns": {"total": len(records), "failed": len(records) - len(ok), "reasons": dict(reasons)},
@@ -99,6 +106,9 @@ def print_summary(s: dict[str, Any]) -> None:
           f"PSS idle {server['pss_idle_mb']:.0f} MB, with sessions open {server['pss_loaded_mb']:.0f} MB")
     print(f"  latency  p50 {_f(lat['p50'])} ms, p95 {_f(lat['p95'])} ms, max {_f(lat['max'])} ms "
           f"({lat['count']} turns; last speech frame sent -> first answer audio)")
+    if len(lat.get("by_turn") or {}) > 1:
+        print("           by turn: " + ", ".join(f"{turn}: {_f(v['p50'])} / {_f(v['p95'])} ms"
+                                                 for turn, v in lat["by_turn"].items()))
     print(f"  downlink gap p99 {_f(down['gap_p99_ms'])} ms, late frames {down['late']} of {down['frames']} "
           f"({down['late_pct']:.2f} %)")
     failed = f"{turns['failed']} of {turns['total']}"
