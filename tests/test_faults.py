@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,18 +27,6 @@ from vixio.testing.llm_server import Reply, ScriptedLLMServer, ScriptedToolCall
 APOLOGY = "Sorry, something went wrong. Please try again."
 SPEECH = Path(__file__).parent / "fixtures" / "speech"
 EMPTY_REPLY = "Sorry, I have no answer to that."
-
-
-@pytest.fixture
-async def llm() -> AsyncIterator[ScriptedLLMServer]:
-    async with ScriptedLLMServer() as server:
-        yield server
-
-
-@pytest.fixture
-async def speech() -> AsyncIterator[SpeechFaultServer]:
-    async with SpeechFaultServer() as server:
-        yield server
 
 
 @dataclass

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -17,18 +16,6 @@ from vixio.testing.device import SimulatedDevice
 from vixio.testing.device_mcp import DeviceTool, hang_forever
 from vixio.testing.fault_servers import SpeechFaultServer
 from vixio.testing.llm_server import Reply, ScriptedLLMServer
-
-
-@pytest.fixture
-async def llm() -> AsyncIterator[ScriptedLLMServer]:
-    async with ScriptedLLMServer() as server:
-        yield server
-
-
-@pytest.fixture
-async def speech() -> AsyncIterator[SpeechFaultServer]:
-    async with SpeechFaultServer() as server:
-        yield server
 
 
 async def start(llm: ScriptedLLMServer, speech: SpeechFaultServer | None = None, **overrides: Any) -> VixioServer:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import re
 import time
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -45,12 +44,6 @@ def question_pcm() -> bytes:
         return resample(pcm, tts.sample_rate, 16000)
 
     return bytes(16000) + asyncio.run(speak()) + bytes(2 * 16000 * 1)
-
-
-@pytest.fixture
-async def llm() -> AsyncIterator[ScriptedLLMServer]:
-    async with ScriptedLLMServer() as server:
-        yield server
 
 
 async def start_server(llm: ScriptedLLMServer, **overrides: Any) -> VixioServer:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import re
 import wave
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -32,12 +31,6 @@ HAN = re.compile(r"[\u4e00-\u9fff]")
 def mandarin(text: str) -> bool:
     """Han characters and no Latin word: nothing English was said."""
     return bool(HAN.search(text)) and not re.search(r"[A-Za-z]{2,}", text)
-
-
-@pytest.fixture
-async def llm() -> AsyncIterator[ScriptedLLMServer]:
-    async with ScriptedLLMServer() as server:
-        yield server
 
 
 async def serve_zh_config(llm: ScriptedLLMServer) -> VixioServer:

@@ -11,7 +11,6 @@ import signal
 import socket
 import sys
 import time
-from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, suppress
 from pathlib import Path
 from typing import Any
@@ -114,12 +113,6 @@ async def until(condition: Any, timeout: float, what: str) -> Any:
             return value
         await asyncio.sleep(0.25)
     raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-
-
-@pytest.fixture
-async def llm() -> AsyncIterator[ScriptedLLMServer]:
-    async with ScriptedLLMServer() as server:
-        yield server
 
 
 async def test_two_workers_share_the_port_answer_devices_restart_and_stop_cleanly(

@@ -64,12 +64,6 @@ async def wait_for_tool(server: VixioServer, name: str, timeout: float = 10.0) -
 
 
 @pytest.fixture
-async def llm() -> AsyncIterator[ScriptedLLMServer]:
-    async with ScriptedLLMServer() as server:
-        yield server
-
-
-@pytest.fixture
 async def live(llm: ScriptedLLMServer, request: pytest.FixtureRequest) -> AsyncIterator[Live]:
     http_settings = getattr(request, "param", {})
     server = VixioServer(config(llm, **http_settings))

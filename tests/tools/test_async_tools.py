@@ -7,9 +7,7 @@ over litellm against the scripted OpenAI-compatible server on loopback.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 
-import pytest
 
 from vixio.config.models import VixioConfig
 from vixio.core.chunk import Chunk, StreamCompleteChunk, TextChunk
@@ -25,12 +23,6 @@ async def build_report(topic: str) -> str:
     """Write a long report on a topic (takes a while)."""
     await release.wait()
     return f"the {topic} report is 3 pages long"
-
-
-@pytest.fixture
-async def llm() -> AsyncIterator[ScriptedLLMServer]:
-    async with ScriptedLLMServer() as server:
-        yield server
 
 
 def stack(llm: ScriptedLLMServer) -> VoiceStack:

@@ -9,22 +9,14 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
 from typing import Any
 
-import pytest
 
 from vixio.config.models import VixioConfig
 from vixio.server import VixioServer
 from vixio.testing.device import SimulatedDevice
 from vixio.testing.device_mcp import DeviceTool, hang_forever
 from vixio.testing.llm_server import Reply, ScriptedLLMServer
-
-
-@pytest.fixture
-async def llm() -> AsyncIterator[ScriptedLLMServer]:
-    async with ScriptedLLMServer() as server:
-        yield server
 
 
 async def start(llm: ScriptedLLMServer, tools: dict[str, Any] | None = None) -> VixioServer:

@@ -28,12 +28,6 @@ from vixio.voice import VoiceStack
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
-@pytest.fixture
-async def llm() -> AsyncIterator[ScriptedLLMServer]:
-    async with ScriptedLLMServer() as server:
-        yield server
-
-
 def config(llm: ScriptedLLMServer, tools: dict[str, Any]) -> VixioConfig:
     return VixioConfig.model_validate({
         "xiaozhi": {"host": "127.0.0.1", "port": 0, "http": {"host": "127.0.0.1", "port": 0}, "idle_timeout": 0},

@@ -8,7 +8,6 @@ back as the next user message; the model's reply keeps its markup in the history
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 
 import pytest
 
@@ -35,12 +34,6 @@ CALLS = {
             "</parameter>\n<parameter name=\"days\">2</parameter>\n</invoke>\n</function_calls>"),
 }
 RESULT_MARK = {"vcp": "<<<[TOOL_RESULT]>>>", "xml": "<function_results>"}
-
-
-@pytest.fixture
-async def llm() -> AsyncIterator[ScriptedLLMServer]:
-    async with ScriptedLLMServer() as server:
-        yield server
 
 
 async def spoken_reply(pipeline: Pipeline) -> list[str]:

@@ -10,11 +10,9 @@ from __future__ import annotations
 
 import base64
 import os
-from collections.abc import AsyncIterator
 from typing import Any
 
 import aiohttp
-import pytest
 
 from vixio.config.models import VixioConfig
 from vixio.server import VixioServer
@@ -25,12 +23,6 @@ from vixio.transports.xiaozhi.auth import issue_token
 
 PHOTO = b"\xff\xd8\xff\xe0\x00\x10JFIF\x00" + os.urandom(3000) + b"\xff\xd9"
 SECRET = "vision-test-secret"
-
-
-@pytest.fixture
-async def llm() -> AsyncIterator[ScriptedLLMServer]:
-    async with ScriptedLLMServer() as server:
-        yield server
 
 
 async def start(llm: ScriptedLLMServer, *, vision: bool = True, **vision_options: Any) -> VixioServer:
