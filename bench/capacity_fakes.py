@@ -19,17 +19,17 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import io
 import json
 import signal
 import sys
 import time
-import wave
 from collections import Counter
 from contextlib import suppress
 
 import numpy as np
 from aiohttp import web
+
+from vixio.providers.asr.openai_compatible import pcm_to_wav
 
 QUESTION = "What is the weather today?"
 ANSWER = "It is sunny and twenty degrees today."
@@ -53,7 +53,7 @@ class InstantSpeechServices:
         self.question = question
         self.answer = answer
         self.pcm = speech_like_pcm(tts_seconds)
-        self.wav = _wav(self.pcm, TTS_SAMPLE_RATE)
+        self.wav = pcm_to_wav(self.pcm, TTS_SAMPLE_RATE)
         self.stats: Counter[str] = Counter()
         self._runner: web.AppRunner | None = None
         self.port = 0
@@ -141,16 +141,6 @@ class InstantSpeechServices:
 def _words(text: str) -> list[str]:
     words = text.split(" ")
     return [w + " " for w in words[:-1]] + words[-1:]
-
-
-def _wav(pcm: bytes, sample_rate: int) -> bytes:
-    buffer = io.BytesIO()
-    with wave.open(buffer, "wb") as out:
-        out.setnchannels(1)
-        out.setsampwidth(2)
-        out.setframerate(sample_rate)
-        out.writeframes(pcm)
-    return buffer.getvalue()
 
 
 async def _main(args: argparse.Namespace) -> None:
