@@ -131,7 +131,7 @@ class XiaozhiConnection:
         if not self.listening or self.session is None:
             return  # wake-word audio before `listen detect`, or audio after push-to-talk release
         try:
-            pcm = await self._decoder.decode_async(packet)  # on the codec thread, batched with other sessions
+            pcm = self._decoder.decode(packet)  # ~45 us: cheaper here than a trip to the codec thread
         except CodecError as exc:
             self._bad_packets += 1
             if self._bad_packets == 1 or self._bad_packets % 100 == 0:
