@@ -194,3 +194,94 @@ async def test_a_prebuffer_burst_is_encoded_together_and_sent_at_once() -> None:
     assert [data for _, data in sent[:5]] == [frame(i) for i in range(5)]
     assert max(started[:5]) - min(started[:5]) < 0.02  # the burst was encoded together
     assert sent[4][0] - sent[0][0] < 0.02  # and sent together, not 50 ms apart per frame
+
+
+async def test_a_new_bursts_prebuffer_is_encoded_on_the_loop_and_leaves_at_once() -> None:
+    # The first audio of a reply must not wait for a round trip to the codec thread (on a busy
+    # loop that is tens of milliseconds); the frames after the pre-buffer still go there.
+    sent: list[tuple[float, bytes]] = []
+    loop = asyncio.get_running_loop()
+    on_thread: list[bytes] = []
+    on_loop: list[bytes] = []
+
+    async def send(message: dict) -> None:
+        sent.append((loop.time(), message["data"]))
+
+    async def encode_async(pcm: bytes) -> dict:
+        on_thread.append(pcm)
+        await asyncio.sleep(0.05)  # one slow round trip to the codec thread
+        return {"type": "audio", "data": pcm}
+
+    def encode_now(pcm: bytes) -> dict:
+        on_loop.append(pcm)
+        return {"type": "audio", "data": pcm}
+
+    pacer = DownlinkPacer(send, encode_async=encode_async, encode_now=encode_now, frame_duration=FRAME,
+                          prebuffer=5)
+    started = loop.time()
+    pacer.start()
+    for i in range(8):
+        pacer.send_frame(frame(i))
+    while len(sent) < 8:
+        await asyncio.sleep(0.005)
+    await pacer.stop()
+    assert [data for _, data in sent] == [frame(i) for i in range(8)]
+    assert on_loop == [frame(i) for i in range(5)] and on_thread == [frame(i) for i in range(5, 8)]
+    assert sent[4][0] - started < 0.03  # the pre-buffer did not wait for the 50 ms round trip
+
+
+async def test_no_frame_is_encoded_on_the_loop_while_one_is_still_on_the_codec_thread() -> None:
+    # The encoder has state and libopus runs without the GIL: two frames of one encoder at once
+    # (frames dropped by clear() still encoding on the thread) would corrupt it.
+    now = [1000.0]
+    sent: list[bytes] = []
+    gate = asyncio.Event()
+    on_loop: list[bytes] = []
+    running = 0
+    overlapped = False
+
+    async def send(message: dict) -> None:
+        sent.append(message["data"])
+
+    async def encode_async(pcm: bytes) -> dict:
+        nonlocal running
+        running += 1
+        await gate.wait()
+        running -= 1
+        return {"type": "audio", "data": pcm}
+
+    def encode_now(pcm: bytes) -> dict:
+        nonlocal overlapped
+        overlapped = overlapped or running > 0
+        on_loop.append(pcm)
+        return {"type": "audio", "data": pcm}
+
+    async def sleep(seconds: float) -> None:
+        await asyncio.Event().wait()  # time stands still: the pacer waits until clear() restarts it
+
+    async def settle() -> None:
+        for _ in range(30):
+            await asyncio.sleep(0)
+
+    pacer = DownlinkPacer(send, encode_async=encode_async, encode_now=encode_now, frame_duration=FRAME,
+                          prebuffer=2, clock=lambda: now[0], sleep=sleep)
+    pacer.start()
+    for i in range(4):
+        pacer.send_frame(frame(i))
+    await settle()
+    # Frames 0 and 1 went out at once; frames 2 and 3 are on the thread while the pacer waits for 2's time.
+    assert sent == [frame(0), frame(1)] and on_loop == [frame(0), frame(1)] and running == 2
+    assert pacer.clear() == 2
+    now[0] += 1.0  # the device has played everything: a new burst
+    pacer.send_frame(frame(9))
+    await settle()
+    assert sent == [frame(0), frame(1)] and frame(9) not in on_loop  # waits for the thread instead
+    gate.set()
+    await settle()
+    assert sent == [frame(0), frame(1), frame(9)]
+    now[0] += 1.0
+    pacer.send_frame(frame(10))  # nothing on the thread any more: on the loop again
+    await settle()
+    assert sent[-1] == frame(10) and on_loop[-1] == frame(10)
+    assert not overlapped
+    await pacer.stop()

@@ -79,7 +79,8 @@ class XiaozhiConnection:
         self._resampler: Resampler | None = None
         self._reply_turn = 0
         self._pacer = DownlinkPacer(self._send_paced, encode_async=self._encode_frame_async,
-                                    frame_duration=FRAME_DURATION_MS / 1000, prebuffer=config.prebuffer_frames)
+                                    encode_now=self._encode_frame, frame_duration=FRAME_DURATION_MS / 1000,
+                                    prebuffer=config.prebuffer_frames)
         self._wake_words = {_normalise(w) for w in config.wake_words}
         self._bad_packets = 0
         self._ignored = LogThrottle(first=5, every=10.0)
@@ -297,6 +298,9 @@ class XiaozhiConnection:
         tail = self._frames.flush()
         if tail is not None:
             self._pacer.send_frame(tail)
+
+    def _encode_frame(self, pcm: bytes) -> Message:
+        return xp.audio(self._encoder.encode(pcm))
 
     async def _encode_frame_async(self, pcm: bytes) -> Message:
         return xp.audio(await self._encoder.encode_async(pcm))

@@ -13,7 +13,10 @@ chunk arrives — that burst would delay every other session's frames. With `enc
 ahead, together, while the pacer waits for their deadlines: a frame that is due is ready, and a
 burst goes out in one step. On a busy loop every await that suspends costs a loop iteration,
 which is what a frame waits for: encoding one frame at a time made each pre-buffer frame wait
-for its own round trip to the codec thread, and the device ran dry.
+for its own round trip to the codec thread, and the device ran dry. With `encode_now` as well,
+the pre-buffer of a new burst (the start of a reply: ~1.2 ms for 5 frames) is encoded on the
+loop, so the first audio leaves without waiting for that round trip — never while one of the
+encoder's frames is still on the codec thread (the encoder has state, and one frame at a time).
 
 Messages queued between frames (`tts sentence_start`, ...) go out in order, at once. An end
 marker waits until the device has played everything sent (so `tts stop` never cuts the tail),
@@ -43,6 +46,8 @@ def _as_audio_message(frame: bytes) -> Message:
 class _Frame:
     pcm: bytes
     encoding: asyncio.Future[Message] | None = None
+    message: Message | None = None
+    """Encoded on the loop (`encode_now`)."""
 
 
 @dataclass(slots=True)
@@ -59,6 +64,7 @@ class DownlinkPacer:
         *,
         encode: Encode = _as_audio_message,
         encode_async: EncodeAsync | None = None,
+        encode_now: Encode | None = None,
         frame_duration: float = 0.060,
         prebuffer: int = 5,
         clock: Callable[[], float] = time.monotonic,
@@ -67,6 +73,8 @@ class DownlinkPacer:
         self._send = send
         self._encode = encode
         self._encode_async = encode_async
+        self._encode_now = encode_now if encode_async is not None else None
+        self._encoding = 0  # encode_async calls not finished yet
         self._generation = 0  # bumped by clear(): a frame encoded before a clear is never sent
         self.frame_duration = frame_duration
         self.prebuffer = prebuffer
@@ -150,13 +158,21 @@ class DownlinkPacer:
                 continue
             if isinstance(item, _Frame):
                 generation = self._generation
+                delay = self._delay_for_next_frame()
                 if self._encode_async is not None:
+                    if self._burst_frames == 0 and self._encode_now is not None and not self._encoding:
+                        self._encode_burst_now()  # the first audio of a reply waits for no thread
                     self._encode_ahead()  # on the codec thread while we wait for the deadlines
-                await self._wait(self._delay_for_next_frame())
+                await self._wait(delay)
                 if not self._queue or self._queue[0] is not item:
                     continue  # cleared while waiting
                 self._queue.popleft()
-                message = await item.encoding if item.encoding is not None else self._encode(item.pcm)
+                if item.message is not None:
+                    message = item.message
+                elif item.encoding is not None:
+                    message = await item.encoding
+                else:
+                    message = self._encode(item.pcm)
                 if generation != self._generation:
                     continue  # cleared while it was being encoded: it must not follow `tts stop`
                 self._burst_frames += 1
@@ -166,6 +182,19 @@ class DownlinkPacer:
                 self._queue.popleft()
                 await self._send(item)
 
+    def _encode_burst_now(self) -> None:
+        """Encode the first `prebuffer` frames of the queue on the loop (none is encoding)."""
+        assert self._encode_now is not None
+        frames = 0
+        for item in self._queue:
+            if not isinstance(item, _Frame):
+                continue
+            if item.message is None:
+                item.message = self._encode_now(item.pcm)
+            frames += 1
+            if frames >= self.prebuffer:
+                return
+
     def _encode_ahead(self) -> None:
         """Start encoding the first `prebuffer` frames of the queue that are not yet encoding
         (in queue order: the encoder is stateful, and the codec thread runs jobs in order)."""
@@ -174,12 +203,17 @@ class DownlinkPacer:
         for item in self._queue:
             if not isinstance(item, _Frame):
                 continue
-            if item.encoding is None:
+            if item.encoding is None and item.message is None:
+                self._encoding += 1
                 item.encoding = asyncio.ensure_future(self._encode_async(item.pcm))
-                item.encoding.add_done_callback(_consume_result)
+                item.encoding.add_done_callback(self._encoded)
             frames += 1
             if frames >= self.prebuffer:
                 return
+
+    def _encoded(self, future: asyncio.Future[Message]) -> None:
+        self._encoding -= 1
+        _consume_result(future)
 
     def _delay_for_next_frame(self) -> float:
         now = self._clock()
