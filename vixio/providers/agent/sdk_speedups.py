@@ -35,7 +35,9 @@ _identity_types: dict[Any, bool] = {}
 
 def install() -> bool:
     """Patch the SDK once; returns True when both fast paths are in place."""
-    return _install_transform() and _install_chunk_validation()
+    transform = _install_transform()
+    chunks = _install_chunk_validation()
+    return transform and chunks
 
 
 def _install_chunk_validation() -> bool:
