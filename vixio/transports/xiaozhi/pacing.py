@@ -26,9 +26,10 @@ then runs its callback. `clear()` drops everything unsent at once (abort, barge-
 from __future__ import annotations
 
 import asyncio
+import itertools
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 
 from vixio.core.protocol import Message
@@ -182,34 +183,26 @@ class DownlinkPacer:
                 self._queue.popleft()
                 await self._send(item)
 
+    def _head_frames(self) -> Iterator[_Frame]:
+        """The first `prebuffer` frames of the queue, in queue order."""
+        return itertools.islice((item for item in self._queue if isinstance(item, _Frame)), self.prebuffer)
+
     def _encode_burst_now(self) -> None:
-        """Encode the first `prebuffer` frames of the queue on the loop (none is encoding)."""
+        """Encode the head frames on the loop (none of them is encoding)."""
         assert self._encode_now is not None
-        frames = 0
-        for item in self._queue:
-            if not isinstance(item, _Frame):
-                continue
+        for item in self._head_frames():
             if item.message is None:
                 item.message = self._encode_now(item.pcm)
-            frames += 1
-            if frames >= self.prebuffer:
-                return
 
     def _encode_ahead(self) -> None:
-        """Start encoding the first `prebuffer` frames of the queue that are not yet encoding
-        (in queue order: the encoder is stateful, and the codec thread runs jobs in order)."""
+        """Start encoding the head frames that are not yet encoding (in queue order: the
+        encoder is stateful, and the codec thread runs jobs in order)."""
         assert self._encode_async is not None
-        frames = 0
-        for item in self._queue:
-            if not isinstance(item, _Frame):
-                continue
+        for item in self._head_frames():
             if item.encoding is None and item.message is None:
                 self._encoding += 1
                 item.encoding = asyncio.ensure_future(self._encode_async(item.pcm))
                 item.encoding.add_done_callback(self._encoded)
-            frames += 1
-            if frames >= self.prebuffer:
-                return
 
     def _encoded(self, future: asyncio.Future[Message]) -> None:
         self._encoding -= 1
