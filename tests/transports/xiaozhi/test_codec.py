@@ -19,6 +19,7 @@ from vixio.transports.xiaozhi.codec import (
     OpusDecoder,
     OpusEncoder,
     Resampler,
+    packet_duration,
     resample,
 )
 
@@ -76,6 +77,18 @@ def test_uplink_decoder_accepts_packets_up_to_120_ms(duration_ms: int) -> None:
     decoder = OpusDecoder()
     pcm = decoder.decode(encoder.encode(sine(UPLINK_SAMPLE_RATE, duration_ms / 1000).tobytes()))
     assert len(pcm) == UPLINK_SAMPLE_RATE * duration_ms // 1000 * 2
+
+
+@pytest.mark.parametrize("duration_ms", [10, 20, 40, 60, 120])
+@pytest.mark.parametrize("rate", [16000, 24000])
+def test_packet_duration_is_read_from_the_header_as_the_decoder_finds_it(duration_ms: int, rate: int) -> None:
+    encoder = OpusEncoder(sample_rate=rate, frame_duration_ms=duration_ms)
+    for pcm in (sine(rate, duration_ms / 1000), np.zeros(rate * duration_ms // 1000, dtype=np.int16)):
+        packet = encoder.encode(pcm.tobytes())
+        decoded = OpusDecoder(sample_rate=rate).decode(packet)
+        assert packet_duration(packet) == pytest.approx(len(decoded) / 2 / rate)
+    assert packet_duration(b"") == 0.0
+    assert packet_duration(b"\xff") <= 0.12  # code 3 without its count byte claims nothing huge
 
 
 def test_decoder_output_rate_differs_from_encoder_rate() -> None:

@@ -1,16 +1,18 @@
 """Hostile WebSocket frames and handshakes (issue #11 items 4 and 9) against the real server:
 deep JSON closes with 1008 and a reason, oversize with 1009; a text `audio` frame, an exotic
 Protocol-Version and a non-canonical token are refused cleanly; bad frames are logged a few
-times per session, then counted."""
+times per session, then counted; audio flooded faster than real time is dropped past a burst."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import time
 
 import pytest
 import websockets
 
+from vixio.testing.device import SimulatedDevice
 from vixio.transports.xiaozhi.auth import issue_token
 
 from .conftest import ws_url
@@ -119,3 +121,25 @@ async def test_an_oversize_typed_utterance_is_dropped_not_sent_to_the_model(make
     station = server.stations[-1]  # type: ignore[attr-defined]
     assert station.heard == ["short one"]
     assert len(logs.lines("listen text of 100000 characters")) == 1
+
+
+async def test_audio_flooded_faster_than_real_time_is_dropped_past_the_burst_with_one_log_line(make_server) -> None:
+    server = await make_server(reply_seconds=0.2, audio_burst_seconds=2.0)
+    async with captured_logs("INFO") as logs, Bystander(server) as bystander:
+        flooder = SimulatedDevice(ws_url=ws_url(server), device_id="aa:00:00:00:00:0f")
+        async with flooder:
+            await flooder.connect()
+            await flooder.start_listening("auto")
+            started = time.monotonic()
+            sent = await flooder.stream_audio(b"\x10\x00" * 16000 * 12, realtime=False)  # 12 s at once
+            elapsed = time.monotonic() - started
+            await asyncio.sleep(0.2)
+            connection = next(c for c in server.transport.connections.values() if c.device_id == "aa:00:00:00:00:0f")
+            assert sent == 200
+            # 2 s of burst plus what real time allowed while sending, never the whole 12 s.
+            assert int(2.0 / 0.06) <= connection.audio_frames_in <= (2.0 + elapsed + 0.2) / 0.06 + 1
+            assert await bystander.turn() < TURN_BOUND
+        bystander_connection = next(c for c in server.transport.connections.values())
+        assert bystander_connection.device_id == "aa:bb:cc:00:00:01"
+    assert len(logs.lines("faster than real time", level="WARNING")) == 1
+    assert logs.tracebacks() == []

@@ -79,6 +79,23 @@ def codec_worker() -> BatchWorker[tuple[Callable[[Any], Any], Any], Any]:
     return _CODEC_WORKER
 
 
+# Frame duration in ms by the TOC byte's configuration number (RFC 6716 §3.1): SILK-only
+# 0-11, hybrid 12-15, CELT-only 16-31.
+_TOC_FRAME_MS = (10, 20, 40, 60) * 3 + (10, 20) * 2 + (2.5, 5, 10, 20) * 4
+
+
+def packet_duration(packet: bytes) -> float:
+    """Seconds of audio an Opus packet carries, read from its header without decoding (RFC 6716
+    §3.1); 0 for an empty (DTX) packet. A malformed packet may claim anything up to 120 ms,
+    and the decoder refuses it later."""
+    if not packet:
+        return 0.0
+    toc = packet[0]
+    code = toc & 0x3
+    frames = 1 if code == 0 else 2 if code < 3 else (packet[1] & 0x3F if len(packet) > 1 else 0)
+    return min(frames * _TOC_FRAME_MS[toc >> 3], _MAX_PACKET_DURATION_MS) / 1000
+
+
 def _check_opus_format(sample_rate: int, channels: int) -> None:
     if sample_rate not in _OPUS_SAMPLE_RATES:
         raise ValueError(f"Opus sample_rate must be one of {_OPUS_SAMPLE_RATES}, got {sample_rate}")

@@ -103,6 +103,8 @@ class XiaozhiConfig(_Strict):
     """Text frames nested deeper close the connection with code 1008 (a device's deepest message nests about 8)."""
     max_connections: int = Field(default=1000, ge=1)
     """Open WebSocket connections at once; further handshakes get HTTP 503 (keep it below the process's open-file limit)."""
+    audio_burst_seconds: float = Field(default=5.0, ge=0.5, le=60.0)
+    """Seconds of microphone audio a device may send ahead of real time (a Wi-Fi stall's backlog; the firmware queues at most ~2.4 s). Audio beyond it is dropped with a warning, so a client flooding audio costs no more VAD work than one that talks."""
     allowed_hosts: list[str] = Field(default_factory=list)
     """Host names (besides this machine's own addresses and localhost) that a request's `Host` header may name to have it put into the WebSocket and vision URLs handed to devices; any other Host is ignored."""
     http: HttpConfig = Field(default_factory=HttpConfig)

@@ -1,6 +1,7 @@
 """One device connection after its hello: device messages in, pipeline output out.
 
-In: uplink Opus is decoded and pushed as 16 kHz audio while the device is listening; `listen`
+In: uplink Opus is decoded and pushed as 16 kHz audio while the device is listening (no faster
+than real time plus `audio_burst_seconds`: a flood is dropped before decoding); `listen`
 start/stop frame push-to-talk turns; `listen detect` is a wake word (greeting) or a typed
 utterance; `abort` cancels the turn and answers `tts stop` at once.
 
@@ -20,6 +21,7 @@ from collections.abc import Awaitable, Callable
 from loguru import logger
 
 from vixio.core.log_throttle import LogThrottle
+from vixio.core.realtime_budget import RealTimeBudget
 
 from vixio.core.chunk import (
     UNSET_TURN,
@@ -45,6 +47,7 @@ from vixio.transports.xiaozhi.codec import (
     OpusDecoder,
     OpusEncoder,
     Resampler,
+    packet_duration,
 )
 from vixio.transports.xiaozhi.config import XiaozhiConfig
 from vixio.transports.xiaozhi.pacing import DownlinkPacer
@@ -86,6 +89,8 @@ class XiaozhiConnection:
         self._ignored = LogThrottle(first=5, every=10.0)
         """Messages the session ignores: a client sending thousands must not write thousands of lines."""
         self.audio_frames_in = 0
+        self._uplink_budget = RealTimeBudget(config.audio_burst_seconds)
+        self._flooding = LogThrottle(first=1, every=10.0)
 
     def attach(self, session: Session) -> None:
         self.session = session
@@ -131,6 +136,12 @@ class XiaozhiConnection:
     async def _on_audio(self, packet: bytes) -> None:
         if not self.listening or self.session is None:
             return  # wake-word audio before `listen detect`, or audio after push-to-talk release
+        if not self._uplink_budget.take(packet_duration(packet)):
+            verdict = self._flooding.hit()
+            if verdict is not None:
+                self.logger.warning("dropped {} audio packet(s): the device sends faster than real time, more than "
+                                    "{:g} s ahead (xiaozhi.audio_burst_seconds)", verdict or 1, self._uplink_budget.burst)
+            return
         try:
             pcm = self._decoder.decode(packet)  # ~45 us: cheaper here than a trip to the codec thread
         except CodecError as exc:
