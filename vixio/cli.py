@@ -131,6 +131,7 @@ def _serve_command(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
+    config.server.workers = workers  # resolved: each process knows how many share the cores
     level = args.log_level or config.log.level
     setup_logging(level, tracebacks=config.log.tracebacks, process="" if workers == 1 else "main")
     from vixio.preflight import startup_problems

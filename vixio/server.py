@@ -40,6 +40,7 @@ from vixio.core.tools.types import ToolDefinition
 from vixio.session_tools import SessionTools
 from vixio.transports.xiaozhi.hosts import VISION_PATH
 from vixio.vision import VisionRoute
+from vixio.worker_plan import cpu_count
 from vixio.voice import VoiceStack
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -68,6 +69,8 @@ class VixioServer:
         self.transport = XiaozhiTransport(
             config.xiaozhi, pipeline_factory or self._build_pipeline, authenticator=self.authenticator
         )
+        # With a worker on every core there is no core to spare for encoding beside the loop.
+        self.transport.encode_on_thread = cpu_count() > (config.server.workers or 1)
         self.ota = OtaServer(config.xiaozhi, self.authenticator, websocket_port=lambda: self.transport.port)
         self.voice = VoiceStack(config)
         self._custom_factory = pipeline_factory is not None

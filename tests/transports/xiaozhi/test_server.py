@@ -9,6 +9,10 @@ import time
 import pytest
 import websockets
 
+import vixio.server
+from vixio.config.models import VixioConfig
+from vixio.core.batching import worker_stats
+
 from vixio.testing.device import SimulatedDevice
 from vixio.transports.xiaozhi.auth import issue_token
 from vixio.transports.xiaozhi.codec import OpusEncoder
@@ -131,6 +135,31 @@ async def test_binary_protocol_versions_frame_the_downlink(make_server, version:
         assert len(device.audio_frames) == 5
         assert all(frame.drop_reason != "bad_framing" for frame in device.audio_frames)
         assert len(device.decoded_audio()) > 0
+
+
+@pytest.mark.parametrize("on_thread", [True, False])
+async def test_downlink_opus_is_encoded_on_the_codec_thread_only_with_a_core_to_spare(make_server, on_thread) -> None:
+    server = await make_server(reply_seconds=1.2)
+    server.transport.encode_on_thread = on_thread
+    jobs = worker_stats().get("opus", {}).get("jobs", 0)
+    async with SimulatedDevice(ws_url=ws_url(server)) as device:
+        await device.connect()
+        await device.start_listening("auto")
+        mark = device.mark()
+        await device.send_text("hi")
+        await device.wait_for("tts", state="stop", after=mark, timeout=5)
+        await device.wait_until_idle(timeout=5)
+        assert len(device.audio_frames) == 20 and all(frame.played for frame in device.audio_frames)
+        assert len(device.decoded_audio()) >= int(1.2 * 24000) * 2 * 0.95
+    thread_jobs = worker_stats().get("opus", {}).get("jobs", 0) - jobs
+    assert thread_jobs >= 10 if on_thread else thread_jobs == 0  # the pre-buffer is encoded on the loop either way
+
+
+@pytest.mark.parametrize(("cores", "workers", "on_thread"), [(2, 2, False), (2, None, True), (4, 2, True), (1, 1, False)])
+def test_the_server_encodes_on_the_loop_when_every_core_runs_a_worker(monkeypatch, cores, workers, on_thread) -> None:
+    monkeypatch.setattr(vixio.server, "cpu_count", lambda: cores)
+    config = VixioConfig.model_validate({"server": {"workers": workers}})
+    assert vixio.server.VixioServer(config, lambda context: None).transport.encode_on_thread is on_thread
 
 
 async def test_uplink_accepts_20ms_frames_and_tiny_dtx_packets(make_server) -> None:

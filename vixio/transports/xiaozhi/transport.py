@@ -89,6 +89,9 @@ class XiaozhiTransport(TransportBase):
         self._refusals = 0
         self.reuse_port = False
         """Bind with SO_REUSEPORT so worker processes share the port (set by vixio/worker.py)."""
+        self.encode_on_thread = True
+        """Encode downlink Opus on the codec thread (worth it only with a core to spare; VixioServer
+        turns it off when every core runs a worker). Off: each frame is encoded on the loop when due."""
         self.companions = CompanionRegistry()
         """Seed 002 companions paired with devices by MAC (pairing.py)."""
         self.server_tools: ServerTools | None = None
@@ -217,7 +220,7 @@ class XiaozhiTransport(TransportBase):
             log.info("hello answered {:.1f} ms after connect (protocol v{}, features {})",
                      (time.perf_counter() - accepted) * 1000, version, hello.get("features") or {})
             connection = XiaozhiConnection(session_id, identity.device_id, self.config, protocol,
-                                           lambda m: self.write(session_id, m))
+                                           lambda m: self.write(session_id, m), encode_on_thread=self.encode_on_thread)
             features = hello.get("features") if isinstance(hello.get("features"), dict) else {}
             context = DeviceContext(session_id, identity, hello, version, self, dict(features))
             pipeline = await self._pipeline_factory(context)
