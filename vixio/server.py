@@ -40,8 +40,8 @@ from vixio.core.tools.types import ToolDefinition
 from vixio.session_tools import SessionTools
 from vixio.transports.xiaozhi.hosts import VISION_PATH
 from vixio.vision import VisionRoute
-from vixio.worker_plan import cpu_count
 from vixio.voice import VoiceStack
+from vixio.worker_plan import cpu_count
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 

@@ -88,7 +88,9 @@ def test_packet_duration_is_read_from_the_header_as_the_decoder_finds_it(duratio
         decoded = OpusDecoder(sample_rate=rate).decode(packet)
         assert packet_duration(packet) == pytest.approx(len(decoded) / 2 / rate)
     assert packet_duration(b"") == 0.0
-    assert packet_duration(b"\xff") <= 0.12  # code 3 without its count byte claims nothing huge
+    assert packet_duration(b"\xff") == 0.02  # code 3 without its count byte: one frame
+    assert packet_duration(b"\xfb\x00") == 0.02  # code 3 counting zero frames (invalid): one frame
+    assert packet_duration(b"\x1b\x3f") == 0.12  # 63 frames of 60 ms: capped at 120 ms
 
 
 def test_decoder_output_rate_differs_from_encoder_rate() -> None:

@@ -86,13 +86,18 @@ _TOC_FRAME_MS = (10, 20, 40, 60) * 3 + (10, 20) * 2 + (2.5, 5, 10, 20) * 4
 
 def packet_duration(packet: bytes) -> float:
     """Seconds of audio an Opus packet carries, read from its header without decoding (RFC 6716
-    §3.1); 0 for an empty (DTX) packet. A malformed packet may claim anything up to 120 ms,
-    and the decoder refuses it later."""
+    §3.1); 0 for an empty (DTX) packet. A malformed packet claims one frame to 120 ms, and the
+    decoder refuses it later."""
     if not packet:
         return 0.0
     toc = packet[0]
     code = toc & 0x3
-    frames = 1 if code == 0 else 2 if code < 3 else (packet[1] & 0x3F if len(packet) > 1 else 0)
+    if code == 0:
+        frames = 1
+    elif code < 3:
+        frames = 2
+    else:  # the count is in the next byte; a missing or zero count (invalid) counts as one frame
+        frames = max(1, packet[1] & 0x3F) if len(packet) > 1 else 1
     return min(frames * _TOC_FRAME_MS[toc >> 3], _MAX_PACKET_DURATION_MS) / 1000
 
 
