@@ -234,3 +234,50 @@ def test_pipeline_rejects_the_same_station_twice() -> None:
     tag = Tag("a")
     with pytest.raises(ValueError):
         Pipeline([tag, tag])
+
+
+class Joiner(Station):
+    """Joins queued text while its slow `process` runs; records what it processed."""
+
+    handles = (TextChunk,)
+    merges = True
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list[str] = []
+
+    def merge(self, chunk: Chunk, following: Chunk) -> Chunk | None:
+        if not isinstance(chunk, TextChunk) or not isinstance(following, TextChunk) or "stop" in (chunk.text, following.text):
+            return None
+        return TextChunk(text=chunk.text + following.text, role=chunk.role, turn_id=chunk.turn_id)
+
+    async def process(self, chunk: Chunk) -> AsyncIterator[Chunk]:
+        assert isinstance(chunk, TextChunk)
+        self.seen.append(chunk.text)
+        await asyncio.sleep(0.01)
+        yield chunk
+
+
+async def test_a_merging_station_takes_what_queued_behind_it_in_one_step() -> None:
+    joiner = Joiner()
+    sound = audio()
+    out = await run_stations([joiner], [text("a"), text("b"), text("c"), sound, text("d"), text("stop"), text("e")])
+    # Everything queues before the station runs: a run of text is joined, audio (not handled)
+    # ends a run, and "stop" joins nothing.
+    assert joiner.seen == ["abc", "d", "stop", "e"]
+    assert [c.kind for c in out] == ["text", "audio", "text", "text", "text"]
+    assert out[1] is sound
+
+
+async def test_a_merging_station_never_joins_chunks_of_an_interrupted_turn() -> None:
+    joiner = Joiner()
+    async with Pipeline([joiner], session_id="s") as pipeline:
+        await pipeline.push(text("a"))
+        await asyncio.sleep(0)  # "a" is being processed
+        await pipeline.push(text("old"))
+        await pipeline.interrupt("test")
+        await pipeline.push(text("new"))
+        await pipeline.push(text("er"))
+        await pipeline.join()  # every chunk, joined or not, is accounted for
+    assert "old" not in "".join(joiner.seen)
+    assert joiner.seen[-1] == "newer"

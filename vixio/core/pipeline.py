@@ -254,6 +254,8 @@ class Pipeline:
         try:
             while True:
                 chunk = await inbox.get()
+                if station.merges and len(inbox):
+                    chunk = self._merge_queued(station, inbox, chunk)
                 self._in_progress[index] = chunk
                 try:
                     if self.is_stale(chunk):
@@ -267,6 +269,19 @@ class Pipeline:
                     self._done_with_one()
         except asyncio.CancelledError:
             pass
+
+    def _merge_queued(self, station: Station, inbox: ChunkQueue[Chunk], chunk: Chunk) -> Chunk:
+        """`chunk` joined with the chunks queued behind it that the station merges (see
+        `Station.merge`); each one absorbed counts as done."""
+        while len(inbox) and isinstance(chunk, station.handles) and not self.is_stale(chunk):
+            following = inbox.peek()
+            merged = None if self.is_stale(following) else station.merge(chunk, following)
+            if merged is None:
+                break
+            inbox.get_nowait()
+            self._done_with_one()
+            chunk = merged
+        return chunk
 
     async def _process(self, index: int, station: Station, chunk: Chunk) -> None:
         try:

@@ -65,6 +65,12 @@ class ChunkQueue(Generic[T]):
             raise asyncio.QueueEmpty
         return self._pop()
 
+    def peek(self) -> T:
+        """The item `get` would return next, left in place."""
+        if not self._items:
+            raise asyncio.QueueEmpty
+        return self._items[0]
+
     def purge(self, keep: Callable[[T], bool]) -> list[T]:
         """Remove every item for which `keep` is false; returns the removed items."""
         kept: deque[T] = deque()

@@ -65,6 +65,17 @@ class Station(ABC):
     def process(self, chunk: Chunk) -> AsyncIterator[Chunk]:
         """Handle one chunk of a class in `handles`; yield what goes downstream."""
 
+    merges: ClassVar[bool] = False
+    """True when `merge` may join queued chunks: a station that awaits a round trip per chunk
+    (the VAD's batched scoring) then catches up in one step after falling behind, instead of
+    staying one round trip per chunk behind real time."""
+
+    def merge(self, chunk: Chunk, following: Chunk) -> Chunk | None:
+        """`chunk` and `following` (queued right behind it) as one chunk to process at once, or
+        None to process them one by one. Called only when `merges` is true; the result must
+        yield what processing the two in turn would."""
+        return None
+
     # --- helpers for subclasses ---------------------------------------------------------------
 
     @property

@@ -8,20 +8,34 @@ starts while the assistant is speaking (realtime mode), it first raises an inter
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from vixio.core.chunk import AudioChunk, Chunk, InterruptChunk, VADEndChunk, VADStartChunk
 from vixio.core.station import Station
 from vixio.providers.vad.base import VADProvider
-from vixio.providers.vad.detector import VoiceActivityDetector
+from vixio.providers.vad.detector import VADEvent, VoiceActivityDetector
+
+
+MAX_MERGED_SECONDS = 1.0
+"""Most queued microphone audio scored in one round trip when the station catches up."""
+
+
+@dataclass(kw_only=True, slots=True)
+class QueuedFrames(AudioChunk):
+    """Microphone frames that queued behind each other (see `VADStation.merge`): `pcm` is all of
+    them, `parts` each frame as it came, handled one by one after one scoring round trip."""
+
+    parts: list[bytes] = field(default_factory=list)
 
 
 class VADStation(Station):
     """Silero (or any VADProvider) per session: the model is shared, the stream state is not."""
 
     handles = (AudioChunk,)
+    merges = True
 
     def __init__(
         self,
@@ -58,6 +72,20 @@ class VADStation(Station):
         # to cancel, so the detector keeps listening (a barge-in must not lose its onset).
         pass
 
+    def merge(self, chunk: Chunk, following: Chunk) -> Chunk | None:
+        """Microphone frames queued behind `chunk` join it (up to `MAX_MERGED_SECONDS`). A station
+        awaiting one scoring round trip per 60 ms frame falls behind real time for good once a
+        round trip takes longer (a loaded server) and the device's end of speech is heard late;
+        merged, a backlog is scored in one round trip, and each frame is then handled as before."""
+        if not (isinstance(chunk, AudioChunk) and isinstance(following, AudioChunk)
+                and chunk.role == following.role == "user" and chunk.turn_id == following.turn_id
+                and (chunk.sample_rate, chunk.channels) == (following.sample_rate, following.channels)
+                and chunk.duration < MAX_MERGED_SECONDS):
+            return None
+        parts = [*(chunk.parts if isinstance(chunk, QueuedFrames) else [chunk.pcm]), following.pcm]
+        return QueuedFrames(pcm=b"".join(parts), parts=parts, sample_rate=chunk.sample_rate, channels=chunk.channels,
+                            session_id=chunk.session_id, turn_id=chunk.turn_id, created_at=chunk.created_at)
+
     async def process(self, chunk: Chunk) -> AsyncIterator[Chunk]:
         assert isinstance(chunk, AudioChunk)
         if chunk.role != "user":
@@ -67,12 +95,23 @@ class VADStation(Station):
             raise ValueError(f"{self.name} needs mono {self.provider.sample_rate} Hz audio, got "
                              f"{chunk.channels} channel(s) at {chunk.sample_rate} Hz")
         assert self._detector is not None, "start() was not called"
-        samples = chunk.samples
+        parts = chunk.parts if isinstance(chunk, QueuedFrames) else [chunk.pcm]
+        speaking = self._detector.speaking
+        # Scored off the loop, batched with every other session's audio (where the backend can).
+        for pcm, events in zip(parts, await self._detector.feed_parts_async(parts)):
+            if events:
+                speaking = events[-1].type == "start"
+            for out in self._route(np.frombuffer(pcm, dtype="<i2"), events, speaking, chunk):
+                yield out
+
+    def _route(self, samples: np.ndarray, events: list[VADEvent], speaking: bool, like: AudioChunk) -> Iterator[Chunk]:
+        """What one frame (`samples`, the VAD events it completed, whether speech goes on after
+        it) sends downstream: speech and the events around it. A generator, so that `bot_speaking`
+        and the turn are read as each event is handled (after an interrupt raised by an earlier one)."""
         begin = self._position
         self._position += samples.shape[0]
-        cursor = begin  # samples before `cursor` of this chunk were already handled
-        # Scored off the loop, batched with every other session's audio (where the backend can).
-        for event in await self._detector.feed_async(samples):
+        cursor = begin  # samples before `cursor` of this frame were already handled
+        for event in events:
             if event.type == "start":
                 if self.barge_in and self.session_state.bot_speaking:
                     yield InterruptChunk(reason="barge_in")  # starts the new turn
@@ -80,17 +119,17 @@ class VADStation(Station):
                     self.begin_turn()
                 yield VADStartChunk(turn_id=self.current_turn_id)
                 for pcm in self._since(event.sample, samples, begin):
-                    yield self._audio(pcm, chunk)
+                    yield self._audio(pcm, like)
                 self._recent.clear()
                 cursor = self._position
             else:
                 if cursor < event.sample:
-                    yield self._audio(samples[cursor - begin: event.sample - begin], chunk)
+                    yield self._audio(samples[cursor - begin: event.sample - begin], like)
                 cursor = max(cursor, event.sample)
                 yield VADEndChunk(turn_id=self.current_turn_id)
-        if self._detector.speaking:
+        if speaking:
             if cursor < self._position:
-                yield self._audio(samples[cursor - begin:], chunk)
+                yield self._audio(samples[cursor - begin:], like)
         else:
             self._remember(begin, samples)
 

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from vixio.core.chunk import AudioChunk, Chunk
+from vixio.core.pipeline import Pipeline
 from vixio.providers.vad import SileroOnnxVAD, VoiceActivityDetector, silero_onnx
 from vixio.providers.vad.base import VADProvider, VADStream
 from vixio.stations import VADStation
@@ -139,6 +140,58 @@ async def test_station_output_is_the_same_as_the_per_session_path(speech) -> Non
     assert [c.pcm for c in batched if isinstance(c, AudioChunk)] == [c.pcm for c in one_by_one if isinstance(c, AudioChunk)]
     kinds = [kind for kind, _ in shape(batched)]
     assert kinds.count("vad_start") == 1 and kinds.count("vad_end") == 1
+
+
+class CountingMerges(VADStation):
+    merged = 0
+
+    def merge(self, chunk: Chunk, following: Chunk) -> Chunk | None:
+        joined = super().merge(chunk, following)
+        self.merged += joined is not None
+        return joined
+
+
+async def test_a_station_behind_real_time_catches_up_in_one_round_trip_with_the_same_output(speech) -> None:
+    # Pushed at once, the frames queue while each scoring round trip is under way, and the
+    # station scores what queued behind it in one round trip. Fed one frame at a time (each
+    # handled before the next arrives) it never merges. The output must be the same, chunk for chunk.
+    samples = utterance(speech, "weather.wav", 2)
+    chunks: list[Chunk] = [AudioChunk(pcm=frame.astype("<i2").tobytes(), sample_rate=16000) for frame in frames(samples)]
+    vad = SileroOnnxVAD()
+    round_trips: list[int] = []
+    make_stream = vad.create_stream
+
+    def slow_stream() -> VADStream:
+        stream = make_stream()
+        score = stream.score
+
+        async def slowly(windows: np.ndarray) -> list[float]:
+            round_trips.append(windows.shape[0])
+            await asyncio.sleep(0.01)  # a loaded server: the next frames arrive meanwhile
+            return await score(windows)
+
+        stream.score = slowly  # type: ignore[method-assign]
+        return stream
+
+    vad.create_stream = slow_stream  # type: ignore[method-assign]
+    behind_station = CountingMerges(vad)
+    behind = await run_station(behind_station, chunks)
+    assert behind_station.merged >= len(chunks) // 2 and len(round_trips) <= len(chunks) // 4
+
+    in_time: list[Chunk] = []
+    in_time_station = CountingMerges(vad)
+    async with Pipeline([in_time_station], session_id="in-time") as pipeline:
+        for chunk in chunks:
+            await pipeline.push(chunk)
+            await pipeline.join()
+            in_time.extend(pipeline.drain_output())
+    assert in_time_station.merged == 0
+
+    def shape(out: list[Chunk]) -> list[tuple[str, int, bytes]]:
+        return [(c.kind, c.turn_id, c.pcm if isinstance(c, AudioChunk) else b"") for c in out]
+
+    assert shape(behind) == shape(in_time)
+    assert [kind for kind, _, _ in shape(behind)].count("vad_end") == 1
 
 
 async def test_int16_windows_score_exactly_as_their_float_conversion(speech) -> None:
