@@ -33,7 +33,9 @@ then its idle memory is read. Printed per N (server = its process and all its wo
 - latency p50/p95/max: last speech frame sent → first downlink audio frame received, per turn
   (it includes the 500 ms end-of-turn silence of the VAD); "by turn" splits it by each device's
   1st, 2nd, ... turn (devices that connect together end their first turns together, so turn 1
-  carries that burst);
+  carries that burst); "server" is the part between the VAD deciding the speech ended and the
+  first answer frame sent, and each stage of it, from the per-turn latency marks in the server's
+  log (the rest of the latency is the 500 ms silence, the VAD's delay in hearing it, and delivery);
 - gap p99: the 99th percentile of the time between consecutive audio frames of one reply;
 - late frames: frames arriving after a device playing one frame per 60 ms (from the first
   frame of the reply) needed them: count and % of all reply frames;
@@ -73,7 +75,7 @@ for path in (str(ROOT), str(BENCH)):
         sys.path.insert(0, path)
 
 from capacity_procs import Children, ProcessTree, Sampler  # noqa: E402
-from capacity_report import summarize, print_summary, print_ratios  # noqa: E402
+from capacity_report import print_ratios, print_summary, server_stages, summarize  # noqa: E402
 from capacity_server import VixioServerProcess, start_fakes  # noqa: E402
 
 DEVICES_PER_GENERATOR = 100
@@ -190,6 +192,7 @@ def main(argv: list[str] | None = None) -> int:
                         summary = run_load(children, server, fakes, n, args.turns, args.stagger, args.generators, Path(tmp))
                         summary["workers"] = server.workers
                         summary["server_log"] = server.log_problems()
+                        summary["server_stages_ms"] = server_stages(server.turn_marks())
                         if summary["turns"]["failed"]:
                             print(f"server log, last lines:\n{server.log_tail()}", file=sys.stderr)
                     _keep_log(args.keep_logs, server, f"server-n{n}.log")

@@ -84,6 +84,24 @@ def summarize(n: int, turns: int, generators: int, window: dict[str, Any],
     }
 
 
+STAGES = ("asr_final", "agent_start", "llm_first_token", "tts_first_audio", "first_frame_sent")
+"""The server's latency marks of a spoken turn after `speech_end`, in order."""
+
+
+def server_stages(marks: list[dict[str, float]]) -> dict[str, dict[str, float | None]]:
+    """p50/p95 ms of each stage (from the mark before it) and of the whole server part of a turn
+    (`speech_end` → `first_frame_sent`), from the server log's per-turn latency marks."""
+    stages: dict[str, dict[str, float | None]] = {}
+    previous = "speech_end"
+    for stage in STAGES:
+        values = [m[stage] - m[previous] for m in marks if stage in m and previous in m]
+        stages[stage] = {"p50": _pct(values, 50), "p95": _pct(values, 95)}
+        previous = stage
+    whole = [m["first_frame_sent"] for m in marks if "first_frame_sent" in m]
+    stages["speech_end_to_first_frame_sent"] = {"p50": _pct(whole, 50), "p95": _pct(whole, 95)}
+    return stages
+
+
 def _ms(seconds: float | None) -> float | None:
     return None if seconds is None else round(1000 * seconds, 1)
 
@@ -109,6 +127,11 @@ def print_summary(s: dict[str, Any]) -> None:
     if len(lat.get("by_turn") or {}) > 1:
         print("           by turn: " + ", ".join(f"{turn}: {_f(v['p50'])} / {_f(v['p95'])} ms"
                                                  for turn, v in lat["by_turn"].items()))
+    stages = s.get("server_stages_ms")
+    if stages:
+        whole = stages["speech_end_to_first_frame_sent"]
+        print(f"           server: speech end -> first frame sent {_f(whole['p50'])} / {_f(whole['p95'])} ms (p50 / p95; "
+              + ", ".join(f"+{name} {_f(stages[name]['p50'])} / {_f(stages[name]['p95'])}" for name in STAGES) + ")")
     print(f"  downlink gap p99 {_f(down['gap_p99_ms'])} ms, late frames {down['late']} of {down['frames']} "
           f"({down['late_pct']:.2f} %)")
     failed = f"{turns['failed']} of {turns['total']}"

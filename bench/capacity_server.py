@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import ast
 import asyncio
+import contextlib
 import json
 import socket
 import subprocess
@@ -114,6 +116,19 @@ class VixioServerProcess:
             elif "| ERROR   |" in line or "| CRITICAL|" in line or line.startswith("Traceback"):
                 counts["errors"] += 1
         return counts
+
+    def turn_marks(self) -> list[dict[str, float]]:
+        """Each spoken turn's latency marks from the server's log (ms from `speech_end`, the
+        moment the VAD decided the speech had ended): where the server's part of a turn went."""
+        marks = []
+        for line in self.log_path.read_text(errors="replace").splitlines():
+            _, found, text = line.partition("latency (ms from first mark): ")
+            if found:
+                with contextlib.suppress(ValueError, SyntaxError):
+                    turn = ast.literal_eval(text.strip())
+                    if isinstance(turn, dict) and "speech_end" in turn:
+                        marks.append(turn)
+        return marks
 
     def log_tail(self, lines: int = 30) -> str:
         return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
