@@ -102,6 +102,24 @@ async def test_linger_gathers_jobs_that_arrive_spread_out() -> None:
         worker.close()
 
 
+async def test_an_urgent_job_cuts_the_linger_short() -> None:
+    # A long linger (1 s) that the arrival rate makes worth waiting for; an urgent job in the
+    # lingering batch runs it at once, and the jobs queued with it go along.
+    worker = BatchWorker(lambda jobs: list(jobs), name="test-urgent", linger=1.0, target=10_000)
+    loop = asyncio.get_running_loop()
+    try:
+        worker._rate = 1000.0  # as measured under load: a linger is worth it
+        plain = worker.submit("plain")
+        await asyncio.sleep(0.05)  # the worker took "plain" and lingers
+        started = loop.time()
+        urgent = worker.submit("urgent", urgent=True)
+        assert await urgent == "urgent" and await plain == "plain"
+        assert loop.time() - started < 0.5
+        assert worker.lingered == 1 and worker.batches == 1  # one batch: the lingering one
+    finally:
+        worker.close()
+
+
 def test_linger_settings_are_checked() -> None:
     with pytest.raises(ValueError, match="linger"):
         BatchWorker(lambda jobs: jobs, name="bad", linger=-1)

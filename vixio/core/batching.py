@@ -19,7 +19,8 @@ every 60 ms, sessions out of phase), so a worker that starts as soon as one job 
 batches of two or three. `linger` lets it wait a little for more: after the first job it sleeps as
 long as the measured arrival rate needs to bring `target` jobs (at most `linger` seconds), then
 takes everything queued — but only when that rate promises at least two more jobs in the time,
-so a lone session is never delayed. Jobs of one caller keep their order
+so a lone session is never delayed; an `urgent` job (one whose result someone is waiting for:
+the VAD's end-of-speech decision) cuts the wait short. Jobs of one caller keep their order
 as long as the caller awaits each before submitting the next (the way a station processes
 chunks), and the batch function processes jobs in order.
 """
@@ -78,6 +79,8 @@ class BatchWorker(Generic[J, R]):
         self._rate_jobs = 0
         # A C-implemented queue: put() is a few hundred ns with the GIL, get() waits without it.
         self._jobs: queue.SimpleQueue[tuple[J, asyncio.Future[R], asyncio.AbstractEventLoop] | None] = queue.SimpleQueue()
+        self._hurry = threading.Event()
+        """Set with an urgent job: a lingering batch runs at once."""
         self._start_lock = threading.Lock()
         self._closed = False
         self._thread: threading.Thread | None = None
@@ -89,13 +92,16 @@ class BatchWorker(Generic[J, R]):
         """Batches that waited for more jobs."""
         _WORKERS.add(self)
 
-    def submit(self, job: J) -> asyncio.Future[R]:
-        """Queue `job`; the future resolves on the calling loop. Call from an event loop thread."""
+    def submit(self, job: J, *, urgent: bool = False) -> asyncio.Future[R]:
+        """Queue `job`; the future resolves on the calling loop. Call from an event loop thread.
+        `urgent`: run the batch it joins without lingering for more jobs."""
         if self._closed:
             raise RuntimeError(f"BatchWorker {self.name} is closed")
         loop = asyncio.get_running_loop()
         future: asyncio.Future[R] = loop.create_future()
         self._jobs.put((job, future, loop))
+        if urgent:
+            self._hurry.set()
         if self._thread is None:
             self._start()
         return future
@@ -124,12 +130,18 @@ class BatchWorker(Generic[J, R]):
                 return
             batch = [first]
             stopping = self._collect(batch, self.max_batch)
-            if not stopping and len(batch) < self.target and (wait := self._linger_for(len(batch))) > 0:
-                # One sleep, then take what came: waiting on the queue would wake this thread
-                # (and make it take the GIL) once per arriving job.
+            hurry = self._hurry.is_set()
+            if not stopping and not hurry and len(batch) < self.target and (wait := self._linger_for(len(batch))) > 0:
+                # One wait, then take what came: waiting on the queue would wake this thread
+                # (and make it take the GIL) once per arriving job; only an urgent job wakes it.
                 self.lingered += 1
-                time.sleep(wait)
-                stopping = self._collect(batch, self.max_batch)
+                self._hurry.wait(wait)
+                hurry = True
+            if hurry:
+                # Cleared before taking what came: an urgent job queued after this is either
+                # taken now or leaves the flag set for the next batch.
+                self._hurry.clear()
+                stopping = self._collect(batch, self.max_batch) or stopping
             self._note_rate(len(batch))
             self._run_one(batch)
 

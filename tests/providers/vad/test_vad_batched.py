@@ -165,10 +165,10 @@ async def test_a_station_behind_real_time_catches_up_in_one_round_trip_with_the_
         stream = make_stream()
         score = stream.score
 
-        async def slowly(windows: np.ndarray) -> list[float]:
+        async def slowly(windows: np.ndarray, **kwargs: bool) -> list[float]:
             round_trips.append(windows.shape[0])
             await asyncio.sleep(0.01)  # a loaded server: the next frames arrive meanwhile
-            return await score(windows)
+            return await score(windows, **kwargs)
 
         stream.score = slowly  # type: ignore[method-assign]
         return stream

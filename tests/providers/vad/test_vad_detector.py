@@ -145,3 +145,26 @@ def test_rejects_bad_input_and_options() -> None:
         VoiceActivityDetector(ScriptedStream([]), min_silence_ms=-1)
     with pytest.raises(ValueError, match="threshold"):
         VoiceActivityDetector(ScriptedStream([]), threshold=0)
+
+
+async def test_windows_that_may_end_the_speech_are_scored_urgently() -> None:
+    # One window per feed: the batching backend hears `urgent` exactly while the speech has
+    # gone quiet and its end is not yet decided (the user is waiting for the answer).
+    class RecordingStream(ScriptedStream):
+        urgent: list[bool] = []
+
+        async def score(self, windows: np.ndarray, *, urgent: bool = False) -> list[float]:
+            self.urgent.append(urgent)
+            return await super().score(windows)
+
+    script = [Q] * 2 + [S] * 8 + [Q] * 3 + [S] * 2 + [Q] * 12
+    stream = RecordingStream(script)
+    detector = VoiceActivityDetector(stream, **RULES)  # type: ignore[arg-type]
+    events = []
+    for _ in script:
+        events += await detector.feed_async(np.zeros(WINDOW, dtype=np.int16))
+    assert [e.type for e in events] == ["start", "end"]
+    # speaking from window 7; quiet windows 10-12 (a pause: 11-13 urgent), speech again at 13-14,
+    # quiet from 15: 16-24 urgent, the end decided at window 24.
+    quiet_after_speech = [False] * 11 + [True] * 3 + [False] * 2 + [True] * 9 + [False] * 2
+    assert stream.urgent == quiet_after_speech

@@ -48,10 +48,11 @@ class VADStream(ABC):
         """Score consecutive windows (shape [count, window_samples]) in order."""
         return [self.probability(window) for window in windows]
 
-    async def score(self, windows: np.ndarray) -> list[float]:
+    async def score(self, windows: np.ndarray, *, urgent: bool = False) -> list[float]:
         """`probabilities` for the event loop (float32 or int16 windows): batching backends
         override this to run off the loop, together with other sessions' windows. Await each
-        call before the next."""
+        call before the next. `urgent`: these windows may decide the end of an utterance (a
+        user waits for the answer), so a batching backend should not hold them back for company."""
         return self.probabilities(to_float(windows))
 
     @abstractmethod

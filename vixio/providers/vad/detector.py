@@ -100,6 +100,12 @@ class VoiceActivityDetector:
         return self._speaking
 
     @property
+    def ending(self) -> bool:
+        """Speech has gone quiet: the next windows may decide its end, which the user is waiting
+        for (the batching VAD scores them without lingering for other sessions' windows)."""
+        return self._speaking and self._silence_since is not None
+
+    @property
     def samples_fed(self) -> int:
         """Samples fed since construction or the last `reset()`."""
         return self._fed
@@ -116,14 +122,14 @@ class VoiceActivityDetector:
         """`feed` for the event loop: the windows are scored by `stream.score` (batched with other
         sessions' and off the loop where the backend supports it). Await each call before the next."""
         windows = self._windows(pcm)
-        return self._decide(await self.stream.score(windows) if windows.shape[0] else [])
+        return self._decide(await self.stream.score(windows, urgent=self.ending) if windows.shape[0] else [])
 
     async def feed_parts_async(self, parts: Sequence[bytes | np.ndarray]) -> list[list[VADEvent]]:
         """`feed_async` for several pieces of audio in a row, in one scoring round trip: the
         events each piece completes, exactly as feeding them one by one would give."""
         windows = [self._windows(pcm) for pcm in parts]
         counts = [w.shape[0] for w in windows]
-        scored = await self.stream.score(np.concatenate(windows)) if sum(counts) else []
+        scored = await self.stream.score(np.concatenate(windows), urgent=self.ending) if sum(counts) else []
         events, offset = [], 0
         for count in counts:
             events.append(self._decide(scored[offset : offset + count]))

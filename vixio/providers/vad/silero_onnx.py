@@ -181,15 +181,16 @@ class SileroOnnxStream(VADStream):
         self._input[0, : self._context] = window[-self._context :]
         return float(output[0, 0])
 
-    async def score(self, windows: np.ndarray) -> list[float]:
-        """Score `windows` on the model's batching thread, together with other sessions' windows."""
+    async def score(self, windows: np.ndarray, *, urgent: bool = False) -> list[float]:
+        """Score `windows` on the model's batching thread, together with other sessions' windows
+        (an `urgent` job's batch runs without lingering for more)."""
         if windows.ndim != 2 or windows.shape[1] != self.window_samples:
             raise ValueError(f"VAD windows must have shape [count, {self.window_samples}], got {windows.shape}")
         if not windows.shape[0]:
             return []
         if windows.dtype != np.int16:
             windows = np.ascontiguousarray(windows, dtype=np.float32)
-        return await self._batcher.submit((self, windows))  # int16 is converted on the batch thread
+        return await self._batcher.submit((self, windows), urgent=urgent)  # int16 is converted on the batch thread
 
     def reset(self) -> None:
         """Zero the state and the context."""
