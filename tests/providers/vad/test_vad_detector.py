@@ -168,3 +168,25 @@ async def test_windows_that_may_end_the_speech_are_scored_urgently() -> None:
     # quiet from 15: 16-24 urgent, the end decided at window 24.
     quiet_after_speech = [False] * 11 + [True] * 3 + [False] * 2 + [True] * 9 + [False] * 2
     assert stream.urgent == quiet_after_speech
+
+
+async def test_pieces_fed_together_give_each_piece_the_events_it_would_get_alone() -> None:
+    # Pieces of 7, 13, 3, 25, ... samples (never a whole window): one round trip for a run of
+    # them gives every piece the same events as feeding them one at a time.
+    script = [Q] * 3 + [S] * 12 + [Q] * 12 + [S] * 6 + [Q] * 100
+    sizes = [7, 13, 3, 25, 1, 40, 11, 9, 30, 2, 19] * 8
+    pcm = np.zeros(sum(sizes), dtype=np.int16).tobytes()
+    pieces, at = [], 0
+    for size in sizes:
+        pieces.append(pcm[2 * at: 2 * (at + size)])
+        at += size
+    windows = sum(sizes) // WINDOW
+    one_by_one = VoiceActivityDetector(ScriptedStream(script[:windows]), **RULES)  # type: ignore[arg-type]
+    alone = [await one_by_one.feed_async(piece) for piece in pieces]
+    together = VoiceActivityDetector(ScriptedStream(script[:windows]), **RULES)  # type: ignore[arg-type]
+    runs = [pieces[i: i + 5] for i in range(0, len(pieces), 5)]
+    joined = [events for run in runs for events in await together.feed_parts_async(run)]
+    assert joined == alone
+    assert sum(len(events) for events in alone) == 4  # two utterances: start and end each
+    with pytest.raises(ValueError, match="whole int16 samples"):
+        await together.feed_parts_async([b"\x00", b"\x00"])

@@ -124,12 +124,18 @@ class VoiceActivityDetector:
         windows = self._windows(pcm)
         return self._decide(await self.stream.score(windows, urgent=self.ending) if windows.shape[0] else [])
 
-    async def feed_parts_async(self, parts: Sequence[bytes | np.ndarray]) -> list[list[VADEvent]]:
-        """`feed_async` for several pieces of audio in a row, in one scoring round trip: the
+    async def feed_parts_async(self, parts: Sequence[bytes]) -> list[list[VADEvent]]:
+        """`feed_async` for several pieces of PCM bytes in a row, in one scoring round trip: the
         events each piece completes, exactly as feeding them one by one would give."""
-        windows = [self._windows(pcm) for pcm in parts]
-        counts = [w.shape[0] for w in windows]
-        scored = await self.stream.score(np.concatenate(windows), urgent=self.ending) if sum(counts) else []
+        if any(len(pcm) % 2 for pcm in parts):
+            raise ValueError(f"PCM must be whole int16 samples, got pieces of {[len(pcm) for pcm in parts]} bytes")
+        counts, samples, done = [], len(self._carry) // 2, 0
+        for pcm in parts:  # the windows each piece completes
+            samples += len(pcm) // 2
+            counts.append(samples // self._window - done)
+            done += counts[-1]
+        windows = self._windows(b"".join(parts))  # joined as bytes: no numpy copy on the loop
+        scored = await self.stream.score(windows, urgent=self.ending) if windows.shape[0] else []
         events, offset = [], 0
         for count in counts:
             events.append(self._decide(scored[offset : offset + count]))
