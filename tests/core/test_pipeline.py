@@ -160,6 +160,34 @@ async def test_slow_station_applies_backpressure_with_bounded_queues() -> None:
     assert [c.text for c in received] == [f"{i}>a>b>slow" for i in range(300)]
 
 
+async def test_push_nowait_fills_the_first_inbox_and_never_waits() -> None:
+    release = asyncio.Event()
+
+    class Held(Station):
+        handles = (TextChunk,)
+
+        async def process(self, chunk: Chunk) -> AsyncIterator[Chunk]:
+            await release.wait()
+            yield chunk
+
+    pipeline = Pipeline([Held("held"), Tag("a")], session_id="s", queue_size=2)
+    async with pipeline:
+        assert pipeline.push_nowait(text("0"))
+        await asyncio.sleep(0.01)  # the held station took "0" and waits
+        assert pipeline.push_nowait(text("1")) and pipeline.push_nowait(text("2"))
+        assert not pipeline.can_push_nowait()
+        assert not pipeline.push_nowait(text("3"))  # full: refused, nothing queued
+        assert not pipeline.push_nowait(InterruptChunk(reason="x"))  # interrupts are awaited
+        release.set()
+        out = [await pipeline.get() for _ in range(3)]
+        await pipeline.join()
+        assert pipeline.can_push_nowait()
+    assert [c.text for c in out] == ["0>a", "1>a", "2>a"]
+    assert all(c.session_id == "s" and c.turn_id == 0 for c in out)
+    with pytest.raises(RuntimeError):
+        pipeline.push_nowait(text("late"))
+
+
 class Explodes(Station):
     handles = (TextChunk,)
 

@@ -116,6 +116,46 @@ async def test_device_tools_callback_is_per_session() -> None:
     await transport.stop()
 
 
+async def test_an_inline_handler_takes_messages_only_while_nothing_waits_for_read(no_leaked_tasks) -> None:
+    transport = PipeTransport()
+    transport.connect("s")
+    taken: list[Message] = []
+
+    def inline(message: Message) -> bool:
+        if message.get("type") != "frame":
+            return False  # left to read()
+        if message.get("n") == "bad":
+            raise ValueError("a handler bug")
+        taken.append(message)
+        return True
+
+    transport.set_inline_handler("s", inline)
+    feed = transport.incoming["s"]
+
+    async def settle() -> None:
+        for _ in range(5):
+            await asyncio.sleep(0)
+
+    feed.put_nowait(json.dumps({"type": "frame", "n": 1}))
+    await settle()
+    assert taken == [{"type": "frame", "n": 1}]
+    # A declined message waits for read(); a frame behind it must not overtake it.
+    feed.put_nowait(json.dumps({"type": "text", "text": "x"}))
+    feed.put_nowait(json.dumps({"type": "frame", "n": 2}))
+    await settle()
+    assert taken == [{"type": "frame", "n": 1}]
+    assert await transport.read("s") == {"type": "text", "text": "x"}
+    assert await transport.read("s") == {"type": "frame", "n": 2}
+    # A failing handler costs that message (logged), not the session.
+    feed.put_nowait(json.dumps({"type": "frame", "n": "bad"}))
+    feed.put_nowait(json.dumps({"type": "text", "text": "y"}))
+    assert await transport.read("s") == {"type": "text", "text": "y"}
+    feed.put_nowait(json.dumps({"type": "frame", "n": 3}))
+    await settle()
+    assert taken[-1] == {"type": "frame", "n": 3}
+    await transport.stop()
+
+
 def test_protocol_mcp_helpers() -> None:
     protocol = JsonProtocol()
     message = protocol.create_mcp_message({"jsonrpc": "2.0", "id": 3})

@@ -165,6 +165,24 @@ class Pipeline:
         else:  # an empty pipeline passes input straight to its output
             await self._output.put(chunk)
 
+    def push_nowait(self, chunk: Chunk) -> bool:
+        """`push` without waiting: False, and nothing done, when the first inbox is full (or
+        for an interrupt, which must be awaited). For callers that must not suspend."""
+        if not self._started or self._stopped:
+            raise RuntimeError("push_nowait() on a pipeline that is not running")
+        queue = self._inboxes[0] if self._inboxes else self._output
+        if isinstance(chunk, InterruptChunk) or queue.full():
+            return False
+        self._stamp(chunk, self.session_id, self._turn)
+        self._pending += 1
+        self._idle.clear()
+        queue.put_nowait(chunk)
+        return True
+
+    def can_push_nowait(self) -> bool:
+        """`push_nowait` of a data chunk would succeed now."""
+        return self._started and not self._stopped and not (self._inboxes[0] if self._inboxes else self._output).full()
+
     async def emit(self, station: Station, chunk: Chunk) -> None:
         """Send `chunk` downstream of `station` now, outside its `process` (a tool speaking while
         the station waits on the model). Set `chunk.turn_id` first when it belongs to a turn."""

@@ -60,6 +60,13 @@ class Session:
         self.last_activity = time.monotonic()
         await self.pipeline.push(chunk)
 
+    def push_nowait(self, chunk: Chunk) -> bool:
+        """`push` without waiting; False (nothing pushed) when the pipeline is full."""
+        if not self.pipeline.push_nowait(chunk):
+            return False
+        self.last_activity = time.monotonic()
+        return True
+
     async def interrupt(self, reason: str = "") -> int:
         """Cancel the current turn; returns the new turn id."""
         return await self.pipeline.interrupt(reason)

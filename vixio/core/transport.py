@@ -7,7 +7,8 @@ WebSocket, say) and calls `open_session_io` / `close_session_io` around it. The 
   id and dropped, the session goes on;
 - routes MCP messages straight to the session's MCP peer (the device tool client) — they never
   enter the pipeline (seed 000 §4);
-- queues everything else for `read()`, and writes `write()`'s messages from a per-session
+- queues everything else for `read()` (or hands it to the session's inline handler, when
+  one is set and nothing waits in that queue), and writes `write()`'s messages from a per-session
   queue, so a slow socket slows its own session only;
 - keeps a per-session callback that is told when the device's tools are ready.
 """
@@ -26,6 +27,9 @@ from vixio.core.protocol import FrameRefused, Message, ProtocolBase, ProtocolErr
 
 ToolsReadyCallback = Callable[[list[Any]], Awaitable[None]]
 """Called with the device's tool definitions once they are known (and again when they change)."""
+InlineHandler = Callable[[Message], bool]
+"""Handles a message at once, without suspending; False: leave it for `read()` (see
+`TransportBase.set_inline_handler`)."""
 
 
 class McpPeer(Protocol):
@@ -54,6 +58,7 @@ class _SessionIO:
         self.mcp_peer: McpPeer | None = None
         self.extra_mcp_peers: list[SelectiveMcpPeer] = []
         self.tools_ready: ToolsReadyCallback | None = None
+        self.inline: InlineHandler | None = None
         self.bad_frames = LogThrottle(first=5, every=10.0)
         """Malformed frames: the first few are logged, then a count every 10 s."""
 
@@ -154,6 +159,14 @@ class TransportBase(ABC):
         """Give `peer` the session's MCP payloads it `accepts`, before the main peer sees them."""
         self._io[session_id].extra_mcp_peers.append(peer)
 
+    def set_inline_handler(self, session_id: str, handler: InlineHandler | None) -> None:
+        """Let `handler` take the session's messages in the read worker, before they are queued
+        for `read()`: one task step and one loop iteration less per message (per audio frame).
+        It is tried only while nothing waits in that queue, must not suspend, and returns False
+        for what it leaves to `read()` (e.g. while its reader is still busy with the last one),
+        so messages are still handled in the order they came."""
+        self._io[session_id].inline = handler
+
     def set_device_tools_callback(self, session_id: str, callback: ToolsReadyCallback | None) -> None:
         """Register what to call when the session's device tools are ready."""
         self._io[session_id].tools_ready = callback
@@ -183,7 +196,7 @@ class TransportBase(ABC):
                     continue
                 if self.protocol.is_mcp_message(message):
                     self._route_mcp(io, message)
-                else:
+                elif io.inline is None or not io.reads.empty() or not self._handle_inline(io, message):
                     await io.reads.put(message)
         finally:
             if io.bad_frames.pending():
@@ -193,6 +206,16 @@ class TransportBase(ABC):
             while io.reads.full():
                 io.reads.get_nowait()
             io.reads.put_nowait(None)
+
+    @staticmethod
+    def _handle_inline(io: _SessionIO, message: Message) -> bool:
+        assert io.inline is not None
+        try:
+            return io.inline(message)
+        except Exception:
+            # One bad message must not end the session (nor the read worker).
+            io.logger.exception("failed to handle {!r}", message.get("type"))
+            return True
 
     @staticmethod
     def _log_malformed(io: _SessionIO, exc: ProtocolError) -> None:

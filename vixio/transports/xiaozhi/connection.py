@@ -93,6 +93,8 @@ class XiaozhiConnection:
         self._ignored = LogThrottle(first=5, every=10.0)
         """Messages the session ignores: a client sending thousands must not write thousands of lines."""
         self.audio_frames_in = 0
+        self._handling = 0
+        """`handle` calls in progress: `handle_now` leaves audio to them meanwhile (order)."""
         self._uplink_budget = RealTimeBudget(config.audio_burst_seconds)
         self._flooding = LogThrottle(first=1, every=10.0)
 
@@ -117,6 +119,13 @@ class XiaozhiConnection:
     # --- device → server ----------------------------------------------------------------------
 
     async def handle(self, message: Message) -> None:
+        self._handling += 1
+        try:
+            await self._dispatch(message)
+        finally:
+            self._handling -= 1
+
+    async def _dispatch(self, message: Message) -> None:
         kind = message["type"]
         if kind == xp.AUDIO:
             await self._on_audio(message["data"])
@@ -137,25 +146,48 @@ class XiaozhiConnection:
         elif verdict:
             self.logger.info("ignored {} more messages ({} in all); last: " + message, verdict, self._ignored.total, *args)
 
+    def handle_now(self, message: Message) -> bool:
+        """Uplink audio handled at once, without suspending (the transport's inline handler: an
+        audio frame skips the read queue and the reader task). False, with nothing done, for
+        anything else, while `handle` is still busy with an earlier message (order), or while
+        the pipeline is full (the reader waits for room instead)."""
+        if message["type"] != xp.AUDIO or self._handling:
+            return False
+        if not self.listening or self.session is None:
+            return True  # dropped, as `_on_audio` would
+        if not self.session.pipeline.can_push_nowait():
+            return False
+        chunk = self._uplink_chunk(message["data"])
+        if chunk is not None:
+            self.session.push_nowait(chunk)
+        return True
+
     async def _on_audio(self, packet: bytes) -> None:
         if not self.listening or self.session is None:
             return  # wake-word audio before `listen detect`, or audio after push-to-talk release
+        chunk = self._uplink_chunk(packet)
+        if chunk is not None:
+            await self.session.push(chunk)
+
+    def _uplink_chunk(self, packet: bytes) -> AudioChunk | None:
+        """The packet's audio, or None when it is dropped (flooding, undecodable, DTX)."""
         if not self._uplink_budget.take(packet_duration(packet)):
             verdict = self._flooding.hit()
             if verdict is not None:
                 self.logger.warning("dropped {} audio packet(s): the device sends faster than real time, more than "
                                     "{:g} s ahead (xiaozhi.audio_burst_seconds)", verdict or 1, self._uplink_budget.burst)
-            return
+            return None
         try:
             pcm = self._decoder.decode(packet)  # ~45 us: cheaper here than a trip to the codec thread
         except CodecError as exc:
             self._bad_packets += 1
             if self._bad_packets == 1 or self._bad_packets % 100 == 0:
                 self.logger.warning("dropped undecodable Opus packet #{} ({} bytes): {}", self._bad_packets, len(packet), exc)
-            return
-        if pcm:  # DTX: empty packets carry no audio
-            self.audio_frames_in += 1
-            await self.session.push(AudioChunk(pcm=pcm, sample_rate=UPLINK_SAMPLE_RATE))
+            return None
+        if not pcm:  # DTX: empty packets carry no audio
+            return None
+        self.audio_frames_in += 1
+        return AudioChunk(pcm=pcm, sample_rate=UPLINK_SAMPLE_RATE)
 
     async def _on_listen(self, message: Message) -> None:
         state = message.get("state")

@@ -231,6 +231,7 @@ class XiaozhiTransport(TransportBase):
             await session.start()
             connection.attach(session)
             self.connections[session_id] = connection
+            self.set_inline_handler(session_id, connection.handle_now)  # audio frames skip the read loop
             # After the pipeline factory registered its tools callback; earlier registrations are delivered now.
             await register.set_tools_callback(lambda defs: self.notify_device_tools_ready(session_id, defs))
             self._start_device_tools(session_id, identity, context, socket, budget)
