@@ -169,3 +169,49 @@ def test_strict_clients_and_other_types_keep_the_sdks_path() -> None:
         strict._process_response_data(data=odd, cast_to=ChatCompletionChunk, response=response)
     client = AsyncOpenAI(base_url="http://127.0.0.1:9/v1", api_key="x")
     assert client._process_response_data(data={"a": 1}, cast_to=object, response=None) == {"a": 1}
+
+
+@pytest.mark.parametrize("backend", ["httpcore2._backends.anyio", "httpcore._backends.anyio"])
+async def test_pooled_connections_readability_is_the_same_and_cheaper(backend: str) -> None:
+    module = pytest.importorskip(backend)
+    anyio = pytest.importorskip("anyio")
+    assert sdk_speedups.install()
+    patched = module.AnyIOStream.get_extra_info
+    original = patched.original
+    accepted: list = []
+
+    async def serve(reader, writer) -> None:
+        accepted.append(writer)
+
+    import asyncio
+
+    server = await asyncio.start_server(serve, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    stream = module.AnyIOStream(await anyio.connect_tcp("127.0.0.1", port))
+    try:
+        while not accepted:
+            await asyncio.sleep(0.01)
+        peer = accepted[0]
+        # Idle and open: not readable. Data or a close from the server: readable, as the SDK says.
+        assert patched(stream, "is_readable") is original(stream, "is_readable") is False
+        peer.write(b"x")
+        await peer.drain()
+        await asyncio.sleep(0.05)
+        assert patched(stream, "is_readable") is original(stream, "is_readable") is True
+        assert patched(stream, "server_addr") == original(stream, "server_addr")  # other keys: the SDK's
+        rounds = 2000
+        started = time.perf_counter()
+        for _ in range(rounds):
+            original(stream, "is_readable")
+        slow = time.perf_counter() - started
+        started = time.perf_counter()
+        for _ in range(rounds):
+            patched(stream, "is_readable")
+        fast = time.perf_counter() - started
+        assert fast * 3 < slow, (fast, slow)
+    finally:
+        await stream.aclose()
+        for writer in accepted:
+            writer.close()
+        server.close()
+        await server.wait_closed()
