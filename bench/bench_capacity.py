@@ -36,7 +36,9 @@ then its idle memory is read. Printed per N (server = its process and all its wo
   carries that burst); "server" is the part between the VAD deciding the speech ended and the
   first answer frame sent, and each stage of it, from the per-turn latency marks in the server's
   log (the rest of the latency is the 500 ms silence, the VAD's delay in hearing it, and delivery);
-- gap p99: the 99th percentile of the time between consecutive audio frames of one reply;
+- gap p99: the 99th percentile of the time between consecutive audio frames of one reply
+  (~120 ms by design: after the pre-buffer the server sends frames in pairs, each pair when
+  its first frame is due; "late frames" is what tells whether the device ran dry);
 - late frames: frames arriving after a device playing one frame per 60 ms (from the first
   frame of the reply) needed them: count and % of all reply frames;
 - failed: turns with no answer audio within 15 s of the last speech frame (or no `tts stop`

@@ -31,13 +31,13 @@ def sent_frame(i: int) -> dict:
     return {"type": "audio", "data": frame(i)}
 
 
-async def run_pacer(items, clock: VirtualClock, *, until: int, prebuffer: int = 5):
+async def run_pacer(items, clock: VirtualClock, *, until: int, prebuffer: int = 5, batch: int = 1):
     sent: list[tuple[float, dict]] = []
 
     async def send(message: dict) -> None:
         sent.append((clock.now, message))
 
-    pacer = DownlinkPacer(send, frame_duration=FRAME, prebuffer=prebuffer, clock=clock, sleep=clock.sleep)
+    pacer = DownlinkPacer(send, frame_duration=FRAME, prebuffer=prebuffer, batch=batch, clock=clock, sleep=clock.sleep)
     pacer.start()
     for item in items:
         if item == "END":
@@ -72,6 +72,26 @@ async def test_prebuffer_then_real_time_then_stop_after_playback() -> None:
     assert stop == {"type": "tts", "state": "stop"}
     assert stop_time == pytest.approx(start + 40 * FRAME)  # after the device played the last frame
     assert pacer.frames_sent == 40
+
+
+async def test_batch_two_sends_frames_in_pairs_never_late_and_one_frame_more_ahead() -> None:
+    clock = VirtualClock()
+    start = clock.now
+    items = [frame(i) for i in range(40)] + ["END"]
+    pacer, sent = await run_pacer(items, clock, until=41, batch=2)
+    frames = [(t, m) for t, m in sent if m["type"] == "audio"]
+    assert [m for _, m in frames] == [sent_frame(i) for i in range(40)]
+    wakeups = sorted({t for t, _ in frames})
+    assert len(wakeups) <= 40 // 2 + 1  # the pre-buffer, then pairs
+    for k, (t, _) in enumerate(frames):
+        ahead = (k + 1) - (t - start) / FRAME
+        assert ahead <= 5 + 1 + 1e-9, f"frame {k} is {ahead:.2f} frames ahead"
+        assert t <= start + max(0, k - 4) * FRAME + 1e-9, f"frame {k} later than with batch 1"
+    stop_time, stop = sent[-1]
+    assert stop == {"type": "tts", "state": "stop"}
+    assert stop_time == pytest.approx(start + 40 * FRAME)
+    with pytest.raises(ValueError):
+        DownlinkPacer(lambda m: asyncio.sleep(0), batch=0)
 
 
 async def test_underrun_starts_a_new_burst_with_a_fresh_prebuffer() -> None:

@@ -96,7 +96,8 @@ class XiaozhiConfig(_Strict):
     greeting: str = "Hi, how can I help?"
     """What the assistant says after a wake word; empty to stay silent. Unset: the top-level `language`'s greeting."""
     prebuffer_frames: int = Field(default=5, ge=1, le=30)
-    """Downlink frames sent ahead of real time; the device drops packets past 40 queued."""
+    """Downlink frames sent ahead of real time (then frames go out in pairs, so at times one more);
+    the device drops packets past 40 queued."""
     max_message_bytes: int = Field(default=256 * 1024, ge=1024)
     """Larger WebSocket messages close the connection with code 1009 (protects the server)."""
     max_json_depth: int = Field(default=DEFAULT_MAX_DEPTH, ge=8, le=512)

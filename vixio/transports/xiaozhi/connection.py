@@ -54,6 +54,8 @@ from vixio.transports.xiaozhi.pacing import DownlinkPacer
 
 Write = Callable[[Message], Awaitable[None]]
 
+PACED_FRAMES_PER_WAKEUP = 2
+"""Downlink frames the pacer sends per wake-up once the pre-buffer is out (see pacing.py)."""
 DOWNLINK_AHEAD_S = 2.0
 """Audio queued for the device beyond which the output waits (the device holds its own small buffer)."""
 _PUNCTUATION = str.maketrans("", "", string.punctuation + "，。！？、～ ")
@@ -86,8 +88,9 @@ class XiaozhiConnection:
         # costs ~100 us more CPU a frame: it pays only with a core to spare.
         encoding = (dict(encode_async=self._encode_frame_async, encode_now=self._encode_frame) if encode_on_thread
                     else dict(encode=self._encode_frame))
+        # Two frames per wake-up: half the pacer's and the writer's task steps, one frame more lead.
         self._pacer = DownlinkPacer(self._send_paced, frame_duration=FRAME_DURATION_MS / 1000,
-                                    prebuffer=config.prebuffer_frames, **encoding)
+                                    prebuffer=config.prebuffer_frames, batch=PACED_FRAMES_PER_WAKEUP, **encoding)
         self._wake_words = {_normalise(w) for w in config.wake_words}
         self._bad_packets = 0
         self._ignored = LogThrottle(first=5, every=10.0)

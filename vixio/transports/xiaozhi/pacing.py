@@ -18,6 +18,10 @@ the pre-buffer of a new burst (the start of a reply: ~1.2 ms for 5 frames) is en
 loop, so the first audio leaves without waiting for that round trip — never while one of the
 encoder's frames is still on the codec thread (the encoder has state, and one frame at a time).
 
+With `batch=2` (what the Xiaozhi connection uses), a wake-up that sends a due frame also sends
+the next one, due a frame later: half the pacer's (and the socket writer's) loop wake-ups and
+task steps per reply, for at most one frame more of lead (the firmware's queue holds 40).
+
 Messages queued between frames (`tts sentence_start`, ...) go out in order, at once. An end
 marker waits until the device has played everything sent (so `tts stop` never cuts the tail),
 then runs its callback. `clear()` drops everything unsent at once (abort, barge-in).
@@ -68,6 +72,7 @@ class DownlinkPacer:
         encode_now: Encode | None = None,
         frame_duration: float = 0.060,
         prebuffer: int = 5,
+        batch: int = 1,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
@@ -77,8 +82,12 @@ class DownlinkPacer:
         self._encode_now = encode_now if encode_async is not None else None
         self._encoding = 0  # encode_async calls not finished yet
         self._generation = 0  # bumped by clear(): a frame encoded before a clear is never sent
+        if batch < 1:
+            raise ValueError(f"batch must be at least 1, got {batch}")
         self.frame_duration = frame_duration
         self.prebuffer = prebuffer
+        self.batch = batch
+        """Frames sent per wake-up: a frame due within `batch - 1` frame durations goes now."""
         self._clock = clock
         self._sleep = sleep
         self._queue: deque[_Frame | Message | _End] = deque()
@@ -215,9 +224,11 @@ class DownlinkPacer:
             self._burst_start = now
             self._burst_frames = 0
             return 0.0
-        # Frame k of a burst may leave once the device holds fewer than `prebuffer` frames.
+        # Frame k of a burst may leave once the device holds fewer than `prebuffer` frames
+        # (with `batch`, up to `batch - 1` frame durations early, along with the frame due now).
         due = self._burst_start + (self._burst_frames - self.prebuffer + 1) * self.frame_duration
-        return max(0.0, due - now)
+        delay = due - now
+        return 0.0 if delay <= (self.batch - 1) * self.frame_duration + 1e-6 else delay
 
     async def _wait(self, seconds: float) -> None:
         if seconds <= 0:
