@@ -204,3 +204,34 @@ async def test_int16_windows_score_exactly_as_their_float_conversion(speech) -> 
     got = await as_int16.score(windows)
     want = as_float.probabilities(windows.astype(np.float32) * (1.0 / 32768.0))
     assert got == want
+
+
+def test_one_batch_of_uneven_jobs_scores_as_each_stream_alone(speech) -> None:
+    """Jobs of 0-5 windows, one stream with two jobs in the batch, int16 and float32: every score
+    and every stream's state afterwards equal scoring each stream on its own, window by window."""
+    vad = SileroOnnxVAD()
+    samples = utterance(speech, "weather.wav", 1)
+    windows = samples[: samples.shape[0] // 512 * 512].reshape(-1, 512)
+    rng = np.random.default_rng(3)
+    batched = [vad.create_stream() for _ in range(6)]
+    alone = [vad.create_stream() for _ in range(6)]
+    for round_ in range(4):
+        jobs, plan = [], []
+        for n, stream in enumerate(batched):
+            for _ in range(2 if n == 2 else 1):  # stream 2 has two jobs in the batch
+                count = int(rng.integers(0, 6)) if n else 0  # stream 0 sends an empty job
+                start = int(rng.integers(0, len(windows) - count))
+                chunk = windows[start : start + count]
+                if n % 2:
+                    chunk = chunk.astype(np.float32) / 32768
+                jobs.append((stream, chunk))
+                plan.append((n, chunk))
+        got = silero_onnx._score_batch(vad._session, jobs)
+        want = [[alone[n].probability(np.asarray(w, dtype=np.float32) / (32768 if w.dtype == np.int16 else 1))
+                 for w in chunk] for n, chunk in plan]
+        assert [len(g) for g in got] == [len(w) for w in want]
+        for g, w in zip(got, want, strict=True):
+            assert g == pytest.approx(w, abs=1e-6), f"round {round_}"
+        for b, a in zip(batched, alone, strict=True):
+            np.testing.assert_allclose(b._state, a._state, atol=1e-6)
+            np.testing.assert_allclose(b._input[0, :64], a._input[0, :64], atol=1e-6)

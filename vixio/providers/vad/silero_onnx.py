@@ -116,39 +116,54 @@ def _score_batch(session: Any, jobs: Sequence[tuple[SileroOnnxStream, np.ndarray
     """Score every job's windows: one inference per window step over all streams that have one.
 
     A stream with several jobs in one batch has them scored in order, as one longer sequence.
+    Rows are ordered by window count (longest first), so the streams still scoring at any step
+    are a prefix of the batch: state, context and windows move as whole arrays, a handful of
+    numpy calls per step instead of several per stream and step (each one a GIL hand-off
+    beside the busy event loop).
     """
     sequences: dict[int, tuple[SileroOnnxStream, list[np.ndarray], list[int]]] = {}
     for index, (stream, windows) in enumerate(jobs):
         entry = sequences.setdefault(id(stream), (stream, [], []))
-        entry[1].extend(to_float(windows))
+        entry[1].append(windows)
         entry[2].append(index)
-    streams = list(sequences.values())
-    scores: list[list[float]] = [[] for _ in streams]
-    longest = max((len(windows) for _, windows, _ in streams), default=0)
-    for step in range(longest):
-        active = [n for n, (_, windows, _) in enumerate(streams) if len(windows) > step]
-        first = streams[active[0]][0]
-        context = first._context
-        batch = np.empty((len(active), context + first.window_samples), dtype=np.float32)
-        state = np.empty((2, len(active), 128), dtype=np.float32)
-        for row, n in enumerate(active):
-            stream, windows, _ = streams[n]
-            batch[row, :context] = stream._input[0, :context]
-            batch[row, context:] = windows[step]
-            state[:, row] = stream._state[:, 0]
-        output, new_state = session.run(None, {"input": batch, "state": state, "sr": first._rate})
-        for row, n in enumerate(active):
-            stream, windows, _ = streams[n]
-            stream._state = new_state[:, row : row + 1].copy()
-            stream._input[0, :context] = windows[step][-context:]
-            scores[n].append(float(output[row, 0]))
+    rows = sorted(sequences.values(), key=lambda entry: -sum(len(w) for w in entry[1]))
+    first = rows[0][0]
+    context, width = first._context, first.window_samples
+    lengths = [sum(len(w) for w in windows) for _, windows, _ in rows]
+    count = len(rows)
+    # Every row's windows, zero-padded to the longest: [rows, steps, window].
+    padded = np.zeros((count, lengths[0], width), dtype=np.float32)
+    for row, (_, windows, _) in enumerate(rows):
+        padded[row, : lengths[row]] = to_float(windows[0] if len(windows) == 1 else np.concatenate(windows))
+    state = np.concatenate([stream._state for stream, _, _ in rows], axis=1)
+    final_state = state.copy()  # a row without windows keeps its state
+    contexts = np.concatenate([stream._input[:, :context] for stream, _, _ in rows])
+    scores = np.empty((count, lengths[0]), dtype=np.float32)
+    active = count
+    for step in range(lengths[0]):
+        while lengths[active - 1] <= step:
+            active -= 1
+        batch = np.empty((active, context + width), dtype=np.float32)
+        batch[:, :context] = contexts[:active]
+        batch[:, context:] = padded[:active, step]
+        output, new_state = session.run(None, {"input": batch, "state": np.ascontiguousarray(state[:, :active]),
+                                               "sr": first._rate})
+        state[:, :active] = new_state
+        contexts[:active] = padded[:active, step, -context:]
+        scores[:active, step] = output[:active, 0]
+        ending = [row for row in range(active) if lengths[row] == step + 1]
+        if ending:
+            final_state[:, ending[0] : ending[-1] + 1] = new_state[:, ending[0] : ending[-1] + 1]
     results: list[list[float]] = [[] for _ in jobs]
-    for n, (_, _, indexes) in enumerate(streams):
+    for row, (stream, windows, indexes) in enumerate(rows):
+        stream._state = final_state[:, row : row + 1].copy()
+        stream._input[0, :context] = contexts[row]
+        row_scores = scores[row, : lengths[row]].tolist()
         offset = 0
         for index in indexes:
-            count = len(jobs[index][1])
-            results[index] = scores[n][offset : offset + count]
-            offset += count
+            step_count = len(jobs[index][1])
+            results[index] = row_scores[offset : offset + step_count]
+            offset += step_count
     return results
 
 
