@@ -226,7 +226,7 @@ def test_one_batch_of_uneven_jobs_scores_as_each_stream_alone(speech) -> None:
                     chunk = chunk.astype(np.float32) / 32768
                 jobs.append((stream, chunk))
                 plan.append((n, chunk))
-        got = silero_onnx._score_batch(vad._session, jobs)
+        got = silero_onnx._score_batch(vad._model, jobs)
         want = [[alone[n].probability(np.asarray(w, dtype=np.float32) / (32768 if w.dtype == np.int16 else 1))
                  for w in chunk] for n, chunk in plan]
         assert [len(g) for g in got] == [len(w) for w in want]
