@@ -8,6 +8,7 @@ from typing import Any
 
 from vixio.core.chunk import Chunk, TextChunk
 from vixio.core.protocol import Message, ProtocolBase, ProtocolError
+from vixio.core import transport as core_transport
 from vixio.core.transport import ConnectionClosed, TransportBase
 
 
@@ -98,6 +99,87 @@ async def test_write_and_send_mcp_go_out_encoded_in_order(no_leaked_tasks) -> No
     assert json.loads(transport.sent["s"][1])["payload"]["method"] == "tools/list"
     await transport.stop()
     assert not transport.has_session("s")
+
+
+class BatchingPipeTransport(PipeTransport):
+    """Records each hand-over of the write worker: one list per `_do_write` / `_do_write_batch`."""
+
+    def __init__(self, *, closed: bool = False) -> None:
+        super().__init__()
+        self.closed = closed
+        self.calls: list[list[str]] = []
+
+    async def _do_write(self, session_id: str, data: bytes | str) -> None:
+        self.calls.append([str(data)])
+        await super()._do_write(session_id, data)
+
+    async def _do_write_batch(self, session_id: str, frames: list[bytes | str]) -> None:
+        if self.closed:
+            raise ConnectionClosed(session_id)
+        self.calls.append([str(data) for data in frames])
+        self.sent[session_id].extend(str(data) for data in frames)
+
+
+async def settle_writes(transport: PipeTransport, session_id: str, count: int) -> list[str]:
+    for _ in range(50):
+        if len(transport.sent[session_id]) >= count:
+            break
+        await asyncio.sleep(0.001)
+    return [json.loads(data)["text"] for data in transport.sent[session_id]]
+
+
+async def test_what_is_queued_together_is_written_together_in_order(no_leaked_tasks) -> None:
+    transport = BatchingPipeTransport()
+    transport.connect("s")
+    for text in "abc":  # queued in one step, as the pacer queues its pair of frames
+        await transport.write("s", {"type": "text", "text": text})
+    assert await settle_writes(transport, "s", 3) == ["a", "b", "c"]
+    await transport.write("s", {"type": "text", "text": "d"})
+    assert await settle_writes(transport, "s", 4) == ["a", "b", "c", "d"]
+    assert [[json.loads(data)["text"] for data in call] for call in transport.calls] == [["a", "b", "c"], ["d"]]
+    await transport.stop()
+
+
+async def test_a_batch_is_at_most_write_batch_messages(no_leaked_tasks, monkeypatch) -> None:
+    monkeypatch.setattr(core_transport, "WRITE_BATCH", 2)
+    transport = BatchingPipeTransport()
+    transport.connect("s")
+    for text in "abcd":
+        await transport.write("s", {"type": "text", "text": text})
+    assert await settle_writes(transport, "s", 4) == ["a", "b", "c", "d"]
+    assert [len(call) for call in transport.calls] == [2, 2]
+    await transport.stop()
+
+
+async def test_by_default_a_batch_is_written_one_frame_at_a_time(no_leaked_tasks) -> None:
+    transport = PipeTransport()
+    transport.connect("s")
+    for text in "abc":
+        await transport.write("s", {"type": "text", "text": text})
+    assert await settle_writes(transport, "s", 3) == ["a", "b", "c"]
+    await transport.stop()
+
+
+async def test_a_message_that_cannot_be_encoded_is_dropped_from_its_batch(no_leaked_tasks) -> None:
+    transport = BatchingPipeTransport()
+    transport.connect("s")
+    await transport.write("s", {"type": "text", "text": "a"})
+    await transport.write("s", {"type": "text", "text": object()})  # not JSON: logged, dropped
+    await transport.write("s", {"type": "text", "text": "c"})
+    assert await settle_writes(transport, "s", 2) == ["a", "c"]
+    assert len(transport.calls) == 1
+    await transport.stop()
+
+
+async def test_a_closed_connection_ends_the_write_worker_on_a_batch_too(no_leaked_tasks) -> None:
+    transport = BatchingPipeTransport(closed=True)
+    transport.connect("s")
+    writer = transport._io["s"].tasks[1]
+    await transport.write("s", {"type": "text", "text": "a"})
+    await transport.write("s", {"type": "text", "text": "b"})
+    await asyncio.wait_for(writer, 1)  # returned, not failed
+    assert writer.exception() is None and transport.sent["s"] == []
+    await transport.stop()
 
 
 async def test_device_tools_callback_is_per_session() -> None:

@@ -9,7 +9,8 @@ WebSocket, say) and calls `open_session_io` / `close_session_io` around it. The 
   enter the pipeline (seed 000 §4);
 - queues everything else for `read()` (or hands it to the session's inline handler, when
   one is set and nothing waits in that queue), and writes `write()`'s messages from a per-session
-  queue, so a slow socket slows its own session only;
+  queue, so a slow socket slows its own session only — what is queued together goes to
+  `_do_write_batch` together (the pacer's pair of audio frames: one socket write);
 - keeps a per-session callback that is told when the device's tools are ready.
 """
 
@@ -30,6 +31,9 @@ ToolsReadyCallback = Callable[[list[Any]], Awaitable[None]]
 InlineHandler = Callable[[Message], bool]
 """Handles a message at once, without suspending; False: leave it for `read()` (see
 `TransportBase.set_inline_handler`)."""
+WRITE_BATCH = 16
+"""Most messages the write worker takes from a session's queue for one `_do_write_batch` (the
+flow-control wait comes after the batch, so this bounds what is written past a full buffer)."""
 
 
 class McpPeer(Protocol):
@@ -88,6 +92,12 @@ class TransportBase(ABC):
     @abstractmethod
     async def _do_write(self, session_id: str, data: bytes | str) -> None:
         """Send one raw frame; raise ConnectionClosed when the connection is gone."""
+
+    async def _do_write_batch(self, session_id: str, frames: list[bytes | str]) -> None:
+        """Send several raw frames in order; raise ConnectionClosed when the connection is gone.
+        One by one here; a transport that can put them on the wire in one write overrides it."""
+        for data in frames:
+            await self._do_write(session_id, data)
 
     async def _do_close(self, session_id: str, code: int, reason: str) -> None:
         """Close the session's connection with a close code and reason (after a refused frame);
@@ -243,11 +253,23 @@ class TransportBase(ABC):
 
     async def _write_worker(self, session_id: str, io: _SessionIO) -> None:
         while True:
-            message = await io.writes.get()
+            messages = [await io.writes.get()]
+            # What was queued meanwhile goes with it (the pacer queues its frames in one step).
+            while not io.writes.empty() and len(messages) < WRITE_BATCH:
+                messages.append(io.writes.get_nowait())
+            protocol = self.protocol_for(session_id)
+            frames: list[bytes | str] = []
+            for message in messages:
+                try:
+                    frames.append(protocol.encode(message))
+                except Exception:
+                    io.logger.exception("failed to send {}", message.get("type", "message"))
             try:
-                data = self.protocol_for(session_id).encode(message)
-                await self._do_write(session_id, data)
+                if len(frames) == 1:
+                    await self._do_write(session_id, frames[0])
+                elif frames:
+                    await self._do_write_batch(session_id, frames)
             except ConnectionClosed:
                 return
             except Exception:
-                io.logger.exception("failed to send {}", message.get("type", "message"))
+                io.logger.exception("failed to send {}", ", ".join(str(m.get("type", "message")) for m in messages))

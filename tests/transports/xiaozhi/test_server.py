@@ -12,6 +12,7 @@ import websockets
 import vixio.server
 from vixio.config.models import VixioConfig
 from vixio.core.batching import worker_stats
+from vixio.core.transport import ConnectionClosed
 
 from vixio.testing.device import SimulatedDevice
 from vixio.transports.xiaozhi.auth import issue_token
@@ -153,6 +154,64 @@ async def test_downlink_opus_is_encoded_on_the_codec_thread_only_with_a_core_to_
         assert len(device.decoded_audio()) >= int(1.2 * 24000) * 2 * 0.95
     thread_jobs = worker_stats().get("opus", {}).get("jobs", 0) - jobs
     assert thread_jobs >= 10 if on_thread else thread_jobs == 0  # the pre-buffer is encoded on the loop either way
+
+
+def websocket_opcodes(written: bytes) -> list[int]:
+    """The opcodes of the (unmasked, server-sent) WebSocket frames in one socket write."""
+    opcodes, i = [], 0
+    while i < len(written):
+        opcode, length = written[i] & 0x0F, written[i + 1] & 0x7F
+        i += 2
+        if length >= 126:
+            size = 2 if length == 126 else 8
+            length, i = int.from_bytes(written[i:i + size], "big"), i + size
+        opcodes.append(opcode)
+        i += length
+    return opcodes
+
+
+async def test_paced_audio_frames_leave_in_pairs_one_socket_write_each(make_server) -> None:
+    server = await make_server(reply_seconds=1.2)
+    server.transport.encode_on_thread = False  # every frame is ready when due: the pairs are exact
+    async with SimulatedDevice(ws_url=ws_url(server)) as device:
+        await device.connect()
+        transport = server.transport._sockets[next(iter(server.transport.connections))].transport
+        writes: list[bytes] = []
+        write = transport.write
+
+        def record(data: bytes) -> None:
+            writes.append(bytes(data))
+            write(data)
+
+        transport.write = record
+        transport.writelines = lambda chunks: record(b"".join(chunks))  # one write, as before Python 3.12
+        await device.start_listening("auto")
+        mark = device.mark()
+        await device.send_text("hi")
+        await device.wait_for("tts", state="stop", after=mark, timeout=5)
+        await device.wait_until_idle(timeout=5)
+        assert len(device.audio_frames) == 20 and all(frame.played for frame in device.audio_frames)
+        audio_per_write = [n for n in (websocket_opcodes(w).count(0x2) for w in writes) if n]
+        assert sum(audio_per_write) == 20
+        # The pre-buffer (after `tts start` and the sentence, in the same write), then pairs.
+        assert audio_per_write[0] >= 5 and set(audio_per_write[1:-1]) == {2}, audio_per_write
+
+
+async def test_writes_to_a_closed_connection_raise_connection_closed_batched_or_not(make_server) -> None:
+    server = await make_server()
+    async with SimulatedDevice(ws_url=ws_url(server)) as device:
+        await device.connect()
+        session_id = next(iter(server.transport.connections))
+        socket = server.transport._sockets[session_id]
+    await asyncio.wait_for(socket.wait_closed(), 2)
+    server.transport._sockets[session_id] = socket  # closed, but not yet forgotten by its session
+    with pytest.raises(ConnectionClosed):
+        await server.transport._do_write(session_id, b"a")
+    with pytest.raises(ConnectionClosed):
+        await server.transport._do_write_batch(session_id, [b"a", b"b"])
+    del server.transport._sockets[session_id]  # forgotten
+    with pytest.raises(ConnectionClosed):
+        await server.transport._do_write_batch(session_id, [b"a", b"b"])
 
 
 @pytest.mark.parametrize(("cores", "workers", "on_thread"), [(2, 2, False), (2, None, True), (4, 2, True), (1, 1, False)])

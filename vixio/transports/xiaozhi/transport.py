@@ -38,6 +38,7 @@ from vixio.transports.xiaozhi.framing import SUPPORTED_VERSIONS
 from vixio.transports.xiaozhi.pairing import CompanionRegistry
 from vixio.transports.xiaozhi.register_tools import RegisterToolsClient, ServerTools
 from vixio.transports.xiaozhi.ws_log import websockets_logger
+from vixio.transports.xiaozhi.ws_send import send_together
 
 COMPANION_HELLO_GRACE = 1.0
 """Seconds a client that registered tools has left to send a hello before it is served as a
@@ -151,6 +152,12 @@ class XiaozhiTransport(TransportBase):
     async def _do_write(self, session_id: str, data: bytes | str) -> None:
         try:
             await self._sockets[session_id].send(data)
+        except (websockets.ConnectionClosed, KeyError) as exc:
+            raise ConnectionClosed(session_id) from exc
+
+    async def _do_write_batch(self, session_id: str, frames: list[bytes | str]) -> None:
+        try:
+            await send_together(self._sockets[session_id], frames)  # one socket write
         except (websockets.ConnectionClosed, KeyError) as exc:
             raise ConnectionClosed(session_id) from exc
 
