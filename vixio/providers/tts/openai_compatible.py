@@ -23,7 +23,11 @@ from vixio.providers.tts.base import TTSError, TTSProvider
 
 _EXTRA_HINT = install_hint("xiaozhi")
 _BODY_EXCERPT = 300  # characters of an error body worth putting in a message
-_READ_SIZE = 4096  # bytes per read from the response body; ~85 ms of 24 kHz audio
+_READ_SIZE = 23040
+"""Most bytes per read from the response body (a read returns whatever has arrived, so a
+streaming server's first audio waits for no more): 480 ms of 24 kHz or 720 ms of 16 kHz audio,
+a whole number of the TTS station's 120 ms chunks, so a body that arrives at once (a fast or
+local server) becomes as few pipeline chunks as the station allows (13 per 1.5 s instead of 18)."""
 _WAVE_FORMAT_PCM = 1
 _WAVE_FORMAT_EXTENSIBLE = 0xFFFE
 # Streaming servers cannot know the length up front and write 0 or ~4 GiB as the data size.
