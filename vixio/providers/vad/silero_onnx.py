@@ -45,8 +45,9 @@ _WINDOW_SAMPLES = {16000: 512, 8000: 256}
 # Samples of the previous window the model sees in front of each window.
 _CONTEXT_SAMPLES = {16000: 64, 8000: 32}
 _TARGET_BATCH = 64
-"""Jobs (a frame's windows each) per batch worth waiting for: a window costs ~160 µs alone, ~120
-at 2, ~60-65 from 8 up (2-core VM)."""
+"""Jobs (a frame's windows each) per batch worth waiting for: with the rebuilt 16 kHz graph a window
+costs ~57 µs alone, ~38 at 2, ~20 at 8, ~15 from 16 up (2-core VM; the published graph ~110, ~85,
+~60 from 8 up)."""
 _LINGER = 0.030
 """Longest a window waits for others under load. Windows that may decide a speech end are scored
 at once (`urgent`); the others only decide a speech start, where 30 ms do not matter, and with
