@@ -138,6 +138,16 @@ async def test_binary_protocol_versions_frame_the_downlink(make_server, version:
         assert len(device.decoded_audio()) > 0
 
 
+async def hear_whole_reply(device: SimulatedDevice, *, frames: int) -> None:
+    """Say "hi" and wait until the device has played the whole reply: `frames` frames, all played."""
+    await device.start_listening("auto")
+    mark = device.mark()
+    await device.send_text("hi")
+    await device.wait_for("tts", state="stop", after=mark, timeout=5)
+    await device.wait_until_idle(timeout=5)
+    assert len(device.audio_frames) == frames and all(frame.played for frame in device.audio_frames)
+
+
 @pytest.mark.parametrize("on_thread", [True, False])
 async def test_downlink_opus_is_encoded_on_the_codec_thread_only_with_a_core_to_spare(make_server, on_thread) -> None:
     server = await make_server(reply_seconds=1.2)
@@ -145,12 +155,7 @@ async def test_downlink_opus_is_encoded_on_the_codec_thread_only_with_a_core_to_
     jobs = worker_stats().get("opus", {}).get("jobs", 0)
     async with SimulatedDevice(ws_url=ws_url(server)) as device:
         await device.connect()
-        await device.start_listening("auto")
-        mark = device.mark()
-        await device.send_text("hi")
-        await device.wait_for("tts", state="stop", after=mark, timeout=5)
-        await device.wait_until_idle(timeout=5)
-        assert len(device.audio_frames) == 20 and all(frame.played for frame in device.audio_frames)
+        await hear_whole_reply(device, frames=20)
         assert len(device.decoded_audio()) >= int(1.2 * 24000) * 2 * 0.95
     thread_jobs = worker_stats().get("opus", {}).get("jobs", 0) - jobs
     assert thread_jobs >= 10 if on_thread else thread_jobs == 0  # the pre-buffer is encoded on the loop either way
@@ -185,12 +190,7 @@ async def test_paced_audio_frames_leave_in_pairs_one_socket_write_each(make_serv
 
         transport.write = record
         transport.writelines = lambda chunks: record(b"".join(chunks))  # one write, as before Python 3.12
-        await device.start_listening("auto")
-        mark = device.mark()
-        await device.send_text("hi")
-        await device.wait_for("tts", state="stop", after=mark, timeout=5)
-        await device.wait_until_idle(timeout=5)
-        assert len(device.audio_frames) == 20 and all(frame.played for frame in device.audio_frames)
+        await hear_whole_reply(device, frames=20)
         audio_per_write = [n for n in (websocket_opcodes(w).count(0x2) for w in writes) if n]
         assert sum(audio_per_write) == 20
         # The pre-buffer (after `tts start` and the sentence, in the same write), then pairs.
