@@ -390,3 +390,19 @@ async def test_startup_heap_is_frozen_so_a_full_collection_does_not_stall_sessio
     started = time.perf_counter()
     gc.collect()
     assert time.perf_counter() - started < 0.1
+
+
+@pytest.mark.parametrize("complexity", [0, 10])
+async def test_opus_complexity_sets_the_downlink_encoder(make_server, complexity) -> None:
+    server = await make_server(reply_seconds=1.2, opus_complexity=complexity)
+    async with SimulatedDevice(ws_url=ws_url(server)) as device:
+        await device.connect()
+        (connection,) = server.transport.connections.values()
+        assert connection._encoder._encoder.complexity == complexity  # read back from libopus
+        await hear_whole_reply(device, frames=20)
+        assert len(device.decoded_audio()) >= int(1.2 * 24000) * 2 * 0.95
+
+
+def test_opus_complexity_outside_0_to_10_is_refused_by_key() -> None:
+    with pytest.raises(ValueError, match="opus_complexity"):
+        VixioConfig.model_validate({"xiaozhi": {"opus_complexity": 11}})
