@@ -102,7 +102,7 @@ _LOADS: dict[str, int] = {}
 
 
 def _shared_model(path: Path, sample_rate: int, *, rebuild: bool) -> SileroModel:
-    """Load `path` once per process (per sample rate family); concurrent first calls wait for the one load.
+    """Load `path` once per process and sample rate; concurrent first calls wait for the one load.
     At 16 kHz (`rebuild`) the network is rebuilt as batched matrix products when the file is
     laid out as expected and the rebuilt graph scores a probe signal as the file's graph does."""
     rebuild = rebuild and sample_rate == 16000
@@ -111,11 +111,10 @@ def _shared_model(path: Path, sample_rate: int, *, rebuild: bool) -> SileroModel
         model = _MODELS.get(key)
         if model is None:
             started = time.perf_counter()
-            original = _session(str(path))
-            model = SileroModel(original, sample_rate, rebuilt=False)
+            model = SileroModel(_session(str(path)), sample_rate, rebuilt=False)
             how = "the file's graph"
             if rebuild:
-                rebuilt, why_not = _rebuilt_model(path, original, sample_rate)
+                rebuilt, why_not = _rebuilt_model(path, model)
                 if rebuilt is not None:
                     model, how = rebuilt, "16 kHz rebuilt as batched matrix products"
                 else:
@@ -140,16 +139,16 @@ _PROBE_TOLERANCE = 1e-4
 """Largest difference in probability (and in state) the rebuilt graph may show on the probe."""
 
 
-def _rebuilt_model(path: Path, original: Any, sample_rate: int) -> tuple[SileroModel | None, str]:
-    """The rebuilt 16 kHz model, checked against `original` on a probe signal, or None and why not."""
+def _rebuilt_model(path: Path, published: SileroModel) -> tuple[SileroModel | None, str]:
+    """The rebuilt 16 kHz model, checked against the `published` graph on a probe signal, or None and why not."""
     graph, why_not = batched_16k_model(path)
     if graph is None:
         return None, why_not
     try:
-        rebuilt = SileroModel(_session(graph), sample_rate, rebuilt=True)
+        rebuilt = SileroModel(_session(graph), 16000, rebuilt=True)
     except Exception as exc:  # noqa: BLE001 - any failure keeps the published graph
         return None, f"onnxruntime refused the rebuilt graph ({exc})"
-    worst = probe_difference(SileroModel(original, sample_rate, rebuilt=False), rebuilt)
+    worst = probe_difference(published, rebuilt)
     if worst > _PROBE_TOLERANCE:
         return None, f"the rebuilt graph differs from the file's by {worst:.2g} on the probe signal"
     return rebuilt, ""
@@ -205,18 +204,20 @@ def _score_batch(model: SileroModel, jobs: Sequence[tuple[SileroOnnxStream, np.n
         entry = sequences.setdefault(id(stream), (stream, [], []))
         entry[1].append(windows)
         entry[2].append(index)
-    rows = sorted(sequences.values(), key=lambda entry: -sum(len(w) for w in entry[1]))
-    first = rows[0][0]
+    rows = sorted(((sum(len(w) for w in windows), stream, windows, indexes)
+                   for stream, windows, indexes in sequences.values()), key=lambda row: -row[0])
+    lengths = [length for length, _, _, _ in rows]
+    first = rows[0][1]
     context, width = first._context, first.window_samples
-    lengths = [sum(len(w) for w in windows) for _, windows, _ in rows]
     count = len(rows)
     # Every row's windows, zero-padded to the longest: [rows, steps, window].
     padded = np.zeros((count, lengths[0], width), dtype=np.float32)
-    for row, (_, windows, _) in enumerate(rows):
-        padded[row, : lengths[row]] = to_float(windows[0] if len(windows) == 1 else np.concatenate(windows))
-    state = np.concatenate([stream._state for stream, _, _ in rows], axis=1)
-    final_state = state.copy()  # a row without windows keeps its state
-    contexts = np.concatenate([stream._input[:, :context] for stream, _, _ in rows])
+    for row, (length, _, windows, _) in enumerate(rows):
+        padded[row, :length] = to_float(windows[0] if len(windows) == 1 else np.concatenate(windows))
+    # A row that has no window left is past the active prefix: its state and context stay as
+    # its last step left them.
+    state = np.concatenate([stream._state for _, stream, _, _ in rows], axis=1)
+    contexts = np.concatenate([stream._input[:, :context] for _, stream, _, _ in rows])
     scores = np.empty((count, lengths[0]), dtype=np.float32)
     active = count
     for step in range(lengths[0]):
@@ -229,14 +230,11 @@ def _score_batch(model: SileroModel, jobs: Sequence[tuple[SileroOnnxStream, np.n
         state[:, :active] = new_state
         contexts[:active] = padded[:active, step, -context:]
         scores[:active, step] = output[:active, 0]
-        ending = [row for row in range(active) if lengths[row] == step + 1]
-        if ending:
-            final_state[:, ending[0] : ending[-1] + 1] = new_state[:, ending[0] : ending[-1] + 1]
     results: list[list[float]] = [[] for _ in jobs]
-    for row, (stream, windows, indexes) in enumerate(rows):
-        stream._state = final_state[:, row : row + 1].copy()
+    for row, (length, stream, _, indexes) in enumerate(rows):
+        stream._state = state[:, row : row + 1].copy()
         stream._input[0, :context] = contexts[row]
-        row_scores = scores[row, : lengths[row]].tolist()
+        row_scores = scores[row, :length].tolist()
         offset = 0
         for index in indexes:
             step_count = len(jobs[index][1])
