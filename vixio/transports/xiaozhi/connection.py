@@ -80,8 +80,7 @@ class XiaozhiConnection:
         self.last_activity = time.monotonic()
         self._write = write
         self._decoder = OpusDecoder(UPLINK_SAMPLE_RATE)
-        self._encoder = OpusEncoder(DOWNLINK_SAMPLE_RATE, frame_duration_ms=FRAME_DURATION_MS,
-                                    complexity=config.opus_complexity)
+        self._encoder = OpusEncoder(DOWNLINK_SAMPLE_RATE, frame_duration_ms=FRAME_DURATION_MS, complexity=config.opus_complexity)
         self._frames = FrameSplitter(self._encoder.frame_bytes)
         self._resampler: Resampler | None = None
         self._reply_turn = 0
