@@ -182,6 +182,65 @@ async def test_a_closed_connection_ends_the_write_worker_on_a_batch_too(no_leake
     await transport.stop()
 
 
+class DirectPipeTransport(BatchingPipeTransport):
+    """Writes at once when allowed (`direct`): each direct write is one entry of `now`."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.direct = True
+        self.now: list[list[str]] = []
+
+    def _writer_now(self, session_id: str) -> Any:
+        if not self.direct:
+            return None
+        return lambda frames: self.now.append([json.loads(str(data))["text"] for data in frames])
+
+
+async def test_with_nothing_queued_a_write_goes_out_at_once_and_write_many_in_one_write(no_leaked_tasks) -> None:
+    transport = DirectPipeTransport()
+    transport.connect("s")
+    await transport.write("s", {"type": "text", "text": "a"})
+    assert transport.now == [["a"]]  # written before write() returned: no writer task step
+    await transport.write_many("s", [{"type": "text", "text": "b"}, {"type": "text", "text": object()},
+                                     {"type": "text", "text": "c"}])  # the middle one cannot be encoded
+    assert transport.now == [["a"], ["b", "c"]] and transport.calls == []
+    await transport.stop()
+
+
+async def test_a_direct_write_never_overtakes_what_the_writer_holds(no_leaked_tasks) -> None:
+    transport = DirectPipeTransport()
+    transport.connect("s")
+    transport.direct = False  # e.g. a full socket buffer: these go through the write worker
+    await transport.write_many("s", [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}])
+    transport.direct = True
+    await transport.write("s", {"type": "text", "text": "c"})  # queued behind them, not written now
+    assert transport.now == []
+    assert await settle_writes(transport, "s", 3) == ["a", "b", "c"]
+    assert transport.calls[0] == [json.dumps({"type": "text", "text": t}) for t in "abc"]
+
+    gate = asyncio.Event()
+    write_batch = transport._do_write_batch
+
+    async def slow_batch(session_id: str, frames: list[bytes | str]) -> None:
+        await gate.wait()  # the writer holds "d", "e" (the queue is empty meanwhile)
+        await write_batch(session_id, frames)
+
+    transport._do_write_batch = slow_batch  # type: ignore[method-assign]
+    transport.direct = False
+    await transport.write_many("s", [{"type": "text", "text": "d"}, {"type": "text", "text": "e"}])
+    transport.direct = True
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert transport._io["s"].writes.empty() and transport._io["s"].writing
+    await transport.write("s", {"type": "text", "text": "f"})
+    assert transport.now == []  # queued: the writer's "d", "e" go first
+    gate.set()
+    assert await settle_writes(transport, "s", 6) == list("abcdef")
+    await transport.write("s", {"type": "text", "text": "g"})
+    assert transport.now == [["g"]]  # idle again: at once
+    await transport.stop()
+
+
 async def test_device_tools_callback_is_per_session() -> None:
     transport = PipeTransport()
     transport.connect("a")

@@ -10,7 +10,10 @@ WebSocket, say) and calls `open_session_io` / `close_session_io` around it. The 
 - queues everything else for `read()` (or hands it to the session's inline handler, when
   one is set and nothing waits in that queue), and writes `write()`'s messages from a per-session
   queue, so a slow socket slows its own session only — what is queued together goes to
-  `_do_write_batch` together (the pacer's pair of audio frames: one socket write);
+  `_do_write_batch` together (the pacer's pair of audio frames: one socket write). When that
+  queue is empty and its writer idle, a transport that can write without waiting
+  (`_writer_now`) writes at once instead: no writer task step, no loop iteration between
+  `write()` and the socket; `write_many` hands several messages over for one socket write;
 - keeps a per-session callback that is told when the device's tools are ready.
 """
 
@@ -18,7 +21,7 @@ from __future__ import annotations
 
 import asyncio
 from abc import ABC, abstractmethod
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Protocol
 
 from loguru import logger
@@ -63,6 +66,8 @@ class _SessionIO:
         self.extra_mcp_peers: list[SelectiveMcpPeer] = []
         self.tools_ready: ToolsReadyCallback | None = None
         self.inline: InlineHandler | None = None
+        self.writing = False
+        """The write worker holds messages it took from `writes` and has not written yet."""
         self.bad_frames = LogThrottle(first=5, every=10.0)
         """Malformed frames: the first few are logged, then a count every 10 s."""
 
@@ -140,11 +145,22 @@ class TransportBase(ABC):
         return await io.reads.get()
 
     async def write(self, session_id: str, message: Message) -> None:
-        """Queue a message for the device; waits if the session's write queue is full."""
+        """Send a message to the device: at once when nothing is queued before it and the
+        transport can write without waiting, else queued (waits while the queue is full)."""
+        await self.write_many(session_id, (message,))
+
+    async def write_many(self, session_id: str, messages: Sequence[Message]) -> None:
+        """`write` for several messages, in order; written at once, they share one socket write."""
         io = self._io.get(session_id)
         if io is None:
             raise ConnectionClosed(f"session {session_id} is closed")
-        await io.writes.put(message)
+        if io.writes.empty() and not io.writing and (write_now := self._writer_now(session_id)) is not None:
+            # Nothing suspends from the check to the write: no other message can get between.
+            if frames := self._encode_all(session_id, io, messages):
+                write_now(frames)
+            return
+        for message in messages:
+            await io.writes.put(message)
 
     async def flush_writes(self, session_ids: list[str], *, timeout: float) -> None:
         """Wait (bounded) until the queued messages of these sessions went out."""
@@ -158,6 +174,23 @@ class TransportBase(ABC):
     async def send_mcp(self, session_id: str, payload: dict[str, Any]) -> None:
         """Send a JSON-RPC payload to the device, wrapped by the protocol."""
         await self.write(session_id, self.protocol.create_mcp_message(payload))
+
+    def _writer_now(self, session_id: str) -> Callable[[list[bytes | str]], None] | None:
+        """A function writing encoded frames to the session's connection at once (in one write),
+        when that is possible now without waiting (e.g. for flow control); None otherwise. The
+        default, for transports that write through their write worker only, is None."""
+        return None
+
+    def _encode_all(self, session_id: str, io: _SessionIO, messages: Sequence[Message]) -> list[bytes | str]:
+        """Messages encoded for the wire; one that cannot be encoded is logged and left out."""
+        protocol = self.protocol_for(session_id)
+        frames: list[bytes | str] = []
+        for message in messages:
+            try:
+                frames.append(protocol.encode(message))
+            except Exception:
+                io.logger.exception("failed to send {}", message.get("type", "message"))
+        return frames
 
     # --- device tools -------------------------------------------------------------------------
 
@@ -254,16 +287,11 @@ class TransportBase(ABC):
     async def _write_worker(self, session_id: str, io: _SessionIO) -> None:
         while True:
             messages = [await io.writes.get()]
+            io.writing = True
             # What was queued meanwhile goes with it (the pacer queues its frames in one step).
             while not io.writes.empty() and len(messages) < WRITE_BATCH:
                 messages.append(io.writes.get_nowait())
-            protocol = self.protocol_for(session_id)
-            frames: list[bytes | str] = []
-            for message in messages:
-                try:
-                    frames.append(protocol.encode(message))
-                except Exception:
-                    io.logger.exception("failed to send {}", message.get("type", "message"))
+            frames = self._encode_all(session_id, io, messages)
             try:
                 if len(frames) == 1:
                     await self._do_write(session_id, frames[0])
@@ -273,3 +301,5 @@ class TransportBase(ABC):
                 return
             except Exception:
                 io.logger.exception("failed to send {}", ", ".join(str(m.get("type", "message")) for m in messages))
+            finally:
+                io.writing = False

@@ -305,3 +305,42 @@ async def test_no_frame_is_encoded_on_the_loop_while_one_is_still_on_the_codec_t
     assert sent[-1] == frame(10) and on_loop[-1] == frame(10)
     assert not overlapped
     await pacer.stop()
+
+
+async def test_with_send_many_what_is_due_together_goes_in_one_call_in_order() -> None:
+    clock = VirtualClock()
+    start = clock.now
+    calls: list[tuple[float, list[dict]]] = []
+
+    async def send(message: dict) -> None:
+        raise AssertionError("with send_many, single sends are not used")
+
+    async def send_many(messages: list[dict]) -> None:
+        calls.append((clock.now, messages))
+
+    pacer = DownlinkPacer(send, send_many=send_many, frame_duration=FRAME, prebuffer=5, batch=2,
+                          clock=clock, sleep=clock.sleep)
+    pacer.start()
+    start_message = {"type": "tts", "state": "start"}
+    sentence = {"type": "tts", "state": "sentence_start", "text": "hi"}
+    pacer.send_message(start_message)
+    pacer.send_message(sentence)
+    for i in range(6):
+        pacer.send_frame(frame(i))
+    second = {"type": "tts", "state": "sentence_start", "text": "there"}
+    pacer.send_message(second)
+    for i in range(6, 11):
+        pacer.send_frame(frame(i))
+    for _ in range(1000):
+        if sum(len(m) for _, m in calls) >= 14:
+            break
+        await asyncio.sleep(0)
+    await pacer.stop()
+    flat = [m for _, batch in calls for m in batch]
+    assert flat == [start_message, sentence, *[sent_frame(i) for i in range(6)], second,
+                    *[sent_frame(i) for i in range(6, 11)]][:len(flat)] and len(flat) == 14
+    # One call for the messages, the pre-buffer (frame 5 is due a frame later: with batch=2 it
+    # goes along) and the message queued behind it; then a pair per wake-up.
+    assert [len(batch) for _, batch in calls] == [9, 2, 2, 1]
+    assert calls[0][0] == start and calls[1][0] == pytest.approx(start + 2 * FRAME)
+    assert pacer.frames_sent == 11

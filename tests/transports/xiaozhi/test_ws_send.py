@@ -12,7 +12,7 @@ import websockets
 from websockets.asyncio.server import ServerConnection, serve
 
 from vixio.transports.xiaozhi import ws_send
-from vixio.transports.xiaozhi.ws_send import batching_available, send_together
+from vixio.transports.xiaozhi.ws_send import batching_available, can_send_now, send_now, send_together
 
 
 class WriteRecorder:
@@ -153,3 +153,52 @@ async def test_batching_is_decided_on_the_first_connection(batching) -> None:
     batching(None)
     async with connected() as (connection, _):
         assert batching_available(connection)
+
+
+async def test_send_now_writes_a_batch_at_once_in_one_write() -> None:
+    frames: list[bytes | str] = ['{"type":"tts","state":"start"}', b"\x01opus", b"\x02opus"]
+    async with connected() as (connection, client):
+        recorder = WriteRecorder(connection)
+        assert can_send_now(connection)
+        send_now(connection, frames)  # no coroutine: written before this line returns
+        assert len(recorder.writes) == 1 and recorder.writes[0].endswith(b"\x02opus")
+        assert await receive(client, 3) == frames
+
+
+async def test_send_now_is_refused_while_anything_stands_in_the_way(batching) -> None:
+    gate = asyncio.Event()
+
+    async def fragments() -> AsyncIterator[bytes]:
+        yield b"first half, "
+        await gate.wait()
+        yield b"second half"
+
+    async with connected(max_size=None) as (connection, client):
+        fragmented = asyncio.create_task(connection.send(fragments()))
+        await asyncio.sleep(0.01)
+        assert not can_send_now(connection)  # a frame now would land inside the fragmented message
+        gate.set()
+        await asyncio.wait_for(fragmented, 2)
+        assert can_send_now(connection)
+        # Bytes waiting in the write buffer (the client reads nothing): flow control belongs to
+        # `send` / `send_together`, which wait for it.
+        frame = b"\x00" * 2**18
+        sent = 0
+        for _ in range(400):
+            sending = asyncio.create_task(connection.send(frame))
+            sent += 1
+            await asyncio.wait({sending}, timeout=0.05)
+            if connection.transport.get_write_buffer_size() > 0:
+                break
+        assert not can_send_now(connection)
+        for _ in range(sent):  # the client reads everything: the buffer drains, the last send ends
+            await asyncio.wait_for(client.recv(), 2)
+        await asyncio.wait_for(sending, 2)
+        assert can_send_now(connection)
+        batching(False)
+        assert not can_send_now(connection)  # without the internals: never
+        batching(True)
+    async with connected() as (connection, client):
+        await client.close()
+        await asyncio.wait_for(connection.wait_closed(), 2)
+        assert not can_send_now(connection)

@@ -53,6 +53,7 @@ from vixio.transports.xiaozhi.config import XiaozhiConfig
 from vixio.transports.xiaozhi.pacing import DownlinkPacer
 
 Write = Callable[[Message], Awaitable[None]]
+WriteMany = Callable[[list[Message]], Awaitable[None]]
 
 PACED_FRAMES_PER_WAKEUP = 2
 """Downlink frames the pacer sends per wake-up once the pre-buffer is out (see pacing.py)."""
@@ -66,7 +67,7 @@ class XiaozhiConnection:
 
     def __init__(
         self, session_id: str, device_id: str, config: XiaozhiConfig, protocol: xp.XiaozhiProtocol, write: Write,
-        *, encode_on_thread: bool = True,
+        *, write_many: WriteMany | None = None, encode_on_thread: bool = True,
     ) -> None:
         self.session_id = session_id
         self.protocol = protocol
@@ -79,6 +80,7 @@ class XiaozhiConnection:
         self.speaking = False
         self.last_activity = time.monotonic()
         self._write = write
+        self._write_many = write_many
         self._decoder = OpusDecoder(UPLINK_SAMPLE_RATE)
         self._encoder = OpusEncoder(DOWNLINK_SAMPLE_RATE, frame_duration_ms=FRAME_DURATION_MS, complexity=config.opus_complexity)
         self._frames = FrameSplitter(self._encoder.frame_bytes)
@@ -89,8 +91,9 @@ class XiaozhiConnection:
         encoding = (dict(encode_async=self._encode_frame_async, encode_now=self._encode_frame) if encode_on_thread
                     else dict(encode=self._encode_frame))
         # Two frames per wake-up: half the pacer's and the writer's task steps, one frame more lead.
-        self._pacer = DownlinkPacer(self._send_paced, frame_duration=FRAME_DURATION_MS / 1000,
-                                    prebuffer=config.prebuffer_frames, batch=PACED_FRAMES_PER_WAKEUP, **encoding)
+        self._pacer = DownlinkPacer(self._send_paced, send_many=self._send_paced_many,
+                                    frame_duration=FRAME_DURATION_MS / 1000, prebuffer=config.prebuffer_frames,
+                                    batch=PACED_FRAMES_PER_WAKEUP, **encoding)
         self._wake_words = {_normalise(w) for w in config.wake_words}
         self._bad_packets = 0
         self._ignored = LogThrottle(first=5, every=10.0)
@@ -324,13 +327,21 @@ class XiaozhiConnection:
             self.session.state.bot_speaking = value
 
     async def _send_paced(self, message: Message) -> None:
-        """What the pacer sends: also notes what the device has been given to play."""
+        await self._send_paced_many([message])
+
+    async def _send_paced_many(self, messages: list[Message]) -> None:
+        """What the pacer sends (in one write): also notes what the device has been given to play."""
         if self.session is not None:
-            if message.get("type") == xp.AUDIO:
-                self.session.state.metrics(self._reply_turn).mark("first_frame_sent")
-            elif message.get("state") == "sentence_start":
-                self.session.state.heard.append(message.get("text", ""))
-        await self._write(message)
+            for message in messages:
+                if message.get("type") == xp.AUDIO:
+                    self.session.state.metrics(self._reply_turn).mark("first_frame_sent")
+                elif message.get("state") == "sentence_start":
+                    self.session.state.heard.append(message.get("text", ""))
+        if self._write_many is not None:
+            await self._write_many(messages)
+            return
+        for message in messages:
+            await self._write(message)
 
     def _queue_audio(self, chunk: AudioChunk) -> None:
         if self._resampler is None or self._resampler.in_rate != chunk.sample_rate:

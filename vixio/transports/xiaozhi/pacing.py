@@ -22,9 +22,10 @@ With `batch=2` (what the Xiaozhi connection uses), a wake-up that sends a due fr
 the next one, due a frame later: half the pacer's (and the socket writer's) loop wake-ups and
 task steps per reply, for at most one frame more of lead (the firmware's queue holds 40).
 
-Messages queued between frames (`tts sentence_start`, ...) go out in order, at once. An end
-marker waits until the device has played everything sent (so `tts stop` never cuts the tail),
-then runs its callback. `clear()` drops everything unsent at once (abort, barge-in).
+Everything due at once (a pre-buffer, a pair, the messages queued between its frames such as
+`tts sentence_start`) goes out in order, in one `send_many` call when one is given (one socket
+write), before the pacer waits again. An end marker waits until the device has played
+everything sent (so `tts stop` never cuts the tail), then runs its callback. `clear()` drops everything unsent at once (abort, barge-in).
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from dataclasses import dataclass
 from vixio.core.protocol import Message
 
 Send = Callable[[Message], Awaitable[None]]
+SendMany = Callable[[list[Message]], Awaitable[None]]
 Encode = Callable[[bytes], Message]
 EncodeAsync = Callable[[bytes], Awaitable[Message]]
 
@@ -67,6 +69,7 @@ class DownlinkPacer:
         self,
         send: Send,
         *,
+        send_many: SendMany | None = None,
         encode: Encode = _as_audio_message,
         encode_async: EncodeAsync | None = None,
         encode_now: Encode | None = None,
@@ -77,6 +80,7 @@ class DownlinkPacer:
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         self._send = send
+        self._send_many = send_many
         self._encode = encode
         self._encode_async = encode_async
         self._encode_now = encode_now if encode_async is not None else None
@@ -154,13 +158,17 @@ class DownlinkPacer:
             self._task = None
 
     async def _run(self) -> None:
+        out: list[Message] = []  # taken from the queue, due now: sent together before any wait
         while True:
             if not self._queue:
-                self._wakeup.clear()
-                await self._wakeup.wait()
+                await self._flush(out)
+                if not self._queue:
+                    self._wakeup.clear()
+                    await self._wakeup.wait()
                 continue
             item = self._queue[0]
             if isinstance(item, _End):
+                await self._flush(out)
                 await self._wait(self.buffered_seconds)
                 if self._queue and self._queue[0] is item:
                     self._queue.popleft()
@@ -173,13 +181,17 @@ class DownlinkPacer:
                     if self._burst_frames == 0 and self._encode_now is not None and not self._encoding:
                         self._encode_burst_now()  # the first audio of a reply waits for no thread
                     self._encode_ahead()  # on the codec thread while we wait for the deadlines
-                await self._wait(delay)
+                if delay > 0:
+                    await self._flush(out)
+                    await self._wait(delay)
                 if not self._queue or self._queue[0] is not item:
                     continue  # cleared while waiting
                 self._queue.popleft()
                 if item.message is not None:
                     message = item.message
                 elif item.encoding is not None:
+                    if not item.encoding.done():
+                        await self._flush(out)
                     message = await item.encoding
                 else:
                     message = self._encode(item.pcm)
@@ -187,10 +199,22 @@ class DownlinkPacer:
                     continue  # cleared while it was being encoded: it must not follow `tts stop`
                 self._burst_frames += 1
                 self.frames_sent += 1
-                await self._send(message)
+                out.append(message)
             else:
                 self._queue.popleft()
-                await self._send(item)
+                out.append(item)
+
+    async def _flush(self, out: list[Message]) -> None:
+        """Send what `_run` took from the queue, in order (with `send_many`, in one call)."""
+        if not out:
+            return
+        batch = out.copy()
+        out.clear()
+        if self._send_many is not None:
+            await self._send_many(batch)
+            return
+        for message in batch:
+            await self._send(message)
 
     def _head_frames(self) -> Iterator[_Frame]:
         """The first `prebuffer` frames of the queue, in queue order."""

@@ -38,7 +38,7 @@ from vixio.transports.xiaozhi.framing import SUPPORTED_VERSIONS
 from vixio.transports.xiaozhi.pairing import CompanionRegistry
 from vixio.transports.xiaozhi.register_tools import RegisterToolsClient, ServerTools
 from vixio.transports.xiaozhi.ws_log import websockets_logger
-from vixio.transports.xiaozhi.ws_send import send_together
+from vixio.transports.xiaozhi.ws_send import can_send_now, send_now, send_together
 
 COMPANION_HELLO_GRACE = 1.0
 """Seconds a client that registered tools has left to send a hello before it is served as a
@@ -155,6 +155,12 @@ class XiaozhiTransport(TransportBase):
         except (websockets.ConnectionClosed, KeyError) as exc:
             raise ConnectionClosed(session_id) from exc
 
+    def _writer_now(self, session_id: str) -> Callable[[list[bytes | str]], None] | None:
+        socket = self._sockets.get(session_id)
+        if socket is None or not can_send_now(socket):
+            return None
+        return lambda frames: send_now(socket, frames)
+
     async def _do_write_batch(self, session_id: str, frames: list[bytes | str]) -> None:
         try:
             await send_together(self._sockets[session_id], frames)  # one socket write
@@ -227,7 +233,9 @@ class XiaozhiTransport(TransportBase):
             log.info("hello answered {:.1f} ms after connect (protocol v{}, features {})",
                      (time.perf_counter() - accepted) * 1000, version, hello.get("features") or {})
             connection = XiaozhiConnection(session_id, identity.device_id, self.config, protocol,
-                                           lambda m: self.write(session_id, m), encode_on_thread=self.encode_on_thread)
+                                           lambda m: self.write(session_id, m),
+                                           write_many=lambda ms: self.write_many(session_id, ms),
+                                           encode_on_thread=self.encode_on_thread)
             features = hello.get("features") if isinstance(hello.get("features"), dict) else {}
             context = DeviceContext(session_id, identity, hello, version, self, dict(features))
             pipeline = await self._pipeline_factory(context)

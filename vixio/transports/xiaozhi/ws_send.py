@@ -8,6 +8,11 @@ await between the frames, so no other sender on the connection gets between them
 their bytes with one `transport.writelines`. At 100 sessions receiving speech: 0.50 send()
 calls per downlink frame instead of 1.04, ~6 % less server CPU per frame.
 
+`send_now` goes further when nothing stands in the way (the connection open, no fragmented
+message going out, nothing waiting in the socket's write buffer, so there is no flow control to
+wait for): it frames the messages and writes them at once, without a coroutine, so the caller
+(the transport's `write`, with an empty write queue) needs no writer task step in between.
+
 That uses websockets internals (`send_context`, `send_in_progress`, `protocol.data_to_send`,
 `transport`); where they are missing each message goes through plain `send`.
 """
@@ -19,7 +24,7 @@ from collections.abc import Sequence
 
 from loguru import logger
 from websockets.asyncio.connection import Connection
-from websockets.protocol import Protocol
+from websockets.protocol import Protocol, State
 
 _CLASS_API = hasattr(Connection, "send_context") and all(
     hasattr(Protocol, name) for name in ("send_binary", "send_text", "data_to_send"))
@@ -58,3 +63,22 @@ async def send_together(connection: Connection, messages: Sequence[bytes | str])
         # end-of-stream marker comes with a close, which websockets flushes at once). Leaving the
         # context writes nothing more, then drains like `send`.
         connection.transport.writelines(protocol.data_to_send())
+
+
+def can_send_now(connection: Connection) -> bool:
+    """Whether `send_now` may write to `connection` at once: open, no fragmented message going
+    out, an empty write buffer (nothing for flow control to wait on)."""
+    return (batching_available(connection) and connection.send_in_progress is None
+            and connection.protocol.state is State.OPEN and not connection.transport.is_closing()
+            and connection.transport.get_write_buffer_size() == 0)
+
+
+def send_now(connection: Connection, messages: Sequence[bytes | str]) -> None:
+    """Frame `messages` and write them in one socket write; only right after `can_send_now`."""
+    protocol = connection.protocol
+    for message in messages:
+        if isinstance(message, str):
+            protocol.send_text(message.encode())
+        else:
+            protocol.send_binary(message)
+    connection.transport.writelines(protocol.data_to_send())
