@@ -7,7 +7,12 @@ iterations per gather even when every awaitable is a no-op that returns on its f
 so a turn waits 15 extra loop iterations for its first token, and on a busy server each one
 waits behind every other session's work (at 100 devices on 2 cores, ~15 ms apiece).
 
-`install()` gives the run loop's and the turn preparation's module a `gather_with_cancel` that
+The agent's tool list is gathered the same way before each model call (each tool's `is_enabled`,
+a plain bool for every tool vixio builds: three more iterations on the way to the first token), and
+the end-of-turn hooks after the answer.
+
+`install()` gives the run loop's, the turn preparation's, the agent's and the turn resolution's
+modules a `gather_with_cancel` that
 first steps each coroutine once, in a copy of the caller's context (as a task would). Those
 that return are done; one that suspends continues in a task of its own, with that same context
 and the awaitable it is waiting for, and from then on the SDK's semantics apply (wait for all,
@@ -27,7 +32,8 @@ from typing import Any
 from loguru import logger
 
 _CHECKED_VERSIONS = ("0.24.",)
-_MODULES = ("agents.run_internal.run_loop", "agents.run_internal.turn_preparation")
+_MODULES = ("agents.run_internal.run_loop", "agents.run_internal.turn_preparation", "agents.agent",
+            "agents.run_internal.turn_resolution")
 
 
 def install() -> bool:
