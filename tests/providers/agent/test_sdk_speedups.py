@@ -215,3 +215,61 @@ async def test_pooled_connections_readability_is_the_same_and_cheaper(backend: s
             writer.close()
         server.close()
         await server.wait_closed()
+
+
+@pytest.mark.parametrize("backend", ["httpcore2._backends.anyio", "httpcore._backends.anyio"])
+async def test_requests_are_written_without_a_checkpoint_per_send(backend: str) -> None:
+    import asyncio
+
+    module = pytest.importorskip(backend)
+    anyio = pytest.importorskip("anyio")
+    assert sdk_speedups.install()
+    write = module.AnyIOStream.write
+    assert write.vixio_fast_path
+    received = bytearray()
+    got = asyncio.Event()
+
+    async def serve(reader, writer) -> None:
+        while data := await reader.read(65536):
+            received.extend(data)
+            got.set()
+
+    server = await asyncio.start_server(serve, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    stream = module.AnyIOStream(await anyio.connect_tcp("127.0.0.1", port))
+    ticks = 0
+    stop = False
+
+    async def ticker() -> None:
+        nonlocal ticks
+        while not stop:
+            ticks += 1
+            await asyncio.sleep(0)
+
+    counter = asyncio.create_task(ticker())
+    try:
+        await asyncio.sleep(0)
+        before = ticks
+        await stream.write(b"POST / HTTP/1.1\r\n\r\n")
+        await stream.write(b"body")
+        assert ticks == before  # no loop iteration: the headers and the body left at once
+        await write.original(stream, b"!")  # anyio's own send yields once
+        assert ticks > before
+        while bytes(received) != b"POST / HTTP/1.1\r\n\r\nbody!":
+            got.clear()
+            await asyncio.wait_for(got.wait(), 2)
+        protocol = stream._stream._protocol
+        protocol.write_event.clear()  # paused by flow control: anyio's path waits for it
+        pending = asyncio.create_task(stream.write(b"later"))
+        await asyncio.sleep(0.02)
+        assert not pending.done()
+        protocol.write_event.set()
+        await asyncio.wait_for(pending, 2)
+        await stream.aclose()
+        with pytest.raises(importlib.import_module(backend.partition(".")[0]).WriteError):
+            await stream.write(b"after close")  # closed: anyio's path raises, mapped by httpcore
+    finally:
+        stop = True
+        await counter
+        server.close()
+        await server.wait_closed()
