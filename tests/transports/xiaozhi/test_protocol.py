@@ -41,6 +41,13 @@ def test_json_is_compact_utf8() -> None:
     assert wire == '{"type":"stt","text":"你好"}'
 
 
+def test_a_lone_surrogate_goes_out_as_the_replacement_character() -> None:
+    # A device may type "\\ud800" (valid JSON): echoed in `stt`, it must still be UTF-8.
+    wire = xp.XiaozhiProtocol().encode(xp.stt("a\ud800b 你好"))
+    assert wire == '{"type":"stt","text":"a\ufffdb 你好"}'
+    wire.encode()
+
+
 def test_server_hello_has_every_field_devices_need() -> None:
     hello = xp.server_hello("sid", 1)
     assert hello == {

@@ -175,6 +175,20 @@ def websocket_opcodes(written: bytes) -> list[int]:
     return opcodes
 
 
+async def test_typed_text_with_a_lone_surrogate_is_answered_and_the_connection_stays_open(make_server) -> None:
+    server = await make_server(reply_seconds=0.3)
+    async with SimulatedDevice(ws_url=ws_url(server)) as device:
+        await device.connect()
+        mark = device.mark()
+        await device.send_raw('{"type":"listen","state":"detect","text":"hi \\ud800"}')
+        stt = await device.wait_for("stt", after=mark)
+        assert stt["text"] == "hi \ufffd"
+        await device.wait_for("tts", state="stop", after=mark, timeout=5)
+        mark = device.mark()
+        await device.send_text("still there?")
+        assert (await device.wait_for("stt", after=mark))["text"] == "still there?"
+
+
 async def test_paced_audio_frames_leave_in_pairs_one_socket_write_each(make_server) -> None:
     server = await make_server(reply_seconds=1.2)
     server.transport.encode_on_thread = False  # every frame is ready when due: the pairs are exact

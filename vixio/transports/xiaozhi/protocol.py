@@ -22,6 +22,9 @@ from vixio.core.protocol import FrameRefused, Message, ProtocolBase, ProtocolErr
 from vixio.transports.xiaozhi.codec import DOWNLINK_SAMPLE_RATE, FRAME_DURATION_MS
 from vixio.transports.xiaozhi.framing import SUPPORTED_VERSIONS, FramingError, pack, unpack
 
+_SURROGATES = re.compile("[\ud800-\udfff]")
+"""UTF-16 surrogate code points: a str may hold them, UTF-8 (and so a WebSocket text frame) cannot."""
+
 AUDIO = "audio"
 """Type of the message dict a binary frame decodes to: {"type": "audio", "data": opus}."""
 MCP = "mcp"
@@ -88,7 +91,14 @@ class XiaozhiProtocol(ProtocolBase):
             return pack(message["data"], self.binary_version, timestamp_ms=message.get("timestamp_ms", 0))
         if message.get("type") == MCP and message.get(ENVELOPE) == "bare":
             message = message["payload"]
-        return json.dumps(message, ensure_ascii=False, separators=(",", ":"))
+        text = json.dumps(message, ensure_ascii=False, separators=(",", ":"))
+        try:
+            text.encode()
+        except UnicodeEncodeError:
+            # A lone surrogate (a device's own "\ud800" escape, echoed in `stt`) is not UTF-8: a
+            # text frame cannot carry it (websockets would drop the connection). Sent as U+FFFD.
+            text = _SURROGATES.sub("\ufffd", text)
+        return text
 
     def message_to_chunk(self, message: Message, session_id: str, turn_id: int) -> Chunk | None:
         """A typed utterance (`listen detect` with text) becomes user text; audio is decoded by the
