@@ -348,3 +348,29 @@ async def test_streamed_tokens_cost_no_task_each(server: ScriptedLLMServer, make
         counts.append(len(created))
         created.clear()
     assert counts[1] <= counts[0] + 2, counts
+
+
+async def test_parallel_tool_calls_still_run_at_the_same_time(server: ScriptedLLMServer, make_provider: Factory) -> None:
+    """The SDK's gathers run eagerly (sdk_gather), yet two tool calls of one answer still run
+    concurrently: each waits for the other to have started, which one at a time never could."""
+    from vixio.testing.llm_server import ScriptedToolCall
+
+    started: dict[str, asyncio.Event] = {"a": asyncio.Event(), "b": asyncio.Event()}
+
+    @function_tool
+    async def meet(name: str) -> str:
+        """Wait for the other caller."""
+        started[name].set()
+        await asyncio.wait_for(started["b" if name == "a" else "a"].wait(), 2)
+        return f"{name} met"
+
+    server.expect(Reply.tool_calls(ScriptedToolCall("meet", {"name": "a"}, "call_a"),
+                                   ScriptedToolCall("meet", {"name": "b"}, "call_b")),
+                  Reply.text("Both met."))
+    agent = make_provider()
+    await agent.initialize(tools=[meet])
+    events = await asyncio.wait_for(collect(agent.chat("meet")), 10)
+    results = {e.call_id: e.output for e in events if isinstance(e, AgentToolResult)}
+    assert results == {"call_a": "a met", "call_b": "b met"}
+    assert text_of(events) == "Both met."
+    server.assert_all_consumed()

@@ -109,14 +109,15 @@ async def test_hooks_that_finish_at_once_cost_no_loop_iteration() -> None:
 
 
 def test_installed_on_the_checked_version_only_where_hooks_are_gathered() -> None:
+    import agents.agent as agent_module
     import agents.run_internal.run_loop as run_loop
     import agents.run_internal.tool_execution as tool_execution
-
-    import agents.agent as agent_module
+    import agents.run_internal.tool_planning as tool_planning
     import agents.run_internal.turn_resolution as turn_resolution
 
     assert install()
     assert run_loop.gather_with_cancel is eager_gather_with_cancel
     assert agent_module.gather_with_cancel is eager_gather_with_cancel  # the tools' is_enabled checks
     assert turn_resolution.gather_with_cancel is eager_gather_with_cancel
-    assert tool_execution.gather_with_cancel is gather_with_cancel  # parallel tools keep the SDK's
+    assert tool_execution.gather_with_cancel is eager_gather_with_cancel  # hooks, is_enabled checks
+    assert tool_planning.gather_with_cancel is eager_gather_with_cancel  # the six tool executors

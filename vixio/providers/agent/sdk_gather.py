@@ -8,16 +8,20 @@ so a turn waits 15 extra loop iterations for its first token, and on a busy serv
 waits behind every other session's work (at 100 devices on 2 cores, ~15 ms apiece).
 
 The agent's tool list is gathered the same way before each model call (each tool's `is_enabled`,
-a plain bool for every tool vixio builds: three more iterations on the way to the first token), and
-the end-of-turn hooks after the answer.
+a plain bool for every tool vixio builds: three more iterations on the way to the first token).
+After every model response, even one without tool calls, the SDK gathers its six tool executors
+(function tools, computer, custom, shell, apply-patch, local shell) and again each function tool's
+`is_enabled`: a dozen tasks per answer while its speech is being synthesised; then the end-of-turn
+hooks.
 
-`install()` gives the run loop's, the turn preparation's, the agent's and the turn resolution's
-modules a `gather_with_cancel` that
+`install()` gives those modules (run loop, turn preparation, agent, turn resolution, tool
+planning and tool execution) a `gather_with_cancel` that
 first steps each coroutine once, in a copy of the caller's context (as a task would). Those
 that return are done; one that suspends continues in a task of its own, with that same context
 and the awaitable it is waiting for, and from then on the SDK's semantics apply (wait for all,
-cancel and drain the siblings when one fails or the caller is cancelled). Tool execution keeps
-the SDK's own gather. Applied only to the openai-agents versions it was checked against.
+cancel and drain the siblings when one fails or the caller is cancelled). A tool call that waits
+(for the device, say) is such a continuation, and function tools still run concurrently: the SDK
+starts a task per call itself. Applied only to the openai-agents versions it was checked against.
 """
 
 from __future__ import annotations
@@ -33,7 +37,8 @@ from loguru import logger
 
 _CHECKED_VERSIONS = ("0.24.",)
 _MODULES = ("agents.run_internal.run_loop", "agents.run_internal.turn_preparation", "agents.agent",
-            "agents.run_internal.turn_resolution")
+            "agents.run_internal.turn_resolution", "agents.run_internal.tool_planning",
+            "agents.run_internal.tool_execution")
 
 
 def install() -> bool:
