@@ -9,6 +9,7 @@ import pytest
 from agents.util._asyncio_tasks import gather_with_cancel
 
 from vixio.providers.agent.sdk_gather import eager_gather_with_cancel, install
+from vixio.testing.loop_ticks import LoopTicks
 
 GATHERS = pytest.mark.parametrize("gather", [gather_with_cancel, eager_gather_with_cancel], ids=["sdk", "eager"])
 TRACE: contextvars.ContextVar[str] = contextvars.ContextVar("trace", default="outer")
@@ -84,28 +85,14 @@ async def test_cancelling_the_caller_cancels_the_children(gather, delay: float) 
 
 
 async def test_hooks_that_finish_at_once_cost_no_loop_iteration() -> None:
-    loop = asyncio.get_running_loop()
-    ticks = 0
-    stop = False
-
-    async def ticker() -> None:
-        nonlocal ticks
-        while not stop:
-            ticks += 1
-            await asyncio.sleep(0)
-
-    counter = asyncio.create_task(ticker())
-    await asyncio.sleep(0)
-    before = ticks
-    await eager_gather_with_cancel(at_once(1), at_once(2), at_once(3))
-    eager = ticks - before
-    before = ticks
-    await gather_with_cancel(at_once(1), at_once(2), at_once(3))
-    sdk = ticks - before
-    stop = True
-    await counter
+    async with LoopTicks() as ticks:
+        before = ticks.count
+        await eager_gather_with_cancel(at_once(1), at_once(2), at_once(3))
+        eager = ticks.count - before
+        before = ticks.count
+        await gather_with_cancel(at_once(1), at_once(2), at_once(3))
+        sdk = ticks.count - before
     assert eager == 0 and sdk >= 3, (eager, sdk)
-    assert loop.is_running()
 
 
 def test_installed_on_the_checked_version_only_where_hooks_are_gathered() -> None:

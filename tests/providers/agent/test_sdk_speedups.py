@@ -9,6 +9,7 @@ import time
 import pytest
 
 from vixio.providers.agent import sdk_speedups
+from vixio.testing.loop_ticks import LoopTicks
 
 openai_completions = pytest.importorskip("openai.resources.chat.completions.completions")
 from openai import NOT_GIVEN, omit  # noqa: E402
@@ -237,24 +238,14 @@ async def test_requests_are_written_without_a_checkpoint_per_send(backend: str) 
     server = await asyncio.start_server(serve, "127.0.0.1", 0)
     port = server.sockets[0].getsockname()[1]
     stream = module.AnyIOStream(await anyio.connect_tcp("127.0.0.1", port))
-    ticks = 0
-    stop = False
-
-    async def ticker() -> None:
-        nonlocal ticks
-        while not stop:
-            ticks += 1
-            await asyncio.sleep(0)
-
-    counter = asyncio.create_task(ticker())
     try:
-        await asyncio.sleep(0)
-        before = ticks
-        await stream.write(b"POST / HTTP/1.1\r\n\r\n")
-        await stream.write(b"body")
-        assert ticks == before  # no loop iteration: the headers and the body left at once
-        await write.original(stream, b"!")  # anyio's own send yields once
-        assert ticks > before
+        async with LoopTicks() as ticks:
+            before = ticks.count
+            await stream.write(b"POST / HTTP/1.1\r\n\r\n")
+            await stream.write(b"body")
+            assert ticks.count == before  # no loop iteration: the headers and the body left at once
+            await write.original(stream, b"!")  # anyio's own send yields once
+            assert ticks.count > before
         while bytes(received) != b"POST / HTTP/1.1\r\n\r\nbody!":
             got.clear()
             await asyncio.wait_for(got.wait(), 2)
@@ -269,7 +260,5 @@ async def test_requests_are_written_without_a_checkpoint_per_send(backend: str) 
         with pytest.raises(importlib.import_module(backend.partition(".")[0]).WriteError):
             await stream.write(b"after close")  # closed: anyio's path raises, mapped by httpcore
     finally:
-        stop = True
-        await counter
         server.close()
         await server.wait_closed()

@@ -53,16 +53,10 @@ async def send_together(connection: Connection, messages: Sequence[bytes | str])
     while connection.send_in_progress is not None:  # a fragmented message is going out: as `send`
         await asyncio.shield(connection.send_in_progress)
     async with connection.send_context():
-        protocol = connection.protocol
-        for message in messages:
-            if isinstance(message, str):
-                protocol.send_text(message.encode())
-            else:
-                protocol.send_binary(message)
         # Only these frames are pending: the state was OPEN on entry and nothing ran since (the
         # end-of-stream marker comes with a close, which websockets flushes at once). Leaving the
         # context writes nothing more, then drains like `send`.
-        connection.transport.writelines(protocol.data_to_send())
+        _frame_and_write(connection, messages)
 
 
 def can_send_now(connection: Connection) -> bool:
@@ -75,6 +69,11 @@ def can_send_now(connection: Connection) -> bool:
 
 def send_now(connection: Connection, messages: Sequence[bytes | str]) -> None:
     """Frame `messages` and write them in one socket write; only right after `can_send_now`."""
+    _frame_and_write(connection, messages)
+
+
+def _frame_and_write(connection: Connection, messages: Sequence[bytes | str]) -> None:
+    """Bytes as binary frames, str as text frames, all written with one `writelines`."""
     protocol = connection.protocol
     for message in messages:
         if isinstance(message, str):
