@@ -30,10 +30,12 @@ import asyncio
 import contextvars
 import importlib
 import types
-from collections.abc import Awaitable, Callable, Generator
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from loguru import logger
+
+from vixio.core.eager import continuation
 
 _CHECKED_VERSIONS = ("0.24.",)
 _MODULES = ("agents.run_internal.run_loop", "agents.run_internal.turn_preparation", "agents.agent",
@@ -88,7 +90,7 @@ async def eager_gather_with_cancel(
         except BaseException as error:  # noqa: BLE001 - re-raised below, after the siblings are drained
             failure = failure or error
             continue
-        task = asyncio.get_running_loop().create_task(_resume(awaitable, yielded), context=context)
+        task = asyncio.get_running_loop().create_task(continuation(awaitable, yielded), context=context)
         pending.append((index, task))
         resumed = True
     if resumed:
@@ -119,22 +121,3 @@ async def eager_gather_with_cancel(
 
 
 eager_gather_with_cancel.vixio_eager = True  # type: ignore[attr-defined]
-
-
-@types.coroutine
-def _resume(coroutine: types.CoroutineType[Any, Any, Any], yielded: Any) -> Generator[Any, Any, Any]:
-    """Continue `coroutine`, which already ran its first step and yielded `yielded` (what it
-    waits for), as the body of a task: the task waits for what is yielded, then resumes it."""
-    while True:
-        try:
-            sent = yield yielded
-        except BaseException as error:  # noqa: BLE001 - handed to the coroutine, as a task would
-            try:
-                yielded = coroutine.throw(error)
-            except StopIteration as done:
-                return done.value
-        else:
-            try:
-                yielded = coroutine.send(sent)
-            except StopIteration as done:
-                return done.value

@@ -22,6 +22,7 @@ from typing import Any
 from loguru import logger
 
 from vixio.extras import install_hint
+from vixio.providers import http_eager
 from vixio.providers.asr.base import ASRError, ASRProvider, check_pcm
 
 _EXTRA_HINT = install_hint("xiaozhi")
@@ -82,6 +83,7 @@ class OpenAICompatibleASR(ASRProvider):
         async with self._lock:
             if self._session is None or self._session.closed:
                 aiohttp = _aiohttp()
+                http_eager.install()  # the request body leaves without waiting a loop iteration
                 headers = {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
                 self._session = aiohttp.ClientSession(
                     headers=headers, timeout=aiohttp.ClientTimeout(total=self.timeout)

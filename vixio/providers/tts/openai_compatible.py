@@ -19,6 +19,7 @@ import numpy as np
 from loguru import logger
 
 from vixio.extras import install_hint
+from vixio.providers import http_eager
 from vixio.providers.tts.base import TTSError, TTSProvider
 
 _EXTRA_HINT = install_hint("xiaozhi")
@@ -216,6 +217,7 @@ class OpenAICompatibleTTS(TTSProvider):
         async with self._lock:
             if self._session is None or self._session.closed:
                 aiohttp = _aiohttp()
+                http_eager.install()  # the request body leaves without waiting a loop iteration
                 headers = {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
                 timeout = aiohttp.ClientTimeout(total=None, sock_connect=self.timeout, sock_read=self.timeout)
                 self._session = aiohttp.ClientSession(headers=headers, timeout=timeout)
