@@ -351,3 +351,28 @@ async def test_codec_thread_reports_a_bad_frame_to_its_session_only() -> None:
                                    return_exceptions=True)
     assert isinstance(results[0], bytes) and results[0]
     assert isinstance(results[1], ValueError)
+
+# --- ReplyFramer ---------------------------------------------------------------------
+
+
+def test_reply_framer_resamples_downmixes_and_pads_the_last_frame() -> None:
+    from vixio.core.chunk import AudioChunk
+    from vixio.transports.xiaozhi.codec import ReplyFramer
+
+    framer = ReplyFramer(frame_bytes=1440 * 2)  # 60 ms at 24 kHz
+    mono = np.full(24000 // 10, 1000, dtype="<i2").tobytes()  # 100 ms at 24 kHz: 1 frame + 40 ms
+    frames = framer.push(AudioChunk(pcm=mono, sample_rate=24000))
+    assert len(frames) == 1 and len(frames[0]) == 2880
+    stereo = np.tile(np.array([1000, 3000], dtype="<i2"), 16000 // 10).tobytes()  # 100 ms, 16 kHz stereo
+    # A new rate ends the 24 kHz stream first: its 40 ms come out padded, then the 16 kHz audio.
+    frames = framer.push(AudioChunk(pcm=stereo, sample_rate=16000, channels=2))
+    first = np.frombuffer(frames[0], dtype="<i2")
+    assert first[:960].tolist() == [1000] * 960 and not first[960:].any()
+    rest = framer.flush()
+    assert all(len(frame) == 2880 for frame in frames + rest)
+    mixed = np.frombuffer(b"".join(frames[1:] + rest), dtype="<i2")
+    assert abs(int(np.median(mixed[200:2000])) - 2000) <= 20  # the two channels' mean, resampled
+    assert framer.flush() == []
+    framer.push(AudioChunk(pcm=mono, sample_rate=24000))
+    framer.clear()
+    assert framer.flush() == []

@@ -14,6 +14,7 @@ import base64
 import hashlib
 import hmac
 import time
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -26,6 +27,9 @@ FUTURE_SKEW_SECONDS = 60
 
 _MAX_TIMESTAMP_DIGITS = 12
 """Longer timestamps are malformed; keeps int() of an attacker-sized string cheap."""
+
+MAX_ID_LENGTH = 128
+"""Device and client ids of an anonymous client are cut to this length (a MAC is 17 characters, a UUID 36)."""
 
 
 class AuthError(Exception):
@@ -173,3 +177,17 @@ class DeviceAuthenticator:
         verify_token(self._config.secret, token, client_id, device_id, self._config.token_ttl)
         logger.bind(device=device_id).debug("token accepted")
         return identity
+
+
+def anonymous_identity(headers: Mapping[str, str], query: Mapping[str, str]) -> DeviceIdentity:
+    """With auth off, a client without ids (a browser page, a test tool) is still served."""
+    lowered = {k.lower(): v for k, v in headers.items()}
+    device_id = (lowered.get("device-id") or query.get("device-id") or "").strip().lower()
+    client_id = (lowered.get("client-id") or query.get("client-id") or "").strip()
+    version = (lowered.get("protocol-version") or query.get("protocol-version") or "1").strip()
+    return DeviceIdentity(
+        device_id=device_id[:MAX_ID_LENGTH] or f"anonymous-{uuid.uuid4().hex[:8]}",
+        client_id=client_id[:MAX_ID_LENGTH],
+        # ASCII digits only: "²".isdigit() is true but int() refuses it.
+        protocol_version=int(version) if version.isascii() and version.isdigit() and len(version) <= 3 else 1,
+    )

@@ -24,6 +24,7 @@ from types import ModuleType
 from typing import Any
 
 from vixio.core.batching import BatchWorker
+from vixio.core.chunk import AudioChunk
 
 from vixio.core.audio import Resampler as Resampler  # re-exported: the codec API keeps its names
 from vixio.core.audio import check_aligned as _check_aligned
@@ -257,3 +258,42 @@ class FrameSplitter:
     def clear(self) -> None:
         """Drop buffered audio, e.g. when playback is interrupted."""
         self._buffer.clear()
+
+
+class ReplyFramer:
+    """Reply audio of any sample rate and channel count as mono `out_rate` frames of
+    `frame_bytes` (what the downlink encoder takes). A change of rate, or `flush`, ends the
+    resampler's stream and pads the last partial frame with silence."""
+
+    def __init__(self, frame_bytes: int, out_rate: int = DOWNLINK_SAMPLE_RATE) -> None:
+        self._frames = FrameSplitter(frame_bytes)
+        self._out_rate = out_rate
+        self._resampler: Resampler | None = None
+
+    def push(self, chunk: AudioChunk) -> list[bytes]:
+        """The frames `chunk` completes, oldest first."""
+        frames: list[bytes] = []
+        if self._resampler is None or self._resampler.in_rate != chunk.sample_rate:
+            frames = self.flush()
+            self._resampler = Resampler(chunk.sample_rate, self._out_rate)
+        pcm = chunk.pcm if chunk.channels == 1 else _downmix(chunk)
+        return frames + self._frames.push(self._resampler.process(pcm))
+
+    def flush(self) -> list[bytes]:
+        """The rest of the audio pushed so far, the last frame padded."""
+        frames: list[bytes] = []
+        if self._resampler is not None:
+            frames = self._frames.push(self._resampler.process(b"", last=True))
+            self._resampler = None
+        tail = self._frames.flush()
+        return frames if tail is None else [*frames, tail]
+
+    def clear(self) -> None:
+        """Drop what is buffered (an interrupted reply)."""
+        self._resampler = None
+        self._frames.clear()
+
+
+def _downmix(chunk: AudioChunk) -> bytes:
+    samples = chunk.samples.reshape(-1, chunk.channels).mean(axis=1)
+    return samples.astype("<i2").tobytes()

@@ -43,17 +43,16 @@ from vixio.transports.xiaozhi.codec import (
     FRAME_DURATION_MS,
     UPLINK_SAMPLE_RATE,
     CodecError,
-    FrameSplitter,
     OpusDecoder,
     OpusEncoder,
-    Resampler,
+    ReplyFramer,
     packet_duration,
 )
 from vixio.transports.xiaozhi.config import XiaozhiConfig
 from vixio.transports.xiaozhi.pacing import DownlinkPacer
 
-Write = Callable[[Message], Awaitable[None]]
-WriteMany = Callable[[list[Message]], Awaitable[None]]
+Write = Callable[[list[Message]], Awaitable[None]]
+"""Sends messages to the device in order, together (one socket write) when it can."""
 
 PACED_FRAMES_PER_WAKEUP = 2
 """Downlink frames the pacer sends per wake-up once the pre-buffer is out (see pacing.py)."""
@@ -67,7 +66,7 @@ class XiaozhiConnection:
 
     def __init__(
         self, session_id: str, device_id: str, config: XiaozhiConfig, protocol: xp.XiaozhiProtocol, write: Write,
-        *, write_many: WriteMany | None = None, encode_on_thread: bool = True,
+        *, encode_on_thread: bool = True,
     ) -> None:
         self.session_id = session_id
         self.protocol = protocol
@@ -80,20 +79,17 @@ class XiaozhiConnection:
         self.speaking = False
         self.last_activity = time.monotonic()
         self._write = write
-        self._write_many = write_many
         self._decoder = OpusDecoder(UPLINK_SAMPLE_RATE)
         self._encoder = OpusEncoder(DOWNLINK_SAMPLE_RATE, frame_duration_ms=FRAME_DURATION_MS, complexity=config.opus_complexity)
-        self._frames = FrameSplitter(self._encoder.frame_bytes)
-        self._resampler: Resampler | None = None
+        self._framer = ReplyFramer(self._encoder.frame_bytes)
         self._reply_turn = 0
         # Opus encode (~150 us a frame) on the codec thread runs beside the loop, but the round trip
         # costs ~100 us more CPU a frame: it pays only with a core to spare.
         encoding = (dict(encode_async=self._encode_frame_async, encode_now=self._encode_frame) if encode_on_thread
                     else dict(encode=self._encode_frame))
         # Two frames per wake-up: half the pacer's and the writer's task steps, one frame more lead.
-        self._pacer = DownlinkPacer(self._send_paced, send_many=self._send_paced_many,
-                                    frame_duration=FRAME_DURATION_MS / 1000, prebuffer=config.prebuffer_frames,
-                                    batch=PACED_FRAMES_PER_WAKEUP, **encoding)
+        self._pacer = DownlinkPacer(send_many=self._send_paced, frame_duration=FRAME_DURATION_MS / 1000,
+                                    prebuffer=config.prebuffer_frames, batch=PACED_FRAMES_PER_WAKEUP, **encoding)
         self._wake_words = {_normalise(w) for w in config.wake_words}
         self._bad_packets = 0
         self._ignored = LogThrottle(first=5, every=10.0)
@@ -141,7 +137,7 @@ class XiaozhiConnection:
             await self.abort(str(message.get("reason") or "abort"))
         elif kind == "hello":
             # A repeated hello is answered again: the firmware re-parses every server hello.
-            await self._write(xp.server_hello(self.session_id, message.get("version", 1)))
+            await self._write([xp.server_hello(self.session_id, message.get("version", 1))])
         else:
             self._log_ignored("ignored message of unknown type {!r}", kind[:40])
 
@@ -279,14 +275,13 @@ class XiaozhiConnection:
             if chunk.role != "assistant":
                 return  # microphone audio no station consumed: never echo it back
             self._start_speaking(chunk.turn_id)
-            self._queue_audio(chunk)
+            self._send_frames(self._framer.push(chunk))
             await self._wait_for_room(chunk)
         elif isinstance(chunk, TextChunk):
             messages = self.protocol.chunk_to_messages(chunk)
             if chunk.role == "user":
                 self.touch()
-                for message in messages:
-                    await self._write(message)
+                await self._write(messages)
             elif messages:
                 self._start_speaking(chunk.turn_id)
                 for message in messages:
@@ -297,7 +292,7 @@ class XiaozhiConnection:
                                      if chunk.emotion in xp.EMOTIONS else xp.llm_emotion("neutral", chunk.emoji))
         elif isinstance(chunk, StreamCompleteChunk):
             if self.speaking:
-                self._flush_audio()
+                self._send_frames(self._framer.flush())
                 self._pacer.end(self._finish_reply)
         elif isinstance(chunk, VADStartChunk):
             self.touch()
@@ -326,10 +321,7 @@ class XiaozhiConnection:
         if self.session is not None:
             self.session.state.bot_speaking = value
 
-    async def _send_paced(self, message: Message) -> None:
-        await self._send_paced_many([message])
-
-    async def _send_paced_many(self, messages: list[Message]) -> None:
+    async def _send_paced(self, messages: list[Message]) -> None:
         """What the pacer sends (in one write): also notes what the device has been given to play."""
         if self.session is not None:
             for message in messages:
@@ -337,28 +329,11 @@ class XiaozhiConnection:
                     self.session.state.metrics(self._reply_turn).mark("first_frame_sent")
                 elif message.get("state") == "sentence_start":
                     self.session.state.heard.append(message.get("text", ""))
-        if self._write_many is not None:
-            await self._write_many(messages)
-            return
-        for message in messages:
-            await self._write(message)
+        await self._write(messages)
 
-    def _queue_audio(self, chunk: AudioChunk) -> None:
-        if self._resampler is None or self._resampler.in_rate != chunk.sample_rate:
-            self._flush_audio()
-            self._resampler = Resampler(chunk.sample_rate, DOWNLINK_SAMPLE_RATE)
-        pcm = chunk.pcm if chunk.channels == 1 else _downmix(chunk)
-        for frame in self._frames.push(self._resampler.process(pcm)):
+    def _send_frames(self, frames: list[bytes]) -> None:
+        for frame in frames:
             self._pacer.send_frame(frame)
-
-    def _flush_audio(self) -> None:
-        if self._resampler is not None:
-            for frame in self._frames.push(self._resampler.process(b"", last=True)):
-                self._pacer.send_frame(frame)
-            self._resampler = None
-        tail = self._frames.flush()
-        if tail is not None:
-            self._pacer.send_frame(tail)
 
     def _encode_frame(self, pcm: bytes) -> Message:
         return xp.audio(self._encoder.encode(pcm))
@@ -369,17 +344,16 @@ class XiaozhiConnection:
     async def _stop_downlink(self) -> int:
         """Drop unsent audio and tell the device to stop at once; returns the frames dropped."""
         dropped = self._pacer.clear()
-        self._resampler = None
-        self._frames.clear()
+        self._framer.clear()
         self.speaking = False
-        await self._write(xp.tts("stop"))
+        await self._write([xp.tts("stop")])
         return dropped
 
     async def _finish_reply(self) -> None:
         if self.speaking:
             self.speaking = False
             self.touch()
-            await self._write(xp.tts("stop"))
+            await self._write([xp.tts("stop")])
             self._set_bot_speaking(False)
             if self.session is not None:
                 timings = self.session.state.metrics(self._reply_turn).durations()
@@ -413,8 +387,3 @@ class XiaozhiConnection:
 
 def _normalise(text: str) -> str:
     return text.casefold().translate(_PUNCTUATION)
-
-
-def _downmix(chunk: AudioChunk) -> bytes:
-    samples = chunk.samples.reshape(-1, chunk.channels).mean(axis=1)
-    return samples.astype("<i2").tobytes()

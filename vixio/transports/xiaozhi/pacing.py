@@ -67,7 +67,7 @@ class DownlinkPacer:
 
     def __init__(
         self,
-        send: Send,
+        send: Send | None = None,
         *,
         send_many: SendMany | None = None,
         encode: Encode = _as_audio_message,
@@ -79,6 +79,8 @@ class DownlinkPacer:
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
+        if send is None and send_many is None:
+            raise ValueError("DownlinkPacer needs send or send_many")
         self._send = send
         self._send_many = send_many
         self._encode = encode
@@ -213,6 +215,7 @@ class DownlinkPacer:
         if self._send_many is not None:
             await self._send_many(batch)
             return
+        assert self._send is not None
         for message in batch:
             await self._send(message)
 

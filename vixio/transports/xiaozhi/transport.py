@@ -29,7 +29,7 @@ from vixio.core.session import Session
 from vixio.core.tools.limits import ToolBudget
 from vixio.core.transport import ConnectionClosed, TransportBase
 from vixio.transports.xiaozhi import protocol as xp
-from vixio.transports.xiaozhi.auth import AuthError, DeviceAuthenticator, DeviceIdentity
+from vixio.transports.xiaozhi.auth import AuthError, DeviceAuthenticator, DeviceIdentity, anonymous_identity
 from vixio.transports.xiaozhi.config import XiaozhiConfig
 from vixio.transports.xiaozhi.connection import XiaozhiConnection
 from vixio.transports.xiaozhi.device_tools import XiaozhiDeviceToolClient
@@ -58,8 +58,6 @@ class DeviceContext:
 
 
 PipelineFactory = Callable[[DeviceContext], Awaitable[Pipeline]]
-MAX_ID_LENGTH = 128
-"""Device and client ids are cut to this length (a MAC is 17 characters, a UUID 36)."""
 
 
 class XiaozhiTransport(TransportBase):
@@ -189,7 +187,7 @@ class XiaozhiTransport(TransportBase):
                 logger.bind(device=device, component="xiaozhi").info(
                     "handshake refused: device {} from {}: {}", device, peer, exc.reason)
                 return connection.respond(HTTPStatus.UNAUTHORIZED, f"unauthorized: {exc.reason}\n")
-            identity = _anonymous_identity(headers, query)
+            identity = anonymous_identity(headers, query)
         connection.vixio_identity = identity  # type: ignore[attr-defined]
         return None
 
@@ -233,8 +231,7 @@ class XiaozhiTransport(TransportBase):
             log.info("hello answered {:.1f} ms after connect (protocol v{}, features {})",
                      (time.perf_counter() - accepted) * 1000, version, hello.get("features") or {})
             connection = XiaozhiConnection(session_id, identity.device_id, self.config, protocol,
-                                           lambda m: self.write(session_id, m),
-                                           write_many=lambda ms: self.write_many(session_id, ms),
+                                           lambda messages: self.write_many(session_id, messages),
                                            encode_on_thread=self.encode_on_thread)
             features = hello.get("features") if isinstance(hello.get("features"), dict) else {}
             context = DeviceContext(session_id, identity, hello, version, self, dict(features))
@@ -383,20 +380,6 @@ class XiaozhiTransport(TransportBase):
 
     async def send_emotion(self, session_id: str, emotion: str) -> None:
         await self.write(session_id, xp.llm_emotion(emotion))
-
-
-def _anonymous_identity(headers: dict[str, str], query: dict[str, str]) -> DeviceIdentity:
-    """With auth off, a client without ids (a browser page, a test tool) is still served."""
-    lowered = {k.lower(): v for k, v in headers.items()}
-    device_id = (lowered.get("device-id") or query.get("device-id") or "").strip().lower()
-    client_id = (lowered.get("client-id") or query.get("client-id") or "").strip()
-    version = (lowered.get("protocol-version") or query.get("protocol-version") or "1").strip()
-    return DeviceIdentity(
-        device_id=device_id[:MAX_ID_LENGTH] or f"anonymous-{uuid.uuid4().hex[:8]}",
-        client_id=client_id[:MAX_ID_LENGTH],
-        # ASCII digits only: "²".isdigit() is true but int() refuses it.
-        protocol_version=int(version) if version.isascii() and version.isdigit() and len(version) <= 3 else 1,
-    )
 
 
 def _fan_out(*handlers: Callable[[Any], Awaitable[None]]) -> Callable[[Any], Awaitable[None]]:
