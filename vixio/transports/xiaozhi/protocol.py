@@ -92,6 +92,8 @@ class XiaozhiProtocol(ProtocolBase):
         if message.get("type") == MCP and message.get(ENVELOPE) == "bare":
             message = message["payload"]
         text = json.dumps(message, ensure_ascii=False, separators=(",", ":"))
+        if text.isascii():  # a flag CPython keeps: most messages cost nothing more
+            return text
         try:
             text.encode()
         except UnicodeEncodeError:
