@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import datetime
+import json
 import importlib
+import subprocess
+import sys
 import time
 
 import pytest
@@ -262,3 +265,26 @@ async def test_requests_are_written_without_a_checkpoint_per_send(backend: str) 
     finally:
         server.close()
         await server.wait_closed()
+
+
+def test_the_response_models_a_turn_makes_are_built_before_the_first_turn() -> None:
+    """In a fresh process, as a worker starts: the models the first turn would build (~90 ms of
+    loop time, in the middle of the first answers) are built by `install()`."""
+    script = """
+import json, os
+os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
+from openai.types.chat import ChatCompletionChunk
+from openai.types.responses import Response, ResponseTextDeltaEvent, ResponseFunctionToolCall
+from vixio.providers.agent import sdk_speedups
+models = (Response, ResponseTextDeltaEvent, ResponseFunctionToolCall, ChatCompletionChunk)
+before = [m.__pydantic_complete__ for m in models]
+sdk_speedups.install()
+again = sdk_speedups.prebuild_stream_models()  # once per process: nothing left to build
+print(json.dumps({"before": before, "after": [m.__pydantic_complete__ for m in models],
+                  "left": [m.__name__ for m in sdk_speedups.stream_models()], "again": again}))
+"""
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=True)
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    assert result["before"] == [False, False, False, False]  # the SDK defers them: the test means something
+    assert result["after"] == [True, True, True, True]
+    assert result["left"] == [] and result["again"] == 0

@@ -30,12 +30,19 @@ iterations on the way to every model call's first token, each waiting behind eve
 session's work on a busy server (~10-15 ms apiece at 200 devices on 2 cores). A send that anyio
 would write at once (plain TCP, open, not paused by flow control) is written the same way without
 that checkpoint; anything else (TLS, a full buffer, a closed stream) takes anyio's own path.
+
+The openai SDK's response models are built lazily (`defer_build`): the first `Response`,
+`ResponseTextDeltaEvent`, `ChatCompletionChunk`... a process makes builds its pydantic schema,
+~50-100 ms in all, on the event loop in the middle of the first turns, when every device that
+connected at once is waiting for its first answer. `install()` builds the models openai-agents'
+chat-completions path makes (those its stream handler and models name) once, before serving.
 """
 
 from __future__ import annotations
 
 import contextlib
 import importlib
+import sys
 import typing
 from typing import Any
 
@@ -46,6 +53,14 @@ _PLAIN_SCALARS = (str, int, float, bool, type(None))
 _MAX_PLAIN_NODES = 200_000
 
 _POOL_BACKENDS = ("httpcore2._backends.anyio", "httpcore._backends.anyio")
+_STREAM_MODULES = (
+    "agents.models.chatcmpl_stream_handler",
+    "agents.models.openai_chatcompletions",
+    "agents.extensions.models.litellm_model",  # only when already imported (litellm takes seconds)
+    "openai.types.chat.chat_completion_chunk",
+    "openai.types.responses.response_usage",
+)
+_prebuilt = False
 _identity_types: dict[Any, bool] = {}
 _MISSING = object()
 
@@ -56,7 +71,50 @@ def install() -> bool:
     chunks = _install_chunk_validation()
     readable = _install_readable_check()
     writes = _install_direct_write()
+    prebuild_stream_models()
     return transform and chunks and readable and writes
+
+
+def prebuild_stream_models() -> int:
+    """Build the deferred openai response models a streamed turn makes (see the module doc),
+    once per process; returns how many were built."""
+    global _prebuilt
+    if _prebuilt:
+        return 0
+    _prebuilt = True
+    models = stream_models()
+    built = 0
+    for model in models:
+        try:
+            model.model_rebuild()
+            built += 1
+        except Exception as exc:  # noqa: BLE001 - left to be built at first use, as before
+            logger.debug("openai SDK: {} not prebuilt ({})", model.__name__, exc)
+    logger.debug("openai SDK: {} response model(s) built before the first turn", built)
+    return built
+
+
+def stream_models() -> list[type]:
+    """The openai SDK models named by the chat-completions streaming modules that are not built yet."""
+    try:
+        base_model = importlib.import_module("pydantic").BaseModel
+    except ImportError:
+        return []
+    found: dict[int, type] = {}
+    for name in _STREAM_MODULES:
+        module = sys.modules.get(name) if name.startswith("agents.extensions") else _try_import(name)
+        for value in vars(module).values() if module is not None else ():
+            if (isinstance(value, type) and issubclass(value, base_model) and value.__module__.startswith("openai.types.")
+                    and not value.__dict__.get("__pydantic_complete__", True)):
+                found[id(value)] = value
+    return list(found.values())
+
+
+def _try_import(name: str) -> Any:
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        return None
 
 
 def _install_readable_check() -> bool:
