@@ -309,3 +309,108 @@ async def test_a_merging_station_never_joins_chunks_of_an_interrupted_turn() -> 
         await pipeline.join()  # every chunk, joined or not, is accounted for
     assert "old" not in "".join(joiner.seen)
     assert joiner.seen[-1] == "newer"
+
+
+class Split(Station):
+    """Inline: every text becomes two, and the task that ran it is noted."""
+
+    handles = (TextChunk,)
+    inline = True
+
+    def __init__(self, name: str = "split") -> None:
+        super().__init__(name)
+        self.tasks: list[str] = []
+        self.interrupts = 0
+
+    async def process(self, chunk: Chunk) -> AsyncIterator[Chunk]:
+        self.tasks.append(asyncio.current_task().get_name())  # type: ignore[union-attr]
+        assert isinstance(chunk, TextChunk)
+        yield TextChunk(text=f"{chunk.text}.1", role=chunk.role)
+        yield TextChunk(text=f"{chunk.text}.2", role=chunk.role)
+
+    async def on_interrupt(self) -> None:
+        self.interrupts += 1
+
+
+async def test_an_inline_station_runs_in_the_task_before_it_in_order(no_leaked_tasks) -> None:
+    split = Split()
+    stations = [Tag("a"), split, Split("again"), Tag("b")]
+    out = await run_stations(stations, [text(str(i)) for i in range(50)], queue_size=2)
+    assert [c.text for c in out] == [f"{i}>a{s}>b" for i in range(50) for s in (".1.1", ".1.2", ".2.1", ".2.2")]
+    assert set(split.tasks) == {"vixio-test-a"}  # no task of its own: no hand-over per chunk
+    pipeline = Pipeline([Tag("a"), Split()], session_id="p")
+    await pipeline.start()
+    assert [t.get_name() for t in asyncio.all_tasks() if t.get_name().startswith("vixio-p-")] == ["vixio-p-a"]
+    await pipeline.stop()
+
+
+async def test_a_first_station_marked_inline_still_has_its_task() -> None:
+    out = await run_stations([Split(), Tag("b")], [text("x")])
+    assert [c.text for c in out] == ["x.1>b", "x.2>b"]
+
+
+async def test_a_chunk_emitted_from_another_task_waits_for_the_inline_station() -> None:
+    """The host's chunk is inside the inline station, waiting for room downstream: a chunk
+    emitted meanwhile (a tool speaking) goes through after all of it, not between its halves."""
+    host = Tag("host")
+    pipeline = Pipeline([host, Split(), Tag("slow", delay=0.05)], session_id="e", queue_size=1)
+    await pipeline.start()
+    reader = asyncio.create_task(asyncio.wait_for(_texts(pipeline, 6), 5))
+    await pipeline.push(text("X"))  # X.1 keeps the slow station busy, X.2 fills its inbox
+    await pipeline.push(text("A"))
+    await asyncio.sleep(0.01)
+    assert pipeline.stations[1].tasks == ["vixio-e-host"] * 2  # type: ignore[attr-defined]  # A waits inside
+    emitting = asyncio.create_task(pipeline.emit(host, TextChunk(text="C", role="assistant")))
+    await asyncio.sleep(0.01)
+    assert len(pipeline.stations[1].tasks) == 2  # type: ignore[attr-defined]  # C waits outside the station
+    await emitting
+    got = await reader
+    await pipeline.stop()
+    assert got == [f"{x}>slow" for x in ("X>host.1", "X>host.2", "A>host.1", "A>host.2", "C.1", "C.2")]
+
+
+async def _texts(pipeline: Pipeline, count: int) -> list[str]:
+    return [(await pipeline.get()).text for _ in range(count)]  # type: ignore[union-attr]
+
+
+async def test_an_interrupt_stops_an_inline_station_with_its_host(no_leaked_tasks) -> None:
+    split = Split()
+    pipeline = Pipeline([Tag("host"), split, Tag("slow", delay=5)], session_id="i", queue_size=1)
+    await pipeline.start()
+    await pipeline.push(text("old"))
+    await asyncio.sleep(0.02)  # old.1 is with the slow station, old.2 waits inside the split
+    await pipeline.interrupt("barge-in")
+    assert split.interrupts == 1
+    out = await asyncio.wait_for(pipeline.get(), 1)
+    assert isinstance(out, InterruptChunk)
+    pipeline.stations[2].delay = 0  # type: ignore[attr-defined]
+    await pipeline.push(text("new"))
+    texts = [(await asyncio.wait_for(pipeline.get(), 2)).text for _ in range(2)]  # type: ignore[union-attr]
+    await pipeline.stop()
+    assert texts == ["new>host.1>slow", "new>host.2>slow"]
+
+
+class Barge(Station):
+    """Inline, and raises an interrupt itself on "stop"."""
+
+    handles = (TextChunk,)
+    inline = True
+
+    async def process(self, chunk: Chunk) -> AsyncIterator[Chunk]:
+        assert isinstance(chunk, TextChunk)
+        if chunk.text.startswith("stop"):
+            yield InterruptChunk(reason="inline")
+            yield TextChunk(text=chunk.text, role=chunk.role, turn_id=self.current_turn_id)  # the new turn
+            return
+        yield chunk
+
+
+async def test_an_inline_station_can_raise_an_interrupt_without_cancelling_its_host() -> None:
+    pipeline = Pipeline([Tag("host"), Barge(), Tag("b")], session_id="r")
+    await pipeline.start()
+    await pipeline.push(text("stop"))
+    first = await asyncio.wait_for(pipeline.get(), 2)
+    second = await asyncio.wait_for(pipeline.get(), 2)
+    await pipeline.stop()
+    assert isinstance(first, InterruptChunk) and first.reason == "inline"
+    assert second.text == "stop>host>b"  # type: ignore[union-attr]

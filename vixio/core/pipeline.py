@@ -12,6 +12,9 @@
   front of the output. Chunks of older turns that still show up later are dropped.
 - **Errors**: an exception in `process` is logged with the session id and sent downstream as
   an `ErrorChunk`; the station keeps serving the next chunk.
+- **Inline stations** (`Station.inline`: `process` never awaits) run in the task of the
+  station before them, under a lock so a chunk `emit`ted from another task never interleaves
+  with the host's: the hand-over to them costs no event-loop iteration.
 - **Shutdown**: `stop()` cancels and awaits every task the pipeline started.
 """
 
@@ -19,7 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import TYPE_CHECKING
 
 from loguru import logger as root_logger
@@ -54,7 +57,11 @@ class Pipeline:
         self.session_id = session_id
         self.logger = (logger or root_logger).bind(session=session_id or "-")
         self._inboxes: list[ChunkQueue[Chunk]] = [ChunkQueue(queue_size) for _ in stations]
+        self._inline: list[asyncio.Lock | None] = [asyncio.Lock() if s.inline and i else None
+                                                   for i, s in enumerate(stations)]
+        """Per station: a lock when it runs inline, in the task that forwards to it (not the first)."""
         self._output: ChunkQueue[Chunk] = ChunkQueue(queue_size)
+        self._sink: Callable[[Chunk], bool] | None = None
         self._workers: list[asyncio.Task[None] | None] = [None] * len(stations)
         self._in_progress: list[Chunk | None] = [None] * len(stations)
         self._turn = 0
@@ -123,7 +130,8 @@ class Pipeline:
         for station in self.stations:
             await station.start()
         for index in range(len(self.stations)):
-            self._spawn_worker(index)
+            if self._inline[index] is None:
+                self._spawn_worker(index)
         self.logger.debug("pipeline started: {}", " → ".join(s.name for s in self.stations))
 
     async def stop(self) -> None:
@@ -192,6 +200,12 @@ class Pipeline:
             return
         await self._forward(self.stations.index(station), chunk)
 
+    def set_sink(self, sink: Callable[[Chunk], bool] | None) -> None:
+        """Offer each chunk out of the last station to `sink` first, when nothing waits at the
+        output: `sink(chunk)` returns True when it took the chunk (in the last station's task, so
+        the hand-over costs no loop iteration), False to leave it to `get`."""
+        self._sink = sink
+
     async def get(self) -> Chunk:
         """Next chunk out of the last station; chunks of interrupted turns are skipped."""
         while True:
@@ -234,7 +248,10 @@ class Pipeline:
             for index, station in enumerate(self.stations):
                 self._forget(self._inboxes[index].purge(lambda c: not self.is_stale(c)))
                 busy_with = self._in_progress[index]
-                if station is not origin and busy_with is not None and self.is_stale(busy_with):
+                # An inline station stops with its host's task; the task raising the interrupt
+                # (an inline origin's host) keeps running, as the origin does.
+                if (station is not origin and busy_with is not None and self.is_stale(busy_with)
+                        and self._inline[index] is None and self._workers[index] is not asyncio.current_task()):
                     await self._cancel_worker(index)
                     restart.append(index)
             self.dropped_stale += len(self._output.purge(lambda c: not self.is_stale(c)))
@@ -319,10 +336,29 @@ class Pipeline:
             await self._forward(index, self._error(station, exc, chunk.turn_id))
 
     async def _forward(self, index: int, chunk: Chunk) -> None:
-        if index + 1 < len(self.stations):
-            await self._enqueue(self._inboxes[index + 1], chunk)
+        following = index + 1
+        if following == len(self.stations):
+            if self._sink is None or len(self._output) or not self._sink(chunk):
+                await self._output.put(chunk)
+        elif (lock := self._inline[following]) is not None:
+            async with lock:  # taken at once unless another task's chunk is on its way through
+                await self._run_inline(following, chunk)
         else:
-            await self._output.put(chunk)
+            await self._enqueue(self._inboxes[following], chunk)
+
+    async def _run_inline(self, index: int, chunk: Chunk) -> None:
+        """What the worker of an inline station would do with `chunk`, in the caller's task."""
+        station = self.stations[index]
+        self._in_progress[index] = chunk
+        try:
+            if self.is_stale(chunk):
+                self.dropped_stale += 1
+            elif isinstance(chunk, station.handles):
+                await self._process(index, station, chunk)
+            else:
+                await self._forward(index, chunk)
+        finally:
+            self._in_progress[index] = None
 
     async def _enqueue(self, queue: ChunkQueue[Chunk], chunk: Chunk) -> None:
         self._pending += 1

@@ -38,6 +38,7 @@ def _soft_break(text: str, limit: int) -> int:
 
 class SentenceAggregatorStation(Station):
     handles = (TextDeltaChunk, StreamCompleteChunk, ErrorChunk)
+    inline = True  # splits text, no awaits: runs in the agent's task
 
     def __init__(self, *, first_clause_min_chars: int = 10, default_emotion: str = "happy",
                  max_sentence_chars: int = 160, name: str | None = None) -> None:

@@ -15,6 +15,7 @@ from vixio.core.station import Station
 
 class TextAggregatorStation(Station):
     handles = (TextDeltaChunk, TextChunk, TurnEndChunk)
+    inline = True  # joins text, no awaits: runs in the ASR's task
 
     def __init__(self, name: str | None = None) -> None:
         super().__init__(name)

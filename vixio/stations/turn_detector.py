@@ -17,6 +17,7 @@ from vixio.core.station import Station
 
 class TurnDetectorStation(Station):
     handles = (VADStartChunk, VADEndChunk, TurnStartChunk, TurnEndChunk, AudioChunk)
+    inline = True  # pure bookkeeping, no awaits: runs in the VAD's task
 
     def __init__(self, *, min_speech_ms: int = 300, name: str | None = None) -> None:
         super().__init__(name)
