@@ -51,3 +51,94 @@ def test_history_is_trimmed_to_its_limit() -> None:
     for i in range(5):
         state.add_message(Message(role="user", content=str(i)))
     assert [m.content for m in state.history] == ["2", "3", "4"]
+
+
+async def test_output_is_handled_in_the_last_stations_task_when_nothing_waits(no_leaked_tasks) -> None:
+    """The pump's wake-up is a loop iteration (~10-15 ms on a busy server): an output chunk with
+    nothing queued before it is handled at once, by the task of the station that made it."""
+    handled_by: list[str] = []
+    arrived = asyncio.Event()
+
+    async def on_output(chunk: Chunk) -> None:
+        handled_by.append(asyncio.current_task().get_name())  # type: ignore[union-attr]
+        arrived.set()
+
+    async with Session("s3", Pipeline([Tag("a"), Tag("b")], session_id="s3"), on_output) as session:
+        await session.push(text("hi"))
+        await asyncio.wait_for(arrived.wait(), 2)
+    assert handled_by == ["vixio-s3-b"]
+
+
+async def test_output_keeps_its_order_when_a_handler_waits(no_leaked_tasks) -> None:
+    """The first chunk's handler waits: what follows is queued behind it, not handled at once."""
+    events: list[str] = []
+    release = asyncio.Event()
+    done = asyncio.Event()
+
+    async def on_output(chunk: Chunk) -> None:
+        name = chunk.text.split(">")[0] if not isinstance(chunk, InterruptChunk) else "interrupt"  # type: ignore[union-attr]
+        events.append(f"start {name}")
+        if name == "1":
+            await release.wait()
+        events.append(f"end {name}")
+        if name == "3":
+            done.set()
+
+    async with Session("s4", Pipeline([Tag("a")], session_id="s4"), on_output) as session:
+        await session.push(text("1"))
+        while "start 1" not in events:
+            await asyncio.sleep(0)
+        await session.push(text("2"))
+        await session.push(text("3"))
+        for _ in range(20):
+            await asyncio.sleep(0)
+        assert events == ["start 1"]  # 2 and 3 wait for 1
+        release.set()
+        await asyncio.wait_for(done.wait(), 2)
+    assert events == ["start 1", "end 1", "start 2", "end 2", "start 3", "end 3"]
+
+
+async def test_closing_cancels_a_handler_still_waiting(no_leaked_tasks) -> None:
+    started = asyncio.Event()
+    cancelled: list[bool] = []
+
+    async def on_output(chunk: Chunk) -> None:
+        started.set()
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            cancelled.append(True)
+            raise
+
+    session = Session("s5", Pipeline([Tag("a")], session_id="s5"), on_output)
+    async with session:
+        await session.push(text("1"))
+        await asyncio.wait_for(started.wait(), 2)
+    assert cancelled == [True]
+
+
+async def test_an_interrupt_waits_for_the_handler_in_progress(no_leaked_tasks) -> None:
+    """As with the pump alone: the interrupt is handled after the chunk being handled, and the
+    queued chunks of the cancelled turn are not handled at all."""
+    events: list[str] = []
+    release = asyncio.Event()
+    done = asyncio.Event()
+
+    async def on_output(chunk: Chunk) -> None:
+        name = "interrupt" if isinstance(chunk, InterruptChunk) else chunk.text.split(">")[0]  # type: ignore[union-attr]
+        events.append(name)
+        if name == "1":
+            await release.wait()
+        if name == "interrupt":
+            done.set()
+
+    async with Session("s6", Pipeline([Tag("a")], session_id="s6"), on_output) as session:
+        await session.push(text("1"))
+        while not events:
+            await asyncio.sleep(0)
+        await session.push(text("2"))
+        await session.pipeline.join()
+        await session.interrupt("abort")
+        release.set()
+        await asyncio.wait_for(done.wait(), 2)
+    assert events == ["1", "interrupt"]
