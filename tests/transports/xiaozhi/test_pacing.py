@@ -4,6 +4,7 @@ import asyncio
 
 import pytest
 
+from vixio.testing.loop_ticks import LoopTicks
 from vixio.transports.xiaozhi.pacing import DownlinkPacer
 
 FRAME = 0.060
@@ -344,3 +345,69 @@ async def test_with_send_many_what_is_due_together_goes_in_one_call_in_order() -
     assert [len(batch) for _, batch in calls] == [9, 2, 2, 1]
     assert calls[0][0] == start and calls[1][0] == pytest.approx(start + 2 * FRAME)
     assert pacer.frames_sent == 11
+
+
+async def test_a_kick_sends_what_is_due_from_the_callers_task_without_a_loop_iteration() -> None:
+    """An idle pacer's task would send a reply's first audio only at its wake-up (a loop
+    iteration, ~10-15 ms on a busy server): `kick()` sends it from the producer, in one call;
+    the task paces the rest."""
+    clock = VirtualClock()
+    start = clock.now
+    calls: list[tuple[float, str, list[dict]]] = []
+
+    async def send_many(messages: list[dict]) -> None:
+        calls.append((clock.now, asyncio.current_task().get_name(), messages))  # type: ignore[union-attr]
+
+    pacer = DownlinkPacer(send_many=send_many, frame_duration=FRAME, prebuffer=5, batch=2, clock=clock,
+                          sleep=clock.sleep)
+    pacer.start()
+    await asyncio.sleep(0)  # the task waits for something to send
+    start_message = {"type": "tts", "state": "start"}
+    async with LoopTicks() as ticks:
+        before = ticks.count
+        pacer.send_message(start_message)
+        for i in range(9):
+            pacer.send_frame(frame(i))
+        pacer.kick()
+        assert ticks.count == before and len(calls) == 1  # sent already, in this task
+    assert calls[0][2] == [start_message, *[sent_frame(i) for i in range(6)]]  # pre-buffer and the pair due next
+    assert calls[0][1] == asyncio.current_task().get_name()  # type: ignore[union-attr]
+    for _ in range(1000):
+        if sum(len(m) for *_, m in calls) >= 10:
+            break
+        await asyncio.sleep(0)
+    await pacer.stop()
+    assert [m for *_, batch in calls for m in batch] == [start_message, *[sent_frame(i) for i in range(9)]]
+    assert [(when - start, task, len(batch)) for when, task, batch in calls[1:]] == [
+        (pytest.approx(2 * FRAME), "vixio-downlink-pacer", 2), (pytest.approx(4 * FRAME), "vixio-downlink-pacer", 1)]
+
+
+async def test_a_kick_does_nothing_while_the_task_is_busy_and_its_send_keeps_the_order() -> None:
+    clock = VirtualClock()
+    calls: list[list[dict]] = []
+    gate = asyncio.Event()
+
+    async def send_many(messages: list[dict]) -> None:
+        if not calls:
+            await gate.wait()  # the kick's send has to wait (a busy socket)
+        calls.append(messages)
+
+    pacer = DownlinkPacer(send_many=send_many, frame_duration=FRAME, prebuffer=2, batch=1, clock=clock,
+                          sleep=clock.sleep)
+    pacer.start()
+    await asyncio.sleep(0)
+    for i in range(2):
+        pacer.send_frame(frame(i))
+    pacer.kick()  # its send waits at the gate
+    pacer.send_frame(frame(2))
+    pacer.kick()  # the first kick's send is not done: nothing more from here
+    for _ in range(20):
+        await asyncio.sleep(0)
+    assert calls == []  # the task's frame 2 waits for the kick's send, not overtaking it
+    gate.set()
+    for _ in range(1000):
+        if sum(map(len, calls)) >= 3:
+            break
+        await asyncio.sleep(0)
+    await pacer.stop()
+    assert calls == [[sent_frame(0), sent_frame(1)], [sent_frame(2)]]

@@ -276,6 +276,7 @@ class XiaozhiConnection:
                 return  # microphone audio no station consumed: never echo it back
             self._start_speaking(chunk.turn_id)
             self._send_frames(self._framer.push(chunk))
+            self._pacer.kick()  # the reply's first audio leaves now, not at the pacer's wake-up
             await self._wait_for_room(chunk)
         elif isinstance(chunk, TextChunk):
             messages = self.protocol.chunk_to_messages(chunk)
@@ -286,10 +287,12 @@ class XiaozhiConnection:
                 self._start_speaking(chunk.turn_id)
                 for message in messages:
                     self._pacer.send_message(message)
+                self._pacer.kick()
         elif isinstance(chunk, EmotionChunk):
             self._start_speaking(chunk.turn_id)
             self._pacer.send_message(xp.llm_emotion(chunk.emotion, chunk.emoji)
                                      if chunk.emotion in xp.EMOTIONS else xp.llm_emotion("neutral", chunk.emoji))
+            self._pacer.kick()
         elif isinstance(chunk, StreamCompleteChunk):
             if self.speaking:
                 self._send_frames(self._framer.flush())

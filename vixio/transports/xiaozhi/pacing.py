@@ -24,7 +24,9 @@ task steps per reply, for at most one frame more of lead (the firmware's queue h
 
 Everything due at once (a pre-buffer, a pair, the messages queued between its frames such as
 `tts sentence_start`) goes out in order, in one `send_many` call when one is given (one socket
-write), before the pacer waits again. An end marker waits until the device has played
+write), before the pacer waits again. `kick()` sends what is due from the producer's own task
+while the pacer's task is idle: a reply's first audio leaves without waiting for that task's
+wake-up (a loop iteration, ~10-15 ms on a busy server). An end marker waits until the device has played
 everything sent (so `tts stop` never cuts the tail), then runs its callback. `clear()` drops everything unsent at once (abort, barge-in).
 """
 
@@ -37,6 +39,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 
+from vixio.core.eager import eager_task
 from vixio.core.protocol import Message
 
 Send = Callable[[Message], Awaitable[None]]
@@ -102,6 +105,8 @@ class DownlinkPacer:
         self._burst_frames = 0
         self._task: asyncio.Task[None] | None = None
         self._waiting_on_time = False
+        self._idle = False  # the task waits for something to be queued (nothing is due or held)
+        self._kicked: asyncio.Future[None] | None = None  # a kick's send that had to wait
         self.frames_sent = 0
         self.frames_dropped = 0
 
@@ -132,6 +137,39 @@ class DownlinkPacer:
             self._task = None
             self.start()
         return dropped
+
+    def kick(self) -> None:
+        """Send what is due now, from the caller, when the pacer's task is idle (see the module
+        doc); the task carries on with the rest (frames not due yet, end markers)."""
+        if not self._idle or self._send_many is None or (self._kicked is not None and not self._kicked.done()):
+            return
+        out: list[Message] = []
+        while self._queue:
+            item = self._queue[0]
+            if isinstance(item, _End):
+                break
+            if isinstance(item, _Frame):
+                if self._delay_for_next_frame() > 0:
+                    break
+                if self._encode_async is not None:
+                    if self._burst_frames == 0 and self._encode_now is not None and not self._encoding:
+                        self._encode_burst_now()
+                    if item.message is None:
+                        break  # for the codec thread: the task sends it once encoded
+                    message = item.message
+                else:
+                    message = self._encode(item.pcm)
+                self._burst_frames += 1
+                self.frames_sent += 1
+            else:
+                message = item
+            self._queue.popleft()
+            out.append(message)
+        if out:
+            sent = eager_task(self._send_many(out), name="vixio-downlink-kick")
+            if not sent.done() or sent.cancelled() or sent.exception() is not None:
+                sent.add_done_callback(_consume_result)
+                self._kicked = sent  # the task's next send waits for it (and raises what it raised)
 
     @property
     def pending(self) -> int:
@@ -166,7 +204,11 @@ class DownlinkPacer:
                 await self._flush(out)
                 if not self._queue:
                     self._wakeup.clear()
-                    await self._wakeup.wait()
+                    self._idle = True
+                    try:
+                        await self._wakeup.wait()
+                    finally:
+                        self._idle = False
                 continue
             item = self._queue[0]
             if isinstance(item, _End):
@@ -208,6 +250,9 @@ class DownlinkPacer:
 
     async def _flush(self, out: list[Message]) -> None:
         """Send what `_run` took from the queue, in order (with `send_many`, in one call)."""
+        if self._kicked is not None:
+            kicked, self._kicked = self._kicked, None
+            await kicked  # a kick's send goes before anything queued after it (and an end's callback)
         if not out:
             return
         batch = out.copy()
@@ -267,7 +312,7 @@ class DownlinkPacer:
             self._waiting_on_time = False
 
 
-def _consume_result(future: asyncio.Future[Message]) -> None:
+def _consume_result(future: asyncio.Future[object]) -> None:
     """Retrieve an abandoned encoding's outcome (a frame dropped by clear() is never awaited)."""
     if not future.cancelled():
         future.exception()
