@@ -291,16 +291,9 @@ class Pipeline:
                 chunk = await inbox.get()
                 if station.merges and len(inbox):
                     chunk = self._merge_queued(station, inbox, chunk)
-                self._in_progress[index] = chunk
                 try:
-                    if self.is_stale(chunk):
-                        self.dropped_stale += 1
-                    elif isinstance(chunk, station.handles):
-                        await self._process(index, station, chunk)
-                    else:
-                        await self._forward(index, chunk)
+                    await self._handle(index, chunk)
                 finally:
-                    self._in_progress[index] = None
                     self._done_with_one()
         except asyncio.CancelledError:
             pass
@@ -342,12 +335,12 @@ class Pipeline:
                 await self._output.put(chunk)
         elif (lock := self._inline[following]) is not None:
             async with lock:  # taken at once unless another task's chunk is on its way through
-                await self._run_inline(following, chunk)
+                await self._handle(following, chunk)  # in this task: what its worker would do
         else:
             await self._enqueue(self._inboxes[following], chunk)
 
-    async def _run_inline(self, index: int, chunk: Chunk) -> None:
-        """What the worker of an inline station would do with `chunk`, in the caller's task."""
+    async def _handle(self, index: int, chunk: Chunk) -> None:
+        """Station `index` on `chunk`: dropped when stale, processed when handled, else forwarded."""
         station = self.stations[index]
         self._in_progress[index] = chunk
         try:
