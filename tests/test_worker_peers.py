@@ -12,7 +12,7 @@ import pytest
 from aiohttp import web
 
 from vixio.worker_peers import PeerReply, Peers
-from vixio.workers import WorkerProcess, merge_metrics, reserve_port, reuse_port_supported
+from vixio.workers import WorkerProcess, listen_port, merge_metrics
 
 
 async def _worker_app(index: int, sessions: list[str], path: str) -> web.AppRunner:
@@ -112,26 +112,18 @@ def test_merge_metrics_tags_sessions_and_lists_every_worker() -> None:
     assert merged["rss_mb"] >= 100.0 and merged["supervisor"]["pid"] > 0
 
 
-@pytest.mark.skipif(not reuse_port_supported(), reason="SO_REUSEPORT balancing is Linux only")
-def test_reserved_port_is_shared_by_workers_and_refused_when_someone_listens() -> None:
-    reserved = reserve_port("127.0.0.1", 0)
-    port = reserved.getsockname()[1]
+def test_the_supervisors_port_is_refused_when_someone_listens_and_free_again_after() -> None:
+    listener = listen_port("127.0.0.1", 0)
+    port = listener.getsockname()[1]
     try:
-        workers = []
-        for _ in range(2):  # what each worker's server does: SO_REUSEPORT, bind, listen
-            sock = socket.socket()
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-            sock.bind(("127.0.0.1", port))
-            sock.listen()
-            workers.append(sock)
-        # A second vixio on the same port must not silently share it.
-        with pytest.raises(OSError):
-            reserve_port("127.0.0.1", port)
-        for sock in workers:
-            sock.close()
+        with pytest.raises(OSError):  # a second vixio on the same port must not share it
+            listen_port("127.0.0.1", port)
+        with socket.create_connection(("127.0.0.1", port), timeout=2):
+            accepted, _ = listener.accept()  # it listens: devices wait in its backlog until accepted
+            accepted.close()
     finally:
-        reserved.close()
+        listener.close()
+    listen_port("127.0.0.1", port).close()  # a restart gets its port back at once
 
 
 async def test_supervisor_metrics_is_an_operator_route_and_lists_workers_that_are_down() -> None:

@@ -1,11 +1,11 @@
 """One worker process of `vixio serve --workers N`, started by the supervisor (vixio/workers.py).
 
-    python -m vixio.worker --index 1 --socket RUN_DIR/w1.sock --http-port 8003   # config on stdin
+    python -m vixio.worker --index 1 --socket RUN_DIR/w1.sock --http-port 8003 --dispatch-fd 5   # config on stdin
 
 The supervisor writes the validated config as one JSON line on stdin and keeps stdin open: end
 of file means the supervisor is gone (even killed outright), and the worker shuts down, so no
-worker outlives it. The worker loads its models once, binds the WebSocket port with SO_REUSEPORT
-(the kernel spreads new connections over the workers), serves its sessions, and answers
+worker outlives it. The worker loads its models once, serves the devices the supervisor hands
+over on the dispatch socket (each to the worker with the fewest: vixio/worker_dispatch.py), and answers
 `VixioServer.session_routes` plus `GET /healthz` on its Unix socket. SIGTERM: close every
 session, then exit 0. SIGINT (Ctrl-C reaches the whole process group) is left to the
 supervisor, which stops the workers in order.
@@ -17,6 +17,7 @@ import argparse
 import asyncio
 import os
 import signal
+import socket
 import sys
 from collections.abc import Sequence
 from contextlib import suppress
@@ -27,6 +28,7 @@ from loguru import logger
 from vixio.config.models import VixioConfig
 from vixio.log import setup_logging
 from vixio.server import VixioServer, rss_mb
+from vixio.worker_dispatch import Adopter
 
 log = logger.bind(component="vixio.worker")
 
@@ -38,6 +40,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--index", type=int, required=True, help="this worker's number (w0, w1, ...)")
     parser.add_argument("--socket", required=True, help="Unix socket for the session routes")
     parser.add_argument("--http-port", type=int, required=True, help="the supervisor's HTTP (OTA) port")
+    parser.add_argument("--dispatch-fd", type=int, required=True,
+                        help="the Unix socket on which the supervisor hands over accepted connections")
     args = parser.parse_args(argv)
     line = sys.stdin.buffer.readline()
     if not line:
@@ -47,7 +51,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     config = VixioConfig.model_validate_json(line)
     setup_logging(config.log.level, tracebacks=config.log.tracebacks, process=f"w{args.index}")
     try:
-        asyncio.run(run_worker(config, args.index, args.socket, args.http_port))
+        asyncio.run(run_worker(config, args.index, args.socket, args.http_port, args.dispatch_fd))
     except Exception:
         log.exception("worker failed")
         return 1
@@ -60,22 +64,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     os._exit(0)
 
 
-async def run_worker(config: VixioConfig, index: int, socket_path: str, http_port: int) -> None:
+async def run_worker(config: VixioConfig, index: int, socket_path: str, http_port: int, dispatch_fd: int) -> None:
     """Serve until SIGTERM or until the supervisor goes away."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     _watch_supervisor(loop, stop)
     server = VixioServer(config, serve_http=False, worker_index=index)
-    server.transport.reuse_port = True
+    server.transport.adopt_path = socket_path + ".ws"  # devices come from the supervisor (worker_dispatch.py)
     server.transport.http_port = http_port  # for the vision URL given to devices
     # Until the models are loaded SIGTERM keeps its default action: there is nothing to close yet.
     await server.start()
+    adopter = Adopter(socket.socket(fileno=dispatch_fd), server.transport.adopt)
     loop.add_signal_handler(signal.SIGTERM, stop.set)
     runner = await _serve_session_routes(server, socket_path)
     try:
         await stop.wait()
         log.info("stopping: closing {} session(s)", len(server.transport.connections))
     finally:
+        adopter.close()
         await server.stop()
         await runner.cleanup()
 

@@ -1,8 +1,7 @@
 """How many workers `vixio serve` runs, and the WebSocket port they share.
 
-One worker per core the process may use (a container's CPU quota counts), where the kernel can
-balance connections over processes (SO_REUSEPORT, Linux); the supervisor reserves the port with
-a bound, never listening socket so every worker binds the same one.
+One worker per core the process may use (a container's CPU quota counts), on Linux; the
+supervisor listens on the WebSocket port and hands each device to a worker (worker_dispatch.py).
 """
 
 from __future__ import annotations
@@ -15,7 +14,7 @@ from contextlib import suppress
 
 
 def reuse_port_supported() -> bool:
-    """SO_REUSEPORT balances connections over processes on Linux only."""
+    """Several workers are supported (Linux: where they are tested)."""
     return sys.platform.startswith("linux") and hasattr(socket, "SO_REUSEPORT")
 
 
@@ -36,29 +35,25 @@ def resolve_workers(requested: int | None) -> int:
     if requested is None:
         return cpu_count() if reuse_port_supported() else 1
     if requested > 1 and not reuse_port_supported():
-        raise ValueError(f"server.workers is {requested}, but several workers need SO_REUSEPORT "
-                         "load balancing (Linux); use 1 on this system")
+        raise ValueError(f"server.workers is {requested}, but several workers run on Linux only; "
+                         "use 1 on this system")
     return requested
 
 
-def reserve_port(host: str, port: int) -> socket.socket:
-    """A bound, not listening, SO_REUSEPORT socket on `host:port` (port 0 picks one).
-
-    A listener already on the port (another program, or another vixio) makes this fail with
-    EADDRINUSE instead of silently sharing connections with it."""
+def listen_port(host: str, port: int, backlog: int = socket.SOMAXCONN) -> socket.socket:
+    """The supervisor's listening socket on `host:port` (port 0 picks one), where it accepts
+    devices for the workers (vixio/worker_dispatch.py). A listener already on the port (another
+    program, or another vixio) makes this fail with EADDRINUSE: no SO_REUSEPORT, so nothing is
+    silently shared."""
     family, kind, proto, _, address = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM,
                                                         flags=socket.AI_PASSIVE)[0]
-    if port != 0:
-        with socket.socket(family, kind, proto) as probe:  # no SO_REUSEPORT: refused by any listener
-            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            probe.bind(address)
     sock = socket.socket(family, kind, proto)
     try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # a restart is not refused by TIME_WAIT
         if family == socket.AF_INET6:
             sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)  # as asyncio's create_server
         sock.bind(address)
+        sock.listen(backlog)
     except OSError:
         sock.close()
         raise

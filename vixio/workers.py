@@ -1,9 +1,11 @@
 """`vixio serve --workers N`: one supervisor process and N worker processes on every core.
 
     supervisor (this module)                       workers (vixio/worker.py), one per core
-    ├── reserves the WebSocket port                ├── load the models once each
-    ├── HTTP port: OTA, activation, /healthz,      ├── bind the WebSocket port with SO_REUSEPORT:
-    │   /metrics merged from every worker          │   the kernel spreads devices over them
+    ├── accepts on the WebSocket port and hands    ├── load the models once each
+    │   each device to the worker with the fewest  ├── adopt the devices handed to them
+    │   (vixio/worker_dispatch.py)                 │
+    ├── HTTP port: OTA, activation, /healthz,      │
+    │   /metrics merged from every worker          │
     ├── starts, watches and restarts workers       ├── serve their sessions
     └── stops them all on SIGTERM / Ctrl-C         └── answer session routes on RUN_DIR/w<i>.sock
 
@@ -11,9 +13,10 @@ Why the HTTP port stays in the supervisor: OTA is stateless, activation codes li
 registry, and tokens are issued in one place, so every device gets the same answers whichever
 worker it lands on. Routes about live sessions (`/metrics`, the operator console's `/api/`) are
 answered from every worker through `Peers` (vixio/worker_peers.py explains how a new route uses
-it). The WebSocket port is bound by the workers only: the supervisor holds a bound, never
-listening SO_REUSEPORT socket on it, so `port: 0` resolves to one port for all workers and the
-port stays reserved while a worker restarts.
+it). The WebSocket port is the supervisor's: it accepts there and passes each connection,
+unread, to the ready worker holding the fewest (SO_REUSEPORT's hashing left workers ±7 devices
+apart per 200, and the busier one slower: worker_dispatch.py), which does the handshake and
+everything after. While a worker restarts the others take the new devices.
 
 A worker that exits unexpectedly is logged and restarted after a back-off (1 s, doubling up to
 30 s; reset once it has run a minute). SIGTERM or SIGINT stops the HTTP port, sends SIGTERM to
@@ -21,7 +24,7 @@ every worker (each closes its sessions and exits), waits up to `server.shutdown_
 what is left, and exits 0. Workers read their config from a pipe that the supervisor holds open,
 so even a supervisor killed outright takes its workers with it.
 
-SO_REUSEPORT spreads connections only on Linux; elsewhere `server.workers` must be 1.
+Several workers run on Linux only (`reuse_port_supported`); elsewhere `server.workers` must be 1.
 """
 
 from __future__ import annotations
@@ -53,10 +56,11 @@ from vixio.transports.xiaozhi.auth import DeviceAuthenticator
 from vixio.transports.xiaozhi.hosts import VISION_PATH
 from vixio.transports.xiaozhi.ota import OtaServer
 from vixio.vision import UPLOAD_TIMEOUT
+from vixio.worker_dispatch import Dispatcher
 from vixio.worker_peers import PeerReply, Peers
-from vixio.worker_plan import cpu_count, reserve_port, resolve_workers, reuse_port_supported
+from vixio.worker_plan import cpu_count, listen_port, resolve_workers, reuse_port_supported
 
-__all__ = ["Supervisor", "WorkerProcess", "WorkerStartError", "cpu_count", "merge_metrics", "reserve_port",
+__all__ = ["Supervisor", "WorkerProcess", "WorkerStartError", "cpu_count", "listen_port", "merge_metrics",
            "resolve_workers", "reuse_port_supported", "serve_workers"]
 
 READY_TIMEOUT = 300.0
@@ -111,7 +115,7 @@ class Supervisor:
                                   vcp_fuzzy=bool(agent is not None and agent.vcp_fuzzy_markers))
         self.console.register(self.ota.add_route)
         self.websocket_port = 0
-        self._reserved: socket.socket | None = None
+        self._dispatch: Dispatcher | None = None
         self._run_dir = ""
         self._config_line = b""
         """The config the workers get: `config` with the reserved WebSocket port."""
@@ -122,11 +126,12 @@ class Supervisor:
         """Reserve the port, serve HTTP, start every worker and wait until all are ready."""
         xiaozhi = self.config.xiaozhi
         try:
-            self._reserved = reserve_port(xiaozhi.host, xiaozhi.port)
+            listener = listen_port(xiaozhi.host, xiaozhi.port)
         except OSError as exc:
             raise WorkerStartError(f"cannot bind the WebSocket port {xiaozhi.host}:{xiaozhi.port} (xiaozhi.port): "
                                    f"{exc.strerror or exc}") from exc
-        self.websocket_port = int(self._reserved.getsockname()[1])
+        self._dispatch = Dispatcher(listener)
+        self.websocket_port = int(listener.getsockname()[1])
         settings = self.config.model_dump(mode="json")
         settings["xiaozhi"]["port"] = self.websocket_port  # `port: 0` resolved once for all workers
         self._config_line = json.dumps(settings).encode() + b"\n"
@@ -162,6 +167,7 @@ class Supervisor:
         finally:
             for wait in waits:
                 wait.cancel()
+        self._dispatch.start()
         self._watchers = [asyncio.create_task(self._watch(w), name=f"vixio-watch-w{w.index}") for w in self.workers]
         http = self.config.xiaozhi.http
         logger.info("{} workers ready in {:.1f} s", len(self.workers), time.perf_counter() - started)
@@ -179,6 +185,9 @@ class Supervisor:
         await asyncio.gather(*self._watchers, return_exceptions=True)
         self.console.close()  # open console pages would hold the HTTP server's shutdown
         await self.ota.stop()
+        if self._dispatch is not None:  # no new device from here on
+            await self._dispatch.stop()
+            self._dispatch = None
         for worker in self.workers:
             if worker.running:
                 assert worker.process is not None
@@ -201,9 +210,6 @@ class Supervisor:
             if process.stdin is not None:
                 process.stdin.close()
         await self.peers.close()
-        if self._reserved is not None:
-            self._reserved.close()
-            self._reserved = None
         if self._run_dir:
             shutil.rmtree(self._run_dir, ignore_errors=True)
         if running:
@@ -213,9 +219,15 @@ class Supervisor:
 
     async def _spawn(self, worker: WorkerProcess) -> None:
         worker.ready = False
-        worker.process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "vixio.worker", "--index", str(worker.index), "--socket", worker.socket_path,
-            "--http-port", str(self.ota.port), stdin=asyncio.subprocess.PIPE, env=_worker_environment())
+        assert self._dispatch is not None
+        channel = self._dispatch.attach(worker.index)
+        try:
+            worker.process = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "vixio.worker", "--index", str(worker.index), "--socket", worker.socket_path,
+                "--http-port", str(self.ota.port), "--dispatch-fd", str(channel.fileno()),
+                stdin=asyncio.subprocess.PIPE, env=_worker_environment(), pass_fds=(channel.fileno(),))
+        finally:
+            channel.close()  # the worker has its own copy
         worker.started = time.monotonic()
         assert worker.process.stdin is not None
         # The pipe stays open for the worker's life: its end of file tells the worker we are gone.
@@ -243,6 +255,8 @@ class Supervisor:
                         if response.status == 200:
                             worker.ready = True
                             self.peers.add(worker.index, worker.socket_path)
+                            if self._dispatch is not None:
+                                self._dispatch.ready(worker.index)
                             return True
                 with suppress(TimeoutError):
                     await asyncio.wait_for(process.wait(), 0.2)
@@ -255,6 +269,8 @@ class Supervisor:
             code = await worker.process.wait()
             worker.ready = False
             self.peers.discard(worker.index)
+            if self._dispatch is not None:
+                self._dispatch.detach(worker.index)
             if self._stopping.is_set():
                 return
             uptime = time.monotonic() - worker.started

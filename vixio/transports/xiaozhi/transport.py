@@ -9,6 +9,7 @@ accepted: the firmware connects to whatever URL OTA gave it.
 from __future__ import annotations
 
 import asyncio
+import socket
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -87,7 +88,10 @@ class XiaozhiTransport(TransportBase):
         """The bound OTA/HTTP port, for the derived vision URL when `http.port` is 0; set by the app."""
         self._refusals = 0
         self.reuse_port = False
-        """Bind with SO_REUSEPORT so worker processes share the port (set by vixio/worker.py)."""
+        """Bind with SO_REUSEPORT so processes share the port."""
+        self.adopt_path = ""
+        """A worker's transport: no port of its own; it serves the connections the supervisor
+        hands over (`adopt`), and listens only on this private Unix socket path (set by vixio/worker.py)."""
         self.encode_on_thread = True
         """Encode downlink Opus on the codec thread (worth it only with a core to spare; VixioServer
         turns it off when every core runs a worker). Off: each frame is encoded on the loop when due."""
@@ -99,18 +103,41 @@ class XiaozhiTransport(TransportBase):
     # --- server lifecycle ---------------------------------------------------------------------
 
     async def start(self) -> None:
+        where: dict[str, Any] = ({"unix": True, "path": self.adopt_path} if self.adopt_path else
+                                 {"host": self.config.host, "port": self.config.port,
+                                  "reuse_port": self.reuse_port or None})
         self._server = await serve(
             self._handle,
-            self.config.host,
-            self.config.port,
+            **where,
             process_request=self._process_request,
             max_size=self.config.max_message_bytes,
             compression=None,  # Opus does not compress; deflate would only cost CPU
             ping_interval=30,
             ping_timeout=30,
             logger=websockets_logger(),  # one short line per event (bare TCP health checks: DEBUG)
-            reuse_port=self.reuse_port or None,
         )
+
+    async def adopt(self, sock: socket.socket, on_closed: Callable[[], None]) -> None:
+        """Serve a connection accepted elsewhere (the supervisor's dispatch, vixio/worker_dispatch.py)
+        as if this server had accepted it; `on_closed` runs when it closes."""
+        if self._server is None:
+            raise RuntimeError("the transport is not started")
+        factory = self._server.server._protocol_factory  # websockets' per-connection factory
+
+        def protocol() -> Any:
+            connection = factory()
+            lost = connection.connection_lost
+
+            def connection_lost(exc: Exception | None) -> None:
+                try:
+                    lost(exc)
+                finally:
+                    on_closed()
+
+            connection.connection_lost = connection_lost
+            return connection
+
+        await asyncio.get_running_loop().connect_accepted_socket(protocol, sock)
 
     async def stop(self) -> None:
         if self._server is not None:
@@ -125,6 +152,8 @@ class XiaozhiTransport(TransportBase):
     def port(self) -> int:
         if self._server is None:
             raise RuntimeError("the transport is not started")
+        if self.adopt_path:
+            return self.config.port  # the supervisor's port, which it accepts on
         return int(next(iter(self._server.sockets)).getsockname()[1])
 
     # --- raw I/O for TransportBase ------------------------------------------------------------
