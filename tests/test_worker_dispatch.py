@@ -38,6 +38,15 @@ async def workers(count: int) -> tuple[Dispatcher, list[Adopter], Held]:
     return dispatcher, adopters, held
 
 
+async def shut_down(dispatcher: Dispatcher, adopters: list[Adopter],
+                    clients: list[tuple[asyncio.StreamReader, asyncio.StreamWriter]]) -> None:
+    for _, writer in clients:
+        writer.close()
+    for adopter in adopters:
+        adopter.close()
+    await dispatcher.stop()
+
+
 async def connect(dispatcher: Dispatcher) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
     return await asyncio.open_connection("127.0.0.1", dispatcher.listener.getsockname()[1])
 
@@ -61,11 +70,7 @@ async def test_each_device_goes_to_the_worker_with_the_fewest_and_a_closed_one_f
     clients += [await connect(dispatcher) for _ in range(2)]
     await until(lambda: sum(map(len, held.values())) == 8, "two more adopted")
     assert [len(held[0]), len(held[1])] == [5, 3]  # both new devices went to worker 0 (1 < 3)
-    for _, writer in clients:
-        writer.close()
-    for adopter in adopters:
-        adopter.close()
-    await dispatcher.stop()
+    await shut_down(dispatcher, adopters, clients)
 
 
 async def test_a_dead_worker_gets_no_devices_and_its_replacement_does_once_ready() -> None:
@@ -85,11 +90,7 @@ async def test_a_dead_worker_gets_no_devices_and_its_replacement_does_once_ready
     dispatcher.ready(1)
     clients.append(await connect(dispatcher))
     await until(lambda: len(replacement) == 1, "the ready replacement taking a device")
-    for _, writer in clients:
-        writer.close()
-    for adopter in adopters:
-        adopter.close()
-    await dispatcher.stop()
+    await shut_down(dispatcher, adopters, clients)
 
 
 async def test_with_no_worker_ready_devices_wait_in_the_backlog() -> None:
