@@ -53,7 +53,10 @@ each turn's latency). A default run (N = 1, 30, 60, 100) takes about 5 minutes.
 `--isolation` instead times another session's typed turn (`listen detect` → first `stt`)
 while a neighbour registers 600 tools or lists 1,000 device tools, against the same round
 trip with no heavy neighbour, plus the worst `hello` round trip of a third session pinging
-every 20 ms (see bench/capacity_isolation.py). Exits 1 when any turn failed.
+every 20 ms (see bench/capacity_isolation.py). It runs one worker unless `--workers` says
+otherwise: with several, the supervisor hands the neighbour and the timed session to different
+workers (the fewest connections first), and the isolation measured would be between processes.
+Exits 1 when any turn failed.
 """
 
 from __future__ import annotations
@@ -179,7 +182,8 @@ def main(argv: list[str] | None = None) -> int:
             if args.isolation:
                 from capacity_isolation import run_isolation
 
-                with VixioServerProcess(children, Path(tmp), fakes_url, _env(), workers=args.workers,
+                workers = 1 if args.workers is None else args.workers  # the neighbour in the same process
+                with VixioServerProcess(children, Path(tmp), fakes_url, _env(), workers=workers,
                                         log_level=args.server_log_level) as server:
                     server.warm_up()
                     summary = run_isolation(server.ws_url, args.rounds)
