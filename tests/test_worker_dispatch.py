@@ -110,3 +110,11 @@ async def test_with_no_worker_ready_devices_wait_in_the_backlog() -> None:
     client[1].close()
     adopter.close()
     await dispatcher.stop()
+
+
+async def test_a_burst_of_devices_is_handed_over_whole_and_evenly() -> None:
+    dispatcher, adopters, held = await workers(2)
+    clients = await asyncio.gather(*(connect(dispatcher) for _ in range(80)))
+    await until(lambda: sum(map(len, held.values())) == 80, "all 80 adopted")
+    assert [len(held[0]), len(held[1])] == [40, 40]
+    await shut_down(dispatcher, adopters, list(clients))

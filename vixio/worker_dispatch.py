@@ -173,7 +173,8 @@ class Adopter:
     def _receive(self) -> None:
         while True:
             try:
-                message, fds, _, _ = socket.recv_fds(self.channel, 64, 32)
+                # One byte per descriptor, so a read never carries more descriptors than it has room for.
+                message, fds, _, _ = socket.recv_fds(self.channel, 32, 32)
             except BlockingIOError:
                 return
             except OSError:
