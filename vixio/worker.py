@@ -28,7 +28,7 @@ from loguru import logger
 from vixio.config.models import VixioConfig
 from vixio.log import setup_logging
 from vixio.server import VixioServer, rss_mb
-from vixio.worker_dispatch import Adopter
+from vixio.worker_dispatch import Adopter, adopt_into
 
 log = logger.bind(component="vixio.worker")
 
@@ -74,7 +74,8 @@ async def run_worker(config: VixioConfig, index: int, socket_path: str, http_por
     server.transport.http_port = http_port  # for the vision URL given to devices
     # Until the models are loaded SIGTERM keeps its default action: there is nothing to close yet.
     await server.start()
-    adopter = Adopter(socket.socket(fileno=dispatch_fd), server.transport.adopt)
+    websockets = server.transport.websocket_server
+    adopter = Adopter(socket.socket(fileno=dispatch_fd), lambda sock, closed: adopt_into(websockets, sock, closed))
     loop.add_signal_handler(signal.SIGTERM, stop.set)
     runner = await _serve_session_routes(server, socket_path)
     try:

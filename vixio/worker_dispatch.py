@@ -11,7 +11,7 @@ writes one byte back when it closes. The supervisor only accepts and passes desc
 handshake and every frame are the worker's.
 
     supervisor: Dispatcher(listener) ─ accept ─► least-loaded worker's channel ─► fd
-    worker:     Adopter(channel, transport) ─ recv fd ─► transport.adopt(socket) ─ closed ─► b"-"
+    worker:     Adopter(channel, adopt) ─ recv fd ─► adopt_into(websocket server, socket) ─ closed ─► b"-"
 """
 
 from __future__ import annotations
@@ -21,8 +21,10 @@ import socket
 from collections.abc import Awaitable, Callable
 from contextlib import suppress
 from dataclasses import dataclass, field
+from typing import Any
 
 from loguru import logger
+from websockets.asyncio.server import Server
 
 from vixio.core.log_throttle import LogThrottle
 
@@ -151,6 +153,27 @@ class Dispatcher:
 
 
 Adopt = Callable[[socket.socket, Callable[[], None]], Awaitable[None]]
+
+
+async def adopt_into(server: Server, sock: socket.socket, on_closed: Callable[[], None]) -> None:
+    """Serve `sock`, accepted by the supervisor, as if `server` had accepted it; `on_closed`
+    runs when the connection closes."""
+    factory = server.server._protocol_factory  # websockets' per-connection factory
+
+    def protocol() -> Any:
+        connection = factory()
+        lost = connection.connection_lost
+
+        def connection_lost(exc: Exception | None) -> None:
+            try:
+                lost(exc)
+            finally:
+                on_closed()
+
+        connection.connection_lost = connection_lost
+        return connection
+
+    await asyncio.get_running_loop().connect_accepted_socket(protocol, sock)
 
 
 class Adopter:

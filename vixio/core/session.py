@@ -18,9 +18,18 @@ from vixio.core.eager import eager_task
 from vixio.core.pipeline import Pipeline
 from vixio.core.state import Message, SessionState
 
-__all__ = ["Message", "OutputHandler", "Session", "SessionState"]
+__all__ = ["Message", "OutputHandler", "Session", "SessionState", "fan_out"]
 
 OutputHandler = Callable[[Chunk], Awaitable[None]]
+
+
+def fan_out(*handlers: OutputHandler) -> OutputHandler:
+    """One output handler calling each of `handlers` in order (e.g. the device first)."""
+    async def handle(chunk: Chunk) -> None:
+        for handler in handlers:
+            await handler(chunk)
+
+    return handle
 
 
 class Session:
@@ -47,6 +56,7 @@ class Session:
         self._pump: asyncio.Task[None] | None = None
         self._pump_holds = False  # the pump has taken a chunk and not finished handling it
         self._rest: asyncio.Future[None] | None = None  # a chunk taken at once, still being handled
+        self._rest_name = f"vixio-{session_id}-output-now"
         self._closed = asyncio.Event()
 
     @property
@@ -105,7 +115,7 @@ class Session:
         its next chunk, so the order stays the pipeline's."""
         if self._pump_holds or (self._rest is not None and not self._rest.done()) or self._closed.is_set():
             return False
-        rest = eager_task(self._handle(chunk), name=f"vixio-{self.session_id}-output-now")
+        rest = eager_task(self._handle(chunk), name=self._rest_name)
         self._rest = None if rest.done() else rest
         return True
 

@@ -9,7 +9,6 @@ accepted: the firmware connects to whatever URL OTA gave it.
 from __future__ import annotations
 
 import asyncio
-import socket
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -26,7 +25,7 @@ from websockets.http11 import Request, Response
 from vixio.core.log_throttle import LogThrottle
 from vixio.core.pipeline import Pipeline
 from vixio.core.protocol import Message
-from vixio.core.session import Session
+from vixio.core.session import Session, fan_out
 from vixio.core.tools.limits import ToolBudget
 from vixio.core.transport import ConnectionClosed, TransportBase
 from vixio.transports.xiaozhi import protocol as xp
@@ -87,11 +86,9 @@ class XiaozhiTransport(TransportBase):
         self.http_port: int | None = None
         """The bound OTA/HTTP port, for the derived vision URL when `http.port` is 0; set by the app."""
         self._refusals = 0
-        self.reuse_port = False
-        """Bind with SO_REUSEPORT so processes share the port."""
         self.adopt_path = ""
-        """A worker's transport: no port of its own; it serves the connections the supervisor
-        hands over (`adopt`), and listens only on this private Unix socket path (set by vixio/worker.py)."""
+        """A worker's transport: no port of its own; it serves the connections the supervisor hands
+        over (vixio/worker_dispatch.py) and listens only on this private Unix socket path."""
         self.encode_on_thread = True
         """Encode downlink Opus on the codec thread (worth it only with a core to spare; VixioServer
         turns it off when every core runs a worker). Off: each frame is encoded on the loop when due."""
@@ -104,8 +101,7 @@ class XiaozhiTransport(TransportBase):
 
     async def start(self) -> None:
         where: dict[str, Any] = ({"unix": True, "path": self.adopt_path} if self.adopt_path else
-                                 {"host": self.config.host, "port": self.config.port,
-                                  "reuse_port": self.reuse_port or None})
+                                 {"host": self.config.host, "port": self.config.port})
         self._server = await serve(
             self._handle,
             **where,
@@ -117,27 +113,12 @@ class XiaozhiTransport(TransportBase):
             logger=websockets_logger(),  # one short line per event (bare TCP health checks: DEBUG)
         )
 
-    async def adopt(self, sock: socket.socket, on_closed: Callable[[], None]) -> None:
-        """Serve a connection accepted elsewhere (the supervisor's dispatch, vixio/worker_dispatch.py)
-        as if this server had accepted it; `on_closed` runs when it closes."""
+    @property
+    def websocket_server(self) -> Server:
+        """The running WebSocket server (a worker adopts handed-over connections into it)."""
         if self._server is None:
             raise RuntimeError("the transport is not started")
-        factory = self._server.server._protocol_factory  # websockets' per-connection factory
-
-        def protocol() -> Any:
-            connection = factory()
-            lost = connection.connection_lost
-
-            def connection_lost(exc: Exception | None) -> None:
-                try:
-                    lost(exc)
-                finally:
-                    on_closed()
-
-            connection.connection_lost = connection_lost
-            return connection
-
-        await asyncio.get_running_loop().connect_accepted_socket(protocol, sock)
+        return self._server
 
     async def stop(self) -> None:
         if self._server is not None:
@@ -265,7 +246,7 @@ class XiaozhiTransport(TransportBase):
             features = hello.get("features") if isinstance(hello.get("features"), dict) else {}
             context = DeviceContext(session_id, identity, hello, version, self, dict(features))
             pipeline = await self._pipeline_factory(context)
-            session = Session(session_id, pipeline, _fan_out(connection.on_output, register.on_output),
+            session = Session(session_id, pipeline, fan_out(connection.on_output, register.on_output),
                               device_id=identity.device_id)
             session.state.device.update(device_id=identity.device_id, client_id=identity.client_id,
                                         protocol_version=version, features=context.features)
@@ -410,11 +391,3 @@ class XiaozhiTransport(TransportBase):
     async def send_emotion(self, session_id: str, emotion: str) -> None:
         await self.write(session_id, xp.llm_emotion(emotion))
 
-
-def _fan_out(*handlers: Callable[[Any], Awaitable[None]]) -> Callable[[Any], Awaitable[None]]:
-    """One output handler calling each of `handlers` in order (the device first)."""
-    async def handle(chunk: Any) -> None:
-        for handler in handlers:
-            await handler(chunk)
-
-    return handle
