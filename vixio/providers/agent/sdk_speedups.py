@@ -56,10 +56,11 @@ _POOL_BACKENDS = ("httpcore2._backends.anyio", "httpcore._backends.anyio")
 _STREAM_MODULES = (
     "agents.models.chatcmpl_stream_handler",
     "agents.models.openai_chatcompletions",
-    "agents.extensions.models.litellm_model",  # only when already imported (litellm takes seconds)
     "openai.types.chat.chat_completion_chunk",
     "openai.types.responses.response_usage",
 )
+_STREAM_MODULES_IF_LOADED = ("agents.extensions.models.litellm_model",)
+"""Looked at only when already imported (importing litellm takes seconds)."""
 _prebuilt = False
 _identity_types: dict[Any, bool] = {}
 _MISSING = object()
@@ -101,9 +102,10 @@ def stream_models() -> list[type]:
     except ImportError:
         return []
     found: dict[int, type] = {}
-    for name in _STREAM_MODULES:
-        module = sys.modules.get(name) if name.startswith("agents.extensions") else _try_import(name)
-        for value in vars(module).values() if module is not None else ():
+    modules = [_try_import(name) for name in _STREAM_MODULES]
+    modules += [sys.modules.get(name) for name in _STREAM_MODULES_IF_LOADED]
+    for module in filter(None, modules):
+        for value in vars(module).values():
             if (isinstance(value, type) and issubclass(value, base_model) and value.__module__.startswith("openai.types.")
                     and not value.__dict__.get("__pydantic_complete__", True)):
                 found[id(value)] = value

@@ -26,8 +26,9 @@ Everything due at once (a pre-buffer, a pair, the messages queued between its fr
 `tts sentence_start`) goes out in order, in one `send_many` call when one is given (one socket
 write), before the pacer waits again. `kick()` sends what is due from the producer's own task
 while the pacer's task is idle: a reply's first audio leaves without waiting for that task's
-wake-up (a loop iteration, ~10-15 ms on a busy server). An end marker waits until the device has played
-everything sent (so `tts stop` never cuts the tail), then runs its callback. `clear()` drops everything unsent at once (abort, barge-in).
+wake-up (a loop iteration, ~10-15 ms on a busy server). An end marker waits until the device
+has played everything sent (so `tts stop` never cuts the tail), then runs its callback.
+`clear()` drops everything unsent at once (abort, barge-in).
 """
 
 from __future__ import annotations
@@ -152,8 +153,7 @@ class DownlinkPacer:
                 if self._delay_for_next_frame() > 0:
                     break
                 if self._encode_async is not None:
-                    if self._burst_frames == 0 and self._encode_now is not None and not self._encoding:
-                        self._encode_burst_now()
+                    self._encode_new_burst_now()
                     if item.message is None:
                         break  # for the codec thread: the task sends it once encoded
                     message = item.message
@@ -222,8 +222,7 @@ class DownlinkPacer:
                 generation = self._generation
                 delay = self._delay_for_next_frame()
                 if self._encode_async is not None:
-                    if self._burst_frames == 0 and self._encode_now is not None and not self._encoding:
-                        self._encode_burst_now()  # the first audio of a reply waits for no thread
+                    self._encode_new_burst_now()
                     self._encode_ahead()  # on the codec thread while we wait for the deadlines
                 if delay > 0:
                     await self._flush(out)
@@ -268,9 +267,11 @@ class DownlinkPacer:
         """The first `prebuffer` frames of the queue, in queue order."""
         return itertools.islice((item for item in self._queue if isinstance(item, _Frame)), self.prebuffer)
 
-    def _encode_burst_now(self) -> None:
-        """Encode the head frames on the loop (none of them is encoding)."""
-        assert self._encode_now is not None
+    def _encode_new_burst_now(self) -> None:
+        """At a new burst, with nothing on the codec thread, encode the head frames on the loop:
+        the first audio of a reply waits for no thread."""
+        if self._burst_frames or self._encode_now is None or self._encoding:
+            return
         for item in self._head_frames():
             if item.message is None:
                 item.message = self._encode_now(item.pcm)
