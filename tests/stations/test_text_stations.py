@@ -1,5 +1,11 @@
 from __future__ import annotations
 
+import asyncio
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from vixio.core.chunk import (
     AudioChunk,
     EmotionChunk,
@@ -112,6 +118,59 @@ def test_speakable_and_sentence_end_helpers() -> None:
     assert find_sentence_end("Hello. World") == 6
     assert find_sentence_end("Hello.") == -1  # may be "Hello.5": wait for more
     assert find_sentence_end("一二三，四", allow_clause=True, min_clause_chars=3) == 4
+
+
+ABBREVIATIONS = (
+    "Mrs. Lee met Dr. Ng at 3 p.m. today, e.g. for tea. They flew to the U.S. last week! "
+    "Mr. Smith lives on Baker St. near Kew, i.e. in London. It cost $3.50, i.e. 3.5 dollars. "
+    "J. K. Rowling vs. C. S. Lewis? Books, toys etc. were sold. We left at 5 p.m. Then it rained. "
+    "So do I. 你好。好的！"
+)
+ABBREVIATION_SENTENCES = [
+    "Mrs. Lee met Dr. Ng at 3 p.m. today, e.g. for tea.", "They flew to the U.S. last week!",
+    "Mr. Smith lives on Baker St. near Kew, i.e. in London.", "It cost $3.50, i.e. 3.5 dollars.",
+    "J. K. Rowling vs. C. S. Lewis?", "Books, toys etc. were sold.", "We left at 5 p.m.", "Then it rained.",
+    "So do I.", "你好。", "好的！",
+]
+
+
+async def _aggregate(parts: list[str]) -> list[str]:
+    """The sentences a SentenceAggregatorStation (no early first clause) makes of these deltas."""
+    station = SentenceAggregatorStation(first_clause_min_chars=1000)
+    out = []
+    for chunk in [*deltas(*parts), StreamCompleteChunk()]:
+        out += [c async for c in station.process(chunk)]
+    return spoken(out)
+
+
+async def test_abbreviations_initials_decimals_and_times_do_not_end_a_sentence() -> None:
+    assert await _aggregate([ABBREVIATIONS]) == ABBREVIATION_SENTENCES
+
+
+@pytest.mark.parametrize(("text", "first"), [
+    ("Ask Mrs. Lee. Now", "Ask Mrs. Lee."), ("Dr. Ng is in. x", "Dr. Ng is in."),
+    ("Tea, e.g. green. x", "Tea, e.g. green."), ("The U.S. economy grew. x", "The U.S. economy grew."),
+    ("Home in the U.S. The end", "Home in the U.S."), ("At 3 p.m. today. x", "At 3 p.m. today."),
+    ("At 3 p.m. Later", "At 3 p.m."), ("Pi is 3.14. x", "Pi is 3.14."), ("Me too. I left. x", "Me too."),
+    ("你好。Mr. Lee", "你好。"), ("一二三；四", "一二三；"),
+])
+def test_first_sentence_end(text: str, first: str) -> None:
+    assert text[:find_sentence_end(text)] == first
+
+
+def test_a_maybe_final_abbreviation_waits_for_the_next_word() -> None:
+    assert find_sentence_end("We met in the U.S. ") == -1  # "U.S. Army" or "U.S. Then"?
+    assert find_sentence_end("We met in the U.S. T") == len("We met in the U.S.")
+    assert find_sentence_end("We met in the U.S. a") == -1
+    assert find_sentence_end("Call Mrs. ") == -1
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(0, len(ABBREVIATIONS)), max_size=30))
+def test_any_chunking_gives_the_same_sentences(cuts: list[int]) -> None:
+    bounds = [0, *sorted(cuts), len(ABBREVIATIONS)]
+    parts = [ABBREVIATIONS[a:b] for a, b in zip(bounds, bounds[1:], strict=False) if b > a]
+    assert asyncio.run(_aggregate(parts)) == ABBREVIATION_SENTENCES
 
 
 async def test_text_aggregator_joins_user_deltas_and_prefers_a_final_text() -> None:

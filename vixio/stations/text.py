@@ -10,6 +10,14 @@ _CJK_END = "。！？；…\n"
 _LATIN_END = ".!?;"
 _CLAUSE = "，,、：:"
 
+# A "." after these never ends a sentence: a name or an example follows ("Mrs. Lee", "e.g. tea").
+_NEVER_FINAL = frozenset({"mr", "mrs", "ms", "dr", "prof", "st", "mt", "vs", "e.g", "i.e", "cf", "approx", "fig"})
+# After these (and dotted initialisms: "U.S.", "p.m.") a sentence may end or go on ("3 p.m. today",
+# "at 3 p.m. Then"): it ends only when the next word starts with a capital letter.
+_MAYBE_FINAL = frozenset({"etc", "inc", "ltd", "co", "jr", "sr"})
+_INITIALISM = re.compile(r"(?:[A-Za-z]\.)+[A-Za-z]")
+_NEXT_WORD = re.compile(r"\S")
+
 _FENCE = re.compile(r"```.*?(```|$)", re.S)
 _INLINE_CODE = re.compile(r"`([^`]*)`")
 _LINK = re.compile(r"!?\[([^\]]*)\]\([^)]*\)")
@@ -43,11 +51,35 @@ def find_sentence_end(text: str, *, allow_clause: bool = False, min_clause_chars
             return index + 1
         if char in _LATIN_END:
             if index + 1 < len(text) and text[index + 1].isspace():
-                return index + 1
+                ends = True if char != "." else _period_ends(text, index)
+                if ends is None:
+                    return -1  # the next word decides: wait for it
+                if ends:
+                    return index + 1
         elif allow_clause and char in _CLAUSE and index + 1 >= min_clause_chars:
             if char in "，、" or (index + 1 < len(text) and text[index + 1].isspace()):
                 return index + 1
     return -1
+
+
+def _period_ends(text: str, index: int) -> bool | None:
+    """Whether the "." at `index` (whitespace follows) ends a sentence; None: the next word, not
+    yet received, decides."""
+    start = index
+    while start > 0 and (text[start - 1].isascii() and text[start - 1].isalpha() or text[start - 1] == "."):
+        start -= 1
+    word = text[start:index]
+    if not word or start > 0 and text[start - 1].isalpha():
+        return True
+    if len(word) == 1 and word.isupper() and word != "I":
+        return False  # an initial: "J. K. Rowling"
+    lowered = word.lower()
+    if lowered in _NEVER_FINAL:
+        return False
+    if lowered not in _MAYBE_FINAL and not _INITIALISM.fullmatch(word):
+        return True
+    following = _NEXT_WORD.search(text, index + 1)
+    return None if following is None else following.group().isupper()
 
 
 def speakable(text: str) -> str:
