@@ -73,7 +73,6 @@ class VoiceStack:
         self.local_tools: list[ToolDefinition] = [func_to_tool_definition(builtin_tool(name))
                                                   for name in config.tools.builtin]
         """Local tools every session gets (built-ins, `tools.local`; add your own before the first session)."""
-        self._local_names: dict[str, str] = {}
         self.local_tools += self._configured_local_tools()
         self._task_queue: AsyncTaskQueue | None = None
         self.mcp: McpServerPool | None = None
@@ -117,7 +116,8 @@ class VoiceStack:
             try:
                 func = load_tool_function(entry.function)
                 tool = func_to_tool_definition(func, name=entry.name, description=entry.description,
-                                               is_async=entry.run_async, sub_type=entry.sub_type)
+                                               is_async=entry.run_async, sub_type=entry.sub_type,
+                                               timeout=entry.timeout)
             except ToolLoadError as exc:
                 errors.append(str(exc))
                 continue
@@ -125,7 +125,6 @@ class VoiceStack:
                 errors.append(f"tools.local entry {entry.function!r}: cannot describe it as a tool: "
                               f"{type(exc).__name__}: {exc}")
                 continue
-            self._local_names[entry.function] = tool.name
             tools.append(tool)
         if errors:
             raise ConfigError("tools.local", errors)
@@ -138,7 +137,7 @@ class VoiceStack:
         and MCP tools as they become known."""
         if self.config.agent is None:
             return None
-        tools = SessionTools(session_id, self.config.tools.policy(self._local_names), local=self.local_tools)
+        tools = SessionTools(session_id, self.config.tools.policy(), local=self.local_tools)
         tools.executor.device_id = device_id
         runner = SessionTaskRunner(self.task_queue, tools.context, session_id=session_id)
         runner.tool_timeout = tools.toolset.policy.configured_timeout  # tools.timeouts / a local entry's timeout

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -289,3 +290,32 @@ async def test_state_follows_the_turn(live: Live) -> None:
     await live.device.wait_for("tts", state="stop", after=mark, timeout=20)
     status, body = await live.get("/api/sessions")
     assert body["sessions"][0]["state"] in ("idle", "listening")
+
+
+async def test_a_local_entrys_own_timeout_in_the_process_wide_list_and_calls(
+        llm: ScriptedLLMServer, tmp_path: Path) -> None:
+    tool_file = tmp_path / "slow_tools.py"
+    tool_file.write_text("import asyncio\n\n"
+                         "async def crawl(url: str) -> str:\n    '''Crawl a site.'''\n    return url\n\n"
+                         "async def stall() -> str:\n    '''Never answers in time.'''\n"
+                         "    await asyncio.sleep(10)\n    return 'late'\n")
+    server = VixioServer(config(llm, tools={"timeout": 30, "timeouts": {"renamed": 4}, "local": [
+        {"function": f"{tool_file}:crawl", "timeout": 20},
+        {"function": f"{tool_file}:stall", "timeout": 0.3},
+        {"function": f"{tool_file}:crawl", "name": "renamed", "timeout": 20},  # `timeouts` wins
+    ]}))
+    await server.start()
+    try:
+        async with aiohttp.ClientSession() as http:
+            base = f"http://127.0.0.1:{server.ota.port}"
+            async with http.get(base + "/api/tools") as response:
+                tools = {tool["name"]: tool for tool in (await response.json())["tools"]}
+            assert (tools["crawl"]["timeout"], tools["stall"]["timeout"]) == (20, 0.3)
+            assert tools["renamed"]["timeout"] == 4 and tools["get_time"]["timeout"] == 30
+            started = time.monotonic()
+            async with http.post(base + "/api/execute", json={"tool": "stall", "arguments": {}}) as response:
+                body = await response.json()
+            assert not body["success"] and "did not answer within 0.3 s" in body["error"]
+            assert time.monotonic() - started < 5
+    finally:
+        await server.stop()

@@ -92,23 +92,17 @@ class ToolsConfig(StrictModel):
         """`local` with every entry in its long form."""
         return [LocalToolConfig(function=entry) if isinstance(entry, str) else entry for entry in self.local]
 
-    def policy(self, local_tools: dict[str, str] | None = None) -> ToolPolicy:
-        """The policy; `local_tools` maps each configured local entry's function to its tool name,
-        so an entry's own timeout applies unless `timeouts` names the tool."""
+    def policy(self) -> ToolPolicy:
+        """The policy. A `local` entry's own timeout travels with its tool (ToolDefinition.timeout),
+        so every policy made from this config, a session's or the console's, applies it."""
         confirm = self.require_confirmation
-        timeouts = {}
-        for entry in self.local_entries():
-            name = (local_tools or {}).get(entry.function)
-            if name and entry.timeout is not None:
-                timeouts[name] = entry.timeout
-        timeouts.update(self.timeouts)
         return ToolPolicy(
             enabled=self.enabled,
             default_enabled=self.default_enabled,
             toggles=dict(self.toggles),
             max_iterations=self.max_iterations,
             timeout=self.timeout,
-            timeouts=timeouts,
+            timeouts=dict(self.timeouts),
             parallel=self.parallel,
             require_confirmation=confirm if isinstance(confirm, bool) else tuple(confirm),
             default_sub_type=self.default_sub_type,

@@ -70,6 +70,7 @@ def func_to_tool_definition(
     description: str | None = None,
     is_async: bool = False,
     sub_type: SubType | None = None,
+    timeout: float | None = None,
 ) -> ToolDefinition:
     """A `ToolDefinition` running `func` (sync or async) with validated keyword arguments."""
     signature = inspect.signature(func)
@@ -110,6 +111,7 @@ def func_to_tool_definition(
         executor=run,
         is_async=is_async,
         sub_type=sub_type,
+        timeout=timeout,
     )
 
 

@@ -64,11 +64,13 @@ class ToolPolicy:
         return tool.is_async or _lookup(dict.fromkeys(self.async_tools, True), _names(tool)) is True
 
     def configured_timeout(self, tool: ToolDefinition) -> float | None:
-        """The timeout configured for this tool by name or pattern; None when only the default applies."""
-        return _lookup(self.timeouts, _names(tool))
+        """The timeout configured for this tool (by name or pattern in `timeouts`, else the tool's
+        own); None when only the default applies."""
+        configured = _lookup(self.timeouts, _names(tool))
+        return tool.timeout if configured is None else configured
 
     def timeout_for(self, tool: ToolDefinition) -> float:
-        configured = _lookup(self.timeouts, _names(tool))
+        configured = self.configured_timeout(tool)
         return self.timeout if configured is None else configured
 
     def needs_confirmation(self, tool: ToolDefinition) -> bool:

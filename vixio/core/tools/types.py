@@ -59,6 +59,9 @@ class ToolDefinition:
     """The name the source knows; empty means the same as `name`."""
     sub_type: SubType | None = None
     """The source's own classification (registerTools); the policy may override it."""
+    timeout: float | None = None
+    """The source's own limit in seconds (a `tools.local` entry's `timeout`); the policy's
+    `timeouts` by name override it, its default `timeout` applies when this is None."""
     is_async: bool = False
     """Runs in the background; the call returns a task handle at once (seed 004)."""
     hidden: bool = False
