@@ -7,6 +7,7 @@
     vixio serve --workers 1                     # all in this one process
     vixio device --ota http://127.0.0.1:8003/xiaozhi/ota/ --text "hello"   # a simulated device
     vixio tools list | call NAME k=v | parse FILE   # the operator console's tools, over its API
+    vixio pairing list | approve ID | revoke ID     # companions asking to pair with a device
 """
 
 from __future__ import annotations
@@ -57,6 +58,9 @@ def build_parser() -> argparse.ArgumentParser:
     from vixio.console.cli import add_tools_parser
 
     add_tools_parser(commands)
+    from vixio.console.pairing_cli import add_pairing_parser
+
+    add_pairing_parser(commands)
     return parser
 
 
@@ -86,6 +90,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from vixio.console.cli import run_tools
 
         return run_tools(args)
+    if args.command == "pairing":
+        from vixio.console.pairing_cli import run_pairing
+
+        return run_pairing(args)
     parser.error(f"unknown command {args.command!r}")
     return 2
 

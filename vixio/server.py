@@ -29,12 +29,14 @@ from loguru import logger
 from vixio.config.models import VixioConfig
 from vixio.config.voice import LocalLlamaAgentConfig
 from vixio.console import Console
+from vixio.console import pairing as console_pairing
 from vixio.console import workers as console_workers
 from vixio.core.batching import worker_stats
 from vixio.core.pipeline import Pipeline
 from vixio.transports.xiaozhi.auth import DeviceAuthenticator
 from vixio.transports.xiaozhi.http_limits import AcceptErrorThrottle, install_accept_error_throttle
 from vixio.transports.xiaozhi.ota import OtaServer
+from vixio.transports.xiaozhi.pairing_policy import warn_about_trusted_macs
 from vixio.transports.xiaozhi.transport import DeviceContext, PipelineFactory, XiaozhiTransport
 from vixio.core.tools.types import ToolDefinition
 from vixio.session_tools import SessionTools
@@ -88,6 +90,8 @@ class VixioServer:
         """The operator console at /console/ and its /api/ (vixio.console)."""
         if not serve_http:  # a worker: the supervisor's console reaches this one over its private socket
             self.session_routes.append(SessionRoute("POST", console_workers.PATH, console_workers.worker_route(self.console.local)))
+            self.session_routes.append(SessionRoute("POST", console_pairing.WORKER_PATH,
+                                                    console_pairing.worker_route(self.console.pairing_local)))
 
     async def _metrics(self, request: web.Request) -> web.Response:
         """Live sessions and the latency marks of their recent turns (ms from the first mark).
@@ -148,6 +152,7 @@ class VixioServer:
         self._accept_throttle = install_accept_error_throttle()
         if self.serve_http:  # with workers, the supervisor (which serves OTA) warns once
             warn_about_open_tokens(self.config)
+            warn_about_trusted_macs(self.config.xiaozhi)
         await self.transport.start()
         if not self.serve_http:
             logger.info("worker ready: WebSocket port {}", self.transport.port)

@@ -48,6 +48,7 @@ from loguru import logger
 
 from vixio.config.models import VixioConfig
 from vixio.console import ConsoleApi, FanOutBackend
+from vixio.console.pairing import FanOutPairing, PairingApi, WorkerPairing
 from vixio.console.workers import WorkerBackend
 from vixio.server import lan_addresses, rss_mb, warn_about_open_tokens
 from vixio.transports.xiaozhi.http_limits import install_accept_error_throttle
@@ -55,6 +56,7 @@ from vixio.transports.xiaozhi.admin import AdminGuard
 from vixio.transports.xiaozhi.auth import DeviceAuthenticator
 from vixio.transports.xiaozhi.hosts import VISION_PATH
 from vixio.transports.xiaozhi.ota import OtaServer
+from vixio.transports.xiaozhi.pairing_policy import PairingPolicy, warn_about_trusted_macs
 from vixio.vision import UPLOAD_TIMEOUT
 from vixio.worker_dispatch import Dispatcher
 from vixio.worker_peers import PeerReply, Peers
@@ -114,6 +116,10 @@ class Supervisor:
                                   AdminGuard(config.xiaozhi.http.admin_token),
                                   vcp_fuzzy=bool(agent is not None and agent.vcp_fuzzy_markers))
         self.console.register(self.ota.add_route)
+        # Companions live in the workers; the approvals are written here (vixio/console/pairing.py).
+        self.pairing = PairingApi(PairingPolicy.from_config(config.xiaozhi).store,
+                                  FanOutPairing(lambda: [WorkerPairing(self.peers, w) for w in self.peers.workers]))
+        self.pairing.register(self.ota.add_route, self.console._protect)
         self.websocket_port = 0
         self._dispatch: Dispatcher | None = None
         self._run_dir = ""
@@ -142,6 +148,7 @@ class Supervisor:
             worker.socket_path = os.path.join(self._run_dir, f"w{worker.index}.sock")
         install_accept_error_throttle()  # the HTTP port: one line per second when descriptors run out
         warn_about_open_tokens(self.config)
+        warn_about_trusted_macs(self.config.xiaozhi)
         try:
             await self.ota.start()
         except OSError as exc:

@@ -2,7 +2,8 @@
 
 Sessions (live devices, what they heard and said, tool calls, latency marks), Discovery (every
 tool the agent could call), an Executor (run a tool by hand through the agent's executor), a
-Parser check (VCP/XML and the speech filter) and a Say box. See docs/console.md.
+Parser check (VCP/XML and the speech filter), a Say box, and the companions asking to pair
+with a device (approve, unpair: console/pairing.py). See docs/console.md.
 
     console = Console(server)      # registers its routes on server.ota; before server.start()
     console.attach(session_id, tools)   # for each new session's tools
@@ -15,6 +16,7 @@ from typing import TYPE_CHECKING
 from vixio.console.api import ConsoleApi
 from vixio.console.backend import ConsoleBackend, ConsoleError, LocalBackend
 from vixio.console.fan_out import FanOutBackend
+from vixio.console.pairing import LocalPairing, PairingApi
 from vixio.transports.xiaozhi.admin import AdminGuard
 
 if TYPE_CHECKING:
@@ -33,6 +35,13 @@ class Console:
         self.api = ConsoleApi(backend or self.local, AdminGuard(server.config.xiaozhi.http.admin_token),
                               vcp_fuzzy=bool(agent is not None and agent.vcp_fuzzy_markers))
         self.api.register(server.ota.add_route)
+        registry = server.transport.companions
+        self.pairing_local = LocalPairing(registry)
+        """This process's companions (a worker serves them to the supervisor's console)."""
+        self.pairing: PairingApi | None = None
+        if registry.policy is not None:  # the server's transport always has one
+            self.pairing = PairingApi(registry.policy.store, self.pairing_local)
+            self.pairing.register(server.ota.add_route, self.api._protect)
 
     def use_backend(self, backend: ConsoleBackend) -> None:
         """Serve another backend's sessions (e.g. a `FanOutBackend` over every worker)."""

@@ -73,17 +73,21 @@ class RegisterClient:
     """One client session; see the module docstring."""
 
     def __init__(self, url: str, tools: list[ClientTool] | None = None, *, envelope: Literal["mcp", "bare"] = "mcp",
-                 device_id: str = "", client_id: str = "") -> None:
+                 device_id: str = "", client_id: str = "", token: str = "") -> None:
         self.url = url
         self.tools = {tool.name: tool for tool in tools or []}
         self.envelope = envelope
         self.device_id = device_id or "aa:bb:cc:" + ":".join(uuid.uuid4().hex[i:i + 2] for i in (0, 2, 4))
         self.client_id = client_id or str(uuid.uuid4())
+        self.token = token
+        """This client's own handshake token (`Authorization: Bearer`), for servers with auth on."""
         self.server_hello: dict[str, Any] | None = None
         self.messages: list[dict[str, Any]] = []
         """Every non-MCP JSON message from the server (hello, stt, tts, llm ...)."""
         self.ai_messages: list[dict[str, Any]] = []
         """`params` of every `mcp/ai/message`: {"type": "chunk"|"thought"|"final", "content": ...}."""
+        self.pairing_notices: list[dict[str, Any]] = []
+        """`params` of every `mcp/pairing` notification (an operator approved or unpaired this companion)."""
         self.executions: list[Execution] = []
         self.envelopes_seen: set[str] = set()
         """How the server framed the JSON-RPC it sent: "mcp" (wrapped) and/or "bare"."""
@@ -107,8 +111,10 @@ class RegisterClient:
 
     async def connect(self, *, hello: bool = True, timeout: float = 5.0) -> dict[str, Any] | None:
         """Open the socket and (by default) exchange hellos; returns the server's hello."""
-        self._ws = await connect(self.url, additional_headers={"Device-Id": self.device_id, "Client-Id": self.client_id,
-                                                               "Protocol-Version": "1"})
+        headers = {"Device-Id": self.device_id, "Client-Id": self.client_id, "Protocol-Version": "1"}
+        if self.token:
+            headers["Authorization"] = f"Bearer {self.token}"
+        self._ws = await connect(self.url, additional_headers=headers)
         self._receiver = asyncio.create_task(self._receive(), name="register-client-receive")
         if hello:
             await self.send_hello()
@@ -145,14 +151,18 @@ class RegisterClient:
     # --- registerTools ------------------------------------------------------------------------
 
     async def register(self, *, mac_addr: str = "AA-BB-CC-DD-EE-FF", tools: list[dict[str, Any]] | None = None,
-                       request_id: Any = None, params: Any = None, timeout: float = 5.0) -> dict[str, Any]:
+                       request_id: Any = None, params: Any = None, timeout: float = 5.0,
+                       device_token: str = "", device_client_id: str = "") -> dict[str, Any]:
         """Send `mcp/registerTools` and return the server's reply payload (result or error).
         `tools` overrides this client's tool list (raw entries, to test bad ones); `params`
-        overrides the whole params value."""
+        overrides the whole params value. `device_token` and `device_client_id`: the named
+        device's own credential (its OTA token and Client-Id), which pairs without approval."""
         request_id = f"client-reg-{next(self._ids):03d}" if request_id is None else request_id
         if params is None:
             entries = tools if tools is not None else [tool.to_json() for tool in self.tools.values()]
             params = {"mac_addr": mac_addr, "tools": entries}
+            if device_token:
+                params.update(token=device_token, client_id=device_client_id)
         future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         self._pending[request_id] = future
         await self.send_jsonrpc({"jsonrpc": "2.0", "method": "mcp/registerTools", "params": params, "id": request_id})
@@ -167,6 +177,11 @@ class RegisterClient:
         """Content of the `count`-th `mcp/ai/message` of type `kind`."""
         await self._wait(lambda: len([m for m in self.ai_messages if m.get("type") == kind]) >= count, timeout)
         return [m for m in self.ai_messages if m.get("type") == kind][count - 1]["content"]
+
+    async def wait_for_pairing(self, status: str, *, timeout: float = 5.0) -> dict[str, Any]:
+        """The first `mcp/pairing` notification with this status."""
+        await self._wait(lambda: any(n.get("status") == status for n in self.pairing_notices), timeout)
+        return next(n for n in self.pairing_notices if n.get("status") == status)
 
     async def wait_for_execution(self, tool_name: str, *, timeout: float = 5.0) -> Execution:
         await self._wait(lambda: any(e.tool_name == tool_name for e in self.executions), timeout)
@@ -234,6 +249,8 @@ class RegisterClient:
         method = payload.get("method")
         if method == "mcp/ai/message":
             self.ai_messages.append(payload.get("params") or {})
+        elif method == "mcp/pairing":
+            self.pairing_notices.append(payload.get("params") or {})
         elif method == "mcp/tool/execute":
             params = payload.get("params") or {}
             execution = Execution(payload.get("id"), str(params.get("tool_name")), params.get("tool_input") or {})

@@ -1,11 +1,14 @@
 """Seed 002 companions: a registerTools-only client (no hello, no audio) paired by `mac_addr`.
 
-Real server, a simulated Xiaozhi device and a registerTools client on loopback WebSockets.
+Real server, a simulated Xiaozhi device and a registerTools client on loopback WebSockets. Here
+with `xiaozhi.pairing.trust_mac: true` (seed 002's trust in the MAC); who may pair by default is
+in test_pairing_authorization.py.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -13,11 +16,27 @@ import pytest
 from vixio.core.tools.types import ToolDefinition
 from vixio.testing.device import SimulatedDevice
 from vixio.testing.register_client import RegisterClient
+from loguru import logger
+
 from vixio.transports.xiaozhi.pairing import CompanionRegistry, normalize_mac
 
-from .test_register_tools import Harness, harness, until, volume_tools  # noqa: F401  (fixture)
+from .test_register_tools import Harness, harness, start_harness, until, volume_tools  # noqa: F401  (fixture)
 
 DEVICE = "aa:bb:cc:dd:ee:ff"
+
+
+@pytest.fixture
+async def trusting() -> AsyncIterator[Harness]:
+    """A server with `pairing.trust_mac: true`; it must say so with a WARNING when it starts."""
+    warnings: list[str] = []
+    sink = logger.add(lambda message: warnings.append(message.record["message"]), level="WARNING")
+    try:
+        harness = await start_harness(pairing={"trust_mac": True})
+    finally:
+        logger.remove(sink)
+    assert any("xiaozhi.pairing.trust_mac is on" in line for line in warnings), warnings
+    yield harness
+    await harness.server.stop()
 
 
 def device_session(h: Harness, device_id: str = DEVICE) -> str:
@@ -40,7 +59,8 @@ async def ask(device: SimulatedDevice, text: str) -> None:
     await device.wait_for("tts", state="stop", after=mark, timeout=10)
 
 
-async def test_a_companion_pairs_with_a_connected_device(harness: Harness) -> None:  # noqa: F811
+async def test_a_companion_pairs_with_a_connected_device(trusting: Harness) -> None:
+    harness = trusting
     async with SimulatedDevice(ws_url=harness.url, device_id=DEVICE, mcp=False, listening_mode="manual") as device:
         await device.connect()
         await until(lambda: any(c.device_id == DEVICE for c in harness.server.transport.connections.values()))
@@ -49,6 +69,7 @@ async def test_a_companion_pairs_with_a_connected_device(harness: Harness) -> No
         try:
             reply = await companion.register(mac_addr="AA-BB-CC-DD-EE-FF")
             assert reply["result"]["paired"] is True and "Paired with the device" in reply["result"]["message"]
+            assert reply["result"]["pairing"] == "paired"
             sid = device_session(harness)
             tools = await device_tools(harness, sid, {"amplify_volume", "get_weather"})
             # The device session's tools run on the companion's socket.
@@ -69,12 +90,14 @@ async def test_a_companion_pairs_with_a_connected_device(harness: Harness) -> No
         await device_tools(harness, sid, set())
 
 
-async def test_a_companion_waits_unpaired_then_pairs_when_its_device_connects(harness: Harness) -> None:  # noqa: F811
+async def test_a_companion_waits_unpaired_then_pairs_when_its_device_connects(trusting: Harness) -> None:
+    harness = trusting
     companion = RegisterClient(harness.url, volume_tools(), envelope="bare")
     await companion.connect(hello=False)
     try:
         reply = await companion.register(mac_addr="aa-bb-cc-dd-ee-ff")
         assert reply["result"]["paired"] is False and "served on your own" in reply["result"]["message"]
+        assert reply["result"]["pairing"] == "waiting_for_device"
         await asyncio.sleep(1.5)  # past the hello grace: it is served, not closed
         await companion.send_text("anyone there?")  # on its own, it talks to its own session
         assert await companion.wait_for_ai("final") == "You said: anyone there?. That is all."
@@ -118,7 +141,8 @@ def test_mac_addresses_compare_without_case_or_separators() -> None:
 
 class _Client:
     def __init__(self, session_id: str, mac: str = "", device_id: str = "") -> None:
-        self.session_id, self.mac_addr, self.device_id = session_id, mac, device_id
+        self.session_id, self.mac_addr, self.device_id = session_id, mac, device_id or f"companion-{session_id}"
+        self.client_id = ""
         self.paired_with = ""
         self.companions: list[Any] = []
 
@@ -133,12 +157,13 @@ def test_the_registry_pairs_now_or_later_and_bounds_companions() -> None:
     registry = CompanionRegistry()
     host = _Client("dev", device_id=DEVICE)
     early = _Client("c1", "AA-BB-CC-DD-EE-FF")
-    assert registry.companion_registered(early) is False  # type: ignore[arg-type]
+    assert registry.companion_registered(early).status == "waiting_for_device"  # type: ignore[arg-type]
     registry.device_connected(DEVICE, host)  # type: ignore[arg-type]
     assert host.companions == [early] and early.paired_with == "dev"
     late = [_Client(f"c{i}", "aabbccddeeff") for i in range(2, 12)]
-    paired = [registry.companion_registered(c) for c in late]  # type: ignore[arg-type]
-    assert paired.count(True) == 7 and len(host.companions) == 8
+    outcomes = [registry.companion_registered(c) for c in late]  # type: ignore[arg-type]
+    assert [o.paired for o in outcomes].count(True) == 7 and len(host.companions) == 8
+    assert outcomes[-1].status == "device_full"
     registry.companion_left(early)  # type: ignore[arg-type]
     assert early not in host.companions and early.paired_with == ""
     registry.device_disconnected(DEVICE, host)  # type: ignore[arg-type]

@@ -73,8 +73,9 @@ async def until(predicate: Callable[[], bool], timeout: float = 3.0) -> None:
         await asyncio.sleep(0.01)
 
 
-@pytest.fixture
-async def harness() -> AsyncIterator[Harness]:
+async def start_harness(**xiaozhi: Any) -> Harness:
+    """A real server whose sessions answer with ThinkingReply and record their tool lists;
+    `xiaozhi` adds or overrides transport settings (e.g. `pairing={"trust_mac": True}`)."""
     tools_seen: dict[str, list[list[ToolDefinition]]] = {}
 
     async def factory(context: DeviceContext) -> Pipeline:
@@ -85,12 +86,19 @@ async def harness() -> AsyncIterator[Harness]:
         return Pipeline([ThinkingReply()], session_id=context.session_id)
 
     config = VixioConfig.model_validate({
-        "xiaozhi": {"host": "127.0.0.1", "port": 0, "http": {"host": "127.0.0.1", "port": 0}, "idle_timeout": 0},
+        "xiaozhi": {"host": "127.0.0.1", "port": 0, "http": {"host": "127.0.0.1", "port": 0}, "idle_timeout": 0,
+                    **xiaozhi},
     })
     server = VixioServer(config, factory)
     await server.start()
-    yield Harness(server, tools_seen)
-    await server.stop()
+    return Harness(server, tools_seen)
+
+
+@pytest.fixture
+async def harness() -> AsyncIterator[Harness]:
+    harness = await start_harness()
+    yield harness
+    await harness.server.stop()
 
 
 def volume_tools(*, control_delay: float = 0.0, query: Callable[[dict[str, Any]], Awaitable[Any]] | None = None
@@ -117,10 +125,12 @@ async def test_registration_is_answered_with_the_clients_id_in_its_own_envelope(
     async with RegisterClient(harness.url, volume_tools(), envelope=envelope) as client:
         reply = await client.register(mac_addr="AA-BB-CC-DD-EE-FF", request_id="client-reg-001")
         message = reply["result"].pop("message")
+        pairing_id = reply["result"].pop("pairing_id")
         assert reply == {"jsonrpc": "2.0", "id": "client-reg-001", "result": {
-            "status": "registered", "tools": 2, "paired": False}}
-        # No device with that MAC is connected: the client is told it is served on its own.
-        assert message.startswith("Tools were successfully registered. No device AA-BB-CC-DD-EE-FF is connected")
+            "status": "registered", "tools": 2, "paired": False, "pairing": "pending_approval"}}
+        # Naming a MAC without the device's token: the client is told it waits for an operator.
+        assert message.startswith("Tools were successfully registered. Not paired with aa:bb:cc:dd:ee:ff: pairing "
+                                  "awaits an operator's approval") and pairing_id in message
         assert client.envelopes_seen == {envelope}
         server_side = harness.register_client(client)
         assert server_side.mac_addr == "AA-BB-CC-DD-EE-FF" and server_side.envelope == envelope

@@ -43,6 +43,15 @@ class ActivationConfig(_Strict):
     """Where confirmed devices are remembered across restarts."""
 
 
+class PairingConfig(_Strict):
+    """Who may pair a seed 002 companion with a device (docs/security.md, "Who may pair a companion")."""
+
+    trust_mac: bool = False
+    """Pair any client with the device its `mac_addr` names, as seed 002 does (no token, no approval); logged as a WARNING at startup. Off: a companion presents the device's own token (auth on) or waits for an operator's approval."""
+    state_file: str = ".vixio/pairings.json"
+    """Where operator-approved companions are remembered across restarts (next to `activation.state_file`)."""
+
+
 class HttpConfig(_Strict):
     """The HTTP side: OTA, activation, health."""
 
@@ -113,6 +122,7 @@ class XiaozhiConfig(_Strict):
     http: HttpConfig = Field(default_factory=HttpConfig)
     auth: AuthConfig = Field(default_factory=AuthConfig)
     activation: ActivationConfig = Field(default_factory=ActivationConfig)
+    pairing: PairingConfig = Field(default_factory=PairingConfig)
     mcp: McpConfig = Field(default_factory=McpConfig)
 
     @field_validator("path")

@@ -2,13 +2,14 @@
 
 A companion is a client that speaks only seed 002 — a robot app, a virtual-human display: it
 connects, sends `mcp/registerTools` with `params.mac_addr`, and never sends a Xiaozhi hello or
-audio. When a Xiaozhi device whose Device-Id is that MAC is connected (now, or later), the
-companion is *paired* with the device's session: its tools join that session's tools (the
-device's model can call them; the calls go to the companion's socket) and that session's
-`mcp/ai/message` stream (chunk / thought / final) is sent to it too. Until then, and after the
-device leaves, it is *unpaired*: served in a session of its own (typed text, no audio) and told
-so in the registration result. MACs compare without case or separators (`AA-BB-CC-DD-EE-FF`
-pairs with `aa:bb:cc:dd:ee:ff`).
+audio. If it may pair (pairing_policy.py: the device's token, an operator's approval, or
+`pairing.trust_mac`) and a Xiaozhi device whose Device-Id is that MAC is connected (now, or
+later), the companion is *paired* with the device's session: its tools join that session's tools
+(shown as coming from the companion: companion_tools.py) and that session's `mcp/ai/message`
+stream is sent to it too. Until then it is served in a session of its own (typed text, no audio)
+and told why in the registration result: waiting for the device, or *pending approval* — it
+stays connected and is paired the moment an operator approves it (`mcp/pairing` notification).
+MACs compare without case or separators (`AA-BB-CC-DD-EE-FF` pairs with `aa:bb:cc:dd:ee:ff`).
 
 The registry lives in the transport (one per process); it only links `RegisterToolsClient`s:
 every session has one, and a device session's client (the *host*) carries its companions.
@@ -16,35 +17,58 @@ every session has one, and a device session's client (the *host*) carries its co
 
 from __future__ import annotations
 
-import re
-from typing import TYPE_CHECKING
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
 
 from loguru import logger
+
+from vixio.transports.xiaozhi.pairing_policy import Grant, PairingPolicy
+from vixio.transports.xiaozhi.pairing_store import CompanionKey, normalize_mac
 
 if TYPE_CHECKING:
     from vixio.transports.xiaozhi.register_tools import RegisterToolsClient
 
-_HEX = re.compile(r"[^0-9a-f]")
+__all__ = ["CompanionRegistry", "PairingOutcome", "normalize_mac"]
+
 MAX_COMPANIONS_PER_DEVICE = 8
 """Companions one device carries at once; more are served unpaired (a bound on what a client can add)."""
 
+PairingStatus = Literal["paired", "waiting_for_device", "pending_approval", "device_full"]
 
-def normalize_mac(value: str) -> str:
-    """`aa:bb:cc:dd:ee:ff` for any spelling of a 48-bit MAC address, else ""."""
-    digits = _HEX.sub("", value.lower()) if isinstance(value, str) else ""
-    if len(digits) != 12 or len(value) > 20:
-        return ""
-    return ":".join(digits[i:i + 2] for i in range(0, 12, 2))
+
+@dataclass(frozen=True, slots=True)
+class PairingOutcome:
+    """What a companion's registration led to, as its registration result says it."""
+
+    status: PairingStatus
+    message: str
+    pairing_id: str = ""
+
+    @property
+    def paired(self) -> bool:
+        return self.status == "paired"
+
+
+@dataclass(slots=True)
+class _Pending:
+    key: CompanionKey
+    since: float
+    refusal: str
 
 
 class CompanionRegistry:
-    """Live devices by MAC, and the companions that asked for each MAC."""
+    """Live devices by MAC, the companions let in for each MAC, and those awaiting approval."""
 
-    def __init__(self) -> None:
+    def __init__(self, policy: PairingPolicy | None = None) -> None:
+        self.policy = policy
+        """None: every companion may pair (seed 002's trust in `mac_addr`)."""
         self._hosts: dict[str, RegisterToolsClient] = {}
         """The register client of the live device session of each MAC."""
         self._companions: dict[str, list[RegisterToolsClient]] = {}
-        """Companions waiting for or paired with each MAC, oldest first."""
+        """Companions let in, waiting for or paired with each MAC, oldest first."""
+        self._grants: dict[RegisterToolsClient, tuple[CompanionKey, Grant]] = {}
+        self._pending: dict[RegisterToolsClient, _Pending] = {}
 
     # --- devices --------------------------------------------------------------------------------
 
@@ -70,23 +94,30 @@ class CompanionRegistry:
 
     # --- companions -----------------------------------------------------------------------------
 
-    def companion_registered(self, companion: RegisterToolsClient) -> bool:
-        """`companion` registered (again): pair it if its device is here. True when paired."""
+    def companion_registered(self, companion: RegisterToolsClient) -> PairingOutcome:
+        """`companion` registered (again): pair it if it may and its device is here."""
         mac = normalize_mac(companion.mac_addr)
         self.companion_left(companion)  # a new registration may name another MAC
-        if not mac:
-            return False
-        host = self._hosts.get(mac)
-        if host is companion:  # a device registering its own tools on its own connection
-            return False
-        waiting = self._companions.setdefault(mac, [])
-        waiting.append(companion)
-        if host is None:
-            return False
-        return self._attach(mac, host, companion)
+        key = CompanionKey(companion.device_id, companion.client_id, mac)
+        if self.policy is None:
+            return self._let_in(companion, key, "trust_mac")
+        decision = self.policy.decide(key, companion.credential, mac_addr=companion.mac_addr,
+                                      operator_only=companion.operator_unpaired)
+        log = logger.bind(session=companion.session_id, device=companion.device_id)
+        if decision.refusal:
+            log.warning("companion {} named {} with a token that was refused: {}", companion.device_id, mac,
+                        decision.refusal)
+        if decision.grant is None:
+            self._pending[companion] = _Pending(key, time.time(), decision.refusal)
+            log.info("companion {} asks to pair with {}: pending an operator's approval (pairing id {})",
+                     companion.device_id, mac, key.id)
+            return self._pending_outcome(key, decision.refusal)
+        return self._let_in(companion, key, decision.grant)
 
     def companion_left(self, companion: RegisterToolsClient) -> None:
         """The companion disconnected or re-registered: unlink it everywhere."""
+        self._pending.pop(companion, None)
+        self._grants.pop(companion, None)
         for mac, companions in list(self._companions.items()):
             if companion in companions:
                 companions.remove(companion)
@@ -97,6 +128,28 @@ class CompanionRegistry:
                 del self._companions[mac]
         companion.paired_with = ""
 
+    def _let_in(self, companion: RegisterToolsClient, key: CompanionKey, grant: Grant) -> PairingOutcome:
+        self._grants[companion] = (key, grant)
+        self._companions.setdefault(key.mac, []).append(companion)
+        host = self._hosts.get(key.mac)
+        if host is None:
+            return PairingOutcome("waiting_for_device", f"No device {companion.mac_addr} is connected: you are "
+                                  "served on your own (send text to talk to the assistant) until it connects, then "
+                                  "you are paired with it.", key.id)
+        if not self._attach(key.mac, host, companion):
+            return PairingOutcome("device_full", f"The device {companion.mac_addr} has {MAX_COMPANIONS_PER_DEVICE} "
+                                  "companions already: you are served on your own.", key.id)
+        return PairingOutcome("paired", f"Paired with the device {companion.mac_addr}: its assistant can use these "
+                              "tools and its replies are streamed to you as mcp/ai/message.", key.id)
+
+    @staticmethod
+    def _pending_outcome(key: CompanionKey, refusal: str) -> PairingOutcome:
+        why = f" ({refusal})" if refusal else ""
+        return PairingOutcome("pending_approval", f"Not paired with {key.mac}: pairing awaits an operator's approval"
+                              f"{why}. Stay connected: you are paired as soon as it is approved (console, or `vixio "
+                              f"pairing approve {key.id}`) and told so with an mcp/pairing notification; until then "
+                              "you are served on your own.", key.id)
+
     def _attach(self, mac: str, host: RegisterToolsClient, companion: RegisterToolsClient) -> bool:
         if len(host.companions) >= MAX_COMPANIONS_PER_DEVICE and companion not in host.companions:
             logger.bind(session=companion.session_id).warning(
@@ -104,6 +157,55 @@ class CompanionRegistry:
             return False
         host.attach_companion(companion)
         companion.paired_with = host.session_id
-        logger.bind(session=companion.session_id).info("companion paired with device {} (session {})",
-                                                       mac, host.session_id)
+        grant = self._grants.get(companion, (None, "trust_mac"))[1]
+        logger.bind(session=companion.session_id).info("companion {} paired with device {} (session {}; by {})",
+                                                       companion.device_id, mac, host.session_id, grant)
         return True
+
+    # --- the operator ---------------------------------------------------------------------------
+
+    def refresh(self) -> None:
+        """Apply approvals and revocations made since (by this process or another): a pending
+        companion now approved pairs, one let in by an approval that was revoked waits again."""
+        if self.policy is None:
+            return
+        for companion, pending in list(self._pending.items()):
+            decision = self.policy.decide(pending.key, companion.credential, mac_addr=companion.mac_addr,
+                                          operator_only=companion.operator_unpaired)
+            if decision.grant is not None:
+                del self._pending[companion]
+                outcome = self._let_in(companion, pending.key, decision.grant)
+                companion.notify_pairing(outcome)
+        for companion, (key, grant) in list(self._grants.items()):
+            if grant == "approved" and not self.policy.store.is_approved(key):
+                self._wait_for_approval(companion, key)
+
+    def unpair(self, pairing_id: str) -> int:
+        """Unpair every live companion with this pairing id: its tools leave the device's agent,
+        the device's messages stop; on this connection only an approval pairs it again."""
+        count = 0
+        for companion, (key, _grant) in list(self._grants.items()):
+            if key.id == pairing_id:
+                companion.operator_unpaired = True
+                self._wait_for_approval(companion, key)
+                count += 1
+        return count
+
+    def _wait_for_approval(self, companion: RegisterToolsClient, key: CompanionKey) -> None:
+        self.companion_left(companion)
+        self._pending[companion] = _Pending(key, time.time(), "")
+        logger.bind(session=companion.session_id).info("companion {} unpaired from {} by the operator",
+                                                       companion.device_id, key.mac)
+        companion.notify_pairing(self._pending_outcome(key, ""))
+
+    def snapshot(self) -> dict[str, list[dict[str, Any]]]:
+        """The companions of this process for the console: `pending` approval and let in (`companions`)."""
+        def entry(companion: RegisterToolsClient, key: CompanionKey) -> dict[str, Any]:
+            return {"id": key.id, "companion": key.companion, "client_id": key.client_id, "mac": key.mac,
+                    "session_id": companion.session_id, "tools": companion.tool_names()}
+
+        pending = [{**entry(c, p.key), "since": round(p.since, 3), "refusal": p.refusal}
+                   for c, p in self._pending.items()]
+        companions = [{**entry(c, key), "grant": grant, "paired": bool(c.paired_with), "device_session": c.paired_with}
+                      for c, (key, grant) in self._grants.items()]
+        return {"pending": pending, "companions": companions}

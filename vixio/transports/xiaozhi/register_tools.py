@@ -14,9 +14,12 @@ docs/xiaozhi.md, "registerTools clients"):
 One client per session. It depends on `vixio.core` only: the transport gives it a `send`
 function that wraps a payload in the envelope the client used.
 
-Pairing (see pairing.py): a client whose `mac_addr` names another connected Xiaozhi device is
-that device's *companion*. The device session's client (the host) then offers the companion's
-tools with its own and streams its `mcp/ai/message`s to the companion as well.
+Pairing (see pairing.py): a client whose `mac_addr` names another Xiaozhi device is that
+device's *companion*. Once it may pair (pairing_policy.py) and the device is connected, the device
+session's client (the host) offers the companion's tools with its own (attributed to the
+companion: companion_tools.py) and streams its `mcp/ai/message`s to the companion as well. The
+registration result says how pairing went (`paired`, `pairing`, `pairing_id`); a later change
+(an operator approves or unpairs it) reaches the companion as an `mcp/pairing` notification.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ import asyncio
 import itertools
 from collections.abc import Awaitable, Callable
 from contextlib import suppress
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from loguru import logger
 
@@ -44,13 +47,21 @@ from vixio.core.tools.types import (
     output_text,
 )
 from vixio.core.transport import ConnectionClosed
+from vixio.transports.xiaozhi.companion_tools import companion_label, present
+from vixio.transports.xiaozhi.pairing_policy import Credential
+from vixio.transports.xiaozhi.pairing_store import normalize_mac
 from vixio.transports.xiaozhi.register_parsing import ServerTools, parse_tools, parse_tools_in_slices
+
+if TYPE_CHECKING:
+    from vixio.transports.xiaozhi.pairing import PairingOutcome
 
 __all__ = ["RegisterToolsClient", "ServerTools", "join_sentences", "parse_tools", "sentence_separator"]
 
 REGISTER_METHOD = "mcp/registerTools"
 EXECUTE_METHOD = "mcp/tool/execute"
 AI_MESSAGE_METHOD = "mcp/ai/message"
+PAIRING_METHOD = "mcp/pairing"
+"""Server → companion notification when its pairing changes after the registration's answer."""
 INVALID_PARAMS = -32602
 LIMIT_EXCEEDED = -32001
 """JSON-RPC error code of a registration refused by a limit (the message names the config key)."""
@@ -90,8 +101,15 @@ class RegisterToolsClient:
         self.device_id = ""
         """The Device-Id of this connection (set by the transport): a registration naming
         another MAC makes this client a companion of that device."""
-        self.on_registered: Callable[[RegisterToolsClient], bool] | None = None
-        """The pairing hook: called after each registration; True when now paired."""
+        self.client_id = ""
+        """The Client-Id of this connection (set by the transport): with the Device-Id, who an
+        operator's approval names."""
+        self.credential = Credential()
+        """What the latest registration presented for the device it names (the device's token)."""
+        self.operator_unpaired = False
+        """The operator unpaired this companion: on this connection only an approval pairs it again."""
+        self.on_registered: Callable[[RegisterToolsClient], PairingOutcome] | None = None
+        """The pairing hook (CompanionRegistry.companion_registered): called after each registration."""
         self.server_tools: ServerTools | None = None
         """Looks up server-side tools for `main_type: "local"` entries."""
         self.paired_with = ""
@@ -121,11 +139,16 @@ class RegisterToolsClient:
         tools = list(self._tools)
         names = {tool.name for tool in tools}
         for companion in self.companions:
+            label = companion_label(companion.device_id)
             for tool in companion._tools:
                 if tool.name not in names:
                     names.add(tool.name)
-                    tools.append(tool)
+                    tools.append(present(tool, label))
         return tools
+
+    def tool_names(self) -> list[str]:
+        """The names of this client's own registered tools (for the console)."""
+        return [tool.name for tool in self._tools]
 
     def attach_companion(self, companion: RegisterToolsClient) -> None:
         if companion not in self.companions:
@@ -182,6 +205,7 @@ class RegisterToolsClient:
         mac_addr = params.get("mac_addr")
         if isinstance(mac_addr, str):
             self.mac_addr = mac_addr[:64]
+        self.credential = Credential.from_params(params)
         self._spawn(self._register(request_id, envelope, tools))
 
     async def _register(self, request_id: Any, envelope: Envelope, tools: list[Any]) -> None:
@@ -213,12 +237,9 @@ class RegisterToolsClient:
             if skipped:
                 result["skipped"] = skipped
             if self.on_registered is not None and self.is_companion:
-                paired = self.on_registered(self)
-                result["paired"] = paired
-                result["message"] += (f" Paired with the device {self.mac_addr}: its assistant can use these tools "
-                                      "and its replies are streamed to you as mcp/ai/message." if paired else
-                                      f" No device {self.mac_addr} is connected: you are served on your own (send "
-                                      "text to talk to the assistant) until it connects, then you are paired with it.")
+                outcome = self.on_registered(self)
+                result.update(paired=outcome.paired, pairing=outcome.status, pairing_id=outcome.pairing_id)
+                result["message"] += " " + outcome.message
             self.registered_event.set()
             await self._answer(request_id, envelope, result=result, then_deliver=True)
 
@@ -237,8 +258,6 @@ class RegisterToolsClient:
     @property
     def is_companion(self) -> bool:
         """Its registration names a MAC other than this connection's own Device-Id."""
-        from vixio.transports.xiaozhi.pairing import normalize_mac
-
         mac = normalize_mac(self.mac_addr)
         return bool(mac) and mac != normalize_mac(self.device_id)
 
@@ -322,6 +341,15 @@ class RegisterToolsClient:
             # An interrupted reply is closed with what was sent, so a client's bubble never dangles.
             reply, self._reply, self._reply_open = "".join(self._reply), [], False
             await self._notify("final", reply)
+
+    def notify_pairing(self, outcome: PairingOutcome) -> None:
+        """Tell the companion its pairing changed (an operator approved or unpaired it)."""
+        if self._closed:
+            return
+        message = {"jsonrpc": "2.0", "method": PAIRING_METHOD, "params": {
+            "status": outcome.status, "paired": outcome.paired, "mac_addr": self.mac_addr,
+            "pairing_id": outcome.pairing_id, "message": outcome.message}}
+        self._spawn(self._send(message, self.envelope))
 
     async def _notify(self, kind: AiMessageType, content: str) -> None:
         message = {"jsonrpc": "2.0", "method": AI_MESSAGE_METHOD, "params": {"type": kind, "content": content}}

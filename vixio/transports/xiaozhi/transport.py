@@ -36,6 +36,7 @@ from vixio.transports.xiaozhi.device_tools import XiaozhiDeviceToolClient
 from vixio.transports.xiaozhi.hosts import derive_vision_url
 from vixio.transports.xiaozhi.framing import SUPPORTED_VERSIONS
 from vixio.transports.xiaozhi.pairing import CompanionRegistry
+from vixio.transports.xiaozhi.pairing_policy import PairingPolicy
 from vixio.transports.xiaozhi.register_tools import RegisterToolsClient, ServerTools
 from vixio.transports.xiaozhi.ws_log import websockets_logger
 from vixio.transports.xiaozhi.ws_send import can_send_now, send_now, send_together
@@ -92,8 +93,8 @@ class XiaozhiTransport(TransportBase):
         self.encode_on_thread = True
         """Encode downlink Opus on the codec thread (worth it only with a core to spare; VixioServer
         turns it off when every core runs a worker). Off: each frame is encoded on the loop when due."""
-        self.companions = CompanionRegistry()
-        """Seed 002 companions paired with devices by MAC (pairing.py)."""
+        self.companions = CompanionRegistry(PairingPolicy.from_config(config))
+        """Seed 002 companions paired with devices by MAC, if they may (pairing.py)."""
         self.server_tools: ServerTools | None = None
         """Server-side tools by name, for registerTools `main_type: "local"` entries; set by the app."""
 
@@ -218,7 +219,8 @@ class XiaozhiTransport(TransportBase):
         register = RegisterToolsClient(
             session_id, lambda payload, envelope: self.write(session_id, xp.mcp(payload, envelope)),
             call_timeout=self.config.mcp.tool_call_timeout, limits=self.config.mcp.limits, budget=budget)
-        register.device_id, register.server_tools = identity.device_id, self.server_tools
+        register.device_id, register.client_id = identity.device_id, identity.client_id[:128]
+        register.server_tools = self.server_tools
         register.on_registered = self.companions.companion_registered
         self.register_clients[session_id] = register
         self.add_mcp_peer(session_id, register)

@@ -1,0 +1,193 @@
+"""The console's companions: who asks to pair with a device, who is let in, and the operator's answer.
+
+    GET  /api/pairing           {"pending": [...], "companions": [...], "approved": [...]}
+    POST /api/pairing/approve   {"id": PAIRING_ID} → remembered; the waiting companion pairs now
+    POST /api/pairing/revoke    {"id": PAIRING_ID} → the approval is forgotten and live companions
+                                with that id are unpaired (tools gone, messages stopped)
+
+A pairing id names one companion (its Device-Id and Client-Id) and one device MAC; it is the
+same in every process and run (pairing_store.CompanionKey.id). Approvals are written by the
+process serving the console (the only one, or the supervisor of `vixio serve --workers N`);
+workers hold the companions, so every call about live companions goes to each worker
+(`/internal/pairing` on its private socket), and each re-reads the approvals file anyway when a
+companion registers. Operator routes only (the console API's guard).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
+
+from aiohttp import web
+
+from vixio.console.backend import ConsoleError
+from vixio.transports.xiaozhi.pairing import CompanionRegistry
+from vixio.transports.xiaozhi.pairing_store import CompanionKey, PairingStore
+
+if TYPE_CHECKING:
+    from vixio.worker_peers import Peers
+
+WORKER_PATH = "/internal/pairing"
+_CALLS = ("state", "refresh", "unpair")
+MAX_ID_CHARS = 32
+
+
+class PairingBackend(Protocol):
+    """The live companions of one process, or of every worker."""
+
+    async def state(self) -> dict[str, list[dict[str, Any]]]:
+        """`pending` approval and let in (`companions`), as `CompanionRegistry.snapshot`."""
+        ...
+
+    async def refresh(self) -> None:
+        """Apply the approvals as they are now (a pending companion just approved pairs)."""
+        ...
+
+    async def unpair(self, pairing_id: str) -> int:
+        """Unpair the live companions with this id; how many there were."""
+        ...
+
+
+class LocalPairing:
+    """This process's companions."""
+
+    def __init__(self, registry: CompanionRegistry) -> None:
+        self.registry = registry
+
+    async def state(self) -> dict[str, list[dict[str, Any]]]:
+        return self.registry.snapshot()
+
+    async def refresh(self) -> None:
+        self.registry.refresh()
+
+    async def unpair(self, pairing_id: str) -> int:
+        return self.registry.unpair(pairing_id)
+
+
+def worker_route(backend: PairingBackend) -> Any:
+    """A worker's handler for `POST /internal/pairing` `{"call": ..., "args": {...}}`."""
+
+    async def handle(request: web.Request) -> web.Response:
+        try:
+            body = await request.json()
+        except ValueError:
+            return web.json_response({"error": "the body is not JSON"}, status=400)
+        call, args = body.get("call"), body.get("args") or {}
+        if call not in _CALLS or not isinstance(args, dict):
+            return web.json_response({"error": f"call must be one of {_CALLS}"}, status=400)
+        try:
+            return web.json_response({"result": await getattr(backend, call)(**args)})
+        except TypeError as exc:
+            return web.json_response({"error": f"bad arguments for {call}: {exc}"}, status=400)
+
+    return handle
+
+
+class WorkerPairing:
+    """One worker's companions, from the supervisor."""
+
+    def __init__(self, peers: Peers, worker: int) -> None:
+        self._peers, self.worker = peers, worker
+
+    async def _call(self, call: str, **args: Any) -> Any:
+        reply = await self._peers.request(self.worker, "POST", WORKER_PATH, json={"call": call, "args": args})
+        if not reply.ok:
+            error = reply.body.get("error") if isinstance(reply.body, dict) else None
+            raise ConsoleError(str(error or f"worker w{self.worker} answered {reply.status}"), 502)
+        return reply.body["result"]
+
+    async def state(self) -> dict[str, list[dict[str, Any]]]:
+        state = await self._call("state")
+        for entries in state.values():
+            for entry in entries:
+                entry["worker"] = self.worker
+        return state
+
+    async def refresh(self) -> None:
+        await self._call("refresh")
+
+    async def unpair(self, pairing_id: str) -> int:
+        return int(await self._call("unpair", pairing_id=pairing_id))
+
+
+class FanOutPairing:
+    """Every worker's companions as one; `backends` is asked afresh each time."""
+
+    def __init__(self, backends: Callable[[], Sequence[PairingBackend]]) -> None:
+        self._backends = backends
+
+    async def state(self) -> dict[str, list[dict[str, Any]]]:
+        merged: dict[str, list[dict[str, Any]]] = {"pending": [], "companions": []}
+        for state in await asyncio.gather(*(backend.state() for backend in self._backends())):
+            for part, entries in state.items():
+                merged.setdefault(part, []).extend(entries)
+        return merged
+
+    async def refresh(self) -> None:
+        await asyncio.gather(*(backend.refresh() for backend in self._backends()))
+
+    async def unpair(self, pairing_id: str) -> int:
+        return sum(await asyncio.gather(*(backend.unpair(pairing_id) for backend in self._backends())))
+
+
+class PairingApi:
+    """The `/api/pairing` routes over a store (approvals) and a backend (live companions)."""
+
+    def __init__(self, store: PairingStore, backend: PairingBackend) -> None:
+        self.store = store
+        self.backend = backend
+
+    def register(self, add_route: Any, protect: Callable[[Any], Any]) -> None:
+        """`protect` wraps a handler with the console API's operator guard."""
+        add_route("GET", "/api/pairing", protect(self._state))
+        add_route("POST", "/api/pairing/approve", protect(self._approve))
+        add_route("POST", "/api/pairing/revoke", protect(self._revoke))
+
+    async def state(self) -> dict[str, Any]:
+        live = await self.backend.state()
+        return {**live, "approved": [approval.to_json() for approval in self.store.approvals()]}
+
+    async def approve(self, pairing_id: str) -> dict[str, Any]:
+        live = await self.backend.state()
+        entry = next((e for e in live["pending"] if e["id"] == pairing_id), None)
+        if entry is None:
+            known = any(a.key.id == pairing_id for a in self.store.approvals())
+            raise ConsoleError(f"pairing {pairing_id} is approved already" if known else
+                               f"no companion is waiting for approval with pairing id {pairing_id!r} "
+                               "(it must be connected; GET /api/pairing lists them)", 409 if known else 404)
+        approval = self.store.approve(CompanionKey(entry["companion"], entry["client_id"], entry["mac"]))
+        await self.backend.refresh()
+        after = await self.backend.state()
+        return {"approved": approval.to_json(), "companions": [e for e in after["companions"] if e["id"] == pairing_id]}
+
+    async def revoke(self, pairing_id: str) -> dict[str, Any]:
+        revoked = self.store.revoke(pairing_id)
+        unpaired = await self.backend.unpair(pairing_id)
+        if revoked is None and not unpaired:
+            raise ConsoleError(f"no approval and no live companion with pairing id {pairing_id!r}", 404)
+        return {"revoked": revoked.to_json() if revoked else None, "unpaired": unpaired}
+
+    async def _state(self, request: web.Request) -> web.Response:
+        return _json(await self.state())
+
+    async def _approve(self, request: web.Request) -> web.Response:
+        return _json(await self.approve(await _pairing_id(request)))
+
+    async def _revoke(self, request: web.Request) -> web.Response:
+        return _json(await self.revoke(await _pairing_id(request)))
+
+
+def _json(data: Any) -> web.Response:
+    return web.json_response(data, headers={"Cache-Control": "no-store"})
+
+
+async def _pairing_id(request: web.Request) -> str:
+    try:
+        body = await request.json()
+    except ValueError:
+        raise ConsoleError("the body must be JSON: {\"id\": PAIRING_ID}") from None
+    pairing_id = body.get("id") if isinstance(body, dict) else None
+    if not isinstance(pairing_id, str) or not pairing_id.strip() or len(pairing_id) > MAX_ID_CHARS:
+        raise ConsoleError(f"id must be a pairing id (a string of at most {MAX_ID_CHARS} characters)")
+    return pairing_id.strip()
