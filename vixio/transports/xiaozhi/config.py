@@ -118,7 +118,7 @@ class XiaozhiConfig(_Strict):
     opus_complexity: int = Field(default=5, ge=0, le=10)
     """libopus encoder complexity of the audio sent to devices (0-10): CPU against quality. 5 costs ~116 µs a 60 ms 24 kHz frame (2-core VM) with no audible loss for speech; 3 ~77 µs, 0 ~53 µs; 8-10 (libopus' own default is 10) ~460 µs. Encoding is about a fifth of a spoken turn's server CPU at 5."""
     allowed_hosts: list[str] = Field(default_factory=list)
-    """Host names (besides this machine's own addresses and localhost) that a request's `Host` header may name to have it put into the WebSocket and vision URLs handed to devices; any other Host is ignored."""
+    """Names of this server (besides its own addresses, localhost, the machine's host name and the hosts of `public_url` and `mcp.vision_url`): a request whose `Host` header names one has it put into the WebSocket and vision URLs handed to devices (any other Host is ignored there), and only such requests reach operator routes (the console, `/api/`, `/metrics`, activation confirm; others get HTTP 403)."""
     http: HttpConfig = Field(default_factory=HttpConfig)
     auth: AuthConfig = Field(default_factory=AuthConfig)
     activation: ActivationConfig = Field(default_factory=ActivationConfig)

@@ -1,17 +1,21 @@
-"""Which host vixio names in the URLs it hands to devices (the WebSocket URL, the vision URL).
+"""Which names are this server's: for the URLs handed to devices, and for operator routes.
 
 A request's `Host` header is chosen by whoever sends the request, so it is used only when it
 names this server: the local address the request arrived on, a loopback name, or a name in
 `xiaozhi.allowed_hosts`. Otherwise the address the request arrived on is used — the device
 reached us through it, so on a LAN it reaches the WebSocket port through it too. Behind a proxy
 or NAT the operator sets `public_url`.
+
+Operator routes (`ServerNames.refuses`) answer only a `Host` that names this server: a web page
+that rebinds its own name to 127.0.0.1 (DNS rebinding) reaches the port from the operator's
+browser, but its requests still carry its own name.
 """
 
 from __future__ import annotations
 
 import ipaddress
+import socket
 from collections.abc import Iterable
-
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit, urlunsplit
 
@@ -41,7 +45,9 @@ def host_of(host_header: str) -> str | None:
 def names_this_server(host: str, local_address: str | None, allowed_hosts: Iterable[str] = ()) -> bool:
     """Whether `host` (from a Host header) names this server."""
     lowered = host.lower().rstrip(".")
-    if lowered in _LOOPBACK_NAMES or lowered in {h.lower().rstrip(".") for h in allowed_hosts}:
+    if lowered in _LOOPBACK_NAMES or lowered.endswith(".localhost"):
+        return True  # browsers resolve these to loopback themselves: no page can own one
+    if lowered in {h.lower().rstrip(".") for h in allowed_hosts}:
         return True
     try:
         ip = ipaddress.ip_address(lowered.strip("[]"))
@@ -58,6 +64,32 @@ def names_this_server(host: str, local_address: str | None, allowed_hosts: Itera
     if isinstance(local, ipaddress.IPv6Address) and local.ipv4_mapped is not None:
         local = local.ipv4_mapped
     return ip == local
+
+
+class ServerNames:
+    """The names a request for an operator route may address this server by: its addresses,
+    loopback names, this machine's host name, `xiaozhi.allowed_hosts`, and the hosts of
+    `public_url` and `mcp.vision_url` (a proxy that passes the public name on)."""
+
+    def __init__(self, config: XiaozhiConfig) -> None:
+        names = [*config.allowed_hosts]
+        for url in (config.public_url, config.mcp.vision_url):
+            if url:
+                host = urlsplit(url).hostname
+                if host:
+                    names.append(host)
+        machine = socket.gethostname().lower()
+        if machine:
+            names += [machine, machine + ".local"]
+        self.names = tuple(names)
+
+    def refuses(self, host_header: str | None, local_address: str | None) -> bool:
+        """Whether a request with this `Host` (None: no header) must be refused an operator
+        route. Without a Host header the caller is no browser (every browser sends one)."""
+        if host_header is None:
+            return False
+        host = host_of(host_header)
+        return host is None or not names_this_server(host, local_address, self.names)
 
 
 def advertised_host(host_header: str, local_address: str | None, fallback: str,
@@ -92,6 +124,6 @@ def derive_vision_url(config: XiaozhiConfig, host_header: str = "", http_port: i
         scheme = "https" if parts.scheme in ("wss", "https") else "http"
         return urlunsplit((scheme, parts.netloc, VISION_PATH, "", ""))
     fallback = "127.0.0.1" if config.http.host in ("", "0.0.0.0", "::") else config.http.host
-    host = advertised_host(host_header, local_address, fallback, config.allowed_hosts)
+    host = advertised_host(host_header, local_address, fallback, ServerNames(config).names)
     port = http_port or config.http.port
     return str(URL.build(scheme="http", host=host, port=port, path=VISION_PATH))

@@ -15,6 +15,10 @@ Routes:
                                          when auth is enabled
     GET  /healthz                        {"status": "ok"} and nothing else (public)
 
+Every other route (the console, `/api/`, `/metrics`, activation confirm) is an operator route:
+it answers only a `Host` that names this server (hosts.py `ServerNames`), whatever token the
+request carries, so a web page that rebinds its name to this address cannot drive it.
+
 Hostile callers are expected on this port (docs/security.md): bodies are bounded in size, time
 and JSON depth; idle and slow connections are closed after `http.keepalive_timeout`; at most
 `http.max_connections` are open at once; a request's Host is put into the WebSocket URL only
@@ -38,12 +42,13 @@ from loguru import logger
 from yarl import URL
 
 from vixio.core.json_limits import DEFAULT_MAX_DEPTH, JsonTooDeep, check_depth
+from vixio.core.log_throttle import LogThrottle
 from vixio.transports.xiaozhi.activation import ActivationRegistry
 from vixio.transports.xiaozhi.admin import AdminGuard
 from vixio.transports.xiaozhi.auth import DeviceAuthenticator, parse_bearer
 from vixio.transports.xiaozhi.config import XiaozhiConfig
 from vixio.transports.xiaozhi.http_limits import CappedAppRunner
-from vixio.transports.xiaozhi.hosts import VISION_PATH, advertised_host
+from vixio.transports.xiaozhi.hosts import VISION_PATH, ServerNames, advertised_host
 
 OTA_PATH = "/xiaozhi/ota/"
 ACTIVATION_TIMEOUT_MS = 30_000
@@ -78,6 +83,14 @@ class _BadRequest(Exception):
 
 def _error(status: int, message: str) -> web.Response:
     return web.json_response({"error": message}, status=status)
+
+
+def is_device_route(path: str) -> bool:
+    """OTA, the activation poll, the camera upload and `/healthz`: what devices call. Every other
+    path is an operator route."""
+    if path.startswith(OTA_PATH + "activate/confirm"):
+        return False
+    return path.startswith(OTA_PATH.rstrip("/")) or path in ("/healthz", VISION_PATH)
 
 
 async def _read_json_object(request: web.Request) -> dict[str, Any]:
@@ -128,6 +141,9 @@ class OtaServer:
         self._activations = ActivationRegistry(config.activation) if config.activation.enabled else None
         self.admin = AdminGuard(config.http.admin_token)
         """Who is an operator on this port (metrics details, activation confirm, the console)."""
+        self.names = ServerNames(config)
+        """The names operator routes may be addressed by."""
+        self._foreign_hosts = LogThrottle(first=3, every=60.0)
         self._runner: web.AppRunner | None = None
         self._port: int | None = None
         self._app = web.Application(middlewares=[self._middleware], client_max_size=MAX_BODY_BYTES)
@@ -210,14 +226,18 @@ class OtaServer:
             return fallback
         sockname = request.transport.get_extra_info("sockname") if request.transport else None
         local = str(sockname[0]) if sockname else None
-        return advertised_host(request.headers.get("Host", ""), local, fallback, self._config.allowed_hosts)
+        return advertised_host(request.headers.get("Host", ""), local, fallback, self.names.names)
 
     @web.middleware
     async def _middleware(self, request: web.Request, handler: Handler) -> web.StreamResponse:
         started = time.perf_counter()
         context_token = _request_device.set(request.headers.get("Device-Id", "").strip().lower() or "-")
         response: web.StreamResponse
-        if request.method == "OPTIONS":
+        device_route = is_device_route(request.path)
+        if not device_route and self._foreign_host(request):
+            response = _error(403, f"Host {request.headers.get('Host', '')[:100]!r} does not name this server: operator "
+                                   "routes answer only its own addresses, localhost and xiaozhi.allowed_hosts")
+        elif request.method == "OPTIONS":
             response = web.Response(status=204)
         else:
             try:
@@ -232,8 +252,7 @@ class OtaServer:
                 logger.exception("OTA handler failed for {} {}", request.method, request.path)
                 response = _error(500, "internal server error")
         # Device routes only: operator routes trust local callers, so web pages get no CORS grant there.
-        device_route = request.path.startswith(OTA_PATH.rstrip("/")) or request.path == "/healthz"
-        if device_route and not request.path.startswith(OTA_PATH + "activate/confirm"):
+        if device_route:
             response.headers.update(_CORS_HEADERS)
         device = _request_device.get()
         _request_device.reset(context_token)
@@ -245,6 +264,20 @@ class OtaServer:
             (time.perf_counter() - started) * 1000,
         )
         return response
+
+    def _foreign_host(self, request: web.Request) -> bool:
+        """The request names another host than this server (a rebinding page, or a proxy passing
+        on a name the operator did not list); logged a few times, then once a minute."""
+        sockname = request.transport.get_extra_info("sockname") if request.transport else None
+        host = request.headers.get("Host")
+        if not self.names.refuses(host, str(sockname[0]) if sockname else None):
+            return False
+        count = self._foreign_hosts.hit()
+        if count is not None:
+            logger.warning("HTTP: refused {} {} addressed to Host {!r}, not a name of this server{}; add the name to "
+                           "xiaozhi.allowed_hosts if it is one", request.method, request.path, (host or "")[:100],
+                           f" ({count} such requests since the last line)" if count else "")
+        return True
 
     async def _read_body(self, request: web.Request) -> None:
         """Read the body before the handler: bounded in time here, in size by client_max_size
