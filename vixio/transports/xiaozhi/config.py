@@ -68,7 +68,9 @@ class HttpConfig(_Strict):
     body_timeout: float = Field(default=10.0, gt=0)
     """Seconds a request body may take to arrive; then the request gets HTTP 408."""
     max_connections: int = Field(default=256, ge=1)
-    """Open HTTP connections at once; further ones are closed on accept (keep it below the process's open-file limit)."""
+    """Open HTTP connections at once; further ones get HTTP 503 on accept and are closed (keep it below the process's open-file limit)."""
+    max_connections_per_address: int = Field(default=64, ge=0)
+    """Open HTTP connections at once from one client address (IPv6: one /64); further ones from it get HTTP 503 on accept, so one client cannot hold the port that devices need for OTA and activation. 0: no per-address share (behind a reverse proxy every connection comes from the proxy's address; limit clients there)."""
 
 
 class McpConfig(_Strict):

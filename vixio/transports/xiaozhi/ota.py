@@ -21,9 +21,10 @@ request carries, so a web page that rebinds its name to this address cannot driv
 
 Hostile callers are expected on this port (docs/security.md): bodies are bounded in size, time
 and JSON depth; idle and slow connections are closed after `http.keepalive_timeout`; at most
-`http.max_connections` are open at once; a request's Host is put into the WebSocket URL only
-when it names this server; a token is handed out only to a device auth would let in anyway
-(activated or allow-listed) when activation or the allow-list is in use.
+`http.max_connections` are open at once, `http.max_connections_per_address` from one client; a
+request's Host is put into the WebSocket URL only when it names this server; a token is handed
+out only to a device auth would let in anyway (activated or allow-listed) when activation or the
+allow-list is in use.
 """
 
 from __future__ import annotations
@@ -190,7 +191,8 @@ class OtaServer:
         if self._runner is not None:
             raise RuntimeError("OtaServer is already started")
         http = self._config.http
-        runner = CappedAppRunner(self._app, max_connections=http.max_connections, access_log=None,
+        runner = CappedAppRunner(self._app, max_connections=http.max_connections,
+                                 per_address=http.max_connections_per_address, access_log=None,
                                  handle_signals=False, keepalive_timeout=http.keepalive_timeout)
         await runner.setup()
         site = web.TCPSite(runner, self._config.http.host, self._config.http.port)
