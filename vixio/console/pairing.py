@@ -16,10 +16,11 @@ companion registers. Operator routes only (the console API's guard).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from aiohttp import web
+from loguru import logger
 
 from vixio.console.backend import ConsoleError
 from vixio.transports.xiaozhi.pairing import CompanionRegistry
@@ -28,6 +29,7 @@ from vixio.transports.xiaozhi.pairing_store import CompanionKey, PairingStore
 if TYPE_CHECKING:
     from vixio.worker_peers import Peers
 
+T = TypeVar("T")
 WORKER_PATH = "/internal/pairing"
 _CALLS = ("state", "refresh", "unpair")
 MAX_ID_CHARS = 32
@@ -112,23 +114,33 @@ class WorkerPairing:
 
 
 class FanOutPairing:
-    """Every worker's companions as one; `backends` is asked afresh each time."""
+    """Every worker's companions as one; `backends` is asked afresh each time. A worker that does
+    not answer (restarting) is left out with a warning: its companions register again anyway."""
 
     def __init__(self, backends: Callable[[], Sequence[PairingBackend]]) -> None:
         self._backends = backends
 
+    async def _each(self, call: Callable[[PairingBackend], Awaitable[T]]) -> list[T]:
+        answers = await asyncio.gather(*(call(backend) for backend in self._backends()), return_exceptions=True)
+        for answer in answers:
+            if isinstance(answer, asyncio.CancelledError):
+                raise answer
+            if isinstance(answer, BaseException):
+                logger.warning("a worker did not answer about its companions: {}", answer)
+        return [answer for answer in answers if not isinstance(answer, BaseException)]
+
     async def state(self) -> dict[str, list[dict[str, Any]]]:
         merged: dict[str, list[dict[str, Any]]] = {"pending": [], "companions": []}
-        for state in await asyncio.gather(*(backend.state() for backend in self._backends())):
+        for state in await self._each(lambda backend: backend.state()):
             for part, entries in state.items():
                 merged.setdefault(part, []).extend(entries)
         return merged
 
     async def refresh(self) -> None:
-        await asyncio.gather(*(backend.refresh() for backend in self._backends()))
+        await self._each(lambda backend: backend.refresh())
 
     async def unpair(self, pairing_id: str) -> int:
-        return sum(await asyncio.gather(*(backend.unpair(pairing_id) for backend in self._backends())))
+        return sum(await self._each(lambda backend: backend.unpair(pairing_id)))
 
 
 class PairingApi:

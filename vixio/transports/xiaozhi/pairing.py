@@ -202,7 +202,7 @@ class CompanionRegistry:
         """The companions of this process for the console: `pending` approval and let in (`companions`)."""
         def entry(companion: RegisterToolsClient, key: CompanionKey) -> dict[str, Any]:
             return {"id": key.id, "companion": key.companion, "client_id": key.client_id, "mac": key.mac,
-                    "session_id": companion.session_id, "tools": companion.tool_names()}
+                    "session_id": companion.session_id, "tools": [tool.name for tool in companion.tools]}
 
         pending = [{**entry(c, p.key), "since": round(p.since, 3), "refusal": p.refusal}
                    for c, p in self._pending.items()]

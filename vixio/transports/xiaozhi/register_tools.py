@@ -146,10 +146,6 @@ class RegisterToolsClient:
                     tools.append(present(tool, label))
         return tools
 
-    def tool_names(self) -> list[str]:
-        """The names of this client's own registered tools (for the console)."""
-        return [tool.name for tool in self._tools]
-
     def attach_companion(self, companion: RegisterToolsClient) -> None:
         if companion not in self.companions:
             self.companions.append(companion)
