@@ -42,11 +42,24 @@ def test_a_missing_extra_names_the_key_and_the_install_command_from_a_checkout(
     monkeypatch.setattr(preflight, "_missing", lambda module: module == "espeakng_loader" or real(module))
     problems = preflight.extra_problems(config(tts={"provider": "espeak"}))
     assert len(problems) == 1
-    assert problems[0].startswith("tts.provider 'espeak' needs the 'espeak' extra, which is not installed: ")
+    assert problems[0].startswith("tts.provider 'espeak' needs the 'espeak' extra, which is not installed "
+                                  "(espeakng_loader missing): ")
     assert problems[0].endswith(f"install -e '{ROOT}[espeak]'") or problems[0].endswith("install -e '.[espeak]'")
     monkeypatch.chdir(ROOT)
     if (ROOT / ".venv" / "bin" / "pip").exists():
         assert preflight.install_hint("espeak") == ".venv/bin/pip install -e '.[espeak]'"
+
+
+def test_the_transport_needs_the_opus_module_its_codec_imports(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A user's venv has opuslib_next (opuslib-next-bundled) and no opuslib (which only the test
+    extra's xiaozhi-sdk brings): the preflight must accept that venv and refuse one without it."""
+    real = preflight._missing
+    monkeypatch.setattr(preflight, "_missing", lambda module: module == "opuslib" or real(module))
+    assert preflight.extra_problems(config(asr=None, agent=None, tts=None)) == []
+    monkeypatch.setattr(preflight, "_missing", lambda module: module == "opuslib_next" or real(module))
+    (problem,) = preflight.extra_problems(config(asr=None, agent=None, tts=None))
+    assert problem.startswith("xiaozhi: the transport needs the 'xiaozhi' extra, which is not installed "
+                              "(opuslib_next missing): ")
 
 
 def test_duplicate_yaml_keys_are_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

