@@ -118,6 +118,21 @@ async def test_a_refused_connection_is_one_line(unused_tcp_port: int, capsys: py
     assert errors == [f"error: connection refused by {url}: is `vixio serve` running on that port?"]
 
 
+async def test_an_ota_url_on_a_closed_port_is_one_line(unused_tcp_port: int, capsys: pytest.CaptureFixture[str]) -> None:
+    url = f"http://127.0.0.1:{unused_tcp_port}/xiaozhi/ota/"
+    assert await run_in_thread(parse("--ota", url, "--text", "hi", "--timeout", "5")) == 1
+    errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
+    assert errors == [f"error: connection refused by {url}: is `vixio serve` running on that port?"]
+
+
+async def test_an_ota_host_that_does_not_resolve_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    url = "http://vixio-no-such-host.invalid:8003/xiaozhi/ota/"
+    assert await run_in_thread(parse("--ota", url, "--text", "hi", "--timeout", "5")) == 1
+    errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and errors[0].startswith(f"error: cannot reach {url}: "), errors
+    assert "ClientConnectorError" not in errors[0] and "ConnectionKey" not in errors[0]
+
+
 async def test_a_401_is_one_line_with_the_reason(capsys: pytest.CaptureFixture[str]) -> None:
     from vixio.config.models import VixioConfig
     from vixio.server import VixioServer

@@ -86,7 +86,7 @@ def describe_failure(exc: BaseException, url: str | None) -> str:
     from websockets.exceptions import InvalidStatus
 
     cause = exc.__cause__
-    if isinstance(cause, InvalidStatus | ConnectionRefusedError):  # the device wraps what went wrong
+    if isinstance(cause, InvalidStatus | OSError):  # the device (and its OTA fetch) wraps what went wrong
         exc = cause
     if isinstance(exc, InvalidStatus):
         response = exc.response
@@ -97,6 +97,8 @@ def describe_failure(exc: BaseException, url: str | None) -> str:
         return f"connection refused{f' by {url}' if url else ''}: is `vixio serve` running on that port?"
     if isinstance(exc, TimeoutError) and not str(exc):
         return "no answer in time (see --timeout)"
+    if isinstance(exc, OSError) and exc.strerror:  # aiohttp's connector errors carry the socket's
+        return f"cannot reach {url or 'the server'}: {exc.strerror}"
     return str(exc) or type(exc).__name__
 
 
