@@ -18,9 +18,11 @@ import gc
 import os
 import signal
 import socket
+import sys
 from collections.abc import Awaitable, Callable
 from contextlib import suppress
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from aiohttp import web
@@ -161,11 +163,8 @@ class VixioServer:
             self.ota.add_route(route.method, route.path, route.handler)
         await self.ota.start()
         self.transport.http_port = self.ota.port  # for the vision URL given to devices
-        http = self.config.xiaozhi.http
         logger.info("WebSocket server on {}:{} (any path)", self.config.xiaozhi.host, self.transport.port)
-        hosts = (lan_addresses() or ["127.0.0.1"]) if http.host in ("0.0.0.0", "::", "") else [http.host]
-        urls = " or ".join(f"http://{host}:{self.ota.port}/xiaozhi/ota/" for host in hosts)
-        logger.info("OTA server on {}:{}. Put this OTA URL into your device: {}", http.host, self.ota.port, urls)
+        log_http_urls(self.config.xiaozhi.http.host, self.ota.port)
 
     async def stop(self) -> None:
         self.console.stop_streams()  # open console pages would hold the HTTP server's shutdown
@@ -236,6 +235,28 @@ def lan_addresses() -> list[str]:
         infos = []
     found += [str(info[4][0]) for info in infos]
     return [a for a in dict.fromkeys(found) if not a.startswith(("127.", "0."))]
+
+
+def log_http_urls(host: str, port: int) -> None:
+    """The startup banner: the OTA URL for devices, the console's URL and a device smoke command."""
+    hosts = (lan_addresses() or ["127.0.0.1"]) if host in ("0.0.0.0", "::", "") else [host]
+    urls = " or ".join(f"http://{address}:{port}/xiaozhi/ota/" for address in hosts)
+    logger.info("OTA server on {}:{}. Put this OTA URL into your device: {}", host, port, urls)
+    local = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
+    logger.info("Operator console: http://{}:{}/console/", local, port)
+    logger.info('No device at hand? Try: {} device --ota http://{}:{}/xiaozhi/ota/ --text "what time is it"',
+                vixio_command(), local, port)
+
+
+def vixio_command() -> str:
+    """How to run `vixio` from the current directory: e.g. `.venv/bin/vixio` (no activated venv needed)."""
+    script = Path(sys.executable).parent / "vixio"
+    if not script.exists():
+        return "vixio"
+    try:
+        return str(script.relative_to(Path.cwd()))
+    except ValueError:
+        return str(script)
 
 
 def lan_address() -> str:

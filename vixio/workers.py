@@ -50,7 +50,7 @@ from vixio.config.models import VixioConfig
 from vixio.console import ConsoleApi, FanOutBackend
 from vixio.console.pairing import FanOutPairing, PairingApi, WorkerPairing
 from vixio.console.workers import WorkerBackend
-from vixio.server import lan_addresses, rss_mb, warn_about_open_tokens
+from vixio.server import log_http_urls, rss_mb, warn_about_open_tokens
 from vixio.transports.xiaozhi.http_limits import install_accept_error_throttle
 from vixio.transports.xiaozhi.admin import AdminGuard
 from vixio.transports.xiaozhi.auth import DeviceAuthenticator
@@ -180,9 +180,7 @@ class Supervisor:
         logger.info("{} workers ready in {:.1f} s", len(self.workers), time.perf_counter() - started)
         logger.info("WebSocket server on {}:{} (any path), shared by {} workers", xiaozhi.host, self.websocket_port,
                     len(self.workers))
-        hosts = (lan_addresses() or ["127.0.0.1"]) if http.host in ("0.0.0.0", "::", "") else [http.host]
-        urls = " or ".join(f"http://{host}:{self.ota.port}/xiaozhi/ota/" for host in hosts)
-        logger.info("OTA server on {}:{}. Put this OTA URL into your device: {}", http.host, self.ota.port, urls)
+        log_http_urls(http.host, self.ota.port)
 
     async def stop(self) -> None:
         """Stop the HTTP port and every worker (bounded), then release the port and run dir."""
