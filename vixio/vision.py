@@ -25,7 +25,9 @@ from typing import Any
 from aiohttp import BodyPartReader, web
 from loguru import logger
 
+from vixio.config.needs import missing_key
 from vixio.config.vision import VisionConfig
+from vixio.providers.failure import describe_failure
 from vixio.transports.xiaozhi.auth import AuthError, DeviceAuthenticator
 
 MAX_QUESTION_CHARS = 2000
@@ -42,6 +44,8 @@ class VisionModel:
 
     def __init__(self, config: VisionConfig) -> None:
         self.config = config
+        self.missing_key = missing_key(config, "vision")
+        """The API key that is not set ("vision.api_key is empty (OPENAI_API_KEY unset)"), or None."""
         self._litellm: Any = None
 
     @property
@@ -72,8 +76,11 @@ class VisionModel:
                 model=config.model, messages=messages, api_base=config.api_base, api_key=config.api_key,
                 timeout=config.timeout, max_tokens=config.max_tokens, num_retries=0)
         except Exception as exc:
+            status = getattr(exc, "status_code", None)
             detail = str(exc).strip().split("\n")[0][:200]
-            raise VisionError(f"the vision model at {self.where} failed: {type(exc).__name__}: {detail}") from exc
+            cause = describe_failure(self.config.api_base, exc=exc, status=status if isinstance(status, int) else None,
+                                     detail=detail, missing_key=self.missing_key)
+            raise VisionError(f"the vision model at {self.where} failed: {cause}") from exc
         try:
             text = response.choices[0].message.content or ""
         except (AttributeError, IndexError) as exc:

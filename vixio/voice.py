@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from loguru import logger
 
 from vixio.config.models import VixioConfig
+from vixio.config.needs import missing_key, missing_keys
 from vixio.config.voice import (
     EdgeTTSConfig,
     EspeakTTSConfig,
@@ -82,8 +83,6 @@ class VoiceStack:
         """Build the shared providers and load their models (once per process)."""
         started = time.perf_counter()
         config = self.config
-        from vixio.config.needs import missing_keys
-
         for problem in missing_keys(config):
             logger.warning(problem)
         if config.asr is not None:
@@ -95,7 +94,7 @@ class VoiceStack:
             await self.tts.initialize()
             fallback = getattr(config.tts, "fallback", None)
             if fallback is not None:
-                self.tts_fallback = _tts(fallback)
+                self.tts_fallback = _tts(fallback, "tts.fallback")
                 await self.tts_fallback.initialize()
         if config.agent is not None:
             await _agent(config).initialize(system_prompt="")  # loads local weights once
@@ -292,10 +291,11 @@ def _asr(config: VixioConfig) -> ASRProvider:
     assert isinstance(asr, OpenAIASRConfig)
     from vixio.providers.asr.openai_compatible import OpenAICompatibleASR
 
-    return OpenAICompatibleASR(asr.api_base, asr.api_key, model=asr.model, language=asr.language, timeout=asr.timeout)
+    return OpenAICompatibleASR(asr.api_base, asr.api_key, model=asr.model, language=asr.language, timeout=asr.timeout,
+                               missing_key=missing_key(asr, "asr"))
 
 
-def _tts(tts: TTSConfig) -> TTSProvider:
+def _tts(tts: TTSConfig, name: str = "tts") -> TTSProvider:
     if isinstance(tts, PiperTTSConfig):
         from vixio.providers.tts.piper import PiperTTS
 
@@ -314,7 +314,7 @@ def _tts(tts: TTSConfig) -> TTSProvider:
 
     return OpenAICompatibleTTS(tts.api_base, tts.api_key, model=tts.model, voice=tts.voice,
                                response_format=tts.response_format, sample_rate=tts.sample_rate, timeout=tts.timeout,
-                               extra_body=tts.extra_body)
+                               extra_body=tts.extra_body, missing_key=missing_key(tts, name))
 
 
 def _agent(config: VixioConfig) -> AgentProvider:
@@ -329,7 +329,7 @@ def _agent(config: VixioConfig) -> AgentProvider:
     from vixio.providers.agent.openai_agent import OpenAIAgentProvider
 
     return OpenAIAgentProvider(agent.model, api_base=agent.api_base, api_key=agent.api_key or None,
-                               max_tool_iterations=config.tools.max_iterations,
+                               missing_key=missing_key(agent, "agent"), max_tool_iterations=config.tools.max_iterations,
                                temperature=agent.temperature, max_tokens=agent.max_tokens, timeout=agent.timeout,
                                tracing=agent.tracing, max_history_messages=agent.max_history_messages,
                                openai_direct=agent.openai_direct)

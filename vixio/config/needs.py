@@ -14,6 +14,7 @@ import os
 from collections.abc import Mapping
 
 from vixio.config.models import VixioConfig
+from vixio.config.vision import VisionConfig
 from vixio.config.voice import (
     FasterWhisperASRConfig,
     LitellmAgentConfig,
@@ -78,19 +79,38 @@ def missing_keys(config: VixioConfig, environ: Mapping[str, str] | None = None) 
     environ = os.environ if environ is None else environ
     problems = []
     agent = config.agent
-    if isinstance(agent, LitellmAgentConfig) and not agent.api_key:
-        prefix = agent.model.split("/", 1)[0] if "/" in agent.model else "openai"
-        variable = _KEY_VARIABLES.get(prefix, f"{prefix.upper()}_API_KEY")
-        if prefix not in _KEYLESS and not agent.api_base and not environ.get(variable):
-            problems.append(f"agent.model {agent.model}: no API key — {variable} is not set and agent.api_key is "
-                            f"empty, so every answer will fail (the user hears speech.apology). "
-                            f"Set it: export {variable}=...")
+    if isinstance(agent, LitellmAgentConfig) and missing_key(agent, "agent", environ):
+        variable = _litellm_key_variable(agent.model)
+        problems.append(f"agent.model {agent.model}: no API key — {variable} is not set and agent.api_key is "
+                        f"empty, so every answer will fail (the user hears speech.apology). "
+                        f"Set it: export {variable}=...")
     for section, name in ((config.asr, "asr"), (config.tts, "tts")):
-        if isinstance(section, OpenAIASRConfig | OpenAITTSConfig) and not section.api_key \
-                and not section.api_base.startswith(("http://127.", "http://localhost")):
+        if isinstance(section, OpenAIASRConfig | OpenAITTSConfig) and missing_key(section, name, environ):
             problems.append(f"{name}.api_key is empty for {section.api_base}; most cloud APIs will refuse "
                             f"(HTTP 401). Set it, e.g. api_key: ${{SILICONFLOW_API_KEY}}")
     return problems
+
+
+def missing_key(section: object, name: str, environ: Mapping[str, str] | None = None) -> str | None:
+    """"agent.api_key is empty (DEEPSEEK_API_KEY unset)" when the provider configured at `name`
+    (agent, asr, tts, vision, tts.fallback) calls a cloud API with no key to send; else None.
+    Providers add it to their failure messages."""
+    environ = os.environ if environ is None else environ
+    if isinstance(section, LitellmAgentConfig | VisionConfig) and not section.api_key:
+        prefix = section.model.split("/", 1)[0] if "/" in section.model else "openai"
+        variable = _litellm_key_variable(section.model)
+        if prefix not in _KEYLESS and not section.api_base and not environ.get(variable):
+            return f"{name}.api_key is empty ({variable} unset)"
+    if isinstance(section, OpenAIASRConfig | OpenAITTSConfig) and not section.api_key \
+            and not section.api_base.startswith(("http://127.", "http://localhost")):
+        return f"{name}.api_key is empty"
+    return None
+
+
+def _litellm_key_variable(model: str) -> str:
+    """The environment variable litellm reads the key of `model` from."""
+    prefix = model.split("/", 1)[0] if "/" in model else "openai"
+    return _KEY_VARIABLES.get(prefix, f"{prefix.upper()}_API_KEY")
 
 
 def print_extras(path: str) -> int:

@@ -8,7 +8,8 @@ mode of each route to reproduce what broken providers do:
         ...
         speech.tts_mode = "ok"            # a tone of about 60 ms per character, int16 at 24 kHz
 
-Modes: "ok", "http_500" (an OpenAI-style JSON error), "not_json" (HTTP 200 with a binary body
+Modes: "ok", "http_500" (an OpenAI-style JSON error), "http_401" (the same when a request
+carries no valid key: OpenAI's "Incorrect API key provided"), "not_json" (HTTP 200 with a binary body
 that is neither JSON nor UTF-8), "garbage" (HTTP 200 with random bytes as the audio).
 """
 
@@ -23,7 +24,7 @@ from aiohttp import web
 
 from vixio.testing.loopback import LoopbackServer
 
-SpeechMode = Literal["ok", "http_500", "not_json", "garbage"]
+SpeechMode = Literal["ok", "http_500", "http_401", "not_json", "garbage"]
 
 TTS_SAMPLE_RATE = 24000
 _MS_PER_CHAR = 60
@@ -87,6 +88,10 @@ def _fault(mode: SpeechMode) -> web.Response:
     if mode == "http_500":
         body = {"error": {"message": "scripted failure", "type": "server_error", "code": 500}}
         return web.Response(text=json.dumps(body), status=500, content_type="application/json")
+    if mode == "http_401":
+        body = {"error": {"message": "Incorrect API key provided", "type": "invalid_request_error",
+                          "code": "invalid_api_key"}}
+        return web.Response(text=json.dumps(body), status=401, content_type="application/json")
     if mode == "not_json":
         return web.Response(body=b"\xff\xfe\x00<html>\x9c\x80 upstream proxy error", status=200,
                             content_type="text/html")

@@ -66,7 +66,7 @@ async def test_service_failures_raise_tts_errors(fail: str) -> None:
 
 async def test_nothing_listening_raises_a_tts_error() -> None:
     tts = EdgeTTS(service_url="ws://127.0.0.1:9/edge/v1?TrustedClientToken=x", timeout=2)
-    with pytest.raises(TTSError):
+    with pytest.raises(TTSError, match="connection refused at 127.0.0.1:9$"):
         await collect(tts, "你好。")
 
 

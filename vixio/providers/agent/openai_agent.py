@@ -58,6 +58,7 @@ from vixio.providers.agent.history import (
     replace_last_reply,
     trim_history,
 )
+from vixio.providers.failure import connection_failure, describe_failure
 
 # Off for the whole process by default; a provider built with tracing=True turns it back on
 # (process-wide in openai-agents) and every other provider still opts out per run.
@@ -175,6 +176,8 @@ class OpenAIAgentProvider(AgentProvider):
             `api_base`) are called with the openai SDK directly, as litellm itself does for
             them, without litellm's per-chunk stream wrapping (the largest share of a turn's
             CPU) and without importing litellm (~140 MB); False sends them through litellm too.
+        missing_key: names the API key that is not set ("agent.api_key is empty (DEEPSEEK_API_KEY
+            unset)"), for the failure messages.
     """
 
     def __init__(
@@ -193,6 +196,7 @@ class OpenAIAgentProvider(AgentProvider):
         max_history_messages: int = 40,
         name: str = "vixio",
         openai_direct: bool = True,
+        missing_key: str | None = None,
     ) -> None:
         self._model_spec = model
         self._api_base = api_base
@@ -202,6 +206,7 @@ class OpenAIAgentProvider(AgentProvider):
         self._timeout = timeout
         self._name = name
         self._openai_direct = openai_direct
+        self._missing_key = missing_key
         self.max_history_messages = max_history_messages
         retries = {"num_retries": max_retries, "max_retries": max_retries}
         through_litellm = isinstance(model, str) and not (openai_direct and model.startswith(_OPENAI_PREFIX))
@@ -371,13 +376,19 @@ class OpenAIAgentProvider(AgentProvider):
                     or detail.startswith(("Connection error", "peer closed")):
                 return f"the connection to the language model at {self.where} broke off mid-reply"
             return f"the language model at {self.where} sent a malformed stream (HTTP 200): {detail}"
-        if "Connection" in name or isinstance(exc, ConnectionError) or detail.startswith("Connection error"):
-            return f"could not reach the language model at {self.where}"
+        # litellm gives a connection failure a made-up status (500): the cause in the chain comes first.
+        unreached = connection_failure(exc, self._api_base)
+        if unreached is not None or "Connection" in name or isinstance(exc, ConnectionError) \
+                or detail.startswith("Connection error"):
+            cause = describe_failure(self._api_base, exc=exc, detail=detail, missing_key=self._missing_key)
+            return f"could not reach the language model at {self.where}: {cause}"
+        cause = describe_failure(self._api_base, status=status if isinstance(status, int) else None, exc=exc,
+                                 detail=detail, missing_key=self._missing_key)
         if status in (401, 403):
-            return f"the language model at {self.where} rejected the API key (HTTP {status})"
+            return f"the language model at {self.where} rejected the API key: {cause}"
         if isinstance(status, int):
-            return f"the language model at {self.where} failed with HTTP {status}: {detail}"
-        return f"the agent failed ({name}): {detail}"
+            return f"the language model at {self.where} failed: {cause}"
+        return f"the agent failed: {cause}"
 
 
 def _litellm_detail(message: str) -> str:

@@ -24,6 +24,7 @@ from loguru import logger
 from vixio.extras import install_hint
 from vixio.providers import http_eager
 from vixio.providers.asr.base import ASRError, ASRProvider, check_pcm
+from vixio.providers.failure import describe_failure
 
 _EXTRA_HINT = install_hint("xiaozhi")
 _BODY_EXCERPT = 300  # characters of an error body worth putting in a log line
@@ -60,11 +61,13 @@ class OpenAICompatibleASR(ASRProvider):
         model: str = "whisper-1",
         language: str | None = None,
         timeout: float = 15.0,
+        missing_key: str | None = None,
     ) -> None:
         """`api_base` ends before `/audio/transcriptions`, e.g. "https://api.openai.com/v1".
 
         `api_key` goes in `Authorization: Bearer`; None for servers that need none.
         `timeout` bounds the whole request (upload, processing, response), in seconds.
+        `missing_key` names the key that is not set ("asr.api_key is empty"), for failure messages.
         """
         if not api_base.startswith(("http://", "https://")):
             raise ValueError(f"OpenAICompatibleASR api_base must be an http(s) URL, got {api_base!r}")
@@ -75,6 +78,7 @@ class OpenAICompatibleASR(ASRProvider):
         self.language = language
         self.timeout = timeout
         self._api_key = api_key
+        self._missing_key = missing_key
         self._session: Any | None = None
         self._lock = asyncio.Lock()
 
@@ -112,10 +116,9 @@ class OpenAICompatibleASR(ASRProvider):
                 # Bytes, decoded leniently: a proxy's binary error page must still make a message.
                 body = (await response.read()).decode("utf-8", "replace")
                 if response.status >= 400:
-                    raise ASRError(
-                        f"{self.name}: POST {self.url} (model {self.model!r}) returned HTTP "
-                        f"{response.status}: {body[:_BODY_EXCERPT]!r}"
-                    )
+                    cause = describe_failure(self.url, status=response.status, detail=repr(body[:_BODY_EXCERPT]),
+                                             missing_key=self._missing_key)
+                    raise ASRError(f"{self.name}: POST {self.url} (model {self.model!r}) returned {cause}")
                 try:
                     payload = json.loads(body)
                 except ValueError as exc:
@@ -128,7 +131,8 @@ class OpenAICompatibleASR(ASRProvider):
                 f"{self.name}: POST {self.url} timed out after {self.timeout:g} s ({seconds:.1f} s of audio)"
             ) from exc
         except aiohttp.ClientError as exc:
-            raise ASRError(f"{self.name}: POST {self.url} failed: {exc!r}") from exc
+            cause = describe_failure(self.url, exc=exc, missing_key=self._missing_key)
+            raise ASRError(f"{self.name}: POST {self.url} failed: {cause}") from exc
         text = payload.get("text") if isinstance(payload, dict) else None
         if not isinstance(text, str):
             raise ASRError(

@@ -16,6 +16,7 @@ from types import ModuleType
 
 from loguru import logger
 
+from vixio.providers.failure import describe_failure
 from vixio.providers.tts.base import TTSError, TTSProvider
 from vixio.providers.tts.mp3 import Mp3StreamDecoder
 
@@ -122,7 +123,9 @@ class EdgeTTS(TTSProvider):
                 total += len(tail)
                 yield tail
         except (edge_tts.exceptions.EdgeTTSException, aiohttp.ClientError, ValueError) as exc:
-            raise TTSError(f"edge: voice {self.voice!r} failed for {text[:60]!r}: {exc!r}") from exc
+            url = self.service_url or edge_tts.communicate.WSS_URL
+            cause = describe_failure(url, exc=exc, status=getattr(exc, "status", None))
+            raise TTSError(f"edge: voice {self.voice!r} failed for {text[:60]!r}: {cause}") from exc
         except TimeoutError as exc:
             raise TTSError(f"edge: the service stalled for more than {self.timeout} s") from exc
         finally:

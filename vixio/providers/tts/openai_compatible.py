@@ -20,6 +20,7 @@ from loguru import logger
 
 from vixio.extras import install_hint
 from vixio.providers import http_eager
+from vixio.providers.failure import describe_failure
 from vixio.providers.tts.base import TTSError, TTSProvider
 
 _EXTRA_HINT = install_hint("xiaozhi")
@@ -184,6 +185,7 @@ class OpenAICompatibleTTS(TTSProvider):
         sample_rate: int = 24000,
         timeout: float = 15.0,
         extra_body: Mapping[str, Any] | None = None,
+        missing_key: str | None = None,
     ) -> None:
         """`api_base` ends before `/audio/speech`, e.g. "https://api.openai.com/v1".
 
@@ -192,6 +194,7 @@ class OpenAICompatibleTTS(TTSProvider):
         `timeout` bounds connecting, waiting for the response and every stall between two
         body reads, in seconds; a long reply that keeps streaming is never cut.
         `extra_body` adds request fields some servers need (SiliconFlow: `sample_rate`, `stream`).
+        `missing_key` names the key that is not set ("tts.api_key is empty"), for failure messages.
         """
         if not api_base.startswith(("http://", "https://")):
             raise ValueError(f"OpenAICompatibleTTS api_base must be an http(s) URL, got {api_base!r}")
@@ -209,6 +212,7 @@ class OpenAICompatibleTTS(TTSProvider):
         self.timeout = timeout
         self.extra_body = dict(extra_body or {})
         self._api_key = api_key
+        self._missing_key = missing_key
         self._session: Any | None = None
         self._lock = asyncio.Lock()
 
@@ -243,10 +247,10 @@ class OpenAICompatibleTTS(TTSProvider):
             async with self._session.post(self.url, json=payload) as response:
                 if response.status >= 400:
                     excerpt = (await response.content.read(_BODY_EXCERPT * 4)).decode("utf-8", "replace")
-                    raise TTSError(
-                        f"{self.name}: POST {self.url} (model {self.model!r}, voice {self.voice!r}) "
-                        f"returned HTTP {response.status}: {excerpt[:_BODY_EXCERPT]!r}"
-                    )
+                    cause = describe_failure(self.url, status=response.status, detail=repr(excerpt[:_BODY_EXCERPT]),
+                                             missing_key=self._missing_key)
+                    raise TTSError(f"{self.name}: POST {self.url} (model {self.model!r}, voice {self.voice!r}) "
+                                   f"returned {cause}")
                 content_type = response.content_type
                 if content_type.startswith(("text/", "application/json")):
                     excerpt = (await response.content.read(_BODY_EXCERPT * 4)).decode("utf-8", "replace")
@@ -263,7 +267,8 @@ class OpenAICompatibleTTS(TTSProvider):
         except TimeoutError as exc:
             raise TTSError(f"{self.name}: POST {self.url} stalled for more than {self.timeout:g} s") from exc
         except aiohttp.ClientError as exc:
-            raise TTSError(f"{self.name}: POST {self.url} failed: {exc!r}") from exc
+            cause = describe_failure(self.url, exc=exc, missing_key=self._missing_key)
+            raise TTSError(f"{self.name}: POST {self.url} failed: {cause}") from exc
         if first_audio is None:
             raise TTSError(f"{self.name}: POST {self.url} returned no audio for {len(text)} characters")
         logger.debug(
