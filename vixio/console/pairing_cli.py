@@ -73,7 +73,7 @@ def _listing(answer: dict[str, Any]) -> str:
               f" (by {e['grant']})  tools: {', '.join(e['tools']) or '-'}" for e in answer["companions"]]
     lines += ["  none"] * (not answer["companions"])
     lines.append("APPROVED (remembered)")
-    lines += [f"  {a['id']}  {a['companion']} -> {a['mac']}  since {time.strftime('%Y-%m-%d %H:%M', time.localtime(a['approved_at']))}"
-              for a in answer["approved"]]
+    lines += [f"  {a['id']}  {a['companion']} -> {a['mac']}  since "
+              f"{time.strftime('%Y-%m-%d %H:%M', time.localtime(a['approved_at']))}" for a in answer["approved"]]
     lines += ["  none"] * (not answer["approved"])
     return "\n".join(lines)

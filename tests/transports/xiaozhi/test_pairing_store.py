@@ -33,8 +33,9 @@ def test_an_approval_is_remembered_and_another_process_sees_it_and_its_revocatio
 
 def test_the_pairing_id_is_stable_and_names_all_three() -> None:
     assert KEY.id == CompanionKey("robot-a", "client-a", "aa:bb:cc:dd:ee:ff").id and len(KEY.id) == 10
-    assert len({KEY.id, CompanionKey("robot-b", "client-a", KEY.mac).id,
-                CompanionKey("robot-a", "client-b", KEY.mac).id, CompanionKey("robot-a", "client-a", "aa:bb:cc:dd:ee:00").id}) == 4
+    others = [CompanionKey("robot-b", "client-a", KEY.mac), CompanionKey("robot-a", "client-b", KEY.mac),
+              CompanionKey("robot-a", "client-a", "aa:bb:cc:dd:ee:00")]
+    assert len({KEY.id, *(key.id for key in others)}) == 4
 
 
 def test_an_unreadable_file_names_itself_at_start_and_is_kept_at_run_time(tmp_path: Path) -> None:
@@ -63,7 +64,8 @@ def test_the_policy_takes_the_devices_token_an_approval_or_trust_mac(tmp_path: P
     store.approve(KEY)
     assert policy.decide(KEY, Credential(), operator_only=True).grant == "approved"
     off = PairingPolicy(AuthConfig(), PairingConfig(), store)
-    assert "auth is off" in off.decide(CompanionKey("x", "", KEY.mac), Credential(device_token, "device-client")).refusal
+    stranger = CompanionKey("x", "", KEY.mac)
+    assert "auth is off" in off.decide(stranger, Credential(device_token, "device-client")).refusal
     trusting = PairingPolicy(AuthConfig(), PairingConfig(trust_mac=True), store)
     assert trusting.decide(CompanionKey("x", "", KEY.mac), Credential()).grant == "trust_mac"
 

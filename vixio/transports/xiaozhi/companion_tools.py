@@ -27,10 +27,12 @@ _VERB = r"(?:call|use|run|invoke|execute|trigger|choose|pick|select|prefer|consu
 _PRIORITY_CLAIMS = [re.compile(pattern, re.IGNORECASE) for pattern in (
     rf"\b(?:always|first)\b.{{0,40}}\b{_VERB}|\b{_VERB}\w*\b.{{0,40}}\b(?:always|first)\b",
     r"\b(?:before|prior to|ahead of) (?:any|every|all|other|anything)\b|\bat the (?:start|beginning) of\b",
-    r"\bfor (?:any|every|all|each) (?:of the )?(?:user'?s? )?(?:requests?|quer(?:y|ies)|questions?|messages?|turns?|inputs?)\b",
+    r"\bfor (?:any|every|all|each) (?:of the )?(?:user'?s? )?"
+    r"(?:requests?|quer(?:y|ies)|questions?|messages?|turns?|inputs?)\b",
     r"\b(?:must|should|has to|have to|needs? to)\b.{0,40}\b(?:called|used|invoked|run|executed|chosen|selected)\b",
     r"\b(?:priority|precedence|prioriti[sz]e|override|overrides|supersedes?|preferred)\b",
-    r"\b(?:ignore|disregard|forget)\b.{0,40}\b(?:instructions?|tools?|functions?|previous|prior|other|above|system|rules?)\b",
+    r"\b(?:ignore|disregard|forget)\b.{0,40}"
+    r"\b(?:instructions?|tools?|functions?|previous|prior|other|above|system|rules?)\b",
     r"\b(?:instead of|rather than|in place of)\b.{0,40}\b(?:tools?|functions?)\b",
     r"\b(?:do not|don't|never)\b.{0,40}\b(?:other|another|any other)\b.{0,20}\b(?:tools?|functions?)\b",
     r"^\s*(?:system|important|urgent|attention|note to (?:the )?(?:assistant|model|ai))\s*[:!]",

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from loguru import logger
 
 from vixio.transports.xiaozhi.pairing_policy import Grant, PairingPolicy
-from vixio.transports.xiaozhi.pairing_store import CompanionKey, normalize_mac
+from vixio.transports.xiaozhi.pairing_store import MAX_ID_CHARS, CompanionKey, normalize_mac
 
 if TYPE_CHECKING:
     from vixio.transports.xiaozhi.register_tools import RegisterToolsClient
@@ -98,19 +98,18 @@ class CompanionRegistry:
         """`companion` registered (again): pair it if it may and its device is here."""
         mac = normalize_mac(companion.mac_addr)
         self.companion_left(companion)  # a new registration may name another MAC
-        key = CompanionKey(companion.device_id, companion.client_id, mac)
+        key = CompanionKey(companion.device_id[:MAX_ID_CHARS], companion.client_id[:MAX_ID_CHARS], mac)
         if self.policy is None:
             return self._let_in(companion, key, "trust_mac")
         decision = self.policy.decide(key, companion.credential, mac_addr=companion.mac_addr,
                                       operator_only=companion.operator_unpaired)
-        log = logger.bind(session=companion.session_id, device=companion.device_id)
+        log = logger.bind(session=companion.session_id, device=key.companion)
         if decision.refusal:
-            log.warning("companion {} named {} with a token that was refused: {}", companion.device_id, mac,
-                        decision.refusal)
+            log.warning("companion {} named {} with a token that was refused: {}", key.companion, mac, decision.refusal)
         if decision.grant is None:
             self._pending[companion] = _Pending(key, time.time(), decision.refusal)
             log.info("companion {} asks to pair with {}: pending an operator's approval (pairing id {})",
-                     companion.device_id, mac, key.id)
+                     key.companion, mac, key.id)
             return self._pending_outcome(key, decision.refusal)
         return self._let_in(companion, key, decision.grant)
 
@@ -159,7 +158,7 @@ class CompanionRegistry:
         companion.paired_with = host.session_id
         grant = self._grants.get(companion, (None, "trust_mac"))[1]
         logger.bind(session=companion.session_id).info("companion {} paired with device {} (session {}; by {})",
-                                                       companion.device_id, mac, host.session_id, grant)
+                                                       companion.device_id[:MAX_ID_CHARS], mac, host.session_id, grant)
         return True
 
     # --- the operator ---------------------------------------------------------------------------
@@ -195,7 +194,7 @@ class CompanionRegistry:
         self.companion_left(companion)
         self._pending[companion] = _Pending(key, time.time(), "")
         logger.bind(session=companion.session_id).info("companion {} unpaired from {} by the operator",
-                                                       companion.device_id, key.mac)
+                                                       key.companion, key.mac)
         companion.notify_pairing(self._pending_outcome(key, ""))
 
     def snapshot(self) -> dict[str, list[dict[str, Any]]]:
