@@ -23,6 +23,7 @@ import time
 from typing import Any
 
 from aiohttp import BodyPartReader, web
+from aiohttp.http_exceptions import HttpProcessingError
 from loguru import logger
 
 from vixio.config.needs import missing_key
@@ -133,23 +134,28 @@ class VisionRoute:
 
 async def read_upload(request: web.Request, max_image_bytes: int) -> tuple[str, bytes, str]:
     """(question, image bytes, image MIME type) from the firmware's multipart body; raises
-    HTTPBadRequest / HTTPRequestEntityTooLarge with a reason."""
+    HTTPBadRequest (also for a malformed body) / HTTPRequestEntityTooLarge with a reason."""
     if not request.content_type.startswith("multipart/"):
         raise web.HTTPBadRequest(text=f"expected multipart/form-data with question and file, got {request.content_type}")
     question, image, mime = "", b"", "image/jpeg"
-    reader = await request.multipart()
-    while (part := await reader.next()) is not None:
-        if not isinstance(part, BodyPartReader):
-            raise web.HTTPBadRequest(text="nested multipart bodies are not accepted")
-        if part.name == "question":
-            raw = await _read_part(part, MAX_QUESTION_CHARS * 4, "the question")
-            question = raw.decode("utf-8", errors="replace").strip()[:MAX_QUESTION_CHARS]
-        elif part.name == "file":
-            image = await _read_part(part, max_image_bytes, "the image")
-            declared = part.headers.get("Content-Type", "")
-            mime = declared if declared.startswith("image/") else "image/jpeg"
-        else:
-            await part.release()
+    try:
+        reader = await request.multipart()
+        while (part := await reader.next()) is not None:
+            if not isinstance(part, BodyPartReader):
+                raise web.HTTPBadRequest(text="nested multipart bodies are not accepted")
+            if part.name == "question":
+                raw = await _read_part(part, MAX_QUESTION_CHARS * 4, "the question")
+                question = raw.decode("utf-8", errors="replace").strip()[:MAX_QUESTION_CHARS]
+            elif part.name == "file":
+                image = await _read_part(part, max_image_bytes, "the image")
+                declared = part.headers.get("Content-Type", "")
+                mime = declared if declared.startswith("image/") else "image/jpeg"
+            else:
+                await part.release()
+    # aiohttp's multipart reader reports a malformed body (no boundary, a missing or wrong
+    # boundary line, bad part headers) with these; all are the sender's fault.
+    except (ValueError, AssertionError, HttpProcessingError) as exc:
+        raise web.HTTPBadRequest(text=f"the upload is not valid multipart/form-data: {str(exc)[:200]}") from None
     if not image:
         raise web.HTTPBadRequest(text="no image: the form has no file part, or it is empty")
     return question or DEFAULT_QUESTION, image, mime

@@ -148,3 +148,40 @@ async def test_the_route_checks_the_token_the_size_and_the_form(llm: ScriptedLLM
         assert not llm.pending
     finally:
         await server.stop()
+
+
+MALFORMED_UPLOADS = [
+    # (Content-Type, body): the issue's two, a preamble that never reaches a boundary, an unclosed
+    # part, and a part without headers' end.
+    ("multipart/form-data; boundary=zzz", b"--zzz\r\ngarbage" + b"\x00\xff" * 200),
+    ("multipart/form-data", b'--zzz\r\nContent-Disposition: form-data; name="file"\r\n\r\nabc\r\n--zzz--\r\n'),
+    ("multipart/form-data; boundary=zzz", b"no boundary anywhere in here"),
+    ("multipart/form-data; boundary=zzz", b'--zzz\r\nContent-Disposition: form-data; name="file"\r\n\r\nabc'),
+    ("multipart/form-data; boundary=" + "z" * 100, b"--" + b"z" * 100 + b"\r\n"),
+]
+
+
+async def post_raw(port: int, headers: dict[str, str], content_type: str, body: bytes) -> tuple[int, dict[str, Any]]:
+    async with aiohttp.ClientSession() as session, session.post(
+            f"http://127.0.0.1:{port}/mcp/vision/explain", data=body,
+            headers={**headers, "Content-Type": content_type}) as response:
+        return response.status, await response.json(content_type=None)
+
+
+async def test_a_malformed_upload_is_400_without_a_traceback(llm: ScriptedLLMServer) -> None:
+    from tests.transports.xiaozhi.hostile import captured_logs
+
+    server = await start(llm)
+    good = {"Device-Id": "aa:bb:cc:00:11:22", "Client-Id": "client-vision",
+            "Authorization": "Bearer " + issue_token(SECRET, "client-vision", "aa:bb:cc:00:11:22")}
+    try:
+        async with captured_logs("INFO") as logs:
+            for content_type, body in MALFORMED_UPLOADS:
+                status, reply = await post_raw(server.ota.port, good, content_type, body)
+                assert status == 400, (content_type, body[:40], reply)
+                assert reply["success"] is False and reply["message"], reply
+        assert logs.tracebacks() == []
+        assert len(logs.lines("vision upload refused")) == len(MALFORMED_UPLOADS)
+        assert not llm.pending  # the model was never asked
+    finally:
+        await server.stop()
