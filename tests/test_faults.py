@@ -188,7 +188,7 @@ async def test_unknown_tool_is_explained_to_the_model_which_then_answers(
             heard = await ask(device, "open the garage")
             assert heard.sentences == ["I cannot open the garage."]
             assert logs.at("ERROR") == []
-            assert len(logs.at("INFO", "'open_garage', which is not one of its")) == 1
+            assert len(logs.at("WARNING", "'open_garage', which is not one of its")) == 1
             await next_turn_works(device, llm)
     finally:
         await server.stop()

@@ -10,7 +10,9 @@ policy wants it, then runs the tool:
 - query tools are awaited up to the policy timeout, one at a time when `parallel` is off.
 
 Every outcome is a `ToolCallResult` whose text the model can act on; nothing raises into the
-agent loop except cancellation.
+agent loop except cancellation. A call that cannot run (no such tool, unreadable or invalid
+arguments) is the model's or the peer's mistake: a WARNING, throttled per session (the first few,
+then a count every ten seconds), where a call that ran is one INFO line.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from typing import Any, Protocol
 
 from loguru import logger
 
+from vixio.core.log_throttle import LogThrottle
 from vixio.core.tools.arguments import ArgumentError, parse_arguments, prepare_arguments
 from vixio.core.tools.context import Say, ToolCallContext, ToolContext, confirmation_key, current_tool_context
 from vixio.core.tools.toolset import ToolSet
@@ -35,6 +38,14 @@ _call_numbers = itertools.count(1)
 
 CallObserver = Callable[[ToolCallRequest, ToolCallResult, float], None]
 """Called with each finished call, its result and how long it took (ms)."""
+
+
+class _CallRefused(Exception):
+    """The call cannot run; `message` is what the model is told."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
 
 
 class AsyncToolRunner(Protocol):
@@ -67,6 +78,7 @@ class ToolExecutor:
         self.speaker: Say | None = None
         """Speaks to the user (`ToolContext.say`); the app layer sets it when there is a voice."""
         self._logger = logger.bind(session=session_id or "-", component="tools")
+        self._refusals = LogThrottle()
 
     def new_call_id(self, prefix: str = "call") -> str:
         return f"{prefix}_{next(_call_numbers)}"
@@ -81,15 +93,21 @@ class ToolExecutor:
         token = current_tool_context.set(ToolContext(
             session_id=self.session_id, device_id=self.device_id, call_id=request.call_id,
             tool_name=request.tool_name, calls=self.context, speaker=self.speaker))
+        refused = False
         try:
             result = await self._execute(request)
+        except _CallRefused as exc:
+            result, refused = ToolCallResult.fail(exc.message), True
         finally:
             current_tool_context.reset(token)
         result.call_id = request.call_id
         result.duration_ms = (time.perf_counter() - started) * 1000
         self.context.record_result(result)
-        self._logger.info("tool {} ({}) -> {} in {:.1f} ms: {}", request.tool_name, request.original_name or "?",
-                          result.status if result.success else "error", result.duration_ms, _short(result.text))
+        if refused:
+            self._log_refusal(request, result)
+        else:
+            self._logger.info("tool {} ({}) -> {} in {:.1f} ms: {}", request.tool_name, request.original_name or "?",
+                              result.status if result.success else "error", result.duration_ms, _short(result.text))
         for observer in list(self.observers):
             try:
                 observer(request, result, result.duration_ms)
@@ -101,9 +119,9 @@ class ToolExecutor:
         tool = self.toolset.resolve(request.tool_name)
         if request.errors:
             what = f"the call to {tool.name}" if tool else f"the {request.protocol} tool call"
-            return ToolCallResult.fail(f"{what} could not be read: " + "; ".join(request.errors))
+            raise _CallRefused(f"{what} could not be read: " + "; ".join(request.errors))
         if tool is None:
-            return self._unknown(request.tool_name)
+            raise _CallRefused(self._unknown(request.tool_name))
         request.source, request.original_name = tool.source, tool.source_name
         try:
             # Native calls carry JSON text; text protocols parse their own arguments (raw is the block).
@@ -111,7 +129,7 @@ class ToolExecutor:
             arguments = parse_arguments(request.raw) if native_json else request.arguments
             arguments = prepare_arguments(arguments, tool.parameters)
         except ArgumentError as exc:
-            return ToolCallResult.fail(f"{tool.name}: {exc}")
+            raise _CallRefused(f"{tool.name}: {exc}") from None
         request.arguments = arguments
         policy = self.toolset.policy
         if policy.needs_confirmation(tool):
@@ -156,12 +174,22 @@ class ToolExecutor:
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 
-    def _unknown(self, name: str) -> ToolCallResult:
+    def _unknown(self, name: str) -> str:
         known = self.toolset.find_any(name)
         if known is not None:
-            return ToolCallResult.fail(f"the tool {name} is turned off on this server")
+            return f"the tool {name} is turned off on this server"
         offered = ", ".join(tool.name for tool in self.toolset.tools) or "none"
-        return ToolCallResult.fail(f"there is no tool named {name}; available tools: {offered}")
+        return f"there is no tool named {name}; available tools: {offered}"
+
+    def _log_refusal(self, request: ToolCallRequest, result: ToolCallResult) -> None:
+        count = self._refusals.hit()
+        if count == 0:
+            self._logger.warning("tool call {} refused (the model was told): {}", _short(request.tool_name, 60),
+                                 _short(result.text))
+        elif count:
+            self._logger.warning("{} more tool call(s) refused in the last {:g} s (the model was told each); latest: "
+                                 "{}: {}", count, self._refusals.every, _short(request.tool_name, 60),
+                                 _short(result.text))
 
     def on_user_text(self, text: str) -> None:
         """Called with each user turn's text (confirmations)."""

@@ -41,6 +41,7 @@ from agents.stream_events import (
 )
 from loguru import logger
 
+from vixio.core.log_throttle import LogThrottle
 from vixio.providers.agent import sdk_gather, sdk_speedups
 from vixio.providers.agent.base import (
     AgentError,
@@ -225,6 +226,7 @@ class OpenAIAgentProvider(AgentProvider):
         self._tools: list[Any] = []
         self._history: list[Item] = []
         self._turn: _Turn | None = None
+        self._unknown_calls = LogThrottle()
 
     @property
     def where(self) -> str:
@@ -332,7 +334,10 @@ class OpenAIAgentProvider(AgentProvider):
         turn = self._turn
         tools = turn.agent.tools if turn is not None else self._tools
         names = sorted(str(getattr(tool, "name", "")) for tool in tools if getattr(tool, "name", ""))
-        logger.info("the model called {!r}, which is not one of its {} tool(s); told it so", args.tool_name, len(names))
+        count = self._unknown_calls.hit()
+        if count is not None:
+            logger.warning("the model called {!r}, which is not one of its {} tool(s); told it so{}", args.tool_name[:60],
+                           len(names), f" ({count} such calls since the last line)" if count else "")
         available = ", ".join(names) if names else "none"
         return (f"Error: there is no tool named '{args.tool_name}'. Available tools: {available}. "
                 "Use one of them or answer without a tool.")
