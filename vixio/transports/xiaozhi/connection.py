@@ -77,6 +77,8 @@ class XiaozhiConnection:
         self.mode = "auto"
         self.listening = False
         self.speaking = False
+        self.stopping = False
+        """The server is stopping: nothing more is said (a reply's next sentence must not start one)."""
         self.last_activity = time.monotonic()
         self._write = write
         self._decoder = OpusDecoder(UPLINK_SAMPLE_RATE)
@@ -109,7 +111,9 @@ class XiaozhiConnection:
 
     async def shutdown(self) -> bool:
         """The server is stopping: a reply in progress ends with `tts stop` (bounded, best
-        effort). True when one was queued."""
+        effort). True when one was queued. The pipeline still runs until the connection closes:
+        what it says from now on is dropped."""
+        self.stopping = True
         if not (self.speaking or self._pacer.pending):
             return False
         with contextlib.suppress(Exception):
@@ -267,6 +271,8 @@ class XiaozhiConnection:
 
     async def on_output(self, chunk: Chunk) -> None:
         """The session's output handler: pipeline chunks → messages and paced audio."""
+        if self.stopping:
+            return
         if isinstance(chunk, InterruptChunk):
             if self._pacer.pending or self.speaking:
                 await self._stop_downlink()

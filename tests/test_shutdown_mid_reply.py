@@ -1,0 +1,45 @@
+"""Ctrl-C while a device is hearing a reply: the reply ends with `tts stop` and nothing starts
+after it — `vixio serve` in its own process group, one process and two workers, a simulated
+device, an agent over a scripted LLM on loopback, espeak for speech."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+from pathlib import Path
+
+import pytest
+
+from tests.test_workers import start_serve
+from vixio.testing.device import SimulatedDevice
+from vixio.testing.llm_server import Reply, ScriptedLLMServer
+from vixio.workers import reuse_port_supported
+
+LONG_REPLY = " ".join(f"This is sentence number {n} of a long story." for n in range(1, 41))
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+async def test_ctrl_c_mid_reply_stops_it_and_starts_nothing_after(
+        tmp_path: Path, llm: ScriptedLLMServer, workers: str) -> None:
+    if workers != "1" and not reuse_port_supported():
+        pytest.skip("workers are Linux only")
+    serve = await start_serve(tmp_path, llm, "--workers", workers)
+    try:
+        ota_url = await serve.wait_ready()
+        async with SimulatedDevice(ota_url=ota_url) as device:
+            await device.connect()
+            llm.expect(Reply.text(LONG_REPLY, delta_delay=0.03))  # the model is still streaming at Ctrl-C
+            mark = device.mark()
+            await device.send_text("tell me a long story")
+            await device.wait_for("tts", state="sentence_start", after=mark, timeout=60)
+            os.killpg(serve.process.pid, signal.SIGINT)  # what a terminal does on Ctrl-C
+            assert await asyncio.wait_for(serve.process.wait(), 60) == 0
+            await device.wait_closed(timeout=10)
+        states = [m.data.get("state") for m in device.received[mark:] if m.type == "tts"]
+        assert states[0] == "start" and "stop" in states, states
+        assert states.index("stop") == len(states) - 1, f"after tts stop the device got {states}"
+        assert states.count("sentence_start") < 40  # it was cut off
+        assert "Traceback" not in serve.text()
+    finally:
+        serve.kill_group()
