@@ -9,8 +9,15 @@ also mid-conversation. Every call goes through the session's ToolExecutor (polic
 checks, timeouts, the call record), and local tools that take a `ToolContext` learn which device
 called them.
 
+The agent is the one config.yaml configures. With the default (`provider: local-llama`,
+SmolLM2-135M, offline) the pipeline runs and answers, but that model is too small to call tools,
+so it is offered none; with `provider: litellm` and a model that calls tools (e.g.
+`openai/gpt-4o-mini`, `deepseek/deepseek-chat`, `ollama/qwen2.5`) it uses them.
+
 Speech parts (VAD, ASR, TTS) are used when config.yaml configures them; without them the device
-(or `vixio device --text ...`) talks to the agent in typed text and reads subtitles.
+(or `vixio device --text ...`) talks to the agent in typed text and reads subtitles. Try it with
+
+    .venv/bin/vixio device --ota http://127.0.0.1:8003/xiaozhi/ota/ --text "turn the volume down"
 """
 
 from __future__ import annotations
@@ -22,6 +29,8 @@ from pathlib import Path
 
 from vixio.config import load_config
 from vixio.config.models import VixioConfig
+from vixio.config.voice import LocalLlamaAgentConfig
+from vixio.providers.agent.base import AgentProvider
 from vixio.core.pipeline import Pipeline
 from vixio.core.station import Station
 from vixio.core.tools.local import BUILTIN_LOCAL_TOOLS, func_to_tool_definition
@@ -56,11 +65,22 @@ async def get_weather(city: str) -> str:
 LOCAL_TOOLS = [func_to_tool_definition(f) for f in (*BUILTIN_LOCAL_TOOLS, get_weather, take_note, read_notes)]
 
 
+def create_agent_provider(config: VixioConfig) -> AgentProvider:
+    """A new agent provider (one per session: it holds the conversation) for `config.agent`."""
+    agent_config = config.agent
+    assert agent_config is not None
+    if isinstance(agent_config, LocalLlamaAgentConfig):
+        from vixio.providers.agent.local_llama import LocalLlamaAgentProvider
+
+        return LocalLlamaAgentProvider(agent_config.model_path, n_ctx=agent_config.n_ctx, timeout=agent_config.timeout)
+    return OpenAIAgentProvider(agent_config.model, api_base=agent_config.api_base, api_key=agent_config.api_key,
+                               timeout=agent_config.timeout, max_tool_iterations=config.tools.max_iterations)
+
+
 def create_pipeline_factory(config: VixioConfig, voice: VoiceStack):  # noqa: ANN201 (a PipelineFactory)
     """The per-device pipeline factory the server calls after each device's hello."""
-    agent_config = config.agent
-    if agent_config is None or agent_config.provider != "litellm":
-        raise SystemExit("this example needs an `agent:` section with provider: litellm")
+    if config.agent is None:
+        raise SystemExit("this example needs an `agent:` section (config.yaml has one)")
 
     async def create_pipeline(context: DeviceContext) -> Pipeline:
         session_id = context.session_id
@@ -68,10 +88,7 @@ def create_pipeline_factory(config: VixioConfig, voice: VoiceStack):  # noqa: AN
         tools = SessionTools(session_id, config.tools.policy(), local=LOCAL_TOOLS)
         tools.executor.device_id = context.identity.device_id
         # 2. The agent, with the local tools converted for openai-agents.
-        provider = OpenAIAgentProvider(agent_config.model, api_base=agent_config.api_base,
-                                       api_key=agent_config.api_key, timeout=agent_config.timeout,
-                                       max_tool_iterations=config.tools.max_iterations)
-        agent = AgentStation(provider, system_prompt=SYSTEM_PROMPT, executor=tools.executor)
+        agent = AgentStation(create_agent_provider(config), system_prompt=SYSTEM_PROMPT, executor=tools.executor)
         # 3. Keep the agent's list in sync: device tools arrive later and replace it (hot swap).
         agent.tools = tools.bind_agent(OpenAIAgentToolConverter(tools.executor), agent.update_tools)
         tools.executor.speaker = agent.say  # ToolContext.say speaks through this pipeline
@@ -93,7 +110,8 @@ async def run(config: VixioConfig) -> None:
     await voice.load()
     server = VixioServer(config, create_pipeline_factory(config, voice))
     async with server:
-        print(f"listening: ws://{config.xiaozhi.host}:{server.transport.port}/xiaozhi/v1/ — Ctrl-C to stop")
+        print(f"listening: ws://{config.xiaozhi.host}:{server.transport.port}/xiaozhi/v1/, "
+              f"OTA http://127.0.0.1:{server.ota.port}/xiaozhi/ota/ — Ctrl-C to stop", flush=True)
         await asyncio.Event().wait()
 
 
@@ -101,10 +119,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--config", default="config.yaml")
     args = parser.parse_args()
+    config = load_config(args.config)
     try:
-        asyncio.run(run(load_config(args.config)))
+        asyncio.run(run(config))
     except KeyboardInterrupt:
         pass
+    finally:
+        if isinstance(config.agent, LocalLlamaAgentConfig):
+            from vixio.providers.agent.local_llama import close_models
+
+            close_models()  # now: left to the interpreter's exit, llama-cpp's __del__ prints a traceback
 
 
 if __name__ == "__main__":

@@ -3,15 +3,19 @@
     python examples/three_stations.py
 
 Typed lines go in as user text; each station does one job; the output prints in order. Type
-"stop" while an answer is being produced to see an interrupt cancel the turn everywhere.
+"stop" while an answer is being produced to see an interrupt cancel the turn everywhere; end
+with Ctrl-D (the last answer is printed first). Lines can be piped in too:
+
+    printf 'hello from three stations\n' | python examples/three_stations.py
 """
 
 from __future__ import annotations
 
 import asyncio
+import sys
 from collections.abc import AsyncIterator
 
-from vixio import Chunk, Pipeline, Station, StreamCompleteChunk, TextChunk, TextDeltaChunk
+from vixio import Chunk, InterruptChunk, Pipeline, Station, StreamCompleteChunk, TextChunk, TextDeltaChunk
 
 
 class Words(Station):
@@ -57,17 +61,46 @@ class Sentence(Station):
         self.parts.clear()
 
 
+def show(chunk: Chunk) -> None:
+    if isinstance(chunk, TextChunk):
+        print(f"< {chunk.text}", flush=True)
+    elif isinstance(chunk, InterruptChunk):
+        print(f"< (interrupted: {chunk.reason})", flush=True)
+
+
+async def print_outputs(pipeline: Pipeline) -> None:
+    """Print what comes out of the pipeline, in order, as it comes."""
+    async for chunk in pipeline.outputs():
+        show(chunk)
+
+
+async def typed_lines() -> AsyncIterator[str]:
+    """Lines from stdin (a terminal or a pipe), read without blocking the pipeline."""
+    reader = asyncio.StreamReader()
+    await asyncio.get_running_loop().connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+    while line := await reader.readline():
+        yield line.decode(errors="replace")
+
+
 async def main() -> None:
     pipeline = Pipeline([Words(), Upper(), Sentence()], session_id="demo")
     async with pipeline:
-        await pipeline.push(TextChunk(text="hello from a three station pipeline", role="user"))
-        print(await pipeline.get())  # TextChunk(text='HELLO FROM A THREE STATION PIPELINE', ...)
-
-        await pipeline.push(TextChunk(text="this answer will be cut off", role="user"))
-        await asyncio.sleep(0.12)  # two words in
-        await pipeline.interrupt("user said stop")
-        print(await pipeline.get())  # InterruptChunk(reason='user said stop', ...): the turn is gone
+        printer = asyncio.create_task(print_outputs(pipeline))
+        print("Type a line and Enter; 'stop' while an answer is coming; Ctrl-D to quit.", flush=True)
+        async for line in typed_lines():
+            text = line.strip()
+            if text == "stop":
+                await pipeline.interrupt("user said stop")
+            elif text:
+                await pipeline.push(TextChunk(text=text, role="user"))
+        await pipeline.join()  # every line went through every station: print what is left
+        printer.cancel()
+        for chunk in pipeline.drain_output():
+            show(chunk)
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    try:
+        asyncio.run(main())
+    except KeyboardInterrupt:
+        pass
