@@ -51,6 +51,8 @@ class InstantAgent(AgentProvider):
 
     def clear_history(self) -> None: ...
 
+    def restore_history(self, items: Sequence[dict[str, Any]]) -> None: ...
+
 
 class InstantTTS(TTSProvider):
     name = "instant"

@@ -1,6 +1,8 @@
-"""Tests read vixio's log (loguru sinks): importing vixio leaves it disabled, as a library should."""
+"""Shared fixtures: vixio's log enabled (importing vixio leaves it disabled, as a library should), each
+test in its own folder, scripted LLM and speech servers on loopback."""
 
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
 from loguru import logger
@@ -10,6 +12,14 @@ from vixio.testing.fault_servers import SpeechFaultServer
 from vixio.testing.llm_server import ScriptedLLMServer
 
 logger.enable("vixio")
+
+
+@pytest.fixture(autouse=True)
+def _run_in_tmp_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test (and each server it spawns) runs in its own folder, so the state store's default
+    file (`state.path: .vixio/state.db`) is the test's own: no conversation or activation leaks
+    from one test or run into the next, and nothing is written into the checkout."""
+    monkeypatch.chdir(tmp_path)
 
 
 @pytest.fixture

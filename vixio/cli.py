@@ -8,6 +8,7 @@
     vixio device --ota http://127.0.0.1:8003/xiaozhi/ota/ --text "hello"   # a simulated device
     vixio tools list | call NAME k=v | parse FILE   # the operator console's tools, over its API
     vixio pairing list | approve ID | revoke ID     # companions asking to pair with a device
+    vixio memory show|clear DEVICE              # what the state store keeps about a device
 """
 
 from __future__ import annotations
@@ -61,6 +62,9 @@ def build_parser() -> argparse.ArgumentParser:
     from vixio.console.pairing_cli import add_pairing_parser
 
     add_pairing_parser(commands)
+    from vixio.state.cli import add_memory_parser
+
+    add_memory_parser(commands)
     return parser
 
 
@@ -94,6 +98,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         from vixio.console.pairing_cli import run_pairing
 
         return run_pairing(args)
+    if args.command == "memory":
+        from vixio.state.cli import run_memory
+
+        setup_logging(args.log_level or "WARNING")
+        return run_memory(args)
     parser.error(f"unknown command {args.command!r}")
     return 2
 
@@ -143,6 +152,7 @@ def _serve_command(args: argparse.Namespace) -> int:
     level = args.log_level or config.log.level
     setup_logging(level, tracebacks=config.log.tracebacks, process="" if workers == 1 else "main")
     from vixio.preflight import startup_problems
+    from vixio.state import StoreError
 
     problems = startup_problems(config)  # before any model loads: one line each, naming the key
     for problem in problems:
@@ -163,6 +173,9 @@ def _serve_command(args: argparse.Namespace) -> int:
         return 130
     except ConfigError as exc:  # found while starting, e.g. a tools.local entry that cannot be imported
         print(exc, file=sys.stderr)
+        return 1
+    except StoreError as exc:  # the state file is damaged, locked or unwritable: the message says what to do
+        print(f"vixio: {exc}", file=sys.stderr)
         return 1
     except Exception as exc:
         if config.log.tracebacks:

@@ -42,6 +42,8 @@ from vixio.transports.xiaozhi.pairing_policy import warn_about_trusted_macs
 from vixio.transports.xiaozhi.transport import DeviceContext, PipelineFactory, XiaozhiTransport
 from vixio.core.tools.types import ToolDefinition
 from vixio.session_tools import SessionTools
+from vixio.state import open_store
+from vixio.state.memory import ConversationMemory, prune_history_forever
 from vixio.transports.xiaozhi.hosts import VISION_PATH
 from vixio.vision import VisionRoute
 from vixio.voice import VoiceStack
@@ -75,7 +77,13 @@ class VixioServer:
         )
         # With a worker on every core there is no core to spare for encoding beside the loop.
         self.transport.encode_on_thread = cpu_count() > (config.server.workers or 1)
-        self.ota = OtaServer(config.xiaozhi, self.authenticator, websocket_port=lambda: self.transport.port)
+        self.store = open_store(config.state)
+        """What outlives a session (vixio/state/): activations, history, memory; opened in `start()`."""
+        self.memory = ConversationMemory(self.store, config.memory) if config.memory.enabled else None
+        """Resumes and records each device's conversation; None with `memory.enabled: false`."""
+        self._pruner: asyncio.Task[None] | None = None
+        self.ota = OtaServer(config.xiaozhi, self.authenticator, websocket_port=lambda: self.transport.port,
+                             store=self.store)
         self.voice = VoiceStack(config)
         self._custom_factory = pipeline_factory is not None
         self.vision = VisionRoute(config.vision, self.authenticator)
@@ -143,9 +151,18 @@ class VixioServer:
             context.transport.set_device_tools_callback(context.session_id, tools.on_device_tools)
             if context.features.get("mcp"):
                 tools.expect_device_tools()  # the first turn waits (bounded) for the device's list
-        return self.voice.build_pipeline(context.session_id, tools=tools)
+        conversation = None
+        device_id = context.identity.device_id
+        if self.memory is not None and tools is not None and device_id:
+            conversation = await self.memory.resume(device_id)
+            tools.add_closer(conversation.close)  # the last turn is stored before the session is gone
+        return self.voice.build_pipeline(context.session_id, tools=tools, conversation=conversation)
 
     async def start(self) -> None:
+        await self.store.open()  # first: a damaged or locked state file stops the start before models load
+        if self.serve_http:  # with workers, the supervisor keeps the store tidy
+            self._pruner = asyncio.create_task(prune_history_forever(self.store, self.config.memory),
+                                               name="vixio-prune-history")
         if not self._custom_factory:
             await self.voice.load()  # models load once, before the first device connects
         if self.vision.model is not None:
@@ -175,6 +192,12 @@ class VixioServer:
         if self._accept_throttle is not None:
             self._accept_throttle.uninstall()
             self._accept_throttle = None
+        if self._pruner is not None:
+            self._pruner.cancel()
+            with suppress(asyncio.CancelledError):
+                await self._pruner
+            self._pruner = None
+        await self.store.close()  # last: closing sessions store their last turns
 
     async def __aenter__(self) -> VixioServer:
         await self.start()

@@ -55,6 +55,7 @@ from vixio.stations import (
 
 if TYPE_CHECKING:
     from vixio.providers.tools.mcp_servers import McpServerPool
+    from vixio.state.memory import Conversation
 
 
 DEVICE_TOOLS_WAIT = 2.0
@@ -171,11 +172,13 @@ class VoiceStack:
             if provider is not None:
                 await provider.close()
 
-    def build_pipeline(self, session_id: str, *, tools: SessionTools | None = None) -> Pipeline:
+    def build_pipeline(self, session_id: str, *, tools: SessionTools | None = None,
+                       conversation: Conversation | None = None) -> Pipeline:
         """The stations of one session, sharing this stack's providers.
 
         Without `tools`, the session gets its own `session_tools()` (local tools only unless
-        the caller feeds it device tools).
+        the caller feeds it device tools). With `conversation` (memory on), the agent starts from
+        its restored turns and records each new one.
         """
         config = self.config
         stations: list[Station] = []
@@ -189,7 +192,11 @@ class VoiceStack:
             ]
         stations.append(TextAggregatorStation())
         if config.agent is not None:
-            stations.append(self._agent_station(session_id, tools or self.session_tools(session_id)))
+            station = self._agent_station(session_id, tools or self.session_tools(session_id))
+            if conversation is not None:
+                station.history = conversation.history_items()
+                station.on_turn = conversation.record
+            stations.append(station)
         stations.append(SentenceAggregatorStation(first_clause_min_chars=config.speech.first_clause_min_chars,
                                                   default_emotion=config.speech.default_emotion))
         if self.tts is not None:

@@ -51,6 +51,8 @@ from vixio.console import ConsoleApi, FanOutBackend
 from vixio.console.pairing import FanOutPairing, PairingApi, WorkerPairing
 from vixio.console.workers import WorkerBackend
 from vixio.server import log_http_urls, rss_mb, warn_about_open_tokens
+from vixio.state import StoreError, open_store
+from vixio.state.memory import prune_history_forever
 from vixio.transports.xiaozhi.http_limits import install_accept_error_throttle
 from vixio.transports.xiaozhi.admin import AdminGuard
 from vixio.transports.xiaozhi.auth import DeviceAuthenticator
@@ -105,8 +107,11 @@ class Supervisor:
         self.config = config
         self.workers = [WorkerProcess(i, "") for i in range(workers)]
         self.peers = Peers()
+        self.store = open_store(config.state)
+        """The state store; every worker opens the same one (vixio/state/)."""
+        self._pruner: asyncio.Task[None] | None = None
         self.ota = OtaServer(config.xiaozhi, DeviceAuthenticator(config.xiaozhi.auth),
-                             websocket_port=lambda: self.websocket_port)
+                             websocket_port=lambda: self.websocket_port, store=self.store)
         # Live device ids: an operator route (vixio/transports/xiaozhi/admin.py).
         self.ota.add_route("GET", "/metrics", AdminGuard(config.xiaozhi.http.admin_token).protect(self._metrics))
         self.ota.add_route("POST", VISION_PATH, self._forward_to_any)
@@ -129,8 +134,14 @@ class Supervisor:
         self._watchers: list[asyncio.Task[None]] = []
 
     async def start(self) -> None:
-        """Reserve the port, serve HTTP, start every worker and wait until all are ready."""
+        """Open the store, reserve the port, serve HTTP, start every worker and wait until all are ready."""
         xiaozhi = self.config.xiaozhi
+        try:  # here first: its migrations run once, before any worker opens it
+            await self.store.open()
+        except StoreError as exc:
+            raise WorkerStartError(str(exc)) from exc
+        self._pruner = asyncio.create_task(prune_history_forever(self.store, self.config.memory),
+                                           name="vixio-prune-history")
         try:
             listener = listen_port(xiaozhi.host, xiaozhi.port)
         except OSError as exc:
@@ -215,6 +226,11 @@ class Supervisor:
             if process.stdin is not None:
                 process.stdin.close()
         await self.peers.close()
+        if self._pruner is not None:
+            self._pruner.cancel()
+            with suppress(asyncio.CancelledError):
+                await self._pruner
+        await self.store.close()
         if self._run_dir:
             shutil.rmtree(self._run_dir, ignore_errors=True)
         if running:

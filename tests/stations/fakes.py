@@ -121,3 +121,6 @@ class ScriptedAgent(AgentProvider):
 
     def clear_history(self) -> None:
         self._history.clear()
+
+    def restore_history(self, items: Sequence[dict[str, Any]]) -> None:
+        self._history = [dict(item) for item in items]

@@ -7,6 +7,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from vixio.config.languages import Language, apply_language, language_pack
+from vixio.config.memory import MemoryConfig, StateConfig
 from vixio.config.tools import ToolsConfig
 from vixio.config.vision import VisionConfig
 from vixio.config.voice import AgentConfig, ASRConfig, SpeechConfig, TTSConfig, TurnConfig, VADConfig
@@ -68,6 +69,8 @@ class VixioConfig(StrictModel):
     speech: SpeechConfig = Field(default_factory=SpeechConfig)
     vision: VisionConfig | None = None
     """The model that answers the device's camera tool; null answers it with HTTP 501 (no vision)."""
+    state: StateConfig = Field(default_factory=StateConfig)
+    memory: MemoryConfig = Field(default_factory=MemoryConfig)
 
     @model_validator(mode="before")
     @classmethod

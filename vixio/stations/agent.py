@@ -5,7 +5,9 @@ as TextDeltaChunks, tool activity as ToolCall/ToolResult chunks, and a StreamCom
 ends the reply. When a background (async) tool finishes, `announce()` queues its result: the
 station starts a turn of its own to speak it as soon as the current one is done, and a result
 not spoken yet (the user barged in) travels with the user's next message. On an interrupt the
-provider keeps only what the device actually played.
+provider keeps only what the device actually played. A resumed session's earlier turns
+(`history`) seed the provider at start, and `on_turn` hears every settled turn, an interrupted
+one again with what was heard (vixio/state/memory.py stores them).
 
 Unhappy paths: a failing agent (or one that misses a `ReplyTimeouts` limit) is logged in one
 ERROR line and becomes an ErrorChunk, so the sentence aggregator drops the cut-off fragment and
@@ -53,6 +55,7 @@ class AgentStation(Station):
         timeouts: ReplyTimeouts | None = None,
         empty_reply: str = "Sorry, I have no answer to that.",
         filler: str = "",
+        history: Sequence[dict[str, Any]] = (),
         name: str | None = None,
     ) -> None:
         super().__init__(name)
@@ -74,9 +77,18 @@ class AgentStation(Station):
         self.before_turn: Callable[[], Awaitable[None]] | None = None
         """Awaited before each turn: e.g. waits (bounded) for the device's tools after hello."""
         self._turn_id = 0
+        self.history = list(history)
+        """Earlier turns of this conversation (a resumed session): the provider starts from them."""
+        self.on_turn: Callable[[int, str, str, bool], None] | None = None
+        """Told every settled turn: (key, what the user said, the reply, interrupted). A turn whose
+        reply is cut off after it was told comes again with the same key and only what was heard."""
+        self._turn_key = 0
+        self._said = ""
 
     async def start(self) -> None:
         await self.provider.initialize(tools=self.tools, system_prompt=self.system_prompt)
+        if self.history:
+            self.provider.restore_history(self.history)
 
     async def stop(self) -> None:
         for task in list(self._triggers):
@@ -95,6 +107,16 @@ class AgentStation(Station):
         state.add_message(Message(role="assistant", content=heard, interrupted=True, turn_id=self.current_turn_id))
         self.logger.info("reply interrupted; kept what was heard: {!r}", heard)
         self._generating = False
+        self._settled(heard, interrupted=True)
+
+    def _settled(self, reply: str, *, interrupted: bool) -> None:
+        """Tell `on_turn` about the latest turn (its memory); a failing listener costs no turn."""
+        if self.on_turn is None or not self._turn_key:
+            return
+        try:
+            self.on_turn(self._turn_key, self._said, reply, interrupted)
+        except Exception:
+            self.logger.exception("recording turn {} failed", self._turn_id)
 
     def announce(self, note: str) -> None:
         """A background tool finished: have the agent tell the user (unprompted) when idle."""
@@ -143,7 +165,7 @@ class AgentStation(Station):
             await self._until_reply_played()
             if self._notes:  # the notes may have gone with a user turn already
                 text, self._notes = "\n".join(self._notes), []
-                async for out in self._turn(text, chunk.turn_id):
+                async for out in self._turn(text, chunk.turn_id, said=""):
                     yield out
             return
         assert isinstance(chunk, TextChunk)
@@ -158,10 +180,12 @@ class AgentStation(Station):
             text, self._notes = "\n".join([*self._notes, text]), []
         if self.executor is not None and (tasks := self.executor.context.task_overview()):
             text = f"{tasks}\n{text}"  # seed 004: the model sees its background work every turn
-        async for out in self._turn(text, chunk.turn_id):
+        async for out in self._turn(text, chunk.turn_id, said=chunk.text):
             yield out
 
-    async def _turn(self, text: str, turn_id: int) -> AsyncIterator[Chunk]:
+    async def _turn(self, text: str, turn_id: int, *, said: str) -> AsyncIterator[Chunk]:
+        """One model turn on `text`; `said` is the user's own words in it ("" for a turn the
+        assistant starts, e.g. a background result)."""
         if self.before_turn is not None:
             await self.before_turn()
         state = self.session_state
@@ -169,6 +193,8 @@ class AgentStation(Station):
         metrics = state.metrics(turn_id)
         metrics.mark("agent_start")
         self._turn_id = turn_id
+        self._turn_key += 1
+        self._said = said
         self._reply = []
         # Stays set when the turn is cancelled, so on_interrupt knows a reply was cut off.
         self._generating = True
@@ -200,6 +226,7 @@ class AgentStation(Station):
             reply = self.empty_reply
             yield TextDeltaChunk(text=reply, role="assistant")
         state.add_message(Message(role="assistant", content=reply, turn_id=turn_id))
+        self._settled(reply, interrupted=False)
         yield StreamCompleteChunk(source=self.name)
 
     def _translate(self, event: object, metrics: TurnMetrics) -> list[Chunk]:

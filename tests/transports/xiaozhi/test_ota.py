@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sqlite3
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -13,6 +14,7 @@ import pytest
 from aiohttp import web
 from loguru import logger
 
+from vixio.state.sqlite import SqliteStore
 from vixio.transports.xiaozhi.auth import DeviceAuthenticator, verify_token
 from vixio.transports.xiaozhi.config import XiaozhiConfig
 from vixio.transports.xiaozhi.ota import OtaServer
@@ -63,7 +65,15 @@ StartServer = Callable[..., Awaitable[OtaServer]]
 
 
 @pytest.fixture
-async def start_server(tmp_path: Path) -> AsyncIterator[StartServer]:
+async def store(tmp_path: Path) -> AsyncIterator[SqliteStore]:
+    store = SqliteStore(tmp_path / "state" / "state.db")
+    await store.open()
+    yield store
+    await store.close()
+
+
+@pytest.fixture
+async def start_server(tmp_path: Path, store: SqliteStore) -> AsyncIterator[StartServer]:
     servers: list[OtaServer] = []
 
     async def start(websocket_port: int = 8000, **settings: Any) -> OtaServer:
@@ -71,7 +81,7 @@ async def start_server(tmp_path: Path) -> AsyncIterator[StartServer]:
         settings.setdefault("activation", {})
         settings["activation"].setdefault("state_file", str(tmp_path / "state" / "activations.json"))
         config = XiaozhiConfig.model_validate(settings)
-        server = OtaServer(config, DeviceAuthenticator(config.auth), websocket_port=websocket_port)
+        server = OtaServer(config, DeviceAuthenticator(config.auth), websocket_port=websocket_port, store=store)
         await server.start()
         servers.append(server)
         return server
@@ -226,7 +236,7 @@ async def test_allow_listed_device_gets_empty_token(start_server: StartServer, h
     assert reply["websocket"]["token"] == ""
 
 
-async def test_activation_flow(start_server: StartServer, http: aiohttp.ClientSession, tmp_path: Path) -> None:
+async def test_activation_flow(start_server: StartServer, http: aiohttp.ClientSession, store: SqliteStore) -> None:
     activation = {"enabled": True, "message": "Say {code} to the operator"}
     server = await start_server(activation=dict(activation))
     _, first = await post_ota(http, server)
@@ -252,13 +262,53 @@ async def test_activation_flow(start_server: StartServer, http: aiohttp.ClientSe
 
     _, after = await post_ota(http, server)
     assert "activation" not in after and "websocket" in after
-    state = json.loads((tmp_path / "state" / "activations.json").read_text())
-    assert state == {"confirmed": [DEVICE]}
+    assert [(a.device_id, a.via) for a in await store.admissions()] == [(DEVICE, "activation")]
 
-    # A restarted server remembers the confirmation.
+    # A restarted server (another process, the same state file) remembers the confirmation.
+    await store.close()
+    await store.open()
     restarted = await start_server(activation=dict(activation))
     _, reply = await post_ota(http, restarted)
     assert "activation" not in reply
+
+
+async def test_the_json_file_of_earlier_versions_is_imported_once(
+        start_server: StartServer, http: aiohttp.ClientSession, store: SqliteStore, tmp_path: Path) -> None:
+    legacy = tmp_path / "activations.json"
+    legacy.write_text(json.dumps({"confirmed": ["AA:BB:CC:DD:EE:FF", "02:00:00:00:00:01"]}))
+    server = await start_server(activation={"enabled": True, "state_file": str(legacy)})
+    assert not legacy.exists() and (tmp_path / "activations.json.imported").exists()
+    assert sorted(a.device_id for a in await store.admissions()) == ["02:00:00:00:00:01", DEVICE]
+    _, reply = await post_ota(http, server)
+    assert "activation" not in reply  # confirmed in the old file: no code to show
+    # The next start finds nothing left to import (and the operator may delete the .imported file).
+    await start_server(activation={"enabled": True, "state_file": str(legacy)})
+    assert len(await store.admissions()) == 2
+
+
+async def test_a_confirmation_the_store_cannot_keep_is_503_and_the_code_stays_pending(
+        tmp_path: Path, http: aiohttp.ClientSession) -> None:
+    path = tmp_path / "state.db"
+    store = SqliteStore(path, lock_timeout=0.2)
+    await store.open()
+    config = XiaozhiConfig.model_validate({"http": {"host": "127.0.0.1", "port": 0}, "activation": {"enabled": True}})
+    server = OtaServer(config, DeviceAuthenticator(config.auth), store=store)
+    await server.start()
+    holder = sqlite3.connect(path, isolation_level=None)  # e.g. a backup tool holding the write lock
+    try:
+        _, reply = await post_ota(http, server)
+        code = reply["activation"]["code"]
+        holder.execute("BEGIN IMMEDIATE")
+        async with http.post(server.url + "activate/confirm", json={"code": code}) as response:
+            assert response.status == 503 and "locked by another process" in (await response.json())["error"]
+        assert server.activations is not None and server.activations.pending(DEVICE).code == code
+        holder.execute("ROLLBACK")
+        async with http.post(server.url + "activate/confirm", json={"code": code}) as response:
+            assert response.status == 200  # the same code, once the lock is gone
+    finally:
+        holder.close()
+        await server.stop()
+        await store.close()
 
 
 async def test_confirm_refused_for_browser_origin_and_wrong_secret(
@@ -308,12 +358,15 @@ async def test_activate_is_200_when_activation_is_off(start_server: StartServer,
         assert response.status == 409
 
 
-def test_unreadable_state_file_names_the_file(tmp_path: Path) -> None:
+async def test_unreadable_state_file_names_the_file(tmp_path: Path, store: SqliteStore) -> None:
     state = tmp_path / "activations.json"
     state.write_text("{not json")
-    config = XiaozhiConfig.model_validate({"activation": {"enabled": True, "state_file": str(state)}})
+    config = XiaozhiConfig.model_validate({"http": {"host": "127.0.0.1", "port": 0},
+                                           "activation": {"enabled": True, "state_file": str(state)}})
+    server = OtaServer(config, DeviceAuthenticator(config.auth), store=store)
     with pytest.raises(ValueError, match="activation.state_file .*activations.json"):
-        OtaServer(config, DeviceAuthenticator(config.auth))
+        await server.start()
+    assert state.exists()  # left as it was, for the operator to fix
 
 
 async def test_without_host_header_the_address_the_device_dialled_is_used(start_server: StartServer) -> None:

@@ -133,3 +133,8 @@ class AgentProvider(ABC):
     @abstractmethod
     def clear_history(self) -> None:
         """Forget the conversation (tools and system prompt stay)."""
+
+    @abstractmethod
+    def restore_history(self, items: Sequence[dict[str, Any]]) -> None:
+        """Continue an earlier conversation: `items` (user and assistant messages, oldest first)
+        become the history, bounded like any history; call it between turns."""

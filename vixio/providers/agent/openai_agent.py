@@ -359,6 +359,10 @@ class OpenAIAgentProvider(AgentProvider):
         """Forget the conversation."""
         self._history = []
 
+    def restore_history(self, items: Sequence[dict[str, Any]]) -> None:
+        """Continue an earlier conversation (see `AgentProvider`)."""
+        self._history = trim_history(drop_unpaired_tool_items([dict(item) for item in items]), self.max_history_messages)
+
     def _describe(self, exc: BaseException, *, mid_reply: bool = False) -> str:
         """A short sentence for an exception from the run; `mid_reply`: the model's answer had
         started streaming (HTTP 200) when it failed."""

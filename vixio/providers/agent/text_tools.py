@@ -118,3 +118,6 @@ class TextToolAgentProvider(AgentProvider):
 
     def clear_history(self) -> None:
         self.inner.clear_history()
+
+    def restore_history(self, items: Sequence[dict[str, Any]]) -> None:
+        self.inner.restore_history(items)

@@ -1,4 +1,9 @@
-"""The optional activation step: a device shows a 6-digit code until an operator confirms it."""
+"""The optional activation step: a device shows a 6-digit code until an operator confirms it.
+
+Pending codes live in this process (the one serving OTA); confirmed devices are admissions in the
+state store (vixio/state/), so every worker and every restart sees them. The JSON file earlier
+versions kept them in (`activation.state_file`) is imported once and renamed `<file>.imported`.
+"""
 
 from __future__ import annotations
 
@@ -7,11 +12,22 @@ import os
 import secrets
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Literal, Protocol
+
+from loguru import logger
 
 from vixio.transports.xiaozhi.config import ActivationConfig
 
 MAX_PENDING_ACTIVATIONS = 1024
 """Oldest pending codes are forgotten past this, so unknown devices cannot grow memory."""
+
+
+class AdmissionStore(Protocol):
+    """What activation needs of the state store (vixio.state.Store has it)."""
+
+    async def admission(self, device_id: str) -> Any | None: ...
+
+    async def admit(self, device_id: str, via: Literal["activation", "allow-list"]) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,37 +41,40 @@ class PendingActivation:
 
 
 class ActivationRegistry:
-    """Codes of devices waiting to be bound, and the confirmed devices (kept in `state_file`)."""
+    """Codes of devices waiting to be bound; confirmed devices are admissions in `store`."""
 
-    def __init__(self, config: ActivationConfig) -> None:
-        self._path = Path(config.state_file)
+    def __init__(self, config: ActivationConfig, store: AdmissionStore) -> None:
+        self._legacy_file = Path(config.state_file)
+        self._store = store
         self._pending: dict[str, PendingActivation] = {}
-        self._confirmed = self._load()
 
-    def _load(self) -> set[str]:
-        if not self._path.exists():
-            return set()
+    async def import_legacy_file(self) -> int:
+        """Admit the devices confirmed in `activation.state_file` (earlier versions), then rename the
+        file so it is read once; how many were imported. Admitting twice is harmless, so a crash
+        between the two steps only repeats the import."""
+        path = self._legacy_file
+        if not path.exists():
+            return 0
         try:
-            devices = json.loads(self._path.read_text(encoding="utf-8"))["confirmed"]
+            devices = json.loads(path.read_text(encoding="utf-8"))["confirmed"]
             if not isinstance(devices, list):
                 raise TypeError("'confirmed' is not a list")
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise ValueError(
-                f"activation.state_file {self._path}: unreadable ({exc}); expected "
+                f"activation.state_file {path}: unreadable ({exc}); expected "
                 '{"confirmed": ["aa:bb:cc:dd:ee:ff", ...]}; fix or delete the file'
             ) from exc
-        return {str(device).lower() for device in devices}
+        for device in devices:
+            await self._store.admit(str(device).lower(), via="activation")
+        imported = path.with_name(path.name + ".imported")
+        os.replace(path, imported)
+        logger.info("activation: {} confirmed device(s) imported from {} into the state store; the file is now {}",
+                    len(devices), path, imported)
+        return len(devices)
 
-    def _save(self) -> None:
-        # A few hundred bytes, written only when an operator confirms: blocking I/O is fine here.
-        self._path.parent.mkdir(parents=True, exist_ok=True)
-        temporary = self._path.with_name(self._path.name + ".tmp")
-        temporary.write_text(json.dumps({"confirmed": sorted(self._confirmed)}, indent=2), encoding="utf-8")
-        os.replace(temporary, self._path)
-
-    def is_confirmed(self, device_id: str) -> bool:
-        """Whether an operator confirmed this device (now or in an earlier run)."""
-        return device_id in self._confirmed
+    async def is_confirmed(self, device_id: str) -> bool:
+        """Whether an operator let this device in (now, in an earlier run, or from another worker)."""
+        return await self._store.admission(device_id) is not None
 
     def pending(self, device_id: str) -> PendingActivation:
         """The device's code, created on first use and kept until confirmed."""
@@ -72,12 +91,12 @@ class ActivationRegistry:
         self._pending[device_id] = entry
         return entry
 
-    def confirm(self, code: str) -> str | None:
-        """Confirm the device showing `code` and persist it; returns its id, or None if no device shows it."""
+    async def confirm(self, code: str) -> str | None:
+        """Confirm the device showing `code` and store it; returns its id, or None if no device
+        shows it. A failed write (StoreWriteError) leaves the code pending, to be confirmed again."""
         for device_id, entry in self._pending.items():
             if entry.code == code:
-                self._confirmed.add(device_id)
-                self._save()
-                del self._pending[device_id]  # only once persisted, so a failed write can be retried
+                await self._store.admit(device_id, via="activation")
+                self._pending.pop(device_id, None)
                 return device_id
         return None

@@ -40,7 +40,7 @@ class ActivationConfig(_Strict):
     message: str = "Activation code: {code}"
     """Text the device shows and speaks; `{code}` is replaced by the 6-digit code. Unset: the top-level `language`'s."""
     state_file: str = ".vixio/activations.json"
-    """Where confirmed devices are remembered across restarts."""
+    """The JSON file in which vixio before the state store kept confirmed devices: imported into the store (`state.path`) at startup and renamed `<file>.imported`. Confirmed devices now live in the store."""
 
 
 class PairingConfig(_Strict):

@@ -44,7 +44,8 @@ from yarl import URL
 
 from vixio.core.json_limits import DEFAULT_MAX_DEPTH, JsonTooDeep, check_depth
 from vixio.core.log_throttle import LogThrottle
-from vixio.transports.xiaozhi.activation import ActivationRegistry
+from vixio.state.store import StoreWriteError
+from vixio.transports.xiaozhi.activation import ActivationRegistry, AdmissionStore
 from vixio.transports.xiaozhi.admin import AdminGuard
 from vixio.transports.xiaozhi.auth import DeviceAuthenticator, parse_bearer
 from vixio.transports.xiaozhi.config import XiaozhiConfig
@@ -133,13 +134,19 @@ class OtaServer:
         authenticator: DeviceAuthenticator,
         *,
         websocket_port: Callable[[], int] | int | None = None,
+        store: AdmissionStore | None = None,
     ) -> None:
         """`websocket_port` is the WebSocket server's port, or a callable read per request (for a
-        server bound to port 0 after this one); None uses `config.port`."""
+        server bound to port 0 after this one); None uses `config.port`. `store` keeps confirmed
+        activations (the state store, opened before `start()`); needed when activation is on."""
         self._config = config
         self._authenticator = authenticator
         self._websocket_port = websocket_port
-        self._activations = ActivationRegistry(config.activation) if config.activation.enabled else None
+        self._activations: ActivationRegistry | None = None
+        if config.activation.enabled:
+            if store is None:
+                raise ValueError("activation.enabled needs the state store (state.path) to keep confirmed devices")
+            self._activations = ActivationRegistry(config.activation, store)
         self.admin = AdminGuard(config.http.admin_token)
         """Who is an operator on this port (metrics details, activation confirm, the console)."""
         self.names = ServerNames(config)
@@ -190,6 +197,8 @@ class OtaServer:
         """Bind and serve; returns once listening."""
         if self._runner is not None:
             raise RuntimeError("OtaServer is already started")
+        if self._activations is not None:
+            await self._activations.import_legacy_file()
         http = self._config.http
         runner = CappedAppRunner(self._app, max_connections=http.max_connections,
                                  per_address=http.max_connections_per_address, access_log=None,
@@ -319,27 +328,27 @@ class OtaServer:
             "server_time": {"timestamp": int(time.time() * 1000), "timezone_offset": offset},
             # The device's own version with no URL means "no update".
             "firmware": {"version": version or "0.0.0", "url": ""},
-            "websocket": {"url": self.websocket_url(request), "token": self._token_for(client_id, device_id)},
+            "websocket": {"url": self.websocket_url(request), "token": await self._token_for(client_id, device_id)},
         }
-        activation = self._activation_offer(device_id)
+        activation = await self._activation_offer(device_id)
         if activation is not None:
             reply["activation"] = activation
         return web.json_response(reply)
 
-    def _token_for(self, client_id: str, device_id: str) -> str:
+    async def _token_for(self, client_id: str, device_id: str) -> str:
         """A token only for a device the operator let in: confirmed (activation on) or allow-listed.
         With neither activation nor an allow-list there is no such gate, and every caller gets one
         (the server warns about that at startup). "" tells the device to send no token."""
         auth = self._config.auth
         if auth.enabled and not self._authenticator.is_allowed(device_id):
-            if self._activations is not None and not self._activations.is_confirmed(device_id):
+            if self._activations is not None and not await self._activations.is_confirmed(device_id):
                 return ""  # the firmware asks OTA again after activation and gets its token then
             if self._activations is None and auth.allowed_devices:
                 return ""
         return self._authenticator.token_for(client_id, device_id)
 
-    def _activation_offer(self, device_id: str) -> dict[str, Any] | None:
-        if self._activations is None or self._activations.is_confirmed(device_id):
+    async def _activation_offer(self, device_id: str) -> dict[str, Any] | None:
+        if self._activations is None or await self._activations.is_confirmed(device_id):
             return None
         pending = self._activations.pending(device_id)
         command = f'curl -X POST {self.url}activate/confirm -d \'{{"code": "{pending.code}"}}\''
@@ -357,7 +366,7 @@ class OtaServer:
         # The body may carry an HMAC of the challenge made with the device's eFuse key; that key is
         # known only to the vendor, so binding rests on the operator confirming the displayed code.
         device_id = self._device_id(request, await _read_json_object(request))
-        if self._activations is None or self._activations.is_confirmed(device_id):
+        if self._activations is None or await self._activations.is_confirmed(device_id):
             return web.json_response({"status": "activated"})
         # The code is shown on the device only: a poll names no code, so a caller cannot learn it here.
         self._activations.pending(device_id)
@@ -382,7 +391,10 @@ class OtaServer:
             return _error(409, "activation.enabled is false; there is nothing to confirm")
         body = await _read_json_object(request)
         code = str(body.get("code", "")).strip()
-        device_id = self._activations.confirm(code)
+        try:
+            device_id = await self._activations.confirm(code)
+        except StoreWriteError as exc:  # logged by the store; the code stays pending
+            return _error(503, f"the confirmation could not be stored ({exc}); try again")
         if device_id is None:
             return _error(404, f"no device is waiting with code {code!r}")
         _request_device.set(device_id)

@@ -1,0 +1,69 @@
+"""`vixio memory show|clear DEVICE` on a real state file."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from vixio.cli import main
+from vixio.state.sqlite import SqliteStore
+from vixio.state.store import StoredTurn
+
+DEVICE = "aa:bb:cc:dd:ee:ff"
+
+
+async def fill(path: Path) -> None:
+    store = SqliteStore(path)
+    await store.open()
+    await store.admit(DEVICE, via="activation")
+    await store.set_memory(DEVICE, "The user is Alice; she likes green tea.")
+    await store.put_turn(DEVICE, StoredTurn("c1", 0, "my name is Alice", "Nice to meet you, Alice.", at=time.time()))
+    await store.put_turn(DEVICE, StoredTurn("c1", 1, "tell me a story", "Once upon", True, at=time.time() + 1))
+    await store.put_turn("02:00:00:00:00:01", StoredTurn("c2", 0, "someone else", "hi", at=time.time()))
+    await store.close()
+
+
+async def test_show_then_clear_then_show(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    state = tmp_path / "state.db"
+    await fill(state)
+    config = tmp_path / "config.yaml"
+    config.write_text(f"state:\n  path: {state}\n", encoding="utf-8")
+
+    assert await _main(["memory", "show", DEVICE.upper(), "--config", str(config)]) == 0
+    shown = capsys.readouterr().out
+    assert "memory: The user is Alice; she likes green tea." in shown
+    assert "user: my name is Alice" in shown and "assistant: Once upon [interrupted]" in shown
+    assert "someone else" not in shown
+
+    assert await _main(["memory", "show", DEVICE, "--config", str(config), "--json", "--turns", "1"]) == 0
+    body = json.loads(capsys.readouterr().out)
+    assert [t["user"] for t in body["turns"]] == ["tell me a story"] and body["memory"]["text"].startswith("The user")
+
+    assert await _main(["memory", "clear", DEVICE, "--config", str(config)]) == 0
+    assert "2 turn(s)" in capsys.readouterr().out
+    assert await _main(["memory", "show", DEVICE, "--config", str(config), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == {"device": DEVICE, "profile": None, "memory": None, "turns": []}
+
+    store = SqliteStore(state)  # the other device, and the admission, are untouched
+    await store.open()
+    assert len(await store.recent_turns("02:00:00:00:00:01", limit=5)) == 1 and await store.admission(DEVICE)
+    await store.close()
+
+
+async def test_a_damaged_state_file_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    state = tmp_path / "state.db"
+    state.write_bytes(b"garbage" * 1000)
+    config = tmp_path / "config.yaml"
+    config.write_text(f"state:\n  path: {state}\n", encoding="utf-8")
+    assert await _main(["memory", "show", DEVICE, "--config", str(config)]) == 1
+    assert capsys.readouterr().err.startswith(f"vixio: state.path {state}: not a usable vixio state file")
+
+
+async def _main(argv: list[str]) -> int:
+    """`main` runs its own event loop: off this test's loop, in a thread."""
+    import asyncio
+
+    return await asyncio.to_thread(main, argv)

@@ -1,0 +1,199 @@
+"""What only the SQLite backend does: its file, its migrations, its thread, its failures."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from loguru import logger
+
+from vixio.state.sqlite import SqliteStore
+from vixio.state.sqlite_schema import SCHEMA_VERSION
+from vixio.state.store import StoreError, StoreWriteError, StoredTurn
+
+DEVICE = "aa:bb:cc:dd:ee:ff"
+
+
+def capture(level: str = "INFO") -> tuple[list[str], int]:
+    lines: list[str] = []
+    sink = logger.add(lambda message: lines.append(f"{message.record['level'].name} {message.record['message']}"),
+                      level=level, filter="vixio.state")
+    return lines, sink
+
+
+async def test_first_open_makes_the_folder_and_a_wal_file_at_the_schema_version(tmp_path: Path) -> None:
+    path = tmp_path / "new" / "folder" / "state.db"
+    store = SqliteStore(path)
+    await store.open()
+    await store.admit(DEVICE, via="activation")
+    await store.close()
+    with sqlite3.connect(path) as raw:
+        assert raw.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        assert raw.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+        assert raw.execute("SELECT device_id, via FROM admissions").fetchall() == [(DEVICE, "activation")]
+
+
+async def test_a_file_that_is_not_a_database_is_named_with_what_to_do(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    path.write_bytes(b"this is not SQLite at all" * 100)
+    with pytest.raises(StoreError, match=r"state.path .*state.db: not a usable vixio state file .*move the file aside"):
+        await SqliteStore(path).open()
+
+
+async def test_a_file_from_a_newer_vixio_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    with sqlite3.connect(path) as raw:
+        raw.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    with pytest.raises(StoreError, match=f"written by a newer vixio .*schema version {SCHEMA_VERSION + 1}"):
+        await SqliteStore(path).open()
+
+
+async def test_a_locked_file_is_named_with_what_to_do(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("PRAGMA locking_mode = EXCLUSIVE")
+    holder.execute("BEGIN EXCLUSIVE")
+    holder.execute("CREATE TABLE held (x)")
+    try:
+        started = time.monotonic()
+        with pytest.raises(StoreError, match=r"state.path .*state.db: locked by another process for more than 0.3 s"):
+            await SqliteStore(path, lock_timeout=0.3).open()
+        assert time.monotonic() - started < 5
+    finally:
+        holder.close()
+    store = SqliteStore(path)  # released: it opens
+    await store.open()
+    await store.close()
+
+
+async def test_a_full_disk_loses_the_new_writes_logs_one_error_and_keeps_the_rest(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    store = SqliteStore(path, max_bytes=256 * 1024)  # what a full disk does, at a size a test reaches
+    await store.open()
+    lines, sink = capture()
+    try:
+        await store.admit(DEVICE, via="activation")
+        await store.put_turn(DEVICE, StoredTurn("c", 0, "kept", "yes", at=time.time()))
+        failed = 0
+        for seq in range(1, 200):
+            try:
+                await store.put_turn(DEVICE, StoredTurn("c", seq, "x" * 2000, "y" * 2000, at=time.time() + seq))
+            except StoreWriteError as exc:
+                failed += 1
+                assert "state.db: the disk or the state.max_mb cap (0.25 MB) is full" in str(exc)
+        assert failed > 100
+        # Reads work, earlier data is intact, and the operator got one line, not one per write.
+        assert await store.admission(DEVICE) is not None
+        turns = await store.recent_turns(DEVICE, limit=500)
+        assert turns[0].user == "kept" and len(turns) == 200 - failed
+        errors = [line for line in lines if line.startswith("ERROR")]
+        assert len(errors) == 1 and "the conversations go on" in errors[0]
+        # Space again (history erased): writes work and say so once.
+        await store.clear_history(DEVICE)
+        await store.put_turn(DEVICE, StoredTurn("c", 999, "back", "again", at=time.time()))
+        assert [t.user for t in await store.recent_turns(DEVICE, limit=5)] == ["back"]
+        assert sum(line.startswith("INFO") and "writes work again" in line for line in lines) == 1
+    finally:
+        logger.remove(sink)
+        await store.close()
+
+
+async def test_a_failing_write_takes_no_other_write_of_its_batch_with_it(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "state.db", max_bytes=256 * 1024)
+    await store.open()
+    try:
+        small = [store.put_turn(f"02:00:00:00:00:{n:02x}", StoredTurn("c", 0, "hi", "ok", at=time.time()))
+                 for n in range(20)]
+        huge = store.put_turn(DEVICE, StoredTurn("c", 0, "x" * 400_000, "y", at=time.time()))
+        outcomes = await asyncio.gather(*small[:10], huge, *small[10:], return_exceptions=True)
+        assert isinstance(outcomes[10], StoreWriteError)
+        assert [o for n, o in enumerate(outcomes) if n != 10] == [None] * 20
+        assert len(await store.recent_turns("02:00:00:00:00:13", limit=5)) == 1
+    finally:
+        await store.close()
+
+
+async def test_writes_do_not_stall_the_event_loop(tmp_path: Path) -> None:
+    """The loop thread's own CPU time between two ticks: what the store costs the loop, apart from
+    waiting for a core on a loaded machine (the SQL and the file run on the store thread)."""
+    store = SqliteStore(tmp_path / "state.db")
+    await store.open()
+    worst = 0.0
+    stop = asyncio.Event()
+
+    async def tick() -> None:
+        nonlocal worst
+        while not stop.is_set():
+            before = time.thread_time()
+            await asyncio.sleep(0.001)
+            worst = max(worst, time.thread_time() - before)
+
+    ticker = asyncio.create_task(tick())
+    try:
+        for round_ in range(5):  # 100 devices finishing a turn at once, five times
+            await asyncio.gather(*(store.put_turn(f"02:00:00:00:00:{n:02x}", StoredTurn(
+                "c", round_, "what is the weather " * 5, "sunny and warm " * 20, at=time.time())) for n in range(100)))
+    finally:
+        stop.set()
+        await ticker
+        await store.close()
+    assert worst < 0.020, f"the loop spent {worst * 1000:.1f} ms between two ticks"
+
+
+async def test_another_process_writes_and_this_one_reads(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    store = SqliteStore(path)
+    await store.open()
+    script = (
+        "import asyncio, time, sys\n"
+        "from vixio.state.sqlite import SqliteStore\n"
+        "from vixio.state.store import StoredTurn\n"
+        "async def main():\n"
+        "    s = SqliteStore(sys.argv[1]); await s.open()\n"
+        "    await asyncio.gather(*(s.put_turn('aa:bb:cc:dd:ee:ff', StoredTurn('c', n, f'q{n}', 'a', at=time.time() + n))"
+        " for n in range(50)))\n"
+        "    await s.close()\n"
+        "asyncio.run(main())\n")
+    try:
+        writer = await asyncio.create_subprocess_exec(sys.executable, "-c", script, str(path))
+        concurrent = [store.put_turn("02:00:00:00:00:01", StoredTurn("c", n, "mine", "a", at=time.time()))
+                      for n in range(50)]
+        await asyncio.gather(*concurrent)
+        assert await writer.wait() == 0
+        assert len(await store.recent_turns(DEVICE, limit=100)) == 50
+        assert len(await store.recent_turns("02:00:00:00:00:01", limit=100)) == 50
+    finally:
+        await store.close()
+
+
+async def test_calls_before_open_or_after_close_say_so(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "state.db")
+    with pytest.raises(StoreError, match="is not open"):
+        await store.admission(DEVICE)
+    await store.open()
+    await store.close()
+    with pytest.raises(StoreError, match="is not open"):
+        await store.memory(DEVICE)
+
+
+def test_an_unwritable_folder_is_named(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    with pytest.raises(StoreError, match="cannot create its folder"):
+        asyncio.run(SqliteStore(blocker / "sub" / "state.db").open())
+
+
+def test_migrations_run_once_when_workers_start_together(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    script = ("import asyncio, sys\nfrom vixio.state.sqlite import SqliteStore\n"
+              "async def main():\n    s = SqliteStore(sys.argv[1]); await s.open(); await s.close()\n"
+              "asyncio.run(main())\n")
+    processes = [subprocess.Popen([sys.executable, "-c", script, str(path)]) for _ in range(4)]
+    assert [p.wait(timeout=60) for p in processes] == [0, 0, 0, 0]
+    with sqlite3.connect(path) as raw:
+        assert raw.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION

@@ -1,0 +1,155 @@
+"""The `Store` contract: what every backend does, written against the interface only."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from vixio.state.store import LiveSession, Store, StoredTurn
+
+from .conftest import StoreFactory
+
+DEVICE = "aa:bb:cc:dd:ee:ff"
+OTHER = "02:00:00:00:00:01"
+
+
+async def test_admissions_are_kept_once_and_can_be_revoked(store: Store) -> None:
+    assert await store.admission(DEVICE) is None
+    before = time.time()
+    await store.admit(DEVICE, via="activation")
+    await store.admit(DEVICE, via="allow-list")  # the first admission stands
+    await store.admit(OTHER, via="allow-list")
+    admitted = await store.admission(DEVICE)
+    assert admitted is not None and admitted.via == "activation" and before <= admitted.at <= time.time()
+    assert [(a.device_id, a.via) for a in await store.admissions()] == [(DEVICE, "activation"), (OTHER, "allow-list")]
+    assert await store.revoke(DEVICE) is True
+    assert await store.revoke(DEVICE) is False
+    assert await store.admission(DEVICE) is None
+    assert [a.device_id for a in await store.admissions()] == [OTHER]
+
+
+async def test_profile_assignment_set_replaced_and_cleared(store: Store) -> None:
+    assert await store.assigned_profile(DEVICE) is None
+    await store.assign_profile(DEVICE, "kitchen")
+    await store.assign_profile(DEVICE, "kids")
+    assert await store.assigned_profile(DEVICE) == "kids"
+    assert await store.assigned_profile(OTHER) is None
+    await store.assign_profile(DEVICE, None)
+    assert await store.assigned_profile(DEVICE) is None
+
+
+async def test_turns_come_back_in_order_bounded_and_replaced_by_seq(store: Store) -> None:
+    start = time.time() - 100
+    for seq in range(5):
+        await store.put_turn(DEVICE, StoredTurn("c1", seq, f"question {seq}", f"answer {seq}", at=start + seq))
+    await store.put_turn(OTHER, StoredTurn("c9", 0, "not mine", "no", at=start + 50))
+    # The reply of the last turn was cut off: the same seq again replaces it.
+    await store.put_turn(DEVICE, StoredTurn("c1", 4, "question 4", "ans", interrupted=True, at=start + 4))
+    turns = await store.recent_turns(DEVICE, limit=3)
+    assert [(t.seq, t.user, t.assistant, t.interrupted) for t in turns] == [
+        (2, "question 2", "answer 2", False), (3, "question 3", "answer 3", False), (4, "question 4", "ans", True)]
+    assert turns[-1].conversation == "c1" and turns[-1].at == pytest.approx(start + 4)
+    assert len(await store.recent_turns(DEVICE, limit=100)) == 5
+
+
+async def test_turns_of_several_conversations_interleave_by_time(store: Store) -> None:
+    now = time.time()
+    await store.put_turn(DEVICE, StoredTurn("old", 0, "a", "b", at=now - 3600))
+    await store.put_turn(DEVICE, StoredTurn("old", 1, "c", "d", at=now - 3500))
+    await store.put_turn(DEVICE, StoredTurn("new", 0, "e", "f", at=now - 10))
+    assert [(t.conversation, t.seq) for t in await store.recent_turns(DEVICE, limit=10)] == [
+        ("old", 0), ("old", 1), ("new", 0)]
+
+
+async def test_history_is_cleared_per_device_and_pruned_by_age(store: Store) -> None:
+    now = time.time()
+    await store.put_turn(DEVICE, StoredTurn("c", 0, "old", "x", at=now - 40 * 86400))
+    await store.put_turn(DEVICE, StoredTurn("c", 1, "new", "y", at=now))
+    await store.put_turn(OTHER, StoredTurn("d", 0, "old too", "z", at=now - 31 * 86400))
+    assert await store.prune_history(before=now - 30 * 86400) == 2
+    assert [t.user for t in await store.recent_turns(DEVICE, limit=10)] == ["new"]
+    assert await store.recent_turns(OTHER, limit=10) == []
+    assert await store.clear_history(DEVICE) == 1
+    assert await store.recent_turns(DEVICE, limit=10) == []
+
+
+async def test_memory_is_replaced_and_empty_text_clears_it(store: Store) -> None:
+    assert await store.memory(DEVICE) is None
+    await store.set_memory(DEVICE, "The user is Alice.")
+    await store.set_memory(DEVICE, "The user is Alice; she likes green tea.")
+    memory = await store.memory(DEVICE)
+    assert memory is not None and memory.text == "The user is Alice; she likes green tea."
+    await store.set_memory(DEVICE, "")
+    assert await store.memory(DEVICE) is None
+
+
+async def test_pairing_approvals(store: Store) -> None:
+    await store.approve_pairing(DEVICE, "companion-1")
+    await store.approve_pairing(DEVICE, "companion-2")
+    await store.approve_pairing(DEVICE, "companion-1")
+    await store.approve_pairing(OTHER, "companion-3")
+    assert [p.companion for p in await store.pairings(DEVICE)] == ["companion-1", "companion-2"]
+    assert await store.revoke_pairing(DEVICE, "companion-1") is True
+    assert await store.revoke_pairing(DEVICE, "companion-1") is False
+    assert [(p.device_id, p.companion) for p in await store.pairings(DEVICE)] == [(DEVICE, "companion-2")]
+
+
+async def test_live_session_directory(store: Store) -> None:
+    now = time.time()
+    await store.session_started(LiveSession("s1", DEVICE, "w0", now))
+    await store.session_started(LiveSession("s2", OTHER, "w1", now + 1))
+    await store.session_started(LiveSession("s3", DEVICE, "w1", now + 2))
+    assert [s.worker for s in await store.live_sessions(DEVICE)] == ["w0", "w1"]
+    await store.session_ended("s1")
+    await store.session_ended("unknown")
+    assert [s.session_id for s in await store.live_sessions()] == ["s2", "s3"]
+    assert await store.forget_sessions(["w1"]) == 2
+    await store.session_started(LiveSession("s4", DEVICE, "w0", now))
+    assert await store.forget_sessions() == 1
+    assert await store.live_sessions() == []
+
+
+async def test_forget_device_erases_history_memory_and_profile_but_not_admission(store: Store) -> None:
+    await store.admit(DEVICE, via="activation")
+    await store.assign_profile(DEVICE, "kids")
+    await store.set_memory(DEVICE, "likes trains")
+    await store.put_turn(DEVICE, StoredTurn("c", 0, "hi", "hello", at=time.time()))
+    await store.put_turn(OTHER, StoredTurn("c", 0, "hi", "hello", at=time.time()))
+    await store.forget_device(DEVICE)
+    assert await store.recent_turns(DEVICE, limit=5) == [] and await store.memory(DEVICE) is None
+    assert await store.assigned_profile(DEVICE) is None and await store.admission(DEVICE) is not None
+    assert len(await store.recent_turns(OTHER, limit=5)) == 1
+
+
+async def test_another_client_sees_the_writes_and_data_outlives_a_reopen(open_client: StoreFactory) -> None:
+    first, second = await open_client(), await open_client()
+    await first.put_turn(DEVICE, StoredTurn("c", 0, "my name is Alice", "Hello Alice", at=time.time()))
+    await first.admit(DEVICE, via="activation")
+    assert [t.user for t in await second.recent_turns(DEVICE, limit=1)] == ["my name is Alice"]
+    await first.close()
+    await first.close()  # twice is fine
+    third = await open_client()
+    assert await third.admission(DEVICE) is not None
+
+
+async def test_a_hundred_devices_finishing_turns_at_once_lose_nothing(open_client: StoreFactory) -> None:
+    first, second = await open_client(), await open_client()
+    devices = [f"02:00:00:00:{n // 256:02x}:{n % 256:02x}" for n in range(100)]
+    now = time.time()
+    writes = [client.put_turn(device, StoredTurn("c", seq, f"q{seq}", f"a{seq}", at=now + seq))
+              for seq in range(3) for n, device in enumerate(devices) for client in [(first, second)[n % 2]]]
+    await asyncio.gather(*writes)
+    for device in devices:
+        assert [t.user for t in await first.recent_turns(device, limit=10)] == ["q0", "q1", "q2"]
+
+
+async def test_unicode_and_long_text_round_trip(store: Store) -> None:
+    text = "忘掉我说过的话 🍵 " * 500
+    await store.put_turn(DEVICE, StoredTurn("对话", 0, text, "好的", at=time.time()))
+    await store.set_memory(DEVICE, text)
+    [turn] = await store.recent_turns(DEVICE, limit=1)
+    assert turn.user == text and turn.conversation == "对话"
+    memory = await store.memory(DEVICE)
+    assert memory is not None and memory.text == text

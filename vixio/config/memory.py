@@ -1,0 +1,31 @@
+"""Configuration of the state store (`state:`) and of what devices remember (`memory:`)."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from vixio.core.settings import StrictModel
+
+
+class StateConfig(StrictModel):
+    """Where vixio keeps what outlives a session: activations, conversation history, memory, pairing approvals, the live-session directory (docs/privacy.md)."""
+
+    path: str = ".vixio/state.db"
+    """The SQLite file (relative paths from the working directory); its folder is created on first run. Every worker process opens the same file, so it must be on a local disk (SQLite's WAL mode does not work over a network file system)."""
+    lock_timeout: float = Field(default=5.0, gt=0)
+    """Seconds an access waits while another process holds the file locked; then startup fails (naming the file) or the write is reported lost."""
+    max_mb: float | None = Field(default=None, gt=0)
+    """Largest size of the file in MB; writes beyond it fail as on a full disk (one ERROR, conversations go on). null: no cap."""
+
+
+class MemoryConfig(StrictModel):
+    """What a device remembers between connections (docs/privacy.md says what is stored and how to erase it)."""
+
+    enabled: bool = True
+    """Store each device's conversation and restore it when the device comes back; false stores nothing (and reads nothing)."""
+    resume_minutes: float = Field(default=10.0, ge=0)
+    """A device that reconnects within this many minutes of its last turn continues the same conversation: the turns it heard are put back into the model's history. 0 always starts afresh."""
+    max_turns: int = Field(default=20, ge=1, le=500)
+    """Turns (a user message and the reply the device played) restored on a resume; the model's own history bound (`agent.max_history_messages`) still applies."""
+    history_days: float = Field(default=30.0, gt=0)
+    """Days a stored turn is kept; older ones are deleted at startup and every hour."""

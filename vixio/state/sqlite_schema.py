@@ -1,0 +1,64 @@
+"""The SQLite store's schema and its versioned migrations (`PRAGMA user_version`).
+
+A migration is appended, never edited: a file made by an older vixio is brought up to date at
+startup, one version at a time, inside one transaction (all or nothing). A file from a newer
+vixio is refused rather than guessed at.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+from loguru import logger
+
+MIGRATIONS: tuple[tuple[str, ...], ...] = (
+    (  # 1: the first schema
+        """CREATE TABLE admissions (
+            device_id TEXT PRIMARY KEY, via TEXT NOT NULL, at REAL NOT NULL)""",
+        """CREATE TABLE profile_assignments (
+            device_id TEXT PRIMARY KEY, profile TEXT NOT NULL, at REAL NOT NULL)""",
+        """CREATE TABLE turns (
+            device_id TEXT NOT NULL, conversation TEXT NOT NULL, seq INTEGER NOT NULL,
+            user_text TEXT NOT NULL, assistant_text TEXT NOT NULL, interrupted INTEGER NOT NULL,
+            at REAL NOT NULL, PRIMARY KEY (device_id, conversation, seq))""",
+        "CREATE INDEX turns_by_device_time ON turns (device_id, at)",
+        "CREATE INDEX turns_by_time ON turns (at)",
+        """CREATE TABLE memories (
+            device_id TEXT PRIMARY KEY, text TEXT NOT NULL, at REAL NOT NULL)""",
+        """CREATE TABLE pairings (
+            device_id TEXT NOT NULL, companion TEXT NOT NULL, at REAL NOT NULL,
+            PRIMARY KEY (device_id, companion))""",
+        """CREATE TABLE live_sessions (
+            session_id TEXT PRIMARY KEY, device_id TEXT NOT NULL, worker TEXT NOT NULL,
+            started REAL NOT NULL)""",
+        "CREATE INDEX live_sessions_by_device ON live_sessions (device_id)",
+    ),
+)
+"""Migration n (from 1) takes a file from version n-1 to n."""
+
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+class NewerSchemaError(Exception):
+    """The file was written by a newer vixio."""
+
+
+def migrate(connection: sqlite3.Connection, location: str) -> None:
+    """Bring the file to `SCHEMA_VERSION`; several processes starting at once take turns (the
+    write lock), and the later ones find nothing left to do."""
+    connection.execute("BEGIN IMMEDIATE")
+    try:
+        version = int(connection.execute("PRAGMA user_version").fetchone()[0])
+        if version > SCHEMA_VERSION:
+            raise NewerSchemaError(f"schema version {version}, this vixio knows up to {SCHEMA_VERSION}")
+        for statements in MIGRATIONS[version:]:
+            for statement in statements:
+                connection.execute(statement)
+        if version < SCHEMA_VERSION:
+            connection.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        connection.execute("COMMIT")
+    except BaseException:
+        connection.execute("ROLLBACK")
+        raise
+    if version < SCHEMA_VERSION:
+        logger.info("state store {}: schema {} -> {}", location, version or "new", SCHEMA_VERSION)

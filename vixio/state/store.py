@@ -1,0 +1,208 @@
+"""The state store: everything vixio keeps beyond one session, behind one small async interface.
+
+    store = open_store(config.state)          # SqliteStore: one file shared by every worker
+    await store.open()                        # creates the file, runs schema migrations
+    await store.admit("aa:bb:cc:dd:ee:ff", via="activation")
+    await store.put_turn(device, StoredTurn("c1", 0, "my name is Alice", "Hello Alice!", at=time.time()))
+    turns = await store.recent_turns(device, limit=20)
+    await store.close()
+
+What it holds: who is let in (activation, run-time allow-list), profile assignments that win over
+config, conversation turns, a short long-term memory per device, companion pairing approvals, and
+the directory of live sessions (which worker holds which device). Backends implement `Store`;
+nothing else in vixio speaks SQL (vixio/state/sqlite.py) or a Redis command. Every method may be
+called from any task; writes never block the event loop. tests/state/ is the contract every
+backend passes.
+
+Failures: `StoreError` when the store cannot be used at all (corrupt, locked, unreachable): its
+message names the file or server and what to do. `StoreWriteError` when one write was lost (disk
+full): the backend logs one ERROR per episode, not per write, and callers that can go on (history,
+memory) do; reads keep working.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+AdmissionKind = Literal["activation", "allow-list"]
+
+
+class StoreError(Exception):
+    """The store cannot be used; the message names it and says what to do."""
+
+
+class StoreWriteError(StoreError):
+    """A write did not reach the store (e.g. the disk is full); earlier data is intact."""
+
+
+@dataclass(frozen=True, slots=True)
+class Admission:
+    """A device an operator let in."""
+
+    device_id: str
+    via: AdmissionKind
+    """"activation": its code was confirmed; "allow-list": added by id."""
+    at: float
+    """Unix time of the admission."""
+
+
+@dataclass(frozen=True, slots=True)
+class StoredTurn:
+    """One exchange of a conversation, as the device's user heard it."""
+
+    conversation: str
+    """Id of the conversation; a resumed session continues its device's last one."""
+    seq: int
+    """Order within the conversation, from 0; putting a turn again with the same seq replaces it."""
+    user: str
+    """What the user said (empty for a turn the assistant started, e.g. a background result)."""
+    assistant: str
+    """The reply; only the part that was played when `interrupted`."""
+    interrupted: bool = False
+    at: float = 0.0
+    """Unix time the turn began."""
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceMemory:
+    """Lasting facts about a device's user, carried into its next conversations."""
+
+    text: str
+    at: float
+    """Unix time of the last update."""
+
+
+@dataclass(frozen=True, slots=True)
+class PairingApproval:
+    """An operator allowed this companion to pair with this device."""
+
+    device_id: str
+    companion: str
+    """What identifies the companion (its key or client id)."""
+    at: float
+
+
+@dataclass(frozen=True, slots=True)
+class LiveSession:
+    """A session some worker is serving now."""
+
+    session_id: str
+    device_id: str
+    worker: str
+    """Which process holds it, e.g. "w0" (a fleet adds the host: "host-2/w1")."""
+    started: float
+
+
+class Store(ABC):
+    """What vixio keeps beyond a session. Device ids are lowercase MACs or other printable ids."""
+
+    location: str = ""
+    """What to name in messages: the file path or the server URL."""
+
+    @abstractmethod
+    async def open(self) -> None:
+        """Connect, create what is missing and run pending schema migrations (StoreError if it cannot)."""
+
+    @abstractmethod
+    async def close(self) -> None:
+        """Finish pending writes and release the store; safe to call twice or unopened."""
+
+    # --- who is let in ------------------------------------------------------------------------
+
+    @abstractmethod
+    async def admission(self, device_id: str) -> Admission | None:
+        """How `device_id` was let in, or None."""
+
+    @abstractmethod
+    async def admit(self, device_id: str, via: AdmissionKind) -> None:
+        """Let `device_id` in (an existing admission keeps its time and kind)."""
+
+    @abstractmethod
+    async def revoke(self, device_id: str) -> bool:
+        """Take the admission back; False if there was none."""
+
+    @abstractmethod
+    async def admissions(self) -> list[Admission]:
+        """Every admitted device, oldest first."""
+
+    # --- profiles -----------------------------------------------------------------------------
+
+    @abstractmethod
+    async def assigned_profile(self, device_id: str) -> str | None:
+        """The profile assigned at run time (wins over config), or None."""
+
+    @abstractmethod
+    async def assign_profile(self, device_id: str, profile: str | None) -> None:
+        """Assign `profile` to `device_id`; None clears the assignment (config decides again)."""
+
+    # --- conversation history -----------------------------------------------------------------
+
+    @abstractmethod
+    async def put_turn(self, device_id: str, turn: StoredTurn) -> None:
+        """Add a turn, or replace the one with the same conversation and seq (an interrupted reply)."""
+
+    @abstractmethod
+    async def recent_turns(self, device_id: str, limit: int) -> list[StoredTurn]:
+        """The device's last `limit` turns over all its conversations, oldest first."""
+
+    @abstractmethod
+    async def clear_history(self, device_id: str) -> int:
+        """Delete every turn of `device_id`; how many there were."""
+
+    @abstractmethod
+    async def prune_history(self, before: float) -> int:
+        """Delete every device's turns that began before unix time `before`; how many."""
+
+    # --- long-term memory ---------------------------------------------------------------------
+
+    @abstractmethod
+    async def memory(self, device_id: str) -> DeviceMemory | None:
+        """The device's long-term memory, or None."""
+
+    @abstractmethod
+    async def set_memory(self, device_id: str, text: str) -> None:
+        """Replace the device's long-term memory; empty text clears it."""
+
+    # --- companion pairing --------------------------------------------------------------------
+
+    @abstractmethod
+    async def approve_pairing(self, device_id: str, companion: str) -> None:
+        """Remember that `companion` may pair with `device_id`."""
+
+    @abstractmethod
+    async def revoke_pairing(self, device_id: str, companion: str) -> bool:
+        """Forget that approval; False if there was none."""
+
+    @abstractmethod
+    async def pairings(self, device_id: str) -> list[PairingApproval]:
+        """The companions approved for `device_id`, oldest first."""
+
+    # --- live sessions ------------------------------------------------------------------------
+
+    @abstractmethod
+    async def session_started(self, session: LiveSession) -> None:
+        """Record a live session (replacing one with the same id)."""
+
+    @abstractmethod
+    async def session_ended(self, session_id: str) -> None:
+        """Remove a live session; no error if unknown."""
+
+    @abstractmethod
+    async def live_sessions(self, device_id: str | None = None) -> list[LiveSession]:
+        """Live sessions, of one device or all, oldest first."""
+
+    @abstractmethod
+    async def forget_sessions(self, workers: Sequence[str] | None = None) -> int:
+        """Remove the sessions of `workers` (restarted), or all (a fresh start); how many."""
+
+    # --- a device's whole record --------------------------------------------------------------
+
+    async def forget_device(self, device_id: str) -> None:
+        """Erase what the device said and what was learnt about it: history, memory, profile
+        assignment (its admission and pairings stay: they are the operator's decisions)."""
+        await self.clear_history(device_id)
+        await self.set_memory(device_id, "")
+        await self.assign_profile(device_id, None)
