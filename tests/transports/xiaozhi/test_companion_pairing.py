@@ -143,6 +143,7 @@ class _Client:
     def __init__(self, session_id: str, mac: str = "", device_id: str = "") -> None:
         self.session_id, self.mac_addr, self.device_id = session_id, mac, device_id or f"companion-{session_id}"
         self.client_id = ""
+        self.is_companion = bool(mac)
         self.paired_with = ""
         self.companions: list[Any] = []
 

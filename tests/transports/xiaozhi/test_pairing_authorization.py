@@ -250,3 +250,21 @@ async def test_the_cli_approves_and_revokes_and_unpairing_stops_tools_and_messag
     finally:
         await a.close()
         await device.__aexit__(None, None, None)
+
+
+async def test_a_companion_that_then_names_no_other_device_leaves_it(servers, tmp_path: Path) -> None:
+    h = await serve(servers, tmp_path, pairing={"trust_mac": True})
+    device, sid = await connect_v(h)
+    a = companion(h, [])
+    try:
+        await a.connect(hello=False)
+        assert (await a.register(mac_addr=V_MAC))["result"]["paired"] is True
+        await v_tools(h, sid, {"unlock_front_door"})
+        # Registering again under its own id: no pairing fields, and off the device.
+        result = (await a.register(mac_addr=A_ID))["result"]
+        assert "pairing" not in result and "paired" not in result
+        await v_tools(h, sid, set())
+        assert (await api(h, "/api/pairing"))[1]["companions"] == []
+    finally:
+        await a.close()
+        await device.__aexit__(None, None, None)

@@ -94,10 +94,13 @@ class CompanionRegistry:
 
     # --- companions -----------------------------------------------------------------------------
 
-    def companion_registered(self, companion: RegisterToolsClient) -> PairingOutcome:
-        """`companion` registered (again): pair it if it may and its device is here."""
+    def companion_registered(self, companion: RegisterToolsClient) -> PairingOutcome | None:
+        """`companion` registered (again): pair it if it may and its device is here. None when
+        this registration names no other device: the client is no (longer a) companion."""
         mac = normalize_mac(companion.mac_addr)
-        self.companion_left(companion)  # a new registration may name another MAC
+        self.companion_left(companion)  # a new registration may name another MAC, or none
+        if not companion.is_companion:
+            return None
         key = CompanionKey(companion.device_id[:MAX_ID_CHARS], companion.client_id[:MAX_ID_CHARS], mac)
         if self.policy is None:
             return self._let_in(companion, key, "trust_mac")

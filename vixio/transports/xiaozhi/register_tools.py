@@ -47,7 +47,7 @@ from vixio.core.tools.types import (
     output_text,
 )
 from vixio.core.transport import ConnectionClosed
-from vixio.transports.xiaozhi.companion_tools import companion_label, present
+from vixio.transports.xiaozhi.companion_tools import companion_label, present_all
 from vixio.transports.xiaozhi.pairing_policy import Credential
 from vixio.transports.xiaozhi.pairing_store import normalize_mac
 from vixio.transports.xiaozhi.register_parsing import ServerTools, parse_tools, parse_tools_in_slices
@@ -108,7 +108,7 @@ class RegisterToolsClient:
         """What the latest registration presented for the device it names (the device's token)."""
         self.operator_unpaired = False
         """The operator unpaired this companion: on this connection only an approval pairs it again."""
-        self.on_registered: Callable[[RegisterToolsClient], PairingOutcome] | None = None
+        self.on_registered: Callable[[RegisterToolsClient], PairingOutcome | None] | None = None
         """The pairing hook (CompanionRegistry.companion_registered): called after each registration."""
         self.server_tools: ServerTools | None = None
         """Looks up server-side tools for `main_type: "local"` entries."""
@@ -119,6 +119,8 @@ class RegisterToolsClient:
         session's, and this session's ai/message stream goes to them too."""
         self._send = send
         self._tools: list[ToolDefinition] = []
+        self._presented: list[ToolDefinition] = []
+        """`_tools` as a paired device's model sees them (companion_tools.present), made at registration."""
         self._on_tools: ToolsCallback | None = None
         self._generation = 0
         self._delivered = 0
@@ -139,11 +141,10 @@ class RegisterToolsClient:
         tools = list(self._tools)
         names = {tool.name for tool in tools}
         for companion in self.companions:
-            label = companion_label(companion.device_id)
-            for tool in companion._tools:
+            for tool in companion._presented:
                 if tool.name not in names:
                     names.add(tool.name)
-                    tools.append(present(tool, label))
+                    tools.append(tool)
         return tools
 
     def attach_companion(self, companion: RegisterToolsClient) -> None:
@@ -210,6 +211,8 @@ class RegisterToolsClient:
                                                             server_tools=self.server_tools)
             local = [tool for tool in accepted if tool.source != "register"]
             accepted = [tool for tool in accepted if tool.source == "register"]
+            # As a paired device's model will read them, a few per loop slice (~1 ms each at worst).
+            self._presented = await present_all(accepted, companion_label(self.device_id)) if self.is_companion else []
             self._budget.take(SOURCE, len(accepted))
             if skipped:  # one line for the whole registration, however many entries it skipped
                 first = skipped[0]
@@ -232,8 +235,8 @@ class RegisterToolsClient:
                 result["local"] = [tool.name for tool in local]
             if skipped:
                 result["skipped"] = skipped
-            if self.on_registered is not None and self.is_companion:
-                outcome = self.on_registered(self)
+            outcome = self.on_registered(self) if self.on_registered is not None else None
+            if outcome is not None:  # it names another device: a companion
                 result.update(paired=outcome.paired, pairing=outcome.status, pairing_id=outcome.pairing_id)
                 result["message"] += " " + outcome.message
             self.registered_event.set()
