@@ -191,3 +191,26 @@ agent: {{provider: litellm, model: openai/test-model, api_base: "{llm.base_url}"
     finally:
         example.kill()
     llm.assert_all_consumed()
+
+
+# --- my_tools.py -------------------------------------------------------------------------------------
+
+
+def test_my_tools_load_from_the_config_its_docstring_shows(monkeypatch: pytest.MonkeyPatch) -> None:
+    import yaml
+
+    from vixio.config.models import VixioConfig
+    from vixio.voice import VoiceStack
+
+    docstring = (EXAMPLES / "my_tools.py").read_text(encoding="utf-8").split('"""')[1]
+    snippet = docstring.split("\n\n")[1]  # the indented `tools:` block
+    tools = yaml.safe_load(snippet)["tools"]
+    monkeypatch.chdir(ROOT)  # its paths are relative to where `vixio serve` runs
+    config = VixioConfig.model_validate({"agent": {"provider": "litellm", "model": "openai/x"},
+                                         "tools": {**tools, "builtin": []}})
+    voice = VoiceStack(config)
+    loaded = {tool.name: tool for tool in voice.local_tools}
+    assert set(loaded) == {"take_note", "read_notes", "check_website"}
+    assert loaded["check_website"].is_async and loaded["check_website"].timeout == 20
+    session = voice.session_tools("s")
+    assert session is not None and session.toolset.policy.timeout_for(loaded["check_website"]) == 20
