@@ -22,7 +22,7 @@ from http import HTTPStatus
 from urllib.parse import urlsplit
 
 _DNS_TEXT = ("Name or service not known", "nodename nor servname", "Temporary failure in name resolution",
-             "No address associated with hostname", "getaddrinfo failed", "Cannot connect to host: DNS")
+             "No address associated with hostname", "getaddrinfo failed")
 _REFUSED_TEXT = ("Connection refused", "Errno 111", "ECONNREFUSED", "actively refused")
 _MAX_DETAIL = 200
 
