@@ -1,6 +1,7 @@
 # Set-up commands for a fresh machine (pip only, idempotent):
 #   make serve   install vixio and what config.yaml needs, run `vixio serve --config config.yaml`
 #   make serve CONFIG=config.zh.yaml   the same for another config (here: Mandarin)
+#   make install-config [CONFIG=...]   only the install part of `make serve`
 #   make test    install the test dependencies (and, as root on Debian/Ubuntu, chromium for the
 #                console's browser test) and run the whole suite
 PYTHON ?= python3
@@ -14,7 +15,7 @@ CONFIG_STAMP := $(VENV)/.installed-config-$(subst /,_,$(CONFIG))
 # but refuse (SIGILL); a portable AVX2 build runs everywhere and is as fast for a 135M model.
 export CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF
 
-.PHONY: serve test install install-test docs bench clean
+.PHONY: serve test install install-test install-config docs bench clean
 
 $(PY):
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "vixio needs Python >= 3.11"'
@@ -36,10 +37,13 @@ install: $(VENV)/.installed
 install-test: $(VENV)/.installed-test
 
 # The core first (`vixio config extras` needs only it), then the extras this config's providers need.
+# A config error stops here, in one line, before pip sees an empty extra.
 $(CONFIG_STAMP): pyproject.toml $(CONFIG) | $(PY)
 	$(PY) -m pip install -e .
-	$(PY) -m pip install -e ".[$$($(VENV)/bin/vixio config extras --config $(CONFIG))]"
+	extras=$$($(VENV)/bin/vixio config extras --config $(CONFIG)) && $(PY) -m pip install -e ".[$$extras]"
 	touch $@
+
+install-config: $(CONFIG_STAMP)
 
 serve: $(CONFIG_STAMP)
 	$(VENV)/bin/vixio serve --config $(CONFIG)
