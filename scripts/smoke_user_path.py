@@ -1,0 +1,247 @@
+"""The user's path, end to end: install what `make serve` installs, serve, ask, stop.
+
+    python3 scripts/smoke_user_path.py --config config.yaml
+    python3 scripts/smoke_user_path.py --config config.zh.yaml   # its cloud model: a scripted one
+
+1. `make install-config` into a fresh venv: vixio's core and the extras this config needs,
+   nothing else (no test extras); pip's wheel cache spares compiling llama.cpp again.
+2. `vixio serve` from that venv with the config as shipped, except its two ports (free ones,
+   so a server already running here does not collide) and, for a config whose model is a cloud
+   API, its `api_base`: a scripted OpenAI-compatible model on loopback (scripts/scripted_llm.py).
+3. Once the banner prints the `vixio device` command, runs it with `--text` and with `--wav`
+   (a speech fixture): each must get a spoken answer (text on screen, audio frames played).
+4. SIGINT: the server must exit 0 with no traceback and no ERROR line in its log.
+
+Exits 0 when all of that holds; otherwise 1, with the reason and the server log's tail. Uses only
+the standard library, so it runs before anything is installed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+START_TIMEOUT = 600.0
+"""Seconds for every worker to load its models on a busy 2-core machine."""
+ANSWER_TIMEOUT = 120.0
+"""Seconds `vixio device` waits for each answer (a cold first turn on a busy machine)."""
+TRY_LINE = re.compile(r"Try: (\S+) device --ota (http://\S+)")
+
+# Per shipped config: what to say, and the scripted answers when its model is a cloud API.
+CASES = {
+    "config.yaml": {"text": "what time is it", "wav": "tests/fixtures/speech/weather.wav", "replies": []},
+    "config.zh.yaml": {"text": "现在几点了？", "wav": "tests/fixtures/speech_zh/weather.wav",
+                       "replies": ["现在是下午三点。", "今天是晴天，二十五度。"]},
+}
+
+
+class SmokeFailure(Exception):
+    """What went wrong, for one line of output."""
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--config", default="config.yaml", choices=sorted(CASES))
+    parser.add_argument("--keep", action="store_true", help="keep the venv and logs (their folder is printed)")
+    args = parser.parse_args()
+    work = Path(tempfile.mkdtemp(prefix=f"vixio-smoke-{Path(args.config).stem}-"))
+    started = time.monotonic()
+    try:
+        smoke(args.config, work)
+    except SmokeFailure as exc:
+        print(f"smoke {args.config}: FAILED: {exc}", file=sys.stderr)
+        for log in sorted(work.glob("*.log")):
+            print(f"--- {log.name} (last 60 lines) ---\n{tail(log, 60)}", file=sys.stderr)
+        return 1
+    finally:
+        if args.keep:
+            print(f"smoke {args.config}: kept {work}", file=sys.stderr)
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+    print(f"smoke {args.config}: OK in {time.monotonic() - started:.0f} s")
+    return 0
+
+
+def smoke(config_name: str, work: Path) -> None:
+    case = CASES[config_name]
+    venv = work / "venv"
+    step = Step(config_name)
+    with step("install (make install-config)"):
+        install_log = work / "install.log"
+        run_logged(["make", "install-config", f"VENV={venv}", f"CONFIG={config_name}"], install_log)
+        if "Building wheel for llama-cpp-python" in install_log.read_text():
+            print(f"smoke {config_name}: note: pip compiled llama-cpp-python (no cached wheel)", file=sys.stderr)
+    llm = None
+    env = clean_environment()
+    if case["replies"]:
+        llm = start_scripted_llm(venv, case["replies"], work)
+        env["DEEPSEEK_API_KEY"] = "smoke-test-key"  # the scripted model takes any key
+    config = derived_config(ROOT / config_name, work, llm_url=llm[1] if llm else None)
+    server_log = work / "server.log"
+    with server_log.open("w") as log:
+        server = subprocess.Popen([str(venv / "bin" / "vixio"), "serve", "--config", str(config)], cwd=ROOT,
+                                  env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        with step("start (every worker loads its models)"):
+            vixio, ota_url = wait_for_banner(server, server_log)
+        with step("typed question"):
+            ask(vixio, ota_url, ["--text", case["text"]], work / "device-text.log", spoken=False)
+        with step("spoken question"):
+            ask(vixio, ota_url, ["--wav", str(ROOT / case["wav"])], work / "device-wav.log", spoken=True)
+        with step("SIGINT"):
+            server.send_signal(signal.SIGINT)
+            try:
+                code = server.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                raise SmokeFailure("the server did not exit within 60 s of SIGINT") from None
+        if code != 0:
+            raise SmokeFailure(f"the server exited with {code} after SIGINT (expected 0)")
+        check_log(server_log)
+    finally:
+        if server.poll() is None:
+            os.killpg(server.pid, signal.SIGKILL)
+            server.wait()
+        if llm is not None:
+            stop_scripted_llm(llm[0])
+
+
+class Step:
+    """Prints each step's duration: `smoke config.yaml: install ... 95 s`."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.current = ""
+
+    def __call__(self, what: str) -> Step:
+        self.current = what
+        return self
+
+    def __enter__(self) -> None:
+        self.started = time.monotonic()
+
+    def __exit__(self, kind: object, *rest: object) -> None:
+        status = "" if kind is None else " (failed)"
+        print(f"smoke {self.name}: {self.current}: {time.monotonic() - self.started:.0f} s{status}", flush=True)
+
+
+def clean_environment() -> dict[str, str]:
+    """This environment without anything that would make the venv import another checkout's code."""
+    env = {key: value for key, value in os.environ.items() if key not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME")}
+    env["PATH"] = os.pathsep.join(part for part in env.get("PATH", "").split(os.pathsep) if "/.venv/" not in part)
+    return env
+
+
+def run_logged(command: list[str], log: Path) -> None:
+    with log.open("w") as out:
+        result = subprocess.run(command, cwd=ROOT, env=clean_environment(), stdout=out, stderr=subprocess.STDOUT)
+    if result.returncode != 0:
+        raise SmokeFailure(f"`{' '.join(command)}` exited with {result.returncode}")
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def derived_config(shipped: Path, work: Path, *, llm_url: str | None) -> Path:
+    """The shipped config with free ports and, for a cloud model, the scripted model's URL."""
+    text = shipped.read_text(encoding="utf-8")
+    for shipped_port in (8000, 8003):
+        text, count = re.subn(rf"^(\s+port: ){shipped_port}\b", rf"\g<1>{free_port()}", text, flags=re.M)
+        if count != 1:
+            raise SmokeFailure(f"{shipped.name}: expected one `port: {shipped_port}` line, found {count}")
+    if llm_url is not None:
+        text, count = re.subn(r"^(agent:\n(?:  .*\n)*?  model: \S+.*\n)", rf"\g<1>  api_base: {llm_url}\n", text,
+                              flags=re.M)
+        if count != 1:
+            raise SmokeFailure(f"{shipped.name}: no `agent:` section with a `model:` to point at the scripted model")
+    derived = work / shipped.name
+    derived.write_text(text, encoding="utf-8")
+    return derived
+
+
+def start_scripted_llm(venv: Path, replies: list[str], work: Path) -> tuple[subprocess.Popen[bytes], str]:
+    url_file = work / "llm.url"
+    with (work / "scripted-llm.log").open("w") as log:
+        process = subprocess.Popen([str(venv / "bin" / "python"), str(ROOT / "scripts" / "scripted_llm.py"),
+                                    "--url-file", str(url_file), *replies], cwd=ROOT, env=clean_environment(),
+                                   stdout=log, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 60
+    while not (url_file.exists() and url_file.read_text()):
+        if process.poll() is not None or time.monotonic() > deadline:
+            raise SmokeFailure("the scripted model did not start")
+        time.sleep(0.1)
+    return process, url_file.read_text()
+
+
+def stop_scripted_llm(process: subprocess.Popen[bytes]) -> None:
+    process.send_signal(signal.SIGINT)
+    try:
+        code = process.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        raise SmokeFailure("the scripted model did not stop") from None
+    if code != 0:
+        raise SmokeFailure("the scripted model was not asked exactly once per question (scripted-llm.log)")
+
+
+def wait_for_banner(server: subprocess.Popen[bytes], log: Path) -> tuple[str, str]:
+    """The `vixio device` command the banner suggests: (vixio, OTA URL)."""
+    deadline = time.monotonic() + START_TIMEOUT
+    while time.monotonic() < deadline:
+        found = TRY_LINE.search(log.read_text(errors="replace"))
+        if found:
+            return str(ROOT / found.group(1)), found.group(2)
+        if server.poll() is not None:
+            raise SmokeFailure(f"`vixio serve` exited with {server.returncode} before it was ready")
+        time.sleep(0.5)
+    raise SmokeFailure(f"`vixio serve` did not print its banner within {START_TIMEOUT:.0f} s")
+
+
+def ask(vixio: str, ota_url: str, what: list[str], log: Path, *, spoken: bool) -> None:
+    """One `vixio device` exchange; it must end with a spoken answer."""
+    command = [vixio, "device", "--ota", ota_url, *what, "--timeout", str(ANSWER_TIMEOUT)]
+    result = subprocess.run(command, cwd=ROOT, env=clean_environment(), capture_output=True, text=True,
+                            timeout=ANSWER_TIMEOUT * 3)
+    log.write_text(f"$ {' '.join(command)}\n{result.stdout}{result.stderr}")
+    if result.returncode != 0:
+        raise SmokeFailure(f"`vixio device {' '.join(what)}` exited with {result.returncode} ({log.name})")
+    messages = [json.loads(line.split("] ", 1)[1]) for line in result.stdout.splitlines() if line.startswith("[")]
+    said = [m.get("text", "") for m in messages if m.get("type") == "tts" and m.get("state") == "sentence_start"]
+    heard = [m.get("text", "") for m in messages if m.get("type") == "stt"]
+    audio = re.search(r"audio: (\d+) frames received, (\d+) played \(([\d.]+) s\)", result.stderr)
+    if not any(text.strip() for text in said):
+        raise SmokeFailure(f"`vixio device {' '.join(what)}`: no answer text (tts sentence_start) ({log.name})")
+    if spoken and not any(text.strip() for text in heard):
+        raise SmokeFailure(f"`vixio device {' '.join(what)}`: the server heard nothing (no stt text) ({log.name})")
+    if not audio or int(audio.group(2)) == 0 or float(audio.group(3)) < 0.3:
+        raise SmokeFailure(f"`vixio device {' '.join(what)}`: no spoken answer (audio frames played) ({log.name})")
+    print(f"  heard {heard[-1]!r} -> said {' '.join(said)!r}; {audio.group(2)} frames ({audio.group(3)} s) played"
+          if heard else f"  said {' '.join(said)!r}; {audio.group(2)} frames ({audio.group(3)} s) played")
+
+
+def check_log(log: Path) -> None:
+    text = log.read_text(errors="replace")
+    for bad in ("Traceback", "Fatal Python error", "| ERROR", "| CRITICAL"):
+        if bad in text:
+            raise SmokeFailure(f"the server log has {bad!r} ({log.name})")
+
+
+def tail(path: Path, lines: int) -> str:
+    return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+
+
+if __name__ == "__main__":
+    sys.exit(main())
