@@ -121,8 +121,9 @@ async def test_a_refused_connection_is_one_line(unused_tcp_port: int, capsys: py
 async def test_an_ota_url_on_a_closed_port_is_one_line(unused_tcp_port: int, capsys: pytest.CaptureFixture[str]) -> None:
     url = f"http://127.0.0.1:{unused_tcp_port}/xiaozhi/ota/"
     assert await run_in_thread(parse("--ota", url, "--text", "hi", "--timeout", "5")) == 1
-    errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
-    assert errors == [f"error: connection refused by {url}: is `vixio serve` running on that port?"]
+    output = capsys.readouterr()
+    assert output.err.splitlines() == [f"error: connection refused by {url}: is `vixio serve` running on that port?"]
+    assert output.out == ""
 
 
 async def test_an_ota_host_that_does_not_resolve_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:

@@ -141,7 +141,8 @@ async def _exchange(args: argparse.Namespace) -> int:
         await device.close()
         if args.record:
             device.save_recording(args.record)
-    _summary(device, args.record)
+    if device.received or device.audio_frames or device.faults:  # nothing came back: the error line says why
+        _summary(device, args.record)
     return 0 if ok and not device.faults else 1
 
 
