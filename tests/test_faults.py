@@ -220,18 +220,24 @@ async def test_tts_http_500_without_fallback_shows_the_text_and_logs_once(
     llm: ScriptedLLMServer, speech: SpeechFaultServer, logs: LogLines
 ) -> None:
     speech.tts_mode = "http_500"
-    llm.expect(Reply.text("First sentence here. Second sentence here. Third one."))
-    server = await start(llm, speech)
+    llm.expect(Reply.text("First sentence here. Second sentence here. Third one."), Reply.text("Probe now."))
+    server = await start(llm, speech, tts={"fallback": None})
+    assert server.voice.tts_circuit is not None
+    server.voice.tts_circuit.retry_after = 0.2
     try:
         async with SimulatedDevice(ws_url=ws_url(server)) as device:
             await device.connect()
             heard = await ask(device, "talk")
             assert heard.sentences == ["First sentence here.", "Second sentence here.", "Third one."]
             assert heard.audio_seconds == 0
+            assert speech.tts_requests == ["First sentence here."]  # the rest did not wait for it again
             errors = logs.at("ERROR")
             assert len(errors) == 1 and "TTS is down" in errors[0] and "HTTP 500" in errors[0], errors
             assert logs.at("WARNING") == []  # not one per sentence
             speech.tts_mode = "ok"
+            await asyncio.sleep(0.3)  # retry_after
+            heard = await ask(device, "probe")  # shown while a background probe hears the API again
+            assert heard.sentences == ["Probe now."] and speech.tts_requests[-1] == "Probe now."
             await next_turn_works(device, llm)
             assert len(logs.at("INFO", "speaking again")) == 1
     finally:

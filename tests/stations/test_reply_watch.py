@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator
 
 import pytest
 
-from vixio.providers.agent.base import AgentEvent, AgentTextDelta, AgentToolCall, AgentToolResult
+from vixio.providers.agent.base import AgentEvent, AgentTextDelta, AgentTextEnd, AgentToolCall, AgentToolResult
 from vixio.stations.reply_watch import FILLER, ReplyTimeout, ReplyTimeouts, watch_reply
 
 
@@ -127,3 +128,62 @@ async def test_a_timeout_closes_the_stream() -> None:
     with pytest.raises(ReplyTimeout):
         await collect(watch_reply(script.events(), ReplyTimeouts(first_token=5, gap=0.1)))
     assert script.closed
+
+
+async def test_a_reply_that_stays_silent_hits_the_silence_limit_however_the_model_streams() -> None:
+    # A token every 0.1 s (never a gap) that is never heard: no audio comes of it.
+    script = Scripted(*[(0.1, AgentTextDelta("<think>"))] * 20)
+    started = time.monotonic()
+    with pytest.raises(ReplyTimeout, match=r"left the user in silence for 0.5 s \(agent.silence_timeout\)") as info:
+        await collect(watch_reply(script.events(), ReplyTimeouts(first_token=5, gap=5, silence=0.5),
+                                  audio_until=lambda: 0.0))
+    assert info.value.phase == "silence" and 0.5 <= time.monotonic() - started < 0.8
+    assert script.closed
+
+
+async def test_audio_moves_the_silence_limit_on_while_the_model_is_awaited() -> None:
+    # The model pauses 0.6 s (more than the 0.4 s limit) while 0.5 s of audio made at its start plays.
+    loop = asyncio.get_running_loop()
+    heard_until = loop.time() + 0.5
+    script = Scripted((0, AgentTextDelta("One. ")), (0.6, AgentTextDelta("Two.")))
+    out = await collect(watch_reply(script.events(), ReplyTimeouts(first_token=5, gap=5, silence=0.4),
+                                    audio_until=lambda: heard_until))
+    assert out == [AgentTextDelta("One. "), AgentTextDelta("Two.")]
+    script = Scripted((0, AgentTextDelta("One. ")), (1.2, AgentTextDelta("Two.")))
+    heard_until = loop.time() + 0.5
+    with pytest.raises(ReplyTimeout) as info:
+        await collect(watch_reply(script.events(), ReplyTimeouts(first_token=5, gap=5, silence=0.4),
+                                  audio_until=lambda: heard_until))
+    assert info.value.phase == "silence"
+
+
+async def test_the_silence_limit_applies_before_the_first_token_with_a_filler_too() -> None:
+    script = Scripted((5, AgentTextDelta("late")))
+    seen: list[object] = []
+    with pytest.raises(ReplyTimeout) as info:
+        async for item in watch_reply(script.events(), ReplyTimeouts(first_token=5, gap=5, filler_after=0.1,
+                                                                     silence=0.4), audio_until=lambda: 0.0):
+            seen.append(item)
+    assert seen == [FILLER] and info.value.phase == "silence"
+
+
+async def test_no_silence_limit_while_a_tool_runs() -> None:
+    script = Scripted((0, AgentToolCall("c1", "slow", "{}")), (0.6, AgentToolResult("c1", "slow", "ok")),
+                      (0.1, AgentTextDelta("Done.")))
+    out = await collect(watch_reply(script.events(), ReplyTimeouts(first_token=1, gap=1, silence=0.3),
+                                    audio_until=lambda: 0.0))
+    assert out[-1] == AgentTextDelta("Done.")
+
+
+async def test_a_pause_after_text_calls_on_pause_once() -> None:
+    pauses: list[float] = []
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    script = Scripted((0, AgentTextDelta("Hello")), (0.5, AgentTextDelta(" there")), (0.05, AgentTextDelta("!")),
+                      (0.5, AgentTextEnd()), (0.5, AgentTextDelta("")))
+    out = await collect(watch_reply(script.events(), ReplyTimeouts(first_token=5, gap=5, pause=0.2),
+                                    on_pause=lambda: pauses.append(loop.time() - started)))
+    assert len(out) == 5
+    # After "Hello" and after "!"; not after the text ended, and not again while the same pause lasts.
+    assert len(pauses) == 2, pauses
+    assert 0.2 <= pauses[0] < 0.4 and 0.75 <= pauses[1] < 0.95

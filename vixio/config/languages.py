@@ -133,6 +133,9 @@ def apply_language(config: VixioConfig) -> VixioConfig:
     tts = config.tts
     if isinstance(tts, EspeakTTSConfig | EdgeTTSConfig) and "voice" not in tts.model_fields_set:
         tts.voice = pack.espeak_voice if isinstance(tts, EspeakTTSConfig) else pack.edge_voice
+    fallback = getattr(tts, "fallback", None)
+    if isinstance(fallback, EspeakTTSConfig) and "voice" not in fallback.model_fields_set:
+        fallback.voice = pack.espeak_voice
 
     if config.language != "en":
         problems = []

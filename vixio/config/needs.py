@@ -10,15 +10,20 @@ environment, so the server says so at startup instead of failing on the first qu
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from collections.abc import Mapping
 
+from vixio.config.languages import language_pack
 from vixio.config.models import VixioConfig
 from vixio.config.vision import VisionConfig
 from vixio.config.voice import (
+    EdgeTTSConfig,
+    EspeakTTSConfig,
     FasterWhisperASRConfig,
     LitellmAgentConfig,
     LocalLlamaAgentConfig,
+    OfflineTTSConfig,
     OpenAIASRConfig,
     OpenAITTSConfig,
     PiperTTSConfig,
@@ -55,7 +60,7 @@ def provider_needs(config: VixioConfig) -> list[tuple[str, str, str]]:
     if config.tts is not None:
         needs.append(("tts", config.tts.provider, _tts_need(config.tts)))
         fallback = getattr(config.tts, "fallback", None)
-        if fallback is not None:
+        if fallback is not None and not isinstance(fallback, str):  # "auto" takes what is installed
             needs.append(("tts.fallback", fallback.provider, _tts_need(fallback)))
     if config.vision is not None:
         needs.append(("vision", "litellm", "vision"))
@@ -70,8 +75,31 @@ def _tts_need(tts: TTSConfig) -> str:
 
 def required_extras(config: VixioConfig) -> list[str]:
     """The vixio extras this config's providers import, in install order."""
-    extras = [PROVIDER_EXTRAS[key].extra for _, _, key in provider_needs(config)]
+    keys = [key for _, _, key in provider_needs(config)]
+    tts = config.tts
+    if isinstance(tts, OpenAITTSConfig | EdgeTTSConfig) and isinstance(tts.fallback, str):
+        # "auto": the offline voice of the language, so that it is installed to speak while the online
+        # one fails (not a need `vixio serve` checks: without it the server runs, replies are shown).
+        keys.append("tts:piper:joe" if config.language == "en" else "tts:espeak")
+    extras = [PROVIDER_EXTRAS[key].extra for key in keys]
     return list(dict.fromkeys(extra for extra in extras if extra))
+
+
+def auto_fallback(language: str) -> OfflineTTSConfig | None:
+    """The offline voice installed for `language` (`tts.fallback: auto`): Piper's English voice, else
+    espeak-ng; None when neither is."""
+    if language == "en" and all(_installed(module) for module in PROVIDER_EXTRAS["tts:piper:joe"].modules):
+        return PiperTTSConfig(provider="piper")
+    if all(_installed(module) for module in PROVIDER_EXTRAS["tts:espeak"].modules):
+        return EspeakTTSConfig(provider="espeak", voice=language_pack(language).espeak_voice)
+    return None
+
+
+def _installed(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
 
 
 def missing_keys(config: VixioConfig, environ: Mapping[str, str] | None = None) -> list[str]:

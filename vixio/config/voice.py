@@ -61,7 +61,8 @@ class OpenAIASRConfig(StrictModel):
     model: str = "whisper-1"
     language: str | None = None
     """ISO 639-1 code sent with each request; unset: the top-level `language` when it is not en, else null (the API detects it)."""
-    timeout: float = Field(default=15.0, gt=0)
+    timeout: float = Field(default=7.0, gt=0)
+    """Seconds one transcription may take (upload, processing, response); a hanging API is then heard as `speech.apology`, within 10 s of the end of speech."""
 
 
 ASRConfig = Annotated[FasterWhisperASRConfig | OpenAIASRConfig, Field(discriminator="provider")]
@@ -83,6 +84,8 @@ class _AgentCommon(StrictModel):
     """Seconds the model may take to start answering (again after each tool result) before the turn fails with an apology."""
     token_gap_timeout: float = Field(default=10.0, gt=0)
     """Seconds the model may go quiet in the middle of an answer before the turn ends with an apology (what was said stays said)."""
+    silence_timeout: float = Field(default=8.0, gt=0)
+    """Seconds a reply may leave the user in silence (since it started, its audio so far ended or a tool returned), however the model streams: a model dripping text too slowly, or streaming only what is not spoken (reasoning, long tool calls), is cut off with an apology. Raise it for models that think long before they speak."""
     tool_protocol: Literal["native", "vcp", "xml"] = "native"
     """How the model calls tools: native function calling, or a text protocol for models without it — vcp (`<<<[TOOL_REQUEST]>>>` blocks) or xml (`<function_calls>`). See docs/tool-protocols.md."""
     vcp_fuzzy_markers: bool = False
@@ -154,8 +157,10 @@ class OpenAITTSConfig(StrictModel):
     timeout: float = Field(default=15.0, gt=0)
     extra_body: dict[str, Any] = Field(default_factory=dict)
     """More request fields some APIs need, e.g. SiliconFlow CosyVoice: {sample_rate: 24000, stream: true}."""
-    fallback: OfflineTTSConfig | None = None
-    """An offline TTS that speaks a sentence when this API fails (HTTP error, timeout, not audio), e.g. {provider: espeak, voice: en}. Without one, the text is still shown and one ERROR line says TTS is down."""
+    fallback: OfflineTTSConfig | Literal["auto"] | None = "auto"
+    """An offline TTS that speaks while this API fails (HTTP error, not audio, no audio within `fallback_after`), e.g. {provider: espeak, voice: en}. "auto": Piper (vixio[piper]) when installed and the `language` is en, else espeak-ng (vixio[espeak]) when installed; null: none (the text is still shown and one ERROR line says TTS is down)."""
+    fallback_after: float = Field(default=4.0, gt=0)
+    """With a fallback: seconds a sentence waits for this API's first audio (and at most between two pieces of it) before the fallback speaks. After a failure the fallback speaks every sentence until a background probe hears the API again (after 5 s, then up to every 60 s)."""
 
 
 class EdgeTTSConfig(StrictModel):
@@ -174,6 +179,10 @@ class EdgeTTSConfig(StrictModel):
     """Seconds to connect, and at most between two messages from the service."""
     service_url: str | None = None
     """WebSocket URL of the service (or a relay); null uses edge-tts's own. Process-wide."""
+    fallback: OfflineTTSConfig | Literal["auto"] | None = "auto"
+    """An offline TTS that speaks while this API fails (HTTP error, not audio, no audio within `fallback_after`), e.g. {provider: espeak, voice: en}. "auto": Piper (vixio[piper]) when installed and the `language` is en, else espeak-ng (vixio[espeak]) when installed; null: none (the text is still shown and one ERROR line says TTS is down)."""
+    fallback_after: float = Field(default=4.0, gt=0)
+    """With a fallback: seconds a sentence waits for this API's first audio (and at most between two pieces of it) before the fallback speaks. After a failure the fallback speaks every sentence until a background probe hears the API again (after 5 s, then up to every 60 s)."""
 
 
 TTSConfig = Annotated[PiperTTSConfig | EspeakTTSConfig | OpenAITTSConfig | EdgeTTSConfig, Field(discriminator="provider")]
@@ -194,3 +203,5 @@ class SpeechConfig(StrictModel):
     """Spoken once when the model's first token is later than `filler_after` (e.g. "One moment."); empty: never."""
     filler_after: float = Field(default=3.0, gt=0)
     """Seconds of waiting for the model before the filler is spoken."""
+    unfinished_after: float = Field(default=1.5, gt=0)
+    """Seconds without new text from the model after which the sentence it left unfinished is spoken as it stands (a slow model is heard as it goes, not when the sentence ends)."""

@@ -54,6 +54,9 @@ class SessionState:
     """True from the first audio of a reply until the device was told to stop (barge-in needs it)."""
     heard: list[str] = field(default_factory=list)
     """Sentences of the current reply that reached the device, in order."""
+    audio_until: float = 0.0
+    """`time.monotonic()` at which the reply audio made so far ends if played from when it was made
+    (the TTS station keeps it; the agent bounds a reply's silence with it)."""
     turns: deque[TurnMetrics] = field(default_factory=lambda: deque(maxlen=50))
     """Latency marks of the recent turns, newest last."""
 

@@ -12,7 +12,8 @@ one again with what was heard (vixio/state/memory.py stores them).
 Unhappy paths: a failing agent (or one that misses a `ReplyTimeouts` limit) is logged in one
 ERROR line and becomes an ErrorChunk, so the sentence aggregator drops the cut-off fragment and
 the TTS station apologises; a reply with no text at all is replaced by `empty_reply`; a slow
-first token may be bridged with a spoken `filler`.
+first token may be bridged with a spoken `filler`; a model that pauses mid-sentence has what it
+said so far spoken (`ReplyTimeouts.pause`).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+from dataclasses import replace
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any
 
@@ -74,6 +76,8 @@ class AgentStation(Station):
         self._notes: list[str] = []
         """Results of background tools not told to the model yet."""
         self._triggers: set[asyncio.Task[None]] = set()
+        self._pauses: set[asyncio.Task[None]] = set()
+        """Pause markers on their way (`_say_unfinished`)."""
         self.before_turn: Callable[[], Awaitable[None]] | None = None
         """Awaited before each turn: e.g. waits (bounded) for the device's tools after hello."""
         self._turn_id = 0
@@ -91,7 +95,7 @@ class AgentStation(Station):
             self.provider.restore_history(self.history)
 
     async def stop(self) -> None:
-        for task in list(self._triggers):
+        for task in [*self._triggers, *self._pauses]:
             task.cancel()
         await self.provider.cancel()
         if self.executor is not None:
@@ -198,12 +202,14 @@ class AgentStation(Station):
         self._reply = []
         # Stays set when the turn is cancelled, so on_interrupt knows a reply was cut off.
         self._generating = True
-        timeouts = self.timeouts if self.filler else ReplyTimeouts(self.timeouts.first_token, self.timeouts.gap)
+        timeouts = self.timeouts if self.filler else replace(self.timeouts, filler_after=None)
         where = str(getattr(self.provider, "where", type(self.provider).__name__))
+        watched = watch_reply(self.provider.chat(text), timeouts, where=where,
+                              audio_until=lambda: state.audio_until, on_pause=lambda: self._say_unfinished(turn_id))
         try:
             # aclosing: a cancelled turn closes the provider's stream now, before the interrupt
             # hooks run, so the provider settles its history before on_interrupt corrects it.
-            async with contextlib.aclosing(watch_reply(self.provider.chat(text), timeouts, where=where)) as events:
+            async with contextlib.aclosing(watched) as events:
                 async for event in events:
                     if isinstance(event, Filler):
                         self.logger.info("the model is slow to answer; saying {!r}", self.filler)
@@ -243,6 +249,16 @@ class AgentStation(Station):
         if isinstance(event, AgentToolResult):
             return [ToolResultChunk(call_id=event.call_id, name=event.name, result=event.output)]
         return []
+
+    def _say_unfinished(self, turn_id: int) -> None:
+        """The model paused mid-sentence: have what it said so far spoken now (an empty delta that
+        ends the text makes the sentence aggregator speak its buffer)."""
+        if self._pipeline is None:
+            return
+        pause = TextDeltaChunk(text="", role="assistant", ends_text=True, turn_id=turn_id)
+        task = asyncio.create_task(self._pipeline.emit(self, pause), name=f"vixio-{self.session_id}-pause")
+        self._pauses.add(task)
+        task.add_done_callback(self._pauses.discard)
 
     async def update_tools(self, tools: Sequence[Any]) -> None:
         """Replace the agent's tools mid-session (e.g. when the device's tools arrive)."""

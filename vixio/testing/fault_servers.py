@@ -10,11 +10,14 @@ mode of each route to reproduce what broken providers do:
 
 Modes: "ok", "http_500" (an OpenAI-style JSON error), "http_401" (the same when a request
 carries no valid key: OpenAI's "Incorrect API key provided"), "not_json" (HTTP 200 with a binary body
-that is neither JSON nor UTF-8), "garbage" (HTTP 200 with random bytes as the audio).
+that is neither JSON nor UTF-8), "garbage" (HTTP 200 with random bytes as the audio), "hang"
+(never answers: the request waits until the client gives up or the server stops), "stall" (TTS:
+the first 0.4 s of audio, then nothing more while the connection stays open).
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 from typing import Literal
@@ -24,11 +27,12 @@ from aiohttp import web
 
 from vixio.testing.loopback import LoopbackServer
 
-SpeechMode = Literal["ok", "http_500", "http_401", "not_json", "garbage"]
+SpeechMode = Literal["ok", "http_500", "http_401", "not_json", "garbage", "hang", "stall"]
 
 TTS_SAMPLE_RATE = 24000
 _MS_PER_CHAR = 60
 _MAX_SECONDS = 30  # a reply longer than this is cut: the server must stay bounded too
+_HANG_SECONDS = 300  # "hang": longer than any client waits; stopping the server ends it sooner
 
 
 def tone_pcm(seconds: float, rate: int = TTS_SAMPLE_RATE, hz: float = 220.0) -> bytes:
@@ -63,6 +67,8 @@ class SpeechFaultServer(LoopbackServer):
         self.asr_requests += 1
         if self.asr_mode == "ok":
             return web.json_response({"text": self.transcript})
+        if self.asr_mode in ("hang", "stall"):
+            await asyncio.sleep(_HANG_SECONDS)
         return _fault(self.asr_mode)
 
     async def _speak(self, request: web.Request) -> web.StreamResponse:
@@ -72,14 +78,19 @@ class SpeechFaultServer(LoopbackServer):
             return web.json_response({"error": {"message": "request body is not JSON"}}, status=400)
         text = str(body.get("input", ""))
         self.tts_requests.append(text)
-        if self.tts_mode != "ok":
-            return _fault(self.tts_mode)
+        mode = self.tts_mode
+        if mode == "hang":
+            await asyncio.sleep(_HANG_SECONDS)
+        if mode not in ("ok", "stall"):
+            return _fault(mode)
         seconds = min(_MAX_SECONDS, len(text) * _MS_PER_CHAR / 1000)
         pcm = tone_pcm(seconds)
         response = web.StreamResponse(headers={"Content-Type": "audio/pcm"})
         await response.prepare(request)
         for start in range(0, len(pcm), 9600):  # 200 ms per write, as streaming servers send
             await response.write(pcm[start : start + 9600])
+            if mode == "stall" and start >= 9600:
+                await asyncio.sleep(_HANG_SECONDS)
         await response.write_eof()
         return response
 
