@@ -192,7 +192,10 @@ def test_config_extras_come_from_the_table() -> None:
                            "asr": {"provider": "faster-whisper", "model": "base", "language": "zh"},
                            "vad": {"provider": "silero-lite"}}, environ={})
     assert required_extras(config) == ["xiaozhi", "silero", "whisper-multilingual", "espeak"]
-    assert required_extras(parse_config({**_OFF, "tts": {"provider": "edge"}}, environ={})) == ["xiaozhi", "edge"]
+    # An online TTS brings the offline voice that speaks while it fails (tts.fallback: auto).
+    assert required_extras(parse_config({**_OFF, "tts": {"provider": "edge"}}, environ={})) == ["xiaozhi", "edge", "piper"]
+    edge_alone = {**_OFF, "tts": {"provider": "edge", "fallback": None}}
+    assert required_extras(parse_config(edge_alone, environ={})) == ["xiaozhi", "edge"]
 
 
 # --- what the code imports ------------------------------------------------------------------
