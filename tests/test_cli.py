@@ -13,7 +13,7 @@ def test_help_lists_the_commands(capsys: pytest.CaptureFixture[str]) -> None:
         main(["--help"])
     assert info.value.code == 0
     out = capsys.readouterr().out
-    assert "config" in out and "--log-level" in out
+    assert "config" in out and "--log-level" in out and "pairing" in out
 
 
 def test_console_script_runs() -> None:
