@@ -9,16 +9,22 @@ so a gap between arrivals is a gap the user hears). Run with `-s` to see the mea
 
 from __future__ import annotations
 
+import asyncio
+import sys
 import time
+from contextlib import AsyncExitStack
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from vixio.testing.device import SimulatedDevice
 from vixio.testing.fault_servers import SpeechFaultServer
 from vixio.testing.llm_server import Reply, ScriptedLLMServer
+from vixio.workers import reuse_port_supported
 
 from .test_faults import APOLOGY, LogLines, logs, start, ws_url  # noqa: F401 - logs is a fixture
+from .test_workers import ServeProcess, until
 
 SPEECH = Path(__file__).parent / "fixtures" / "speech"
 THREE = "First sentence here. Second sentence here. Third one."
@@ -180,3 +186,43 @@ async def test_a_hanging_asr_is_heard_as_the_apology_within_10_s_by_default(
             assert len(errors) == 1 and "timed out after 7 s" in errors[0], errors
     finally:
         await server.stop()
+
+
+@pytest.mark.skipif(not reuse_port_supported(), reason="workers are Linux only")
+async def test_with_two_workers_a_hanging_tts_is_heard_on_both(
+    tmp_path: Path, llm: ScriptedLLMServer, speech: SpeechFaultServer, piper: None
+) -> None:
+    speech.tts_mode = "hang"
+    llm.expect(Reply.text(THREE), Reply.text(THREE))
+    config = tmp_path / "config.yaml"
+    config.write_text(f"""
+xiaozhi: {{host: 127.0.0.1, port: 0, idle_timeout: 0, http: {{host: 127.0.0.1, port: 0}}}}
+agent: {{provider: litellm, model: openai/test-model, api_base: "{llm.base_url}", api_key: test}}
+tts: {{provider: openai, api_base: "{speech.base_url}"}}
+""", encoding="utf-8")
+    log = tmp_path / "serve.log"
+    with log.open("wb") as sink:
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "vixio", "serve", "--config", str(config), "--workers", "2",
+            stdout=sink, stderr=sink, start_new_session=True)
+    serve = ServeProcess(process, log)
+    async with AsyncExitStack() as stack:
+        stack.callback(serve.kill_group)
+        ota_url = await serve.wait_ready()
+        devices = [await stack.enter_async_context(SimulatedDevice(ota_url=ota_url)) for _ in range(2)]
+        for device in devices:
+            await device.connect()
+
+        async def one_per_worker() -> dict[str, Any] | None:
+            body = await serve.metrics()
+            return body if len({session["worker"] for session in body["detail"]}) == 2 else None
+
+        await until(one_per_worker, 30, "a session on each worker")
+        turns = await asyncio.gather(*(typed_turn(device, "talk") for device in devices))
+        for device, (started, shown) in zip(devices, turns, strict=True):
+            first, gap = longest_silence(device, started)
+            report("TTS hang, --workers 2", first, gap)
+            assert shown == ["First sentence here.", "Second sentence here.", "Third one."]
+            assert first < 10 and gap < 10
+        # Each worker has its own circuit: one wait and one line per worker and outage.
+        assert len(speech.tts_requests) == 2 and serve.text().count("TTS is down") == 2

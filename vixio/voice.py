@@ -100,7 +100,9 @@ class VoiceStack:
             await self.tts.initialize()
             self.tts_fallback = await _tts_fallback(config)
             waits = getattr(config.tts, "fallback_after", None) if self.tts_fallback is not None else None
-            self.tts_circuit = TTSCircuit(self.tts, self.tts_fallback, first_audio_timeout=waits)
+            online = isinstance(config.tts, OpenAITTSConfig | EdgeTTSConfig)
+            self.tts_circuit = TTSCircuit(self.tts, self.tts_fallback, first_audio_timeout=waits,
+                                          breaks=online or self.tts_fallback is not None)
         if config.agent is not None:
             await _agent(config).initialize(system_prompt="")  # loads local weights once
         if config.agent is not None and config.tools.enabled and config.tools.mcp_servers:

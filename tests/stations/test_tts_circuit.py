@@ -132,12 +132,23 @@ async def test_a_background_probe_brings_the_primary_back_without_anyone_waiting
 
 
 async def test_without_a_fallback_sentences_are_shown_and_later_ones_do_not_wait(log_lines: list) -> None:
-    primary = FlakyTTS("fail")
-    out = await run_station(TTSStation(primary), sentences("One.", "Two."))
+    primary = FlakyTTS("fail")  # an online TTS (the voice stack's circuit for one opens without a fallback)
+    out = await run_station(TTSStation(primary, circuit=TTSCircuit(primary)), sentences("One.", "Two."))
     assert [c.text for c in out if isinstance(c, TextChunk)] == ["One.", "Two."]
     assert audio_seconds(out) == 0 and primary.requests == ["One."]
     errors = at(log_lines, "ERROR")
     assert len(errors) == 1 and "TTS is down" in errors[0] and "shown but not spoken" in errors[0]
+
+
+async def test_an_offline_engine_without_a_fallback_still_gets_every_sentence(log_lines: list) -> None:
+    # Its failures are the text's (a sentence it cannot say), not an outage.
+    engine = FlakyTTS("fail")
+    station = TTSStation(engine, circuit=TTSCircuit(engine, breaks=False))
+    await run_station(station, sentences("Odd text."))
+    engine.mode = "ok"
+    out = await run_station(station, sentences("Fine text."))
+    assert engine.requests == ["Odd text.", "Fine text."] and audio_seconds(out) == pytest.approx(0.2)
+    assert len(at(log_lines, "ERROR")) == 1 and len(at(log_lines, "INFO")) == 1
 
 
 async def test_a_request_older_than_the_outage_does_not_end_it() -> None:

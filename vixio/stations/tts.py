@@ -42,9 +42,9 @@ class TTSStation(Station):
         name: str | None = None,
     ) -> None:
         """`circuit` is shared by the sessions of a process (the voice stack's); without one the
-        station makes its own from `provider` and `fallback`."""
+        station makes its own from `provider` and `fallback`, which opens only with a fallback."""
         super().__init__(name)
-        self.circuit = circuit or TTSCircuit(provider, fallback)
+        self.circuit = circuit or TTSCircuit(provider, fallback, breaks=fallback is not None)
         self.provider = self.circuit.provider
         self.fallback = self.circuit.fallback
         """Speaks a sentence the provider failed on (None: the sentence is only shown)."""

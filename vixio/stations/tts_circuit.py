@@ -30,9 +30,12 @@ class TTSCircuit:
 
     def __init__(self, provider: TTSProvider, fallback: TTSProvider | None = None, *,
                  first_audio_timeout: float | None = None, retry_after: float = 5.0,
-                 max_retry_after: float = 60.0) -> None:
+                 max_retry_after: float = 60.0, breaks: bool = True) -> None:
         self.provider = provider
         self.fallback = fallback
+        self.breaks = breaks
+        """A failure opens the circuit. False for an offline engine without a fallback: its failures
+        are the text's, not an outage, so every sentence still goes to it (outages are still logged once)."""
         self.first_audio_timeout = first_audio_timeout
         """Seconds the primary may take to its first audio, and between two pieces of it, before it
         counts as failed (None: only its own errors count)."""
@@ -56,7 +59,7 @@ class TTSCircuit:
     def primary_for(self, text: str) -> bool:
         """True when the primary should speak `text`; when it is down, False, and `text` may be
         sent to it in a background probe (at most one at a time, after the pause)."""
-        if self._down_since is None:
+        if self._down_since is None or not self.breaks:
             return True
         self._fallback_sentences += 1
         if self._probe is None and time.monotonic() >= self._retry_at:
@@ -96,8 +99,7 @@ class TTSCircuit:
             logger.warning("TTS is down: {}; the fallback ({}) speaks until it answers again (tried every {:g}-{:g} s)",
                            cause, self.fallback.name, self.retry_after, self.max_retry_after)
         else:
-            logger.error("TTS is down: {}; replies are shown but not spoken until it answers again "
-                         "(no offline fallback voice: see tts.fallback)", cause)
+            logger.error("TTS is down: {}; replies are shown but not spoken until it answers again", cause)
 
     async def primary_audio(self, text: str) -> AsyncIterator[bytes]:
         """The primary's audio for `text`, raising TTSError when a piece is later than
