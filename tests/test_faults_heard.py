@@ -18,6 +18,8 @@ from typing import Any
 
 import pytest
 
+from vixio.config.models import VixioConfig
+from vixio.server import VixioServer
 from vixio.testing.device import SimulatedDevice
 from vixio.testing.fault_servers import SpeechFaultServer
 from vixio.testing.llm_server import Reply, ScriptedLLMServer
@@ -89,6 +91,35 @@ async def test_a_failing_tts_is_heard_through_the_offline_voice_within_10_s(
             assert len(logs.at("WARNING", "TTS is down")) == 1
     finally:
         await server.stop()
+
+
+async def test_a_hanging_edge_tts_is_heard_through_the_offline_voice_within_10_s(
+    llm: ScriptedLLMServer, speech: SpeechFaultServer, logs: LogLines, piper: None
+) -> None:
+    pytest.importorskip("edge_tts")
+    from vixio.testing.speech_servers import EdgeSpeechServer
+
+    llm.expect(Reply.text(THREE))
+    async with EdgeSpeechServer(fail="hang") as edge:
+        config = VixioConfig.model_validate({
+            "xiaozhi": {"host": "127.0.0.1", "port": 0, "http": {"host": "127.0.0.1", "port": 0}, "idle_timeout": 0},
+            "agent": {"provider": "litellm", "model": "openai/test-model", "api_base": llm.base_url, "api_key": "t"},
+            "tts": {"provider": "edge", "voice": "en-US-AriaNeural", "service_url": edge.url},
+        })
+        server = VixioServer(config)
+        await server.start()
+        try:
+            async with SimulatedDevice(ws_url=ws_url(server)) as device:
+                await device.connect()
+                started, shown = await typed_turn(device, "talk")
+                first, gap = longest_silence(device, started)
+                report("Edge TTS hang", first, gap)
+                assert shown == ["First sentence here.", "Second sentence here.", "Third one."]
+                assert first < 10 and gap < 10 and len(edge.requests) == 1
+                down = logs.at("WARNING", "TTS is down")
+                assert len(down) == 1 and "tts.fallback_after" in down[0], down
+        finally:
+            await server.stop()
 
 
 async def test_a_recovered_tts_is_heard_again_after_a_background_probe(

@@ -34,6 +34,7 @@ Synthesize = Callable[[str], bytes]
 
 RATE = 24000
 MS_PER_CHAR = 150
+_HANG_SECONDS = 300  # "hang": longer than any client waits; stopping the server ends it sooner
 
 
 def tone_for(text: str) -> bytes:
@@ -110,7 +111,8 @@ class EdgeSpeechServer(_Server):
                  synthesize: Synthesize | None = None, fail: str | None = None) -> None:
         """`chunk_bytes` of MP3 per binary message (600 B = 100 ms at 48 kbit/s); `fail`:
         "no_audio" ends the turn without audio, "close" drops the connection after turn.start,
-        "reject" refuses the WebSocket handshake with HTTP 500."""
+        "reject" refuses the WebSocket handshake with HTTP 500, "hang" sends turn.start and then
+        nothing (the connection stays open until the client gives up or the server stops)."""
         super().__init__(chunk_delay=chunk_delay, synthesize=synthesize)
         self.chunk_bytes = chunk_bytes
         self.fail = fail
@@ -157,6 +159,9 @@ class EdgeSpeechServer(_Server):
         self.requests.append(record)
         await ws.send_str(_text_message(request_id, "turn.start", '{"context":{"serviceTag":"test"}}'))
         if self.fail == "close":
+            return
+        if self.fail == "hang":
+            await asyncio.sleep(_HANG_SECONDS)
             return
         if self.fail != "no_audio":
             mp3 = encode_mp3(self.synthesize(text))
