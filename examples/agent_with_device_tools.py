@@ -99,7 +99,8 @@ def create_pipeline_factory(config: VixioConfig, voice: VoiceStack):  # noqa: AN
             stations += [VADStation(voice.vad), TurnDetectorStation(), ASRStation(voice.asr)]
         stations += [TextAggregatorStation(), agent, SentenceAggregatorStation()]
         if voice.tts is not None:
-            stations.append(TTSStation(voice.tts, output_sample_rate=24000))
+            # The stack's circuit: its offline fallback speaks while the TTS fails (tts.fallback).
+            stations.append(TTSStation(voice.tts, output_sample_rate=24000, circuit=voice.tts_circuit))
         return Pipeline(stations, session_id=session_id)
 
     return create_pipeline
