@@ -163,3 +163,17 @@ async def test_a_request_older_than_the_outage_does_not_end_it() -> None:
     assert not circuit.down
     circuit.failed(before, "a stale failure")  # from before the recovery: not a new outage
     assert not circuit.down
+
+
+async def test_a_failing_fallback_is_logged_once_until_it_speaks_again(log_lines: list) -> None:
+    primary, fallback = FlakyTTS("fail"), FlakyTTS("fail")
+    circuit = TTSCircuit(primary, fallback, first_audio_timeout=1)
+    out = await run_station(TTSStation(primary, circuit=circuit), sentences("One.", "Two.", "Three."))
+    assert audio_seconds(out) == 0 and fallback.requests == ["One.", "Two.", "Three."]
+    errors = at(log_lines, "ERROR")
+    assert len(errors) == 1 and "the fallback TTS (flaky) failed too" in errors[0], errors
+    fallback.mode = "ok"
+    await run_station(TTSStation(primary, circuit=circuit), sentences("Four."))
+    fallback.mode = "fail"
+    await run_station(TTSStation(primary, circuit=circuit), sentences("Five."))
+    assert len(at(log_lines, "ERROR")) == 2

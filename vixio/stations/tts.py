@@ -99,7 +99,9 @@ class TTSStation(Station):
             async for audio in self._synthesize(self.fallback, self.fallback.synthesize(text), turn_id):
                 yield audio
         except TTSError as exc:
-            self.logger.error("the fallback TTS ({}) failed too: {}", self.fallback.name, exc)
+            circuit.fallback_failed(str(exc))
+        else:
+            circuit.fallback_spoke()
 
     async def _synthesize(self, provider: TTSProvider, chunks: AsyncIterator[bytes],
                           turn_id: int) -> AsyncIterator[AudioChunk]:

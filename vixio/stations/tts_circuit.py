@@ -48,6 +48,7 @@ class TTSCircuit:
         self._retry_at = 0.0
         self._probe: asyncio.Task[None] | None = None
         self._fallback_sentences = 0
+        self._fallback_down = False
         self.probes = 0
         """Probes started (for tests and metrics)."""
 
@@ -101,6 +102,18 @@ class TTSCircuit:
         else:
             logger.error("TTS is down: {}; replies are shown but not spoken until it answers again", cause)
 
+    def fallback_failed(self, cause: str) -> None:
+        """The fallback failed on a sentence too: one ERROR line until it speaks again."""
+        if self._fallback_down:
+            logger.debug("the fallback TTS still fails: {}", cause)
+            return
+        self._fallback_down = True
+        logger.error("the fallback TTS ({}) failed too, sentences are shown but not spoken: {}",
+                     self.fallback.name if self.fallback is not None else "", cause)
+
+    def fallback_spoke(self) -> None:
+        self._fallback_down = False
+
     async def primary_audio(self, text: str) -> AsyncIterator[bytes]:
         """The primary's audio for `text`, raising TTSError when a piece is later than
         `first_audio_timeout` (the primary's own failures are TTSErrors already)."""
@@ -123,10 +136,11 @@ class TTSCircuit:
     async def _run_probe(self, text: str) -> None:
         started = self.attempt()
         try:
-            async for _ in self.primary_audio(text):
-                break  # its first audio in time is all a probe needs
-            else:
-                raise TTSError(f"{self.provider.name}: no audio for {text!r}")
+            async with contextlib.aclosing(self.primary_audio(text)) as audio:
+                async for _ in audio:
+                    break  # its first audio in time is all a probe needs
+                else:
+                    raise TTSError(f"{self.provider.name}: no audio for {text!r}")
         except TTSError as exc:
             self._pause = min(self.max_retry_after, self._pause * 2)
             self._retry_at = time.monotonic() + self._pause
