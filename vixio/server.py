@@ -28,6 +28,7 @@ from typing import Any
 from aiohttp import web
 from loguru import logger
 
+from vixio.agent_model import warn_when_model_has_no_tools
 from vixio.config.models import VixioConfig
 from vixio.config.voice import LocalLlamaAgentConfig
 from vixio.console import Console
@@ -172,6 +173,7 @@ class VixioServer:
         if self.serve_http:  # with workers, the supervisor (which serves OTA) warns once
             warn_about_open_tokens(self.config)
             warn_about_trusted_macs(self.config.xiaozhi)
+            warn_when_model_has_no_tools(self.config)
         await self.transport.start()
         if not self.serve_http:
             logger.info("worker ready: WebSocket port {}", self.transport.port)

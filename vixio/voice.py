@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from loguru import logger
 
+from vixio.agent_model import no_tools_guard, tool_support, turn_instructions
 from vixio.config.models import VixioConfig
 from vixio.config.needs import missing_key, missing_keys
 from vixio.config.voice import (
@@ -84,6 +85,8 @@ class VoiceStack:
         self._task_queue: AsyncTaskQueue | None = None
         self.mcp: McpServerPool | None = None
         """Third-party MCP servers (tools.mcp_servers), connected in `load()`."""
+        self.tool_support = tool_support(config)
+        """Whether the agent's model is offered tools (not: it is told it cannot act)."""
 
     async def load(self) -> None:
         """Build the shared providers and load their models (once per process)."""
@@ -232,13 +235,21 @@ class VoiceStack:
         timeouts = ReplyTimeouts(first_token=config.agent.first_token_timeout, gap=config.agent.token_gap_timeout,
                                  filler_after=speech.filler_after if speech.filler else None,
                                  silence=config.agent.silence_timeout, pause=speech.unfinished_after)
-        station = AgentStation(provider, system_prompt=config.agent.system_prompt,
+        instructions = turn_instructions(config, self.tool_support)
+        if not self.tool_support.offered and config.agent.no_tools_guard:
+            from vixio.providers.agent.openai_agent import OpenAIAgentProvider
+
+            if isinstance(provider, OpenAIAgentProvider):
+                provider.answer_first = no_tools_guard(config, instructions)
+        station = AgentStation(provider, system_prompt=instructions,
                                executor=tools.executor if tools is not None else None,
                                timeouts=timeouts, empty_reply=speech.empty_reply, filler=speech.filler)
-        if tools is not None:
+        offered = self.tool_support.offered
+        if tools is not None and offered:
             station.before_turn = partial(tools.wait_for_device_tools, DEVICE_TOOLS_WAIT)
         if tools is not None and converter is not None:
-            station.tools = tools.bind_agent(converter, station.update_tools)
+            if offered:  # else the tools stay the console's and the policy's, never the model's
+                station.tools = tools.bind_agent(converter, station.update_tools)
             tools.executor.speaker = station.say
             runner = tools.executor.async_runner
             if isinstance(runner, SessionTaskRunner):

@@ -46,6 +46,7 @@ import aiohttp
 from aiohttp import web
 from loguru import logger
 
+from vixio.agent_model import warn_when_model_has_no_tools
 from vixio.config.models import VixioConfig
 from vixio.console import ConsoleApi, FanOutBackend
 from vixio.console.pairing import FanOutPairing, PairingApi, WorkerPairing
@@ -160,6 +161,7 @@ class Supervisor:
         install_accept_error_throttle()  # the HTTP port: one line per second when descriptors run out
         warn_about_open_tokens(self.config)
         warn_about_trusted_macs(self.config.xiaozhi)
+        warn_when_model_has_no_tools(self.config)
         try:
             await self.ota.start()
         except OSError as exc:

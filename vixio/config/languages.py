@@ -40,6 +40,13 @@ class LanguagePack:
     """A reply starting with one of these approves a tool call that asked for confirmation."""
     confirm_no: tuple[str, ...]
     """A reply containing one of these refuses it, whatever else it says."""
+    clock_note: str
+    """The date-and-time sentence every model call's instructions end with (see
+    vixio.providers.agent.instructions.TurnInstructions for its fields)."""
+    weekdays: tuple[str, ...]
+    """Monday first."""
+    no_tools_note: str
+    """Told to a model offered no tools: it cannot act or look anything up, and must say so."""
 
 
 LANGUAGES: Mapping[str, LanguagePack] = {
@@ -63,6 +70,12 @@ LANGUAGES: Mapping[str, LanguagePack] = {
         confirm_yes=("yes", "yeah", "yep", "yup", "sure", "ok", "okay", "confirm", "confirmed", "correct",
                      "right", "go ahead", "do it", "please do", "of course", "absolutely"),
         confirm_no=("no", "nope", "not", "don't", "do not", "cancel", "stop", "never"),
+        clock_note=("It is now {time12} on {weekday}, {day} {month_name} {year} ({zone} time). Use this to answer "
+                    "any question about the time, the date or the day of the week."),
+        weekdays=("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"),
+        no_tools_note=("You have no tools: you cannot change anything on the device (volume, brightness, lights, "
+                       "settings) and you cannot look anything up (weather, news, the internet). When asked to do "
+                       "such a thing, say plainly that you can't do that here. Never say or imply that you did it."),
     ),
     "zh": LanguagePack(
         whisper_language="zh",
@@ -85,6 +98,10 @@ LANGUAGES: Mapping[str, LanguagePack] = {
         confirm_yes=("是", "是的", "好", "好的", "好啊", "可以", "行", "确定", "確定", "确认", "確認", "对", "對",
                      "对的", "對的", "嗯", "没问题", "沒問題", "当然", "當然", "ok", "okay", "yes"),
         confirm_no=("不", "别", "別", "取消", "算了", "no"),
+        clock_note="现在是{year}年{month}月{day}日 {weekday} {time24}（{zone}时间）。回答时间、日期和星期的问题时以此为准。",
+        weekdays=("星期一", "星期二", "星期三", "星期四", "星期五", "星期六", "星期日"),
+        no_tools_note=("你没有任何工具：不能更改设备上的任何东西（音量、亮度、灯光、设置），也不能查询任何信息（天气、新闻、"
+                       "网络）。用户要求这类事情时，请直接说明你在这里做不到，绝不要说或暗示你已经做了。"),
     ),
 }
 

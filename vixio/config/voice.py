@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from vixio.core.settings import StrictModel
 
@@ -92,6 +92,18 @@ class _AgentCommon(StrictModel):
     """vcp: also accept drifted markers (2-4 angle brackets, any case, {始} for 「始」)."""
     xml_results: Literal["function_results", "event"] = "function_results"
     """xml: results as `<function_results>` markup, or as seed 003's `{"type":"tool_result",...}` event JSON."""
+    no_tools_guard: bool = True
+    """For a model offered no tools (the bundled SmolLM2): requests to change the device or look something up get an honest "I can't" and time/date questions are answered from the clock, without asking the model (keyword rules, see docs/providers.md); false leaves every answer to the model."""
+    timezone: str | None = None
+    """IANA time zone (e.g. Europe/Berlin, Asia/Shanghai) of the date, time and weekday every model call's instructions carry, so time and date questions are answered without a tool; null: the server's local zone."""
+
+    @field_validator("timezone")
+    @classmethod
+    def _known_zone(cls, value: str | None) -> str | None:
+        from vixio.providers.agent.instructions import resolve_timezone
+
+        resolve_timezone(value)  # ValueError names the zone
+        return value
 
 
 class LitellmAgentConfig(_AgentCommon):
@@ -114,7 +126,7 @@ class LocalLlamaAgentConfig(_AgentCommon):
 
     provider: Literal["local-llama"]
     model_path: str | None = None
-    """A chat GGUF file; null uses the bundled SmolLM2."""
+    """A chat GGUF file; null uses the bundled SmolLM2 (offered no tools). A file whose chat template takes tools (Qwen 2.5/3, Llama 3.x, SmolLM2-1.7B, Hermes) is offered the session's tools."""
     n_ctx: int = Field(default=2048, ge=256)
 
 

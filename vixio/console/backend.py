@@ -184,6 +184,7 @@ class LocalBackend:
             "state": activity,
             "turns": len({message.turn_id for message in state.history if message.role == "user"}),
             "tools": len(tools.tools) if tools is not None else 0,
+            "tools_offered": self._tools_offered(),
             "version": version,
         }
 
@@ -233,9 +234,13 @@ class LocalBackend:
                 toolset.set_tools(key, definitions)
         return toolset, self._process_executor
 
+    def _tools_offered(self) -> bool:
+        """Whether the agent's model is offered the tools at all (a small model may get none)."""
+        return self.server.voice.tool_support.offered
+
     async def tools(self, session_id: str | None) -> dict[str, Any]:
         toolset = self._session_tools(session_id).toolset if session_id else self._process()[0]
-        return {"session_id": session_id, "tools": describe_tools(toolset)}
+        return {"session_id": session_id, "tools": describe_tools(toolset), "tools_offered": self._tools_offered()}
 
     async def execute(self, session_id: str | None, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
         tool = tool.strip() if isinstance(tool, str) else ""

@@ -51,7 +51,7 @@ class AgentStation(Station):
         self,
         provider: AgentProvider,
         *,
-        system_prompt: str = "",
+        system_prompt: str | Callable[[], str] = "",
         tools: Sequence[Any] = (),
         executor: ToolExecutor | None = None,
         timeouts: ReplyTimeouts | None = None,

@@ -8,6 +8,7 @@ const state = {
   mode: "form", values: {}, schema: null, runs: [],
 };
 const RUNS_KEY = "vixio.console.runs";
+const NOT_OFFERED = "tools: not offered to this model";  // vixio.agent_model.NOT_OFFERED_LABEL
 const MARK_ORDER = ["speech_end", "asr_final", "agent_start", "llm_first_token", "tts_first_audio", "first_frame_sent"];
 
 function el(tag, attrs, ...children) {
@@ -138,7 +139,7 @@ function renderDetail(d) {
     el("dt", {}, "connected since"), el("dd", {}, `${since(d.connected_at)} (${Math.round(d.connected_seconds)} s)`),
     el("dt", {}, "listening mode"), el("dd", {}, d.mode),
     el("dt", {}, "state"), el("dd", {id: "detail-state"}, d.state),
-    el("dt", {}, "tools"), el("dd", {}, d.tools)));
+    el("dt", {}, "tools"), el("dd", {id: "detail-tools"}, d.tools_offered === false ? `${d.tools} (${NOT_OFFERED})` : d.tools)));
   const turns = d.conversation.length ? d.conversation.slice().reverse().map(renderTurn)
     : [el("p", {class: "muted"}, "Nothing said yet.")];
   const runs = d.console_calls.slice().reverse().map(renderCall);
@@ -189,6 +190,7 @@ async function loadTools() {
     const data = await api(`/api/tools${query}`);
     if (selected !== state.selected) return;  // an answer for a session no longer picked
     state.tools = data.tools;
+    state.toolsOffered = data.tools_offered !== false;
   } catch (err) {
     if (selected !== state.selected) return;
     state.tools = [];
@@ -209,7 +211,8 @@ function renderTools() {
     : sort === "params" ? (a, b) => b.parameter_count - a.parameter_count || byName(a, b) : byName);
   const where = state.selected ? `session ${short(state.selected)} (its own tools and the process-wide ones)`
     : "process-wide tools (no session selected)";
-  $("discovery-scope").textContent = `${tools.length} of ${state.tools.length} tools · ${where}`;
+  $("discovery-scope").textContent = `${tools.length} of ${state.tools.length} tools · ${where}`
+    + (state.toolsOffered === false ? ` · ${NOT_OFFERED}` : "");
   $("tool-list").replaceChildren(...tools.map((t) => el("li", {
     class: `${t.enabled ? "" : "disabled"} ${state.tool && state.tool.name === t.name ? "selected" : ""}`,
     "data-name": t.name, onclick: () => { state.tool = t; renderTools(); renderToolDetail(t); },

@@ -16,7 +16,7 @@ session's conversation history); the models behind it are shared per process.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
@@ -87,8 +87,11 @@ class AgentProvider(ABC):
     first; a tool call is never separated from its output. Instances may override it."""
 
     @abstractmethod
-    async def initialize(self, *, tools: Sequence[Any] = (), system_prompt: str = "") -> None:
-        """Prepare the agent with its first tools (framework-specific objects) and prompt."""
+    async def initialize(self, *, tools: Sequence[Any] = (), system_prompt: str | Callable[[], str] = "") -> None:
+        """Prepare the agent with its first tools (framework-specific objects) and prompt.
+
+        A callable `system_prompt` is called at every model call (it carries the current time:
+        `vixio.providers.agent.instructions.TurnInstructions`)."""
 
     @abstractmethod
     def chat(self, text: str) -> AsyncIterator[AgentEvent]:

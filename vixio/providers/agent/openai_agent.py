@@ -17,7 +17,7 @@ import importlib
 import os
 import re
 import weakref
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -52,6 +52,7 @@ from vixio.providers.agent.base import (
     AgentToolCall,
     AgentToolResult,
 )
+from vixio.providers.agent.instructions import SystemPrompt
 from vixio.providers.agent.model_deadline import ModelCallTimeout, within_model_deadline
 from vixio.providers.agent.history import (
     Item,
@@ -223,6 +224,9 @@ class OpenAIAgentProvider(AgentProvider):
                                      tool_not_found_behavior="return_error_to_model",
                                      tool_error_formatter=self._tool_error_message)
         self._agent: Agent[Any] | None = None
+        self.answer_first: Callable[[str], str | None] | None = None
+        """Given the user's text, an answer to give without running the model, or None (e.g.
+        `no_tools_guard.NoToolsGuard` for a model offered no tools). The turn is kept in history."""
         self._tools: list[Any] = []
         self._history: list[Item] = []
         self._turn: _Turn | None = None
@@ -236,7 +240,7 @@ class OpenAIAgentProvider(AgentProvider):
         spec = self._model_spec
         return spec if isinstance(spec, str) else type(spec).__name__
 
-    async def initialize(self, *, tools: Sequence[Any] = (), system_prompt: str = "") -> None:
+    async def initialize(self, *, tools: Sequence[Any] = (), system_prompt: SystemPrompt = "") -> None:
         """Build the agent; a litellm model name is resolved here (importing litellm takes ~3 s,
         done off the event loop)."""
         model = self._model_spec
@@ -255,9 +259,11 @@ class OpenAIAgentProvider(AgentProvider):
         sdk_speedups.install()  # ~10-30 ms of loop time per turn otherwise (see sdk_speedups)
         sdk_gather.install()  # 15 loop iterations before each model call otherwise (see sdk_gather)
         self._tools = list(tools)
-        self._agent = Agent(
-            name=self._name, instructions=system_prompt or None, model=model, model_settings=self._settings
-        )
+        instructions: Any = system_prompt or None
+        if callable(system_prompt):  # rendered at every model call (e.g. the current time)
+            render = system_prompt
+            instructions = lambda _context, _agent: render()  # noqa: E731 - openai-agents' two-argument form
+        self._agent = Agent(name=self._name, instructions=instructions, model=model, model_settings=self._settings)
         logger.debug("agent ready: model {}, {} tool(s)", self.where, len(self._tools))
 
     async def update_tools(self, tools: Sequence[Any]) -> None:
@@ -277,6 +283,11 @@ class OpenAIAgentProvider(AgentProvider):
         if self._turn is not None:
             await self.cancel()
         start = [*self._history, {"role": "user", "content": text}]
+        if self.answer_first is not None and (answer := self.answer_first(text)) is not None:
+            self._history = trim_history([*start, {"role": "assistant", "content": answer}], self.max_history_messages)
+            yield AgentTextDelta(answer)
+            yield AgentTextEnd()
+            return
         # A per-turn clone owns its tool list, so update_tools never races another run's list.
         agent = self._agent.clone(tools=list(self._tools))
         result = Runner.run_streamed(agent, start, max_turns=self._max_turns, run_config=self._run_config)

@@ -25,6 +25,7 @@ from vixio.core.tools.executor import ToolExecutor
 from vixio.core.tools.protocols.base import TextToolProtocol
 from vixio.core.tools.types import ToolCallRequest, ToolCallResult, ToolDefinition
 from vixio.providers.agent.base import AgentEvent, AgentProvider, AgentTextDelta, AgentToolCall, AgentToolResult
+from vixio.providers.agent.instructions import SystemPrompt, render_prompt
 
 
 class ToolDefinitionConverter(ToolConverterBase):
@@ -58,22 +59,22 @@ class TextToolAgentProvider(AgentProvider):
         self.executor = executor
         self.max_iterations = max_iterations
         self.max_history_messages = inner.max_history_messages
-        self._system_prompt = ""
+        self._system_prompt: SystemPrompt = ""
         self._tools: list[ToolDefinition] = []
 
     def _prompt(self) -> str:
         section = self.protocol.render_tools(self._tools) if self._tools else ""
-        return "\n\n".join(part for part in (self._system_prompt, section) if part)
+        return "\n\n".join(part for part in (render_prompt(self._system_prompt), section) if part)
 
-    async def initialize(self, *, tools: Sequence[Any] = (), system_prompt: str = "") -> None:
+    async def initialize(self, *, tools: Sequence[Any] = (), system_prompt: SystemPrompt = "") -> None:
         self._system_prompt = system_prompt
         self._tools = [t for t in tools if isinstance(t, ToolDefinition)]
-        await self.inner.initialize(tools=(), system_prompt=self._prompt())
+        await self.inner.initialize(tools=(), system_prompt=self._prompt)
 
     async def update_tools(self, tools: Sequence[Any]) -> None:
         """New tools are in the system prompt from the next model call (the history stays)."""
         self._tools = [t for t in tools if isinstance(t, ToolDefinition)]
-        await self.inner.initialize(tools=(), system_prompt=self._prompt())
+        await self.inner.initialize(tools=(), system_prompt=self._prompt)
         logger.info("text-protocol ({}) tools updated: {}", self.protocol.name, len(self._tools))
 
     async def chat(self, text: str) -> AsyncIterator[AgentEvent]:

@@ -1,0 +1,96 @@
+"""The system prompt of each model call: the configured prompt, the current date and time in
+the server's time zone, and — for a model offered no tools — what it cannot do.
+
+A `TurnInstructions` is a callable: providers call it at every model call, so the clock is
+read then, not when the session started. Any model can then answer "what time is it?" or
+"what day is it?" without a tool call.
+
+    instructions = TurnInstructions("You are a voice assistant.", clock_note=CLOCK_EN, weekdays=WEEKDAYS_EN)
+    instructions()   # "You are a voice assistant.\n\nIt is 2:05 PM on Wednesday, 25 November 2026 (Europe/Berlin time)."
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, tzinfo
+from pathlib import Path
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+MONTHS_EN = ("January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
+             "November", "December")
+
+SystemPrompt = str | Callable[[], str]
+"""What providers take as instructions: a fixed text, or a callable rendered at each model call."""
+
+
+def render_prompt(prompt: SystemPrompt) -> str:
+    """The text of a `SystemPrompt` now."""
+    return prompt() if callable(prompt) else prompt
+
+
+def resolve_timezone(name: str | None) -> tzinfo | None:
+    """The IANA zone `name`; None keeps the server's local zone (read at each use, so a DST change
+    or a new TZ is followed). Raises ValueError naming an unknown zone."""
+    if not name:
+        return None
+    try:
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError) as exc:
+        raise ValueError(f"unknown time zone {name!r} (an IANA name such as Europe/Berlin or Asia/Shanghai)") from exc
+
+
+def local_zone_name() -> str:
+    """The IANA name of the server's local zone when it can be told (TZ, /etc/localtime), else
+    its abbreviation (e.g. UTC, CET)."""
+    configured = os.environ.get("TZ", "").lstrip(":")
+    if configured and "/" in configured and not configured.startswith("/"):
+        return configured
+    try:
+        target = Path("/etc/localtime").resolve()
+    except OSError:
+        target = None
+    if target is not None and "zoneinfo" in target.parts:
+        parts = target.parts
+        return "/".join(parts[parts.index("zoneinfo") + 1:])
+    return datetime.now().astimezone().tzname() or "local"
+
+
+@dataclass(frozen=True, slots=True)
+class TurnInstructions:
+    """The instructions of one model call, rendered when called."""
+
+    base: str
+    """The configured `agent.system_prompt`."""
+    clock_note: str
+    """Template of the date-and-time sentence: {weekday} {day} {month} {month_name} {year}
+    {time24} {time12} {zone} (the language's, from vixio.config.languages)."""
+    weekdays: Sequence[str]
+    """Monday first, in the prompt's language."""
+    timezone: tzinfo | None = None
+    """None: the server's local zone."""
+    zone_name: str = ""
+    """How the zone is named in the prompt; empty: the zone's key or the local zone's name."""
+    limits: str = ""
+    """Appended for a model offered no tools: it cannot act or look up, and must say so."""
+    clock: Callable[[], datetime] = field(default=lambda: datetime.now().astimezone())
+    """The current time (aware); tests pass a fixed one."""
+
+    def now(self) -> datetime:
+        current = self.clock()
+        return current.astimezone(self.timezone) if self.timezone is not None else current.astimezone()
+
+    def format_clock(self, template: str, now: datetime | None = None) -> str:
+        """`template` with the clock fields filled in (see `clock_note`)."""
+        now = now or self.now()
+        zone = self.zone_name or str(getattr(self.timezone, "key", "") or "") or local_zone_name()
+        hour12 = now.hour % 12 or 12
+        return template.format(
+            weekday=self.weekdays[now.weekday()], day=now.day, month=now.month, month_name=MONTHS_EN[now.month - 1],
+            year=now.year, time24=f"{now.hour:02d}:{now.minute:02d}",
+            time12=f"{hour12}:{now.minute:02d} {'AM' if now.hour < 12 else 'PM'}", zone=zone)
+
+    def __call__(self) -> str:
+        return "\n\n".join(part for part in (self.base.strip(), self.format_clock(self.clock_note), self.limits)
+                           if part)
