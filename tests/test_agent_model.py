@@ -149,7 +149,7 @@ async def test_a_model_with_tools_is_labelled_as_offered(llm: ScriptedLLMServer)
 async def test_the_shipped_default_tells_the_time_and_claims_no_action() -> None:
     # Limits for a loaded 2-core machine: the point here is what is said, not how fast.
     server = VixioServer(loopback({"provider": "local-llama", "max_tokens": 32, "first_token_timeout": 60,
-                                   "token_gap_timeout": 60, "timeout": 120}))
+                                   "token_gap_timeout": 60, "silence_timeout": 60, "timeout": 120}))
     await server.start()
     try:
         async with SimulatedDevice(ws_url=ws_url(server), listening_mode="manual") as device:
