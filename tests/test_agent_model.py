@@ -166,3 +166,38 @@ async def test_the_shipped_default_tells_the_time_and_claims_no_action() -> None
             assert tool_calls(device) == []
     finally:
         await server.stop()
+
+
+async def test_two_workers_warn_once_and_both_answer_honestly(tmp_path: Path, llm: ScriptedLLMServer) -> None:
+    import signal
+    import sys
+    from contextlib import AsyncExitStack
+
+    from tests.test_workers import ServeProcess
+
+    llm.expect(Reply.text("Here is one."))
+    config = tmp_path / "config.yaml"
+    config.write_text(f"""
+xiaozhi: {{host: 127.0.0.1, port: 0, idle_timeout: 0, greeting: "", http: {{host: 127.0.0.1, port: 0}}}}
+agent: {{provider: litellm, model: {NO_TOOLS_MODEL}, api_base: "{llm.base_url}", api_key: t}}
+""", encoding="utf-8")
+    log = tmp_path / "serve.log"
+    with log.open("wb") as sink:
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "vixio", "serve", "--config", str(config), "--workers", "2",
+            stdout=sink, stderr=sink, start_new_session=True)
+    serve = ServeProcess(process, log)
+    async with AsyncExitStack() as stack:
+        stack.callback(serve.kill_group)
+        ota_url = await serve.wait_ready()
+        answers = []
+        for question in ("Set the volume to 30.", "Tell me a joke."):
+            async with SimulatedDevice(ota_url=ota_url, listening_mode="manual") as device:
+                await device.connect()
+                answers.append(await ask(device, question))
+                assert tool_calls(device) == []
+        assert answers == [RULES["en"].cannot_act, "Here is one."]
+        assert "tools" not in llm.requests[0]
+        process.send_signal(signal.SIGINT)
+        assert await asyncio.wait_for(process.wait(), 60) == 0
+    assert serve.text().count("cannot call tools") == 1, serve.text()

@@ -41,6 +41,7 @@ from vixio.core.tools.tasks import AsyncTaskQueue, SessionTaskRunner, task_statu
 from vixio.core.tools.types import ToolDefinition
 from vixio.extras import install_hint
 from vixio.providers.agent.base import AgentProvider
+from vixio.providers.agent.instructions import resolve_timezone
 from vixio.providers.asr.base import ASRProvider
 from vixio.providers.tts.base import TTSProvider
 from vixio.providers.vad.base import VADProvider
@@ -78,7 +79,8 @@ class VoiceStack:
         """Speaks while `tts` fails (`tts.fallback`, or the offline voice installed), None without one."""
         self.tts_circuit: TTSCircuit | None = None
         """Whether `tts` or its fallback speaks, shared by every session of the process."""
-        self.local_tools: list[ToolDefinition] = [func_to_tool_definition(builtin_tool(name))
+        zone = resolve_timezone(config.agent.timezone) if config.agent is not None else None
+        self.local_tools: list[ToolDefinition] = [func_to_tool_definition(builtin_tool(name, zone))
                                                   for name in config.tools.builtin]
         """Local tools every session gets (built-ins, `tools.local`; add your own before the first session)."""
         self.local_tools += self._configured_local_tools()

@@ -95,7 +95,7 @@ class _AgentCommon(StrictModel):
     no_tools_guard: bool = True
     """For a model offered no tools (the bundled SmolLM2): requests to change the device or look something up get an honest "I can't" and time/date questions are answered from the clock, without asking the model (keyword rules, see docs/providers.md); false leaves every answer to the model."""
     timezone: str | None = None
-    """IANA time zone (e.g. Europe/Berlin, Asia/Shanghai) of the date, time and weekday every model call's instructions carry, so time and date questions are answered without a tool; null: the server's local zone."""
+    """IANA time zone (e.g. Europe/Berlin, Asia/Shanghai) of the date, time and weekday every model call's instructions carry, so time and date questions are answered without a tool, and of the built-in get_time/get_date tools; null: the server's local zone."""
 
     @field_validator("timezone")
     @classmethod

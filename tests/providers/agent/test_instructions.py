@@ -127,3 +127,19 @@ async def test_a_text_tool_protocol_keeps_the_clock_fresh(server: ScriptedLLMSer
     _ = [event async for event in agent.chat("Hi again")]
     assert "2:05 PM" in system_text(server, 0) and "get_time" in system_text(server, 0)
     assert "4:05 PM" in system_text(server, 1) and "get_time" in system_text(server, 1)
+
+
+async def test_the_clock_tools_tell_the_time_in_agent_timezone() -> None:
+    from vixio.voice import VoiceStack
+
+    stack = VoiceStack(config_with_agent({"provider": "local-llama", "timezone": "Asia/Kathmandu"}))
+    tools = {tool.name: tool for tool in stack.local_tools}
+    assert (await tools["get_time"].invoke({})).text.endswith("(UTC+0545)")  # the instructions' zone too
+    expected = datetime.now(ZoneInfo("Asia/Kathmandu")).strftime("%Y-%m-%d")
+    assert (await tools["get_date"].invoke({})).text.startswith(expected[:8])
+
+
+def config_with_agent(agent: dict[str, Any]) -> Any:
+    from vixio.config.models import VixioConfig
+
+    return VixioConfig.model_validate({"agent": agent})

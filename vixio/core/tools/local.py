@@ -26,7 +26,7 @@ import importlib.util
 import inspect
 import sys
 from collections.abc import Callable
-from datetime import datetime
+from datetime import datetime, tzinfo
 from pathlib import Path
 from typing import Any, get_type_hints
 
@@ -40,24 +40,29 @@ class ToolLoadError(Exception):
     """A `tools.local` entry could not be loaded; the message names the entry and the reason."""
 
 
-async def get_time() -> str:
-    """Get the current local date and time (with the weekday and the UTC offset)."""
-    now = datetime.now().astimezone()
-    return now.strftime("%Y-%m-%d %H:%M:%S %A (UTC%z)")
+def clock_tools(zone: tzinfo | None = None) -> list[Callable[..., Any]]:
+    """`get_time` and `get_date` telling the time in `zone` (None: the machine's zone)."""
+
+    async def get_time() -> str:
+        """Get the current local date and time (with the weekday and the UTC offset)."""
+        return datetime.now(zone).astimezone(zone).strftime("%Y-%m-%d %H:%M:%S %A (UTC%z)")
+
+    async def get_date() -> str:
+        """Get today's local date with the weekday."""
+        return datetime.now(zone).astimezone(zone).strftime("%Y-%m-%d %A")
+
+    return [get_time, get_date]
 
 
-async def get_date() -> str:
-    """Get today's local date with the weekday."""
-    return datetime.now().astimezone().strftime("%Y-%m-%d %A")
-
-
-BUILTIN_LOCAL_TOOLS: list[Callable[..., Any]] = [get_time, get_date]
+BUILTIN_LOCAL_TOOLS: list[Callable[..., Any]] = clock_tools()
 """Functions every agent may use unless the tool policy turns them off."""
+get_time, get_date = BUILTIN_LOCAL_TOOLS
 
 
-def builtin_tool(name: str) -> Callable[..., Any]:
-    """A built-in tool function by name; KeyError names the ones that exist."""
-    for func in BUILTIN_LOCAL_TOOLS:
+def builtin_tool(name: str, zone: tzinfo | None = None) -> Callable[..., Any]:
+    """A built-in tool function by name, its clock in `zone` (`agent.timezone`); KeyError names
+    the ones that exist."""
+    for func in clock_tools(zone) if zone is not None else BUILTIN_LOCAL_TOOLS:
         if func.__name__ == name:
             return func
     raise KeyError(f"no built-in tool {name!r}; built-ins are {', '.join(f.__name__ for f in BUILTIN_LOCAL_TOOLS)}")
