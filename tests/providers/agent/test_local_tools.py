@@ -81,6 +81,17 @@ async def test_plain_text_streams_on_while_a_call_is_held_until_it_ends() -> Non
     assert "".join(c.choices[0].delta.content or "" for c in out) == "{not a call}"
 
 
+async def test_a_call_after_some_text_ends_the_text_there() -> None:
+    pieces = ["Let me check", " the weather. <tool", '_call>\n{"name": "get_weather", "arguments": ',
+              '{"city": "Paris"}}\n</tool_call>']
+    out = [chunk async for chunk in split_tool_calls(chunks_of(*pieces), NAMES, "m")]
+    assert "".join(c.choices[0].delta.content or "" for c in out) == "Let me check the weather. "
+    calls = [call for chunk in out for call in chunk.choices[0].delta.tool_calls or []]
+    assert [call.function.name for call in calls] == ["get_weather"]
+    out = [chunk async for chunk in split_tool_calls(chunks_of("1 <", " 2 and 3 <t", "ea"), NAMES, "m")]
+    assert "".join(c.choices[0].delta.content or "" for c in out) == "1 < 2 and 3 <tea"
+
+
 def test_the_forced_schema_admits_only_offered_tools() -> None:
     one = forced_call_schema([VOLUME_TOOL, WEATHER_TOOL], "set_volume")
     assert one["properties"]["name"] == {"const": "set_volume"}

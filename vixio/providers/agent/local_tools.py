@@ -7,8 +7,8 @@
 - **Auto** (a model whose chat template takes tools: Qwen 2.5/3, Llama 3.x, SmolLM2-1.7B,
   Hermes): the template renders the tools, the model writes its calls in its own format, and
   `parse_tool_calls` reads the common ones: `<tool_call>{...}</tool_call>` blocks (Hermes,
-  Qwen; a JSON list inside for SmolLM2) and a bare JSON call (Llama 3.x, optionally after
-  `<|python_tag|>`), with `arguments` or `parameters`.
+  Qwen; a JSON list inside for SmolLM2; also after some text, which is spoken) and a bare JSON
+  call (Llama 3.x, optionally after `<|python_tag|>`), with `arguments` or `parameters`.
 
 The calls become Chat Completions tool-call chunks, so openai-agents runs them as it runs any
 model's (through the session's ToolExecutor).
@@ -29,6 +29,7 @@ Call = tuple[str, str]
 """(tool name, arguments as JSON text)."""
 
 _BLOCK = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.S)
+_TAG = "<tool_call>"
 _CALL_OPENINGS = ("<tool_call>", "<|python_tag|>", "{", "[")
 
 
@@ -124,33 +125,39 @@ def text_chunk(text: str, model: str) -> ChatCompletionChunk:
 async def split_tool_calls(chunks: AsyncIterator[ChatCompletionChunk], names: Sequence[str],
                            model: str) -> AsyncIterator[ChatCompletionChunk]:
     """Pass text through as it streams; a reply that opens like a tool call is held until it
-    ends, then sent as tool-call chunks when it parses, else as the text it was."""
-    held: list[str] = []
-    holding = True
+    ends, then sent as tool-call chunks when it parses, else as the text it was. A `<tool_call>`
+    after some text (Qwen: "Let me check. <tool_call>...") ends the text there: the rest is held."""
+    held = ""
+    """Text not sent yet: the whole reply while it may be a call, else a possible tag's start."""
+    text_sent = capturing = False
     async for chunk in chunks:
         delta = chunk.choices[0].delta if chunk.choices else None
         text = delta.content if delta is not None else None
         if not text:
-            if chunk.choices and chunk.choices[0].finish_reason is not None and holding:
-                continue  # decided below, once the whole reply is known
-            yield chunk
+            if not (chunk.choices and chunk.choices[0].finish_reason is not None):
+                yield chunk  # the reply's end is decided below, once the whole reply is known
             continue
-        if not holding:
-            yield chunk
+        held += text
+        if capturing or (not text_sent and may_open_call(held)):
             continue
-        held.append(text)
-        if not may_open_call("".join(held)):
-            holding = False
-            yield text_chunk("".join(held), model)
-            held = []
-    if not holding:
-        return
-    reply = "".join(held)
-    calls = parse_tool_calls(reply, names)
+        tag = held.find(_TAG)
+        if tag >= 0:
+            capturing = True
+        cut = tag if tag >= 0 else len(held) - _tag_start_length(held)
+        if cut > 0:
+            text_sent = True
+            yield text_chunk(held[:cut], model)
+            held = held[cut:]
+    calls = parse_tool_calls(held, names) if held and (capturing or not text_sent) else None
     if calls:
         for chunk in call_chunks(calls, model):
             yield chunk
         return
-    if reply:
-        yield text_chunk(reply, model)
+    if held:
+        yield text_chunk(held, model)
     yield _chunk({}, model, "stop")
+
+
+def _tag_start_length(text: str) -> int:
+    """Length of the longest end of `text` that may begin a `<tool_call>` tag."""
+    return next((n for n in range(min(len(_TAG) - 1, len(text)), 0, -1) if _TAG.startswith(text[-n:])), 0)
