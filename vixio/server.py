@@ -45,6 +45,7 @@ from vixio.core.tools.types import ToolDefinition
 from vixio.session_tools import SessionTools
 from vixio.state import open_store
 from vixio.state.memory import ConversationMemory, prune_history_forever
+from vixio.state.pairings import StorePairings
 from vixio.transports.xiaozhi.hosts import VISION_PATH
 from vixio.vision import VisionRoute
 from vixio.voice import VoiceStack
@@ -73,13 +74,16 @@ class VixioServer:
         self.serve_http = serve_http
         self.worker_index = worker_index
         self.authenticator = DeviceAuthenticator(config.xiaozhi.auth)
+        self.store = open_store(config.state)
+        """What outlives a session (vixio/state/): activations, history, memory; opened in `start()`."""
+        self.pairings = StorePairings(self.store, config.xiaozhi.pairing.state_file)
+        """Companion approvals (loaded in `start()`)."""
         self.transport = XiaozhiTransport(
-            config.xiaozhi, pipeline_factory or self._build_pipeline, authenticator=self.authenticator
+            config.xiaozhi, pipeline_factory or self._build_pipeline, authenticator=self.authenticator,
+            pairings=self.pairings,
         )
         # With a worker on every core there is no core to spare for encoding beside the loop.
         self.transport.encode_on_thread = cpu_count() > (config.server.workers or 1)
-        self.store = open_store(config.state)
-        """What outlives a session (vixio/state/): activations, history, memory; opened in `start()`."""
         self.memory = ConversationMemory(self.store, config.memory) if config.memory.enabled else None
         """Resumes and records each device's conversation; None with `memory.enabled: false`."""
         self._pruner: asyncio.Task[None] | None = None
@@ -161,6 +165,7 @@ class VixioServer:
 
     async def start(self) -> None:
         await self.store.open()  # first: a damaged or locked state file stops the start before models load
+        await self.pairings.load(import_legacy=self.serve_http)  # a worker's supervisor imports
         if self.serve_http:  # with workers, the supervisor keeps the store tidy
             self._pruner = asyncio.create_task(prune_history_forever(self.store, self.config.memory),
                                                name="vixio-prune-history")

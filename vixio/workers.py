@@ -54,12 +54,13 @@ from vixio.console.workers import WorkerBackend
 from vixio.server import log_http_urls, rss_mb, warn_about_open_tokens
 from vixio.state import StoreError, open_store
 from vixio.state.memory import prune_history_forever
+from vixio.state.pairings import StorePairings
 from vixio.transports.xiaozhi.http_limits import install_accept_error_throttle
 from vixio.transports.xiaozhi.admin import AdminGuard
 from vixio.transports.xiaozhi.auth import DeviceAuthenticator
 from vixio.transports.xiaozhi.hosts import VISION_PATH
 from vixio.transports.xiaozhi.ota import OtaServer
-from vixio.transports.xiaozhi.pairing_policy import PairingPolicy, warn_about_trusted_macs
+from vixio.transports.xiaozhi.pairing_policy import warn_about_trusted_macs
 from vixio.vision import UPLOAD_TIMEOUT
 from vixio.worker_dispatch import Dispatcher
 from vixio.worker_peers import PeerReply, Peers
@@ -123,7 +124,8 @@ class Supervisor:
                                   vcp_fuzzy=bool(agent is not None and agent.vcp_fuzzy_markers))
         self.console.register(self.ota.add_route)
         # Companions live in the workers; the approvals are written here (vixio/console/pairing.py).
-        self.pairing = PairingApi(PairingPolicy.from_config(config.xiaozhi).store,
+        self.pairings = StorePairings(self.store, config.xiaozhi.pairing.state_file)
+        self.pairing = PairingApi(self.pairings,
                                   FanOutPairing(lambda: [WorkerPairing(self.peers, w) for w in self.peers.workers]))
         self.pairing.register(self.ota.add_route, self.console._protect)
         self.websocket_port = 0
@@ -137,8 +139,9 @@ class Supervisor:
     async def start(self) -> None:
         """Open the store, reserve the port, serve HTTP, start every worker and wait until all are ready."""
         xiaozhi = self.config.xiaozhi
-        try:  # here first: its migrations run once, before any worker opens it
+        try:  # here first: its migrations and imports run once, before any worker opens it
             await self.store.open()
+            await self.pairings.load(import_legacy=True)
         except StoreError as exc:
             raise WorkerStartError(str(exc)) from exc
         self._pruner = asyncio.create_task(prune_history_forever(self.store, self.config.memory),

@@ -197,3 +197,26 @@ def test_migrations_run_once_when_workers_start_together(tmp_path: Path) -> None
     assert [p.wait(timeout=60) for p in processes] == [0, 0, 0, 0]
     with sqlite3.connect(path) as raw:
         assert raw.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+
+
+async def test_a_version_1_file_is_migrated_keeping_its_rows(tmp_path: Path) -> None:
+    from vixio.state.sqlite_schema import MIGRATIONS
+
+    path = tmp_path / "state.db"
+    with sqlite3.connect(path) as raw:  # as the first release of the store left it
+        for statement in MIGRATIONS[0]:
+            raw.execute(statement)
+        raw.execute("INSERT INTO pairings VALUES ('aa:bb:cc:dd:ee:ff', 'robot-1', 1.5)")
+        raw.execute("INSERT INTO admissions VALUES ('aa:bb:cc:dd:ee:ff', 'activation', 1.0)")
+        raw.execute("PRAGMA user_version = 1")
+    lines, sink = capture()
+    store = SqliteStore(path)
+    try:
+        await store.open()
+        [approval] = await store.pairings(DEVICE)
+        assert (approval.companion, approval.client_id, approval.at) == ("robot-1", "", 1.5)
+        assert await store.admission(DEVICE) is not None
+        assert any(f"schema 1 -> {SCHEMA_VERSION}" in line for line in lines)
+    finally:
+        logger.remove(sink)
+        await store.close()

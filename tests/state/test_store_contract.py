@@ -86,14 +86,18 @@ async def test_memory_is_replaced_and_empty_text_clears_it(store: Store) -> None
 
 
 async def test_pairing_approvals(store: Store) -> None:
-    await store.approve_pairing(DEVICE, "companion-1")
+    await store.approve_pairing(DEVICE, "companion-1", "client-a")
+    await store.approve_pairing(DEVICE, "companion-1", "client-b")  # the same companion on another board
     await store.approve_pairing(DEVICE, "companion-2")
-    await store.approve_pairing(DEVICE, "companion-1")
+    await store.approve_pairing(DEVICE, "companion-1", "client-a")
     await store.approve_pairing(OTHER, "companion-3")
-    assert [p.companion for p in await store.pairings(DEVICE)] == ["companion-1", "companion-2"]
-    assert await store.revoke_pairing(DEVICE, "companion-1") is True
-    assert await store.revoke_pairing(DEVICE, "companion-1") is False
-    assert [(p.device_id, p.companion) for p in await store.pairings(DEVICE)] == [(DEVICE, "companion-2")]
+    assert [(p.companion, p.client_id) for p in await store.pairings(DEVICE)] == [
+        ("companion-1", "client-a"), ("companion-1", "client-b"), ("companion-2", "")]
+    assert len(await store.pairings()) == 4
+    assert await store.revoke_pairing(DEVICE, "companion-1", "client-a") is True
+    assert await store.revoke_pairing(DEVICE, "companion-1", "client-a") is False
+    assert [(p.device_id, p.companion, p.client_id) for p in await store.pairings(DEVICE)] == [
+        (DEVICE, "companion-1", "client-b"), (DEVICE, "companion-2", "")]
 
 
 async def test_live_session_directory(store: Store) -> None:

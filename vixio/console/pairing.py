@@ -61,9 +61,13 @@ class LocalPairing:
         return self.registry.snapshot()
 
     async def refresh(self) -> None:
+        if self.registry.policy is not None:
+            await self.registry.policy.store.sync()  # approvals made by another process
         self.registry.refresh()
 
     async def unpair(self, pairing_id: str) -> int:
+        if self.registry.policy is not None:
+            await self.registry.policy.store.sync()  # the revocation, when another process made it
         return self.registry.unpair(pairing_id)
 
 
@@ -169,12 +173,14 @@ class PairingApi:
                                f"no companion is waiting for approval with pairing id {pairing_id!r} "
                                "(it must be connected; GET /api/pairing lists them)", 409 if known else 404)
         approval = self.store.approve(CompanionKey(entry["companion"], entry["client_id"], entry["mac"]))
+        await self.store.sync()  # stored before any process is told
         await self.backend.refresh()
         after = await self.backend.state()
         return {"approved": approval.to_json(), "companions": [e for e in after["companions"] if e["id"] == pairing_id]}
 
     async def revoke(self, pairing_id: str) -> dict[str, Any]:
         revoked = self.store.revoke(pairing_id)
+        await self.store.sync()
         unpaired = await self.backend.unpair(pairing_id)
         if revoked is None and not unpaired:
             raise ConsoleError(f"no approval and no live companion with pairing id {pairing_id!r}", 404)

@@ -3,7 +3,8 @@
     store = open_store(config.state)    # not yet opened: `await store.open()` does the I/O
 
 `store.py` is the interface and its records, `sqlite.py` the default backend (`sqlite_schema.py`
-its migrations), `memory.py` what a session remembers and restores through it.
+its migrations), `memory.py` what a session remembers and restores through it, `pairings.py` companion approvals
+for the transport, `cli.py` `vixio memory`.
 """
 
 from __future__ import annotations

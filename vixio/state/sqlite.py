@@ -289,20 +289,25 @@ class SqliteStore(Store):
 
     # --- companion pairing --------------------------------------------------------------------
 
-    async def approve_pairing(self, device_id: str, companion: str) -> None:
+    async def approve_pairing(self, device_id: str, companion: str, client_id: str = "") -> None:
         at = time.time()
         await self._call(lambda c: c.execute(
-            "INSERT INTO pairings (device_id, companion, at) VALUES (?, ?, ?) "
-            "ON CONFLICT (device_id, companion) DO NOTHING", (device_id, companion, at)), write=True)
+            "INSERT INTO pairings (device_id, companion, client_id, at) VALUES (?, ?, ?, ?) "
+            "ON CONFLICT (device_id, companion, client_id) DO NOTHING", (device_id, companion, client_id, at)),
+            write=True)
 
-    async def revoke_pairing(self, device_id: str, companion: str) -> bool:
+    async def revoke_pairing(self, device_id: str, companion: str, client_id: str = "") -> bool:
         return bool(await self._call(lambda c: c.execute(
-            "DELETE FROM pairings WHERE device_id = ? AND companion = ?", (device_id, companion)).rowcount, write=True))
+            "DELETE FROM pairings WHERE device_id = ? AND companion = ? AND client_id = ?",
+            (device_id, companion, client_id)).rowcount, write=True))
 
-    async def pairings(self, device_id: str) -> list[PairingApproval]:
-        rows = await self._call(lambda c: c.execute(
-            "SELECT device_id, companion, at FROM pairings WHERE device_id = ? ORDER BY at, companion",
-            (device_id,)).fetchall(), write=False)
+    async def pairings(self, device_id: str | None = None) -> list[PairingApproval]:
+        query = "SELECT device_id, companion, client_id, at FROM pairings"
+        arguments: tuple[str, ...] = ()
+        if device_id is not None:
+            query, arguments = query + " WHERE device_id = ?", (device_id,)
+        rows = await self._call(lambda c: c.execute(query + " ORDER BY at, device_id, companion, client_id",
+                                                    arguments).fetchall(), write=False)
         return [PairingApproval(*row) for row in rows]
 
     # --- live sessions ------------------------------------------------------------------------

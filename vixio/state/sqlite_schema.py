@@ -33,6 +33,14 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
             started REAL NOT NULL)""",
         "CREATE INDEX live_sessions_by_device ON live_sessions (device_id)",
     ),
+    (  # 2: a pairing approval names the companion's Client-Id too
+        """CREATE TABLE pairings_2 (
+            device_id TEXT NOT NULL, companion TEXT NOT NULL, client_id TEXT NOT NULL, at REAL NOT NULL,
+            PRIMARY KEY (device_id, companion, client_id))""",
+        "INSERT INTO pairings_2 (device_id, companion, client_id, at) SELECT device_id, companion, '', at FROM pairings",
+        "DROP TABLE pairings",
+        "ALTER TABLE pairings_2 RENAME TO pairings",
+    ),
 )
 """Migration n (from 1) takes a file from version n-1 to n."""
 

@@ -80,8 +80,11 @@ class PairingApproval:
     """An operator allowed this companion to pair with this device."""
 
     device_id: str
+    """The device's id (its MAC, aa:bb:cc:dd:ee:ff)."""
     companion: str
-    """What identifies the companion (its key or client id)."""
+    """The companion's own Device-Id."""
+    client_id: str
+    """The companion's Client-Id ("" when it sent none)."""
     at: float
 
 
@@ -169,16 +172,16 @@ class Store(ABC):
     # --- companion pairing --------------------------------------------------------------------
 
     @abstractmethod
-    async def approve_pairing(self, device_id: str, companion: str) -> None:
-        """Remember that `companion` may pair with `device_id`."""
+    async def approve_pairing(self, device_id: str, companion: str, client_id: str = "") -> None:
+        """Remember that `companion` (with `client_id`) may pair with `device_id` (kept if it may already)."""
 
     @abstractmethod
-    async def revoke_pairing(self, device_id: str, companion: str) -> bool:
+    async def revoke_pairing(self, device_id: str, companion: str, client_id: str = "") -> bool:
         """Forget that approval; False if there was none."""
 
     @abstractmethod
-    async def pairings(self, device_id: str) -> list[PairingApproval]:
-        """The companions approved for `device_id`, oldest first."""
+    async def pairings(self, device_id: str | None = None) -> list[PairingApproval]:
+        """The approvals of one device, or of all, oldest first."""
 
     # --- live sessions ------------------------------------------------------------------------
 

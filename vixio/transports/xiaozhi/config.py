@@ -49,7 +49,7 @@ class PairingConfig(_Strict):
     trust_mac: bool = False
     """Pair any client with the device its `mac_addr` names, as seed 002 does (no token, no approval); logged as a WARNING at startup. Off: a companion presents the device's own token (auth on) or waits for an operator's approval."""
     state_file: str = ".vixio/pairings.json"
-    """Where operator-approved companions are remembered across restarts (next to `activation.state_file`)."""
+    """The JSON file in which vixio before the state store kept operator-approved companions: imported into the store (`state.path`) at startup and renamed `<file>.imported`. `vixio serve` keeps approvals in the store."""
 
 
 class HttpConfig(_Strict):

@@ -62,8 +62,9 @@ class PairingPolicy:
         self.store = store
 
     @classmethod
-    def from_config(cls, config: XiaozhiConfig) -> PairingPolicy:
-        return cls(config.auth, config.pairing, PairingFile(config.pairing.state_file))
+    def from_config(cls, config: XiaozhiConfig, store: PairingStore | None = None) -> PairingPolicy:
+        """`store`: where approvals live (the server passes the state store's); None reads `pairing.state_file`."""
+        return cls(config.auth, config.pairing, store if store is not None else PairingFile(config.pairing.state_file))
 
     def decide(self, key: CompanionKey, credential: Credential, *, mac_addr: str = "",
                operator_only: bool = False) -> Decision:

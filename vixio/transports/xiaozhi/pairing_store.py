@@ -70,7 +70,7 @@ class Approval:
 
 
 class PairingStore(Protocol):
-    """Where approvals live (a file today; the state store later)."""
+    """Where approvals live: the state store (vixio/state/pairings.py) in a server, this file otherwise."""
 
     def is_approved(self, key: CompanionKey) -> bool:
         """Whether an operator approved `key` (now or in an earlier run, in any process)."""
@@ -86,6 +86,11 @@ class PairingStore(Protocol):
 
     def revoke(self, pairing_id: str) -> Approval | None:
         """Forget the approval with this id; returns it, or None when there was none."""
+        ...
+
+    async def sync(self) -> None:
+        """Make this process's approvals and revocations durable and see every other process's
+        (called after an operator's action, before applying it)."""
         ...
 
 
@@ -119,6 +124,9 @@ class PairingFile:
             del approved[min(approved, key=lambda k: approved[k].approved_at)]
         self._save(approved)
         return approval
+
+    async def sync(self) -> None:
+        """Nothing to wait for: every change is written at once, and every read checks the file."""
 
     def revoke(self, pairing_id: str) -> Approval | None:
         self._reload()

@@ -37,6 +37,7 @@ from vixio.transports.xiaozhi.hosts import derive_vision_url
 from vixio.transports.xiaozhi.framing import SUPPORTED_VERSIONS
 from vixio.transports.xiaozhi.pairing import CompanionRegistry
 from vixio.transports.xiaozhi.pairing_policy import PairingPolicy
+from vixio.transports.xiaozhi.pairing_store import PairingStore
 from vixio.transports.xiaozhi.register_tools import RegisterToolsClient, ServerTools
 from vixio.transports.xiaozhi.ws_log import websockets_logger
 from vixio.transports.xiaozhi.ws_send import can_send_now, send_now, send_together
@@ -70,7 +71,10 @@ class XiaozhiTransport(TransportBase):
         pipeline_factory: PipelineFactory,
         *,
         authenticator: DeviceAuthenticator | None = None,
+        pairings: PairingStore | None = None,
     ) -> None:
+        """`pairings`: where companion approvals live (the app passes the state store's); None
+        reads `pairing.state_file`."""
         super().__init__(xp.XiaozhiProtocol(1, max_json_depth=config.max_json_depth))
         self.config = config
         self.authenticator = authenticator or DeviceAuthenticator(config.auth)
@@ -93,7 +97,7 @@ class XiaozhiTransport(TransportBase):
         self.encode_on_thread = True
         """Encode downlink Opus on the codec thread (worth it only with a core to spare; VixioServer
         turns it off when every core runs a worker). Off: each frame is encoded on the loop when due."""
-        self.companions = CompanionRegistry(PairingPolicy.from_config(config))
+        self.companions = CompanionRegistry(PairingPolicy.from_config(config, pairings))
         """Seed 002 companions paired with devices by MAC, if they may (pairing.py)."""
         self.server_tools: ServerTools | None = None
         """Server-side tools by name, for registerTools `main_type: "local"` entries; set by the app."""
