@@ -173,6 +173,25 @@ async def test_a_slow_drip_model_is_heard_as_it_goes(
         await server.stop()
 
 
+async def test_a_steady_but_slow_model_is_spoken_before_the_silence_limit_not_cut(
+    llm: ScriptedLLMServer, speech: SpeechFaultServer, logs: LogLines
+) -> None:
+    # A word every 0.5 s (never a pause) and no sentence end for 12 s: a local model on a busy box.
+    words = " ".join(f"word{n}" for n in range(24))
+    llm.expect(Reply.text(words, delta_delay=0.5))
+    server = await start(llm, speech)
+    try:
+        async with SimulatedDevice(ws_url=ws_url(server)) as device:
+            await device.connect()
+            started, shown = await typed_turn(device, "ramble on")
+            first, gap = longest_silence(device, started)
+            report("LLM steady 0.5 s a word, no sentence end", first, gap)
+            assert " ".join(shown) == words and logs.at("ERROR") == []  # all of it, no apology
+            assert first < 4 + 3 and gap < 8
+    finally:
+        await server.stop()
+
+
 async def test_a_reply_silent_for_too_long_ends_with_the_apology_whatever_the_tokens(
     llm: ScriptedLLMServer, speech: SpeechFaultServer, logs: LogLines
 ) -> None:

@@ -187,3 +187,24 @@ async def test_a_pause_after_text_calls_on_pause_once() -> None:
     # After "Hello" and after "!"; not after the text ended, and not again while the same pause lasts.
     assert len(pauses) == 2, pauses
     assert 0.2 <= pauses[0] < 0.4 and 0.75 <= pauses[1] < 0.95
+
+
+async def test_a_steady_slow_model_is_spoken_at_half_the_silence_limit_and_not_cut() -> None:
+    # A word every 0.1 s (never a pause), no sentence end: after 0.5 s of silence (half of 1 s)
+    # what arrived is spoken; the "audio" that makes moves the silence limit on.
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    heard_until = 0.0
+    pauses: list[float] = []
+
+    def speak() -> None:
+        nonlocal heard_until
+        pauses.append(loop.time() - started)
+        heard_until = loop.time() + 0.3  # the TTS makes 0.3 s of audio of it
+
+    script = Scripted(*[(0.1, AgentTextDelta("word "))] * 20)
+    out = await collect(watch_reply(script.events(), ReplyTimeouts(first_token=5, gap=5, silence=1.0, pause=5),
+                                    audio_until=lambda: heard_until, on_pause=speak))
+    assert len(out) == 20  # never cut
+    assert pauses and 0.5 <= pauses[0] < 0.7, pauses
+    assert all(later - earlier >= 0.5 for earlier, later in zip(pauses, pauses[1:], strict=False)), pauses

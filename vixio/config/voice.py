@@ -85,7 +85,7 @@ class _AgentCommon(StrictModel):
     token_gap_timeout: float = Field(default=10.0, gt=0)
     """Seconds the model may go quiet in the middle of an answer before the turn ends with an apology (what was said stays said)."""
     silence_timeout: float = Field(default=8.0, gt=0)
-    """Seconds a reply may leave the user in silence (since it started, its audio so far ended or a tool returned), however the model streams: a model dripping text too slowly, or streaming only what is not spoken (reasoning, long tool calls), is cut off with an apology. Raise it for models that think long before they speak."""
+    """Seconds a reply may leave the user in silence (since it started, its audio so far ended or a tool returned), however the model streams: a model dripping text too slowly, or streaming only what is not spoken (reasoning, long tool calls), is cut off with an apology. After half of it, the unfinished sentence is spoken even while text keeps coming. Raise it for models that think long before they speak."""
     tool_protocol: Literal["native", "vcp", "xml"] = "native"
     """How the model calls tools: native function calling, or a text protocol for models without it — vcp (`<<<[TOOL_REQUEST]>>>` blocks) or xml (`<function_calls>`). See docs/tool-protocols.md."""
     vcp_fuzzy_markers: bool = False

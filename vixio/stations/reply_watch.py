@@ -7,8 +7,9 @@ the first event of each model call (`first_token`), the gap between two events o
 (`gap`), and the user's silence (`silence`: since the reply started, its audio so far ended or a
 tool returned, whatever the model streams meanwhile) — and can ask for a filler ("one moment")
 when the first token is slow. While a tool runs (between its call and its result) no limit
-applies: tools have their own timeouts. When the model pauses `pause` seconds after some text,
-`on_pause` is called (the agent then has the unfinished sentence spoken).
+applies: tools have their own timeouts. When the model pauses `pause` seconds after some text, or
+the user has heard nothing for half the silence limit while text keeps coming, `on_pause` is
+called (the agent then has the unfinished sentence spoken).
 
 The provider's stream is read in the consumer's task, one event at a time, so backpressure still
 reaches the model and cancelling the consumer closes the stream; only while a filler may be due
@@ -86,15 +87,28 @@ async def watch_reply(
     since = quiet_from = loop.time()
     unsaid = False
     """Text arrived since the model last paused or ended its text."""
+    last_pause = quiet_from
 
     def silent_until() -> float | None:
         if tools_running or timeouts.silence is None:
             return None
         return max(quiet_from, audio_until() if audio_until is not None else 0.0) + timeouts.silence
 
+    def pause_at() -> float | None:
+        """When to have the unfinished sentence spoken: after `pause` without new text, or once the
+        user has heard nothing for half the silence limit even while text keeps coming (a steady
+        but slow model: the silence limit then cuts only a reply that has nothing to say)."""
+        if not unsaid or on_pause is None:
+            return None
+        times = [since + timeouts.pause] if timeouts.pause is not None else []
+        if (silent_at := silent_until()) is not None and timeouts.silence is not None:
+            times.append(max(silent_at - timeouts.silence / 2, last_pause + timeouts.silence / 2))
+        return min(times, default=None)
+
     def paused() -> None:
-        nonlocal unsaid
+        nonlocal unsaid, last_pause
         unsaid = False
+        last_pause = loop.time()
         assert on_pause is not None
         on_pause()
 
@@ -108,8 +122,7 @@ async def watch_reply(
                 # The usual path: the event is awaited right here, one timer per limit and no
                 # extra task (each task hop is a loop iteration, and a busy loop's iterations are
                 # what a token waits for under load).
-                pause = (loop.call_at(since + timeouts.pause, paused)
-                         if unsaid and on_pause is not None and timeouts.pause is not None else None)
+                pause = loop.call_at(at, paused) if (at := pause_at()) is not None else None
                 limiter = asyncio.timeout_at(deadline)
                 alarm: _SilenceAlarm | None = None
                 try:
