@@ -138,8 +138,14 @@ async def test_a_model_with_tools_is_labelled_as_offered(llm: ScriptedLLMServer)
         async with SimulatedDevice(ws_url=ws_url(server), listening_mode="manual") as device, \
                 aiohttp.ClientSession() as http:
             await device.connect()
-            async with http.get(f"http://127.0.0.1:{server.ota.port}/api/sessions") as response:
-                (session,) = (await response.json())["sessions"]
+            sessions: list[dict[str, Any]] = []
+            for _ in range(100):  # the session is listed once its pipeline is built, just after hello
+                async with http.get(f"http://127.0.0.1:{server.ota.port}/api/sessions") as response:
+                    sessions = (await response.json())["sessions"]
+                if sessions:
+                    break
+                await asyncio.sleep(0.05)
+            (session,) = sessions
             assert session["tools_offered"] is True
     finally:
         await server.stop()
