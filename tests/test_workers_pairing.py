@@ -93,13 +93,13 @@ async def test_an_approval_from_the_cli_is_honoured_by_the_workers(tmp_path: Pat
         assert (await a.wait_for_pairing("paired", timeout=10))["pairing_id"] == pairing_id
 
         # The same companion again lands on the other worker (fewest connections): it reads the
-        # approval from the file; its device is not on that worker, so it waits for it there.
+        # approval from the file and pairs with the device across workers (worker_companions.py).
         await a2.connect(hello=False)
         again = (await a2.register(mac_addr=V_MAC))["result"]
-        assert again["pairing"] == "waiting_for_device", again
+        assert again["pairing"] == "paired", again
         state = await get(base, "/api/pairing")
         assert sorted((e["worker"], e["grant"], e["paired"]) for e in state["companions"]) == sorted(
-            [(v_worker, "approved", True), (1 - v_worker, "approved", False)])
+            [(v_worker, "approved", True), (1 - v_worker, "approved", True)])
         assert [a["id"] for a in state["approved"]] == [pairing_id]
 
         code, out = await vixio_pairing(base, "revoke", pairing_id)

@@ -1,12 +1,15 @@
 """One worker process of `vixio serve --workers N`, started by the supervisor (vixio/workers.py).
 
-    python -m vixio.worker --index 1 --socket RUN_DIR/w1.sock --http-port 8003 --dispatch-fd 5   # config on stdin
+    python -m vixio.worker --index 1 --workers 2 --socket RUN_DIR/w1.sock --http-port 8003 --dispatch-fd 5
+    # the config comes on stdin
 
 The supervisor writes the validated config as one JSON line on stdin and keeps stdin open: end
 of file means the supervisor is gone (even killed outright), and the worker shuts down, so no
 worker outlives it. The worker loads its models once, serves the devices the supervisor hands
 over on the dispatch socket (each to the worker with the fewest: vixio/worker_dispatch.py), and answers
-`VixioServer.session_routes` plus `GET /healthz` on its Unix socket. SIGTERM: close every
+`VixioServer.session_routes` plus `GET /healthz` on its Unix socket, where its siblings reach
+it too: a companion and its device on different workers are paired through them
+(vixio/worker_companions.py). SIGTERM: close every
 session, then exit 0. SIGINT (Ctrl-C reaches the whole process group) is left to the
 supervisor, which stops the workers in order.
 """
@@ -27,7 +30,9 @@ from loguru import logger
 
 from vixio.config.models import VixioConfig
 from vixio.log import setup_logging
-from vixio.server import VixioServer, rss_mb
+from vixio.server import SessionRoute, VixioServer, rss_mb
+from vixio.worker_companions import PATH as COMPANIONS_PATH
+from vixio.worker_companions import WorkerCompanionRelay
 from vixio.worker_dispatch import Adopter, adopt_into
 
 log = logger.bind(component="vixio.worker")
@@ -38,6 +43,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     parser = argparse.ArgumentParser(prog="python -m vixio.worker", description=__doc__)
     parser.add_argument("--index", type=int, required=True, help="this worker's number (w0, w1, ...)")
+    parser.add_argument("--workers", type=int, default=1, help="how many workers there are (RUN_DIR/w<i>.sock each)")
     parser.add_argument("--socket", required=True, help="Unix socket for the session routes")
     parser.add_argument("--http-port", type=int, required=True, help="the supervisor's HTTP (OTA) port")
     parser.add_argument("--dispatch-fd", type=int, required=True,
@@ -51,7 +57,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     config = VixioConfig.model_validate_json(line)
     setup_logging(config.log.level, tracebacks=config.log.tracebacks, process=f"w{args.index}")
     try:
-        asyncio.run(run_worker(config, args.index, args.socket, args.http_port, args.dispatch_fd))
+        asyncio.run(run_worker(config, args.index, args.socket, args.http_port, args.dispatch_fd, args.workers))
     except Exception:
         log.exception("worker failed")
         return 1
@@ -64,7 +70,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     os._exit(0)
 
 
-async def run_worker(config: VixioConfig, index: int, socket_path: str, http_port: int, dispatch_fd: int) -> None:
+async def run_worker(config: VixioConfig, index: int, socket_path: str, http_port: int, dispatch_fd: int,
+                     workers: int = 1) -> None:
     """Serve until SIGTERM or until the supervisor goes away."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -72,6 +79,11 @@ async def run_worker(config: VixioConfig, index: int, socket_path: str, http_por
     server = VixioServer(config, serve_http=False, worker_index=index)
     server.transport.adopt_path = socket_path + ".ws"  # devices come from the supervisor (worker_dispatch.py)
     server.transport.http_port = http_port  # for the vision URL given to devices
+    run_dir = os.path.dirname(socket_path)
+    relay = WorkerCompanionRelay(server.transport, index, {
+        other: os.path.join(run_dir, f"w{other}.sock") for other in range(workers) if other != index})
+    server.transport.companions.relay = relay
+    server.session_routes.append(SessionRoute("POST", COMPANIONS_PATH, relay.handle))
     # Until the models are loaded SIGTERM keeps its default action: there is nothing to close yet.
     await server.start()
     websockets = server.transport.websocket_server
@@ -84,6 +96,7 @@ async def run_worker(config: VixioConfig, index: int, socket_path: str, http_por
     finally:
         adopter.close()
         await server.stop()
+        await relay.close()
         await runner.cleanup()
 
 

@@ -83,14 +83,17 @@ class Peers:
         await asyncio.gather(*(session.close() for session in sessions), *self._closing, return_exceptions=True)
 
     async def request(self, worker: int, method: str, path: str, *, json: Any = None,
-                      body: bytes | None = None, headers: dict[str, str] | None = None) -> PeerReply:
-        """One worker's answer to `method path`; never raises for an unreachable worker (502)."""
+                      body: bytes | None = None, headers: dict[str, str] | None = None,
+                      timeout: float | None = None) -> PeerReply:
+        """One worker's answer to `method path` (within `timeout` seconds, else the default);
+        never raises for an unreachable worker (502)."""
         session = self._sessions.get(worker)
         if session is None:
             return PeerReply(worker, 502, {"error": f"worker w{worker} is not running"})
+        limit = {} if timeout is None else {"timeout": aiohttp.ClientTimeout(total=timeout)}
         try:
             async with session.request(method, f"http://w{worker}{path}", json=json, data=body,
-                                       headers=headers) as response:
+                                       headers=headers, **limit) as response:
                 raw = await response.read()
                 content_type = response.content_type
                 status = response.status

@@ -249,7 +249,8 @@ class Supervisor:
         channel = self._dispatch.attach(worker.index)
         try:
             worker.process = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "vixio.worker", "--index", str(worker.index), "--socket", worker.socket_path,
+                sys.executable, "-m", "vixio.worker", "--index", str(worker.index), "--workers", str(len(self.workers)),
+                "--socket", worker.socket_path,
                 "--http-port", str(self.ota.port), "--dispatch-fd", str(channel.fileno()),
                 stdin=asyncio.subprocess.PIPE, env=_worker_environment(), pass_fds=(channel.fileno(),))
         finally:

@@ -63,7 +63,7 @@ class LocalPairing:
     async def refresh(self) -> None:
         if self.registry.policy is not None:
             await self.registry.policy.store.sync()  # approvals made by another process
-        self.registry.refresh()
+        await self.registry.refresh()
 
     async def unpair(self, pairing_id: str) -> int:
         if self.registry.policy is not None:

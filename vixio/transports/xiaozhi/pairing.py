@@ -12,7 +12,9 @@ stays connected and is paired the moment an operator approves it (`mcp/pairing` 
 MACs compare without case or separators (`AA-BB-CC-DD-EE-FF` pairs with `aa:bb:cc:dd:ee:ff`).
 
 The registry lives in the transport (one per process); it only links `RegisterToolsClient`s:
-every session has one, and a device session's client (the *host*) carries its companions.
+every session has one, and a device session's client (the *host*) carries its companions. With
+several workers a companion and its device may be in different processes: the registry's `relay`
+(pairing_relay.py) pairs them across, and the host carries a `RemoteCompanion` for it.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from vixio.transports.xiaozhi.pairing_policy import Grant, PairingPolicy
 from vixio.transports.xiaozhi.pairing_store import MAX_ID_CHARS, CompanionKey, normalize_mac
 
 if TYPE_CHECKING:
+    from vixio.transports.xiaozhi.pairing_relay import CompanionRelay, RemoteCompanion
     from vixio.transports.xiaozhi.register_tools import RegisterToolsClient
 
 __all__ = ["CompanionRegistry", "PairingOutcome", "normalize_mac"]
@@ -69,6 +72,8 @@ class CompanionRegistry:
         """Companions let in, waiting for or paired with each MAC, oldest first."""
         self._grants: dict[RegisterToolsClient, tuple[CompanionKey, Grant]] = {}
         self._pending: dict[RegisterToolsClient, _Pending] = {}
+        self.relay: CompanionRelay | None = None
+        """Reaches devices and companions in the other workers (None: one process)."""
 
     # --- devices --------------------------------------------------------------------------------
 
@@ -80,6 +85,8 @@ class CompanionRegistry:
         self._hosts[mac] = host
         for companion in self._companions.get(mac, []):
             self._attach(mac, host, companion)
+        if self.relay is not None:
+            self.relay.device_connected(mac)
 
     def device_disconnected(self, device_id: str, host: RegisterToolsClient) -> None:
         """The device left: its companions wait for it again."""
@@ -88,11 +95,68 @@ class CompanionRegistry:
             del self._hosts[mac]
             for companion in self._companions.get(mac, []):
                 companion.paired_with = ""
+            if self.relay is not None:
+                self.relay.device_disconnected(host)
 
     def host(self, mac_addr: str) -> RegisterToolsClient | None:
         return self._hosts.get(normalize_mac(mac_addr))
 
     # --- companions -----------------------------------------------------------------------------
+
+    async def registered(self, companion: RegisterToolsClient) -> PairingOutcome | None:
+        """`companion_registered`, then, if its device is not in this process, pairing through the relay."""
+        outcome = self.companion_registered(companion)
+        if outcome is not None and outcome.status == "waiting_for_device":
+            outcome = await self.pair_elsewhere(companion) or outcome
+        return outcome
+
+    async def pair_elsewhere(self, companion: RegisterToolsClient, only: int | None = None) -> PairingOutcome | None:
+        """Pair a let-in `companion` whose device is not here with its device in another worker
+        (`only` that one); None when none holds it (or there is no relay)."""
+        granted = self._grants.get(companion)
+        if self.relay is None or granted is None or companion.paired_with:
+            return None
+        key, grant = granted
+        remote = await self.relay.pair(companion, key, only)
+        if remote is None:
+            return None
+        if self._grants.get(companion) is not granted:  # it left or registered again meanwhile
+            self.relay.companion_left(companion)
+            return None
+        if not remote.device_session:
+            return self._outcome("device_full", companion, key)
+        companion.paired_with = remote.device_session
+        logger.bind(session=companion.session_id).info("companion {} paired with device {} in worker w{} (session {}; "
+                                                       "by {})", key.companion, key.mac, remote.worker,
+                                                       remote.device_session, grant)
+        return self._outcome("paired", companion, key)
+
+    def waiting_for(self, mac: str) -> list[RegisterToolsClient]:
+        """Companions let in for `mac` that are paired with nothing yet."""
+        return [companion for companion in self._companions.get(mac, []) if not companion.paired_with]
+
+    def attach_remote(self, mac: str, companion: RemoteCompanion) -> RegisterToolsClient | None:
+        """A companion in another worker pairs with the device of `mac` here: its host, or None
+        when the device is not here or has all the companions it may."""
+        host = self._hosts.get(mac)
+        if host is None:
+            return None
+        for other in list(host.companions):  # the same companion registering again replaces itself
+            if other.session_id == companion.session_id:
+                host.detach_companion(other)
+        if len(host.companions) >= MAX_COMPANIONS_PER_DEVICE:
+            logger.bind(session=host.session_id).warning("companion {} (worker w{}) not paired: the device has {} "
+                                                         "companions already", companion.device_id,
+                                                         companion.link.worker, len(host.companions))
+            return None
+        host.attach_companion(companion)
+        return host
+
+    def detach_remote(self, companion: RemoteCompanion) -> None:
+        """A companion in another worker left: its tools leave the device here."""
+        companion.close()
+        for host in self._hosts.values():
+            host.detach_companion(companion)
 
     def companion_registered(self, companion: RegisterToolsClient) -> PairingOutcome | None:
         """`companion` registered (again): pair it if it may and its device is here. None when
@@ -120,6 +184,8 @@ class CompanionRegistry:
         """The companion disconnected or re-registered: unlink it everywhere."""
         self._pending.pop(companion, None)
         self._grants.pop(companion, None)
+        if self.relay is not None:
+            self.relay.companion_left(companion)
         for mac, companions in list(self._companions.items()):
             if companion in companions:
                 companions.remove(companion)
@@ -135,14 +201,23 @@ class CompanionRegistry:
         self._companions.setdefault(key.mac, []).append(companion)
         host = self._hosts.get(key.mac)
         if host is None:
-            return PairingOutcome("waiting_for_device", f"No device {companion.mac_addr} is connected: you are "
-                                  "served on your own (send text to talk to the assistant) until it connects, then "
-                                  "you are paired with it.", key.id)
+            return self._outcome("waiting_for_device", companion, key)
         if not self._attach(key.mac, host, companion):
-            return PairingOutcome("device_full", f"The device {companion.mac_addr} has {MAX_COMPANIONS_PER_DEVICE} "
-                                  "companions already: you are served on your own.", key.id)
-        return PairingOutcome("paired", f"Paired with the device {companion.mac_addr}: its assistant can use these "
-                              "tools and its replies are streamed to you as mcp/ai/message.", key.id)
+            return self._outcome("device_full", companion, key)
+        return self._outcome("paired", companion, key)
+
+    @staticmethod
+    def _outcome(status: PairingStatus, companion: RegisterToolsClient, key: CompanionKey) -> PairingOutcome:
+        mac = companion.mac_addr
+        message = {
+            "waiting_for_device": f"No device {mac} is connected: you are served on your own (send text to talk to "
+                                  "the assistant) until it connects, then you are paired with it.",
+            "device_full": f"The device {mac} has {MAX_COMPANIONS_PER_DEVICE} companions already: you are served on "
+                           "your own.",
+            "paired": f"Paired with the device {mac}: its assistant can use these tools and its replies are streamed "
+                      "to you as mcp/ai/message.",
+        }[status]
+        return PairingOutcome(status, message, key.id)
 
     @staticmethod
     def _pending_outcome(key: CompanionKey, refusal: str) -> PairingOutcome:
@@ -166,17 +241,21 @@ class CompanionRegistry:
 
     # --- the operator ---------------------------------------------------------------------------
 
-    def refresh(self) -> None:
+    async def refresh(self) -> None:
         """Apply approvals and revocations made since (by this process or another): a pending
         companion now approved pairs, one let in by an approval that was revoked waits again."""
         if self.policy is None:
             return
         for companion, pending in list(self._pending.items()):
+            if companion not in self._pending:  # it left while an earlier one paired
+                continue
             decision = self.policy.decide(pending.key, companion.credential, mac_addr=companion.mac_addr,
                                           operator_only=companion.operator_unpaired)
             if decision.grant is not None:
                 del self._pending[companion]
                 outcome = self._let_in(companion, pending.key, decision.grant)
+                if outcome.status == "waiting_for_device":
+                    outcome = await self.pair_elsewhere(companion) or outcome
                 companion.notify_pairing(outcome)
         for companion, (key, grant) in list(self._grants.items()):
             if grant == "approved" and not self.policy.store.is_approved(key):

@@ -54,6 +54,7 @@ from vixio.transports.xiaozhi.register_parsing import ServerTools, parse_tools, 
 
 if TYPE_CHECKING:
     from vixio.transports.xiaozhi.pairing import PairingOutcome
+    from vixio.transports.xiaozhi.pairing_relay import RemoteCompanion
 
 __all__ = ["RegisterToolsClient", "ServerTools", "join_sentences", "parse_tools", "sentence_separator"]
 
@@ -108,15 +109,15 @@ class RegisterToolsClient:
         """What the latest registration presented for the device it names (the device's token)."""
         self.operator_unpaired = False
         """The operator unpaired this companion: on this connection only an approval pairs it again."""
-        self.on_registered: Callable[[RegisterToolsClient], PairingOutcome | None] | None = None
-        """The pairing hook (CompanionRegistry.companion_registered): called after each registration."""
+        self.on_registered: Callable[[RegisterToolsClient], Awaitable[PairingOutcome | None]] | None = None
+        """The pairing hook (CompanionRegistry.registered): awaited after each registration."""
         self.server_tools: ServerTools | None = None
         """Looks up server-side tools for `main_type: "local"` entries."""
         self.paired_with = ""
         """The session id of the device this companion is paired with; "" when unpaired."""
-        self.companions: list[RegisterToolsClient] = []
-        """Companions paired with this (device) session's client: their tools join this
-        session's, and this session's ai/message stream goes to them too."""
+        self.companions: list[RegisterToolsClient | RemoteCompanion] = []
+        """Companions paired with this (device) session's client, here or in another worker
+        (pairing_relay.py): their tools join this session's, and its ai/message stream goes to them too."""
         self._send = send
         self._tools: list[ToolDefinition] = []
         self._presented: list[ToolDefinition] = []
@@ -141,18 +142,26 @@ class RegisterToolsClient:
         tools = list(self._tools)
         names = {tool.name for tool in tools}
         for companion in self.companions:
-            for tool in companion._presented:
+            for tool in companion.presented_tools:
                 if tool.name not in names:
                     names.add(tool.name)
                     tools.append(tool)
         return tools
 
-    def attach_companion(self, companion: RegisterToolsClient) -> None:
+    @property
+    def presented_tools(self) -> list[ToolDefinition]:
+        """This companion's tools as a paired device's model sees them (companion_tools.present)."""
+        return self._presented
+
+    async def send_notification(self, message: dict[str, Any]) -> None:
+        await self._send(message, self.envelope)
+
+    def attach_companion(self, companion: RegisterToolsClient | RemoteCompanion) -> None:
         if companion not in self.companions:
             self.companions.append(companion)
         self._tools_changed()
 
-    def detach_companion(self, companion: RegisterToolsClient) -> None:
+    def detach_companion(self, companion: RegisterToolsClient | RemoteCompanion) -> None:
         if companion in self.companions:
             self.companions.remove(companion)
             self._tools_changed()
@@ -235,7 +244,7 @@ class RegisterToolsClient:
                 result["local"] = [tool.name for tool in local]
             if skipped:
                 result["skipped"] = skipped
-            outcome = self.on_registered(self) if self.on_registered is not None else None
+            outcome = await self.on_registered(self) if self.on_registered is not None else None
             if outcome is not None:  # it names another device: a companion
                 result.update(paired=outcome.paired, pairing=outcome.status, pairing_id=outcome.pairing_id)
                 result["message"] += " " + outcome.message
@@ -352,10 +361,11 @@ class RegisterToolsClient:
 
     async def _notify(self, kind: AiMessageType, content: str) -> None:
         message = {"jsonrpc": "2.0", "method": AI_MESSAGE_METHOD, "params": {"type": kind, "content": content}}
-        targets = ([self] if self.registered else []) + list(self.companions)
+        targets: list[RegisterToolsClient | RemoteCompanion] = [self] if self.registered else []
+        targets += self.companions
         for target in targets:
             with suppress(ConnectionClosed):  # that session is ending; the transport cleans up
-                await target._send(message, target.envelope)
+                await target.send_notification(message)
 
     def _spawn(self, work: Awaitable[None]) -> None:
         async def run() -> None:

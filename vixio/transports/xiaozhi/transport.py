@@ -225,7 +225,7 @@ class XiaozhiTransport(TransportBase):
             call_timeout=self.config.mcp.tool_call_timeout, limits=self.config.mcp.limits, budget=budget)
         register.device_id, register.client_id = identity.device_id, identity.client_id[:128]
         register.server_tools = self.server_tools
-        register.on_registered = self.companions.companion_registered
+        register.on_registered = self.companions.registered
         self.register_clients[session_id] = register
         self.add_mcp_peer(session_id, register)
         connection: XiaozhiConnection | None = None
