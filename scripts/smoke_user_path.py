@@ -1,10 +1,12 @@
 """The user's path, end to end: install what `make serve` installs, serve, ask, stop.
 
     python3 scripts/smoke_user_path.py --config config.yaml
-    python3 scripts/smoke_user_path.py --config config.zh.yaml   # its cloud model: a scripted one
+    python3 scripts/smoke_user_path.py --config config.yaml --config config.zh.yaml  # zh: a scripted model
 
-1. `make install-config` into a fresh venv: vixio's core and the extras this config needs,
-   nothing else (no test extras); pip's wheel cache spares compiling llama.cpp again.
+1. `make install-config` into a fresh venv, from a fresh copy of the checkout (its tracked and
+   unignored files): vixio's core and the extras this config needs, nothing else (no test
+   extras); pip's wheel cache spares compiling llama.cpp again. Several configs install at the
+   same time (their downloads overlap), each from its own copy; then they are served in turn.
 2. `vixio serve` from that venv with the config as shipped, except its two ports (free ones,
    so a server already running here does not collide) and, for a config whose model is a cloud
    API, its `api_base`: a scripted OpenAI-compatible model on loopback (scripts/scripted_llm.py).
@@ -12,8 +14,8 @@
    (a speech fixture): each must get a spoken answer (text on screen, audio frames played).
 4. SIGINT: the server must exit 0 with no traceback and no ERROR line in its log.
 
-Exits 0 when all of that holds; otherwise 1, with the reason and the server log's tail. Uses only
-the standard library, so it runs before anything is installed.
+Exits 0 when all of that holds; otherwise 1, with the reason and that config's logs' tails.
+Uses only the standard library, so it runs before anything is installed.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -52,66 +55,90 @@ class SmokeFailure(Exception):
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--config", default="config.yaml", choices=sorted(CASES))
-    parser.add_argument("--keep", action="store_true", help="keep the venv and logs (their folder is printed)")
+    parser.add_argument("--config", action="append", choices=sorted(CASES),
+                        help="a shipped config (repeat for several; default: config.yaml)")
+    parser.add_argument("--keep", action="store_true", help="keep the venvs and logs (their folder is printed)")
     args = parser.parse_args()
-    work = Path(tempfile.mkdtemp(prefix=f"vixio-smoke-{Path(args.config).stem}-"))
+    configs = list(dict.fromkeys(args.config or ["config.yaml"]))
+    work = Path(tempfile.mkdtemp(prefix="vixio-smoke-"))
+    folders = {name: work / Path(name).stem for name in configs}
     started = time.monotonic()
+    name = configs[0]
     try:
-        smoke(args.config, work)
+        with ThreadPoolExecutor(len(configs)) as pool:
+            installs = [(name, pool.submit(install, name, folders[name])) for name in configs]
+            for name, future in installs:
+                future.result()
+        for name in configs:
+            serve_and_ask(name, folders[name])
     except SmokeFailure as exc:
-        print(f"smoke {args.config}: FAILED: {exc}", file=sys.stderr)
-        for log in sorted(work.glob("*.log")):
+        print(f"smoke {name}: FAILED: {exc}", file=sys.stderr)
+        for log in sorted(folders[name].glob("*.log")):
             print(f"--- {log.name} (last 60 lines) ---\n{tail(log, 60)}", file=sys.stderr)
         return 1
     finally:
         if args.keep:
-            print(f"smoke {args.config}: kept {work}", file=sys.stderr)
+            print(f"smoke: kept {work}", file=sys.stderr)
         else:
             shutil.rmtree(work, ignore_errors=True)
-    print(f"smoke {args.config}: OK in {time.monotonic() - started:.0f} s")
+    print(f"smoke {', '.join(configs)}: OK in {time.monotonic() - started:.0f} s")
     return 0
 
 
-def smoke(config_name: str, work: Path) -> None:
+def install(config_name: str, folder: Path) -> None:
+    """A copy of the checkout in `folder`/src, and what `make serve` installs in `folder`/venv."""
+    source = folder / "src"
+    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
+                            capture_output=True, check=True).stdout.decode().split("\0")
+    for name in listed:
+        if name and (ROOT / name).is_file():
+            (source / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, source / name)
+    with Step(config_name)("install (make install-config)"):
+        install_log = folder / "install.log"
+        run_logged(["make", "install-config", f"VENV={folder / 'venv'}", f"CONFIG={config_name}"], install_log,
+                   cwd=source)
+    if "Building wheel for llama-cpp-python" in install_log.read_text():
+        print(f"smoke {config_name}: note: pip compiled llama-cpp-python (no cached wheel)", file=sys.stderr)
+
+
+def serve_and_ask(config_name: str, folder: Path) -> None:
+    """`vixio serve` from the venv `install` made, a typed and a spoken question, SIGINT."""
     case = CASES[config_name]
-    venv = work / "venv"
+    venv, source = folder / "venv", folder / "src"
     step = Step(config_name)
-    with step("install (make install-config)"):
-        install_log = work / "install.log"
-        run_logged(["make", "install-config", f"VENV={venv}", f"CONFIG={config_name}"], install_log)
-        if "Building wheel for llama-cpp-python" in install_log.read_text():
-            print(f"smoke {config_name}: note: pip compiled llama-cpp-python (no cached wheel)", file=sys.stderr)
     llm = None
     env = clean_environment()
     if case["replies"]:
-        llm = start_scripted_llm(venv, case["replies"], work)
+        llm = start_scripted_llm(venv, source, case["replies"], folder)
         env["DEEPSEEK_API_KEY"] = "smoke-test-key"  # the scripted model takes any key
-    config = derived_config(ROOT / config_name, work, llm_url=llm[1] if llm else None)
-    server_log = work / "server.log"
-    with server_log.open("w") as log:
-        server = subprocess.Popen([str(venv / "bin" / "vixio"), "serve", "--config", str(config)], cwd=ROOT,
-                                  env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
-        with step("start (every worker loads its models)"):
-            vixio, ota_url = wait_for_banner(server, server_log)
-        with step("typed question"):
-            ask(vixio, ota_url, ["--text", case["text"]], work / "device-text.log", spoken=False)
-        with step("spoken question"):
-            ask(vixio, ota_url, ["--wav", str(ROOT / case["wav"])], work / "device-wav.log", spoken=True)
-        with step("SIGINT"):
-            server.send_signal(signal.SIGINT)
-            try:
-                code = server.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                raise SmokeFailure("the server did not exit within 60 s of SIGINT") from None
-        if code != 0:
-            raise SmokeFailure(f"the server exited with {code} after SIGINT (expected 0)")
-        check_log(server_log)
+        config = derived_config(source / config_name, folder, llm_url=llm[1] if llm else None)
+        server_log = folder / "server.log"
+        with server_log.open("w") as log:
+            server = subprocess.Popen([str(venv / "bin" / "vixio"), "serve", "--config", str(config)], cwd=source,
+                                      env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            with step("start (every worker loads its models)"):
+                vixio, ota_url = wait_for_banner(server, server_log, source)
+            with step("typed question"):
+                ask(vixio, ota_url, ["--text", case["text"]], folder / "device-text.log", spoken=False)
+            with step("spoken question"):
+                ask(vixio, ota_url, ["--wav", str(source / case["wav"])], folder / "device-wav.log", spoken=True)
+            with step("SIGINT"):
+                server.send_signal(signal.SIGINT)
+                try:
+                    code = server.wait(timeout=60)
+                except subprocess.TimeoutExpired:
+                    raise SmokeFailure("the server did not exit within 60 s of SIGINT") from None
+            if code != 0:
+                raise SmokeFailure(f"the server exited with {code} after SIGINT (expected 0)")
+            check_log(server_log)
+        finally:
+            if server.poll() is None:
+                os.killpg(server.pid, signal.SIGKILL)
+                server.wait()
     finally:
-        if server.poll() is None:
-            os.killpg(server.pid, signal.SIGKILL)
-            server.wait()
         if llm is not None:
             stop_scripted_llm(llm[0])
 
@@ -142,9 +169,9 @@ def clean_environment() -> dict[str, str]:
     return env
 
 
-def run_logged(command: list[str], log: Path) -> None:
+def run_logged(command: list[str], log: Path, *, cwd: Path) -> None:
     with log.open("w") as out:
-        result = subprocess.run(command, cwd=ROOT, env=clean_environment(), stdout=out, stderr=subprocess.STDOUT)
+        result = subprocess.run(command, cwd=cwd, env=clean_environment(), stdout=out, stderr=subprocess.STDOUT)
     if result.returncode != 0:
         raise SmokeFailure(f"`{' '.join(command)}` exited with {result.returncode}")
 
@@ -172,11 +199,12 @@ def derived_config(shipped: Path, work: Path, *, llm_url: str | None) -> Path:
     return derived
 
 
-def start_scripted_llm(venv: Path, replies: list[str], work: Path) -> tuple[subprocess.Popen[bytes], str]:
+def start_scripted_llm(venv: Path, source: Path, replies: list[str],
+                       work: Path) -> tuple[subprocess.Popen[bytes], str]:
     url_file = work / "llm.url"
     with (work / "scripted-llm.log").open("w") as log:
-        process = subprocess.Popen([str(venv / "bin" / "python"), str(ROOT / "scripts" / "scripted_llm.py"),
-                                    "--url-file", str(url_file), *replies], cwd=ROOT, env=clean_environment(),
+        process = subprocess.Popen([str(venv / "bin" / "python"), str(source / "scripts" / "scripted_llm.py"),
+                                    "--url-file", str(url_file), *replies], cwd=source, env=clean_environment(),
                                    stdout=log, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 60
     while not (url_file.exists() and url_file.read_text()):
@@ -197,13 +225,13 @@ def stop_scripted_llm(process: subprocess.Popen[bytes]) -> None:
         raise SmokeFailure("the scripted model was not asked exactly once per question (scripted-llm.log)")
 
 
-def wait_for_banner(server: subprocess.Popen[bytes], log: Path) -> tuple[str, str]:
+def wait_for_banner(server: subprocess.Popen[bytes], log: Path, cwd: Path) -> tuple[str, str]:
     """The `vixio device` command the banner suggests: (vixio, OTA URL)."""
     deadline = time.monotonic() + START_TIMEOUT
     while time.monotonic() < deadline:
         found = TRY_LINE.search(log.read_text(errors="replace"))
         if found:
-            return str(ROOT / found.group(1)), found.group(2)
+            return str(cwd / found.group(1)), found.group(2)
         if server.poll() is not None:
             raise SmokeFailure(f"`vixio serve` exited with {server.returncode} before it was ready")
         time.sleep(0.5)
@@ -213,7 +241,7 @@ def wait_for_banner(server: subprocess.Popen[bytes], log: Path) -> tuple[str, st
 def ask(vixio: str, ota_url: str, what: list[str], log: Path, *, spoken: bool) -> None:
     """One `vixio device` exchange; it must end with a spoken answer."""
     command = [vixio, "device", "--ota", ota_url, *what, "--timeout", str(ANSWER_TIMEOUT)]
-    result = subprocess.run(command, cwd=ROOT, env=clean_environment(), capture_output=True, text=True,
+    result = subprocess.run(command, env=clean_environment(), capture_output=True, text=True,
                             timeout=ANSWER_TIMEOUT * 3)
     log.write_text(f"$ {' '.join(command)}\n{result.stdout}{result.stderr}")
     if result.returncode != 0:

@@ -219,13 +219,17 @@ def _none_alive(pids: set[int]) -> Any:
     return check
 
 
-def assert_banner(serve: ServeProcess) -> None:
+async def assert_banner(serve: ServeProcess) -> None:
     """Next to the OTA URL: the console's URL and a `vixio device` command that runs as printed."""
-    log = serve.text()
+    pattern = re.compile(r'No device at hand\? Try: (\S+) device --ota (\S+) --text "what time is it"')
+
+    async def printed() -> re.Match[str] | None:
+        return pattern.search(serve.text())  # the banner's last line, logged just after the OTA URL
+
+    command = await until(printed, 10, "the banner's last line")
     local_ota = serve.ota_url.replace(serve.ota_url.split("/")[2].split(":")[0], "127.0.0.1", 1)
-    assert f"Operator console: {local_ota.replace('/xiaozhi/ota/', '/console/')}" in log
-    command = re.search(r'No device at hand\? Try: (\S+) device --ota (\S+) --text "what time is it"', log)
-    assert command and command.group(2) == local_ota, log
+    assert f"Operator console: {local_ota.replace('/xiaozhi/ota/', '/console/')}" in serve.text()
+    assert command.group(2) == local_ota
     assert os.access(command.group(1), os.X_OK) and command.group(1).endswith("vixio")
 
 
@@ -233,7 +237,7 @@ async def test_ctrl_c_to_the_process_group_leaves_no_process(tmp_path: Path) -> 
     serve = await start_serve(tmp_path, None, "--workers", "2")
     try:
         await serve.wait_ready()
-        assert_banner(serve)
+        await assert_banner(serve)
         pids = {line["pid"] for line in (await serve.metrics())["workers"]}
         assert len(pids) == 2
         os.killpg(serve.process.pid, signal.SIGINT)  # what a terminal does on Ctrl-C
@@ -248,7 +252,7 @@ async def test_one_worker_is_the_single_process_server(tmp_path: Path) -> None:
     serve = await start_serve(tmp_path, None, "--workers", "1")
     try:
         await serve.wait_ready()
-        assert_banner(serve)
+        await assert_banner(serve)
         body = await serve.metrics()
         assert [(line["worker"], line["pid"]) for line in body["workers"]] == [(0, serve.process.pid)]
         assert "supervisor" not in body
