@@ -142,23 +142,23 @@ def _hide_cases() -> list[tuple[str, str]]:
 def test_loading_a_provider_without_one_of_its_modules_fails_naming_its_extra() -> None:
     """One fresh process per (row, module); two at a time."""
 
-    def load(case: tuple[str, str]) -> tuple[str, str, int, str]:
+    def load(case: tuple[str, str]) -> tuple[str, str, subprocess.CompletedProcess[str]]:
         row, module = case
         config = json.dumps(CONFIGS.get(row))
         result = subprocess.run([sys.executable, "-c", _LOAD, module, config], capture_output=True, text=True,
                                 timeout=300, cwd=ROOT)
-        return row, module, result.returncode, (result.stdout + result.stderr).strip()
+        return row, module, result
 
     failures = []
     with ThreadPoolExecutor(2) as pool:
-        for row, module, code, output in pool.map(load, _hide_cases()):
+        for row, module, result in pool.map(load, _hide_cases()):
             extra = PROVIDER_EXTRAS[row].extra
-            last = output.splitlines()[-1] if output else ""
-            named = module in last or module.replace("_", "-") in last
+            error = result.stdout.strip().splitlines()[-1] if result.stdout.strip() else ""  # what the load raised
+            named = module in error or module.replace("_", "-") in error
             # The transport's servers import aiohttp at the top: the preflight names its extra.
-            names_extra = f"[{extra}]" in last or row == "transport:xiaozhi"
-            if code != 3 or not named or not names_extra:
-                failures.append(f"{row} without {module}: exit {code}: {output[-600:]}")
+            names_extra = f"[{extra}]" in error or row == "transport:xiaozhi"
+            if result.returncode != 3 or not named or not names_extra:
+                failures.append(f"{row} without {module}: exit {result.returncode}: {error} {result.stderr[-400:]}")
     assert not failures, "\n".join(failures)
 
 
