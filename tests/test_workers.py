@@ -248,6 +248,34 @@ async def test_ctrl_c_to_the_process_group_leaves_no_process(tmp_path: Path) -> 
         serve.kill_group()
 
 
+def environment_of(pid: int) -> dict[str, str]:
+    with open(f"/proc/{pid}/environ", "rb") as environ:
+        pairs = [entry.partition(b"=") for entry in environ.read().split(b"\0") if entry]
+    return {key.decode(): value.decode() for key, _, value in pairs}
+
+
+async def test_workers_run_with_two_malloc_arenas(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("MALLOC_ARENA_MAX", raising=False)
+    serve = await start_serve(tmp_path, None, "--workers", "2")
+    try:
+        await serve.wait_ready()
+        pids = [line["pid"] for line in (await serve.metrics())["workers"]]
+        assert len(pids) == 2
+        assert [environment_of(pid).get("MALLOC_ARENA_MAX") for pid in pids] == ["2", "2"]
+        assert "MALLOC_ARENA_MAX" not in environment_of(serve.process.pid)  # the supervisor's own is untouched
+    finally:
+        serve.kill_group()
+
+
+def test_an_operators_malloc_setting_wins(monkeypatch: pytest.MonkeyPatch) -> None:
+    from vixio.workers import _worker_environment
+
+    monkeypatch.setenv("MALLOC_ARENA_MAX", "4")
+    assert _worker_environment()["MALLOC_ARENA_MAX"] == "4"
+    monkeypatch.delenv("MALLOC_ARENA_MAX")
+    assert _worker_environment()["MALLOC_ARENA_MAX"] == "2"
+
+
 async def test_one_worker_is_the_single_process_server(tmp_path: Path) -> None:
     serve = await start_serve(tmp_path, None, "--workers", "1")
     try:

