@@ -29,8 +29,8 @@ V_MAC = "aa:bb:cc:dd:ee:ff"
 A_ID, A_CLIENT = "robot-a", "5f0c8e21-77aa-4f19-8d42-0c9d7e6b5a41"
 
 
-async def start(tmp_path: Path, *, llm: ScriptedLLMServer | None = None, trust_mac: bool = False
-                ) -> tuple[ServeProcess, str, str]:
+async def start(tmp_path: Path, *, llm: ScriptedLLMServer | None = None, trust_mac: bool = False,
+                extra: str = "") -> tuple[ServeProcess, str, str]:
     voice = "" if llm is None else f"""
 agent:
   provider: litellm
@@ -52,7 +52,7 @@ xiaozhi:
   pairing: {{state_file: {tmp_path / "pairings.json"}, trust_mac: {str(trust_mac).lower()}}}
 server:
   shutdown_timeout: 20
-{voice}""", encoding="utf-8")
+{voice}{extra}""", encoding="utf-8")
     log = tmp_path / "serve.log"
     with log.open("wb") as sink:
         process = await asyncio.create_subprocess_exec(

@@ -43,6 +43,7 @@ from vixio.transports.xiaozhi.pairing_policy import warn_about_trusted_macs
 from vixio.transports.xiaozhi.transport import DeviceContext, PipelineFactory, XiaozhiTransport
 from vixio.core.tools.types import ToolDefinition
 from vixio.session_tools import SessionTools
+from vixio.task_results import TaskResults
 from vixio.state import open_store
 from vixio.state.memory import ConversationMemory, prune_history_forever
 from vixio.state.pairings import StorePairings
@@ -100,6 +101,11 @@ class VixioServer:
         self.transport.server_tools = self._server_tool  # registerTools main_type "local"
         self.tools: dict[str, SessionTools] = {}
         """Live sessions' tools by session id."""
+        memory = config.memory
+        self.task_results = TaskResults(self, memory.resume_minutes * 60 if memory.enabled else 0.0)
+        """Background results that finish after their session go to the device's next one (task_results.py)."""
+        self.voice.results_after_session = self.task_results.finished
+        self.transport.on_device_session = self.task_results.device_session
         self._accept_throttle: AcceptErrorThrottle | None = None
         self.console = Console(self)
         """The operator console at /console/ and its /api/ (vixio.console)."""
@@ -194,6 +200,7 @@ class VixioServer:
         self.console.stop_streams()  # open console pages would hold the HTTP server's shutdown
         await self.ota.stop()  # safe when it never started (a worker)
         await self.transport.stop()
+        await self.task_results.close()
         await self.console.close()
         await self.voice.close()
         if self._accept_throttle is not None:

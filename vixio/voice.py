@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 from functools import partial
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from loguru import logger
@@ -85,6 +86,9 @@ class VoiceStack:
         """Local tools every session gets (built-ins, `tools.local`; add your own before the first session)."""
         self.local_tools += self._configured_local_tools()
         self._task_queue: AsyncTaskQueue | None = None
+        self.results_after_session: Callable[[str, AsyncTaskRecord], Awaitable[None]] | None = None
+        """Gets (device id, record) for each background task that finishes after its session
+        ended (vixio/task_results.py); None: a session's tasks are cancelled when it ends."""
         self.mcp: McpServerPool | None = None
         """Third-party MCP servers (tools.mcp_servers), connected in `load()`."""
         self.tool_support = tool_support(config)
@@ -153,7 +157,10 @@ class VoiceStack:
         runner = SessionTaskRunner(self.task_queue, tools.context, session_id=session_id)
         runner.tool_timeout = tools.toolset.policy.configured_timeout  # tools.timeouts / a local entry's timeout
         tools.set_async_runner(runner)
-        tools.add_closer(runner.cancel_all)
+        if device_id and self.results_after_session is not None:  # the device may come back for them
+            tools.add_closer(partial(runner.release, partial(self.results_after_session, device_id)))
+        else:
+            tools.add_closer(runner.cancel_all)
         if self.config.tools.async_tools.tools or any(tool.is_async for tool in self.local_tools):
             tools.add_source("tasks", [task_status_tool(runner)])
         if self.mcp is not None:

@@ -9,7 +9,8 @@ worker outlives it. The worker loads its models once, serves the devices the sup
 over on the dispatch socket (each to the worker with the fewest: vixio/worker_dispatch.py), and answers
 `VixioServer.session_routes` plus `GET /healthz` on its Unix socket, where its siblings reach
 it too: a companion and its device on different workers are paired through them
-(vixio/worker_companions.py). SIGTERM: close every
+(vixio/worker_companions.py), and a background result reaches its device's next session on
+another worker (vixio/task_results.py). SIGTERM: close every
 session, then exit 0. SIGINT (Ctrl-C reaches the whole process group) is left to the
 supervisor, which stops the workers in order.
 """
@@ -32,7 +33,9 @@ from vixio.config.models import VixioConfig
 from vixio.log import setup_logging
 from vixio.server import SessionRoute, VixioServer, rss_mb
 from vixio.worker_companions import PATH as COMPANIONS_PATH
+from vixio.task_results import PATH as TASK_RESULTS_PATH
 from vixio.worker_companions import WorkerCompanionRelay
+from vixio.worker_peers import Peers
 from vixio.worker_dispatch import Adopter, adopt_into
 
 log = logger.bind(component="vixio.worker")
@@ -79,11 +82,16 @@ async def run_worker(config: VixioConfig, index: int, socket_path: str, http_por
     server = VixioServer(config, serve_http=False, worker_index=index)
     server.transport.adopt_path = socket_path + ".ws"  # devices come from the supervisor (worker_dispatch.py)
     server.transport.http_port = http_port  # for the vision URL given to devices
-    run_dir = os.path.dirname(socket_path)
-    relay = WorkerCompanionRelay(server.transport, index, {
-        other: os.path.join(run_dir, f"w{other}.sock") for other in range(workers) if other != index})
+    # The siblings' sockets: what concerns a device works whatever worker holds it.
+    siblings = Peers()
+    for other in range(workers):
+        if other != index:
+            siblings.add(other, os.path.join(os.path.dirname(socket_path), f"w{other}.sock"))
+    relay = WorkerCompanionRelay(server.transport, index, siblings)
     server.transport.companions.relay = relay
-    server.session_routes.append(SessionRoute("POST", COMPANIONS_PATH, relay.handle))
+    server.task_results.siblings, server.task_results.worker = siblings, index
+    server.session_routes += [SessionRoute("POST", COMPANIONS_PATH, relay.handle),
+                              SessionRoute("POST", TASK_RESULTS_PATH, server.task_results.handle)]
     # Until the models are loaded SIGTERM keeps its default action: there is nothing to close yet.
     await server.start()
     websockets = server.transport.websocket_server
@@ -97,6 +105,7 @@ async def run_worker(config: VixioConfig, index: int, socket_path: str, http_por
         adopter.close()
         await server.stop()
         await relay.close()
+        await siblings.close()
         await runner.cleanup()
 
 

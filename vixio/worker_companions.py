@@ -48,13 +48,12 @@ log = logger.bind(component="vixio.companions")
 class WorkerCompanionRelay:
     """Pairs this worker's companions with devices on its siblings, and the reverse."""
 
-    def __init__(self, transport: XiaozhiTransport, index: int, siblings: dict[int, str]) -> None:
+    def __init__(self, transport: XiaozhiTransport, index: int, siblings: Peers) -> None:
         self.transport = transport
         self.registry = transport.companions
         self.index = index
-        self.peers = Peers()
-        for worker, socket_path in siblings.items():
-            self.peers.add(worker, socket_path)
+        self.peers = siblings
+        """The other workers' sockets (closed by the worker)."""
         self._links = itertools.count(1)
         self._linked: dict[RegisterToolsClient, tuple[int, int]] = {}
         """Companions here paired with a device elsewhere: (its worker, the link id)."""
@@ -68,7 +67,6 @@ class WorkerCompanionRelay:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         for _, proxy in self._proxies.values():
             proxy.close()
-        await self.peers.close()
 
     # --- the companion's side (CompanionRelay) ---------------------------------------------------
 

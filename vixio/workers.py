@@ -153,7 +153,7 @@ class Supervisor:
                                    f"{exc.strerror or exc}") from exc
         self._dispatch = Dispatcher(listener)
         self.websocket_port = int(listener.getsockname()[1])
-        settings = self.config.model_dump(mode="json")
+        settings = self.config.model_dump(mode="json", by_alias=True)  # as written: `async`, not `run_async`
         settings["xiaozhi"]["port"] = self.websocket_port  # `port: 0` resolved once for all workers
         self._config_line = json.dumps(settings).encode() + b"\n"
         # Mode 0700: only this user reaches the sockets. A Unix socket path has at most 107 bytes.

@@ -6,15 +6,17 @@ runs in the process's `AsyncTaskQueue`: at most `max_concurrent` at a time (the 
 pending), each bounded by a timeout. The session's `SessionTaskRunner` records every task in the
 session's `ToolCallContext` and hands each finished record (completed or failed) to
 `on_complete`, where the app layer reports it to the conversation against the original call id.
-When the session ends, `cancel_all` cancels its tasks: nothing of a session outlives it, and a
-result that arrives after is not delivered. The model may also ask with `get_task_status`.
+When the session ends, `cancel_all` cancels its tasks; or, when its device may come back (the
+app layer decides), `release` lets them finish (each still bounded by its timeout) and hands each
+result to another reporter, which gives it to the device's next session. The model may also ask
+with `get_task_status`.
 
     queue = AsyncTaskQueue(max_concurrent=4)                     # once, at server start
     runner = SessionTaskRunner(queue, context, session_id=sid, on_complete=report)
     executor = ToolExecutor(toolset, context, async_runner=runner, session_id=sid)
     toolset.set_tools("tasks", [task_status_tool(runner)])
     ...
-    await runner.cancel_all()                                    # session end
+    await runner.cancel_all()                                    # session end (or runner.release(reporter))
     await queue.shutdown()                                       # server stop
 """
 
@@ -202,6 +204,7 @@ class SessionTaskRunner:
         """A tool's own timeout when one is configured for it (e.g. a `tools.local` entry's)."""
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._closed = False
+        self._released_to: TaskCallback | None = None
         self._logger = logger.bind(session=session_id or "-", component="tasks")
 
     @property
@@ -243,8 +246,20 @@ class SessionTaskRunner:
         if tasks:
             self._logger.info("cancelled {} background task(s) at session end", len(tasks))
 
+    async def release(self, reporter: TaskCallback) -> None:
+        """The session is ending but its device may come back: its tasks go on, and each one that
+        completes or fails goes to `reporter` instead of this session."""
+        self._closed = True
+        self._released_to = reporter
+        if self._tasks:
+            self._logger.info("{} background task(s) go on after the session; their results go to the "
+                              "device's next session", len(self._tasks))
+
     async def _report(self, record: AsyncTaskRecord) -> None:
         self.context.record_result(record.to_result())
+        if self._released_to is not None:
+            await self._released_to(record)
+            return
         if self._closed:
             self._logger.info("task {} finished after the session ended; not reported", record.task_id)
             return

@@ -100,6 +100,8 @@ class XiaozhiTransport(TransportBase):
         self.companions = CompanionRegistry(PairingPolicy.from_config(config, pairings))
         """Seed 002 companions paired with devices by MAC, if they may (pairing.py)."""
         self.server_tools: ServerTools | None = None
+        self.on_device_session: Callable[[str, str], None] | None = None
+        """Called with (device id, session id) once a device's session has started; set by the app."""
         """Server-side tools by name, for registerTools `main_type: "local"` entries; set by the app."""
 
     # --- server lifecycle ---------------------------------------------------------------------
@@ -265,6 +267,8 @@ class XiaozhiTransport(TransportBase):
             self._start_device_tools(session_id, identity, context, socket, budget)
             if not register.is_companion:  # a device: companions naming its MAC pair with it
                 self.companions.device_connected(identity.device_id, register)
+                if self.on_device_session is not None:
+                    self.on_device_session(identity.device_id, session_id)
             await self._serve(session_id, connection, log)
         except Exception:
             log.exception("session failed")
