@@ -20,6 +20,7 @@ import pytest
 
 from tests.console.conftest import Live, config
 from tests.test_workers import ServeProcess, until
+from tests.transports.xiaozhi.hostile import captured_logs
 from vixio.server import VixioServer
 from vixio.testing.device import SimulatedDevice
 from vixio.testing.llm_server import Reply, ScriptedLLMServer
@@ -58,13 +59,16 @@ async def test_a_rebinding_page_cannot_make_the_device_speak_or_read_anything(li
     status, body = await raw(port, "POST", "/api/say", evil, say, **rebinding(port))
     assert status == 403 and "does not name this server" in body["error"], (status, body)
     execute = json.dumps({"session": session, "tool": "self.audio_speaker.set_volume", "arguments": {"volume": 5}})
-    for method, path, payload in (("GET", "/api/sessions", b""), ("POST", "/api/execute", execute.encode()),
-                                  ("GET", f"/api/sessions/{session}", b""), ("GET", "/metrics", b""),
-                                  ("GET", "/api/events", b""), ("GET", "/console/", b""),
-                                  ("POST", "/xiaozhi/ota/activate/confirm", b'{"code": "123456"}')):
-        status, body = await raw(port, method, path, evil, payload, **rebinding(port))
-        assert status == 403, (path, status, body)
-        assert live.device.device_id not in json.dumps(body)
+    async with captured_logs("INFO") as logs:
+        for method, path, payload in (("GET", "/api/sessions", b""), ("POST", "/api/execute", execute.encode()),
+                                      ("GET", f"/api/sessions/{session}", b""), ("GET", "/metrics", b""),
+                                      ("GET", "/api/events", b""), ("GET", "/console/", b""),
+                                      ("POST", "/xiaozhi/ota/activate/confirm", b'{"code": "123456"}')):
+            status, body = await raw(port, method, path, evil, payload, **rebinding(port))
+            assert status == 403, (path, status, body)
+            assert live.device.device_id not in json.dumps(body)
+    # Eight refusals in all (with /api/say above): the first three are logged, then one a minute.
+    assert len(logs.lines("not a name of this server", "WARNING")) == 2
     await asyncio.sleep(0.5)
     assert [m for m in live.device.received[mark:] if m.type in ("stt", "tts")] == []
     assert [r for r in live.device.mcp_requests if r.get("method") == "tools/call"] == []

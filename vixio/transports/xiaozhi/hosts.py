@@ -19,7 +19,11 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit, urlunsplit
 
+from aiohttp import web
+from loguru import logger
 from yarl import URL
+
+from vixio.core.log_throttle import LogThrottle
 
 if TYPE_CHECKING:
     from vixio.transports.xiaozhi.config import XiaozhiConfig
@@ -82,6 +86,24 @@ class ServerNames:
         if machine:
             names += [machine, machine + ".local"]
         self.names = tuple(names)
+        self._refused = LogThrottle(first=3, every=60.0)
+
+    def refusal(self, request: web.Request) -> web.Response | None:
+        """None when `request` is addressed to this server, else the 403 to answer. A refusal is
+        logged a few times, then once a minute with a count: it is a rebinding page, or a proxy
+        passing on a name the operator did not list."""
+        sockname = request.transport.get_extra_info("sockname") if request.transport else None
+        host = request.headers.get("Host")
+        if not self.refuses(host, str(sockname[0]) if sockname else None):
+            return None
+        shown = (host or "")[:100]
+        count = self._refused.hit()
+        if count is not None:
+            logger.warning("HTTP: refused {} {} addressed to Host {!r}, not a name of this server{}; add the name to "
+                           "xiaozhi.allowed_hosts if it is one", request.method, request.path, shown,
+                           f" ({count} such requests since the last line)" if count else "")
+        return web.json_response({"error": f"Host {shown!r} does not name this server: operator routes answer only "
+                                           "its own addresses, localhost and xiaozhi.allowed_hosts"}, status=403)
 
     def refuses(self, host_header: str | None, local_address: str | None) -> bool:
         """Whether a request with this `Host` (None: no header) must be refused an operator

@@ -43,7 +43,6 @@ from loguru import logger
 from yarl import URL
 
 from vixio.core.json_limits import DEFAULT_MAX_DEPTH, JsonTooDeep, check_depth
-from vixio.core.log_throttle import LogThrottle
 from vixio.state.store import StoreWriteError
 from vixio.transports.xiaozhi.activation import ActivationRegistry, AdmissionStore
 from vixio.transports.xiaozhi.admin import AdminGuard
@@ -151,7 +150,6 @@ class OtaServer:
         """Who is an operator on this port (metrics details, activation confirm, the console)."""
         self.names = ServerNames(config)
         """The names operator routes may be addressed by."""
-        self._foreign_hosts = LogThrottle(first=3, every=60.0)
         self._runner: web.AppRunner | None = None
         self._port: int | None = None
         self._app = web.Application(middlewares=[self._middleware], client_max_size=MAX_BODY_BYTES)
@@ -245,9 +243,9 @@ class OtaServer:
         context_token = _request_device.set(request.headers.get("Device-Id", "").strip().lower() or "-")
         response: web.StreamResponse
         device_route = is_device_route(request.path)
-        if not device_route and self._foreign_host(request):
-            response = _error(403, f"Host {request.headers.get('Host', '')[:100]!r} does not name this server: operator "
-                                   "routes answer only its own addresses, localhost and xiaozhi.allowed_hosts")
+        refusal = None if device_route else self.names.refusal(request)
+        if refusal is not None:
+            response = refusal
         elif request.method == "OPTIONS":
             response = web.Response(status=204)
         else:
@@ -275,20 +273,6 @@ class OtaServer:
             (time.perf_counter() - started) * 1000,
         )
         return response
-
-    def _foreign_host(self, request: web.Request) -> bool:
-        """The request names another host than this server (a rebinding page, or a proxy passing
-        on a name the operator did not list); logged a few times, then once a minute."""
-        sockname = request.transport.get_extra_info("sockname") if request.transport else None
-        host = request.headers.get("Host")
-        if not self.names.refuses(host, str(sockname[0]) if sockname else None):
-            return False
-        count = self._foreign_hosts.hit()
-        if count is not None:
-            logger.warning("HTTP: refused {} {} addressed to Host {!r}, not a name of this server{}; add the name to "
-                           "xiaozhi.allowed_hosts if it is one", request.method, request.path, (host or "")[:100],
-                           f" ({count} such requests since the last line)" if count else "")
-        return True
 
     async def _read_body(self, request: web.Request) -> None:
         """Read the body before the handler: bounded in time here, in size by client_max_size
