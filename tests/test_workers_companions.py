@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -187,3 +189,44 @@ async def test_a_waiting_companion_pairs_when_its_device_connects_to_the_other_w
         serve.kill_group()
         await serve.process.wait()
     assert "Traceback" not in serve.text()
+
+
+async def test_a_companion_pairs_again_after_its_devices_worker_died(tmp_path: Path) -> None:
+    serve, ws_url, base = await start(tmp_path, trust_mac=True)
+    device = SimulatedDevice(ws_url=ws_url, device_id=V_MAC, mcp=False, listening_mode="manual")
+    a = RegisterClient(ws_url, thermometer([]), device_id=A_ID, client_id=A_CLIENT)
+    try:
+        await device.__aenter__()
+        await device.connect()
+        await a.connect(hello=False)
+        assert (await a.register(mac_addr=V_MAC))["result"]["pairing"] == "paired"
+        assert [(await worker_of(base, d))[0] for d in (V_MAC, A_ID)] == [0, 1]
+
+        # w0 dies with the device's session: no device_gone reaches w1.
+        w0 = next(line for line in (await serve.metrics())["workers"] if line["worker"] == 0)
+        os.kill(w0["pid"], signal.SIGKILL)
+        await device.wait_closed(timeout=15)
+
+        async def restarted() -> bool:
+            line = next(line for line in (await serve.metrics())["workers"] if line["worker"] == 0)
+            return line["status"] == "up" and line["pid"] != w0["pid"]
+
+        await until(restarted, 120, "w0 to be restarted")
+        before = serve.text().count(f"companion {A_ID} on worker w1 paired with device {V_MAC} here")
+        await device.__aexit__(None, None, None)
+        device = SimulatedDevice(ws_url=ws_url, device_id=V_MAC, mcp=False, listening_mode="manual")
+        await device.__aenter__()
+        await device.connect()
+        assert (await worker_of(base, V_MAC))[0] == 0
+
+        async def paired_again() -> bool:
+            return serve.text().count(f"companion {A_ID} on worker w1 paired with device {V_MAC} here") > before
+
+        await until(paired_again, 10, "the companion to pair with the device back on the restarted w0")
+        companions = (await api(base, "GET", "/api/pairing"))["companions"]
+        assert [(c["worker"], c["paired"]) for c in companions] == [(1, True)]
+    finally:
+        await a.close()
+        await device.__aexit__(None, None, None)
+        serve.kill_group()
+        await serve.process.wait()

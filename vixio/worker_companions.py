@@ -104,7 +104,8 @@ class WorkerCompanionRelay:
                 host.detach_companion(companion)
                 gone.setdefault(companion.link.worker, []).append(companion.session_id)
         for worker, sessions in gone.items():
-            self._spawn(self.peers.request(worker, "POST", PATH, json=_call("device_gone", sessions=sessions)))
+            self._spawn(self.peers.request(worker, "POST", PATH, json=_call("device_gone", sessions=sessions,
+                                                                            device_session=host.session_id)))
 
     # --- requests from the siblings ----------------------------------------------------------------
 
@@ -150,14 +151,20 @@ class WorkerCompanionRelay:
         return web.json_response({"result": True})
 
     async def _on_device(self, mac: str, worker: int) -> web.Response:
-        for companion in self.registry.waiting_for(mac):
+        for companion in self.registry.let_in_for(mac):
+            # Linked elsewhere too: that device's worker may have died without saying device_gone.
+            if companion.paired_with and self._linked.pop(companion, None) is None:
+                continue  # paired with a device of that MAC here
+            companion.paired_with = ""
             self._spawn(self.registry.pair_elsewhere(companion, only=worker))
         return web.json_response({"result": True})
 
-    async def _on_device_gone(self, sessions: list[str]) -> web.Response:
+    async def _on_device_gone(self, sessions: list[str], device_session: str) -> web.Response:
         for session_id in sessions:
             companion = self.transport.register_clients.get(session_id)
-            if companion is not None and self._linked.pop(companion, None) is not None:
+            # Only if still paired with that session: the device may be back already (messages race).
+            if companion is not None and companion.paired_with == device_session:
+                self._linked.pop(companion, None)
                 companion.paired_with = ""
         return web.json_response({"result": True})
 

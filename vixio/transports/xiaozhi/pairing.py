@@ -131,9 +131,9 @@ class CompanionRegistry:
                                                        remote.device_session, grant)
         return self._outcome("paired", companion, key)
 
-    def waiting_for(self, mac: str) -> list[RegisterToolsClient]:
-        """Companions let in for `mac` that are paired with nothing yet."""
-        return [companion for companion in self._companions.get(mac, []) if not companion.paired_with]
+    def let_in_for(self, mac: str) -> list[RegisterToolsClient]:
+        """Companions let in for `mac` (paired, or waiting for the device)."""
+        return list(self._companions.get(mac, []))
 
     def attach_remote(self, mac: str, companion: RemoteCompanion) -> RegisterToolsClient | None:
         """A companion in another worker pairs with the device of `mac` here: its host, or None

@@ -94,6 +94,7 @@ class RemoteCompanion:
         self._on_gone = on_gone
         self._queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue(MAX_QUEUED_MESSAGES)
         self._sender: asyncio.Task[None] | None = None
+        self._failing = False
         self.closed = False
 
     async def call_tool(self, name: str, arguments: dict[str, Any]) -> ToolCallResult:
@@ -122,9 +123,12 @@ class RemoteCompanion:
             message = await self._queue.get()
             try:
                 delivered = await self.link.send(message)
+                self._failing = False
             except Exception as exc:  # noqa: BLE001 - the device's stream goes on without this companion
-                logger.bind(session=self.session_id).warning("cannot relay to the companion on w{}: {}",
-                                                             self.link.worker, exc)
+                if not self._failing:  # one line until a message gets through again
+                    logger.bind(session=self.session_id).warning("cannot relay to the companion on w{}: {}",
+                                                                 self.link.worker, exc)
+                self._failing = True
                 delivered = True  # unreachable for now (restarting): not proven gone
             if not delivered:
                 self.close()
