@@ -45,6 +45,7 @@ from vixio.core.tools.types import ToolDefinition
 from vixio.session_tools import SessionTools
 from vixio.task_results import TaskResults
 from vixio.state import open_store
+from vixio.state.long_term import long_term_updater
 from vixio.state.memory import ConversationMemory, prune_history_forever
 from vixio.state.pairings import StorePairings
 from vixio.transports.xiaozhi.hosts import VISION_PATH
@@ -85,7 +86,8 @@ class VixioServer:
         )
         # With a worker on every core there is no core to spare for encoding beside the loop.
         self.transport.encode_on_thread = cpu_count() > (config.server.workers or 1)
-        self.memory = ConversationMemory(self.store, config.memory) if config.memory.enabled else None
+        self.memory = (ConversationMemory(self.store, config.memory, long_term_updater(config))
+                       if config.memory.enabled else None)
         """Resumes and records each device's conversation; None with `memory.enabled: false`."""
         self._pruner: asyncio.Task[None] | None = None
         self.ota = OtaServer(config.xiaozhi, self.authenticator, websocket_port=lambda: self.transport.port,
@@ -211,6 +213,8 @@ class VixioServer:
             with suppress(asyncio.CancelledError):
                 await self._pruner
             self._pruner = None
+        if self.memory is not None:
+            await self.memory.close()  # the long-term memory of the sessions just closed
         await self.store.close()  # last: closing sessions store their last turns
 
     async def __aenter__(self) -> VixioServer:

@@ -216,6 +216,10 @@ class VoiceStack:
             if conversation is not None:
                 station.history = conversation.history_items()
                 station.on_turn = conversation.record
+                if conversation.memory:
+                    from vixio.state.long_term import with_memory
+
+                    station.system_prompt = with_memory(station.system_prompt, conversation.memory)
             stations.append(station)
         stations.append(SentenceAggregatorStation(first_clause_min_chars=config.speech.first_clause_min_chars,
                                                   default_emotion=config.speech.default_emotion))

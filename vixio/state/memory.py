@@ -5,7 +5,8 @@
     station = AgentStation(..., history=conversation.history_items())
     station.on_turn = conversation.record             # every settled turn, written behind
     ...
-    await conversation.close()                        # the session ends: pending writes land
+    await conversation.close()                        # the session ends: pending writes land,
+                                                      # then the long-term memory is updated
 
 A device that reconnects within `memory.resume_minutes` of its last turn continues that
 conversation (at most `memory.max_turns` turns, as the user heard them: an interrupted reply only
@@ -18,7 +19,8 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from loguru import logger
 
@@ -26,18 +28,26 @@ from vixio.config.memory import MemoryConfig
 from vixio.providers.agent.base import mark_interrupted
 from vixio.state.store import Store, StoredTurn, StoreError, StoreWriteError
 
+if TYPE_CHECKING:
+    from vixio.state.long_term import MemoryUpdater
+
 MAX_TEXT_CHARS = 4000
 """Longest user text or reply stored per turn (longer ones keep their start); bounds what one device can store."""
 KEPT_TURN_IDS = 8
 """Recent turns whose reply may still be corrected (an interrupt after the reply streamed)."""
+KEPT_SESSION_TURNS = 50
+"""A session's latest turns handed to the long-term memory update when it ends."""
 
 
 class ConversationMemory:
-    """One per process: opens each new session's conversation."""
+    """One per process: opens each new session's conversation, and updates the device's long-term
+    memory with `updater` when a conversation ends (vixio/state/long_term.py)."""
 
-    def __init__(self, store: Store, config: MemoryConfig) -> None:
+    def __init__(self, store: Store, config: MemoryConfig, updater: MemoryUpdater | None = None) -> None:
         self.store = store
         self.config = config
+        self.updater = updater
+        self._updates: set[asyncio.Task[None]] = set()
 
     async def resume(self, device_id: str) -> Conversation:
         """The device's last conversation when its last turn is recent enough, else a new one.
@@ -52,20 +62,61 @@ class ConversationMemory:
                 recent = []
             if recent and recent[-1].at >= time.time() - window:
                 turns = _last_conversation(recent)
-        conversation = Conversation(self.store, device_id, turns)
+        conversation = Conversation(self.store, device_id, turns, on_close=self._ended)
+        if self.updater is not None:
+            try:
+                remembered = await self.store.memory(device_id)
+            except StoreError as exc:
+                logger.bind(device=device_id).warning("long-term memory not read: {}", exc)
+                remembered = None
+            conversation.memory = remembered.text if remembered is not None else ""
         if turns:
             logger.bind(device=device_id).info("resuming conversation {}: {} earlier turn(s)", conversation.id, len(turns))
         return conversation
+
+    def _ended(self, conversation: Conversation) -> None:
+        if self.updater is None or not conversation.session_turns:
+            return
+        task = asyncio.create_task(self._update(conversation), name=f"vixio-memory-update-{conversation.device_id}")
+        self._updates.add(task)
+        task.add_done_callback(self._updates.discard)
+
+    async def _update(self, conversation: Conversation) -> None:
+        assert self.updater is not None
+        log = logger.bind(device=conversation.device_id)
+        try:
+            current = await self.store.memory(conversation.device_id)  # another session may have changed it
+            text = await self.updater.update(current.text if current is not None else "", conversation.session_turns)
+            await self.store.set_memory(conversation.device_id, text)
+        except StoreWriteError:
+            return  # the store logged it
+        except Exception as exc:  # noqa: BLE001 - a model or store failure keeps the old memory
+            log.warning("long-term memory not updated: {}: {}", type(exc).__name__, str(exc)[:200])
+            return
+        log.info("long-term memory updated ({} characters)", len(text))
+
+    async def close(self, timeout: float = 10.0) -> None:
+        """Wait (bounded) for memory updates under way: the server is stopping."""
+        if self._updates:
+            _, pending = await asyncio.wait(set(self._updates), timeout=timeout)
+            for task in pending:
+                task.cancel()
 
 
 class Conversation:
     """One device's conversation in one session: the turns restored, and the recorder of new ones."""
 
-    def __init__(self, store: Store, device_id: str, restored: list[StoredTurn]) -> None:
+    def __init__(self, store: Store, device_id: str, restored: list[StoredTurn],
+                 on_close: Callable[[Conversation], None] | None = None) -> None:
         self.store = store
         self.device_id = device_id
         self.restored = restored
         """Earlier turns of this conversation (empty for a new one), oldest first."""
+        self.memory = ""
+        """The device's long-term memory when the session began ("" without one)."""
+        self.session_turns: list[StoredTurn] = []
+        """The turns of this session, as last recorded (at most the last `KEPT_SESSION_TURNS`)."""
+        self._on_close = on_close
         self.id = restored[-1].conversation if restored else uuid.uuid4().hex[:16]
         self._next_seq = restored[-1].seq + 1 if restored else 0
         self._turns: dict[int, tuple[int, float]] = {}
@@ -95,6 +146,10 @@ class Conversation:
                 del self._turns[next(iter(self._turns))]
         seq, at = known
         turn = StoredTurn(self.id, seq, user[:MAX_TEXT_CHARS], assistant[:MAX_TEXT_CHARS], interrupted, at)
+        if self.session_turns and self.session_turns[-1].seq == seq:
+            self.session_turns[-1] = turn
+        else:
+            self.session_turns = [*self.session_turns[-(KEPT_SESSION_TURNS - 1):], turn]
         # Tasks start in creation order and each queues its write on its first step, so two writes
         # of one turn reach the store in order.
         task = asyncio.create_task(self._put(turn), name=f"vixio-memory-{self.device_id}")
@@ -110,9 +165,13 @@ class Conversation:
             logger.bind(device=self.device_id).warning("turn {} not stored: {}", turn.seq, exc)
 
     async def close(self) -> None:
-        """Wait for the writes still under way, so a device reconnecting at once finds its turns."""
+        """Wait for the writes still under way, so a device reconnecting at once finds its turns;
+        then the long-term memory is updated (behind)."""
         if self._writes:
             await asyncio.gather(*self._writes, return_exceptions=True)
+        if self._on_close is not None:
+            on_close, self._on_close = self._on_close, None
+            on_close(self)
 
 
 def _last_conversation(turns: list[StoredTurn]) -> list[StoredTurn]:
