@@ -32,7 +32,7 @@ A_ID, A_CLIENT = "robot-a", "5f0c8e21-77aa-4f19-8d42-0c9d7e6b5a41"
 
 
 async def start(tmp_path: Path, *, llm: ScriptedLLMServer | None = None, trust_mac: bool = False,
-                extra: str = "") -> tuple[ServeProcess, str, str]:
+                extra: str = "", workers: int = 2) -> tuple[ServeProcess, str, str]:
     voice = "" if llm is None else f"""
 agent:
   provider: litellm
@@ -58,7 +58,7 @@ server:
     log = tmp_path / "serve.log"
     with log.open("wb") as sink:
         process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "vixio", "serve", "--config", str(config), "--workers", "2",
+            sys.executable, "-m", "vixio", "serve", "--config", str(config), "--workers", str(workers),
             stdout=sink, stderr=sink, start_new_session=True)
     serve = ServeProcess(process, log)
     ota = await serve.wait_ready()
@@ -78,7 +78,7 @@ async def api(base: str, method: str, path: str, body: dict[str, Any] | None = N
 async def worker_of(base: str, device_id: str) -> tuple[int, str]:
     async def found() -> tuple[int, str] | None:
         sessions = (await api(base, "GET", "/api/sessions"))["sessions"]
-        return next(((s["worker"], s["session_id"]) for s in sessions if s["device_id"] == device_id), None)
+        return next(((s.get("worker", 0), s["session_id"]) for s in sessions if s["device_id"] == device_id), None)
 
     return await until(found, 20, f"the session of {device_id}")
 

@@ -115,3 +115,39 @@ async def _gone(base: str, device_id: str) -> bool:
 async def _logged(text: str, line: str) -> bool:
     await asyncio.sleep(0)
     return line in text
+
+
+async def test_one_process_keeps_a_result_for_the_device_s_next_session(tmp_path: Path) -> None:
+    tool = tmp_path / "slow_tools.py"
+    tool.write_text(SLOW_TOOL, encoding="utf-8")
+    llm = ScriptedLLMServer()
+    await llm.start()
+    serve, ws_url, _ = await start(tmp_path, llm=llm, workers=1, extra=f"""
+tools:
+  local:
+    - {{function: "{tool}:slow_lookup", async: true}}
+""")
+    v = SimulatedDevice(ws_url=ws_url, device_id=V_MAC, listening_mode="manual", mcp=False)
+    try:
+        await v.__aenter__()
+        await v.connect()
+        llm.expect(Reply.tool_call("slow_lookup", {"topic": "tea"}), Reply.text("Let me look that up."))
+        mark = v.mark()
+        await v.send_text("look up tea in the archive")
+        await v.wait_for("tts", state="stop", after=mark, timeout=30)
+        await v.__aexit__(None, None, None)
+        await until(lambda: _logged(serve.text(), "finished while the device is away: kept 10 min"), 20,
+                    "the result to be kept")
+        llm.expect(Reply.text("The archive says tea is 42."))
+        v = SimulatedDevice(ws_url=ws_url, device_id=V_MAC, listening_mode="manual", mcp=False)
+        await v.__aenter__()
+        await v.connect()
+        start_of = await v.wait_for("tts", state="sentence_start", timeout=30)
+        assert start_of["text"] == "The archive says tea is 42."
+        assert "tea: 42" in json.dumps(llm.messages(2))
+    finally:
+        await v.__aexit__(None, None, None)
+        serve.kill_group()
+        await serve.process.wait()
+        await llm.stop()
+    assert "Traceback" not in serve.text()
