@@ -145,7 +145,8 @@ class Conversation:
             while len(self._turns) > KEPT_TURN_IDS:
                 del self._turns[next(iter(self._turns))]
         seq, at = known
-        turn = StoredTurn(self.id, seq, user[:MAX_TEXT_CHARS], assistant[:MAX_TEXT_CHARS], interrupted, at)
+        turn = StoredTurn(self.id, seq, user.strip()[:MAX_TEXT_CHARS], assistant.strip()[:MAX_TEXT_CHARS],
+                          interrupted, at)
         if self.session_turns and self.session_turns[-1].seq == seq:
             self.session_turns[-1] = turn
         else:
