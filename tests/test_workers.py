@@ -177,6 +177,12 @@ async def test_two_workers_share_the_port_answer_devices_restart_and_stop_cleanl
             await on_worker[1].wait_for("tts", state="stop", after=mark, timeout=30)
             async with http.get(console + "tools", params={"session": on_one["session_id"]}) as response:
                 assert response.status == 200, await response.text()
+            # Execute runs in the session's own executor, on the worker that holds it.
+            async with http.post(console + "execute", json={"session": on_one["session_id"], "tool": "get_date",
+                                                            "arguments": {}}) as response:
+                executed = await response.json()
+                assert response.status == 200 and executed["success"] and executed["session_id"] == on_one[
+                    "session_id"], executed
 
         # A worker that dies is logged and replaced; its devices are cut off, the others stay.
         placed = {session["device_id"]: session["worker"] for session in body["detail"]}
