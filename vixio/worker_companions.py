@@ -191,9 +191,11 @@ class WorkerCompanionRelay:
         return companion if companion is not None and companion.is_companion else None
 
     def _link(self, worker: int, session_id: str) -> CompanionLink:
-        async def call(name: str, arguments: dict[str, Any], timeout: float) -> ToolCallResult:
+        async def call(name: str, arguments: dict[str, Any], timeout: float) -> ToolCallResult | None:
             reply = await self.peers.request(worker, "POST", PATH, timeout=timeout + REPLY_MARGIN, json=_call(
                 "execute", session_id=session_id, tool=name, arguments=arguments))
+            if reply.status == 404:
+                return None
             if not reply.ok:
                 return ToolCallResult.fail(f"{name}: the companion on worker w{worker} cannot be reached "
                                            f"({_error(reply)})")

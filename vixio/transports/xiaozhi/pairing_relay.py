@@ -74,8 +74,8 @@ class CompanionLink:
     """The process holding the companion (w0, w1, ...)."""
     session_id: str
     """The companion's session id there."""
-    call: Callable[[str, dict[str, Any], float], Awaitable[ToolCallResult]]
-    """Runs a tool on the companion: (name, arguments, timeout)."""
+    call: Callable[[str, dict[str, Any], float], Awaitable[ToolCallResult | None]]
+    """Runs a tool on the companion: (name, arguments, timeout); None when it is gone there."""
     send: Callable[[dict[str, Any]], Awaitable[bool]]
     """Sends one JSON-RPC notification to the companion; False when it is gone there."""
 
@@ -98,9 +98,11 @@ class RemoteCompanion:
         self.closed = False
 
     async def call_tool(self, name: str, arguments: dict[str, Any]) -> ToolCallResult:
-        if self.closed:
+        result = None if self.closed else await self.link.call(name, arguments, self.call_timeout)
+        if result is None:
+            self._gone()
             return ToolCallResult.fail(f"{name}: the companion has disconnected")
-        return await self.link.call(name, arguments, self.call_timeout)
+        return result
 
     async def send_notification(self, message: dict[str, Any]) -> None:
         """Queue `message` for the companion (in order, without waiting for the other process)."""
@@ -131,7 +133,12 @@ class RemoteCompanion:
                 self._failing = True
                 delivered = True  # unreachable for now (restarting): not proven gone
             if not delivered:
-                self.close()
-                with suppress(Exception):
-                    self._on_gone(self)
+                self._gone()
                 return
+
+    def _gone(self) -> None:
+        if self.closed:
+            return
+        self.close()
+        with suppress(Exception):
+            self._on_gone(self)
