@@ -220,6 +220,12 @@ class VoiceStack:
                     from vixio.state.long_term import with_memory
 
                     station.system_prompt = with_memory(station.system_prompt, conversation.memory)
+                from vixio.state.forget import ForgetRequest
+
+                policy = tools.toolset.policy if tools is not None else config.tools.policy()
+                forget = ForgetRequest(conversation, language=config.language, confirms=policy.confirms)
+                forget.on_forgotten = station.provider.clear_history
+                station.intercept = forget.intercept
             stations.append(station)
         stations.append(SentenceAggregatorStation(first_clause_min_chars=config.speech.first_clause_min_chars,
                                                   default_emotion=config.speech.default_emotion))

@@ -165,6 +165,15 @@ class Conversation:
         except StoreError as exc:
             logger.bind(device=self.device_id).warning("turn {} not stored: {}", turn.seq, exc)
 
+    async def forget(self) -> None:
+        """Erase what the store keeps of the device (after the writes under way) and start afresh:
+        nothing of this session so far is remembered either."""
+        if self._writes:
+            await asyncio.gather(*self._writes, return_exceptions=True)
+        await self.store.forget_device(self.device_id)
+        self.restored, self.session_turns, self.memory, self._turns = [], [], "", {}
+        self.id, self._next_seq = uuid.uuid4().hex[:16], 0
+
     async def close(self) -> None:
         """Wait for the writes still under way, so a device reconnecting at once finds its turns;
         then the long-term memory is updated (behind)."""

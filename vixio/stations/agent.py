@@ -88,6 +88,9 @@ class AgentStation(Station):
         reply is cut off after it was told comes again with the same key and only what was heard."""
         self._turn_key = 0
         self._said = ""
+        self.intercept: Callable[[str], Awaitable[str | None]] | None = None
+        """Asked first with each user text: a reply given here is said instead of the model's
+        (e.g. a spoken request to forget and its confirmation); neither reaches the model."""
 
     async def start(self) -> None:
         await self.provider.initialize(tools=self.tools, system_prompt=self.system_prompt)
@@ -179,6 +182,11 @@ class AgentStation(Station):
         if self.executor is not None:
             self.executor.on_user_text(chunk.text)
         self.session_state.add_message(Message(role="user", content=chunk.text, turn_id=chunk.turn_id))
+        if self.intercept is not None and (answer := await self.intercept(chunk.text)) is not None:
+            self.session_state.add_message(Message(role="assistant", content=answer, turn_id=chunk.turn_id))
+            yield TextDeltaChunk(text=answer, role="assistant")
+            yield StreamCompleteChunk(source=self.name)
+            return
         text = chunk.text
         if self._notes:
             text, self._notes = "\n".join([*self._notes, text]), []
