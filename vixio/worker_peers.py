@@ -1,4 +1,5 @@
-"""The supervisor's client for its workers' session routes (`vixio serve --workers N`).
+"""The supervisor's client for its workers' session routes (`vixio serve --workers N`), and a
+worker's for its siblings' (vixio/worker_companions.py, vixio/task_results.py).
 
 Each worker serves its `VixioServer.session_routes` on a private Unix socket in the supervisor's
 run directory (mode 0700). The supervisor answers the HTTP port; a route there that needs live
