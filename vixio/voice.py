@@ -1,7 +1,7 @@
 """The voice stack the config describes: providers built once per process, stations per session.
 
     VADStation → TurnDetectorStation → ASRStation → TextAggregatorStation → AgentStation
-    → SentenceAggregatorStation → TTSStation
+    → SentenceAggregatorStation → TTSStation (text only: ApologyStation)
 
 Models (Silero, Whisper, Piper, SmolLM2) load in `load()`, once, before the first device
 connects; a session only creates its cheap per-session state (a VAD stream, an agent
@@ -51,6 +51,7 @@ from vixio.stations.reply_watch import ReplyTimeouts
 from vixio.stations.tts_circuit import TTSCircuit
 from vixio.stations import (
     AgentStation,
+    ApologyStation,
     ASRStation,
     SentenceAggregatorStation,
     TextAggregatorStation,
@@ -232,6 +233,8 @@ class VoiceStack:
         if self.tts is not None:
             stations.append(TTSStation(self.tts, output_sample_rate=24000, apology=config.speech.apology,
                                        circuit=self.tts_circuit))
+        else:  # text only: a failed turn must still end (Xiaozhi: `tts stop`)
+            stations.append(ApologyStation(apology=config.speech.apology))
         return Pipeline(stations, session_id=session_id, queue_size=config.pipeline.queue_size)
 
 

@@ -16,7 +16,7 @@ from vixio.core.chunk import (
     ThoughtChunk,
     TurnEndChunk,
 )
-from vixio.stations import SentenceAggregatorStation, TextAggregatorStation, TTSStation
+from vixio.stations import ApologyStation, SentenceAggregatorStation, TextAggregatorStation, TTSStation
 from vixio.stations.text import find_sentence_end, speakable
 from vixio.testing.harness import run_station
 
@@ -202,3 +202,12 @@ async def test_tts_apologises_for_an_upstream_failure_and_completes_the_turn() -
     assert tts.spoken == ["Sorry about that."]
     assert [c.kind for c in out][0] == "error" and out[-1].kind == "stream_complete"
     assert spoken(out) == ["Sorry about that."]
+
+
+async def test_text_only_apology_shows_the_apology_and_completes_the_turn() -> None:
+    error = ErrorChunk(source="AgentStation", message="down")
+    out = await run_station(ApologyStation(apology="Sorry about that."), [error])
+    assert [type(c) for c in out] == [ErrorChunk, TextChunk, StreamCompleteChunk]
+    assert out[1].text == "Sorry about that." and out[1].role == "assistant"
+    silent = await run_station(ApologyStation(apology=""), [error, TextChunk(text="next", role="assistant")])
+    assert [type(c) for c in silent] == [ErrorChunk, StreamCompleteChunk, TextChunk]  # the reply still ends

@@ -208,7 +208,7 @@ class SpeechConfig(StrictModel):
     default_emotion: str = "happy"
     """Emotion shown when the reply does not start with an emoji."""
     apology: str = "Sorry, something went wrong. Please try again."
-    """Spoken when ASR, the agent or a tool fails; empty to stay silent. Unset: the top-level `language`'s text (as for every spoken `speech.*` text)."""
+    """Spoken (shown as text with `tts: null`) when ASR, the agent or a tool fails; empty to stay silent. Unset: the top-level `language`'s text (as for every spoken `speech.*` text)."""
     empty_reply: str = "Sorry, I have no answer to that."
     """Spoken when the model answers with no text at all; empty to stay silent."""
     filler: str = ""

@@ -1,10 +1,11 @@
 """The stations of a voice pipeline, one per file, importable for custom pipelines.
 
     VADStation → TurnDetectorStation → ASRStation → TextAggregatorStation → AgentStation
-    → SentenceAggregatorStation → TTSStation
+    → SentenceAggregatorStation → TTSStation (or, text only, ApologyStation)
 """
 
 from vixio.stations.agent import AgentStation
+from vixio.stations.apology import ApologyStation
 from vixio.stations.asr import ASRStation
 from vixio.stations.sentence_aggregator import SentenceAggregatorStation
 from vixio.stations.text_aggregator import TextAggregatorStation
@@ -15,6 +16,7 @@ from vixio.stations.vad import VADStation
 __all__ = [
     "ASRStation",
     "AgentStation",
+    "ApologyStation",
     "SentenceAggregatorStation",
     "TTSStation",
     "TextAggregatorStation",
