@@ -5,8 +5,8 @@ serves OpenAI, DeepSeek, Qwen, a local OpenAI-compatible server... (`"openai/gpt
 `"deepseek/deepseek-chat"`, `api_base=...`).
 
 History is the run's input list (`result.to_input_list()`), kept between turns and trimmed at
-turn boundaries. Tracing is off unless `tracing=True`: openai-agents would otherwise upload
-traces whenever `OPENAI_API_KEY` is set.
+turn boundaries. A failed run is an `AgentError` worded by `run_failure`. Tracing is off unless
+`tracing=True`: openai-agents would otherwise upload traces whenever `OPENAI_API_KEY` is set.
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ import asyncio
 import contextlib
 import importlib
 import os
-import re
 import weakref
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
@@ -23,10 +22,8 @@ from typing import Any
 
 from agents import (
     Agent,
-    MaxTurnsExceeded,
     Model,
     ModelSettings,
-    ModelTimeoutError,
     RunConfig,
     Runner,
     RunResultStreaming,
@@ -53,20 +50,19 @@ from vixio.providers.agent.base import (
     AgentToolResult,
 )
 from vixio.providers.agent.instructions import SystemPrompt
-from vixio.providers.agent.model_deadline import ModelCallTimeout, within_model_deadline
+from vixio.providers.agent.model_deadline import within_model_deadline
 from vixio.providers.agent.history import (
     Item,
     drop_unpaired_tool_items,
     replace_last_reply,
     trim_history,
 )
-from vixio.providers.failure import connection_failure, describe_failure
+from vixio.providers.agent.run_failure import RunFailureContext, describe_run_failure
 
 # Off for the whole process by default; a provider built with tracing=True turns it back on
 # (process-wide in openai-agents) and every other provider still opts out per run.
 set_tracing_disabled(True)
 
-_LITELLM_PREFIX = re.compile(r"^litellm\.\w+:\s*(\w+:\s*)?(\w+Exception\s*-\s*)?")
 _LITELLM_MODULE = "agents.extensions.models.litellm_model"
 _OPENAI_PREFIX = "openai/"
 _OPENAI_CLIENTS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple[str | None, str | None, float | None], Any]] = (
@@ -305,7 +301,8 @@ class OpenAIAgentProvider(AgentProvider):
             outcome = "completed"
         except Exception as exc:
             outcome = "failed"
-            message = self._describe(exc, mid_reply=turn.started)
+            failure = RunFailureContext(self.where, self._api_base, self._timeout, self._max_turns, self._missing_key)
+            message = describe_run_failure(exc, failure, mid_reply=turn.started)
             logger.debug("agent turn failed, history left as before it: {}", message)
             raise AgentError(message) from exc
         finally:
@@ -373,51 +370,3 @@ class OpenAIAgentProvider(AgentProvider):
     def restore_history(self, items: Sequence[dict[str, Any]]) -> None:
         """Continue an earlier conversation (see `AgentProvider`)."""
         self._history = trim_history(drop_unpaired_tool_items([dict(item) for item in items]), self.max_history_messages)
-
-    def _describe(self, exc: BaseException, *, mid_reply: bool = False) -> str:
-        """A short sentence for an exception from the run; `mid_reply`: the model's answer had
-        started streaming (HTTP 200) when it failed."""
-        if isinstance(exc, ModelTimeoutError | ModelCallTimeout):
-            return f"the language model at {self.where} did not answer within {self._timeout:g} s"
-        if isinstance(exc, MaxTurnsExceeded):
-            return f"the agent made {self._max_turns} model calls without a final answer"
-        name = type(exc).__name__
-        detail = _litellm_detail(str(exc)) or name
-        status = getattr(exc, "status_code", None)
-        if name == "MidStreamFallbackError":  # the answer had started (HTTP 200): its status is made up
-            if detail.startswith("Connection error"):
-                return f"the connection to the language model at {self.where} broke off mid-reply"
-            return f"the language model at {self.where} sent a malformed stream (HTTP 200): {detail}"
-        if "Timeout" in name:
-            return f"the language model at {self.where} timed out"
-        if mid_reply and not isinstance(status, int) or mid_reply and status == 200:
-            # The openai SDK path (openai_direct): the stream broke or could not be read.
-            if "Connection" in name or "Protocol" in name or "Read" in name or isinstance(exc, ConnectionError) \
-                    or detail.startswith(("Connection error", "peer closed")):
-                return f"the connection to the language model at {self.where} broke off mid-reply"
-            return f"the language model at {self.where} sent a malformed stream (HTTP 200): {detail}"
-        # litellm gives a connection failure a made-up status (500): the cause in the chain comes first.
-        unreached = connection_failure(exc, self._api_base)
-        if unreached is not None or "Connection" in name or isinstance(exc, ConnectionError) \
-                or detail.startswith("Connection error"):
-            cause = describe_failure(self._api_base, exc=exc, detail=detail, missing_key=self._missing_key)
-            return f"could not reach the language model at {self.where}: {cause}"
-        cause = describe_failure(self._api_base, status=status if isinstance(status, int) else None, exc=exc,
-                                 detail=detail, missing_key=self._missing_key)
-        if status in (401, 403):
-            return f"the language model at {self.where} rejected the API key: {cause}"
-        if isinstance(status, int):
-            return f"the language model at {self.where} failed: {cause}"
-        return f"the agent failed: {cause}"
-
-
-def _litellm_detail(message: str) -> str:
-    """The reason in a litellm message, without its class-name prefixes and repeated cause."""
-    # "litellm.MidStreamFallbackError: litellm.APIConnectionError: APIConnectionError:
-    #  OpenAIException - <reason> Original exception: ..."
-    text = message.strip().split("\n")[0].split(" Original exception:")[0]
-    while True:
-        stripped = _LITELLM_PREFIX.sub("", text, count=1)
-        if stripped == text:
-            return text[:160]
-        text = stripped
