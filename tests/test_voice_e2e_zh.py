@@ -74,7 +74,9 @@ async def test_mandarin_owner_hears_only_mandarin(llm: ScriptedLLMServer) -> Non
             await device.wait_for("tts", state="stop", after=mark, timeout=30)
             assert len(device.audio_frames) - frames_before > 20  # ~2 s of espeak cmn audio
             messages = llm.messages(0)
-            assert messages[0]["role"] == "system" and mandarin(messages[0]["content"].replace("markdown", ""))
+            # The prompt names its time zone by its IANA key (e.g. "（Asia/Shanghai时间）"): an identifier, not English.
+            system = re.sub(r"（[^）]*时间）", "", messages[0]["content"]).replace("markdown", "")
+            assert messages[0]["role"] == "system" and mandarin(system) and "星期" in system
             assert messages[-1] == {"role": "user", "content": stt["text"]}
             await device.wait_until_idle(timeout=10)
 

