@@ -51,6 +51,10 @@ if TYPE_CHECKING:
 EXTRA_HINT = install_hint("local-llm")
 DEFAULT_MAX_TOKENS = 128
 """Reply length cap when the settings give none: a spoken reply is a few sentences."""
+PROMPT_BATCH = 256
+"""Prompt tokens per llama.cpp batch. With flash attention, the compute buffer a batch needs
+grew a worker's memory by 10 MB over a 1,200-token history instead of 37 MB (512, llama.cpp's
+default, no flash attention), at the same prompt speed (SmolLM2, 2 cores)."""
 
 # One worker: a Llama object must not run two generations at once, and two cores are better
 # spent on one fast generation than on two slow ones.
@@ -137,7 +141,8 @@ def _load_llama(path: Path, n_ctx: int, n_threads: int | None = None) -> Llama:
                 raise ImportError(f"the local LLM needs llama-cpp-python: {EXTRA_HINT}") from exc
             started = time.perf_counter()
             with _amx_kernels_disabled():
-                _MODELS[key] = Llama(model_path=str(path), n_ctx=n_ctx, n_threads=n_threads, verbose=False)
+                _MODELS[key] = Llama(model_path=str(path), n_ctx=n_ctx, n_threads=n_threads, n_batch=PROMPT_BATCH,
+                                     flash_attn=True, verbose=False)
             logger.info("loaded {} in {:.2f} s", path.name, time.perf_counter() - started)
         return _MODELS[key]
 
