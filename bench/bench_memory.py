@@ -19,7 +19,8 @@ reply's `tts stop` instead. The warm-up answers fill the agent's history (20 mes
 Per process, from /proc/PID/smaps_rollup: RSS, PSS (pages shared between processes, e.g.
 memory-mapped model files and libraries, are split among them, so the PSS of all processes adds
 up to what the server really takes) and the anonymous part of RSS (private heap, arenas, loaded
-weights). Samples: idle (models loaded), after warm-up, every `--every` answers, and at the end.
+weights). Samples: idle (models loaded), after warm-up, every `--every` answers, and at the end,
+each 3 s after the last answer.
 """
 
 from __future__ import annotations
@@ -57,6 +58,8 @@ PROMPTS = (
 )
 QUIET_S = 0.6
 """After `tts start`, the worker's CPU must stay this long under QUIET_SHARE for the answer to count as done."""
+SETTLE_S = 3.0
+"""A sample is taken this long after the last answer: the worker is idle again (its post-synthesis trim ran)."""
 QUIET_SHARE = 0.10
 """Share of one core below which a worker only paces audio (measured: ~1-3 % while playing out)."""
 
@@ -265,6 +268,7 @@ async def drive(server: Server, args: argparse.Namespace) -> list[Sample]:
     async def rounds(count: int) -> None:
         for _ in range(count):
             await asyncio.gather(*(talker.answer() for talker in talkers))
+        await asyncio.sleep(SETTLE_S)
 
     per_round = len(talkers)
     await rounds(args.warmup)

@@ -6,7 +6,7 @@ the heap and stay resident once freed. A local TTS voice allocates tens of MB pe
 tensors grow with the sentence's length): a worker's heap kept 190-270 MB of free pages after a
 few long sentences. `malloc_trim(0)` returns the free pages (~40-100 ms under load; it walks
 the heap and holds each arena's lock meanwhile), so it runs on the inference pool, at most once
-per `MIN_INTERVAL`. A fixed mapping threshold (`MALLOC_MMAP_THRESHOLD_`) would hold memory
+per `MIN_INTERVAL` (a request within it waits for its end). A fixed mapping threshold (`MALLOC_MMAP_THRESHOLD_`) would hold memory
 down as well, but costs every large allocation page faults: +15-30 % CPU for Whisper.
 No-op where the C library has no `malloc_trim` (not glibc).
 """
@@ -41,15 +41,30 @@ _malloc_trim = _load_trim()
 
 
 def trim_soon() -> None:
-    """Trim on the inference pool, unless a trim ran less than MIN_INTERVAL ago or is queued."""
+    """Trim on the inference pool now, or MIN_INTERVAL after the last trim; one trim waits at most."""
     global _pending
     if _malloc_trim is None:
         return
     with _lock:
-        if _pending or time.monotonic() - _last < MIN_INTERVAL:
+        if _pending:
             return
         _pending = True
-    inference_executor().submit(_trim)
+        delay = _last + MIN_INTERVAL - time.monotonic()
+    if delay <= 0:
+        _submit()
+        return
+    timer = threading.Timer(delay, _submit)
+    timer.daemon = True
+    timer.start()
+
+
+def _submit() -> None:
+    global _pending
+    try:
+        inference_executor().submit(_trim)
+    except RuntimeError:  # the pool is shutting down (the server stops): nothing left to trim for
+        with _lock:
+            _pending = False
 
 
 def _trim() -> None:
