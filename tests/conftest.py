@@ -1,7 +1,7 @@
 """Shared fixtures: vixio's log enabled (importing vixio leaves it disabled, as a library should), each
 test in its own folder, scripted LLM and speech servers on loopback."""
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
@@ -20,6 +20,26 @@ def _run_in_tmp_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     file (`state.path: .vixio/state.db`) is the test's own: no conversation or activation leaks
     from one test or run into the next, and nothing is written into the checkout."""
     monkeypatch.chdir(tmp_path)
+
+
+def _next_handler_id() -> int:
+    probe = logger.add(lambda _message: None)
+    logger.remove(probe)
+    return probe
+
+
+@pytest.fixture(autouse=True)
+def _log_sinks_end_with_their_test() -> Iterator[None]:
+    """A sink a test adds (e.g. `vixio.log.setup_logging` on pytest's captured stderr, which is
+    closed after the test) is removed with it: left behind, every later record would fail to
+    write and print a traceback ("I/O operation on closed file"), slowing the tests after it."""
+    first = _next_handler_id()
+    yield
+    for handler_id in range(first, _next_handler_id()):
+        try:
+            logger.remove(handler_id)
+        except ValueError:  # the test removed it itself
+            pass
 
 
 @pytest.fixture

