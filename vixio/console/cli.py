@@ -30,14 +30,20 @@ class ApiError(Exception):
     pass
 
 
-def add_tools_parser(commands: Any) -> None:
-    tools = commands.add_parser("tools", help="list, call or parse tools through a running server's console API")
+def connection_options() -> argparse.ArgumentParser:
+    """The options every console command shares (a parent parser): --url, --token, --json."""
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--url", default=os.environ.get("VIXIO_URL", DEFAULT_URL),
                         help="the server's HTTP (OTA) address (default: $VIXIO_URL or %(default)s)")
     common.add_argument("--token", default=os.environ.get("VIXIO_ADMIN_TOKEN", ""),
                         help="operator token, xiaozhi.http.admin_token (default: $VIXIO_ADMIN_TOKEN)")
     common.add_argument("--json", action="store_true", help="print the API's JSON answer")
+    return common
+
+
+def add_tools_parser(commands: Any) -> None:
+    tools = commands.add_parser("tools", help="list, call or parse tools through a running server's console API")
+    common = connection_options()
     actions = tools.add_subparsers(dest="tools_command", metavar="ACTION", required=True)
     session_help = "a session id, a device id, or `any` (the first live session); omit for process-wide tools"
 

@@ -23,6 +23,7 @@ from aiohttp import web
 from loguru import logger
 
 from vixio.console.backend import ConsoleError
+from vixio.console.workers import internal_call_route
 from vixio.transports.xiaozhi.pairing import CompanionRegistry
 from vixio.transports.xiaozhi.pairing_store import CompanionKey, PairingStore
 
@@ -73,21 +74,7 @@ class LocalPairing:
 
 def worker_route(backend: PairingBackend) -> Any:
     """A worker's handler for `POST /internal/pairing` `{"call": ..., "args": {...}}`."""
-
-    async def handle(request: web.Request) -> web.Response:
-        try:
-            body = await request.json()
-        except ValueError:
-            return web.json_response({"error": "the body is not JSON"}, status=400)
-        call, args = body.get("call"), body.get("args") or {}
-        if call not in _CALLS or not isinstance(args, dict):
-            return web.json_response({"error": f"call must be one of {_CALLS}"}, status=400)
-        try:
-            return web.json_response({"result": await getattr(backend, call)(**args)})
-        except TypeError as exc:
-            return web.json_response({"error": f"bad arguments for {call}: {exc}"}, status=400)
-
-    return handle
+    return internal_call_route(backend, _CALLS)
 
 
 class WorkerPairing:

@@ -13,22 +13,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from typing import Any
 
-from vixio.console.cli import DEFAULT_URL, ApiError, Client
+from vixio.console.cli import ApiError, Client, connection_options
 
 
 def add_pairing_parser(commands: Any) -> None:
     pairing = commands.add_parser("pairing", help="approve or revoke companions that ask to pair with a device")
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--url", default=os.environ.get("VIXIO_URL", DEFAULT_URL),
-                        help="the server's HTTP (OTA) address (default: $VIXIO_URL or %(default)s)")
-    common.add_argument("--token", default=os.environ.get("VIXIO_ADMIN_TOKEN", ""),
-                        help="operator token, xiaozhi.http.admin_token (default: $VIXIO_ADMIN_TOKEN)")
-    common.add_argument("--json", action="store_true", help="print the API's JSON answer")
+    common = connection_options()
     actions = pairing.add_subparsers(dest="pairing_command", metavar="ACTION", required=True)
     actions.add_parser("list", parents=[common], help="companions waiting for approval, let in, and approved")
     approve = actions.add_parser("approve", parents=[common], help="let a waiting companion pair (remembered)")

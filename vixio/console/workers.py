@@ -24,6 +24,12 @@ _CALLS = ("sessions", "session", "tools", "execute", "say")
 
 def worker_route(backend: ConsoleBackend) -> Any:
     """The worker's handler for `POST /internal/console` (a `SessionRoute` of `VixioServer`)."""
+    return internal_call_route(backend, _CALLS)
+
+
+def internal_call_route(backend: Any, calls: tuple[str, ...]) -> Any:
+    """A worker's handler for `POST {"call": NAME, "args": {...}}` on its private socket: awaits
+    `backend.NAME(**args)` for a NAME in `calls` and answers `{"result": ...}` or `{"error": ...}`."""
 
     async def handle(request: web.Request) -> web.Response:
         try:
@@ -31,8 +37,8 @@ def worker_route(backend: ConsoleBackend) -> Any:
         except ValueError:
             return web.json_response({"error": "the body is not JSON"}, status=400)
         call, args = body.get("call"), body.get("args") or {}
-        if call not in _CALLS or not isinstance(args, dict):
-            return web.json_response({"error": f"call must be one of {_CALLS}"}, status=400)
+        if call not in calls or not isinstance(args, dict):
+            return web.json_response({"error": f"call must be one of {calls}"}, status=400)
         try:
             result = await getattr(backend, call)(**args)
         except ConsoleError as exc:
