@@ -112,7 +112,7 @@ def worker_pids(supervisor: int) -> dict[int, int]:
             argv = (entry / "cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        if b"vixio.worker" in argv and b"--index" in argv:
+        if b"vixio.serve.worker" in argv and b"--index" in argv:
             found[int(argv[argv.index(b"--index") + 1])] = int(entry.name)
     return dict(sorted(found.items()))
 

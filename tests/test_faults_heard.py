@@ -23,7 +23,7 @@ from vixio.server import VixioServer
 from vixio.testing.device import SimulatedDevice
 from vixio.testing.fault_servers import SpeechFaultServer
 from vixio.testing.llm_server import Reply, ScriptedLLMServer
-from vixio.workers import reuse_port_supported
+from vixio.serve.supervisor import reuse_port_supported
 
 from .test_faults import APOLOGY, LogLines, logs, start, ws_url  # noqa: F401 - logs is a fixture
 from .test_workers import ServeProcess, until

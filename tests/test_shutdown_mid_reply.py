@@ -14,7 +14,7 @@ import pytest
 from tests.test_workers import start_serve
 from vixio.testing.device import SimulatedDevice
 from vixio.testing.llm_server import Reply, ScriptedLLMServer
-from vixio.workers import reuse_port_supported
+from vixio.serve.supervisor import reuse_port_supported
 
 LONG_REPLY = " ".join(f"This is sentence number {n} of a long story." for n in range(1, 41))
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from aiohttp import web
 
-from vixio.worker_peers import PeerReply, Peers
-from vixio.workers import WorkerProcess, listen_port, merge_metrics
+from vixio.serve.peers import PeerReply, Peers
+from vixio.serve.supervisor import WorkerProcess, listen_port, merge_metrics
 
 
 async def _worker_app(index: int, sessions: list[str], path: str) -> web.AppRunner:
@@ -130,7 +130,7 @@ async def test_supervisor_metrics_is_an_operator_route_and_lists_workers_that_ar
     import aiohttp
 
     from vixio.config.models import VixioConfig
-    from vixio.workers import Supervisor
+    from vixio.serve.supervisor import Supervisor
 
     config = VixioConfig.model_validate({"xiaozhi": {"host": "127.0.0.1", "port": 0, "http": {
         "host": "127.0.0.1", "port": 0, "admin_token": "s3cret"}}})

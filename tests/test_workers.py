@@ -20,7 +20,7 @@ import pytest
 
 from vixio.testing.device import SimulatedDevice
 from vixio.testing.llm_server import Reply, ScriptedLLMServer
-from vixio.workers import cpu_count, resolve_workers, reuse_port_supported
+from vixio.serve.supervisor import cpu_count, resolve_workers, reuse_port_supported
 
 pytestmark = pytest.mark.skipif(not reuse_port_supported(), reason="workers are Linux only")
 
@@ -274,7 +274,7 @@ async def test_workers_run_with_two_malloc_arenas(tmp_path: Path, monkeypatch: p
 
 
 def test_an_operators_malloc_setting_wins(monkeypatch: pytest.MonkeyPatch) -> None:
-    from vixio.workers import _worker_environment
+    from vixio.serve.supervisor import _worker_environment
 
     monkeypatch.setenv("MALLOC_ARENA_MAX", "4")
     assert _worker_environment()["MALLOC_ARENA_MAX"] == "4"
@@ -292,7 +292,7 @@ async def test_one_worker_is_the_single_process_server(tmp_path: Path) -> None:
         assert "supervisor" not in body
         serve.process.send_signal(signal.SIGTERM)
         assert await asyncio.wait_for(serve.process.wait(), 60) == 0
-        assert "| main |" not in serve.text() and "vixio.workers" not in serve.text()
+        assert "| main |" not in serve.text() and "vixio.serve.supervisor" not in serve.text()
     finally:
         serve.kill_group()
 

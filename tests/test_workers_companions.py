@@ -1,5 +1,5 @@
 """A companion and its device on different workers of `vixio serve --workers 2` are paired
-(vixio/worker_companions.py): real processes, real WebSockets, the scripted model on loopback.
+(vixio/serve/companions.py): real processes, real WebSockets, the scripted model on loopback.
 
 Placement is deterministic: the supervisor hands each connection to the worker with the fewest,
 the lower index on a tie, so the first connection goes to w0 and the second to w1.
@@ -23,7 +23,7 @@ from tests.test_workers_pairing import WS_LINE
 from vixio.testing.device import SimulatedDevice
 from vixio.testing.llm_server import Reply, ScriptedLLMServer
 from vixio.testing.register_client import ClientTool, RegisterClient
-from vixio.workers import reuse_port_supported
+from vixio.serve.supervisor import reuse_port_supported
 
 pytestmark = pytest.mark.skipif(not reuse_port_supported(), reason="workers are Linux only")
 

@@ -20,7 +20,7 @@ import pytest
 from tests.test_workers import ServeProcess
 from vixio.testing.device import SimulatedDevice
 from vixio.testing.register_client import ClientTool, RegisterClient
-from vixio.workers import reuse_port_supported
+from vixio.serve.supervisor import reuse_port_supported
 
 pytestmark = pytest.mark.skipif(not reuse_port_supported(), reason="workers are Linux only")
 

@@ -18,7 +18,7 @@ from tests.test_workers import until
 from tests.test_workers_companions import api, start, worker_of
 from vixio.testing.device import SimulatedDevice
 from vixio.testing.llm_server import Reply, ScriptedLLMServer
-from vixio.workers import reuse_port_supported
+from vixio.serve.supervisor import reuse_port_supported
 
 pytestmark = pytest.mark.skipif(not reuse_port_supported(), reason="workers are Linux only")
 

@@ -141,7 +141,7 @@ def _serve_command(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(exc, file=sys.stderr)
         return 1
-    from vixio.workers import resolve_workers
+    from vixio.serve.supervisor import resolve_workers
 
     try:
         workers = resolve_workers(args.workers or config.server.workers)
@@ -165,7 +165,7 @@ def _serve_command(args: argparse.Namespace) -> int:
 
             asyncio.run(serve(config))
             return 0
-        from vixio.workers import serve_workers
+        from vixio.serve.supervisor import serve_workers
 
         config.log.level = level  # the workers log at the level given here
         return asyncio.run(serve_workers(config, workers))

@@ -8,7 +8,7 @@ answered by whoever serves the HTTP port. Session routes (`session_routes`: `/me
 route that reports on or acts on live sessions) need this process's sessions: in one process they
 are served on the HTTP port too; in a worker process (`vixio serve --workers N`) they are served on
 the worker's private socket, and the supervisor answers the HTTP port from every worker
-(vixio/workers.py, vixio/worker_peers.py).
+(vixio/serve/supervisor.py, vixio/serve/peers.py).
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ from vixio.state.pairings import StorePairings
 from vixio.transports.xiaozhi.hosts import VISION_PATH
 from vixio.vision import VisionRoute
 from vixio.voice import VoiceStack
-from vixio.worker_plan import cpu_count
+from vixio.serve.plan import cpu_count
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 

@@ -4,7 +4,7 @@ A device drops its connection after every idle period, and with `vixio serve --w
 back on whichever worker has the fewest connections. A background (async) tool it started keeps
 running when its session ends (`SessionTaskRunner.release`, each bounded by its timeout); when it
 finishes, its result goes to the device's live session — in this process, or on a sibling worker
-over the workers' private sockets (`POST /internal/task-results`, as vixio/worker_companions.py)
+over the workers' private sockets (`POST /internal/task-results`, as vixio/serve/companions.py)
 — and the agent there tells the user. A device that is not connected then has the result kept
 here for `memory.resume_minutes` (the window in which it continues its conversation): its next
 session, on any worker, gets it when it starts (its worker asks the siblings for theirs).
@@ -26,7 +26,7 @@ from vixio.core.tools.tasks import SessionTaskRunner
 
 if TYPE_CHECKING:
     from vixio.server import VixioServer
-    from vixio.worker_peers import Peers
+    from vixio.serve.peers import Peers
 
 PATH = "/internal/task-results"
 MAX_HELD_PER_DEVICE = 16
@@ -43,7 +43,7 @@ class TaskResults:
         self.server = server
         self.hold_seconds = hold_seconds
         self.siblings: Peers | None = None
-        """The other workers (set by vixio/worker.py); None in one process."""
+        """The other workers (set by vixio/serve/worker.py); None in one process."""
         self.worker = -1
         self._held: dict[str, list[tuple[float, AsyncTaskRecord]]] = {}
         self._tasks: set[asyncio.Task[Any]] = set()

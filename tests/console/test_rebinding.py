@@ -24,7 +24,7 @@ from tests.transports.xiaozhi.hostile import captured_logs
 from vixio.server import VixioServer
 from vixio.testing.device import SimulatedDevice
 from vixio.testing.llm_server import Reply, ScriptedLLMServer
-from vixio.workers import reuse_port_supported
+from vixio.serve.supervisor import reuse_port_supported
 
 DEVICE_HEADERS = {"Device-Id": "aa:bb:cc:dd:ee:01", "Client-Id": "rebinding-test", "Content-Type": "application/json"}
 

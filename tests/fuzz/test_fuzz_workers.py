@@ -25,7 +25,7 @@ from tests.tools.test_vision import MALFORMED_UPLOADS
 from tests.transports.xiaozhi.hostile import TURN_BOUND, Bystander
 from vixio.testing.device import SimulatedDevice
 from vixio.testing.llm_server import Reply, ScriptedLLMServer
-from vixio.workers import reuse_port_supported
+from vixio.serve.supervisor import reuse_port_supported
 
 from .corpus import all_cases
 from .test_fuzz_server import run_case

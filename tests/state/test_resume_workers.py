@@ -12,7 +12,7 @@ import pytest
 from tests.test_workers import ServeProcess, start_serve, until
 from vixio.testing.device import SimulatedDevice
 from vixio.testing.llm_server import Reply, ScriptedLLMServer
-from vixio.workers import reuse_port_supported
+from vixio.serve.supervisor import reuse_port_supported
 
 from .test_resume import ALICE, conversation, say
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from vixio.workers import reuse_port_supported
+from vixio.serve.supervisor import reuse_port_supported
 
 
 def serve(tmp_path: Path, workers: str) -> subprocess.CompletedProcess[str]:

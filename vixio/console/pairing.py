@@ -28,7 +28,7 @@ from vixio.transports.xiaozhi.pairing import CompanionRegistry
 from vixio.transports.xiaozhi.pairing_store import CompanionKey, PairingStore
 
 if TYPE_CHECKING:
-    from vixio.worker_peers import Peers
+    from vixio.serve.peers import Peers
 
 T = TypeVar("T")
 WORKER_PATH = "/internal/pairing"

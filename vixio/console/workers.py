@@ -16,7 +16,7 @@ from aiohttp import web
 from vixio.console.backend import ConsoleBackend, ConsoleError
 
 if TYPE_CHECKING:
-    from vixio.worker_peers import Peers
+    from vixio.serve.peers import Peers
 
 PATH = "/internal/console"
 _CALLS = ("sessions", "session", "tools", "execute", "say")

@@ -21,7 +21,7 @@ import pytest
 
 from tests.console.test_rebinding import stop_workers
 from tests.test_workers import ServeProcess
-from vixio.workers import reuse_port_supported
+from vixio.serve.supervisor import reuse_port_supported
 
 pytestmark = pytest.mark.skipif(not reuse_port_supported(), reason="workers are Linux only")
 

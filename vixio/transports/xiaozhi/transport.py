@@ -93,7 +93,7 @@ class XiaozhiTransport(TransportBase):
         self._refusals = 0
         self.adopt_path = ""
         """A worker's transport: no port of its own; it serves the connections the supervisor hands
-        over (vixio/worker_dispatch.py) and listens only on this private Unix socket path."""
+        over (vixio/serve/dispatch.py) and listens only on this private Unix socket path."""
         self.encode_on_thread = True
         """Encode downlink Opus on the codec thread (worth it only with a core to spare; VixioServer
         turns it off when every core runs a worker). Off: each frame is encoded on the loop when due."""

@@ -1,7 +1,7 @@
 """How many workers `vixio serve` runs, and the WebSocket port they share.
 
 One worker per core the process may use (a container's CPU quota counts), on Linux; the
-supervisor listens on the WebSocket port and hands each device to a worker (worker_dispatch.py).
+supervisor listens on the WebSocket port and hands each device to a worker (dispatch.py).
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ def resolve_workers(requested: int | None) -> int:
 
 def listen_port(host: str, port: int, backlog: int = socket.SOMAXCONN) -> socket.socket:
     """The supervisor's listening socket on `host:port` (port 0 picks one), where it accepts
-    devices for the workers (vixio/worker_dispatch.py). A listener already on the port (another
+    devices for the workers (vixio/serve/dispatch.py). A listener already on the port (another
     program, or another vixio) makes this fail with EADDRINUSE: no SO_REUSEPORT, so nothing is
     silently shared."""
     family, kind, proto, _, address = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM,

@@ -1,15 +1,15 @@
-"""One worker process of `vixio serve --workers N`, started by the supervisor (vixio/workers.py).
+"""One worker process of `vixio serve --workers N`, started by the supervisor (vixio/serve/supervisor.py).
 
-    python -m vixio.worker --index 1 --workers 2 --socket RUN_DIR/w1.sock --http-port 8003 --dispatch-fd 5
+    python -m vixio.serve.worker --index 1 --workers 2 --socket RUN_DIR/w1.sock --http-port 8003 --dispatch-fd 5
     # the config comes on stdin
 
 The supervisor writes the validated config as one JSON line on stdin and keeps stdin open: end
 of file means the supervisor is gone (even killed outright), and the worker shuts down, so no
 worker outlives it. The worker loads its models once, serves the devices the supervisor hands
-over on the dispatch socket (each to the worker with the fewest: vixio/worker_dispatch.py), and answers
+over on the dispatch socket (each to the worker with the fewest: vixio/serve/dispatch.py), and answers
 `VixioServer.session_routes` plus `GET /healthz` on its Unix socket, where its siblings reach
 it too: a companion and its device on different workers are paired through them
-(vixio/worker_companions.py), and a background result reaches its device's next session on
+(vixio/serve/companions.py), and a background result reaches its device's next session on
 another worker (vixio/task_results.py). SIGTERM: close every
 session, then exit 0. SIGINT (Ctrl-C reaches the whole process group) is left to the
 supervisor, which stops the workers in order.
@@ -32,19 +32,19 @@ from loguru import logger
 from vixio.config.models import VixioConfig
 from vixio.log import setup_logging
 from vixio.server import SessionRoute, VixioServer, rss_mb
-from vixio.worker_companions import PATH as COMPANIONS_PATH
+from vixio.serve.companions import PATH as COMPANIONS_PATH
 from vixio.task_results import PATH as TASK_RESULTS_PATH
-from vixio.worker_companions import WorkerCompanionRelay
-from vixio.worker_peers import Peers
-from vixio.worker_dispatch import Adopter, adopt_into
+from vixio.serve.companions import WorkerCompanionRelay
+from vixio.serve.peers import Peers
+from vixio.serve.dispatch import Adopter, adopt_into
 
-log = logger.bind(component="vixio.worker")
+log = logger.bind(component="vixio.serve.worker")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one worker; exits the process itself after an orderly stop."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    parser = argparse.ArgumentParser(prog="python -m vixio.worker", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m vixio.serve.worker", description=__doc__)
     parser.add_argument("--index", type=int, required=True, help="this worker's number (w0, w1, ...)")
     parser.add_argument("--workers", type=int, default=1, help="how many workers there are (RUN_DIR/w<i>.sock each)")
     parser.add_argument("--socket", required=True, help="Unix socket for the session routes")
@@ -54,7 +54,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     line = sys.stdin.buffer.readline()
     if not line:
-        print("vixio.worker: no config on stdin (this process is started by `vixio serve --workers N`)",
+        print("vixio.serve.worker: no config on stdin (this process is started by `vixio serve --workers N`)",
               file=sys.stderr)
         return 2
     config = VixioConfig.model_validate_json(line)
@@ -80,7 +80,7 @@ async def run_worker(config: VixioConfig, index: int, socket_path: str, http_por
     loop = asyncio.get_running_loop()
     _watch_supervisor(loop, stop)
     server = VixioServer(config, serve_http=False, worker_index=index)
-    server.transport.adopt_path = socket_path + ".ws"  # devices come from the supervisor (worker_dispatch.py)
+    server.transport.adopt_path = socket_path + ".ws"  # devices come from the supervisor (vixio/serve/dispatch.py)
     server.transport.http_port = http_port  # for the vision URL given to devices
     # The siblings' sockets: what concerns a device works whatever worker holds it.
     siblings = Peers()

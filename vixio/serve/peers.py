@@ -1,5 +1,5 @@
 """The supervisor's client for its workers' session routes (`vixio serve --workers N`), and a
-worker's for its siblings' (vixio/worker_companions.py, vixio/task_results.py).
+worker's for its siblings' (vixio/serve/companions.py, vixio/task_results.py).
 
 Each worker serves its `VixioServer.session_routes` on a private Unix socket in the supervisor's
 run directory (mode 0700). The supervisor answers the HTTP port; a route there that needs live
@@ -13,7 +13,7 @@ sessions asks the workers through `Peers`:
 
 So a new session route is written once, as a `SessionRoute` appended to
 `VixioServer.session_routes` (it sees that process's sessions; in one process it is served on the
-HTTP port as it is, in a worker on its socket), and `Supervisor.__init__` (vixio/workers.py) adds,
+HTTP port as it is, in a worker on its socket), and `Supervisor.__init__` (vixio/serve/supervisor.py) adds,
 next to `/metrics`, the HTTP-port handler that combines the workers' answers: `gather` and merge for listings
 and counters, `forward_first` for anything addressed to one session (a worker without that
 session answers 404), `forward_any` for stateless work that needs a worker's models.

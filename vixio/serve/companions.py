@@ -1,6 +1,6 @@
 """Companion pairing across workers (`vixio serve --workers N`): the `CompanionRelay` of a worker.
 
-The supervisor hands each connection to a worker unread (worker_dispatch.py), before the
+The supervisor hands each connection to a worker unread (dispatch.py), before the
 `mcp/registerTools` that names the companion's device, so it cannot place a companion next to its
 device. Instead the workers relay: each serves `POST /internal/companions` on its private Unix
 socket (the one the supervisor's `Peers` use; the run directory is mode 0700) and reaches its
@@ -31,7 +31,7 @@ from loguru import logger
 
 from vixio.core.tools.types import ToolCallResult, ToolDefinition
 from vixio.transports.xiaozhi.pairing_relay import CompanionLink, RemoteCompanion, RemoteHost
-from vixio.worker_peers import PeerReply, Peers
+from vixio.serve.peers import PeerReply, Peers
 
 if TYPE_CHECKING:
     from vixio.transports.xiaozhi.pairing_store import CompanionKey

@@ -1,9 +1,9 @@
 """`vixio serve --workers N`: one supervisor process and N worker processes on every core.
 
-    supervisor (this module)                       workers (vixio/worker.py), one per core
+    supervisor (this module)                       workers (vixio/serve/worker.py), one per core
     ├── accepts on the WebSocket port and hands    ├── load the models once each
     │   each device to the worker with the fewest  ├── adopt the devices handed to them
-    │   (vixio/worker_dispatch.py)                 │
+    │   (vixio/serve/dispatch.py)                 │
     ├── HTTP port: OTA, activation, /healthz,      │
     │   /metrics merged from every worker          │
     ├── starts, watches and restarts workers       ├── serve their sessions
@@ -12,10 +12,10 @@
 Why the HTTP port stays in the supervisor: OTA is stateless, activation codes live in one
 registry, and tokens are issued in one place, so every device gets the same answers whichever
 worker it lands on. Routes about live sessions (`/metrics`, the operator console's `/api/`) are
-answered from every worker through `Peers` (vixio/worker_peers.py explains how a new route uses
+answered from every worker through `Peers` (vixio/serve/peers.py explains how a new route uses
 it). The WebSocket port is the supervisor's: it accepts there and passes each connection,
 unread, to the ready worker holding the fewest (SO_REUSEPORT's hashing left workers ±7 devices
-apart per 200, and the busier one slower: worker_dispatch.py), which does the handshake and
+apart per 200, and the busier one slower: dispatch.py), which does the handshake and
 everything after. While a worker restarts the others take the new devices.
 
 A worker that exits unexpectedly is logged and restarted after a back-off (1 s, doubling up to
@@ -62,9 +62,9 @@ from vixio.transports.xiaozhi.hosts import VISION_PATH
 from vixio.transports.xiaozhi.ota import OtaServer
 from vixio.transports.xiaozhi.pairing_policy import warn_about_trusted_macs
 from vixio.vision import UPLOAD_TIMEOUT
-from vixio.worker_dispatch import Dispatcher
-from vixio.worker_peers import PeerReply, Peers
-from vixio.worker_plan import cpu_count, listen_port, resolve_workers, reuse_port_supported
+from vixio.serve.dispatch import Dispatcher
+from vixio.serve.peers import PeerReply, Peers
+from vixio.serve.plan import cpu_count, listen_port, resolve_workers, reuse_port_supported
 
 __all__ = ["Supervisor", "WorkerProcess", "WorkerStartError", "cpu_count", "listen_port", "merge_metrics",
            "resolve_workers", "reuse_port_supported", "serve_workers"]
@@ -249,7 +249,7 @@ class Supervisor:
         channel = self._dispatch.attach(worker.index)
         try:
             worker.process = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "vixio.worker", "--index", str(worker.index), "--workers", str(len(self.workers)),
+                sys.executable, "-m", "vixio.serve.worker", "--index", str(worker.index), "--workers", str(len(self.workers)),
                 "--socket", worker.socket_path,
                 "--http-port", str(self.ota.port), "--dispatch-fd", str(channel.fileno()),
                 stdin=asyncio.subprocess.PIPE, env=_worker_environment(), pass_fds=(channel.fileno(),))
