@@ -179,7 +179,7 @@ async def test_two_workers_warn_once_and_both_answer_honestly(tmp_path: Path, ll
     import sys
     from contextlib import AsyncExitStack
 
-    from tests.test_workers import ServeProcess
+    from vixio.testing.serve import ServeProcess
 
     llm.expect(Reply.text("Here is one."))
     config = tmp_path / "config.yaml"

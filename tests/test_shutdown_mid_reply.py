@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_workers import start_serve
+from vixio.testing.serve import start_serve
 from vixio.testing.device import SimulatedDevice
 from vixio.testing.llm_server import Reply, ScriptedLLMServer
 from vixio.serve.supervisor import reuse_port_supported

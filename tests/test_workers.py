@@ -10,8 +10,7 @@ import re
 import signal
 import socket
 import sys
-import time
-from contextlib import AsyncExitStack, suppress
+from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
 
@@ -19,101 +18,11 @@ import aiohttp
 import pytest
 
 from vixio.testing.device import SimulatedDevice
+from vixio.testing.serve import STARTUP_TIMEOUT, ServeProcess, alive, start_serve, until
 from vixio.testing.llm_server import Reply, ScriptedLLMServer
 from vixio.serve.supervisor import cpu_count, resolve_workers, reuse_port_supported
 
 pytestmark = pytest.mark.skipif(not reuse_port_supported(), reason="workers are Linux only")
-
-OTA_LINE = re.compile(r"Put this OTA URL into your device: (http://\S+)")
-STARTUP_TIMEOUT = 180.0
-"""Two workers importing litellm and loading espeak on a loaded 2-core machine."""
-
-
-class ServeProcess:
-    """`vixio serve` in its own process group, its log in a file."""
-
-    def __init__(self, process: asyncio.subprocess.Process, log: Path) -> None:
-        self.process = process
-        self.log = log
-        self.ota_url = ""
-
-    def text(self) -> str:
-        return self.log.read_text(encoding="utf-8", errors="replace")
-
-    async def wait_ready(self) -> str:
-        deadline = time.monotonic() + STARTUP_TIMEOUT
-        while time.monotonic() < deadline:
-            found = OTA_LINE.search(self.text())
-            if found:
-                self.ota_url = found.group(1)
-                return self.ota_url
-            if self.process.returncode is not None:
-                raise AssertionError(f"vixio serve exited with {self.process.returncode}:\n{self.text()}")
-            await asyncio.sleep(0.2)
-        raise AssertionError(f"vixio serve did not print its OTA URL in {STARTUP_TIMEOUT} s:\n{self.text()}")
-
-    @property
-    def metrics_url(self) -> str:
-        return self.ota_url.replace("/xiaozhi/ota/", "/metrics")
-
-    async def metrics(self) -> dict[str, Any]:
-        async with aiohttp.ClientSession() as http, http.get(self.metrics_url) as response:
-            assert response.status == 200
-            return await response.json()
-
-    def kill_group(self) -> None:
-        with suppress(ProcessLookupError):
-            os.killpg(self.process.pid, signal.SIGKILL)
-
-
-async def start_serve(tmp_path: Path, llm: ScriptedLLMServer | None, *args: str) -> ServeProcess:
-    """Without `llm`, the workers run no voice stack (fast to start; nothing answers)."""
-    voice = "" if llm is None else f"""
-agent:
-  provider: litellm
-  model: openai/test-model
-  api_base: {llm.base_url}
-  api_key: test
-  timeout: 20
-tts:
-  provider: espeak
-  voice: en-us
-"""
-    config = tmp_path / "config.yaml"
-    config.write_text(f"""
-xiaozhi:
-  host: 127.0.0.1
-  port: 0
-  idle_timeout: 0
-  http: {{host: 127.0.0.1, port: 0}}
-server:
-  shutdown_timeout: 20
-{voice}""", encoding="utf-8")
-    log = tmp_path / "serve.log"
-    with log.open("wb") as sink:
-        process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "vixio", "serve", "--config", str(config), *args,
-            stdout=sink, stderr=sink, start_new_session=True)
-    return ServeProcess(process, log)
-
-
-def alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
-            return stat.read().split(") ")[-1][:1] != "Z"
-    except FileNotFoundError:
-        return False
-
-
-async def until(condition: Any, timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = await condition()
-        if value:
-            return value
-        await asyncio.sleep(0.25)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-
 
 async def test_two_workers_share_the_port_answer_devices_restart_and_stop_cleanly(
         tmp_path: Path, llm: ScriptedLLMServer) -> None:

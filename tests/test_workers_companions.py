@@ -7,22 +7,19 @@ the lower index on a tie, so the first connection goes to w0 and the second to w
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import signal
-import sys
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 import pytest
 
-from tests.test_workers import ServeProcess, until
-from tests.test_workers_pairing import WS_LINE
 from vixio.testing.device import SimulatedDevice
 from vixio.testing.llm_server import Reply, ScriptedLLMServer
 from vixio.testing.register_client import ClientTool, RegisterClient
+from vixio.testing.serve import ServeProcess, start_serve, until
 from vixio.serve.supervisor import reuse_port_supported
 
 pytestmark = pytest.mark.skipif(not reuse_port_supported(), reason="workers are Linux only")
@@ -33,38 +30,11 @@ A_ID, A_CLIENT = "robot-a", "5f0c8e21-77aa-4f19-8d42-0c9d7e6b5a41"
 
 async def start(tmp_path: Path, *, llm: ScriptedLLMServer | None = None, trust_mac: bool = False,
                 extra: str = "", workers: int = 2) -> tuple[ServeProcess, str, str]:
-    voice = "" if llm is None else f"""
-agent:
-  provider: litellm
-  model: openai/test-model
-  api_base: {llm.base_url}
-  api_key: test
-  timeout: 20
-tts:
-  provider: espeak
-  voice: en-us
-"""
-    config = tmp_path / "config.yaml"
-    config.write_text(f"""
-xiaozhi:
-  host: 127.0.0.1
-  port: 0
-  idle_timeout: 0
-  http: {{host: 127.0.0.1, port: 0}}
-  pairing: {{state_file: {tmp_path / "pairings.json"}, trust_mac: {str(trust_mac).lower()}}}
-server:
-  shutdown_timeout: 20
-{voice}{extra}""", encoding="utf-8")
-    log = tmp_path / "serve.log"
-    with log.open("wb") as sink:
-        process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "vixio", "serve", "--config", str(config), "--workers", str(workers),
-            stdout=sink, stderr=sink, start_new_session=True)
-    serve = ServeProcess(process, log)
-    ota = await serve.wait_ready()
-    port = WS_LINE.search(serve.text())
-    assert port is not None, serve.text()
-    return serve, f"ws://127.0.0.1:{port.group(1)}/xiaozhi/v1/", ota.split("/xiaozhi/")[0]
+    serve = await start_serve(
+        tmp_path, llm, "--workers", str(workers), extra=extra,
+        xiaozhi=f"pairing: {{state_file: {tmp_path / 'pairings.json'}, trust_mac: {str(trust_mac).lower()}}}")
+    await serve.wait_ready()
+    return serve, serve.ws_url, serve.base_url
 
 
 async def api(base: str, method: str, path: str, body: dict[str, Any] | None = None,

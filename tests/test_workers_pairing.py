@@ -9,7 +9,6 @@ the lower index on a tie, so V goes to w0, a bystander to w1, and companion A to
 from __future__ import annotations
 
 import asyncio
-import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -17,38 +16,22 @@ from typing import Any
 import aiohttp
 import pytest
 
-from tests.test_workers import ServeProcess
 from vixio.testing.device import SimulatedDevice
 from vixio.testing.register_client import ClientTool, RegisterClient
+from vixio.testing.serve import ServeProcess, start_serve
 from vixio.serve.supervisor import reuse_port_supported
 
 pytestmark = pytest.mark.skipif(not reuse_port_supported(), reason="workers are Linux only")
 
 V_MAC = "aa:bb:cc:dd:ee:ff"
 A_ID, A_CLIENT = "robot-a", "5f0c8e21-77aa-4f19-8d42-0c9d7e6b5a41"
-WS_LINE = re.compile(r"WebSocket server on [\d.]+:(\d+) ")
 
 
 async def start(tmp_path: Path) -> tuple[ServeProcess, str, str]:
-    config = tmp_path / "config.yaml"
-    config.write_text(f"""
-xiaozhi:
-  host: 127.0.0.1
-  port: 0
-  idle_timeout: 0
-  http: {{host: 127.0.0.1, port: 0}}
-  pairing: {{state_file: {tmp_path / "pairings.json"}}}
-""", encoding="utf-8")
-    log = tmp_path / "serve.log"
-    with log.open("wb") as sink:
-        process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "vixio", "serve", "--config", str(config), "--workers", "2",
-            stdout=sink, stderr=sink, start_new_session=True)
-    serve = ServeProcess(process, log)
-    ota = await serve.wait_ready()
-    port = WS_LINE.search(serve.text())
-    assert port is not None, serve.text()
-    return serve, f"ws://127.0.0.1:{port.group(1)}/xiaozhi/v1/", ota.split("/xiaozhi/")[0]
+    serve = await start_serve(tmp_path, None, "--workers", "2",
+                              xiaozhi=f"pairing: {{state_file: {tmp_path / 'pairings.json'}}}")
+    await serve.wait_ready()
+    return serve, serve.ws_url, serve.base_url
 
 
 async def get(base: str, path: str) -> Any:

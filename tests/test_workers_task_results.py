@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_workers import until
+from vixio.testing.serve import until
 from tests.test_workers_companions import api, start, worker_of
 from vixio.testing.device import SimulatedDevice
 from vixio.testing.llm_server import Reply, ScriptedLLMServer

@@ -9,9 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import signal
-import sys
-from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
@@ -19,11 +16,11 @@ import aiohttp
 import pytest
 
 from tests.console.conftest import Live, config
-from tests.test_workers import ServeProcess, until
 from tests.transports.xiaozhi.hostile import captured_logs
 from vixio.server import VixioServer
 from vixio.testing.device import SimulatedDevice
 from vixio.testing.llm_server import Reply, ScriptedLLMServer
+from vixio.testing.serve import start_serve, until
 from vixio.serve.supervisor import reuse_port_supported
 
 DEVICE_HEADERS = {"Device-Id": "aa:bb:cc:dd:ee:01", "Client-Id": "rebinding-test", "Content-Type": "application/json"}
@@ -132,7 +129,7 @@ async def test_allowed_hosts_and_the_public_url_name_this_server(llm: ScriptedLL
 @pytest.mark.skipif(not reuse_port_supported(), reason="workers are Linux only")
 async def test_workers_refuse_the_rebinding_request_too(tmp_path: Path, llm: ScriptedLLMServer) -> None:
     """`vixio serve --workers 2`: the supervisor answers the HTTP port for every worker."""
-    serve = await start_workers(tmp_path, llm)
+    serve = await start_serve(tmp_path, llm, "--workers", "2")
     try:
         await serve.wait_ready()
         port = int(serve.ota_url.split(":")[2].split("/")[0])
@@ -161,42 +158,5 @@ async def test_workers_refuse_the_rebinding_request_too(tmp_path: Path, llm: Scr
             assert status == 200, body
             await device.wait_for("tts", state="stop", after=mark, timeout=30)
     finally:
-        await stop_workers(serve)
+        await serve.stop()
     assert "Traceback" not in serve.text()
-
-
-async def start_workers(tmp_path: Path, llm: ScriptedLLMServer) -> ServeProcess:
-    config_path = tmp_path / "config.yaml"
-    config_path.write_text(f"""
-xiaozhi:
-  host: 127.0.0.1
-  port: 0
-  idle_timeout: 0
-  http: {{host: 127.0.0.1, port: 0}}
-agent:
-  provider: litellm
-  model: openai/test-model
-  api_base: {llm.base_url}
-  api_key: test
-  timeout: 20
-tts:
-  provider: espeak
-  voice: en-us
-""", encoding="utf-8")
-    log = tmp_path / "serve.log"
-    with log.open("wb") as sink:
-        process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "vixio", "serve", "--config", str(config_path), "--workers", "2",
-            stdout=sink, stderr=sink, start_new_session=True)
-    return ServeProcess(process, log)
-
-
-async def stop_workers(serve: ServeProcess) -> None:
-    """SIGTERM (the supervisor stops its workers), then the whole group if it lingers."""
-    with suppress(ProcessLookupError):
-        serve.process.send_signal(signal.SIGTERM)
-    try:
-        await asyncio.wait_for(serve.process.wait(), 30)
-    finally:
-        serve.kill_group()
-        await serve.process.wait()

@@ -11,20 +11,17 @@ ERROR line and no traceback.
 
 from __future__ import annotations
 
-import asyncio
-import sys
 import time
 from pathlib import Path
 
 import aiohttp
 import pytest
 
-from tests.console.test_rebinding import stop_workers
-from tests.test_workers import ServeProcess, until
 from tests.tools.test_vision import MALFORMED_UPLOADS
 from tests.transports.xiaozhi.hostile import TURN_BOUND, Bystander
 from vixio.testing.device import SimulatedDevice
 from vixio.testing.llm_server import Reply, ScriptedLLMServer
+from vixio.testing.serve import start_serve, until
 from vixio.serve.supervisor import reuse_port_supported
 
 from .corpus import all_cases
@@ -43,41 +40,11 @@ class WorkerBystander(Bystander):
         self.durations: list[float] = []
 
 
-async def start_serve(tmp_path: Path, llm: ScriptedLLMServer) -> ServeProcess:
-    config = tmp_path / "config.yaml"
-    config.write_text(f"""
-xiaozhi:
-  host: 127.0.0.1
-  port: 0
-  idle_timeout: 0
-  http: {{host: 127.0.0.1, port: 0}}
-agent:
-  provider: litellm
-  model: openai/test-model
-  api_base: {llm.base_url}
-  api_key: test
-  timeout: 20
-tts:
-  provider: espeak
-  voice: en-us
-vision:
-  model: openai/test-vlm
-  api_base: {llm.base_url}
-  api_key: test
-""", encoding="utf-8")
-    log = tmp_path / "serve.log"
-    with log.open("wb") as sink:
-        process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "vixio", "serve", "--config", str(config), "--workers", "2",
-            stdout=sink, stderr=sink, start_new_session=True)
-    return ServeProcess(process, log)
-
-
 async def test_the_fuzz_corpus_against_two_workers_leaves_both_bystanders_served(
         tmp_path: Path, llm: ScriptedLLMServer) -> None:
     # Any request gets the same short answer: the corpus' typed texts and the bystanders' turns alike.
     llm.expect(*(Reply.text(ANSWER) for _ in range(400)))
-    serve = await start_serve(tmp_path, llm)
+    serve = await start_serve(tmp_path, llm, "--workers", "2", vision=True)
     cases = all_cases()
     outcomes: dict[str, str] = {}
     try:
@@ -116,7 +83,7 @@ async def test_the_fuzz_corpus_against_two_workers_leaves_both_bystanders_served
             # Both workers still serve: the bystanders' sessions are listed, each on its worker.
             assert await placed() == where
     finally:
-        await stop_workers(serve)
+        await serve.stop()
     for case in cases:
         if case.closes:
             assert outcomes[case.name] in ("closed 1007", "closed 1008", "closed 1009"), (case.name, outcomes[case.name])

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.test_workers import ServeProcess, start_serve, until
+from vixio.testing.serve import ServeProcess, start_serve, until
 from vixio.testing.device import SimulatedDevice
 from vixio.testing.llm_server import Reply, ScriptedLLMServer
 from vixio.serve.supervisor import reuse_port_supported

@@ -19,8 +19,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from tests.console.test_rebinding import stop_workers
-from tests.test_workers import ServeProcess
+from vixio.testing.serve import ServeProcess
 from vixio.serve.supervisor import reuse_port_supported
 
 pytestmark = pytest.mark.skipif(not reuse_port_supported(), reason="workers are Linux only")
@@ -96,7 +95,7 @@ xiaozhi:
     finally:
         for sock in flood:
             sock.close()
-        await stop_workers(serve)
+        await serve.stop()
     text = serve.text()
     assert "Traceback" not in text and "Task exception was never retrieved" not in text, text[-3000:]
     lines = [line for line in text.splitlines() if "HTTP: refused" in line]
