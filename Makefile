@@ -3,7 +3,7 @@
 #   make serve CONFIG=config.zh.yaml   the same for another config (here: Mandarin)
 #   make install-config [CONFIG=...]   only the install part of `make serve`
 #   make test    install the test dependencies (and, as root on Debian/Ubuntu, chromium for the
-#                console's browser test) and run the whole suite
+#                console's browser test, redis-server and haproxy for the fleet's) and run the whole suite
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -49,7 +49,7 @@ serve: $(CONFIG_STAMP)
 	$(VENV)/bin/vixio serve --config $(CONFIG)
 
 test: install-test
-	sh scripts/ensure_chromium.sh
+	sh scripts/ensure_test_packages.sh
 	$(PY) -m pytest
 
 docs: install

@@ -49,6 +49,7 @@ CODE = {
     "tts:edge": ["vixio.providers.tts.edge"],
     "tts:openai": ["vixio.providers.tts.openai_compatible"],
     "vision": ["vixio.vision"],
+    "state:redis": ["vixio.state.redis"],
 }
 
 def _packaged(module: str, name: str) -> str:
@@ -79,6 +80,7 @@ CONFIGS: dict[str, dict[str, object]] = {
     "tts:edge": {**_OFF, "tts": {"provider": "edge"}},
     "tts:openai": {**_OFF, "tts": {"provider": "openai", "api_base": LOOPBACK}},
     "vision": {**_OFF, "vision": {"model": "openai/x", "api_base": LOOPBACK}},
+    "state:redis": {**_OFF, "state": {"backend": "redis", "url": "redis://127.0.0.1:9/0"}},
 }
 
 # In a fresh process: hide one module, then load what the row needs as `vixio serve` does.
@@ -97,7 +99,10 @@ try:
         from vixio.config import parse_config
         from vixio.voice import VoiceStack
         parsed = parse_config(config, environ={})
-        if parsed.vision is not None:
+        if parsed.state.backend != "sqlite":  # the store's client: opened as serve does, before any model
+            from vixio.state import open_store
+            open_store(parsed.state, parsed.memory)
+        elif parsed.vision is not None:
             from vixio.vision import VisionModel
             asyncio.run(VisionModel(parsed.vision).load())
         else:

@@ -52,6 +52,8 @@ PROVIDER_EXTRAS: dict[str, ExtraNeed] = {
     "tts:edge": ExtraNeed("edge", ("edge_tts", "av", "aiohttp")),
     "tts:openai": ExtraNeed("xiaozhi", ("aiohttp",)),
     "vision": ExtraNeed("", ("litellm", "aiohttp")),
+    # The state store on Redis/Valkey (state.backend: redis).
+    "state:redis": ExtraNeed("redis", ("redis",)),
 }
 
 

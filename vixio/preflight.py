@@ -35,7 +35,8 @@ def extra_problems(config: VixioConfig) -> list[str]:
         if not missing or need.extra in reported:
             continue
         reported.add(need.extra)
-        what = "xiaozhi: the transport" if key == "xiaozhi" else f"{key}.provider {provider!r}"
+        what = {"xiaozhi": "xiaozhi: the transport", "state": f"state.backend {provider!r}"}.get(
+            key, f"{key}.provider {provider!r}")
         if need.extra:
             problems.append(f"{what} needs the '{need.extra}' extra, which is not installed ({', '.join(missing)} "
                             f"missing): {install_hint(need.extra)}")

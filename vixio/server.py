@@ -76,7 +76,7 @@ class VixioServer:
         self.serve_http = serve_http
         self.worker_index = worker_index
         self.authenticator = DeviceAuthenticator(config.xiaozhi.auth)
-        self.store = open_store(config.state)
+        self.store = open_store(config.state, config.memory)
         """What outlives a session (vixio/state/): activations, history, memory; opened in `start()`."""
         self.pairings = StorePairings(self.store, config.xiaozhi.pairing.state_file)
         """Companion approvals (loaded in `start()`)."""

@@ -1,33 +1,64 @@
-"""The store contract runs against every backend: add a backend's factory to BACKENDS."""
+"""The store contract runs against every backend: SQLite on a file in the test's folder, and Redis
+on a real `redis-server` started once per test session (each test under its own key prefix).
+Without the `redis-server` package the Redis cases skip, naming it."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+import itertools
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from vixio.state.sqlite import SqliteStore
 from vixio.state.store import Store
+from vixio.testing import redis_server
+from vixio.testing.redis_server import RedisServer
 
 StoreFactory = Callable[[], Awaitable[Store]]
 """Opens another client of the same store (another worker process would see the same data)."""
 
-
-def _sqlite(tmp_path: Path) -> Callable[[], Store]:
-    return lambda: SqliteStore(tmp_path / "data" / "state.db", lock_timeout=2.0)
-
-
-BACKENDS = {"sqlite": _sqlite}
+BACKENDS = ("redis", "sqlite")
+_prefixes = itertools.count()
 
 
-@pytest.fixture(params=sorted(BACKENDS))
-async def open_client(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[StoreFactory]:
-    make = BACKENDS[request.param](tmp_path)
+@pytest.fixture(scope="session")
+def redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    """One redis-server for the session's tests (restarted by the tests that stop it)."""
+    why = redis_server.missing()
+    if why:
+        pytest.skip(why)
+    server = RedisServer.start(tmp_path_factory.mktemp("redis"))
+    yield server
+    server.close()
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+def state_config(backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> dict[str, Any]:
+    """The `state:` section of a config for this backend, on a store no other test sees."""
+    if backend == "sqlite":
+        return {"path": str(tmp_path / "data" / "state.db"), "lock_timeout": 2.0}
+    server: RedisServer = request.getfixturevalue("redis")
+    if not server.running:  # a test stopped it and failed before starting it again
+        server.restart()
+    return {"backend": "redis", "url": server.url, "prefix": f"test{next(_prefixes)}:"}
+
+
+@pytest.fixture
+async def open_client(state_config: dict[str, Any]) -> AsyncIterator[StoreFactory]:
+    from vixio.config.memory import StateConfig
+    from vixio.state import open_store
+
+    config = StateConfig.model_validate(state_config)
     opened: list[Store] = []
 
     async def open_one() -> Store:
-        store = make()
+        store = open_store(config)
         await store.open()
         opened.append(store)
         return store
@@ -40,3 +71,4 @@ async def open_client(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIt
 @pytest.fixture
 async def store(open_client: StoreFactory) -> Store:
     return await open_client()
+

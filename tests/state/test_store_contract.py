@@ -115,6 +115,34 @@ async def test_live_session_directory(store: Store) -> None:
     assert await store.live_sessions() == []
 
 
+async def test_a_worker_whose_heartbeat_stops_drops_out_of_the_directory(store: Store) -> None:
+    now = time.time()
+    await store.session_started(LiveSession("s1", DEVICE, "host-a/w0", now))
+    await store.session_started(LiveSession("s2", OTHER, "host-b/w0", now + 1))
+    await store.heartbeat("host-b/w0", ttl=0.4)
+    await store.session_started(LiveSession("s3", OTHER, "host-b/w0", now + 2))  # keeps the heartbeat's expiry
+    assert [s.session_id for s in await store.live_sessions()] == ["s1", "s2", "s3"]
+    await asyncio.sleep(0.6)  # host-b was killed: no heartbeat since
+    assert [s.session_id for s in await store.live_sessions()] == ["s1"]
+    assert await store.live_sessions(OTHER) == []
+    await store.heartbeat("host-b/w0")  # it was only stalled: its sessions are back
+    assert [s.session_id for s in await store.live_sessions(OTHER)] == ["s2", "s3"]
+    # A restarted worker forgets its sessions, and its heartbeat with them.
+    assert await store.forget_sessions(["host-b/w0"]) == 2
+    await store.session_started(LiveSession("s4", OTHER, "host-b/w0", now + 3))
+    assert [s.session_id for s in await store.live_sessions(OTHER)] == ["s4"]
+
+
+async def test_a_session_id_started_again_moves_to_its_new_device(store: Store) -> None:
+    now = time.time()
+    await store.session_started(LiveSession("s1", DEVICE, "w0", now))
+    await store.session_started(LiveSession("s1", OTHER, "w1", now + 1))
+    assert await store.live_sessions(DEVICE) == []
+    assert [(s.device_id, s.worker) for s in await store.live_sessions(OTHER)] == [(OTHER, "w1")]
+    await store.session_ended("s1")
+    assert await store.live_sessions() == [] and await store.live_sessions(OTHER) == []
+
+
 async def test_forget_device_erases_history_memory_and_profile_but_not_admission(store: Store) -> None:
     await store.admit(DEVICE, via="activation")
     await store.assign_profile(DEVICE, "kids")

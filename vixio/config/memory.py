@@ -12,12 +12,24 @@ from vixio.core.settings import StrictModel
 class StateConfig(StrictModel):
     """Where vixio keeps what outlives a session: activations, conversation history, memory, pairing approvals, the live-session directory (docs/privacy.md)."""
 
+    backend: Literal["sqlite", "redis"] = "sqlite"
+    """"sqlite": one file on this machine (`state.path`), shared by its worker processes. "redis": a Redis or Valkey server (`state.url`, the `redis` extra), shared by every vixio instance of a fleet."""
     path: str = ".vixio/state.db"
     """The SQLite file (relative paths from the working directory); its folder is created on first run. Every worker process opens the same file, so it must be on a local disk (SQLite's WAL mode does not work over a network file system)."""
     lock_timeout: float = Field(default=5.0, gt=0)
     """Seconds an access waits while another process holds the file locked; then startup fails (naming the file) or the write is reported lost."""
     max_mb: float | None = Field(default=None, gt=0)
     """Largest size of the file in MB; writes beyond it fail as on a full disk (one ERROR, conversations go on). null: no cap."""
+    url: str = "redis://127.0.0.1:6379/0"
+    """Redis: the server, `redis://[:password@]host:port/db`, or `rediss://...` for TLS. A password in the URL must be percent-encoded; `state.password` is the other way."""
+    password: str | None = None
+    """Redis: the password (wins over one in `state.url`); write `${REDIS_PASSWORD}` to take it from the environment."""
+    prefix: str = Field(default="vixio:", min_length=1, max_length=64)
+    """Redis: the start of every key vixio writes, so several fleets (or other programs) can share one server."""
+    timeout: float = Field(default=1.0, gt=0, le=30)
+    """Redis: seconds a command (or connecting) may take; past it the call fails rather than hold a conversation up. A read that fails gives an empty answer to the session (a new conversation), a write is lost (one ERROR per outage)."""
+    max_turns: int = Field(default=1000, ge=10, le=100_000)
+    """Redis: turns kept per device (the oldest go first), on top of the age limit `memory.history_days` both backends apply."""
 
 
 class MemoryConfig(StrictModel):

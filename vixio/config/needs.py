@@ -64,6 +64,8 @@ def provider_needs(config: VixioConfig) -> list[tuple[str, str, str]]:
             needs.append(("tts.fallback", fallback.provider, _tts_need(fallback)))
     if config.vision is not None:
         needs.append(("vision", "litellm", "vision"))
+    if config.state.backend == "redis":
+        needs.append(("state", "redis", "state:redis"))
     return needs
 
 

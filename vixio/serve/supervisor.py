@@ -109,7 +109,7 @@ class Supervisor:
         self.config = config
         self.workers = [WorkerProcess(i, "") for i in range(workers)]
         self.peers = Peers()
-        self.store = open_store(config.state)
+        self.store = open_store(config.state, config.memory)
         """The state store; every worker opens the same one (vixio/state/)."""
         self._pruner: asyncio.Task[None] | None = None
         self.ota = OtaServer(config.xiaozhi, DeviceAuthenticator(config.xiaozhi.auth),

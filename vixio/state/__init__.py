@@ -3,7 +3,7 @@
     store = open_store(config.state)    # not yet opened: `await store.open()` does the I/O
 
 `store.py` is the interface and its records, `sqlite.py` the default backend (`sqlite_schema.py`
-its migrations), `memory.py` what a session remembers and restores through it, `pairings.py` companion approvals
+its migrations), `redis.py` the fleet's (`redis_scripts.py` its atomic calls), `memory.py` what a session remembers and restores through it, `pairings.py` companion approvals
 for the transport, `cli.py` `vixio memory`.
 """
 
@@ -23,14 +23,28 @@ from vixio.state.store import (
 )
 
 if TYPE_CHECKING:
-    from vixio.config.memory import StateConfig
+    from vixio.config.memory import MemoryConfig, StateConfig
 
 __all__ = ["Admission", "DeviceMemory", "LiveSession", "PairingApproval", "Store", "StoreError", "StoreWriteError",
            "StoredTurn", "open_store"]
 
 
-def open_store(config: StateConfig) -> Store:
-    """The store `config` describes (SQLite at `state.path`), ready for `await store.open()`."""
+def open_store(config: StateConfig, memory: MemoryConfig | None = None) -> Store:
+    """The store `config` describes (SQLite at `state.path`, or Redis at `state.url`), ready for
+    `await store.open()`. `memory` gives Redis the age at which a device's history expires."""
+    if config.backend == "redis":
+        try:
+            import redis.asyncio  # noqa: F401 - the extra's module, looked for before anything connects
+        except ImportError as exc:
+            from vixio.extras import install_hint
+
+            raise StoreError(f"state.backend 'redis' needs the 'redis' extra, which is not installed ({exc.name or 'redis'} "
+                             f"missing): {install_hint('redis')}") from None
+        from vixio.state.redis import RedisStore
+
+        history_days = 30.0 if memory is None else memory.history_days
+        return RedisStore(config.url, password=config.password, prefix=config.prefix, timeout=config.timeout,
+                          max_turns=config.max_turns, history_seconds=history_days * 86400)
     from vixio.state.sqlite import SqliteStore
 
     max_bytes = None if config.max_mb is None else int(config.max_mb * 2**20)

@@ -47,7 +47,7 @@ def run_memory(args: argparse.Namespace) -> int:
         return 1
     device = args.device.strip().lower()
     try:
-        return asyncio.run(_run(open_store(config.state), args, device))
+        return asyncio.run(_run(open_store(config.state, config.memory), args, device))
     except StoreError as exc:
         print(f"vixio: {exc}", file=sys.stderr)
         return 1

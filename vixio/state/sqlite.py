@@ -29,6 +29,7 @@ from loguru import logger
 
 from vixio.state.sqlite_schema import NewerSchemaError, migrate
 from vixio.state.store import (
+    SESSION_TTL,
     Admission,
     AdmissionKind,
     DeviceMemory,
@@ -314,30 +315,54 @@ class SqliteStore(Store):
 
     async def session_started(self, session: LiveSession) -> None:
         values = (session.session_id, session.device_id, session.worker, session.started)
+        now = time.time()
+
+        def work(c: sqlite3.Connection) -> None:
+            c.execute("INSERT OR REPLACE INTO live_sessions (session_id, device_id, worker, started) "
+                      "VALUES (?, ?, ?, ?)", values)
+            c.execute("INSERT INTO workers (worker, alive_until) VALUES (?, ?) ON CONFLICT (worker) DO UPDATE "
+                      "SET alive_until = excluded.alive_until WHERE alive_until < ?",
+                      (session.worker, now + SESSION_TTL, now))
+
+        await self._call(work, write=True)
+
+    async def heartbeat(self, worker: str, ttl: float = SESSION_TTL) -> None:
+        until = time.time() + ttl
         await self._call(lambda c: c.execute(
-            "INSERT OR REPLACE INTO live_sessions (session_id, device_id, worker, started) VALUES (?, ?, ?, ?)",
-            values), write=True)
+            "INSERT INTO workers (worker, alive_until) VALUES (?, ?) "
+            "ON CONFLICT (worker) DO UPDATE SET alive_until = excluded.alive_until", (worker, until)), write=True)
 
     async def session_ended(self, session_id: str) -> None:
         await self._call(lambda c: c.execute(
             "DELETE FROM live_sessions WHERE session_id = ?", (session_id,)), write=True)
 
     async def live_sessions(self, device_id: str | None = None) -> list[LiveSession]:
-        query = "SELECT session_id, device_id, worker, started FROM live_sessions"
-        arguments: tuple[str, ...] = ()
+        query = ("SELECT s.session_id, s.device_id, s.worker, s.started FROM live_sessions s "
+                 "LEFT JOIN workers w ON w.worker = s.worker WHERE (w.alive_until IS NULL OR w.alive_until >= ?)")
+        arguments: tuple[float | str, ...] = (time.time(),)
         if device_id is not None:
-            query, arguments = query + " WHERE device_id = ?", (device_id,)
-        rows = await self._call(lambda c: c.execute(query + " ORDER BY started, session_id", arguments).fetchall(),
+            query, arguments = query + " AND s.device_id = ?", (*arguments, device_id)
+        rows = await self._call(lambda c: c.execute(query + " ORDER BY s.started, s.session_id", arguments).fetchall(),
                                 write=False)
         return [LiveSession(*row) for row in rows]
 
     async def forget_sessions(self, workers: Sequence[str] | None = None) -> int:
         if workers is None:
-            return int(await self._call(lambda c: c.execute("DELETE FROM live_sessions").rowcount, write=True))
+            def forget_all(c: sqlite3.Connection) -> int:
+                c.execute("DELETE FROM workers")
+                return int(c.execute("DELETE FROM live_sessions").rowcount)
+
+            return int(await self._call(forget_all, write=True))
         names = list(workers)
+        if not names:
+            return 0
         marks = ", ".join("?" * len(names))
-        return int(await self._call(lambda c: c.execute(
-            f"DELETE FROM live_sessions WHERE worker IN ({marks})", names).rowcount, write=True)) if names else 0
+
+        def forget(c: sqlite3.Connection) -> int:
+            c.execute(f"DELETE FROM workers WHERE worker IN ({marks})", names)
+            return int(c.execute(f"DELETE FROM live_sessions WHERE worker IN ({marks})", names).rowcount)
+
+        return int(await self._call(forget, write=True))
 
 
 def _settle(outcomes: list[tuple[asyncio.Future[Any], Any, BaseException | None]]) -> None:

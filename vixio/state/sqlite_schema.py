@@ -41,6 +41,10 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "DROP TABLE pairings",
         "ALTER TABLE pairings_2 RENAME TO pairings",
     ),
+    (  # 3: workers' heartbeats: a killed worker's sessions leave the directory
+        """CREATE TABLE workers (
+            worker TEXT PRIMARY KEY, alive_until REAL NOT NULL)""",
+    ),
 )
 """Migration n (from 1) takes a file from version n-1 to n."""
 

@@ -17,7 +17,8 @@ backend passes.
 Failures: `StoreError` when the store cannot be used at all (corrupt, locked, unreachable): its
 message names the file or server and what to do. `StoreWriteError` when one write was lost (disk
 full): the backend logs one ERROR per episode, not per write, and callers that can go on (history,
-memory) do; reads keep working.
+memory) do; reads keep working. A read that cannot reach the store raises `StoreError` within
+the backend's timeout, never hangs; callers that can go on treat it as "nothing stored".
 """
 
 from __future__ import annotations
@@ -28,6 +29,9 @@ from dataclasses import dataclass
 from typing import Literal
 
 AdmissionKind = Literal["activation", "allow-list"]
+
+SESSION_TTL = 30.0
+"""Seconds a worker's live sessions stay listed after its last heartbeat (or session start)."""
 
 
 class StoreError(Exception):
@@ -187,7 +191,14 @@ class Store(ABC):
 
     @abstractmethod
     async def session_started(self, session: LiveSession) -> None:
-        """Record a live session (replacing one with the same id)."""
+        """Record a live session (replacing one with the same id). Its worker counts as alive for
+        `SESSION_TTL` seconds unless a heartbeat already said for how long."""
+
+    @abstractmethod
+    async def heartbeat(self, worker: str, ttl: float = SESSION_TTL) -> None:
+        """`worker` is alive for `ttl` more seconds: its sessions stay in `live_sessions`. A worker
+        that stops calling this (killed, its machine gone) has its sessions drop out `ttl` seconds
+        after its last call; call it every `ttl / 3` or so."""
 
     @abstractmethod
     async def session_ended(self, session_id: str) -> None:
@@ -195,7 +206,8 @@ class Store(ABC):
 
     @abstractmethod
     async def live_sessions(self, device_id: str | None = None) -> list[LiveSession]:
-        """Live sessions, of one device or all, oldest first."""
+        """Live sessions, of one device or all, oldest first (those of workers whose heartbeat
+        expired are left out)."""
 
     @abstractmethod
     async def forget_sessions(self, workers: Sequence[str] | None = None) -> int:

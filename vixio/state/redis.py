@@ -1,0 +1,351 @@
+"""The Redis store: the state of a whole fleet of vixio instances on one Redis or Valkey server.
+
+    state: {backend: redis, url: "redis://redis.internal:6379/0", password: "${REDIS_PASSWORD}"}
+
+Keys (P is `state.prefix`, "vixio:" by default, so several fleets can share one server; values
+are JSON arrays, times unix seconds):
+
+    P schema                     "1": the layout version (a newer one is refused)
+    P admissions                 hash  device -> [via, at]
+    P profiles                   hash  device -> [profile, at]
+    P memories                   hash  device -> [text, at]
+    P pairings                   hash  [device, companion, client_id] -> at
+    P turns:DEVICE               zset  "SEQ|CONVERSATION" scored by the turn's start time
+    P turn-text:DEVICE           hash  "SEQ|CONVERSATION" -> [conversation, seq, user, assistant, interrupted, at]
+    P sessions                   hash  session id -> [device, worker, started]
+    P device-sessions:DEVICE     set   the device's session ids
+    P workers                    hash  worker -> alive until (ms, the server's clock)
+
+Bounds: a device keeps its newest `state.max_turns` turns; its two turn keys expire
+`memory.history_days` after its newest turn (the hourly prune also drops older turns of devices
+still talking). A turn's texts are bounded by the recorder (vixio/state/memory.py), the long-term
+memory by `memory.max_chars`. Sessions are listed while their worker's heartbeat is current
+(`Store.heartbeat`); a worker silent for a day has its entries deleted when sessions are next listed.
+
+Every call is one round trip (a command, or a Lua script from redis_scripts.py when it must be
+atomic): a turn costs one, a session start's resume two. Nothing is cached here: every instance
+reads what another just wrote.
+
+Failures: a command that cannot reach the server fails within `state.timeout` (reads raise
+`StoreError`, writes `StoreWriteError`); the first failure of an outage logs one ERROR, then calls
+fail at once without touching the network until a retry is due (backoff 0.25 s doubling to 8 s);
+the first call that works logs one INFO line. A server that restarted is reconnected to on the next
+call. Standalone Redis/Valkey (or a primary), not Redis Cluster: the session scripts reach keys
+they find on the way.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from loguru import logger
+
+from vixio.state import redis_scripts as scripts
+from vixio.state.store import (
+    SESSION_TTL,
+    Admission,
+    AdmissionKind,
+    DeviceMemory,
+    LiveSession,
+    PairingApproval,
+    Store,
+    StoreError,
+    StoreWriteError,
+    StoredTurn,
+)
+
+LAYOUT_VERSION = 1
+MAX_CONNECTIONS = 16
+"""Connections per process; calls beyond wait (up to `state.timeout`) for a free one."""
+BACKOFF_FIRST, BACKOFF_MAX = 0.25, 8.0
+"""Seconds between attempts while the server is unreachable: doubling from the first to the max."""
+FORGET_WORKER_AFTER = 86400.0
+"""A worker silent this long is gone for good: its session entries are deleted."""
+PRUNE_BATCH = 200
+"""Devices' turn keys pruned per script call (bounds how long one call holds the server)."""
+
+
+def redacted(url: str) -> str:
+    """`url` without its password, for messages and logs."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    user = parts.username or ""
+    host = parts.hostname or ""
+    if parts.port is not None:
+        host = f"{host}:{parts.port}"
+    return urlunsplit((parts.scheme, f"{user}:***@{host}", parts.path, parts.query, parts.fragment))
+
+
+class RedisStore(Store):
+    """`Store` on a Redis server (see the module docstring for keys, bounds and failures)."""
+
+    def __init__(self, url: str, *, password: str | None = None, prefix: str = "vixio:", timeout: float = 1.0,
+                 max_turns: int = 1000, history_seconds: float = 30 * 86400.0) -> None:
+        self.url = url
+        self.location = redacted(url)
+        self.prefix = prefix
+        self._password = password
+        self._timeout = timeout
+        self._max_turns = max_turns
+        self._history_ms = int(history_seconds * 1000)
+        self._client: Any = None
+        self._scripts: dict[str, Any] = {}
+        self._failing = False
+        """An outage began and no call has worked since (its ERROR is logged once)."""
+        self._retry_at = 0.0
+        self._backoff = BACKOFF_FIRST
+        self.round_trips = 0
+        """Calls that reached for the server (each one round trip): what bench/bench_state.py counts."""
+
+    # --- lifecycle ----------------------------------------------------------------------------
+
+    async def open(self) -> None:
+        if self._client is not None:
+            return
+        import redis.asyncio as aioredis
+        from redis.asyncio.retry import Retry
+        from redis.backoff import NoBackoff
+        from redis.exceptions import RedisError
+
+        where = f"state.url {self.location}"
+        try:
+            # One retry, at once: after a server restart the pooled connection is dead and the
+            # retry reconnects; a server still down fails the call within the timeout.
+            pool = aioredis.BlockingConnectionPool.from_url(
+                self.url, max_connections=MAX_CONNECTIONS, timeout=self._timeout, socket_timeout=self._timeout,
+                socket_connect_timeout=self._timeout, retry=Retry(NoBackoff(), 1), decode_responses=True,
+                client_name="vixio", **({"password": self._password} if self._password is not None else {}))
+        except ValueError as exc:
+            raise StoreError(f"{where}: not a Redis URL ({exc}); expected redis://host:port/db or "
+                             "rediss://host:port/db") from None
+        client = aioredis.Redis.from_pool(pool)
+        key = self.prefix + "schema"
+        try:
+            await client.set(key, LAYOUT_VERSION, nx=True)
+            version = int(await client.get(key) or 0)
+        except RedisError as exc:
+            await client.aclose()
+            raise StoreError(_unusable(where, exc)) from None
+        if version > LAYOUT_VERSION:
+            await client.aclose()
+            raise StoreError(f"{where}: keys under {self.prefix!r} were written by a newer vixio (layout {version}, "
+                             f"this vixio knows up to {LAYOUT_VERSION}); upgrade vixio, or set another state.prefix")
+        self._client = client
+        self._scripts = {name: client.register_script(getattr(scripts, name)) for name in (
+            "PUT_TURN", "RECENT_TURNS", "CLEAR_TURNS", "PRUNE_TURNS", "SESSION_STARTED", "HEARTBEAT",
+            "SESSION_ENDED", "LIVE_SESSIONS", "FORGET_SESSIONS")}
+
+    async def close(self) -> None:
+        client, self._client = self._client, None
+        if client is not None:
+            await client.aclose()
+
+    # --- one round trip, and what an outage does to it ----------------------------------------
+
+    async def _call(self, work: Callable[[Any], Awaitable[Any]], *, write: bool) -> Any:
+        from redis.exceptions import ConnectionError as RedisConnectionError
+        from redis.exceptions import RedisError
+        from redis.exceptions import TimeoutError as RedisTimeoutError
+
+        client = self._client
+        if client is None:
+            raise StoreError(f"state store {self.location} is not open")
+        if self._failing and time.monotonic() < self._retry_at:  # down: fail at once until a retry is due
+            raise (StoreWriteError if write else StoreError)(f"state store {self.location}: unreachable "
+                                                             "(retrying with backoff)")
+        self.round_trips += 1
+        try:
+            result = await work(client)
+        except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
+            self._outage(exc)
+            raise (StoreWriteError if write else StoreError)(_unusable(f"state store {self.location}", exc)) from None
+        except RedisError as exc:  # the server answered no: out of memory (maxmemory), read-only replica...
+            message = f"state store {self.location}: Redis refused: {exc}"
+            if not write:
+                raise StoreError(message) from None
+            if not self._failing:
+                self._failing, self._retry_at = True, 0.0
+                logger.error("{}; what is not stored now is lost, the conversations go on "
+                             "(one line until writes work again)", message)
+            raise StoreWriteError(message) from None
+        if self._failing:
+            self._failing, self._backoff = False, BACKOFF_FIRST
+            logger.info("state store {}: works again", self.location)
+        return result
+
+    def _outage(self, exc: BaseException) -> None:
+        if not self._failing:
+            self._failing, self._backoff = True, BACKOFF_FIRST
+            logger.error("{}; what is not stored now is lost, the conversations go on, new ones start without "
+                         "their history; retrying with backoff (one line until it is back)",
+                         _unusable(f"state store {self.location}", exc))
+        else:
+            self._backoff = min(self._backoff * 2, BACKOFF_MAX)
+        self._retry_at = time.monotonic() + self._backoff
+
+    def _script(self, name: str, keys: Sequence[str], args: Sequence[Any] = ()) -> Callable[[Any], Awaitable[Any]]:
+        script = self._scripts[name]
+        return lambda client: script(keys=list(keys), args=list(args), client=client)
+
+    # --- who is let in ------------------------------------------------------------------------
+
+    async def admission(self, device_id: str) -> Admission | None:
+        value = await self._call(lambda r: r.hget(self.prefix + "admissions", device_id), write=False)
+        if value is None:
+            return None
+        via, at = json.loads(value)
+        return Admission(device_id, via, at)
+
+    async def admit(self, device_id: str, via: AdmissionKind) -> None:
+        value = json.dumps([via, time.time()])
+        await self._call(lambda r: r.hsetnx(self.prefix + "admissions", device_id, value), write=True)
+
+    async def revoke(self, device_id: str) -> bool:
+        return bool(await self._call(lambda r: r.hdel(self.prefix + "admissions", device_id), write=True))
+
+    async def admissions(self) -> list[Admission]:
+        entries = await self._call(lambda r: r.hgetall(self.prefix + "admissions"), write=False)
+        admitted = [Admission(device, *json.loads(value)) for device, value in entries.items()]
+        return sorted(admitted, key=lambda a: (a.at, a.device_id))
+
+    # --- profiles -----------------------------------------------------------------------------
+
+    async def assigned_profile(self, device_id: str) -> str | None:
+        value = await self._call(lambda r: r.hget(self.prefix + "profiles", device_id), write=False)
+        return None if value is None else str(json.loads(value)[0])
+
+    async def assign_profile(self, device_id: str, profile: str | None) -> None:
+        key = self.prefix + "profiles"
+        if profile is None:
+            await self._call(lambda r: r.hdel(key, device_id), write=True)
+            return
+        value = json.dumps([profile, time.time()])
+        await self._call(lambda r: r.hset(key, device_id, value), write=True)
+
+    # --- conversation history -----------------------------------------------------------------
+
+    def _turn_keys(self, device_id: str) -> tuple[str, str]:
+        return f"{self.prefix}turns:{device_id}", f"{self.prefix}turn-text:{device_id}"
+
+    async def put_turn(self, device_id: str, turn: StoredTurn) -> None:
+        # Zero-padded seq first: turns that began at the same time come back in seq order.
+        member = f"{turn.seq:010d}|{turn.conversation}"
+        value = json.dumps([turn.conversation, turn.seq, turn.user, turn.assistant, turn.interrupted, turn.at],
+                           ensure_ascii=False)
+        await self._call(self._script("PUT_TURN", self._turn_keys(device_id),
+                                      [member, repr(turn.at), value, self._max_turns, self._history_ms]), write=True)
+
+    async def recent_turns(self, device_id: str, limit: int) -> list[StoredTurn]:
+        if limit <= 0:
+            return []
+        values = await self._call(self._script("RECENT_TURNS", self._turn_keys(device_id), [limit]), write=False)
+        turns = []
+        for value in reversed(values):
+            if value is None:
+                continue
+            conversation, seq, user, assistant, interrupted, at = json.loads(value)
+            turns.append(StoredTurn(conversation, seq, user, assistant, bool(interrupted), at))
+        return turns
+
+    async def clear_history(self, device_id: str) -> int:
+        return int(await self._call(self._script("CLEAR_TURNS", self._turn_keys(device_id)), write=True))
+
+    async def prune_history(self, before: float) -> int:
+        """Walks every device's turn keys (SCAN, one round trip per batch) and trims each batch in one script."""
+        pattern = _glob_escape(self.prefix) + "turns:*"
+        cursor, removed = 0, 0
+        while True:
+            cursor, found = await self._call(
+                lambda r, at=cursor: r.scan(at, match=pattern, count=PRUNE_BATCH), write=False)
+            keys = [key for order in found for key in (order, self.prefix + "turn-text:" + order[len(self.prefix) + 6:])]
+            if keys:
+                removed += int(await self._call(self._script("PRUNE_TURNS", keys, [repr(before)]), write=True))
+            if int(cursor) == 0:
+                return removed
+
+    # --- long-term memory ---------------------------------------------------------------------
+
+    async def memory(self, device_id: str) -> DeviceMemory | None:
+        value = await self._call(lambda r: r.hget(self.prefix + "memories", device_id), write=False)
+        if value is None:
+            return None
+        text, at = json.loads(value)
+        return DeviceMemory(text, at)
+
+    async def set_memory(self, device_id: str, text: str) -> None:
+        key = self.prefix + "memories"
+        if not text:
+            await self._call(lambda r: r.hdel(key, device_id), write=True)
+            return
+        value = json.dumps([text, time.time()], ensure_ascii=False)
+        await self._call(lambda r: r.hset(key, device_id, value), write=True)
+
+    # --- companion pairing --------------------------------------------------------------------
+
+    async def approve_pairing(self, device_id: str, companion: str, client_id: str = "") -> None:
+        field = json.dumps([device_id, companion, client_id], ensure_ascii=False)
+        await self._call(lambda r: r.hsetnx(self.prefix + "pairings", field, repr(time.time())), write=True)
+
+    async def revoke_pairing(self, device_id: str, companion: str, client_id: str = "") -> bool:
+        field = json.dumps([device_id, companion, client_id], ensure_ascii=False)
+        return bool(await self._call(lambda r: r.hdel(self.prefix + "pairings", field), write=True))
+
+    async def pairings(self, device_id: str | None = None) -> list[PairingApproval]:
+        entries = await self._call(lambda r: r.hgetall(self.prefix + "pairings"), write=False)
+        approvals = [PairingApproval(*json.loads(field), at=float(at)) for field, at in entries.items()]
+        if device_id is not None:
+            approvals = [a for a in approvals if a.device_id == device_id]
+        return sorted(approvals, key=lambda a: (a.at, a.device_id, a.companion, a.client_id))
+
+    # --- live sessions ------------------------------------------------------------------------
+
+    async def session_started(self, session: LiveSession) -> None:
+        value = json.dumps([session.device_id, session.worker, session.started], ensure_ascii=False)
+        keys = [self.prefix + "sessions", f"{self.prefix}device-sessions:{session.device_id}", self.prefix + "workers"]
+        await self._call(self._script("SESSION_STARTED", keys, [session.session_id, value, session.worker,
+                                                                int(SESSION_TTL * 1000), self.prefix,
+                                                                session.device_id]), write=True)
+
+    async def heartbeat(self, worker: str, ttl: float = SESSION_TTL) -> None:
+        await self._call(self._script("HEARTBEAT", [self.prefix + "workers"], [worker, int(ttl * 1000)]), write=True)
+
+    async def session_ended(self, session_id: str) -> None:
+        await self._call(self._script("SESSION_ENDED", [self.prefix + "sessions"], [self.prefix, session_id]),
+                         write=True)
+
+    async def live_sessions(self, device_id: str | None = None) -> list[LiveSession]:
+        keys = [self.prefix + "sessions", self.prefix + "workers"]
+        if device_id is not None:
+            keys.append(f"{self.prefix}device-sessions:{device_id}")
+        flat = await self._call(self._script("LIVE_SESSIONS", keys, [self.prefix, int(FORGET_WORKER_AFTER * 1000)]),
+                                write=False)
+        sessions = [LiveSession(flat[i], *json.loads(flat[i + 1])) for i in range(0, len(flat), 2)]
+        return sorted(sessions, key=lambda s: (s.started, s.session_id))
+
+    async def forget_sessions(self, workers: Sequence[str] | None = None) -> int:
+        if workers is not None and not workers:
+            return 0
+        keys = [self.prefix + "sessions", self.prefix + "workers"]
+        return int(await self._call(self._script("FORGET_SESSIONS", keys, [self.prefix, *(workers or [])]),
+                                    write=True))
+
+
+def _unusable(where: str, exc: BaseException) -> str:
+    """What went wrong reaching the server, and what the operator can do about it."""
+    text = str(exc) or type(exc).__name__
+    lowered = text.lower()
+    if "auth" in lowered or "password" in lowered:
+        return (f"{where}: Redis refused the password ({text}); set state.password (or the password in "
+                "state.url) to the server's")
+    return (f"{where}: cannot reach Redis ({text}); start it, or point state.url to a running Redis or "
+            "Valkey server")
+
+
+def _glob_escape(text: str) -> str:
+    """`text` as a literal in a SCAN pattern."""
+    return "".join(f"\\{c}" if c in "*?[]\\" else c for c in text)

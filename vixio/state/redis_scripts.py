@@ -1,0 +1,149 @@
+"""The Redis store's Lua scripts: each one is a store call that must be atomic and cost one round trip.
+
+Keys are given in KEYS where the caller knows them; the session scripts also reach keys they
+find on the way (a session's device set), which standalone Redis and Valkey allow (not Cluster).
+Times are the server's clock (`TIME`) where several instances compare them, so their clocks
+need not agree. Values are JSON arrays (vixio/state/redis.py documents the layout).
+"""
+
+from __future__ import annotations
+
+PUT_TURN = """
+-- KEYS: turn order (zset), turn texts (hash)
+-- ARGV: member, at, turn json, max turns kept, history ms
+redis.call('ZADD', KEYS[1], ARGV[2], ARGV[1])
+redis.call('HSET', KEYS[2], ARGV[1], ARGV[3])
+local extra = redis.call('ZCARD', KEYS[1]) - tonumber(ARGV[4])
+if extra > 0 then
+  local old = redis.call('ZRANGE', KEYS[1], 0, extra - 1)
+  redis.call('ZREMRANGEBYRANK', KEYS[1], 0, extra - 1)
+  redis.call('HDEL', KEYS[2], unpack(old))
+end
+local now = redis.call('TIME')
+local now_ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
+local newest = redis.call('ZREVRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+local until_ms = math.max(now_ms, math.floor(tonumber(newest[2]) * 1000)) + tonumber(ARGV[5])
+redis.call('PEXPIREAT', KEYS[1], until_ms)
+redis.call('PEXPIREAT', KEYS[2], until_ms)
+"""
+"""Add or replace a turn, drop the device's oldest beyond the bound, and let the device's whole
+history expire `memory.history_days` after its newest turn (or now, for a turn dated earlier)."""
+
+RECENT_TURNS = """
+-- KEYS: turn order, turn texts; ARGV: limit
+local members = redis.call('ZREVRANGE', KEYS[1], 0, tonumber(ARGV[1]) - 1)
+if #members == 0 then return {} end
+return redis.call('HMGET', KEYS[2], unpack(members))
+"""
+"""The newest turns' JSON, newest first."""
+
+CLEAR_TURNS = """
+-- KEYS: turn order, turn texts
+local count = redis.call('ZCARD', KEYS[1])
+redis.call('DEL', KEYS[1], KEYS[2])
+return count
+"""
+
+PRUNE_TURNS = """
+-- KEYS: pairs of (turn order, turn texts); ARGV: before (unix seconds, exclusive)
+local removed = 0
+for i = 1, #KEYS, 2 do
+  local old = redis.call('ZRANGEBYSCORE', KEYS[i], '-inf', '(' .. ARGV[1])
+  if #old > 0 then
+    redis.call('ZREMRANGEBYSCORE', KEYS[i], '-inf', '(' .. ARGV[1])
+    for j = 1, #old, 4096 do
+      redis.call('HDEL', KEYS[i + 1], unpack(old, j, math.min(j + 4095, #old)))
+    end
+    removed = removed + #old
+  end
+end
+return removed
+"""
+
+SESSION_STARTED = """
+-- KEYS: sessions (hash), the device's sessions (set), workers (hash)
+-- ARGV: session id, session json, worker, default ttl ms, prefix, device
+local old = redis.call('HGET', KEYS[1], ARGV[1])
+if old then
+  local device = cjson.decode(old)[1]
+  if device ~= ARGV[6] then redis.call('SREM', ARGV[5] .. 'device-sessions:' .. device, ARGV[1]) end
+end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+redis.call('SADD', KEYS[2], ARGV[1])
+local now = redis.call('TIME')
+local now_ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
+local alive = tonumber(redis.call('HGET', KEYS[3], ARGV[3]) or '0')
+if alive < now_ms then
+  redis.call('HSET', KEYS[3], ARGV[3], now_ms + tonumber(ARGV[4]))
+end
+"""
+
+HEARTBEAT = """
+-- KEYS: workers (hash); ARGV: worker, ttl ms
+local now = redis.call('TIME')
+redis.call('HSET', KEYS[1], ARGV[1], tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000) + tonumber(ARGV[2]))
+"""
+
+SESSION_ENDED = """
+-- KEYS: sessions; ARGV: prefix, session id
+local value = redis.call('HGET', KEYS[1], ARGV[2])
+if not value then return 0 end
+redis.call('HDEL', KEYS[1], ARGV[2])
+redis.call('SREM', ARGV[1] .. 'device-sessions:' .. cjson.decode(value)[1], ARGV[2])
+return 1
+"""
+
+LIVE_SESSIONS = """
+-- KEYS: sessions, workers, the device's sessions (or none: every session)
+-- ARGV: prefix, forget after ms (a worker silent that long has its entries deleted)
+-- Returns session id, json, ... of the sessions whose worker is alive.
+local now = redis.call('TIME')
+local now_ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
+local ids
+if KEYS[3] then ids = redis.call('SMEMBERS', KEYS[3]) else ids = redis.call('HKEYS', KEYS[1]) end
+local alive = {}
+local out = {}
+for _, id in ipairs(ids) do
+  local value = redis.call('HGET', KEYS[1], id)
+  if not value then
+    if KEYS[3] then redis.call('SREM', KEYS[3], id) end
+  else
+    local session = cjson.decode(value)
+    local worker = session[2]
+    if alive[worker] == nil then alive[worker] = tonumber(redis.call('HGET', KEYS[2], worker) or '0') end
+    if alive[worker] >= now_ms then
+      out[#out + 1] = id
+      out[#out + 1] = value
+    elseif alive[worker] < now_ms - tonumber(ARGV[2]) then
+      redis.call('HDEL', KEYS[1], id)
+      redis.call('SREM', ARGV[1] .. 'device-sessions:' .. session[1], id)
+    end
+  end
+end
+return out
+"""
+"""Sessions whose worker's heartbeat is current. A worker silent for a day is gone for good: its
+entries are deleted on the way (one silent for less is left alone: it may come back)."""
+
+FORGET_SESSIONS = """
+-- KEYS: sessions, workers; ARGV: prefix, worker names (none: every worker)
+local every = #ARGV == 1
+local chosen = {}
+for i = 2, #ARGV do chosen[ARGV[i]] = true end
+local entries = redis.call('HGETALL', KEYS[1])
+local removed = 0
+for i = 1, #entries, 2 do
+  local session = cjson.decode(entries[i + 1])
+  if every or chosen[session[2]] then
+    redis.call('HDEL', KEYS[1], entries[i])
+    redis.call('SREM', ARGV[1] .. 'device-sessions:' .. session[1], entries[i])
+    removed = removed + 1
+  end
+end
+if every then
+  redis.call('DEL', KEYS[2])
+elseif #ARGV > 1 then
+  redis.call('HDEL', KEYS[2], unpack(ARGV, 2))
+end
+return removed
+"""
