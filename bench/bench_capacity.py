@@ -1,6 +1,7 @@
 """Capacity benchmark (issue #10; not a test): N devices talking at once against `vixio serve`.
 
     .venv/bin/python bench/bench_capacity.py --n 1 30 60 100 --turns 3 [--workers K] [--json out.json]
+        [--shape staggered burst] [--memory on off]
     .venv/bin/python bench/bench_capacity.py --isolation [--rounds 10]
 
 Three kinds of processes, so each is measured alone:
@@ -18,12 +19,28 @@ Three kinds of processes, so each is measured alone:
    1.8 s spoken question, 1.5 s noise). One generator process per 100 devices unless
    `--generators G` says otherwise (bench/capacity_selfcheck.py checks the generator alone).
 
+Two load shapes, each run for every N (`--shape`, both by default):
+
+- staggered: the devices connect over `--stagger` seconds and do their turns back to back, each
+  starting as soon as the previous reply has played (so only the first turns end together);
+- burst: every turn, every device ends its sentence within the same `--burst-window` seconds
+  (2 s), as a classroom answering together or homes after a broadcast would; a burst every
+  `--burst-period` seconds (8 s, room for the replies to play). A turn whose slot passed while
+  its previous reply still played starts at once and is counted ("missed their burst slot").
+
+`--memory on` (the default config: each turn stored in the SQLite state store, restored on a
+resume) or `off` (memory.enabled false); `--memory on off` runs every load with both. The
+server's state file lives in the benchmark's temporary folder, never in the checkout.
+
 Before each load the server answers a typed warm-up turn (first-use imports are not timed),
-then its idle memory is read. Printed per N (server = its process and all its workers, from
-/proc; the window runs from the first device's start to the last turn's end):
+then its idle memory is read and the floor is measured in this process (bench/capacity_floor.py:
+Opus decode + Silero VAD of one 60 ms uplink frame, single-threaded, the machine as it is at that
+moment). The CPU model and the machine's load average before and after go beside every figure.
+Printed per N (server = its process and all its workers, from /proc; the window runs from the
+first device's start to the last turn's end):
 
 - cpu/frame: server CPU ms (user + system) in the window / (N × uplink frames per session),
-  i.e. CPU ms per session per 60 ms frame;
+  i.e. CPU ms per session per 60 ms frame, and that divided by the floor;
 - cores: server CPU seconds / wall seconds of the window; "waited ... runnable": time its
   threads were ready to run but had no CPU (large = the machine was busy with other work and
   the latencies say more about the machine than about vixio);
@@ -43,12 +60,15 @@ then its idle memory is read. Printed per N (server = its process and all its wo
   frame of the reply) needed them: count and % of all reply frames;
 - failed: turns with no answer audio within 15 s of the last speech frame (or no `tts stop`
   within 30 s, or a closed socket);
+- server marks: asr_final, llm_first_token and first_frame_sent as ms after the VAD's speech end
+  (p50 / p95), from the same log lines;
 - generator send lateness p99/max: how late the devices sent their uplink frames (when the p99
   passes 30 ms the load was not real time and the run says so), the generators' and the
   fakes' CPU seconds.
 
-Then `p95 / N=1 p95` for every N when N=1 was run. `--json FILE` writes every summary (with
-each turn's latency). A default run (N = 1, 30, 60, 100) takes about 5 minutes.
+Then `p95 / N=1 p95` for every N when N=1 was run (per shape and memory setting), and a table of
+every load. `--json FILE` writes every summary (with each turn's latency). A default run (N = 1,
+30, 60, 100, both shapes) takes about 10 minutes.
 
 `--isolation` instead times another session's typed turn (`listen detect` → first `stt`)
 while a neighbour registers 600 tools or lists 1,000 device tools, against the same round
@@ -79,20 +99,26 @@ for path in (str(ROOT), str(BENCH)):
     if path not in sys.path:
         sys.path.insert(0, path)
 
+from capacity_floor import cpu_model, measure_floor  # noqa: E402
+from capacity_load import build_clips  # noqa: E402
 from capacity_procs import Children, ProcessTree, Sampler  # noqa: E402
-from capacity_report import print_ratios, print_summary, server_stages, summarize  # noqa: E402
+from capacity_report import print_ratios, print_summary, print_table, server_marks, server_stages, summarize  # noqa: E402
 from capacity_server import VixioServerProcess, start_fakes  # noqa: E402
 
+SHAPES = ("staggered", "burst")
 DEVICES_PER_GENERATOR = 100
 """Devices per generator process: on a busy 2-core machine one process kept real time for 100 devices
 (send lateness p99 12 ms) but not for 200 (77 ms; two processes: 8 ms). See bench/capacity_selfcheck.py."""
 
 
 def run_load(children: Children, server: VixioServerProcess, fakes: ProcessTree, n: int, turns: int,
-             stagger: float, generators: int, tmp: Path) -> dict[str, Any]:
-    """Run N devices against `server` and return the summary of that load."""
+             stagger: float, generators: int, tmp: Path, *, burst: dict[str, float] | None = None,
+             floor: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Run N devices against `server` and return the summary of that load: the staggered shape,
+    or the burst shape when `burst` (capacity_load.burst_slots) is given. `floor`: the in-run
+    floor measured just before (capacity_floor), put beside the server's CPU per frame."""
     generators = max(1, min(n, generators or math.ceil(n / DEVICES_PER_GENERATOR)))
-    load_before = os.getloadavg()[0]
+    load_before = os.getloadavg()
     idle = server.tree.usage()
     idle_pss = server.tree.pss_bytes()
     start_at = time.monotonic() + 2.5 + 0.5 * generators  # time for the generators to import and encode
@@ -100,7 +126,7 @@ def run_load(children: Children, server: VixioServerProcess, fakes: ProcessTree,
     for g in range(generators):
         outs.append(tmp / f"load-{n}-{g}.json")
         spec = {"url": server.ws_url, "indices": list(range(g, n, generators)), "total": n, "turns": turns,
-                "start_at": start_at, "stagger": stagger, "out": str(outs[-1])}
+                "start_at": start_at, "stagger": stagger, "burst": burst, "out": str(outs[-1])}
         procs.append(children.start([sys.executable, str(BENCH / "capacity_load.py"), json.dumps(spec)],
                                     cwd=ROOT, env=_env()))
     loaded_pss = 0
@@ -124,7 +150,17 @@ def run_load(children: Children, server: VixioServerProcess, fakes: ProcessTree,
               "processes": idle.processes, "pss_idle": idle_pss, "pss_loaded": loaded_pss}
     summary = summarize(n, turns, generators, window, results)
     summary["fakes_cpu_s"] = round(fakes_cpu, 2)
-    summary["machine"] = {"cores": os.cpu_count(), "load_average_before": round(load_before, 2)}
+    summary["shape"] = "staggered" if burst is None else "burst"
+    load_after = os.getloadavg()
+    summary["machine"] = {"cores": os.cpu_count(), "cpu": cpu_model(),
+                          "load_average_before": round(load_before[0], 2),
+                          "load_average_after": round(load_after[0], 2),
+                          "uptime_load_before": [round(x, 2) for x in load_before],
+                          "uptime_load_after": [round(x, 2) for x in load_after]}
+    if floor is not None:
+        summary["floor"] = floor
+        per_frame = summary["server"]["cpu_ms_per_session_frame"]
+        summary["server"]["cpu_per_frame_vs_floor"] = per_frame / floor["ms_per_frame"] if per_frame else None
     return summary
 
 
@@ -161,6 +197,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=None,
                         help="passed to `vixio serve --workers` (only when the server offers it)")
     parser.add_argument("--stagger", type=float, default=2.0, help="seconds over which the devices connect")
+    parser.add_argument("--shape", nargs="+", choices=SHAPES, default=list(SHAPES),
+                        help="load shapes, each run for every N: staggered (turns back to back from a staggered "
+                             "connect) and burst (every device ends its sentence within --burst-window, every turn)")
+    parser.add_argument("--burst-window", type=float, default=2.0,
+                        help="burst: seconds within which every device ends its sentence")
+    parser.add_argument("--burst-period", type=float, default=8.0,
+                        help="burst: seconds from one turn's burst to the next (room for the replies to play)")
+    parser.add_argument("--memory", nargs="+", choices=("on", "off"), default=["on"],
+                        help="memory.enabled of the server (on: conversations stored in SQLite, the default "
+                             "config); `--memory on off` runs every load with both")
     parser.add_argument("--generators", type=int, default=0,
                         help=f"load generator processes (0: one per {DEVICES_PER_GENERATOR} devices)")
     parser.add_argument("--server-log-level", default="INFO", help="the server's log level (as an operator runs it)")
@@ -191,21 +237,36 @@ def main(argv: list[str] | None = None) -> int:
                 summaries.append(summary)
                 failed += summary.get("failed", 0)
             else:
-                for n in args.n:
-                    with VixioServerProcess(children, Path(tmp), fakes_url, _env(), workers=args.workers,
-                                            log_level=args.server_log_level) as server:
-                        server.warm_up()
-                        summary = run_load(children, server, fakes, n, args.turns, args.stagger, args.generators, Path(tmp))
-                        summary["workers"] = server.workers
-                        summary["server_log"] = server.log_problems()
-                        summary["server_stages_ms"] = server_stages(server.turn_marks())
-                        if summary["turns"]["failed"]:
-                            print(f"server log, last lines:\n{server.log_tail()}", file=sys.stderr)
-                    _keep_log(args.keep_logs, server, f"server-n{n}.log")
-                    print_summary(summary)
-                    summaries.append(summary)
-                    failed += summary["turns"]["failed"]
-                print_ratios(summaries)
+                clips = build_clips()
+                print(f"CPU: {cpu_model()}, {os.cpu_count()} cores; floor = Opus decode + Silero VAD of one 60 ms "
+                      "uplink frame, single-threaded, measured before each load (bench/capacity_floor.py)")
+                for memory in args.memory:
+                    for shape in args.shape:
+                        burst = None if shape == "staggered" else {
+                            "window": args.burst_window, "period": args.burst_period, "lead": args.stagger + 1.5}
+                        group = []
+                        for n in args.n:
+                            with VixioServerProcess(children, Path(tmp), fakes_url, _env(), workers=args.workers,
+                                                    log_level=args.server_log_level, memory=memory == "on") as server:
+                                server.warm_up()
+                                floor = measure_floor(clips)
+                                summary = run_load(children, server, fakes, n, args.turns, args.stagger,
+                                                   args.generators, Path(tmp), burst=burst, floor=floor)
+                                summary["memory"] = memory
+                                summary["workers"] = server.workers
+                                summary["server_log"] = server.log_problems()
+                                marks = server.turn_marks()
+                                summary["server_stages_ms"] = server_stages(marks)
+                                summary["server_marks_ms"] = server_marks(marks)
+                                if summary["turns"]["failed"]:
+                                    print(f"server log, last lines:\n{server.log_tail()}", file=sys.stderr)
+                            _keep_log(args.keep_logs, server, f"server-{memory}-{shape}-n{n}.log")
+                            print_summary(summary)
+                            group.append(summary)
+                            failed += summary["turns"]["failed"]
+                        print_ratios(group)
+                        summaries.extend(group)
+                print_table(summaries)
         except KeyboardInterrupt:
             print("interrupted: stopping every child process", file=sys.stderr)
             return 130

@@ -6,7 +6,9 @@ Protocol-Version 1), sends the firmware hello (features.mcp), answers the server
 `listen start auto` and streams one pre-encoded clip in real time, a 60 ms Opus packet at a
 time: 0.3 s of low noise, a 1.8 s spoken question (a Piper-made fixture, its speech ending at
 the section's end), 1.5 s of low noise. It keeps streaming while the answer plays, waits for
-`tts stop` and for its modelled playback to drain, then starts the next turn.
+`tts stop` and for its modelled playback to drain, then starts the next turn: at once (the
+staggered shape) or at its next slot (the burst shape, `burst_slots`: every device ends its
+sentence within the same window, turn after turn).
 
 The packets are encoded once (libopus, 16 kHz) before any device starts, so a device only
 sleeps and sends: one process keeps real time for a few hundred devices. Its send lateness
@@ -117,6 +119,8 @@ class TurnRecord:
     """Arrival time of every downlink audio frame between `tts start` and `tts stop`."""
     stt: str | None = None
     failed: str | None = None
+    start_late: float = 0.0
+    """Seconds this turn started after its slot in a burst schedule (the previous reply ran long)."""
 
 
 class Device:
@@ -149,7 +153,9 @@ class Device:
         self.mcp = DeviceMcpServer(device_tools, board="bench-board", firmware_version="2.4.2",
                                    send=self._send_mcp, device_id=self.device_id)
 
-    async def run(self, start_at: float) -> None:
+    async def run(self, start_at: float, slots: list[float] | None = None) -> None:
+        """Connect at `start_at`, then do the turns back to back, or each at its slot of `slots`
+        (a burst schedule: time.monotonic() per turn; a turn whose slot has passed starts at once)."""
         await _sleep_until(start_at)
         try:
             await self.connect()
@@ -162,6 +168,9 @@ class Device:
             for turn in range(self.turns):
                 record = TurnRecord(self.index, turn, self.clip.name)
                 self.records.append(record)
+                if slots is not None:
+                    await _sleep_until(slots[turn])
+                    record.start_late = max(0.0, time.monotonic() - slots[turn])
                 await self._one_turn(record)
         finally:
             await self.close()
@@ -307,13 +316,25 @@ async def _wait_until(event: asyncio.Event, deadline: float) -> None:
 # --- one generator process ------------------------------------------------------------------------
 
 
+def burst_slots(index: int, total: int, turns: int, start_at: float, burst: dict[str, float]) -> list[float]:
+    """When device `index` (of `total`) starts each turn in the burst shape: turn t of every device
+    starts within `burst["window"]` seconds of `start_at + burst["lead"] + t × burst["period"]`, spread
+    evenly, so (all clips ending their speech at the same packet) every device ends its sentence
+    within the same window, turn after turn, as a class answering together would."""
+    offset = burst["lead"] + burst["window"] * index / max(1, total)
+    return [start_at + offset + turn * burst["period"] for turn in range(turns)]
+
+
 async def generate(url: str, indices: list[int], total: int, turns: int, start_at: float,
-                   stagger: float) -> dict[str, Any]:
-    """Run devices `indices` (of `total`), device i starting at start_at + i × stagger / total."""
+                   stagger: float, burst: dict[str, float] | None = None) -> dict[str, Any]:
+    """Run devices `indices` (of `total`), device i connecting at start_at + i × stagger / total;
+    its turns back to back (staggered shape), or at its `burst_slots` when `burst` is given."""
     clips = build_clips()
     devices = [Device(i, url, clips[i % len(clips)], turns) for i in indices]
     cpu0 = time.process_time()
-    await asyncio.gather(*(d.run(start_at + d.index * stagger / max(1, total)) for d in devices))
+    await asyncio.gather(*(d.run(start_at + d.index * stagger / max(1, total),
+                                 None if burst is None else burst_slots(d.index, total, turns, start_at, burst))
+                           for d in devices))
     lateness = [x for d in devices for x in d.lateness]
     return {
         "records": [asdict(r) for d in devices for r in d.records],
@@ -327,7 +348,7 @@ async def generate(url: str, indices: list[int], total: int, turns: int, start_a
 def main() -> None:
     spec = json.loads(sys.argv[1])
     result = asyncio.run(generate(spec["url"], spec["indices"], spec["total"], spec["turns"],
-                                  spec["start_at"], spec["stagger"]))
+                                  spec["start_at"], spec["stagger"], spec.get("burst")))
     Path(spec["out"]).write_text(json.dumps(result))
 
 

@@ -49,6 +49,7 @@ def summarize(n: int, turns: int, generators: int, window: dict[str, Any],
     frames_sent = len(lateness)
     wall = max(1e-9, window["end"] - window["start"])
     reasons = Counter(str(r["failed"]) for r in records if r["failed"])
+    starts_late = [r.get("start_late", 0.0) for r in records]
     rss_per_session = (window["rss_peak"] - window["rss_idle"]) / n
     return {
         "n": n,
@@ -76,7 +77,9 @@ def summarize(n: int, turns: int, generators: int, window: dict[str, Any],
                                    for turn, values in sorted(by_turn.items())}},
         "downlink": {"gap_p99_ms": _ms(_pct(gaps, 99)), "frames": reply_frames, "late": late,
                      "late_pct": 100 * late / reply_frames if reply_frames else 0.0},
-        "turns": {"total": len(records), "failed": len(records) - len(ok), "reasons": dict(reasons)},
+        "turns": {"total": len(records), "failed": len(records) - len(ok), "reasons": dict(reasons),
+                  # Burst shape: turns that missed their slot by over a second (the previous reply ran long).
+                  "started_late": sum(1 for x in starts_late if x > 1.0)},
         "generator": {"send_lateness_p99_ms": _ms(_pct(lateness, 99)),
                       "send_lateness_max_ms": _ms(max(lateness) if lateness else None),
                       "frames_sent": frames_sent, "cpu_s": sum(r["cpu_s"] for r in results),
@@ -102,6 +105,19 @@ def server_stages(marks: list[dict[str, float]]) -> dict[str, dict[str, float | 
     return stages
 
 
+MARKS = ("asr_final", "llm_first_token", "first_frame_sent")
+"""The server marks printed as ms after `speech_end` (the VAD's decision that the speech ended)."""
+
+
+def server_marks(marks: list[dict[str, float]]) -> dict[str, dict[str, float | None]]:
+    """p50/p95 ms of each of MARKS after `speech_end`, from the server log's per-turn latency marks."""
+    out: dict[str, dict[str, float | None]] = {}
+    for mark in MARKS:
+        values = [m[mark] - m["speech_end"] for m in marks if mark in m and "speech_end" in m]
+        out[mark] = {"p50": _pct(values, 50), "p95": _pct(values, 95)}
+    return out
+
+
 def _ms(seconds: float | None) -> float | None:
     return None if seconds is None else round(1000 * seconds, 1)
 
@@ -114,9 +130,21 @@ def print_summary(s: dict[str, Any]) -> None:
     server, lat, down, turns, gen = s["server"], s["latency_ms"], s["downlink"], s["turns"], s["generator"]
     workers = f", {s['workers']} workers" if s.get("workers") else ""
     machine = s.get("machine") or {}
-    loaded = f"; machine: {machine['cores']} cores, load average {machine['load_average_before']:.1f} before" if machine else ""
-    print(f"N={s['n']:<4d} ({s['turns_per_device']} turns each, {s['generators']} generator process(es){workers}{loaded})")
-    print(f"  server   cpu/frame {_f(server['cpu_ms_per_session_frame'], '.2f')} ms per session per 60 ms frame, "
+    loaded = ""
+    if machine:
+        loaded = f"; machine: {machine.get('cpu', '?')}, {machine['cores']} cores, load average " + (
+            f"{machine['load_average_before']:.1f} before, {machine['load_average_after']:.1f} after"
+            if "load_average_after" in machine else f"{machine['load_average_before']:.1f} before")
+    shape = f"{s['shape']}, " if s.get("shape") else ""
+    memory = f"memory {s['memory']}, " if s.get("memory") else ""
+    print(f"N={s['n']:<4d} ({shape}{memory}{s['turns_per_device']} turns each, {s['generators']} generator process(es)"
+          f"{workers}{loaded})")
+    floor = s.get("floor")
+    versus = ""
+    if floor and server.get("cpu_per_frame_vs_floor") is not None:
+        versus = (f" = {server['cpu_per_frame_vs_floor']:.2f}x the floor of {floor['ms_per_frame']:.3f} ms "
+                  f"(Opus decode {floor['opus_decode_ms']:.3f} + Silero {floor['silero_ms']:.3f}, one thread)")
+    print(f"  server   cpu/frame {_f(server['cpu_ms_per_session_frame'], '.3f')} ms per session per 60 ms frame{versus}, "
           f"cores {server['cores']:.2f} ({server['cpu_s']:.1f} s CPU over {server['window_s']:.1f} s; "
           f"its threads waited {server['runqueue_wait_s']:.1f} s runnable for a free CPU)")
     print(f"           RSS idle {server['rss_idle_mb']:.0f} MB, peak {server['rss_peak_mb']:.0f} MB, "
@@ -130,11 +158,17 @@ def print_summary(s: dict[str, Any]) -> None:
     stages = s.get("server_stages_ms")
     if stages:
         whole = stages["speech_end_to_first_frame_sent"]
+        marks = s.get("server_marks_ms") or {}
+        if marks:
+            print("           server marks after speech end (p50 / p95 ms): "
+                  + ", ".join(f"{name} {_f(v['p50'])} / {_f(v['p95'])}" for name, v in marks.items()))
         print(f"           server: speech end -> first frame sent {_f(whole['p50'])} / {_f(whole['p95'])} ms (p50 / p95; "
               + ", ".join(f"+{name} {_f(stages[name]['p50'])} / {_f(stages[name]['p95'])}" for name in STAGES) + ")")
     print(f"  downlink gap p99 {_f(down['gap_p99_ms'])} ms, late frames {down['late']} of {down['frames']} "
           f"({down['late_pct']:.2f} %)")
     failed = f"{turns['failed']} of {turns['total']}"
+    if turns.get("started_late"):
+        failed += f" ({turns['started_late']} turn(s) missed their burst slot by over 1 s)"
     if turns["reasons"]:
         failed += " — " + "; ".join(f"{count}× {why}" for why, count in turns["reasons"].items())
     print(f"  failed   {failed}")
@@ -158,3 +192,29 @@ def print_ratios(summaries: list[dict[str, Any]]) -> None:
     for s in summaries:
         if s["n"] != 1 and s["latency_ms"]["p95"] is not None:
             print(f"  N={s['n']:<4d} p95 / N=1 p95 = {s['latency_ms']['p95'] / base['latency_ms']['p95']:.2f}")
+
+
+def print_table(summaries: list[dict[str, Any]]) -> None:
+    """One line per load, every figure beside the floor and the machine's load it was measured with;
+    p95 ÷ N=1 against the N=1 run of the same shape and memory setting."""
+    if not summaries:
+        return
+    machine = summaries[0].get("machine") or {}
+    print(f"\nsummary (CPU: {machine.get('cpu', '?')}, {machine.get('cores', '?')} cores; floor = Opus decode + "
+          "Silero VAD per 60 ms frame, one thread, this run; load = 1-min load average before / after)")
+    print("| shape | memory | N | p50 / p95 ms | p95 ÷ N=1 | late frames | CPU ms/session/frame | ÷ floor | floor ms "
+          "| asr_final / llm_first_token / first_frame_sent p95 ms | load |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for s in summaries:
+        base = next((b for b in summaries if b["n"] == 1 and b.get("shape") == s.get("shape")
+                     and b.get("memory") == s.get("memory")), None)
+        p95, lat = s["latency_ms"]["p95"], s["latency_ms"]
+        ratio = p95 / base["latency_ms"]["p95"] if base and p95 and base["latency_ms"]["p95"] else None
+        server, floor, m = s["server"], s.get("floor") or {}, s.get("machine") or {}
+        marks = s.get("server_marks_ms") or {}
+        mark_text = " / ".join(_f((marks.get(name) or {}).get("p95")) for name in MARKS)
+        print(f"| {s.get('shape', '-')} | {s.get('memory', '-')} | {s['n']} | {_f(lat['p50'])} / {_f(p95)} | "
+              f"{_f(ratio, '.2f')} | {s['downlink']['late']} | {_f(server['cpu_ms_per_session_frame'], '.3f')} | "
+              f"{_f(server.get('cpu_per_frame_vs_floor'), '.2f')} | {_f(floor.get('ms_per_frame'), '.3f')} | "
+              f"{mark_text} | {m.get('load_average_before', 0):.1f} / {m.get('load_average_after', 0):.1f} |")
+    sys.stdout.flush()

@@ -41,10 +41,15 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def server_config(ws_port: int, http_port: int, fakes_url: str, log_level: str) -> dict[str, Any]:
-    """A vixio config using the fakes for ASR, LLM and TTS, and real Silero VAD."""
+def server_config(ws_port: int, http_port: int, fakes_url: str, log_level: str, state_path: Path,
+                  memory: bool = True) -> dict[str, Any]:
+    """A vixio config using the fakes for ASR, LLM and TTS, and real Silero VAD; the state store
+    (SQLite) at `state_path` (the benchmark's temporary folder, never the checkout), conversations
+    stored in it when `memory` (memory.enabled)."""
     return {
         "log": {"level": log_level},
+        "state": {"path": str(state_path)},
+        "memory": {"enabled": memory},
         "xiaozhi": {"host": "127.0.0.1", "port": ws_port, "idle_timeout": 0,
                     "http": {"host": "127.0.0.1", "port": http_port},
                     # Raised so --isolation's 600-tool registration and 1,000-tool listing are processed,
@@ -70,13 +75,15 @@ class VixioServerProcess:
     """`python -m vixio serve` of this checkout, on free loopback ports, logging to a file."""
 
     def __init__(self, children: Children, tmp: Path, fakes_url: str, env: dict[str, str], *,
-                 workers: int | None = None, log_level: str = "INFO") -> None:
+                 workers: int | None = None, log_level: str = "INFO", memory: bool = True) -> None:
         self.children = children
         self.ws_port, self.http_port = free_port(), free_port()
         self.ws_url = f"ws://127.0.0.1:{self.ws_port}/xiaozhi/v1/"
         self.config_path = tmp / f"server-{self.ws_port}.yaml"
         self.log_path = tmp / f"server-{self.ws_port}.log"
-        self.config_path.write_text(yaml.safe_dump(server_config(self.ws_port, self.http_port, fakes_url, log_level)))
+        state_path = tmp / f"state-{self.ws_port}.db"
+        self.config_path.write_text(yaml.safe_dump(server_config(self.ws_port, self.http_port, fakes_url, log_level,
+                                                                 state_path, memory)))
         self.env = env
         self.workers: int | None = None
         if workers is not None:

@@ -19,8 +19,10 @@ BENCH = ROOT / "bench"
 sys.path.insert(0, str(BENCH))
 
 from capacity_fakes import speech_like_pcm  # noqa: E402
-from capacity_load import FRAME_S, build_clips, playback_end  # noqa: E402
+from capacity_floor import measure_floor  # noqa: E402
+from capacity_load import FRAME_S, build_clips, burst_slots, playback_end  # noqa: E402
 from capacity_report import late_frames  # noqa: E402
+from capacity_server import server_config  # noqa: E402
 
 TTS_FRAMES = round(1.5 / FRAME_S)
 """The fake TTS answers 1.5 s of audio per sentence and the fake LLM one sentence: 25 frames."""
@@ -49,23 +51,54 @@ def test_clips_end_their_speech_where_the_question_section_ends() -> None:
     assert len(speech_like_pcm(1.5)) == 1.5 * 24000 * 2
 
 
+def test_burst_slots_end_every_sentence_within_the_window() -> None:
+    burst = {"window": 2.0, "period": 8.0, "lead": 3.0}
+    slots = [burst_slots(i, 100, 3, 100.0, burst) for i in range(100)]
+    for turn in range(3):
+        starts = [device[turn] for device in slots]
+        assert min(starts) == pytest.approx(103.0 + 8.0 * turn)
+        assert max(starts) - min(starts) < 2.0  # same clip layout: the speech ends within 2 s too
+    assert len({round(device[0], 6) for device in slots}) == 100  # spread, not all at one instant
+
+
+def test_the_server_keeps_its_state_in_the_benchmarks_folder(tmp_path: Path) -> None:
+    on = server_config(1, 2, "http://127.0.0.1:3/v1", "INFO", tmp_path / "state.db")
+    off = server_config(1, 2, "http://127.0.0.1:3/v1", "INFO", tmp_path / "state.db", memory=False)
+    assert on["state"]["path"] == str(tmp_path / "state.db")
+    assert on["memory"]["enabled"] is True and off["memory"]["enabled"] is False
+
+
+def test_the_floor_is_opus_decode_plus_silero_per_frame() -> None:
+    floor = measure_floor(build_clips()[:1], repeats=1)
+    assert 0 < floor["opus_decode_ms"] < floor["ms_per_frame"] < 20
+    assert floor["ms_per_frame"] == pytest.approx(floor["opus_decode_ms"] + floor["silero_ms"], abs=1e-3)
+
+
 def test_two_devices_one_turn_end_to_end(tmp_path: Path) -> None:
     out = tmp_path / "capacity.json"
     run = subprocess.run([sys.executable, str(BENCH / "bench_capacity.py"), "--n", "2", "--turns", "1",
-                          "--stagger", "0.5", "--json", str(out)],
-                         cwd=ROOT, capture_output=True, text=True, timeout=240)
+                          "--stagger", "0.5", "--burst-period", "5", "--memory", "off", "--json", str(out)],
+                         cwd=ROOT, capture_output=True, text=True, timeout=400)
     assert run.returncode == 0, run.stdout + run.stderr
-    assert "N=2" in run.stdout and "latency" in run.stdout
-    [summary] = json.loads(out.read_text())
-    assert summary["turns"] == {"total": 2, "failed": 0, "reasons": {}}
-    # The latency includes the VAD's 500 ms end-of-turn silence.
-    assert 400 < summary["latency_ms"]["p50"] < 10_000
-    assert summary["downlink"]["frames"] == 2 * TTS_FRAMES
-    assert summary["generator"]["frames_sent"] == 2 * 60
-    assert summary["generator"]["stray_frames"] == 0
-    assert 0 < summary["server"]["cpu_ms_per_session_frame"] < 100
-    assert summary["server"]["rss_idle_mb"] > 50
-    assert summary["server_log"]["errors"] == 0
+    assert "N=2" in run.stdout and "latency" in run.stdout and "x the floor of" in run.stdout
+    assert "| burst | off | 2 |" in run.stdout and "| staggered | off | 2 |" in run.stdout
+    summaries = json.loads(out.read_text())
+    assert [s["shape"] for s in summaries] == ["staggered", "burst"]  # both shapes by default
+    for summary in summaries:
+        assert summary["turns"] == {"total": 2, "failed": 0, "reasons": {}, "started_late": 0}
+        # The latency includes the VAD's 500 ms end-of-turn silence.
+        assert 400 < summary["latency_ms"]["p50"] < 10_000
+        assert summary["downlink"]["frames"] == 2 * TTS_FRAMES
+        assert summary["generator"]["frames_sent"] == 2 * 60
+        assert summary["generator"]["stray_frames"] == 0
+        assert 0 < summary["server"]["cpu_ms_per_session_frame"] < 100
+        assert summary["server"]["cpu_per_frame_vs_floor"] == pytest.approx(
+            summary["server"]["cpu_ms_per_session_frame"] / summary["floor"]["ms_per_frame"])
+        assert summary["machine"]["cpu"] and summary["memory"] == "off"
+        marks = summary["server_marks_ms"]
+        assert 0 <= marks["asr_final"]["p50"] <= marks["llm_first_token"]["p50"] <= marks["first_frame_sent"]["p50"]
+        assert summary["server"]["rss_idle_mb"] > 50
+        assert summary["server_log"]["errors"] == 0
 
 
 def test_the_generator_measures_a_known_answer_delay() -> None:
