@@ -48,6 +48,10 @@ from vixio.state import open_store
 from vixio.state.long_term import long_term_updater
 from vixio.state.memory import ConversationMemory, prune_history_forever
 from vixio.state.pairings import StorePairings
+from vixio.state.store import StoreError
+from vixio.profiles import ProfileBook, ProfileChoice
+from vixio.profiles.book import DEFAULT
+from vixio.profiles.live import SessionProfile
 from vixio.transports.xiaozhi.hosts import VISION_PATH
 from vixio.vision import VisionRoute
 from vixio.voice import VoiceStack
@@ -86,9 +90,11 @@ class VixioServer:
         )
         # With a worker on every core there is no core to spare for encoding beside the loop.
         self.transport.encode_on_thread = cpu_count() > (config.server.workers or 1)
-        self.memory = (ConversationMemory(self.store, config.memory, long_term_updater(config))
-                       if config.memory.enabled else None)
-        """Resumes and records each device's conversation; None with `memory.enabled: false`."""
+        self.book = ProfileBook(config)
+        """The config's profiles, and which one a device gets (vixio/profiles/)."""
+        self._memories: dict[str, ConversationMemory | None] = {}
+        self.profiles: dict[str, SessionProfile] = {}
+        """Live sessions' profiles by session id."""
         self._pruner: asyncio.Task[None] | None = None
         self.ota = OtaServer(config.xiaozhi, self.authenticator, websocket_port=lambda: self.transport.port,
                              store=self.store)
@@ -149,14 +155,50 @@ class VixioServer:
             candidates += [tool for tools in self.voice.mcp.process_tools().values() for tool in tools]
         return next((tool for tool in candidates if tool.name == name), None)
 
+    def memory(self, profile: str = DEFAULT) -> ConversationMemory | None:
+        """Resumes and records the conversations of a profile's devices (made on first use); None
+        with its `memory.enabled: false`."""
+        if profile not in self._memories:
+            config = self.book.effective(profile)
+            self._memories[profile] = (ConversationMemory(self.store, config.memory, long_term_updater(config))
+                                       if config.memory.enabled else None)
+        return self._memories[profile]
+
+    async def profile_of(self, device_id: str) -> ProfileChoice:
+        """The profile a device gets now: its assignment in the store, else `devices:`, else default."""
+        if not device_id:
+            return self.book.configured("")
+        try:
+            assigned = await self.store.assigned_profile(device_id)
+        except StoreError as exc:
+            logger.bind(device=device_id).warning("profile assignment not read, the config decides: {}", exc)
+            assigned = None
+        return self.book.choose(device_id, assigned)
+
+    def reassign(self, device_id: str, profile: str | None) -> list[dict[str, Any]]:
+        """The device's live sessions switch to `profile` (None: the one config gives it) at their
+        next turn; what each will run with."""
+        choice = self.book.choose(device_id, profile)
+        switched = []
+        for session_id, connection in list(self.transport.connections.items()):
+            live = self.profiles.get(session_id)
+            if connection.device_id == device_id and live is not None:
+                live.reassign(choice)
+                switched.append({"session_id": session_id, **choice.to_json()})
+        return switched
+
     async def _build_pipeline(self, context: DeviceContext) -> Pipeline:
         session_id = context.session_id
-        tools = self.voice.session_tools(session_id, device_id=context.identity.device_id)
+        device_id = context.identity.device_id
+        choice = await self.profile_of(device_id)
+        stack = self.voice.for_profile(choice.name)
+        tools = stack.session_tools(session_id, device_id=device_id)
         if tools is not None:
             self.tools[session_id] = tools
 
             async def forget() -> None:
                 self.tools.pop(session_id, None)
+                self.profiles.pop(session_id, None)
 
             tools.add_closer(forget)
             self.console.attach(session_id, tools)
@@ -165,11 +207,19 @@ class VixioServer:
             if context.features.get("mcp"):
                 tools.expect_device_tools()  # the first turn waits (bounded) for the device's list
         conversation = None
-        device_id = context.identity.device_id
-        if self.memory is not None and tools is not None and device_id:
-            conversation = await self.memory.resume(device_id)
+        memory = self.memory(choice.name)
+        if memory is not None and tools is not None and device_id:
+            conversation = await memory.resume(device_id)
             tools.add_closer(conversation.close)  # the last turn is stored before the session is gone
-        return self.voice.build_pipeline(context.session_id, tools=tools, conversation=conversation)
+        pipeline = stack.build_pipeline(context.session_id, tools=tools, conversation=conversation)
+        live = SessionProfile(session_id, choice, stack, pipeline, tools, resolve=self.voice.for_profile,
+                              memory_note=conversation.memory if conversation is not None else "")
+        context.greeting = live.greeting
+        if tools is not None:
+            self.profiles[session_id] = live
+        if choice.name != DEFAULT:
+            logger.bind(session=session_id, device=device_id).info("profile {} ({})", choice.name, choice.source)
+        return pipeline
 
     async def start(self) -> None:
         await self.store.open()  # first: a damaged or locked state file stops the start before models load
@@ -213,8 +263,9 @@ class VixioServer:
             with suppress(asyncio.CancelledError):
                 await self._pruner
             self._pruner = None
-        if self.memory is not None:
-            await self.memory.close()  # the long-term memory of the sessions just closed
+        for memory in self._memories.values():
+            if memory is not None:
+                await memory.close()  # the long-term memory of the sessions just closed
         await self.store.close()  # last: closing sessions store their last turns
 
     async def __aenter__(self) -> VixioServer:

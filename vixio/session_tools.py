@@ -24,6 +24,7 @@ from vixio.core.tools.context import ToolCallContext
 from vixio.core.tools.converter import ToolConverterBase
 from vixio.core.tools.executor import AsyncToolRunner, ToolExecutor
 from vixio.core.tools.policy import ToolPolicy
+from vixio.core.tools.tasks import SessionTaskRunner
 from vixio.core.tools.toolset import ToolSet
 from vixio.core.tools.types import ToolDefinition, ToolList
 
@@ -41,6 +42,8 @@ class SessionTools:
         self._logger = logger.bind(session=session_id, component="tools")
         self.executor.add_closer(self._shutdown)
         self._device_tools_known: asyncio.Event | None = None
+        self._agent: tuple[ToolConverterBase, bool] | None = None
+        """The agent's converter and whether its model is offered the tools (`bind_agent`)."""
 
     @property
     def tools(self) -> list[ToolDefinition]:
@@ -110,15 +113,32 @@ class SessionTools:
         for source in dict.fromkeys(tool.source for tool in definitions):
             await self.update_source(source, [tool for tool in definitions if tool.source == source])
 
-    def bind_agent(self, converter: ToolConverterBase, update: Callable[[Sequence[Any]], Awaitable[None]]) -> list[Any]:
-        """Keep an agent's tool list in sync; returns its first list."""
+    def bind_agent(self, converter: ToolConverterBase, update: Callable[[Sequence[Any]], Awaitable[None]],
+                   *, offered: bool = True) -> list[Any]:
+        """Keep an agent's tool list in sync; returns its first list (empty when the model is not
+        `offered` tools: they stay the console's and the policy's)."""
+        self._agent = (converter, offered)
 
         async def on_change(tools: list[ToolDefinition]) -> None:
+            converter, offered = self._agent
             # In slices: hundreds of tools from one device must not hold up every other session.
-            await update(await map_in_slices(converter.convert, tools))
+            await update(await map_in_slices(converter.convert, tools) if offered else [])
 
         self.toolset.add_listener(on_change)
-        return converter.convert_all(self.toolset.tools)
+        return converter.convert_all(self.toolset.tools) if offered else []
+
+    def rebind_agent(self, converter: ToolConverterBase, *, offered: bool) -> list[Any]:
+        """Another agent provider (a profile switch): its converter from now on; returns its list."""
+        self._agent = (converter, offered)
+        return converter.convert_all(self.toolset.tools) if offered else []
+
+    async def set_policy(self, policy: ToolPolicy) -> None:
+        """Another tool policy (a profile switch): the agent is told the tools it now offers."""
+        self.toolset.policy = policy
+        await self.toolset.republish()
+        runner = self.executor.async_runner
+        if isinstance(runner, SessionTaskRunner):
+            runner.tool_timeout = policy.configured_timeout
 
     def start_background(self, coro: Awaitable[Any], name: str) -> None:
         """Run setup work (e.g. connecting session-scoped MCP servers) without holding the session up."""

@@ -5,44 +5,33 @@
 
 Models (Silero, Whisper, Piper, SmolLM2) load in `load()`, once, before the first device
 connects; a session only creates its cheap per-session state (a VAD stream, an agent
-conversation).
+conversation). Each profile (`profiles:`, vixio/config/profiles.py) is a stack of its own over
+its whole config (`for_profile`), sharing every provider its config does not change.
 """
 
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from functools import partial
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from loguru import logger
 
 from vixio.agent_model import no_tools_guard, tool_support, turn_instructions
 from vixio.config.models import VixioConfig
-from vixio.config.needs import missing_key, missing_keys
-from vixio.config.voice import (
-    EdgeTTSConfig,
-    EspeakTTSConfig,
-    FasterWhisperASRConfig,
-    LitellmAgentConfig,
-    LocalLlamaAgentConfig,
-    OfflineTTSConfig,
-    OpenAIASRConfig,
-    OpenAITTSConfig,
-    PiperTTSConfig,
-    TTSConfig,
-)
+from vixio.config.needs import missing_keys
+from vixio.config.voice import EdgeTTSConfig, OpenAITTSConfig
 from vixio.core.pipeline import Pipeline
 from vixio.core.station import Station
 from vixio.core.tools.context import AsyncTaskRecord
 from vixio.core.tools.converter import ToolConverterBase
 from vixio.core.tools.local import ToolLoadError, builtin_tool, func_to_tool_definition, load_tool_function
-from vixio.core.tools.protocols.base import TextToolProtocol
 from vixio.core.tools.tasks import AsyncTaskQueue, SessionTaskRunner, task_status_tool
 from vixio.core.tools.types import ToolDefinition
-from vixio.extras import install_hint
 from vixio.providers.agent.base import AgentProvider
-from vixio.providers.agent.instructions import resolve_timezone
+from vixio.providers.agent.instructions import TurnInstructions, resolve_timezone
 from vixio.providers.asr.base import ASRProvider
 from vixio.providers.tts.base import TTSProvider
 from vixio.providers.vad.base import VADProvider
@@ -59,6 +48,15 @@ from vixio.stations import (
     TurnDetectorStation,
     VADStation,
 )
+from vixio.voice_providers import (
+    load_tts_fallback,
+    make_agent,
+    make_asr,
+    make_tts,
+    make_vad,
+    provider_kind,
+    text_protocol,
+)
 
 if TYPE_CHECKING:
     from vixio.providers.tools.mcp_servers import McpServerPool
@@ -72,8 +70,11 @@ DEVICE_TOOLS_WAIT = 2.0
 class VoiceStack:
     """Shared providers plus a per-session pipeline factory."""
 
-    def __init__(self, config: VixioConfig) -> None:
+    def __init__(self, config: VixioConfig, *, base: VoiceStack | None = None) -> None:
+        """`base`: the top-level stack, when this one is a profile's (`for_profile`): its
+        configured local tools, MCP servers, background task queue and unchanged providers are shared."""
         self.config = config
+        self.base = base
         self.vad: VADProvider | None = None
         self.asr: ASRProvider | None = None
         self.tts: TTSProvider | None = None
@@ -85,7 +86,8 @@ class VoiceStack:
         self.local_tools: list[ToolDefinition] = [func_to_tool_definition(builtin_tool(name, zone))
                                                   for name in config.tools.builtin]
         """Local tools every session gets (built-ins, `tools.local`; add your own before the first session)."""
-        self.local_tools += self._configured_local_tools()
+        self.local_tools += (base.local_tools[len(base.config.tools.builtin):] if base is not None
+                             else self._configured_local_tools())
         self._task_queue: AsyncTaskQueue | None = None
         self.results_after_session: Callable[[str, AsyncTaskRecord], Awaitable[None]] | None = None
         """Gets (device id, record) for each background task that finishes after its session
@@ -94,34 +96,66 @@ class VoiceStack:
         """Third-party MCP servers (tools.mcp_servers), connected in `load()`."""
         self.tool_support = tool_support(config)
         """Whether the agent's model is offered tools (not: it is told it cannot act)."""
+        self.profiles: dict[str, VoiceStack] = {}
+        """The stacks of the config's profiles by name, made in `load()`."""
+        self._owned: list[ASRProvider | TTSProvider] = []
+        """Providers this stack made (and closes)."""
+
+    def for_profile(self, name: str) -> VoiceStack:
+        """The stack of profile `name` (`default` or an unknown name: this one)."""
+        return self.profiles.get(name, self)
 
     async def load(self) -> None:
-        """Build the shared providers and load their models (once per process)."""
+        """Build the shared providers and load their models (once per process), then each profile's."""
         started = time.perf_counter()
         config = self.config
-        for problem in missing_keys(config):
-            logger.warning(problem)
+        base = self.base
+        if base is None:
+            for problem in missing_keys(config):
+                logger.warning(problem)
         if config.asr is not None:
-            self.vad = _vad(config)
-            self.asr = _asr(config)
-            await self.asr.initialize()
-        if config.tts is not None:
-            self.tts = _tts(config.tts)
+            self.vad = base.vad if base is not None and base.vad is not None else make_vad(config)
+            if base is not None and _same(config.asr, base.config.asr, but="language"):
+                self.asr = base.asr  # the language is the station's (`ASRStation.language`)
+            else:
+                self.asr = make_asr(config)
+                await self.asr.initialize()
+                self._owned.append(self.asr)
+        if config.tts is not None and base is not None and _same(config.tts, base.config.tts):
+            self.tts, self.tts_fallback, self.tts_circuit = base.tts, base.tts_fallback, base.tts_circuit
+        elif config.tts is not None:
+            self.tts = make_tts(config.tts)
             await self.tts.initialize()
-            self.tts_fallback = await _tts_fallback(config)
+            self.tts_fallback = await load_tts_fallback(config)
+            self._owned += [provider for provider in (self.tts, self.tts_fallback) if provider is not None]
             waits = getattr(config.tts, "fallback_after", None) if self.tts_fallback is not None else None
             online = isinstance(config.tts, OpenAITTSConfig | EdgeTTSConfig)
             self.tts_circuit = TTSCircuit(self.tts, self.tts_fallback, first_audio_timeout=waits,
                                           breaks=online or self.tts_fallback is not None)
-        if config.agent is not None:
-            await _agent(config).initialize(system_prompt="")  # loads local weights once
-        if config.agent is not None and config.tools.enabled and config.tools.mcp_servers:
+        if config.agent is not None and (base is None or not _same(config.agent, base.config.agent)):
+            await make_agent(config).initialize(system_prompt="")  # loads local weights once
+        if base is not None:
+            self.mcp = base.mcp
+        elif config.agent is not None and config.tools.enabled and config.tools.mcp_servers:
             from vixio.providers.tools.mcp_servers import McpServerPool
 
             self.mcp = McpServerPool(config.tools.mcp_servers)
             await self.mcp.start()  # a server that fails is logged and left out; the others work
-        logger.info("voice stack ready in {:.1f} s: asr={} agent={} tts={}", time.perf_counter() - started,
-                    _kind(config.asr), _kind(config.agent), _kind(config.tts))
+        what = f"profile {_profile_name(self)}" if base is not None else "voice stack"
+        logger.info("{} ready in {:.1f} s: asr={} agent={} tts={}", what, time.perf_counter() - started,
+                    provider_kind(config.asr), provider_kind(config.agent), provider_kind(config.tts))
+        if base is None:
+            await self._load_profiles()
+
+    async def _load_profiles(self) -> None:
+        from vixio.profiles.book import ProfileBook
+
+        book = ProfileBook(self.config)
+        for name in self.config.profiles:
+            stack = VoiceStack(book.effective(name), base=self)
+            stack.results_after_session = self.results_after_session
+            self.profiles[name] = stack
+            await stack.load()
 
     def _configured_local_tools(self) -> list[ToolDefinition]:
         """`tools.local`, imported now; every entry that fails is reported at once (ConfigError)."""
@@ -174,6 +208,8 @@ class VoiceStack:
     @property
     def task_queue(self) -> AsyncTaskQueue:
         """The process's queue of background (async) tool tasks, made on first use."""
+        if self.base is not None:
+            return self.base.task_queue
         if self._task_queue is None:
             settings = self.config.tools.async_tools
             self._task_queue = AsyncTaskQueue(settings.max_concurrent, timeout=settings.timeout)
@@ -182,16 +218,17 @@ class VoiceStack:
     async def close(self) -> None:
         """Cancel background tool tasks still running, stop MCP servers and close the shared ASR and
         TTS providers (the server is stopping)."""
+        for stack in self.profiles.values():
+            await stack.close()
         if self._task_queue is not None:
             await self._task_queue.shutdown()
-        if self.mcp is not None:
+        if self.mcp is not None and self.base is None:
             await self.mcp.close()
-        if self.tts_circuit is not None:
+        if self.tts_circuit is not None and (self.base is None or self.tts_circuit is not self.base.tts_circuit):
             await self.tts_circuit.close()
         # Close connection pools now, not at interpreter exit (aiohttp: "Unclosed client session").
-        for provider in (self.asr, self.tts, self.tts_fallback):
-            if provider is not None:
-                await provider.close()
+        for provider in self._owned:
+            await provider.close()
 
     def build_pipeline(self, session_id: str, *, tools: SessionTools | None = None,
                        conversation: Conversation | None = None) -> Pipeline:
@@ -225,7 +262,7 @@ class VoiceStack:
 
                 policy = tools.toolset.policy if tools is not None else config.tools.policy()
                 forget = ForgetRequest(conversation, language=config.language, confirms=policy.confirms)
-                forget.on_forgotten = station.provider.clear_history
+                forget.on_forgotten = lambda: station.provider.clear_history()  # the provider of now (profiles)
                 station.intercept = forget.intercept
             stations.append(station)
         stations.append(SentenceAggregatorStation(first_clause_min_chars=config.speech.first_clause_min_chars,
@@ -238,15 +275,16 @@ class VoiceStack:
         return Pipeline(stations, session_id=session_id, queue_size=config.pipeline.queue_size)
 
 
-    def _agent_station(self, session_id: str, tools: SessionTools | None) -> AgentStation:
+    def agent_parts(self, tools: SessionTools | None) -> AgentParts:
+        """A new agent provider of this stack's config for one session, and what goes with it."""
         config = self.config
         assert config.agent is not None
-        provider = _agent(config)
+        provider = make_agent(config)
         converter: ToolConverterBase | None = None
         if tools is not None and config.agent.tool_protocol != "native":
             from vixio.providers.agent.text_tools import TextToolAgentProvider, ToolDefinitionConverter
 
-            provider = TextToolAgentProvider(provider, _text_protocol(config), tools.executor,
+            provider = TextToolAgentProvider(provider, text_protocol(config), tools.executor,
                                              max_iterations=config.tools.max_iterations)
             converter = ToolDefinitionConverter()
         elif tools is not None:
@@ -263,15 +301,19 @@ class VoiceStack:
 
             if isinstance(provider, OpenAIAgentProvider):
                 provider.answer_first = no_tools_guard(config, instructions)
-        station = AgentStation(provider, system_prompt=instructions,
+        return AgentParts(provider, converter, instructions, timeouts, self.tool_support.offered)
+
+    def _agent_station(self, session_id: str, tools: SessionTools | None) -> AgentStation:
+        parts = self.agent_parts(tools)
+        speech = self.config.speech
+        station = AgentStation(parts.provider, system_prompt=parts.instructions,
                                executor=tools.executor if tools is not None else None,
-                               timeouts=timeouts, empty_reply=speech.empty_reply, filler=speech.filler)
-        offered = self.tool_support.offered
-        if tools is not None and offered:
+                               timeouts=parts.timeouts, empty_reply=speech.empty_reply, filler=speech.filler)
+        if tools is not None and parts.offered:
             station.before_turn = partial(tools.wait_for_device_tools, DEVICE_TOOLS_WAIT)
-        if tools is not None and converter is not None:
-            if offered:  # else the tools stay the console's and the policy's, never the model's
-                station.tools = tools.bind_agent(converter, station.update_tools)
+        if tools is not None and parts.converter is not None:
+            # Not offered: the tools stay the console's and the policy's, never the model's.
+            station.tools = tools.bind_agent(parts.converter, station.update_tools, offered=parts.offered)
             tools.executor.speaker = station.say
             runner = tools.executor.async_runner
             if isinstance(runner, SessionTaskRunner):
@@ -281,6 +323,19 @@ class VoiceStack:
 
                 runner.on_complete = speak_result
         return station
+
+
+@dataclass(frozen=True, slots=True)
+class AgentParts:
+    """An agent provider for one session and what its station and tools need with it."""
+
+    provider: AgentProvider
+    converter: ToolConverterBase | None
+    """Turns the session's tools into what `provider` takes; None without tools."""
+    instructions: TurnInstructions
+    timeouts: ReplyTimeouts
+    offered: bool
+    """Whether the model is offered the tools."""
 
 
 async def _open_session_mcp(pool: McpServerPool, tools: SessionTools) -> None:
@@ -294,17 +349,6 @@ async def _open_session_mcp(pool: McpServerPool, tools: SessionTools) -> None:
         await tools.update_source(key, definitions)
 
 
-def _text_protocol(config: VixioConfig) -> TextToolProtocol:
-    assert config.agent is not None
-    if config.agent.tool_protocol == "xml":
-        from vixio.core.tools.protocols.xml import XmlProtocol
-
-        return XmlProtocol(result_format=config.agent.xml_results)
-    from vixio.core.tools.protocols.vcp import VcpProtocol
-
-    return VcpProtocol(fuzzy=config.agent.vcp_fuzzy_markers)
-
-
 def async_result_note(record: AsyncTaskRecord) -> str:
     """How a finished background task is put to the model (a user-role note naming the call)."""
     outcome = "finished" if record.status == "completed" else record.status
@@ -312,99 +356,14 @@ def async_result_note(record: AsyncTaskRecord) -> str:
             f"{record.to_result().text}] Tell the user about this result briefly.")
 
 
-def _kind(section: object) -> str:
-    return getattr(section, "provider", "off")
+def _same(section: Any, other: Any, *, but: str = "") -> bool:
+    """Whether two config sections name the same provider with the same settings (`but` aside)."""
+    if section is None or other is None or type(section) is not type(other):
+        return False
+    exclude = {but} if but else None
+    return bool(section.model_dump(exclude=exclude) == other.model_dump(exclude=exclude))
 
 
-def _vad(config: VixioConfig) -> VADProvider:
-    if config.vad.provider == "silero-torch":
-        from vixio.providers.vad.silero_torch import SileroTorchVAD
-
-        return SileroTorchVAD(16000)
-    if config.vad.provider == "silero-lite":
-        from vixio.providers.vad.silero_lite import SileroLiteVAD
-
-        return SileroLiteVAD(16000)
-    from vixio.providers.vad.silero_onnx import SileroOnnxVAD
-
-    return SileroOnnxVAD(16000)
-
-
-def _asr(config: VixioConfig) -> ASRProvider:
-    asr = config.asr
-    if isinstance(asr, FasterWhisperASRConfig):
-        from vixio.providers.asr.faster_whisper import FasterWhisperASR
-
-        return FasterWhisperASR(model=asr.model, language=asr.language, compute_type=asr.compute_type,
-                                cpu_threads=asr.cpu_threads)
-    assert isinstance(asr, OpenAIASRConfig)
-    from vixio.providers.asr.openai_compatible import OpenAICompatibleASR
-
-    return OpenAICompatibleASR(asr.api_base, asr.api_key, model=asr.model, language=asr.language, timeout=asr.timeout,
-                               missing_key=missing_key(asr, "asr"))
-
-
-async def _tts_fallback(config: VixioConfig) -> TTSProvider | None:
-    """The offline voice that speaks while the TTS fails, loaded: `tts.fallback`, or for "auto" the
-    one installed (Piper for English, else espeak-ng in the config's language)."""
-    from vixio.config.needs import auto_fallback
-
-    wanted = getattr(config.tts, "fallback", None)
-    chosen = auto_fallback(config.language) if wanted == "auto" else wanted
-    if wanted == "auto" and chosen is None:
-        logger.warning("tts: no offline voice is installed to speak while the {} TTS fails (replies would be shown, "
-                       "not heard): {}", _kind(config.tts), install_hint("piper" if config.language == "en" else "espeak"))
-    if chosen is None:
-        return None
-    fallback = _tts(chosen, "tts.fallback")
-    try:
-        await fallback.initialize()
-    except Exception as exc:
-        if wanted != "auto":
-            raise
-        logger.warning("tts: the offline fallback voice ({}) did not load, none will speak while the TTS fails: {}",
-                       fallback.name, exc)
-        return None
-    logger.info("tts: {} speaks while the {} TTS fails{}", fallback.name, _kind(config.tts),
-                " (tts.fallback: auto)" if wanted == "auto" else "")
-    return fallback
-
-
-def _tts(tts: TTSConfig | OfflineTTSConfig, name: str = "tts") -> TTSProvider:
-    if isinstance(tts, PiperTTSConfig):
-        from vixio.providers.tts.piper import PiperTTS
-
-        return PiperTTS(voice=tts.voice, length_scale=tts.length_scale)
-    if isinstance(tts, EspeakTTSConfig):
-        from vixio.providers.tts.espeak import EspeakTTS
-
-        return EspeakTTS(voice=tts.voice, rate_wpm=tts.rate_wpm)
-    if isinstance(tts, EdgeTTSConfig):
-        from vixio.providers.tts.edge import EdgeTTS
-
-        return EdgeTTS(tts.voice, rate=tts.rate, pitch=tts.pitch, volume=tts.volume, timeout=tts.timeout,
-                       service_url=tts.service_url)
-    assert isinstance(tts, OpenAITTSConfig)
-    from vixio.providers.tts.openai_compatible import OpenAICompatibleTTS
-
-    return OpenAICompatibleTTS(tts.api_base, tts.api_key, model=tts.model, voice=tts.voice,
-                               response_format=tts.response_format, sample_rate=tts.sample_rate, timeout=tts.timeout,
-                               extra_body=tts.extra_body, missing_key=missing_key(tts, name))
-
-
-def _agent(config: VixioConfig) -> AgentProvider:
-    agent = config.agent
-    if isinstance(agent, LocalLlamaAgentConfig):
-        from vixio.providers.agent.local_llama import LocalLlamaAgentProvider
-
-        tuning = {k: v for k, v in (("temperature", agent.temperature), ("max_tokens", agent.max_tokens)) if v is not None}
-        return LocalLlamaAgentProvider(agent.model_path, n_ctx=agent.n_ctx, timeout=agent.timeout,
-                                       max_history_messages=agent.max_history_messages, **tuning)
-    assert isinstance(agent, LitellmAgentConfig)
-    from vixio.providers.agent.openai_agent import OpenAIAgentProvider
-
-    return OpenAIAgentProvider(agent.model, api_base=agent.api_base, api_key=agent.api_key or None,
-                               missing_key=missing_key(agent, "agent"), max_tool_iterations=config.tools.max_iterations,
-                               temperature=agent.temperature, max_tokens=agent.max_tokens, timeout=agent.timeout,
-                               tracing=agent.tracing, max_history_messages=agent.max_history_messages,
-                               openai_direct=agent.openai_direct)
+def _profile_name(stack: VoiceStack) -> str:
+    base = stack.base
+    return next((name for name, each in base.profiles.items() if each is stack), "?") if base is not None else "default"

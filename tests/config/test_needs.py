@@ -104,7 +104,7 @@ async def test_without_an_offline_voice_the_server_says_so_once_at_startup(monke
     from loguru import logger
 
     from vixio.config import needs
-    from vixio.voice import _tts_fallback
+    from vixio.voice_providers import load_tts_fallback as _tts_fallback
 
     monkeypatch.setattr(needs, "_installed", lambda module: False)
     lines: list[str] = []

@@ -77,7 +77,7 @@ def parse_config(data: Any, *, source: str = "<config>", environ: Mapping[str, s
     try:
         return VixioConfig.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(source, [_describe(error) for error in exc.errors()]) from None
+        raise ConfigError(source, [line for error in exc.errors() for line in _lines(error)]) from None
 
 
 def substitute_env(value: Any, environ: Mapping[str, str], errors: list[str], path: str = "") -> Any:
@@ -108,7 +108,18 @@ def substitute_env(value: Any, environ: Mapping[str, str], errors: list[str], pa
     return result
 
 
-def _describe(error: Mapping[str, Any]) -> str:
+def _lines(error: Mapping[str, Any]) -> list[str]:
+    """One line per problem: profiles report each of theirs (vixio/config/profiles.py)."""
+    from vixio.config.profiles import ProfileErrors
+
+    cause = (error.get("ctx") or {}).get("error")
+    if isinstance(cause, ProfileErrors):
+        return list(cause.errors)
+    return [describe_error(error)]
+
+
+def describe_error(error: Mapping[str, Any]) -> str:
+    """One pydantic error as a line naming the key path, the value and what is allowed."""
     loc = tuple(error["loc"])
     path = _loc_to_path(loc)
     if error["type"] == "extra_forbidden":

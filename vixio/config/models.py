@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, ModelWrapValidatorHandler, field_validator, model_validator
 
 from vixio.config.languages import Language, apply_language, language_pack
 from vixio.config.memory import MemoryConfig, StateConfig
+from vixio.config.profiles import DevicesConfig, ProfilesConfig, lower_device_keys, materialize
 from vixio.config.tools import ToolsConfig
 from vixio.config.vision import VisionConfig
 from vixio.config.voice import AgentConfig, ASRConfig, SpeechConfig, TTSConfig, TurnConfig, VADConfig
@@ -71,6 +72,15 @@ class VixioConfig(StrictModel):
     """The model that answers the device's camera tool; null answers it with HTTP 501 (no vision)."""
     state: StateConfig = Field(default_factory=StateConfig)
     memory: MemoryConfig = Field(default_factory=MemoryConfig)
+    profiles: ProfilesConfig = Field(default_factory=dict)
+    """Per-device assistants by name: each names only what differs from this top-level config, which is the default profile (see docs/config.md, "Profiles")."""
+    devices: DevicesConfig = Field(default_factory=dict)
+    """Which profile a device gets: its id (lowercase MAC) or a shell-style pattern (`aa:bb:cc:*`; the longest matching pattern wins) → a profile name. Devices named nowhere get the top-level config; an assignment made at run time (console, `vixio profile assign`) wins until cleared."""
+
+    @field_validator("devices", mode="before")
+    @classmethod
+    def _lowercase_ids(cls, value: Any) -> Any:
+        return lower_device_keys(value)
 
     @model_validator(mode="before")
     @classmethod
@@ -86,3 +96,13 @@ class VixioConfig(StrictModel):
     @model_validator(mode="after")
     def _apply_language(self) -> VixioConfig:
         return apply_language(self)
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _materialize_profiles(cls, data: Any, handler: ModelWrapValidatorHandler[VixioConfig]) -> VixioConfig:
+        """Each profile validated as a whole config and kept as the explicit change it makes (vixio/config/profiles.py).
+        Defined last: the other validators (the language's texts) have run inside `handler`."""
+        config = handler(data)
+        if isinstance(data, dict) and (config.profiles or config.devices):
+            materialize(config, data)
+        return config

@@ -66,7 +66,20 @@ def provider_needs(config: VixioConfig) -> list[tuple[str, str, str]]:
         needs.append(("vision", "litellm", "vision"))
     if config.state.backend == "redis":
         needs.append(("state", "redis", "state:redis"))
+    rows = {row for _, _, row in needs}
+    for name in config.profiles:  # what a profile runs that the top-level config does not
+        for key, provider, row in provider_needs(profile_config(config, name)):
+            if row not in rows:
+                rows.add(row)
+                needs.append((f"profiles.{name}.{key}", provider, row))
     return needs
+
+
+def profile_config(config: VixioConfig, name: str) -> VixioConfig:
+    """Profile `name` of a validated config as a whole config."""
+    from vixio.profiles.book import ProfileBook
+
+    return ProfileBook(config).effective(name)
 
 
 def _tts_need(tts: TTSConfig) -> str:

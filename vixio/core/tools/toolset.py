@@ -49,6 +49,13 @@ class ToolSet:
             await listener(list(public))
         return public
 
+    async def republish(self) -> list[ToolDefinition]:
+        """Rebuild the public list (after the policy changed) and tell the listeners."""
+        public = await self._rebuild_in_slices()
+        for listener in list(self._listeners):
+            await listener(list(public))
+        return public
+
     def _replace_source(self, key: str, tools: Sequence[ToolDefinition] | None) -> None:
         if tools is None:
             self._sources.pop(key, None)

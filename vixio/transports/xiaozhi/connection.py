@@ -72,6 +72,8 @@ class XiaozhiConnection:
         self.protocol = protocol
         self.device_id = device_id
         self.config = config
+        self.greeting: Callable[[], str] | None = None
+        """What the wake word is answered with (the session's profile); None: `config.greeting`."""
         self.logger = logger.bind(session=session_id, device=device_id, component="xiaozhi")
         self.session: Session | None = None
         self.mode = "auto"
@@ -225,8 +227,9 @@ class XiaozhiConnection:
             await self._new_user_turn("typed_text")
         if wake_word:
             self.logger.info("wake word {!r}", text)
-            if self.config.greeting:
-                await self.say(self.config.greeting)
+            greeting = self.greeting() if self.greeting is not None else self.config.greeting
+            if greeting:
+                await self.say(greeting)
             return
         # Unstamped turn: the pipeline stamps the turn that is current when it arrives.
         chunk = self.protocol.message_to_chunk(message, self.session_id, UNSET_TURN)

@@ -57,6 +57,9 @@ class DeviceContext:
     protocol_version: int
     transport: XiaozhiTransport
     features: dict[str, Any] = field(default_factory=dict)
+    greeting: Callable[[], str] | None = None
+    """Set by the factory: what this session answers the wake word with (e.g. its profile's
+    greeting); None: `xiaozhi.greeting`."""
 
 
 PipelineFactory = Callable[[DeviceContext], Awaitable[Pipeline]]
@@ -254,6 +257,7 @@ class XiaozhiTransport(TransportBase):
             features = hello.get("features") if isinstance(hello.get("features"), dict) else {}
             context = DeviceContext(session_id, identity, hello, version, self, dict(features))
             pipeline = await self._pipeline_factory(context)
+            connection.greeting = context.greeting
             session = Session(session_id, pipeline, fan_out(connection.on_output, register.on_output),
                               device_id=identity.device_id)
             session.state.device.update(device_id=identity.device_id, client_id=identity.client_id,
