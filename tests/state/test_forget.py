@@ -5,6 +5,7 @@ model's history is empty."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from vixio.state.forget import ASK, DONE, KEPT, asks_to_forget
 from vixio.testing.device import SimulatedDevice
@@ -24,10 +25,10 @@ async def exchange(device: SimulatedDevice, text: str) -> str:
 
 
 async def test_forget_after_a_confirmation_erases_the_store_and_the_models_history(
-        llm: ScriptedLLMServer, tmp_path: Path) -> None:
+        llm: ScriptedLLMServer, tmp_path: Path, state_config: dict[str, Any]) -> None:
     llm.expect(Reply.text("Nice to meet you, Alice."), Reply.text("Nice to meet you, Alice."),
                Reply.text("I do not know your name."))
-    server = await start(llm, tmp_path)
+    server = await start(llm, tmp_path, state=state_config)
     try:
         async with SimulatedDevice(ws_url=url(server), mcp=False) as device:
             await device.connect()

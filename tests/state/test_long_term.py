@@ -24,10 +24,10 @@ def system(messages: list[dict[str, Any]]) -> str:
 
 
 async def test_alice_is_remembered_across_a_restart_and_forgotten_after_clear(
-        llm: ScriptedLLMServer, tmp_path: Path) -> None:
+        llm: ScriptedLLMServer, tmp_path: Path, state_config: dict[str, Any]) -> None:
     no_resume = {"resume_minutes": 0, "long_term": "model"}
     llm.expect(Reply.text("Nice to meet you, Alice."), Reply.text(FACTS))
-    server = await start(llm, tmp_path, memory=no_resume)
+    server = await start(llm, tmp_path, memory=no_resume, state=state_config)
     try:
         async with SimulatedDevice(ws_url=url(server), mcp=False) as device:
             await device.connect()
@@ -41,7 +41,7 @@ async def test_alice_is_remembered_across_a_restart_and_forgotten_after_clear(
     assert "Memory so far:\n(empty)" in update[-1]["content"]
 
     llm.expect(Reply.text("Your name is Alice."), Reply.text(FACTS), Reply.text("I do not know your name."))
-    server = await start(llm, tmp_path, memory=no_resume)
+    server = await start(llm, tmp_path, memory=no_resume, state=state_config)
     try:
         async with SimulatedDevice(ws_url=url(server), mcp=False, device_id=device.device_id) as again:
             await again.connect()

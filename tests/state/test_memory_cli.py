@@ -1,36 +1,35 @@
-"""`vixio memory show|clear DEVICE` on a real state file."""
+"""`vixio memory show|clear DEVICE` on a real store (an SQLite file, a redis-server)."""
 
 from __future__ import annotations
 
 import json
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from vixio.cli import main
-from vixio.state.sqlite import SqliteStore
-from vixio.state.store import StoredTurn
+from vixio.state.store import Store, StoredTurn
+
+from .conftest import StoreFactory
 
 DEVICE = "aa:bb:cc:dd:ee:ff"
 
 
-async def fill(path: Path) -> None:
-    store = SqliteStore(path)
-    await store.open()
+async def fill(store: Store) -> None:
     await store.admit(DEVICE, via="activation")
     await store.set_memory(DEVICE, "The user is Alice; she likes green tea.")
     await store.put_turn(DEVICE, StoredTurn("c1", 0, "my name is Alice", "Nice to meet you, Alice.", at=time.time()))
     await store.put_turn(DEVICE, StoredTurn("c1", 1, "tell me a story", "Once upon", True, at=time.time() + 1))
     await store.put_turn("02:00:00:00:00:01", StoredTurn("c2", 0, "someone else", "hi", at=time.time()))
-    await store.close()
 
 
-async def test_show_then_clear_then_show(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    state = tmp_path / "state.db"
-    await fill(state)
+async def test_show_then_clear_then_show(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                         open_client: StoreFactory, state_config: dict[str, Any]) -> None:
+    await fill(await open_client())
     config = tmp_path / "config.yaml"
-    config.write_text(f"state:\n  path: {state}\n", encoding="utf-8")
+    config.write_text(json.dumps({"state": state_config}), encoding="utf-8")  # JSON is YAML
 
     assert await _main(["memory", "show", DEVICE.upper(), "--config", str(config)]) == 0
     shown = capsys.readouterr().out
@@ -47,10 +46,8 @@ async def test_show_then_clear_then_show(tmp_path: Path, capsys: pytest.CaptureF
     assert await _main(["memory", "show", DEVICE, "--config", str(config), "--json"]) == 0
     assert json.loads(capsys.readouterr().out) == {"device": DEVICE, "profile": None, "memory": None, "turns": []}
 
-    store = SqliteStore(state)  # the other device, and the admission, are untouched
-    await store.open()
+    store = await open_client()  # the other device, and the admission, are untouched
     assert len(await store.recent_turns("02:00:00:00:00:01", limit=5)) == 1 and await store.admission(DEVICE)
-    await store.close()
 
 
 async def test_a_damaged_state_file_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -1,5 +1,6 @@
 """Companion approvals in the state store (vixio/state/pairings.py): what the transport's
-PairingStore promises, across two processes' views of one file, and the JSON file imported once."""
+PairingStore promises, across two processes' views of one store (both backends), and the JSON file
+imported once."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ from vixio.state.sqlite import SqliteStore
 from vixio.state.store import StoreWriteError
 from vixio.transports.xiaozhi.pairing_store import CompanionKey
 
+from .conftest import StoreFactory
+
 KEY = CompanionKey("robot-a", "client-a", "aa:bb:cc:dd:ee:ff")
 
 
@@ -23,30 +26,27 @@ async def opened(path: Path, **kwargs: float) -> SqliteStore:
     return store
 
 
-async def test_an_approval_is_seen_by_the_other_process_after_sync_and_so_is_its_revocation(tmp_path: Path) -> None:
-    supervisor_store, worker_store = await opened(tmp_path / "s.db"), await opened(tmp_path / "s.db")
-    try:
-        supervisor, worker = StorePairings(supervisor_store), StorePairings(worker_store)
-        await supervisor.load(import_legacy=True)
-        await worker.load()
-        approval = supervisor.approve(KEY)
-        assert supervisor.is_approved(KEY) and supervisor.approve(KEY) == approval
-        await supervisor.sync()
-        assert not worker.is_approved(KEY)  # until it is told
-        await worker.sync()
-        assert worker.is_approved(KEY) and [a.key for a in worker.approvals()] == [KEY]
-        assert not worker.is_approved(CompanionKey("robot-a", "other-client", KEY.mac))
-        revoked = supervisor.revoke(KEY.id)
-        assert revoked is not None and revoked.key == KEY and supervisor.revoke(KEY.id) is None
-        await supervisor.sync()
-        await worker.sync()
-        assert not worker.is_approved(KEY)
-        restarted = StorePairings(supervisor_store)
-        await restarted.load()
-        assert restarted.approvals() == []
-    finally:
-        await supervisor_store.close()
-        await worker_store.close()
+async def test_an_approval_is_seen_by_the_other_process_after_sync_and_so_is_its_revocation(
+        open_client: StoreFactory) -> None:
+    supervisor_store, worker_store = await open_client(), await open_client()
+    supervisor, worker = StorePairings(supervisor_store), StorePairings(worker_store)
+    await supervisor.load(import_legacy=True)
+    await worker.load()
+    approval = supervisor.approve(KEY)
+    assert supervisor.is_approved(KEY) and supervisor.approve(KEY) == approval
+    await supervisor.sync()
+    assert not worker.is_approved(KEY)  # until it is told
+    await worker.sync()
+    assert worker.is_approved(KEY) and [a.key for a in worker.approvals()] == [KEY]
+    assert not worker.is_approved(CompanionKey("robot-a", "other-client", KEY.mac))
+    revoked = supervisor.revoke(KEY.id)
+    assert revoked is not None and revoked.key == KEY and supervisor.revoke(KEY.id) is None
+    await supervisor.sync()
+    await worker.sync()
+    assert not worker.is_approved(KEY)
+    restarted = StorePairings(supervisor_store)
+    await restarted.load()
+    assert restarted.approvals() == []
 
 
 async def test_the_json_file_of_the_first_release_is_imported_once(tmp_path: Path) -> None:

@@ -1,6 +1,7 @@
 """Resume, end to end: a real server, a simulated device over a real WebSocket, an openai-agents
-Agent over litellm against the scripted model on loopback, and the SQLite store on disk. What is
-asserted is what the model RECEIVES after the device comes back."""
+Agent over litellm against the scripted model on loopback, and the store on both backends (an
+SQLite file on disk, a real redis-server). What is asserted is what the model RECEIVES after the
+device comes back."""
 
 from __future__ import annotations
 
@@ -11,14 +12,16 @@ from typing import Any
 
 from vixio.config.models import VixioConfig
 from vixio.server import VixioServer
-from vixio.state.sqlite import SqliteStore
 from vixio.testing.device import SimulatedDevice
 from vixio.testing.llm_server import Reply, ScriptedLLMServer
+
+from .conftest import StoreFactory
 
 ALICE = "my name is Alice and I like green tea"
 
 
 async def start(llm: ScriptedLLMServer, tmp_path: Path, **overrides: Any) -> VixioServer:
+    """A server on loopback; `state=` a `state_config` (tests/state/conftest.py), else SQLite under `tmp_path`."""
     config: dict[str, Any] = {
         "xiaozhi": {"host": "127.0.0.1", "port": 0, "http": {"host": "127.0.0.1", "port": 0}, "idle_timeout": 0},
         "agent": {"provider": "litellm", "model": "openai/test-model", "api_base": llm.base_url, "api_key": "t"},
@@ -58,9 +61,10 @@ def conversation(messages: list[dict[str, Any]]) -> list[tuple[str, str]]:
     return [(m["role"], m["content"]) for m in messages if m["role"] in ("user", "assistant")]
 
 
-async def test_a_device_that_reconnects_continues_its_conversation(llm: ScriptedLLMServer, tmp_path: Path) -> None:
+async def test_a_device_that_reconnects_continues_its_conversation(
+        llm: ScriptedLLMServer, tmp_path: Path, state_config: dict[str, Any]) -> None:
     llm.expect(Reply.text("Nice to meet you, Alice."), Reply.text("Your name is Alice."), Reply.text("Hello."))
-    server = await start(llm, tmp_path)
+    server = await start(llm, tmp_path, state=state_config)
     try:
         async with SimulatedDevice(ws_url=url(server), mcp=False) as device:
             await device.connect()
@@ -80,10 +84,11 @@ async def test_a_device_that_reconnects_continues_its_conversation(llm: Scripted
         await server.stop()
 
 
-async def test_a_restarted_server_resumes_too_and_turns_are_bounded(llm: ScriptedLLMServer, tmp_path: Path) -> None:
+async def test_a_restarted_server_resumes_too_and_turns_are_bounded(
+        llm: ScriptedLLMServer, tmp_path: Path, state_config: dict[str, Any]) -> None:
     memory = {"max_turns": 2}
     llm.expect(*(Reply.text(f"Answer {n}.") for n in range(4)))
-    server = await start(llm, tmp_path, memory=memory)
+    server = await start(llm, tmp_path, memory=memory, state=state_config)
     try:
         async with SimulatedDevice(ws_url=url(server), mcp=False) as device:
             await device.connect()
@@ -92,7 +97,7 @@ async def test_a_restarted_server_resumes_too_and_turns_are_bounded(llm: Scripte
             await hang_up(server, device)
     finally:
         await server.stop()
-    server = await start(llm, tmp_path, memory=memory)  # another process would read the same file
+    server = await start(llm, tmp_path, memory=memory, state=state_config)  # another process would read the same store
     try:
         async with SimulatedDevice(ws_url=url(server), mcp=False, device_id=device.device_id) as again:
             await again.connect()
@@ -124,9 +129,10 @@ async def test_after_resume_minutes_the_conversation_starts_afresh(llm: Scripted
         await server.stop()
 
 
-async def test_memory_disabled_stores_nothing(llm: ScriptedLLMServer, tmp_path: Path) -> None:
+async def test_memory_disabled_stores_nothing(llm: ScriptedLLMServer, tmp_path: Path,
+                                              open_client: StoreFactory, state_config: dict[str, Any]) -> None:
     llm.expect(Reply.text("Nice to meet you, Alice."), Reply.text("I do not know."))
-    server = await start(llm, tmp_path, memory={"enabled": False})
+    server = await start(llm, tmp_path, memory={"enabled": False}, state=state_config)
     try:
         async with SimulatedDevice(ws_url=url(server), mcp=False) as device:
             await device.connect()
@@ -137,12 +143,8 @@ async def test_memory_disabled_stores_nothing(llm: ScriptedLLMServer, tmp_path: 
         assert conversation(llm.messages(1)) == [("user", "what is my name")]
     finally:
         await server.stop()
-    store = SqliteStore(tmp_path / "data" / "state.db")
-    await store.open()
-    try:
-        assert await store.recent_turns(device.device_id, limit=10) == []
-    finally:
-        await store.close()
+    store = await open_client()
+    assert await store.recent_turns(device.device_id, limit=10) == []
 
 
 async def test_a_full_state_file_costs_one_error_and_no_turn(llm: ScriptedLLMServer, tmp_path: Path) -> None:

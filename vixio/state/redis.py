@@ -37,6 +37,8 @@ they find on the way.
 from __future__ import annotations
 
 import json
+import os
+import re
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
@@ -338,6 +340,9 @@ class RedisStore(Store):
 def _unusable(where: str, exc: BaseException) -> str:
     """What went wrong reaching the server, and what the operator can do about it."""
     text = str(exc) or type(exc).__name__
+    refused = re.match(r"Error (\d+) connecting to ", text)  # redis-py's wording of a socket error
+    if refused:
+        text = os.strerror(int(refused.group(1)))
     lowered = text.lower()
     if "auth" in lowered or "password" in lowered:
         return (f"{where}: Redis refused the password ({text}); set state.password (or the password in "
