@@ -83,3 +83,44 @@ async def until_stored(server: object, device_id: str, text: str) -> None:
     while text not in [t.user for t in await store.recent_turns(device_id, 5)]:
         assert time.monotonic() < deadline, f"{text!r} was not stored"
         await asyncio.sleep(0.05)
+
+
+async def test_ota_with_activation_answers_503_while_redis_is_down_and_no_traceback(tmp_path: Path) -> None:
+    import aiohttp
+
+    from vixio.state.redis import RedisStore
+    from vixio.transports.xiaozhi.auth import DeviceAuthenticator
+    from vixio.transports.xiaozhi.config import XiaozhiConfig
+    from vixio.transports.xiaozhi.ota import OtaServer
+
+    from ..transports.xiaozhi.test_ota import DEVICE, post_ota
+
+    redis = RedisServer.start(tmp_path / "redis")
+    store = RedisStore(redis.url, timeout=0.5)
+    await store.open()
+    config = XiaozhiConfig.model_validate({"http": {"host": "127.0.0.1", "port": 0}, "activation": {"enabled": True}})
+    ota = OtaServer(config, DeviceAuthenticator(config.auth), websocket_port=8000, store=store)
+    await ota.start()
+    traced: list[str] = []
+    sink = logger.add(lambda m: traced.append(m.record["message"]) if m.record["exception"] else None, level="INFO")
+    try:
+        async with aiohttp.ClientSession() as http:
+            await store.admit(DEVICE, via="activation")
+            status, reply = await post_ota(http, ota)
+            assert status == 200 and "activation" not in reply
+            redis.stop()
+            for _ in range(3):
+                status, reply = await post_ota(http, ota)
+                assert status == 503 and "try again" in reply["error"] and "redis://" not in reply["error"]
+            redis.restart()
+            deadline = time.monotonic() + 15  # the backoff is at most 8 s
+            while (status := (await post_ota(http, ota))[0]) == 503:
+                assert time.monotonic() < deadline, "OTA did not recover"
+                await asyncio.sleep(0.2)
+            assert status == 200
+    finally:
+        logger.remove(sink)
+        await ota.stop()
+        await store.close()
+        redis.close()
+    assert traced == []

@@ -43,7 +43,7 @@ from loguru import logger
 from yarl import URL
 
 from vixio.core.json_limits import DEFAULT_MAX_DEPTH, JsonTooDeep, check_depth
-from vixio.state.store import StoreWriteError
+from vixio.state.store import StoreError, StoreWriteError
 from vixio.transports.xiaozhi.activation import ActivationRegistry, AdmissionStore
 from vixio.transports.xiaozhi.admin import AdminGuard
 from vixio.transports.xiaozhi.auth import DeviceAuthenticator, parse_bearer
@@ -257,6 +257,8 @@ class OtaServer:
                 response = _error(exc.status, exc.message)
             except web.HTTPException as exc:
                 response = _error(exc.status, exc.reason)
+            except StoreError:  # the store logged its outage once; the device asks again
+                response = _error(503, "the state store cannot be reached now; try again")
             except Exception:  # noqa: BLE001 - a handler bug still gets a JSON 500 and its log line
                 logger.exception("OTA handler failed for {} {}", request.method, request.path)
                 response = _error(500, "internal server error")
