@@ -75,6 +75,60 @@ async def test_history_is_cleared_per_device_and_pruned_by_age(store: Store) -> 
     assert await store.recent_turns(DEVICE, limit=10) == []
 
 
+async def test_one_turn_is_deleted_by_conversation_and_seq(store: Store) -> None:
+    now = time.time()
+    for seq in range(3):
+        await store.put_turn(DEVICE, StoredTurn("c", seq, f"q{seq}", f"a{seq}", at=now + seq))
+    await store.put_turn(OTHER, StoredTurn("c", 1, "other", "x", at=now))
+    assert await store.delete_turn(DEVICE, "c", 1) is True
+    assert await store.delete_turn(DEVICE, "c", 1) is False
+    assert await store.delete_turn(DEVICE, "elsewhere", 0) is False
+    assert [t.seq for t in await store.recent_turns(DEVICE, limit=10)] == [0, 2]
+    assert [t.user for t in await store.recent_turns(OTHER, limit=10)] == ["other"]
+
+
+async def test_devices_are_listed_newest_first_a_page_at_a_time(store: Store) -> None:
+    now = time.time()
+    assert await store.devices(limit=10) == []
+    await store.put_turn(DEVICE, StoredTurn("c", 0, "q", "a", at=now - 100))
+    await store.put_turn(DEVICE, StoredTurn("c", 1, "q", "a", at=now - 50))
+    await store.set_memory(OTHER, "likes trains")  # memory only, updated now
+    third = "02:00:00:00:00:03"
+    await store.put_turn(third, StoredTurn("c", 0, "q", "a", at=now - 500))
+    await store.set_memory(DEVICE, "Alice")
+    listed = await store.devices(limit=10)
+    assert [d.device_id for d in listed][2:] == [third]
+    assert {d.device_id for d in listed[:2]} == {DEVICE, OTHER}
+    record = next(d for d in listed if d.device_id == DEVICE)
+    assert (record.turns, record.memory_chars) == (2, 5) and record.last_turn == pytest.approx(now - 50)
+    other = next(d for d in listed if d.device_id == OTHER)
+    assert (other.turns, other.last_turn, other.memory_chars) == (0, None, 12)
+    assert [d.device_id for d in await store.devices(limit=2, offset=1)] == [d.device_id for d in listed[1:3]]
+    assert await store.devices(limit=5, offset=3) == []
+    await store.forget_device(third)
+    assert [d.device_id for d in await store.devices(limit=10)] == [d.device_id for d in listed[:2]]
+
+
+async def test_held_results_are_taken_once_in_order_bounded_and_expire(open_client: StoreFactory) -> None:
+    first, second = await open_client(), await open_client()
+    now = time.time()
+    for n in range(5):
+        await first.hold_result(DEVICE, f'{{"n": {n}}}', until=now + 600, keep=3)
+    await first.hold_result(DEVICE, "gone", until=now - 1, keep=3)  # already past its time
+    await first.hold_result(OTHER, "theirs", until=now + 600, keep=3)
+    # Past `keep` the oldest went (n 0-2); the expired one is never handed out; one client gets them.
+    taken = await asyncio.gather(first.take_results(DEVICE), second.take_results(DEVICE))
+    assert sorted(taken, key=len) == [[], ['{"n": 3}', '{"n": 4}']]
+    assert await second.take_results(DEVICE) == []
+    await second.hold_result(DEVICE, "later", until=now + 600, keep=3)
+    await second.hold_result("02:00:00:00:00:03", "expired", until=now - 1, keep=3)
+    assert await second.prune_results(before=time.time()) in (0, 1)  # Redis lets it expire by itself
+    assert await second.take_results("02:00:00:00:00:03") == []
+    assert await first.take_results(DEVICE) == ["later"]
+    await first.forget_device(OTHER)
+    assert await first.take_results(OTHER) == []
+
+
 async def test_memory_is_replaced_and_empty_text_clears_it(store: Store) -> None:
     assert await store.memory(DEVICE) is None
     await store.set_memory(DEVICE, "The user is Alice.")

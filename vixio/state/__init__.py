@@ -2,9 +2,10 @@
 
     store = open_store(config.state)    # not yet opened: `await store.open()` does the I/O
 
-`store.py` is the interface and its records, `sqlite.py` the default backend (`sqlite_schema.py`
-its migrations), `redis.py` the fleet's (`redis_scripts.py` its atomic calls), `memory.py` what a session remembers and restores through it, `pairings.py` companion approvals
-for the transport, `cli.py` `vixio memory`.
+`store.py` is the interface and its records, `sqlite.py` the default backend (`sqlite_thread.py`
+the thread that owns its connection, `sqlite_schema.py` its migrations), `redis.py` the fleet's
+(`redis_scripts.py` its atomic calls), `memory.py` what a session remembers and restores through
+it, `pairings.py` companion approvals for the transport, `cli.py` `vixio memory`.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import TYPE_CHECKING
 from vixio.state.store import (
     Admission,
     DeviceMemory,
+    DeviceRecord,
     LiveSession,
     PairingApproval,
     Store,
@@ -25,7 +27,8 @@ from vixio.state.store import (
 if TYPE_CHECKING:
     from vixio.config.memory import MemoryConfig, StateConfig
 
-__all__ = ["Admission", "DeviceMemory", "LiveSession", "PairingApproval", "Store", "StoreError", "StoreWriteError",
+__all__ = ["Admission", "DeviceMemory", "DeviceRecord", "LiveSession", "PairingApproval", "Store", "StoreError",
+           "StoreWriteError",
            "StoredTurn", "open_store"]
 
 

@@ -14,12 +14,15 @@ are JSON arrays, times unix seconds):
     P turn-text:DEVICE           hash  "SEQ|CONVERSATION" -> [conversation, seq, user, assistant, interrupted, at]
     P sessions                   hash  session id -> [device, worker, started]
     P device-sessions:DEVICE     set   the device's session ids
+    P devices                    zset  device scored by its newest turn or memory update
+    P held:DEVICE                list  [payload, until] of background results held for it
     P workers                    hash  worker -> alive until (ms, the server's clock)
 
 Bounds: a device keeps its newest `state.max_turns` turns; its two turn keys expire
 `memory.history_days` after its newest turn (the hourly prune also drops older turns of devices
 still talking). A turn's texts are bounded by the recorder (vixio/state/memory.py), the long-term
-memory by `memory.max_chars`. Sessions are listed while their worker's heartbeat is current
+memory by `memory.max_chars`. A device's held results expire with the latest of them (at most
+`keep`). `devices` drops a device whose turns expired and memory is gone when it meets it. Sessions are listed while their worker's heartbeat is current
 (`Store.heartbeat`); a worker silent for a day has its entries deleted when sessions are next listed.
 
 Every call is one round trip (a command, or a Lua script from redis_scripts.py when it must be
@@ -52,6 +55,7 @@ from vixio.state.store import (
     Admission,
     AdmissionKind,
     DeviceMemory,
+    DeviceRecord,
     LiveSession,
     PairingApproval,
     Store,
@@ -139,7 +143,8 @@ class RedisStore(Store):
                              f"this vixio knows up to {LAYOUT_VERSION}); upgrade vixio, or set another state.prefix")
         self._client = client
         self._scripts = {name: client.register_script(getattr(scripts, name)) for name in (
-            "PUT_TURN", "RECENT_TURNS", "CLEAR_TURNS", "PRUNE_TURNS", "SESSION_STARTED", "HEARTBEAT",
+            "PUT_TURN", "RECENT_TURNS", "CLEAR_TURNS", "PRUNE_TURNS", "DELETE_TURN", "DEVICES", "HOLD_RESULT",
+            "TAKE_RESULTS", "PRUNE_RESULTS", "SESSION_STARTED", "HEARTBEAT",
             "SESSION_ENDED", "LIVE_SESSIONS", "FORGET_SESSIONS")}
 
     async def close(self) -> None:
@@ -239,8 +244,9 @@ class RedisStore(Store):
         member = f"{turn.seq:010d}|{turn.conversation}"
         value = json.dumps([turn.conversation, turn.seq, turn.user, turn.assistant, turn.interrupted, turn.at],
                            ensure_ascii=False)
-        await self._call(self._script("PUT_TURN", self._turn_keys(device_id),
-                                      [member, repr(turn.at), value, self._max_turns, self._history_ms]), write=True)
+        await self._call(self._script("PUT_TURN", [*self._turn_keys(device_id), self.prefix + "devices"],
+                                      [member, repr(turn.at), value, self._max_turns, self._history_ms, device_id]),
+                         write=True)
 
     async def recent_turns(self, device_id: str, limit: int) -> list[StoredTurn]:
         if limit <= 0:
@@ -257,18 +263,39 @@ class RedisStore(Store):
     async def clear_history(self, device_id: str) -> int:
         return int(await self._call(self._script("CLEAR_TURNS", self._turn_keys(device_id)), write=True))
 
+    async def delete_turn(self, device_id: str, conversation: str, seq: int) -> bool:
+        member = f"{seq:010d}|{conversation}"
+        return bool(await self._call(self._script("DELETE_TURN", self._turn_keys(device_id), [member]), write=True))
+
     async def prune_history(self, before: float) -> int:
         """Walks every device's turn keys (SCAN, one round trip per batch) and trims each batch in one script."""
-        pattern = _glob_escape(self.prefix) + "turns:*"
+        return await self._prune("turns:*", "PRUNE_TURNS", before,
+                                 lambda order: (order, self.prefix + "turn-text:" + order[len(self.prefix) + 6:]))
+
+    async def _prune(self, glob: str, script: str, before: float, keys_of: Callable[[str], Sequence[str]]) -> int:
+        pattern = _glob_escape(self.prefix) + glob
         cursor, removed = 0, 0
         while True:
             cursor, found = await self._call(
                 lambda r, at=cursor: r.scan(at, match=pattern, count=PRUNE_BATCH), write=False)
-            keys = [key for order in found for key in (order, self.prefix + "turn-text:" + order[len(self.prefix) + 6:])]
+            keys = [key for name in found for key in keys_of(name)]
             if keys:
-                removed += int(await self._call(self._script("PRUNE_TURNS", keys, [repr(before)]), write=True))
+                removed += int(await self._call(self._script(script, keys, [repr(before)]), write=True))
             if int(cursor) == 0:
                 return removed
+
+    async def devices(self, limit: int, offset: int = 0) -> list[DeviceRecord]:
+        if limit <= 0:
+            return []
+        flat = await self._call(self._script("DEVICES", [self.prefix + "devices", self.prefix + "memories"],
+                                             [self.prefix, max(0, offset), limit]), write=True)
+        records = []
+        for i in range(0, len(flat), 5):
+            device, turns, newest, memory, updated = flat[i:i + 5]
+            text = json.loads(memory)[0] if memory else ""
+            records.append(DeviceRecord(device, int(turns), float(newest) if newest else None, len(text),
+                                        float(updated)))
+        return records
 
     # --- long-term memory ---------------------------------------------------------------------
 
@@ -284,8 +311,30 @@ class RedisStore(Store):
         if not text:
             await self._call(lambda r: r.hdel(key, device_id), write=True)
             return
-        value = json.dumps([text, time.time()], ensure_ascii=False)
-        await self._call(lambda r: r.hset(key, device_id, value), write=True)
+        at = time.time()
+        value = json.dumps([text, at], ensure_ascii=False)
+
+        async def store(r: Any) -> None:
+            async with r.pipeline(transaction=True) as pipe:
+                pipe.hset(key, device_id, value)
+                pipe.zadd(self.prefix + "devices", {device_id: at}, gt=True)
+                await pipe.execute()
+
+        await self._call(store, write=True)
+
+    # --- results held for a device that is away ----------------------------------------------
+
+    async def hold_result(self, device_id: str, payload: str, until: float, keep: int) -> None:
+        item = json.dumps([payload, until], ensure_ascii=False)
+        await self._call(self._script("HOLD_RESULT", [f"{self.prefix}held:{device_id}"], [item, repr(until),
+                                                                                          max(1, keep)]), write=True)
+
+    async def take_results(self, device_id: str) -> list[str]:
+        return list(await self._call(self._script("TAKE_RESULTS", [f"{self.prefix}held:{device_id}"],
+                                                  [repr(time.time())]), write=True))
+
+    async def prune_results(self, before: float) -> int:
+        return await self._prune("held:*", "PRUNE_RESULTS", before, lambda key: (key,))
 
     # --- companion pairing --------------------------------------------------------------------
 

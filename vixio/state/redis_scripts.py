@@ -9,9 +9,10 @@ need not agree. Values are JSON arrays (vixio/state/redis.py documents the layou
 from __future__ import annotations
 
 PUT_TURN = """
--- KEYS: turn order (zset), turn texts (hash)
--- ARGV: member, at, turn json, max turns kept, history ms
+-- KEYS: turn order (zset), turn texts (hash), devices (zset)
+-- ARGV: member, at, turn json, max turns kept, history ms, device
 redis.call('ZADD', KEYS[1], ARGV[2], ARGV[1])
+redis.call('ZADD', KEYS[3], 'GT', ARGV[2], ARGV[6])
 redis.call('HSET', KEYS[2], ARGV[1], ARGV[3])
 local extra = redis.call('ZCARD', KEYS[1]) - tonumber(ARGV[4])
 if extra > 0 then
@@ -26,8 +27,92 @@ local until_ms = math.max(now_ms, math.floor(tonumber(newest[2]) * 1000)) + tonu
 redis.call('PEXPIREAT', KEYS[1], until_ms)
 redis.call('PEXPIREAT', KEYS[2], until_ms)
 """
-"""Add or replace a turn, drop the device's oldest beyond the bound, and let the device's whole
-history expire `memory.history_days` after its newest turn (or now, for a turn dated earlier)."""
+"""Add or replace a turn, drop the device's oldest beyond the bound, let the device's whole
+history expire `memory.history_days` after its newest turn (or now, for a turn dated earlier),
+and list the device among those with a history."""
+
+DELETE_TURN = """
+-- KEYS: turn order, turn texts; ARGV: member
+local removed = redis.call('ZREM', KEYS[1], ARGV[1])
+redis.call('HDEL', KEYS[2], ARGV[1])
+return removed
+"""
+
+DEVICES = """
+-- KEYS: devices (zset, device -> newest update), memories (hash)
+-- ARGV: prefix, offset, limit
+-- Returns device, turns, newest turn's time (or ''), memory json (or ''), updated, ... for the
+-- page; devices whose turns expired and whose memory is gone leave the list on the way.
+local out = {}
+local skip = tonumber(ARGV[2])
+local want = tonumber(ARGV[3])
+local start = 0
+while want > 0 do
+  local page = redis.call('ZREVRANGE', KEYS[1], start, start + 99, 'WITHSCORES')
+  if #page == 0 then break end
+  local gone = 0
+  for i = 1, #page, 2 do
+    local device = page[i]
+    local order = ARGV[1] .. 'turns:' .. device
+    local turns = redis.call('ZCARD', order)
+    local memory = redis.call('HGET', KEYS[2], device)
+    if turns == 0 and not memory then
+      redis.call('ZREM', KEYS[1], device)
+      gone = gone + 1
+    elseif skip > 0 then
+      skip = skip - 1
+    elseif want > 0 then
+      local newest = ''
+      if turns > 0 then newest = redis.call('ZREVRANGE', order, 0, 0, 'WITHSCORES')[2] end
+      out[#out + 1] = device
+      out[#out + 1] = turns
+      out[#out + 1] = newest
+      out[#out + 1] = memory or ''
+      out[#out + 1] = page[i + 1]
+      want = want - 1
+    end
+  end
+  start = start + #page / 2 - gone
+end
+return out
+"""
+
+HOLD_RESULT = """
+-- KEYS: the device's held results (list); ARGV: item json, until (unix s), keep
+redis.call('RPUSH', KEYS[1], ARGV[1])
+redis.call('LTRIM', KEYS[1], -tonumber(ARGV[3]), -1)
+local latest = tonumber(ARGV[2])
+for _, item in ipairs(redis.call('LRANGE', KEYS[1], 0, -1)) do
+  latest = math.max(latest, tonumber(cjson.decode(item)[2]))
+end
+redis.call('EXPIREAT', KEYS[1], math.ceil(latest))
+"""
+"""The list expires with its latest result; an earlier expired one is skipped when taken."""
+
+TAKE_RESULTS = """
+-- KEYS: the device's held results; ARGV: now (unix s)
+local items = redis.call('LRANGE', KEYS[1], 0, -1)
+redis.call('DEL', KEYS[1])
+local out = {}
+for _, item in ipairs(items) do
+  local held = cjson.decode(item)
+  if tonumber(held[2]) > tonumber(ARGV[1]) then out[#out + 1] = held[1] end
+end
+return out
+"""
+
+PRUNE_RESULTS = """
+-- KEYS: devices' held results; ARGV: before (unix s)
+local removed = 0
+for _, key in ipairs(KEYS) do
+  for _, item in ipairs(redis.call('LRANGE', key, 0, -1)) do
+    if tonumber(cjson.decode(item)[2]) < tonumber(ARGV[1]) then
+      removed = removed + redis.call('LREM', key, 1, item)
+    end
+  end
+end
+return removed
+"""
 
 RECENT_TURNS = """
 -- KEYS: turn order, turn texts; ARGV: limit

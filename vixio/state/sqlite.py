@@ -1,211 +1,47 @@
 """The SQLite store: one file (`state.path`) shared by every worker process.
 
-One thread per process owns the connection. Calls queue a job and await its future, so the event
-loop never waits on the file; the thread takes every job queued meanwhile and runs them in one
-transaction (100 devices finishing turns at once cost about one commit, not 100). WAL mode lets
-the other workers read while one writes; `synchronous=NORMAL` keeps commits off fsync (a power
-cut may lose the last moments, never the file).
-
-When a batch fails, each of its jobs is run again alone, so one bad write takes no other with
-it. A write that still fails (disk full, `state.max_mb` reached) raises `StoreWriteError`; the
-first of an episode logs one ERROR naming the file and what to do, the next ones log nothing
-until a write works again.
+The queries of `Store`; vixio/state/sqlite_thread.py runs them on the one thread per process that
+owns the connection (batched transactions, WAL, how failures are reported).
 """
 
 from __future__ import annotations
 
-import asyncio
-import queue
 import sqlite3
-import threading
 import time
-from collections.abc import Callable, Sequence
-from contextlib import suppress
-from dataclasses import dataclass
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from loguru import logger
-
-from vixio.state.sqlite_schema import NewerSchemaError, migrate
+from vixio.state.sqlite_thread import SqliteThread, Work
 from vixio.state.store import (
     SESSION_TTL,
     Admission,
     AdmissionKind,
     DeviceMemory,
+    DeviceRecord,
     LiveSession,
     PairingApproval,
     Store,
-    StoreError,
-    StoreWriteError,
     StoredTurn,
 )
 
-Work = Callable[[sqlite3.Connection], Any]
-
-MAX_BATCH = 512
-"""Jobs run in one transaction at most (bounds how long one commit holds the write lock)."""
-
-
-@dataclass(slots=True)
-class _Job:
-    work: Work
-    write: bool
-    future: asyncio.Future[Any]
-
 
 class SqliteStore(Store):
-    """`Store` on an SQLite file (see the module docstring for threads, batches and failures)."""
+    """`Store` on an SQLite file (see vixio/state/sqlite_thread.py for threads, batches and failures)."""
 
     def __init__(self, path: str | Path, *, lock_timeout: float = 5.0, max_bytes: int | None = None) -> None:
         self.path = Path(path)
         self.location = str(self.path)
-        self._lock_timeout = lock_timeout
-        self._max_bytes = max_bytes
-        self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
-        self._thread: threading.Thread | None = None
-        self._failing = False
-        """A write failed and no write has worked since (the ERROR is logged once per episode)."""
-
-    # --- lifecycle ----------------------------------------------------------------------------
+        self._thread = SqliteThread(self.path, lock_timeout=lock_timeout, max_bytes=max_bytes)
 
     async def open(self) -> None:
-        if self._thread is not None:
-            return
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise StoreError(f"state.path {self.path}: cannot create its folder ({exc.strerror or exc}); "
-                             "point state.path to a writable place") from exc
-        ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        thread = threading.Thread(target=self._serve, args=(ready,), name="vixio-store", daemon=True)
-        thread.start()
-        try:
-            await ready
-        except BaseException:
-            await asyncio.to_thread(thread.join)
-            raise
-        self._thread = thread
+        await self._thread.open()
 
     async def close(self) -> None:
-        thread, self._thread = self._thread, None
-        if thread is not None:
-            self._jobs.put(None)  # after every job already queued
-            await asyncio.to_thread(thread.join)
-
-    def _connect(self) -> sqlite3.Connection:
-        try:
-            connection = sqlite3.connect(self.path, timeout=self._lock_timeout, isolation_level=None,
-                                         check_same_thread=False)
-        except sqlite3.Error as exc:
-            raise StoreError(self._describe(exc)) from exc
-        try:
-            mode = str(connection.execute("PRAGMA journal_mode = WAL").fetchone()[0])
-            if mode.lower() != "wal":
-                raise StoreError(f"state.path {self.path}: SQLite cannot use WAL mode there (journal mode {mode}); "
-                                 "put state.path on a local disk")
-            connection.execute("PRAGMA synchronous = NORMAL")
-            if self._max_bytes is not None:
-                page = int(connection.execute("PRAGMA page_size").fetchone()[0])
-                connection.execute(f"PRAGMA max_page_count = {max(16, self._max_bytes // page)}")
-            migrate(connection, self.location)
-        except NewerSchemaError as exc:
-            connection.close()
-            raise StoreError(f"state.path {self.path}: written by a newer vixio ({exc}); upgrade vixio, "
-                             "or point state.path to another file") from None
-        except sqlite3.Error as exc:
-            connection.close()
-            raise StoreError(self._describe(exc)) from exc
-        except BaseException:
-            connection.close()
-            raise
-        return connection
-
-    def _describe(self, exc: sqlite3.Error) -> str:
-        """What went wrong with the file, and what the operator can do about it."""
-        text = str(exc)
-        where = f"state.path {self.path}"
-        if "locked" in text or "busy" in text:
-            return (f"{where}: locked by another process for more than {self._lock_timeout:g} s (state.lock_timeout): "
-                    "close whatever holds it (a sqlite3 shell, a backup tool, another vixio with other settings) "
-                    "or point state.path to another file")
-        if "full" in text:
-            cap = f" or the state.max_mb cap ({self._max_bytes / 2**20:g} MB)" if self._max_bytes else ""
-            return f"{where}: the disk{cap} is full ({text}); free space there, or raise state.max_mb"
-        if "not a database" in text or "malformed" in text or "corrupt" in text:
-            return (f"{where}: not a usable vixio state file ({text}); stop vixio and move the file aside "
-                    "(a new empty one is made at the next start) or restore it from a backup")
-        if "readonly" in text or "unable to open" in text or "permission" in text.lower():
-            return f"{where}: cannot be opened for writing ({text}); check its permissions and its folder's"
-        return f"{where}: {type(exc).__name__}: {text}"
-
-    # --- the store thread ---------------------------------------------------------------------
-
-    def _serve(self, ready: asyncio.Future[None]) -> None:
-        try:
-            connection = self._connect()
-        except BaseException as exc:  # noqa: BLE001 - handed to the waiting open()
-            _settle([(ready, None, exc)])
-            return
-        _settle([(ready, None, None)])
-        try:
-            stop = False
-            while not stop:
-                job = self._jobs.get()
-                if job is None:
-                    break
-                batch = [job]
-                while len(batch) < MAX_BATCH:
-                    try:
-                        queued = self._jobs.get_nowait()
-                    except queue.Empty:
-                        break
-                    if queued is None:
-                        stop = True
-                        break
-                    batch.append(queued)
-                _settle(self._run(connection, batch))
-        finally:
-            connection.close()
-
-    def _run(self, connection: sqlite3.Connection, batch: list[_Job]) -> list[tuple[asyncio.Future[Any], Any, BaseException | None]]:
-        writes = any(job.write for job in batch)
-        try:
-            if writes:
-                connection.execute("BEGIN IMMEDIATE")
-            results = [job.work(connection) for job in batch]
-            if writes:
-                connection.execute("COMMIT")
-        except Exception as exc:  # noqa: BLE001 - becomes each job's own outcome below
-            if connection.in_transaction:
-                with suppress(sqlite3.Error):
-                    connection.execute("ROLLBACK")
-            if len(batch) > 1:
-                return [outcome for job in batch for outcome in self._run(connection, [job])]
-            return [(batch[0].future, None, self._failure(batch[0], exc))]
-        if writes and self._failing:
-            self._failing = False
-            logger.info("state store {}: writes work again", self.location)
-        return [(job.future, result, None) for job, result in zip(batch, results, strict=True)]
-
-    def _failure(self, job: _Job, exc: Exception) -> BaseException:
-        if not isinstance(exc, sqlite3.Error):
-            return exc  # a bug in the job itself: its caller sees it as it is
-        message = self._describe(exc)
-        if not job.write:
-            return StoreError(message)
-        if not self._failing:
-            self._failing = True
-            logger.error("{}; what is not stored now is lost, the conversations go on "
-                         "(one line until writes work again)", message)
-        return StoreWriteError(message)
+        await self._thread.close()
 
     async def _call(self, work: Work, *, write: bool) -> Any:
-        if self._thread is None:
-            raise StoreError(f"state store {self.location} is not open")
-        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self._jobs.put(_Job(work, write, future))
-        return await future
+        return await self._thread.call(work, write=write)
 
     # --- who is let in ------------------------------------------------------------------------
 
@@ -267,9 +103,24 @@ class SqliteStore(Store):
         return int(await self._call(lambda c: c.execute(
             "DELETE FROM turns WHERE device_id = ?", (device_id,)).rowcount, write=True))
 
+    async def delete_turn(self, device_id: str, conversation: str, seq: int) -> bool:
+        return bool(await self._call(lambda c: c.execute(
+            "DELETE FROM turns WHERE device_id = ? AND conversation = ? AND seq = ?",
+            (device_id, conversation, seq)).rowcount, write=True))
+
     async def prune_history(self, before: float) -> int:
         return int(await self._call(lambda c: c.execute(
             "DELETE FROM turns WHERE at < ?", (before,)).rowcount, write=True))
+
+    async def devices(self, limit: int, offset: int = 0) -> list[DeviceRecord]:
+        rows = await self._call(lambda c: c.execute(
+            "SELECT device_id, SUM(turns), MAX(last_turn), SUM(memory_chars), MAX(updated) FROM ("
+            " SELECT device_id, COUNT(*) AS turns, MAX(at) AS last_turn, 0 AS memory_chars, MAX(at) AS updated"
+            " FROM turns GROUP BY device_id"
+            " UNION ALL SELECT device_id, 0, NULL, LENGTH(text), at FROM memories"
+            ") GROUP BY device_id ORDER BY MAX(updated) DESC, device_id LIMIT ? OFFSET ?",
+            (max(0, limit), max(0, offset))).fetchall(), write=False)
+        return [DeviceRecord(row[0], int(row[1]), row[2], int(row[3]), row[4]) for row in rows]
 
     # --- long-term memory ---------------------------------------------------------------------
 
@@ -287,6 +138,35 @@ class SqliteStore(Store):
             "INSERT INTO memories (device_id, text, at) VALUES (?, ?, ?) "
             "ON CONFLICT (device_id) DO UPDATE SET text = excluded.text, at = excluded.at",
             (device_id, text, at)), write=True)
+
+    # --- results held for a device that is away ----------------------------------------------
+
+    async def hold_result(self, device_id: str, payload: str, until: float, keep: int) -> None:
+        at = time.time()
+
+        def hold(c: sqlite3.Connection) -> None:
+            c.execute("INSERT INTO held_results (device_id, payload, at, until) VALUES (?, ?, ?, ?)",
+                      (device_id, payload, at, until))
+            c.execute("DELETE FROM held_results WHERE device_id = ? AND id NOT IN "
+                      "(SELECT id FROM held_results WHERE device_id = ? ORDER BY id DESC LIMIT ?)",
+                      (device_id, device_id, max(0, keep)))
+
+        await self._call(hold, write=True)
+
+    async def take_results(self, device_id: str) -> list[str]:
+        now = time.time()
+
+        def take(c: sqlite3.Connection) -> list[str]:
+            rows = c.execute("SELECT payload FROM held_results WHERE device_id = ? AND until > ? ORDER BY id",
+                             (device_id, now)).fetchall()
+            c.execute("DELETE FROM held_results WHERE device_id = ?", (device_id,))
+            return [str(row[0]) for row in rows]
+
+        return list(await self._call(take, write=True))
+
+    async def prune_results(self, before: float) -> int:
+        return int(await self._call(lambda c: c.execute(
+            "DELETE FROM held_results WHERE until < ?", (before,)).rowcount, write=True))
 
     # --- companion pairing --------------------------------------------------------------------
 
@@ -363,25 +243,3 @@ class SqliteStore(Store):
             return int(c.execute(f"DELETE FROM live_sessions WHERE worker IN ({marks})", names).rowcount)
 
         return int(await self._call(forget, write=True))
-
-
-def _settle(outcomes: list[tuple[asyncio.Future[Any], Any, BaseException | None]]) -> None:
-    """Hand results to the loops that wait for them: one wake-up per loop per batch."""
-    by_loop: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[Any], Any, BaseException | None]]] = {}
-    for outcome in outcomes:
-        by_loop.setdefault(outcome[0].get_loop(), []).append(outcome)
-    for loop, mine in by_loop.items():
-        try:
-            loop.call_soon_threadsafe(_resolve, mine)
-        except RuntimeError:  # that loop is closed: nobody waits any more
-            continue
-
-
-def _resolve(outcomes: list[tuple[asyncio.Future[Any], Any, BaseException | None]]) -> None:
-    for future, result, error in outcomes:
-        if future.done():  # the caller was cancelled; the work is done all the same
-            continue
-        if error is not None:
-            future.set_exception(error)
-        else:
-            future.set_result(result)

@@ -45,6 +45,12 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         """CREATE TABLE workers (
             worker TEXT PRIMARY KEY, alive_until REAL NOT NULL)""",
     ),
+    (  # 4: background results held for a device that is away (vixio/task_results.py)
+        """CREATE TABLE held_results (
+            id INTEGER PRIMARY KEY, device_id TEXT NOT NULL, payload TEXT NOT NULL,
+            at REAL NOT NULL, until REAL NOT NULL)""",
+        "CREATE INDEX held_results_by_device ON held_results (device_id, id)",
+    ),
 )
 """Migration n (from 1) takes a file from version n-1 to n."""
 

@@ -93,6 +93,21 @@ class PairingApproval:
 
 
 @dataclass(frozen=True, slots=True)
+class DeviceRecord:
+    """What the store keeps about one device, in short (the console's device list)."""
+
+    device_id: str
+    turns: int
+    """Stored conversation turns."""
+    last_turn: float | None
+    """Unix time of its newest turn (None without turns)."""
+    memory_chars: int
+    """Length of its long-term memory (0 without one)."""
+    updated: float
+    """Unix time of its newest turn or memory update, whichever is later."""
+
+
+@dataclass(frozen=True, slots=True)
 class LiveSession:
     """A session some worker is serving now."""
 
@@ -160,8 +175,16 @@ class Store(ABC):
         """Delete every turn of `device_id`; how many there were."""
 
     @abstractmethod
+    async def delete_turn(self, device_id: str, conversation: str, seq: int) -> bool:
+        """Delete one turn; False if there was none."""
+
+    @abstractmethod
     async def prune_history(self, before: float) -> int:
         """Delete every device's turns that began before unix time `before`; how many."""
+
+    @abstractmethod
+    async def devices(self, limit: int, offset: int = 0) -> list[DeviceRecord]:
+        """Devices with stored turns or memory, the most recently updated first (a page of them)."""
 
     # --- long-term memory ---------------------------------------------------------------------
 
@@ -172,6 +195,22 @@ class Store(ABC):
     @abstractmethod
     async def set_memory(self, device_id: str, text: str) -> None:
         """Replace the device's long-term memory; empty text clears it."""
+
+    # --- results held for a device that is away ----------------------------------------------
+
+    @abstractmethod
+    async def hold_result(self, device_id: str, payload: str, until: float, keep: int) -> None:
+        """Keep `payload` (opaque text) for the device until unix time `until`; past `keep` held
+        for it, the oldest go."""
+
+    @abstractmethod
+    async def take_results(self, device_id: str) -> list[str]:
+        """Remove the device's held payloads and return those not yet expired, oldest first; one
+        caller gets each (two workers asking at once share nothing)."""
+
+    @abstractmethod
+    async def prune_results(self, before: float) -> int:
+        """Delete held results whose time ended before unix time `before`; how many."""
 
     # --- companion pairing --------------------------------------------------------------------
 
@@ -217,7 +256,9 @@ class Store(ABC):
 
     async def forget_device(self, device_id: str) -> None:
         """Erase what the device said and what was learnt about it: history, memory, profile
-        assignment (its admission and pairings stay: they are the operator's decisions)."""
+        assignment, results held for it (its admission and pairings stay: they are the
+        operator's decisions)."""
         await self.clear_history(device_id)
+        await self.take_results(device_id)
         await self.set_memory(device_id, "")
         await self.assign_profile(device_id, None)
