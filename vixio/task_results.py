@@ -5,15 +5,18 @@ back on whichever worker has the fewest connections. A background (async) tool i
 running when its session ends (`SessionTaskRunner.release`, each bounded by its timeout); when it
 finishes, its result goes to the device's live session — in this process, or on a sibling worker
 over the workers' private sockets (`POST /internal/task-results`, as vixio/serve/companions.py)
-— and the agent there tells the user. A device that is not connected then has the result kept
-here for `memory.resume_minutes` (the window in which it continues its conversation): its next
-session, on any worker, gets it when it starts (its worker asks the siblings for theirs).
+— and the agent there tells the user. A device that is not connected then has the result held in
+the state store for `memory.resume_minutes` (the window in which it continues its conversation;
+at most `MAX_HELD_PER_DEVICE`): its next session, on any worker and after a restart too, takes it
+when it starts. A result held while the device was connecting is handed on by a nudge to the
+worker that holds its session.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 import time
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any
@@ -23,6 +26,7 @@ from loguru import logger
 
 from vixio.core.tools.context import AsyncTaskRecord
 from vixio.core.tools.tasks import SessionTaskRunner
+from vixio.state.store import StoreError
 
 if TYPE_CHECKING:
     from vixio.server import VixioServer
@@ -30,8 +34,7 @@ if TYPE_CHECKING:
 
 PATH = "/internal/task-results"
 MAX_HELD_PER_DEVICE = 16
-MAX_HELD = 1024
-"""Results kept for devices that are away (the oldest go first past these)."""
+"""Results held per device that is away (the oldest go first past this)."""
 
 log = logger.bind(component="vixio.tasks")
 
@@ -45,10 +48,9 @@ class TaskResults:
         self.siblings: Peers | None = None
         """The other workers (set by vixio/serve/worker.py); None in one process."""
         self.worker = -1
-        self._held: dict[str, list[tuple[float, AsyncTaskRecord]]] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
 
-    async def finished(self, device_id: str, record: AsyncTaskRecord) -> None:
+    async def finished(self, device_id: str, record: AsyncTaskRecord, *, nudge: bool = True) -> None:
         """`record` finished after its session ended: to the device's live session, else held."""
         if self.deliver_here(device_id, record):
             return
@@ -59,34 +61,41 @@ class TaskResults:
                 log.info("task {} ({}) of {}: result sent to its session on worker w{}", record.task_id,
                          record.tool_name, device_id, reply.worker)
                 return
-        self._hold(device_id, record)
+        if await self._hold(device_id, record) and nudge:
+            await self._nudge(device_id)  # the device may have come back while the result was held
 
     def device_session(self, device_id: str, session_id: str) -> None:
         """A device's session started here (the transport's `on_device_session`): its held results."""
-        for record in self._take(device_id):
-            self.deliver_here(device_id, record)
-        if self.siblings is not None:
-            self._spawn(self.siblings.gather("POST", PATH, json=_call("device", device_id=device_id,
-                                                                      worker=self.worker)))
+        if self.hold_seconds > 0:
+            self._spawn(self._deliver_held(device_id))
 
     def deliver_here(self, device_id: str, record: AsyncTaskRecord) -> bool:
         """Report `record` in the device's live session in this process; False when there is none."""
+        found = self._runner(device_id)
+        if found is None:
+            return False
+        session_id, runner = found
+        assert runner.on_complete is not None
+        if runner.context.task(record.task_id) is None:  # get_task_status finds it there too
+            runner.context.record_task(record)
+        self._spawn(runner.on_complete(record))
+        log.bind(session=session_id).info("task {} ({}) finished after an earlier session of {}: reported "
+                                          "here", record.task_id, record.tool_name, device_id)
+        return True
+
+    def _runner(self, device_id: str) -> tuple[str, SessionTaskRunner] | None:
+        """The device's live session here that can report a result, and its task runner."""
         for session_id, connection in list(self.server.transport.connections.items()):
             tools = self.server.tools.get(session_id)
             runner = tools.executor.async_runner if tools is not None else None
-            if (connection.device_id != device_id or not isinstance(runner, SessionTaskRunner) or runner.closed
-                    or runner.on_complete is None):
-                continue
-            if runner.context.task(record.task_id) is None:  # get_task_status finds it there too
-                runner.context.record_task(record)
-            self._spawn(runner.on_complete(record))
-            log.bind(session=session_id).info("task {} ({}) finished after an earlier session of {}: reported "
-                                              "here", record.task_id, record.tool_name, device_id)
-            return True
-        return False
+            if (connection.device_id == device_id and isinstance(runner, SessionTaskRunner) and not runner.closed
+                    and runner.on_complete is not None):
+                return session_id, runner
+        return None
 
     async def handle(self, request: web.Request) -> web.Response:
-        """`POST /internal/task-results` from a sibling: `deliver` a result, or a `device` is on `worker`."""
+        """`POST /internal/task-results` from a sibling: `deliver` a result, or a device's results
+        were just held (`held`: take them if its session is here)."""
         try:
             body = await request.json()
             call, args = body["call"], body["args"]
@@ -95,58 +104,59 @@ class TaskResults:
                 delivered = self.deliver_here(device_id, _record_from_json(args["record"]))
                 return web.json_response({"result": True} if delivered else {"error": "not here"},
                                          status=200 if delivered else 404)
-            if call == "device":
-                for record in self._take(device_id):
-                    self._spawn(self._send_to(int(args["worker"]), device_id, record))
+            if call == "held":
+                if self._runner(device_id) is not None:
+                    self._spawn(self._deliver_held(device_id))
                 return web.json_response({"result": True})
         except (ValueError, KeyError, TypeError) as exc:
             return web.json_response({"error": f"bad request: {exc}"}, status=400)
-        return web.json_response({"error": "call must be deliver or device"}, status=400)
+        return web.json_response({"error": "call must be deliver or held"}, status=400)
 
     async def close(self) -> None:
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
 
-    async def _send_to(self, worker: int, device_id: str, record: AsyncTaskRecord) -> None:
-        assert self.siblings is not None
-        reply = await self.siblings.request(worker, "POST", PATH, json=_call("deliver", device_id=device_id,
-                                                                             record=_record_json(record)))
-        if not reply.ok:  # it left again meanwhile
-            self._hold(device_id, record)
-
-    def _hold(self, device_id: str, record: AsyncTaskRecord) -> None:
-        self._expire()
+    async def _hold(self, device_id: str, record: AsyncTaskRecord) -> bool:
+        """Keep `record` in the store for the device's next session; False when it is dropped."""
         if self.hold_seconds <= 0:  # memory.enabled: false, or resume_minutes: 0
             log.info("task {} ({}) of {} finished while the device is away: result dropped", record.task_id,
                      record.tool_name, device_id)
-            return
-        held = self._held.setdefault(device_id, [])
-        held.append((time.monotonic() + self.hold_seconds, record))
-        del held[:-MAX_HELD_PER_DEVICE]
-        while sum(len(entries) for entries in self._held.values()) > MAX_HELD:
-            oldest = min(self._held, key=lambda device: self._held[device][0][0])
-            self._held[oldest].pop(0)
-            if not self._held[oldest]:
-                del self._held[oldest]
+            return False
+        payload = json.dumps(_record_json(record), ensure_ascii=False)
+        try:
+            await self.server.store.hold_result(device_id, payload, time.time() + self.hold_seconds,
+                                                MAX_HELD_PER_DEVICE)
+        except StoreError as exc:
+            log.warning("task {} ({}) of {} finished while the device is away; result not kept: {}",
+                        record.task_id, record.tool_name, device_id, exc)
+            return False
         log.info("task {} ({}) of {} finished while the device is away: kept {:g} min for its next session",
                  record.task_id, record.tool_name, device_id, self.hold_seconds / 60)
+        return True
 
-    def _take(self, device_id: str) -> list[AsyncTaskRecord]:
-        self._expire()
-        return [record for _, record in self._held.pop(device_id, [])]
+    async def _deliver_held(self, device_id: str) -> None:
+        """Take the device's held results from the store and report them here (held again when
+        its session ended meanwhile)."""
+        try:
+            payloads = await self.server.store.take_results(device_id)
+        except StoreError as exc:
+            log.warning("results held for {} not read: {}", device_id, exc)
+            return
+        for payload in payloads:
+            try:
+                record = _record_from_json(json.loads(payload))
+            except (ValueError, TypeError) as exc:
+                log.warning("a result held for {} is unreadable and dropped: {}", device_id, exc)
+                continue
+            if not self.deliver_here(device_id, record):  # its session ended meanwhile
+                await self.finished(device_id, record, nudge=False)
 
-    def _expire(self) -> None:
-        now = time.monotonic()
-        for device_id in list(self._held):
-            kept = [(deadline, record) for deadline, record in self._held[device_id] if deadline > now]
-            for _, record in self._held[device_id][:len(self._held[device_id]) - len(kept)]:
-                log.info("task {} ({}) of {}: the device did not come back in time; result dropped",
-                         record.task_id, record.tool_name, device_id)
-            if kept:
-                self._held[device_id] = kept
-            else:
-                del self._held[device_id]
+    async def _nudge(self, device_id: str) -> None:
+        if self._runner(device_id) is not None:
+            await self._deliver_held(device_id)
+        elif self.siblings is not None:
+            await self.siblings.gather("POST", PATH, json=_call("held", device_id=device_id))
 
     def _spawn(self, work: Awaitable[Any]) -> None:
         async def run() -> None:

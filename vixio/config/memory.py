@@ -38,7 +38,7 @@ class MemoryConfig(StrictModel):
     enabled: bool = True
     """Store each device's conversation and restore it when the device comes back; false stores nothing (and reads nothing)."""
     resume_minutes: float = Field(default=10.0, ge=0)
-    """A device that reconnects within this many minutes of its last turn continues the same conversation: the turns it heard are put back into the model's history. 0 always starts afresh. A background tool's result that finished while the device was away is kept (in memory) this long for its next session."""
+    """A device that reconnects within this many minutes of its last turn continues the same conversation: the turns it heard are put back into the model's history. 0 always starts afresh. A background tool's result that finished while the device was away is kept in the state store this long (at most 16 per device) for its next session, on any worker and across restarts."""
     max_turns: int = Field(default=20, ge=1, le=500)
     """Turns (a user message and the reply the device played) restored on a resume; the model's own history bound (`agent.max_history_messages`) still applies."""
     history_days: float = Field(default=30.0, gt=0)

@@ -5,7 +5,7 @@
 
 It opens the store the config names (`state.path`) directly, so it works with the server running
 (SQLite lets several processes share the file) or stopped. `clear` erases the device's
-conversation history, long-term memory and profile assignment; its admission (activation,
+conversation history, long-term memory, profile assignment and held background results; its admission (activation,
 allow-list) and pairing approvals stay, as those are the operator's decisions (docs/privacy.md).
 A session live at that moment keeps what it already has in its model's history until it ends.
 Exit status: 0 done, 1 the config or the store could not be used.
@@ -59,8 +59,8 @@ async def _run(store: Store, args: argparse.Namespace, device: str) -> int:
         if args.memory_command == "clear":
             before = len(await store.recent_turns(device, limit=1_000_000))
             await store.forget_device(device)
-            print(f"{device}: {before} turn(s), the long-term memory and the profile assignment erased "
-                  f"from {store.location}")
+            print(f"{device}: {before} turn(s), the long-term memory, the profile assignment and held "
+                  f"background results erased from {store.location}")
             return 0
         memory = await store.memory(device)
         turns = await store.recent_turns(device, limit=max(0, args.turns))

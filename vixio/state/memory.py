@@ -194,12 +194,17 @@ def _last_conversation(turns: list[StoredTurn]) -> list[StoredTurn]:
 
 
 async def prune_history_forever(store: Store, config: MemoryConfig, every: float = 3600.0) -> None:
-    """Delete turns older than `memory.history_days`, now and every `every` seconds (run as a task)."""
+    """Delete turns older than `memory.history_days` and background results held past their time
+    (vixio/task_results.py), now and every `every` seconds (run as a task)."""
     while True:
         try:
             removed = await store.prune_history(time.time() - config.history_days * 86400)
             if removed:
                 logger.info("state store: {} turn(s) older than {:g} days deleted", removed, config.history_days)
+            expired = await store.prune_results(time.time())
+            if expired:
+                logger.info("state store: {} background result(s) deleted: their devices did not come back "
+                            "within memory.resume_minutes", expired)
         except StoreError as exc:
             logger.warning("state store: old turns not deleted this time: {}", exc)
         await asyncio.sleep(every)
