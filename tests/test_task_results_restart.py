@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_workers import until
+from vixio.testing.serve import until
 from tests.test_workers_companions import start, worker_of
 from tests.test_workers_task_results import SLOW_TOOL, V_MAC, _gone, _logged
 from vixio.serve.supervisor import reuse_port_supported
