@@ -3,7 +3,8 @@
 Sessions (live devices, what they heard and said, tool calls, latency marks), Discovery (every
 tool the agent could call), an Executor (run a tool by hand through the agent's executor), a
 Parser check (VCP/XML and the speech filter), a Say box, and the companions asking to pair
-with a device (approve, unpair: console/pairing.py). See docs/console.md.
+with a device (approve, unpair: console/pairing.py), and each device's profile (assign, clear:
+console/profiles.py). See docs/console.md.
 
     console = Console(server)      # registers its routes on server.ota; before server.start()
     console.attach(session_id, tools)   # for each new session's tools
@@ -17,6 +18,7 @@ from vixio.console.api import ConsoleApi
 from vixio.console.backend import ConsoleBackend, ConsoleError, LocalBackend
 from vixio.console.fan_out import FanOutBackend
 from vixio.console.pairing import LocalPairing, PairingApi
+from vixio.console.profiles import ProfileApi
 from vixio.transports.xiaozhi.admin import AdminGuard
 
 if TYPE_CHECKING:
@@ -42,6 +44,8 @@ class Console:
         if registry.policy is not None:  # the server's transport always has one
             self.pairing = PairingApi(registry.policy.store, self.pairing_local)
             self.pairing.register(server.ota.add_route, self.api._protect)
+        self.profiles = ProfileApi(server.store, server.book, lambda: self.api.backend)
+        self.profiles.register(server.ota.add_route, self.api._protect)
 
     def use_backend(self, backend: ConsoleBackend) -> None:
         """Serve another backend's sessions (e.g. a `FanOutBackend` over every worker)."""

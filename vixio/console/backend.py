@@ -76,6 +76,11 @@ class ConsoleBackend(Protocol):
         """Type `text` into the session as if the device had sent `listen detect`."""
         ...
 
+    async def reassign(self, device_id: str, profile: str | None) -> list[dict[str, Any]]:
+        """Switch the device's live sessions to `profile` (None: the config's) at their next turn;
+        each session's id and profile."""
+        ...
+
 
 @dataclass(slots=True)
 class _SessionLog:
@@ -174,8 +179,12 @@ class LocalBackend:
         activity = self._activity(connection)
         last = state.history[-1] if state.history else None
         marks = sum(len(turn.marks) for turn in state.turns)
+        live = self.server.profiles.get(connection.session_id)
+        profile = {**live.choice.to_json(), "profile_pending": live.pending.name if live.pending else None} \
+            if live is not None else {"profile": None, "profile_source": None, "profile_pending": None}
         version = (f"{len(state.history)}:{last.turn_id if last else 0}:{len(last.content) if last else 0}:"
-                   f"{log.count if log else 0}:{marks}:{activity}:{connection.mode}")
+                   f"{log.count if log else 0}:{marks}:{activity}:{connection.mode}:{profile['profile']}:"
+                   f"{profile['profile_pending']}")
         return {
             "session_id": connection.session_id,
             "device_id": connection.device_id,
@@ -185,6 +194,7 @@ class LocalBackend:
             "turns": len({message.turn_id for message in state.history if message.role == "user"}),
             "tools": len(tools.tools) if tools is not None else 0,
             "tools_offered": self._tools_offered(),
+            **profile,
             "version": version,
         }
 
@@ -267,6 +277,12 @@ class LocalBackend:
         connection = self._connection(session_id)
         await connection.handle({"type": "listen", "state": "detect", "text": text})
         return {"session_id": session_id, "text": text, "wake_word": connection.is_wake_word(text)}
+
+
+    # --- profiles ------------------------------------------------------------------------------
+
+    async def reassign(self, device_id: str, profile: str | None) -> list[dict[str, Any]]:
+        return self.server.reassign(device_id, profile)
 
 
 def describe_tools(toolset: ToolSet) -> list[dict[str, Any]]:

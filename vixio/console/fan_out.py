@@ -65,3 +65,17 @@ class FanOutBackend:
 
     async def say(self, session_id: str, text: str) -> dict[str, Any]:
         return await (await self._owner(session_id)).say(session_id, text)
+
+    async def reassign(self, device_id: str, profile: str | None) -> list[dict[str, Any]]:
+        """Every backend: the device may have sessions on several workers (or none)."""
+        answers = await asyncio.gather(*(backend.reassign(device_id, profile) for backend in self._backends()),
+                                       return_exceptions=True)
+        switched: list[dict[str, Any]] = []
+        for answer in answers:
+            if isinstance(answer, asyncio.CancelledError):
+                raise answer
+            if isinstance(answer, BaseException):
+                logger.warning("a console backend did not switch the device's sessions: {}", answer)
+                continue
+            switched.extend(answer)
+        return switched

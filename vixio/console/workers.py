@@ -1,7 +1,7 @@
 """The console over `vixio serve --workers N`: each worker's sessions, reached over its socket.
 
 A worker serves its `LocalBackend` as one session route, `POST /internal/console` with
-`{"call": "sessions" | "session" | "tools" | "execute" | "say", "args": {...}}` (only on its
+`{"call": "sessions" | "session" | "tools" | "execute" | "say" | "reassign", "args": {...}}` (only on its
 private Unix socket: the supervisor has already checked the operator). `WorkerBackend` is the
 supervisor's `ConsoleBackend` for one worker; a `FanOutBackend` over one per ready worker is
 what the supervisor's console serves, so the page sees every worker's sessions as one server.
@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from vixio.serve.peers import Peers
 
 PATH = "/internal/console"
-_CALLS = ("sessions", "session", "tools", "execute", "say")
+_CALLS = ("sessions", "session", "tools", "execute", "say", "reassign")
 
 
 def worker_route(backend: ConsoleBackend) -> Any:
@@ -81,3 +81,9 @@ class WorkerBackend:
 
     async def say(self, session_id: str, text: str) -> dict[str, Any]:
         return await self._call("say", session_id=session_id, text=text)
+
+    async def reassign(self, device_id: str, profile: str | None) -> list[dict[str, Any]]:
+        switched = await self._call("reassign", device_id=device_id, profile=profile)
+        for session in switched:
+            session.setdefault("worker", self.worker)
+        return switched

@@ -50,8 +50,10 @@ from vixio.agent_model import warn_when_model_has_no_tools
 from vixio.config.models import VixioConfig
 from vixio.console import ConsoleApi, FanOutBackend
 from vixio.console.pairing import FanOutPairing, PairingApi, WorkerPairing
+from vixio.console.profiles import ProfileApi
 from vixio.console.workers import WorkerBackend
 from vixio.server import log_http_urls, rss_mb, warn_about_open_tokens
+from vixio.profiles import ProfileBook
 from vixio.state import StoreError, open_store
 from vixio.state.memory import prune_history_forever
 from vixio.state.pairings import StorePairings
@@ -128,6 +130,9 @@ class Supervisor:
         self.pairing = PairingApi(self.pairings,
                                   FanOutPairing(lambda: [WorkerPairing(self.peers, w) for w in self.peers.workers]))
         self.pairing.register(self.ota.add_route, self.console._protect)
+        # Profile assignments are written here; the workers switch their sessions (vixio/console/profiles.py).
+        self.profiles = ProfileApi(self.store, ProfileBook(config), lambda: self.console.backend)
+        self.profiles.register(self.ota.add_route, self.console._protect)
         self.websocket_port = 0
         self._dispatch: Dispatcher | None = None
         self._run_dir = ""

@@ -119,7 +119,8 @@ function renderSessionList() {
     class: s.session_id === state.selected ? "selected" : "", "data-session": s.session_id,
     onclick: () => { state.chosen = true; selectSession(s.session_id); },
   }, el("td", {}, s.device_id), el("td", {title: s.session_id}, short(s.session_id)), el("td", {}, since(s.connected_at)),
-     el("td", {}, s.mode), el("td", {class: `state-${s.state}`}, s.state), el("td", {}, s.turns))));
+     el("td", {}, s.mode), el("td", {class: `state-${s.state}`}, s.state), el("td", {}, s.turns),
+     el("td", {class: "profile"}, profileLabel(s)))));
 }
 
 async function loadDetail() {
@@ -139,7 +140,8 @@ function renderDetail(d) {
     el("dt", {}, "connected since"), el("dd", {}, `${since(d.connected_at)} (${Math.round(d.connected_seconds)} s)`),
     el("dt", {}, "listening mode"), el("dd", {}, d.mode),
     el("dt", {}, "state"), el("dd", {id: "detail-state"}, d.state),
-    el("dt", {}, "tools"), el("dd", {id: "detail-tools"}, d.tools_offered === false ? `${d.tools} (${NOT_OFFERED})` : d.tools)));
+    el("dt", {}, "tools"), el("dd", {id: "detail-tools"}, d.tools_offered === false ? `${d.tools} (${NOT_OFFERED})` : d.tools),
+    el("dt", {}, "profile"), el("dd", {id: "detail-profile"}, profileControls(d))));
   const turns = d.conversation.length ? d.conversation.slice().reverse().map(renderTurn)
     : [el("p", {class: "muted"}, "Nothing said yet.")];
   const runs = d.console_calls.slice().reverse().map(renderCall);

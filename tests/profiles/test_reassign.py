@@ -1,0 +1,127 @@
+"""Reassigning a profile at run time: the console's assignment is stored, wins over `devices:`, and
+a live session switches at its next turn, without reconnecting, continuing its conversation. With
+one process and with `vixio serve --workers 2` (the supervisor's console fans out to the workers)."""
+
+from __future__ import annotations
+
+from contextlib import AsyncExitStack
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+
+from vixio.serve.supervisor import reuse_port_supported
+from vixio.testing.device import SimulatedDevice
+from vixio.testing.llm_server import Reply, ScriptedLLMServer
+from vixio.testing.serve import start_serve, until
+from vixio.testing.speech_servers import SlowSpeechServer
+
+from .test_profiles_session import ADULT, KIDS_PROMPT, ask, profiles_config, start, system, tts, url
+
+__all__ = ["tts"]  # the fixture
+
+
+async def post(base: str, path: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+    async with aiohttp.ClientSession() as http, http.post(base + path, json=body) as response:
+        return response.status, await response.json()
+
+
+async def get(base: str, path: str) -> dict[str, Any]:
+    async with aiohttp.ClientSession() as http, http.get(base + path) as response:
+        assert response.status == 200, await response.text()
+        return await response.json()
+
+
+def conversation(llm: ScriptedLLMServer, request: int) -> list[tuple[str, str]]:
+    return [(m["role"], m["content"]) for m in llm.messages(request) if m["role"] in ("user", "assistant")]
+
+
+async def test_a_live_session_switches_at_its_next_turn_and_back_when_cleared(
+        llm: ScriptedLLMServer, tts: SlowSpeechServer, tmp_path: Path) -> None:
+    llm.expect(Reply.text("Good evening."), Reply.text("Hi kiddo."), Reply.text("Good night."))
+    server = await start(profiles_config(llm, tts, tmp_path))
+    base = f"http://127.0.0.1:{server.ota.port}"
+    try:
+        async with SimulatedDevice(ws_url=url(server), mcp=False, device_id=ADULT) as device:
+            await device.connect()
+            await ask(device, "hello")
+            status, assigned = await post(base, "/api/profiles/assign", {"device": ADULT.upper(), "profile": "kids"})
+            assert status == 200 and assigned["profile"] == "kids" and assigned["profile_source"] == "assigned"
+            assert [s["profile"] for s in assigned["sessions"]] == ["kids"]
+            listed = (await get(base, "/api/sessions"))["sessions"]
+            assert [(s["profile"], s["profile_pending"]) for s in listed] == [("default", "kids")]
+            assert await server.store.assigned_profile(ADULT) == "kids"
+            await ask(device, "hello again")  # the same connection
+            status, cleared = await post(base, "/api/profiles/clear", {"device": ADULT})
+            assert status == 200 and cleared["profile"] == "default" and cleared["assigned"] is None
+            await ask(device, "bye")
+            shown = await get(base, f"/api/profiles/{ADULT}")
+            assert shown["profile"] == "default" and shown["configured"] == "default" and shown["assigned"] is None
+    finally:
+        await server.stop()
+    assert [llm.requests[n]["model"] for n in range(3)] == ["house-model", "kids-model", "house-model"]
+    assert system(llm, 1).startswith(KIDS_PROMPT) and system(llm, 2).startswith("You are the house assistant.")
+    assert sorted(llm.tool_names(0)) == ["get_date", "get_time"] and llm.tool_names(1) == ["get_date"]
+    assert sorted(llm.tool_names(2)) == ["get_date", "get_time"]
+    assert conversation(llm, 1) == [("user", "hello"), ("assistant", "Good evening."), ("user", "hello again")]
+    assert [r.voice for r in tts.requests] == ["alloy", "nova", "alloy"]
+
+
+async def test_the_console_refuses_an_unknown_profile_or_a_bad_device_id(
+        llm: ScriptedLLMServer, tts: SlowSpeechServer, tmp_path: Path) -> None:
+    server = await start(profiles_config(llm, tts, tmp_path))
+    base = f"http://127.0.0.1:{server.ota.port}"
+    try:
+        status, answer = await post(base, "/api/profiles/assign", {"device": ADULT, "profile": "kidz"})
+        assert status == 404 and answer["error"] == "no profile 'kidz' (profiles: default, kids)"
+        status, answer = await post(base, "/api/profiles/assign", {"device": "x" * 65, "profile": "kids"})
+        assert status == 400 and answer["error"].startswith("device must be a device id")
+        listed = await get(base, "/api/profiles")
+        assert [p["name"] for p in listed["profiles"]] == ["default", "kids"]
+        assert listed["profiles"][1]["voice"] == "openai:nova" and listed["devices"] == {"aa:bb:cc:00:00:01": "kids"}
+        assert await server.store.assigned_profile(ADULT) is None
+    finally:
+        await server.stop()
+
+
+WORKER_PROFILES = """
+state: {{path: {state}}}
+profiles:
+  kids:
+    instructions: {prompt}
+    model: openai/kids-model
+    tools: {{toggles: {{get_time: false}}}}
+"""
+
+
+@pytest.mark.skipif(not reuse_port_supported(), reason="workers are Linux only")
+async def test_with_two_workers_the_supervisors_console_switches_the_session_on_its_worker(
+        tmp_path: Path, llm: ScriptedLLMServer) -> None:
+    extra = WORKER_PROFILES.format(state=tmp_path / "state.db", prompt=KIDS_PROMPT)
+    serve = await start_serve(tmp_path, llm, "--workers", "2", extra=extra)
+    async with AsyncExitStack() as stack:
+        stack.callback(serve.kill_group)
+        ota_url = await serve.wait_ready()
+        llm.expect(Reply.text("Good evening."), Reply.text("Hi kiddo."))
+        device = await stack.enter_async_context(SimulatedDevice(ota_url=ota_url, mcp=False))
+        await device.connect()
+
+        async def listed() -> list[dict[str, Any]]:
+            return [s for s in (await get(serve.base_url, "/api/sessions"))["sessions"]
+                    if s["device_id"] == device.device_id]
+
+        session = (await until(listed, 30, "the session in the console"))[0]
+        assert session["profile"] == "default" and session["worker"] in (0, 1)
+        await ask(device, "hello")
+        status, assigned = await post(serve.base_url, "/api/profiles/assign",
+                                      {"device": device.device_id, "profile": "kids"})
+        assert status == 200, assigned
+        assert [(s["session_id"], s["worker"]) for s in assigned["sessions"]] == [
+            (session["session_id"], session["worker"])]
+        await ask(device, "hello again")
+        assert llm.requests[1]["model"] == "kids-model" and system(llm, 1).startswith(KIDS_PROMPT)
+        assert llm.tool_names(1) == ["get_date"] and conversation(llm, 1)[:2] == [
+            ("user", "hello"), ("assistant", "Good evening.")]
+        assert [(s["profile"], s["profile_source"]) for s in await listed()] == [("kids", "assigned")]
+        await serve.stop()
