@@ -40,6 +40,11 @@ class SqliteStore(Store):
     async def close(self) -> None:
         await self._thread.close()
 
+    @property
+    def busiest_batch_cpu(self) -> float:
+        """The most CPU seconds the store thread spent on one batch of queued calls."""
+        return self._thread.busiest_batch_cpu
+
     async def _call(self, work: Work, *, write: bool) -> Any:
         return await self._thread.call(work, write=write)
 

@@ -18,6 +18,7 @@ import asyncio
 import queue
 import sqlite3
 import threading
+import time
 from collections.abc import Callable
 from contextlib import suppress
 from dataclasses import dataclass
@@ -54,6 +55,9 @@ class SqliteThread:
         self._thread: threading.Thread | None = None
         self._failing = False
         """A write failed and no write has worked since (the ERROR is logged once per episode)."""
+        self.busiest_batch_cpu = 0.0
+        """The most CPU seconds the thread spent on one batch (bounds how long it could hold the
+        GIL from the event loop; the SQL itself runs without it)."""
 
     async def open(self) -> None:
         if self._thread is not None:
@@ -156,7 +160,9 @@ class SqliteThread:
                         stop = True
                         break
                     batch.append(queued)
+                started = time.thread_time()
                 _settle(self._run(connection, batch))
+                self.busiest_batch_cpu = max(self.busiest_batch_cpu, time.thread_time() - started)
         finally:
             connection.close()
 
