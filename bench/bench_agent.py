@@ -45,15 +45,12 @@ async def repeat(runs: int, once: Callable[[], Awaitable[float]]) -> list[float]
 async def bench_local(runs: int, n_threads: int | None) -> None:
     """SmolLM2 load, raw streaming, and the provider on top."""
     from vixio.providers.agent.base import AgentTextDelta
-    from vixio.providers.agent.local_llama import (
-        LocalLlamaAgentProvider,
-        _load_llama,
-        smollm2_model_path,
-    )
+    from vixio.providers.agent.llama_weights import load_llama, smollm2_model_path
+    from vixio.providers.agent.local_llama import LocalLlamaAgentProvider
 
     path = smollm2_model_path()
     started = time.perf_counter()
-    llama = _load_llama(path, 2048, n_threads)
+    llama = load_llama(path, 2048, n_threads)
     threads = n_threads or "default"
     print(f"SmolLM2 load ({path.name}, n_threads={threads}): {time.perf_counter() - started:.2f} s")
 

@@ -259,7 +259,7 @@ async def main(args: argparse.Namespace) -> int:
                       flush=True)
     finally:
         await server.stop()
-        from vixio.providers.agent.local_llama import close_models
+        from vixio.providers.agent.llama_weights import close_models
 
         close_models()
     untaken = sum(o.untaken_claim for o in outcomes)

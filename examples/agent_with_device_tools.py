@@ -127,7 +127,7 @@ def main() -> None:
         pass
     finally:
         if isinstance(config.agent, LocalLlamaAgentConfig):
-            from vixio.providers.agent.local_llama import close_models
+            from vixio.providers.agent.llama_weights import close_models
 
             close_models()  # now: left to the interpreter's exit, llama-cpp's __del__ prints a traceback
 

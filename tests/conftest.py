@@ -61,6 +61,6 @@ def pytest_sessionfinish(session: object, exitstatus: int) -> None:
     prints a traceback otherwise)."""
     import sys
 
-    module = sys.modules.get("vixio.providers.agent.local_llama")
+    module = sys.modules.get("vixio.providers.agent.llama_weights")
     if module is not None:
         module.close_models()

