@@ -214,9 +214,11 @@ async def test_a_restart_between_two_calls_costs_nothing(server: RedisServer) ->
     await store.open()
     lines, sink = capture()
     try:
-        await store.admit(DEVICE, via="activation")
-        server.restart()  # the pooled connection is dead now; the next call reconnects
+        await store.put_turn(DEVICE, StoredTurn("c", 0, "before", "a", at=time.time()))
+        server.restart()  # the pooled connections are dead now, the scripts forgotten
+        await store.put_turn(DEVICE, StoredTurn("c", 1, "after", "a", at=time.time()))
         await store.set_memory(DEVICE, "still here")
+        assert [t.user for t in await store.recent_turns(DEVICE, 5)] == ["after"]
         assert (await store.memory(DEVICE)) is not None
         assert not [line for line in lines if line.startswith("ERROR")]
     finally:

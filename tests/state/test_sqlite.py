@@ -118,33 +118,6 @@ async def test_a_failing_write_takes_no_other_write_of_its_batch_with_it(tmp_pat
         await store.close()
 
 
-async def test_writes_do_not_stall_the_event_loop(tmp_path: Path) -> None:
-    """The loop thread's own CPU time between two ticks: what the store costs the loop, apart from
-    waiting for a core on a loaded machine (the SQL and the file run on the store thread)."""
-    store = SqliteStore(tmp_path / "state.db")
-    await store.open()
-    worst = 0.0
-    stop = asyncio.Event()
-
-    async def tick() -> None:
-        nonlocal worst
-        while not stop.is_set():
-            before = time.thread_time()
-            await asyncio.sleep(0.001)
-            worst = max(worst, time.thread_time() - before)
-
-    ticker = asyncio.create_task(tick())
-    try:
-        for round_ in range(5):  # 100 devices finishing a turn at once, five times
-            await asyncio.gather(*(store.put_turn(f"02:00:00:00:00:{n:02x}", StoredTurn(
-                "c", round_, "what is the weather " * 5, "sunny and warm " * 20, at=time.time())) for n in range(100)))
-    finally:
-        stop.set()
-        await ticker
-        await store.close()
-    assert worst < 0.020, f"the loop spent {worst * 1000:.1f} ms between two ticks"
-
-
 async def test_another_process_writes_and_this_one_reads(tmp_path: Path) -> None:
     path = tmp_path / "state.db"
     store = SqliteStore(path)

@@ -22,34 +22,27 @@ Bounds: a device keeps its newest `state.max_turns` turns; its two turn keys exp
 `memory.history_days` after its newest turn (the hourly prune also drops older turns of devices
 still talking). A turn's texts are bounded by the recorder (vixio/state/memory.py), the long-term
 memory by `memory.max_chars`. A device's held results expire with the latest of them (at most
-`keep`). `devices` drops a device whose turns expired and memory is gone when it meets it. Sessions are listed while their worker's heartbeat is current
-(`Store.heartbeat`); a worker silent for a day has its entries deleted when sessions are next listed.
+`keep`). `devices` drops a device whose turns expired and memory is gone when it meets it.
+Sessions are listed while their worker's heartbeat is current (`Store.heartbeat`); a worker
+silent for a day has its entries deleted when sessions are next listed.
 
-Every call is one round trip (a command, or a Lua script from redis_scripts.py when it must be
-atomic): a turn costs one, a session start's resume two. Nothing is cached here: every instance
-reads what another just wrote.
-
-Failures: a command that cannot reach the server fails within `state.timeout` (reads raise
-`StoreError`, writes `StoreWriteError`); the first failure of an outage logs one ERROR, then calls
-fail at once without touching the network until a retry is due (backoff 0.25 s doubling to 8 s);
-the first call that works logs one INFO line. A server that restarted is reconnected to on the next
-call. Standalone Redis/Valkey (or a primary), not Redis Cluster: the session scripts reach keys
-they find on the way.
+Every call is one command, or one Lua script from redis_scripts.py where it must be atomic; calls
+made at the same moment share one round trip (redis_link.py: pipelines, and what an outage does).
+A turn is one call, a session start's resume two (turns, long-term memory). Nothing is cached
+here: every instance reads what another just wrote. Standalone Redis/Valkey (or a primary), not
+Redis Cluster: the session scripts reach keys they find on the way.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import re
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from loguru import logger
-
 from vixio.state import redis_scripts as scripts
+from vixio.state.redis_link import Op, RedisLink, unusable
 from vixio.state.store import (
     SESSION_TTL,
     Admission,
@@ -65,10 +58,6 @@ from vixio.state.store import (
 )
 
 LAYOUT_VERSION = 1
-MAX_CONNECTIONS = 16
-"""Connections per process; calls beyond wait (up to `state.timeout`) for a free one."""
-BACKOFF_FIRST, BACKOFF_MAX = 0.25, 8.0
-"""Seconds between attempts while the server is unreachable: doubling from the first to the max."""
 FORGET_WORKER_AFTER = 86400.0
 """A worker silent this long is gone for good: its session entries are deleted."""
 PRUNE_BATCH = 200
@@ -95,109 +84,50 @@ class RedisStore(Store):
         self.url = url
         self.location = redacted(url)
         self.prefix = prefix
-        self._password = password
-        self._timeout = timeout
         self._max_turns = max_turns
         self._history_ms = int(history_seconds * 1000)
-        self._client: Any = None
-        self._scripts: dict[str, Any] = {}
-        self._failing = False
-        """An outage began and no call has worked since (its ERROR is logged once)."""
-        self._retry_at = 0.0
-        self._backoff = BACKOFF_FIRST
-        self.round_trips = 0
-        """Calls that reached for the server (each one round trip): what bench/bench_state.py counts."""
+        self._link = RedisLink(url, password=password, timeout=timeout, location=self.location)
+        self._open = False
+
+    @property
+    def round_trips(self) -> int:
+        """Round trips to the server so far (pipelines sent): what bench/bench_state.py counts."""
+        return self._link.round_trips
 
     # --- lifecycle ----------------------------------------------------------------------------
 
     async def open(self) -> None:
-        if self._client is not None:
+        if self._open:
             return
-        import redis.asyncio as aioredis
-        from redis.asyncio.retry import Retry
-        from redis.backoff import NoBackoff
         from redis.exceptions import RedisError
 
-        where = f"state.url {self.location}"
-        try:
-            # One retry, at once: after a server restart the pooled connection is dead and the
-            # retry reconnects; a server still down fails the call within the timeout.
-            pool = aioredis.BlockingConnectionPool.from_url(
-                self.url, max_connections=MAX_CONNECTIONS, timeout=self._timeout, socket_timeout=self._timeout,
-                socket_connect_timeout=self._timeout, retry=Retry(NoBackoff(), 1), decode_responses=True,
-                client_name="vixio", **({"password": self._password} if self._password is not None else {}))
-        except ValueError as exc:
-            raise StoreError(f"{where}: not a Redis URL ({exc}); expected redis://host:port/db or "
-                             "rediss://host:port/db") from None
-        client = aioredis.Redis.from_pool(pool)
-        key = self.prefix + "schema"
+        await self._link.connect()
+        client, key = self._link.client, self.prefix + "schema"
         try:
             await client.set(key, LAYOUT_VERSION, nx=True)
             version = int(await client.get(key) or 0)
         except RedisError as exc:
-            await client.aclose()
-            raise StoreError(_unusable(where, exc)) from None
+            await self._link.close()
+            raise StoreError(unusable(f"state.url {self.location}", exc)) from None
         if version > LAYOUT_VERSION:
-            await client.aclose()
-            raise StoreError(f"{where}: keys under {self.prefix!r} were written by a newer vixio (layout {version}, "
-                             f"this vixio knows up to {LAYOUT_VERSION}); upgrade vixio, or set another state.prefix")
-        self._client = client
-        self._scripts = {name: client.register_script(getattr(scripts, name)) for name in (
-            "PUT_TURN", "RECENT_TURNS", "CLEAR_TURNS", "PRUNE_TURNS", "DELETE_TURN", "DEVICES", "HOLD_RESULT",
-            "TAKE_RESULTS", "PRUNE_RESULTS", "SESSION_STARTED", "HEARTBEAT",
-            "SESSION_ENDED", "LIVE_SESSIONS", "FORGET_SESSIONS")}
+            await self._link.close()
+            raise StoreError(f"state.url {self.location}: keys under {self.prefix!r} were written by a newer vixio "
+                             f"(layout {version}, this vixio knows up to {LAYOUT_VERSION}); upgrade vixio, or set "
+                             "another state.prefix")
+        self._open = True
 
     async def close(self) -> None:
-        client, self._client = self._client, None
-        if client is not None:
-            await client.aclose()
+        if self._open:
+            self._open = False
+            await self._link.close()
 
-    # --- one round trip, and what an outage does to it ----------------------------------------
-
-    async def _call(self, work: Callable[[Any], Awaitable[Any]], *, write: bool) -> Any:
-        from redis.exceptions import ConnectionError as RedisConnectionError
-        from redis.exceptions import RedisError
-        from redis.exceptions import TimeoutError as RedisTimeoutError
-
-        client = self._client
-        if client is None:
+    async def _call(self, op: Op, *, write: bool) -> Any:
+        if not self._open:
             raise StoreError(f"state store {self.location} is not open")
-        if self._failing and time.monotonic() < self._retry_at:  # down: fail at once until a retry is due
-            raise (StoreWriteError if write else StoreError)(f"state store {self.location}: unreachable "
-                                                             "(retrying with backoff)")
-        self.round_trips += 1
-        try:
-            result = await work(client)
-        except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
-            self._outage(exc)
-            raise (StoreWriteError if write else StoreError)(_unusable(f"state store {self.location}", exc)) from None
-        except RedisError as exc:  # the server answered no: out of memory (maxmemory), read-only replica...
-            message = f"state store {self.location}: Redis refused: {exc}"
-            if not write:
-                raise StoreError(message) from None
-            if not self._failing:
-                self._failing, self._retry_at = True, 0.0
-                logger.error("{}; what is not stored now is lost, the conversations go on "
-                             "(one line until writes work again)", message)
-            raise StoreWriteError(message) from None
-        if self._failing:
-            self._failing, self._backoff = False, BACKOFF_FIRST
-            logger.info("state store {}: works again", self.location)
-        return result
+        return await self._link.call(op, write=write)
 
-    def _outage(self, exc: BaseException) -> None:
-        if not self._failing:
-            self._failing, self._backoff = True, BACKOFF_FIRST
-            logger.error("{}; what is not stored now is lost, the conversations go on, new ones start without "
-                         "their history; retrying with backoff (one line until it is back)",
-                         _unusable(f"state store {self.location}", exc))
-        else:
-            self._backoff = min(self._backoff * 2, BACKOFF_MAX)
-        self._retry_at = time.monotonic() + self._backoff
-
-    def _script(self, name: str, keys: Sequence[str], args: Sequence[Any] = ()) -> Callable[[Any], Awaitable[Any]]:
-        script = self._scripts[name]
-        return lambda client: script(keys=list(keys), args=list(args), client=client)
+    def _script(self, name: str, keys: Sequence[str], args: Sequence[Any] = ()) -> Op:
+        return self._link.script(getattr(scripts, name), keys, args)
 
     # --- who is let in ------------------------------------------------------------------------
 
@@ -313,14 +243,8 @@ class RedisStore(Store):
             return
         at = time.time()
         value = json.dumps([text, at], ensure_ascii=False)
-
-        async def store(r: Any) -> None:
-            async with r.pipeline(transaction=True) as pipe:
-                pipe.hset(key, device_id, value)
-                pipe.zadd(self.prefix + "devices", {device_id: at}, gt=True)
-                await pipe.execute()
-
-        await self._call(store, write=True)
+        await self._call(self._script("SET_MEMORY", [key, self.prefix + "devices"], [device_id, value, repr(at)]),
+                         write=True)
 
     # --- results held for a device that is away ----------------------------------------------
 
@@ -384,20 +308,6 @@ class RedisStore(Store):
         keys = [self.prefix + "sessions", self.prefix + "workers"]
         return int(await self._call(self._script("FORGET_SESSIONS", keys, [self.prefix, *(workers or [])]),
                                     write=True))
-
-
-def _unusable(where: str, exc: BaseException) -> str:
-    """What went wrong reaching the server, and what the operator can do about it."""
-    text = str(exc) or type(exc).__name__
-    refused = re.match(r"Error (\d+) connecting to ", text)  # redis-py's wording of a socket error
-    if refused:
-        text = os.strerror(int(refused.group(1)))
-    lowered = text.lower()
-    if "auth" in lowered or "password" in lowered:
-        return (f"{where}: Redis refused the password ({text}); set state.password (or the password in "
-                "state.url) to the server's")
-    return (f"{where}: cannot reach Redis ({text}); start it, or point state.url to a running Redis or "
-            "Valkey server")
 
 
 def _glob_escape(text: str) -> str:

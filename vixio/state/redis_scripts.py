@@ -77,6 +77,13 @@ end
 return out
 """
 
+SET_MEMORY = """
+-- KEYS: memories (hash), devices (zset); ARGV: device, memory json, at
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+redis.call('ZADD', KEYS[2], 'GT', ARGV[3], ARGV[1])
+"""
+"""Replace a device's long-term memory; the device list orders it by this update if it is its newest."""
+
 HOLD_RESULT = """
 -- KEYS: the device's held results (list); ARGV: item json, until (unix s), keep
 redis.call('RPUSH', KEYS[1], ARGV[1])
