@@ -62,12 +62,14 @@ async def test_every_key_is_under_the_prefix_and_laid_out_as_documented(redis: R
         await first.approve_pairing(DEVICE, "robot")
         await first.put_turn(DEVICE, StoredTurn("c", 0, "hi", "hello", at=time.time()))
         await first.session_started(LiveSession("s1", DEVICE, "host/w0", time.time()))
+        await first.hold_result(DEVICE, "a result", time.time() + 60, keep=4)
         types = {key: await raw(redis, "TYPE", key) for key in await raw(redis, "KEYS", "fleet-a:*")}
         assert types == {
             "fleet-a:schema": "string", "fleet-a:admissions": "hash", "fleet-a:profiles": "hash",
             "fleet-a:memories": "hash", "fleet-a:pairings": "hash", f"fleet-a:turns:{DEVICE}": "zset",
             f"fleet-a:turn-text:{DEVICE}": "hash", "fleet-a:sessions": "hash",
-            f"fleet-a:device-sessions:{DEVICE}": "set", "fleet-a:workers": "hash"}
+            f"fleet-a:device-sessions:{DEVICE}": "set", "fleet-a:workers": "hash", "fleet-a:devices": "zset",
+            f"fleet-a:held:{DEVICE}": "list"}
         assert await raw(redis, "GET", "fleet-a:schema") == str(LAYOUT_VERSION)
         # Another fleet on the same server sees none of it.
         assert await second.admission(DEVICE) is None and await second.recent_turns(DEVICE, 5) == []
