@@ -152,7 +152,7 @@ class Server:
             cwd=ROOT, stdout=self._log, stderr=subprocess.STDOUT)
 
     async def wait_ready(self) -> None:
-        """Until /metrics shows every worker up."""
+        """Until /metrics.json shows every worker up."""
         deadline = time.monotonic() + READY_TIMEOUT_S
         async with aiohttp.ClientSession() as http:
             while time.monotonic() < deadline:
@@ -169,7 +169,7 @@ class Server:
         raise RuntimeError(f"the workers were not ready after {READY_TIMEOUT_S:g} s:\n{self.log_tail()}")
 
     async def metrics(self, http: aiohttp.ClientSession) -> dict[str, Any]:
-        async with http.get(f"http://127.0.0.1:{self.http_port}/metrics") as response:
+        async with http.get(f"http://127.0.0.1:{self.http_port}/metrics.json") as response:
             return await response.json()
 
     def sample(self, label: str, answers: int) -> Sample:
@@ -258,7 +258,7 @@ async def drive(server: Server, args: argparse.Namespace) -> list[Sample]:
                 break
             await asyncio.sleep(0.2)
         else:
-            raise RuntimeError(f"/metrics does not show the devices: {metrics}")
+            raise RuntimeError(f"/metrics.json does not show the devices: {metrics}")
     pids = {line["worker"]: line["pid"] for line in metrics["workers"]}
     for talker in talkers:
         talker.worker_pid = pids[where[talker.device.device_id]]

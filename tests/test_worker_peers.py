@@ -136,7 +136,7 @@ async def test_supervisor_metrics_is_an_operator_route_and_lists_workers_that_ar
         "host": "127.0.0.1", "port": 0, "admin_token": "s3cret"}}})
     supervisor = Supervisor(config, 2)
     await supervisor.ota.start()  # the HTTP side alone: no worker started
-    url = f"http://127.0.0.1:{supervisor.ota.port}/metrics"
+    url = f"http://127.0.0.1:{supervisor.ota.port}/metrics.json"
     try:
         async with aiohttp.ClientSession() as http:
             async with http.get(url) as response:

@@ -4,7 +4,8 @@ This is the only module that knows both a transport and what goes into a pipelin
 and providers never import each other (docs/architecture.md).
 
 HTTP routes come in two kinds. Front routes (OTA, activation, health) need no session and are
-answered by whoever serves the HTTP port. Session routes (`session_routes`: `/metrics`, and any
+answered by whoever serves the HTTP port. Session routes (`session_routes`: `/metrics` (Prometheus
+text, vixio/metrics/), `/metrics.json`, and any
 route that reports on or acts on live sessions) need this process's sessions: in one process they
 are served on the HTTP port too; in a worker process (`vixio serve --workers N`) they are served on
 the worker's private socket, and the supervisor answers the HTTP port from every worker
@@ -28,6 +29,7 @@ from typing import Any
 from aiohttp import web
 from loguru import logger
 
+from vixio import metrics
 from vixio.agent_model import warn_when_model_has_no_tools
 from vixio.config.models import VixioConfig
 from vixio.config.voice import LocalLlamaAgentConfig
@@ -102,7 +104,8 @@ class VixioServer:
         self._custom_factory = pipeline_factory is not None
         self.vision = VisionRoute(config.vision, self.authenticator)
         self.session_routes: list[SessionRoute] = [
-            SessionRoute("GET", "/metrics", self._metrics),
+            SessionRoute("GET", metrics.PATH, self._prometheus),
+            SessionRoute("GET", metrics.JSON_PATH, self._metrics),
             SessionRoute("POST", VISION_PATH, self.vision.handle),  # the camera tool's upload
         ]
         """Routes that need this process's sessions (or models); add more before `start()`."""
@@ -117,10 +120,22 @@ class VixioServer:
         self._accept_throttle: AcceptErrorThrottle | None = None
         self.console = Console(self)
         """The operator console at /console/ and its /api/ (vixio.console)."""
-        if not serve_http:  # a worker: the supervisor's console reaches this one over its private socket
+        if not serve_http:  # a worker: the supervisor's console and /metrics reach this one over its private socket
+            self.session_routes.append(SessionRoute("GET", metrics.SAMPLES_PATH, self._samples))
             self.session_routes.append(SessionRoute("POST", console_workers.PATH, console_workers.worker_route(self.console.local)))
             self.session_routes.append(SessionRoute("POST", console_pairing.WORKER_PATH,
                                                     console_pairing.worker_route(self.console.pairing_local)))
+
+    async def _prometheus(self, request: web.Request) -> web.Response:
+        """This process's series in the Prometheus text format; for operators (`xiaozhi.http.admin_token`)."""
+        if self.serve_http and (refusal := self.ota.admin.check(request)) is not None:
+            return refusal
+        families = metrics.local_families() + metrics.worker_families(ready=1, restarted=0)
+        return web.Response(body=metrics.render(families), headers={"Content-Type": metrics.CONTENT_TYPE})
+
+    async def _samples(self, request: web.Request) -> web.Response:
+        """This worker's series for the supervisor's `/metrics` (vixio/metrics/merge.py)."""
+        return web.json_response(metrics.samples_json())
 
     async def _metrics(self, request: web.Request) -> web.Response:
         """Live sessions and the latency marks of their recent turns (ms from the first mark).

@@ -28,6 +28,7 @@ from loguru import logger
 
 from vixio.config.needs import missing_key
 from vixio.config.vision import VisionConfig
+from vixio.metrics import count_provider_error
 from vixio.providers.failure import describe_failure
 from vixio.transports.xiaozhi.auth import AuthError, DeviceAuthenticator
 
@@ -125,6 +126,7 @@ class VisionRoute:
         try:
             answer = await self.model.explain(image, question, mime=mime)
         except VisionError as exc:
+            count_provider_error("vision", exc)
             log.warning("vision: {}", exc)
             return _fail(502, str(exc))
         log.info("vision: {} bytes, {!r} -> {} chars in {:.0f} ms", len(image), question[:80], len(answer),

@@ -1,5 +1,6 @@
 """Every cloud provider names why a request failed: a port nobody listens on, a host DNS does not
-know (`.invalid` never resolves, RFC 6761), a server answering 401, each real on loopback."""
+know (`.invalid` never resolves, RFC 6761), a server answering 401, each real on loopback; and
+`failure_kind` sorts each failure into the kind `/metrics` counts it as."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from vixio.config.vision import VisionConfig
 from vixio.config.voice import LitellmAgentConfig, OpenAIASRConfig, OpenAITTSConfig
 from vixio.providers.agent.base import AgentError
 from vixio.providers.asr import ASRError, OpenAICompatibleASR
-from vixio.providers.failure import describe_failure, host_port
+from vixio.providers.failure import describe_failure, failure_kind, host_port
 from vixio.providers.tts import OpenAICompatibleTTS, TTSError
 from vixio.server import VixioServer
 from vixio.testing.device import SimulatedDevice
@@ -39,20 +40,23 @@ async def fail_with(condition: Condition, call: Callable[[str], Awaitable[object
     """(the error message, what it must say) for `call(base_url)` under `condition`."""
     if condition == "refused":
         port = closed_port()
-        return await _message(call(f"http://127.0.0.1:{port}/v1")), f"connection refused at 127.0.0.1:{port}; {KEY}"
+        return (await _message(call(f"http://127.0.0.1:{port}/v1"), "refused"),
+                f"connection refused at 127.0.0.1:{port}; {KEY}")
     if condition == "dns":
-        return await _message(call("http://nonexistent.invalid/v1")), f"DNS lookup failed for nonexistent.invalid; {KEY}"
+        return await _message(call("http://nonexistent.invalid/v1"), "dns"), f"DNS lookup failed for nonexistent.invalid; {KEY}"
     if speech:
         async with SpeechFaultServer() as server:
             server.asr_mode = server.tts_mode = "http_401"
-            return await _message(call(server.base_url)), "HTTP 401 Unauthorized"
+            return await _message(call(server.base_url), "auth"), "HTTP 401 Unauthorized"
     async with ScriptedLLMServer(Reply.error(401, "Incorrect API key provided")) as llm:
-        return await _message(call(llm.base_url)), "HTTP 401 Unauthorized"
+        return await _message(call(llm.base_url), "auth"), "HTTP 401 Unauthorized"
 
 
-async def _message(attempt: Awaitable[object]) -> str:
+async def _message(attempt: Awaitable[object], kind: str) -> str:
+    """The message of the provider error `attempt` raises, whose cause must be of `kind`."""
     with pytest.raises((AgentError, ASRError, TTSError, VisionError)) as caught:
         await attempt
+    assert failure_kind(caught.value) == kind, caught.value
     return str(caught.value)
 
 
@@ -141,6 +145,22 @@ def test_describe_failure_without_a_connection_cause() -> None:
         "HTTP 429 Too Many Requests: slow down"
     assert describe_failure(None, exc=ValueError("bad"), missing_key="k") == "ValueError: bad; k"
     assert host_port("https://api.deepseek.com/beta") == ("api.deepseek.com", 443)
+
+
+def test_failure_kinds_of_what_the_providers_say() -> None:
+    assert failure_kind(TTSError("openai: POST http://x/v1/audio/speech (model 'm', voice 'v') returned "
+                                 "HTTP 500 Internal Server Error: b'{}'")) == "http_5xx"
+    assert failure_kind(ASRError("openai: POST http://x returned HTTP 429 Too Many Requests")) == "rate_limit"
+    assert failure_kind(ASRError("openai: POST http://x returned HTTP 404 Not Found")) == "http_4xx"
+    assert failure_kind(TTSError("openai: POST http://x stalled for more than 5 s")) == "timeout"
+    assert failure_kind(AgentError("the connection to the language model at x broke off mid-reply")) == "connection"
+    assert failure_kind(TTSError("openai: the audio is noise, not speech")) == "other"
+    try:
+        raise ConnectionRefusedError(111, "refused")
+    except ConnectionRefusedError as cause:
+        wrapped = TTSError("edge: voice failed")
+        wrapped.__cause__ = cause
+    assert failure_kind(wrapped) == "refused"
 
 
 async def test_the_servers_log_names_the_cause_and_the_missing_key(

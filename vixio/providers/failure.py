@@ -9,22 +9,35 @@ library kept only the message (litellm), in its text:
     connection refused at 127.0.0.1:9000
     HTTP 401 Unauthorized: 'invalid key'; agent.api_key is empty (DEEPSEEK_API_KEY unset)
 
-Used by the agent, ASR, TTS and vision providers alike.
+Used by the agent, ASR, TTS and vision providers alike. `failure_kind` sorts the same causes into
+a few kinds for counting (`vixio_provider_errors_total{cause=...}` in `/metrics`).
 """
 
 from __future__ import annotations
 
 import errno
+import re
 import socket
 import ssl
 from collections.abc import Iterator
 from http import HTTPStatus
+from typing import Literal
 from urllib.parse import urlsplit
 
 _DNS_TEXT = ("Name or service not known", "nodename nor servname", "Temporary failure in name resolution",
              "No address associated with hostname", "getaddrinfo failed")
 _REFUSED_TEXT = ("Connection refused", "Errno 111", "ECONNREFUSED", "actively refused")
 _MAX_DETAIL = 200
+
+FailureKind = Literal["dns", "refused", "tls", "timeout", "connection", "auth", "rate_limit", "http_4xx",
+                      "http_5xx", "other"]
+"""What kind of cause a provider failure had: a bounded set, so it can label a counter."""
+FAILURE_KINDS: tuple[FailureKind, ...] = ("dns", "refused", "tls", "timeout", "connection", "auth", "rate_limit",
+                                           "http_4xx", "http_5xx", "other")
+# The words of this module's descriptions (and the providers' own) that name a kind.
+_TIMEOUT_TEXT = ("in time", "timed out", "did not answer within", "stalled", "no audio for")
+_CONNECTION_TEXT = ("could not connect", "broke off", "could not reach", "Connection error")
+_HTTP_STATUS = re.compile(r"\bHTTP (\d{3})\b")
 
 
 def describe_failure(
@@ -50,6 +63,56 @@ def describe_failure(
         cause = text if text.startswith(type(exc).__name__) else f"{type(exc).__name__}: {text}"
     cause = cause or detail or "failed"
     return f"{cause}; {missing_key}" if missing_key else cause
+
+
+def failure_kind(exc: BaseException) -> FailureKind:
+    """The kind of cause of `exc` (a provider's error and what it was raised from): a failed
+    connection found in the chain first, then the words of its description, then an HTTP status."""
+    chain = list(_chain(exc))
+    for error in chain:
+        if isinstance(error, socket.gaierror) or type(error).__name__ == "ClientConnectorDNSError":
+            return "dns"
+        if isinstance(error, ConnectionRefusedError) or isinstance(error, OSError) and error.errno == errno.ECONNREFUSED:
+            return "refused"
+        if isinstance(error, ssl.SSLError | ssl.CertificateError):
+            return "tls"
+    text = " ".join(str(error) for error in chain)
+    if "DNS lookup failed" in text or any(marker in text for marker in _DNS_TEXT):
+        return "dns"
+    if "connection refused" in text or any(marker in text for marker in _REFUSED_TEXT):
+        return "refused"
+    if "TLS handshake" in text:
+        return "tls"
+    if any(isinstance(error, TimeoutError) or "Timeout" in type(error).__name__ for error in chain) \
+            or any(marker in text for marker in _TIMEOUT_TEXT):
+        return "timeout"
+    if any(marker in text for marker in _CONNECTION_TEXT) \
+            or any(isinstance(error, OSError) and error.errno is not None for error in chain):
+        return "connection"
+    status = _status(chain, text)
+    if status in (401, 403):
+        return "auth"
+    if status == 429:
+        return "rate_limit"
+    if status is not None and 400 <= status < 500:
+        return "http_4xx"
+    if status is not None and status >= 500:
+        return "http_5xx"
+    return "other"
+
+
+def _status(chain: list[BaseException], text: str) -> int | None:
+    """The HTTP status a failed request got: in the words of its description, else one an
+    exception of the chain carries (litellm's `status_code`, aiohttp's `status`)."""
+    found = _HTTP_STATUS.search(text)
+    if found:
+        return int(found.group(1))
+    for error in chain:
+        for name in ("status_code", "status"):
+            value = getattr(error, name, None)
+            if isinstance(value, int) and 400 <= value < 600:
+                return value
+    return None
 
 
 def host_port(url: str | None) -> tuple[str, int | None]:

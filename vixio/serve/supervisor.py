@@ -5,13 +5,13 @@
     │   each device to the worker with the fewest  ├── adopt the devices handed to them
     │   (vixio/serve/dispatch.py)                 │
     ├── HTTP port: OTA, activation, /healthz,      │
-    │   /metrics merged from every worker          │
+    │   /metrics, /metrics.json from every worker  │
     ├── starts, watches and restarts workers       ├── serve their sessions
     └── stops them all on SIGTERM / Ctrl-C         └── answer session routes on RUN_DIR/w<i>.sock
 
 Why the HTTP port stays in the supervisor: OTA is stateless, activation codes live in one
 registry, and tokens are issued in one place, so every device gets the same answers whichever
-worker it lands on. Routes about live sessions (`/metrics`, the operator console's `/api/`) are
+worker it lands on. Routes about live sessions (`/metrics`: vixio/serve/metrics_routes.py, the operator console's `/api/`) are
 answered from every worker through `Peers` (vixio/serve/peers.py explains how a new route uses
 it). The WebSocket port is the supervisor's: it accepts there and passes each connection,
 unread, to the ready worker holding the fewest (SO_REUSEPORT's hashing left workers ±7 devices
@@ -46,13 +46,14 @@ import aiohttp
 from aiohttp import web
 from loguru import logger
 
+from vixio import metrics
 from vixio.agent_model import warn_when_model_has_no_tools
 from vixio.config.models import VixioConfig
 from vixio.console import ConsoleApi, FanOutBackend
 from vixio.console.pairing import FanOutPairing, PairingApi, WorkerPairing
 from vixio.console.profiles import ProfileApi
 from vixio.console.workers import WorkerBackend
-from vixio.server import log_http_urls, rss_mb, warn_about_open_tokens
+from vixio.server import log_http_urls, warn_about_open_tokens
 from vixio.profiles import ProfileBook
 from vixio.state import StoreError, open_store
 from vixio.state.memory import prune_history_forever
@@ -65,6 +66,7 @@ from vixio.transports.xiaozhi.ota import OtaServer
 from vixio.transports.xiaozhi.pairing_policy import warn_about_trusted_macs
 from vixio.vision import UPLOAD_TIMEOUT
 from vixio.serve.dispatch import Dispatcher
+from vixio.serve.metrics_routes import InstanceMetrics, merge_metrics
 from vixio.serve.peers import PeerReply, Peers
 from vixio.serve.plan import cpu_count, listen_port, resolve_workers, reuse_port_supported
 
@@ -116,8 +118,12 @@ class Supervisor:
         self._pruner: asyncio.Task[None] | None = None
         self.ota = OtaServer(config.xiaozhi, DeviceAuthenticator(config.xiaozhi.auth),
                              websocket_port=lambda: self.websocket_port, store=self.store)
-        # Live device ids: an operator route (vixio/transports/xiaozhi/admin.py).
-        self.ota.add_route("GET", "/metrics", AdminGuard(config.xiaozhi.http.admin_token).protect(self._metrics))
+        # Operator routes (vixio/transports/xiaozhi/admin.py): the JSON view has live device ids.
+        self.ota.ready = lambda: any(worker.ready for worker in self.workers)  # /healthz: 503 until then
+        self.metrics = InstanceMetrics(self.workers, self.peers)
+        guard = AdminGuard(config.xiaozhi.http.admin_token)
+        self.ota.add_route("GET", metrics.PATH, guard.protect(self.metrics.prometheus))
+        self.ota.add_route("GET", metrics.JSON_PATH, guard.protect(self.metrics.json))
         self.ota.add_route("POST", VISION_PATH, self._forward_to_any)
         # The operator console over every worker's sessions (vixio/console/workers.py).
         agent = config.agent
@@ -326,10 +332,6 @@ class Supervisor:
 
     # --- HTTP routes answered from every worker -----------------------------------------------
 
-    async def _metrics(self, request: web.Request) -> web.Response:
-        """Every worker's sessions, and per worker: pid, sessions, RSS, restarts."""
-        return web.json_response(merge_metrics(self.workers, await self.peers.gather("GET", "/metrics")))
-
     async def _forward_to_any(self, request: web.Request) -> web.Response:
         """A stateless route that needs a worker's models (the camera tool's upload)."""
         headers = {name: value for name, value in request.headers.items()
@@ -363,29 +365,6 @@ def _worker_environment() -> dict[str, str]:
     root = os.path.dirname(os.path.dirname(os.path.abspath(vixio.__file__)))
     path = os.environ.get("PYTHONPATH", "")
     return {**WORKER_MALLOC_ENV, **os.environ, "PYTHONPATH": root + (os.pathsep + path if path else "")}
-
-
-def merge_metrics(workers: list[WorkerProcess], replies: list[PeerReply]) -> dict[str, Any]:
-    """One `/metrics` body from the workers' own: sessions tagged with their worker, a line per
-    worker (also one that is restarting or did not answer), and the supervisor's own RSS."""
-    by_worker = {reply.worker: reply for reply in replies}
-    detail: list[dict[str, Any]] = []
-    lines: list[dict[str, Any]] = []
-    for worker in workers:
-        reply = by_worker.get(worker.index)
-        extra = {"restarts": worker.restarts}
-        if reply is not None and reply.ok and isinstance(reply.body, dict):
-            detail += [{**session, "worker": worker.index} for session in reply.body.get("detail", [])]
-            lines += [{**line, "status": "up", **extra} for line in reply.body.get("workers", [])]
-        else:
-            status = "starting" if worker.running and not worker.ready else "down"
-            if reply is not None:
-                status = "not answering"
-            lines.append({"worker": worker.index, "pid": worker.pid, "sessions": None, "rss_mb": None,
-                          "status": status, **extra})
-    total_rss = sum(line["rss_mb"] or 0 for line in lines) + (rss_mb() or 0)
-    return {"sessions": len(detail), "detail": detail, "workers": lines,
-            "supervisor": {"pid": os.getpid(), "rss_mb": rss_mb()}, "rss_mb": round(total_rss, 1)}
 
 
 def _response(reply: PeerReply) -> web.Response:

@@ -18,15 +18,21 @@ Failures: `StoreError` when the store cannot be used at all (corrupt, locked, un
 message names the file or server and what to do. `StoreWriteError` when one write was lost (disk
 full): the backend logs one ERROR per episode, not per write, and callers that can go on (history,
 memory) do; reads keep working. A read that cannot reach the store raises `StoreError` within
-the backend's timeout, never hangs; callers that can go on treat it as "nothing stored".
+the backend's timeout, never hangs; callers that can go on treat it as "nothing stored". Every
+backend's failures are counted (`vixio_store_errors_total` in `/metrics`): `Store` wraps the
+interface methods a backend implements, so no backend has to remember to.
 """
 
 from __future__ import annotations
 
+import functools
+import inspect
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
+
+from vixio.metrics.instruments import count_store_error
 
 AdmissionKind = Literal["activation", "allow-list"]
 
@@ -123,6 +129,13 @@ class Store(ABC):
 
     location: str = ""
     """What to name in messages: the file path or the server URL."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        for name in Store.__abstractmethods__:
+            method = cls.__dict__.get(name)
+            if inspect.iscoroutinefunction(method) and not getattr(method, "_counts_store_errors", False):
+                setattr(cls, name, _counting_failures(method))
 
     @abstractmethod
     async def open(self) -> None:
@@ -262,3 +275,20 @@ class Store(ABC):
         await self.take_results(device_id)
         await self.set_memory(device_id, "")
         await self.assign_profile(device_id, None)
+
+
+def _counting_failures(method: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+    """`method`, counting the StoreError it raises (once, however many store methods it passes)."""
+
+    @functools.wraps(method)
+    async def counted(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return await method(*args, **kwargs)
+        except StoreError as exc:
+            if not getattr(exc, "_counted", False):
+                exc._counted = True  # type: ignore[attr-defined]
+                count_store_error("write" if isinstance(exc, StoreWriteError) else "unavailable")
+            raise
+
+    counted._counts_store_errors = True  # type: ignore[attr-defined]
+    return counted

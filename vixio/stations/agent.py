@@ -29,6 +29,7 @@ from vixio.core.chunk import Chunk, ErrorChunk, StreamCompleteChunk, TextChunk, 
 from vixio.core.state import Message, TurnMetrics
 from vixio.core.station import Station
 from vixio.core.tools.executor import ToolExecutor
+from vixio.metrics import count_provider_error
 from vixio.providers.agent.base import (
     AgentError,
     AgentProvider,
@@ -227,6 +228,7 @@ class AgentStation(Station):
                         yield out
         except AgentError as exc:
             self._generating = False
+            count_provider_error("agent", exc)
             self.logger.error("turn {} failed: {}", turn_id, exc)
             yield ErrorChunk(source=self.name, message=str(exc), exception=exc)
             return

@@ -11,7 +11,8 @@ from collections.abc import AsyncIterator
 
 from vixio.core.chunk import AudioChunk, Chunk, InterruptChunk, MetricsChunk, TextChunk, TurnEndChunk, TurnStartChunk
 from vixio.core.station import Station
-from vixio.providers.asr.base import ASRProvider
+from vixio.metrics import count_provider_error
+from vixio.providers.asr.base import ASRError, ASRProvider
 
 
 class ASRStation(Station):
@@ -54,7 +55,11 @@ class ASRStation(Station):
         metrics.mark("speech_end", chunk.created_at)
         if pcm:
             started = time.monotonic()
-            text = (await self.provider.transcribe(pcm, rate, language=self.language)).strip()
+            try:
+                text = (await self.provider.transcribe(pcm, rate, language=self.language)).strip()
+            except ASRError as exc:
+                count_provider_error("asr", exc)
+                raise
             # Before anything of this turn is yielded: is an earlier turn's reply still running?
             busy = self._pipeline is not None and not self._pipeline.quiet_after(
                 self, output=False, before_turn=chunk.turn_id)

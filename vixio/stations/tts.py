@@ -20,6 +20,7 @@ from collections.abc import AsyncIterator
 from vixio.core.audio import Resampler
 from vixio.core.chunk import AudioChunk, Chunk, ErrorChunk, StreamCompleteChunk, TextChunk
 from vixio.core.station import Station
+from vixio.metrics import count_provider_error
 from vixio.providers.tts.base import TTSError, TTSProvider
 from vixio.stations.tts_circuit import TTSCircuit
 
@@ -85,6 +86,7 @@ class TTSStation(Station):
                     spoken = True
                     yield audio
             except TTSError as exc:
+                count_provider_error("tts", exc)
                 # One unspeakable sentence must not end the reply: skip it (or let the fallback
                 # speak it, when none of its audio went out yet) and keep going.
                 circuit.failed(started, f"{exc} (a sentence was cut off)" if spoken else str(exc))
@@ -99,6 +101,7 @@ class TTSStation(Station):
             async for audio in self._synthesize(self.fallback, self.fallback.synthesize(text), turn_id):
                 yield audio
         except TTSError as exc:
+            count_provider_error("tts", exc)
             circuit.fallback_failed(str(exc))
         else:
             circuit.fallback_spoke()

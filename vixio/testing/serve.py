@@ -78,7 +78,7 @@ class ServeProcess:
 
     @property
     def metrics_url(self) -> str:
-        return self.base_url + "/metrics"
+        return self.base_url + "/metrics.json"
 
     async def metrics(self) -> dict[str, Any]:
         async with aiohttp.ClientSession() as http, http.get(self.metrics_url) as response:

@@ -270,10 +270,10 @@ async def test_metrics_details_are_for_operators_only(make_server, http: aiohttp
     server = await make_server(http={"host": "127.0.0.1", "port": 0, "admin_token": "op-token"})
     async with SimulatedDevice(ws_url=ws_url(server), device_id=DEVICE) as device:
         await device.connect()
-        async with http.get(http_url(server, "/metrics")) as response:
+        async with http.get(http_url(server, "/metrics.json")) as response:
             public = await response.json()
         assert public["sessions"] == 1 and public["detail"] == [] and DEVICE not in json.dumps(public)
-        async with http.get(http_url(server, "/metrics"), headers={"Authorization": "Bearer op-token"}) as response:
+        async with http.get(http_url(server, "/metrics.json"), headers={"Authorization": "Bearer op-token"}) as response:
             detail = (await response.json())["detail"]
         assert detail[0]["device_id"] == DEVICE
 
@@ -282,9 +282,9 @@ async def test_without_a_token_metrics_details_answer_only_direct_local_callers(
     server = await make_server()
     async with SimulatedDevice(ws_url=ws_url(server), device_id=DEVICE) as device:
         await device.connect()
-        async with http.get(http_url(server, "/metrics"), headers=PROXIED) as response:
+        async with http.get(http_url(server, "/metrics.json"), headers=PROXIED) as response:
             assert DEVICE not in await response.text()
-        async with http.get(http_url(server, "/metrics")) as response:
+        async with http.get(http_url(server, "/metrics.json")) as response:
             assert DEVICE in await response.text()
 
 
@@ -329,3 +329,21 @@ async def test_ota_does_not_hand_out_a_foreign_host_and_the_device_still_connect
     async with SimulatedDevice(ws_url=url) as device:
         await device.connect()
 
+
+
+async def test_prometheus_metrics_are_for_operators_only(make_server, http: aiohttp.ClientSession) -> None:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    server = await make_server(http={"host": "127.0.0.1", "port": 0, "admin_token": "op-token"})
+    async with http.get(http_url(server, "/metrics")) as response:
+        assert response.status == 401
+    async with SimulatedDevice(ws_url=ws_url(server), device_id=DEVICE) as device:
+        await device.connect()
+        async with http.get(http_url(server, "/metrics"), headers={"Authorization": "Bearer op-token"}) as response:
+            assert response.status == 200
+            assert response.headers["Content-Type"] == "text/plain; version=0.0.4; charset=utf-8"
+            text = await response.text()
+    families = {family.name: family for family in text_string_to_metric_families(text)}
+    assert [s.value for s in families["vixio_sessions"].samples] == [1.0]  # this process's only server
+    assert [s.value for s in families["vixio_workers_ready"].samples] == [1.0]
+    assert DEVICE not in text

@@ -411,3 +411,60 @@ async def test_a_kick_does_nothing_while_the_task_is_busy_and_its_send_keeps_the
         await asyncio.sleep(0)
     await pacer.stop()
     assert calls == [[sent_frame(0), sent_frame(1)], [sent_frame(2)]]
+
+
+async def test_a_frame_ready_in_time_but_sent_after_the_device_ran_dry_is_late() -> None:
+    clock = VirtualClock()
+    sent: list[dict] = []
+    late: list[float] = []
+
+    async def slow_send(message: dict) -> None:
+        sent.append(message)
+        if len(sent) == 8:  # the loop stalls for 1 s after frame 7: the device runs dry meanwhile
+            clock.now += 1.0
+        await asyncio.sleep(0)
+
+    pacer = DownlinkPacer(slow_send, frame_duration=FRAME, prebuffer=5, clock=clock, sleep=clock.sleep,
+                          on_late_frame=lambda: late.append(clock.now))
+    pacer.start()
+    for i in range(12):
+        pacer.send_frame(frame(i))
+    for _ in range(10_000):
+        if len(sent) == 12:
+            break
+        await asyncio.sleep(0)
+    await pacer.stop()
+    assert len(sent) == 12
+    assert pacer.late_frames == 1 and len(late) == 1  # frame 8: one underrun, then a fresh pre-buffer
+
+
+async def test_a_pause_of_the_reply_itself_or_a_new_reply_is_not_late() -> None:
+    clock = VirtualClock()
+    late: list[int] = []
+    sent2: list[dict] = []
+
+    async def send(message: dict) -> None:
+        sent2.append(message)
+
+    pacer = DownlinkPacer(send, frame_duration=FRAME, prebuffer=5, clock=clock, sleep=clock.sleep,
+                          on_late_frame=lambda: late.append(1))
+    pacer.start()
+    for i in range(6):
+        pacer.send_frame(frame(i))
+    for _ in range(1000):
+        await asyncio.sleep(0)
+    clock.now += 2.0  # the next sentence comes 2 s later (slow TTS): the device ran dry, no frame waited
+    for i in range(6):
+        pacer.send_frame(frame(i))
+
+    async def stop() -> None:
+        await send({"type": "tts", "state": "stop"})
+
+    pacer.end(stop)
+    for _ in range(1000):
+        await asyncio.sleep(0)
+    pacer.send_frame(frame(0))  # a new reply after the last one was played
+    for _ in range(1000):
+        await asyncio.sleep(0)
+    await pacer.stop()
+    assert len(sent2) == 14 and late == [] and pacer.late_frames == 0

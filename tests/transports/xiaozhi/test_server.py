@@ -357,7 +357,7 @@ async def test_metrics_endpoint_lists_sessions_and_turn_latencies(make_server) -
         await device.send_text("hi")
         await device.wait_for("tts", state="stop", after=mark)
         async with aiohttp.ClientSession() as http:
-            async with http.get(f"http://127.0.0.1:{server.ota.port}/metrics") as response:
+            async with http.get(f"http://127.0.0.1:{server.ota.port}/metrics.json") as response:
                 assert response.status == 200
                 body = await response.json()
     assert body["sessions"] == 1

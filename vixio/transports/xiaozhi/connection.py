@@ -37,6 +37,8 @@ from vixio.core.chunk import (
 )
 from vixio.core.protocol import Message
 from vixio.core.session import Session
+from vixio.metrics import LATE_FRAMES, reply_ended
+from vixio.metrics.instruments import TurnOutcome
 from vixio.transports.xiaozhi import protocol as xp
 from vixio.transports.xiaozhi.codec import (
     DOWNLINK_SAMPLE_RATE,
@@ -93,7 +95,8 @@ class XiaozhiConnection:
                     else dict(encode=self._encode_frame))
         # Two frames per wake-up: half the pacer's and the writer's task steps, one frame more lead.
         self._pacer = DownlinkPacer(send_many=self._send_paced, frame_duration=FRAME_DURATION_MS / 1000,
-                                    prebuffer=config.prebuffer_frames, batch=PACED_FRAMES_PER_WAKEUP, **encoding)
+                                    prebuffer=config.prebuffer_frames, batch=PACED_FRAMES_PER_WAKEUP,
+                                    on_late_frame=LATE_FRAMES.inc, **encoding)
         self._wake_words = {_normalise(w) for w in config.wake_words}
         self._bad_packets = 0
         self._ignored = LogThrottle(first=5, every=10.0)
@@ -357,6 +360,8 @@ class XiaozhiConnection:
         """Drop unsent audio and tell the device to stop at once; returns the frames dropped."""
         dropped = self._pacer.clear()
         self._framer.clear()
+        if self.speaking:
+            self._count_reply("interrupted")
         self.speaking = False
         await self._write([xp.tts("stop")])
         return dropped
@@ -367,10 +372,15 @@ class XiaozhiConnection:
             self.touch()
             await self._write([xp.tts("stop")])
             self._set_bot_speaking(False)
+            self._count_reply("answered")
             if self.session is not None:
                 timings = self.session.state.metrics(self._reply_turn).durations()
                 if timings:
                     self.logger.info("turn {} latency (ms from first mark): {}", self._reply_turn, timings)
+
+    def _count_reply(self, outcome: TurnOutcome) -> None:
+        marks = self.session.state.metrics(self._reply_turn).marks if self.session is not None else {}
+        reply_ended(marks, outcome)
 
     # --- idle ---------------------------------------------------------------------------------
 

@@ -13,7 +13,8 @@ Routes:
                                          (the `xiaozhi.http.admin_token`, or a direct local caller
                                          when none is set), or `Authorization: Bearer <auth.secret>`
                                          when auth is enabled
-    GET  /healthz                        {"status": "ok"} and nothing else (public)
+    GET  /healthz                        {"status": "ok"} and nothing else (public); 503
+                                         {"status": "starting"} while `ready()` says no
 
 Every other route (the console, `/api/`, `/metrics`, activation confirm) is an operator route:
 it answers only a `Host` that names this server (hosts.py `ServerNames`), whatever token the
@@ -160,6 +161,9 @@ class OtaServer:
             self._app.router.add_post(path, self._handle_activate)
         self._app.router.add_post(OTA_PATH + "activate/confirm", self._handle_confirm)
         self._app.router.add_get("/healthz", self._handle_health)
+        self.ready: Callable[[], bool] = lambda: True
+        """Whether devices can be served now (with workers: one is ready); `/healthz` says so to
+        load balancers and Kubernetes probes."""
 
     streamed_paths: set[str] = {VISION_PATH}
     """Routes whose handler reads its own body as a stream, bounded in size and time (the camera
@@ -397,4 +401,6 @@ class OtaServer:
 
     async def _handle_health(self, request: web.Request) -> web.Response:
         # Public and minimal: settings (auth, activation) are nobody's business but the operator's.
+        if not self.ready():
+            return web.json_response({"status": "starting"}, status=503)
         return web.json_response({"status": "ok"})

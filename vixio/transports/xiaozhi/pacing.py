@@ -29,6 +29,11 @@ while the pacer's task is idle: a reply's first audio leaves without waiting for
 wake-up (a loop iteration, ~10-15 ms on a busy server). An end marker waits until the device
 has played everything sent (so `tts stop` never cuts the tail), then runs its callback.
 `clear()` drops everything unsent at once (abort, barge-in).
+
+A frame is late when it was queued before the device had played everything sent before it in
+its reply, yet went out after that: the device ran dry because the server (loop, codec) did not
+keep up. A pause of the reply itself (a slow sentence, a tool call) is not lateness: the frame
+was not there yet. `late_frames` counts them and `on_late_frame` is called for each.
 """
 
 from __future__ import annotations
@@ -56,6 +61,7 @@ def _as_audio_message(frame: bytes) -> Message:
 @dataclass(slots=True)
 class _Frame:
     pcm: bytes
+    queued_at: float
     encoding: asyncio.Future[Message] | None = None
     message: Message | None = None
     """Encoded on the loop (`encode_now`)."""
@@ -82,6 +88,7 @@ class DownlinkPacer:
         batch: int = 1,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        on_late_frame: Callable[[], None] | None = None,
     ) -> None:
         if send is None and send_many is None:
             raise ValueError("DownlinkPacer needs send or send_many")
@@ -110,12 +117,14 @@ class DownlinkPacer:
         self._kicked: asyncio.Future[None] | None = None  # a kick's send that had to wait
         self.frames_sent = 0
         self.frames_dropped = 0
+        self.late_frames = 0
+        self._on_late_frame = on_late_frame
 
     # --- producer side ------------------------------------------------------------------------
 
     def send_frame(self, frame: bytes) -> None:
         """Queue one frame of audio; `encode` turns it into its message when it is sent."""
-        self._push(_Frame(frame))
+        self._push(_Frame(frame, self._clock()))
 
     def send_message(self, message: Message) -> None:
         """Queue a JSON message that must go out in order with the audio."""
@@ -150,7 +159,7 @@ class DownlinkPacer:
             if isinstance(item, _End):
                 break
             if isinstance(item, _Frame):
-                if self._delay_for_next_frame() > 0:
+                if self._delay_for_next_frame(item) > 0:
                     break
                 if self._encode_async is not None:
                     self._encode_new_burst_now()
@@ -216,11 +225,12 @@ class DownlinkPacer:
                 await self._wait(self.buffered_seconds)
                 if self._queue and self._queue[0] is item:
                     self._queue.popleft()
+                    self._burst_frames = 0  # the reply was played: the next one starts afresh
                     await item.on_played()
                 continue
             if isinstance(item, _Frame):
                 generation = self._generation
-                delay = self._delay_for_next_frame()
+                delay = self._delay_for_next_frame(item)
                 if self._encode_async is not None:
                     self._encode_new_burst_now()
                     self._encode_ahead()  # on the codec thread while we wait for the deadlines
@@ -290,10 +300,15 @@ class DownlinkPacer:
         self._encoding -= 1
         _consume_result(future)
 
-    def _delay_for_next_frame(self) -> float:
+    def _delay_for_next_frame(self, frame: _Frame) -> float:
         now = self._clock()
-        if self._burst_frames == 0 or now >= self._burst_start + self._burst_frames * self.frame_duration:
+        played_all = self._burst_start + self._burst_frames * self.frame_duration
+        if self._burst_frames == 0 or now >= played_all:
             # The device has played everything: start a new burst with a fresh pre-buffer.
+            if self._burst_frames and frame.queued_at < played_all:
+                self.late_frames += 1
+                if self._on_late_frame is not None:
+                    self._on_late_frame()
             self._burst_start = now
             self._burst_frames = 0
             return 0.0

@@ -28,6 +28,7 @@ from vixio.core.protocol import Message
 from vixio.core.session import Session, fan_out
 from vixio.core.tools.limits import ToolBudget
 from vixio.core.transport import ConnectionClosed, TransportBase
+from vixio.metrics import SESSIONS, SESSIONS_STARTED
 from vixio.transports.xiaozhi import protocol as xp
 from vixio.transports.xiaozhi.auth import AuthError, DeviceAuthenticator, DeviceIdentity, anonymous_identity
 from vixio.transports.xiaozhi.config import XiaozhiConfig
@@ -265,6 +266,8 @@ class XiaozhiTransport(TransportBase):
             await session.start()
             connection.attach(session)
             self.connections[session_id] = connection
+            SESSIONS.inc()
+            SESSIONS_STARTED.inc()
             self.set_inline_handler(session_id, connection.handle_now)  # audio frames skip the read loop
             # After the pipeline factory registered its tools callback; earlier registrations are delivered now.
             await register.set_tools_callback(lambda defs: self.notify_device_tools_ready(session_id, defs))
@@ -281,7 +284,8 @@ class XiaozhiTransport(TransportBase):
             self.companions.companion_left(register)
             self.companions.device_disconnected(identity.device_id, register)
             register.cancel_all()  # pending registerTools calls fail now, not at their timeout
-            self.connections.pop(session_id, None)
+            if self.connections.pop(session_id, None) is not None:
+                SESSIONS.dec()
             device_tools = self.device_tools.pop(session_id, None)
             if device_tools is not None:
                 await device_tools.close()  # no pending tool call outlives the session
