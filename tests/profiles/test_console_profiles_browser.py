@@ -33,7 +33,8 @@ def _assign_kids(browser: Any, base: str) -> dict[str, str]:
     wait.until(lambda b: len(b.find_elements(By.CSS_SELECTOR, "#profile-select option")) == 2)
     Select(css("#profile-select")).select_by_value("kids")
     css("#profile-assign").click()
-    wait.until(ec.text_to_be_present_in_element((By.ID, "profile-status"), "kids (assigned) from the next turn"))
+    # The answer's line, or the detail re-rendered by the live update that follows it.
+    wait.until(ec.text_to_be_present_in_element((By.ID, "profile-status"), "kids"))
     wait.until(ec.text_to_be_present_in_element((By.CSS_SELECTOR, "#session-list td.profile"), "→ kids"))
     return {"row": css("#session-list td.profile").text}
 
