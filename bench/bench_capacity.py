@@ -121,6 +121,7 @@ def run_load(children: Children, server: VixioServerProcess, fakes: ProcessTree,
     load_before = os.getloadavg()
     idle = server.tree.usage()
     idle_pss = server.tree.pss_bytes()
+    threads_before = server.tree.thread_cpu()
     start_at = time.monotonic() + 2.5 + 0.5 * generators  # time for the generators to import and encode
     procs, outs = [], []
     for g in range(generators):
@@ -139,6 +140,7 @@ def run_load(children: Children, server: VixioServerProcess, fakes: ProcessTree,
                 raise RuntimeError(f"load generator exited with {proc.returncode}")
             children.stop(proc)
     fakes_cpu = fakes.usage().cpu_s - fakes_before
+    threads = {name: cpu - threads_before.get(name, 0.0) for name, cpu in server.tree.thread_cpu().items()}
     results = [json.loads(out.read_text()) for out in outs]
     records = [r for result in results for r in result["records"]]
     ends = [r["tts_stop"] or r["last_speech_sent"] for r in records if r["last_speech_sent"]]
@@ -150,6 +152,11 @@ def run_load(children: Children, server: VixioServerProcess, fakes: ProcessTree,
               "processes": idle.processes, "pss_idle": idle_pss, "pss_loaded": loaded_pss}
     summary = summarize(n, turns, generators, window, results)
     summary["fakes_cpu_s"] = round(fakes_cpu, 2)
+    frames = summary["generator"]["frames_sent"]
+    if frames:  # the server's threads (every worker's summed), CPU ms per session per frame
+        summary["server"]["cpu_ms_per_frame_by_thread"] = {
+            name: round(1000 * cpu / frames, 4) for name, cpu in sorted(threads.items(), key=lambda kv: -kv[1])
+            if cpu >= 0.05}
     summary["shape"] = "staggered" if burst is None else "burst"
     load_after = os.getloadavg()
     summary["machine"] = {"cores": os.cpu_count(), "cpu": cpu_model(),

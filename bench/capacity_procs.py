@@ -126,6 +126,30 @@ class ProcessTree:
         return Usage(time.monotonic(), cpu / TICKS, rss, count, wait / 1e9)
 
 
+    def thread_cpu(self) -> dict[str, float]:
+        """CPU seconds (user + system) by thread name, summed over the tree's processes: where a
+        server's CPU goes (the event loops, the VAD's scoring thread, the store's thread, ...).
+        Threads that ended are not counted."""
+        by_name: dict[str, float] = {}
+        pids = self.pids()
+        for pid in pids:
+            try:
+                tasks = list(Path(f"/proc/{pid}/task").iterdir())
+            except OSError:
+                continue
+            for task in tasks:
+                try:
+                    name = (task / "comm").read_text().strip()
+                    text = (task / "stat").read_text()
+                except OSError:
+                    continue
+                fields = text[text.rindex(")") + 2:].split()
+                if task.name == str(pid):  # a process's main thread: the supervisor's, or a worker's event loop
+                    name = "supervisor" if pid == self.pid and len(pids) > 1 else "event loop"
+                by_name[name] = by_name.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / TICKS
+        return by_name
+
+
 def _runqueue_wait_ns(pid: int) -> int:
     """Summed over the process's threads: field 2 of /proc/<pid>/task/<tid>/schedstat."""
     total = 0

@@ -147,6 +147,9 @@ def print_summary(s: dict[str, Any]) -> None:
     print(f"  server   cpu/frame {_f(server['cpu_ms_per_session_frame'], '.3f')} ms per session per 60 ms frame{versus}, "
           f"cores {server['cores']:.2f} ({server['cpu_s']:.1f} s CPU over {server['window_s']:.1f} s; "
           f"its threads waited {server['runqueue_wait_s']:.1f} s runnable for a free CPU)")
+    if server.get("cpu_ms_per_frame_by_thread"):
+        print("           by thread (ms per session per frame): " + ", ".join(
+            f"{name} {ms:.3f}" for name, ms in server["cpu_ms_per_frame_by_thread"].items()))
     print(f"           RSS idle {server['rss_idle_mb']:.0f} MB, peak {server['rss_peak_mb']:.0f} MB, "
           f"{server['rss_per_session_mb']:.2f} MB per session ({server['processes']} process(es)); "
           f"PSS idle {server['pss_idle_mb']:.0f} MB, with sessions open {server['pss_loaded_mb']:.0f} MB")

@@ -95,6 +95,7 @@ def test_two_devices_one_turn_end_to_end(tmp_path: Path) -> None:
         assert summary["server"]["cpu_per_frame_vs_floor"] == pytest.approx(
             summary["server"]["cpu_ms_per_session_frame"] / summary["floor"]["ms_per_frame"])
         assert summary["machine"]["cpu"] and summary["memory"] == "off"
+        assert summary["server"]["cpu_ms_per_frame_by_thread"]["event loop"] > 0  # the workers' loops
         marks = summary["server_marks_ms"]
         assert 0 <= marks["asr_final"]["p50"] <= marks["llm_first_token"]["p50"] <= marks["first_frame_sent"]["p50"]
         assert summary["server"]["rss_idle_mb"] > 50

@@ -38,6 +38,8 @@ from typing import Any, Generic, TypeVar
 
 from loguru import logger
 
+from vixio.core.thread_names import name_this_thread
+
 J = TypeVar("J")
 R = TypeVar("R")
 
@@ -123,6 +125,7 @@ class BatchWorker(Generic[J, R]):
                 self._thread.start()
 
     def _run(self) -> None:
+        name_this_thread(f"vixio-{self.name}")
         stopping = False
         while not stopping:
             first = self._jobs.get()

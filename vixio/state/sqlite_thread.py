@@ -27,6 +27,7 @@ from typing import Any
 
 from loguru import logger
 
+from vixio.core.thread_names import name_this_thread
 from vixio.state.sqlite_schema import NewerSchemaError, migrate
 from vixio.state.store import StoreError, StoreWriteError
 
@@ -138,6 +139,7 @@ class SqliteThread:
         return f"{where}: {type(exc).__name__}: {text}"
 
     def _serve(self, ready: asyncio.Future[None]) -> None:
+        name_this_thread("vixio-store")
         try:
             connection = self._connect()
         except BaseException as exc:  # noqa: BLE001 - handed to the waiting open()
