@@ -36,6 +36,7 @@ from vixio.providers.asr.base import ASRProvider
 from vixio.providers.tts.base import TTSProvider
 from vixio.providers.vad.base import VADProvider
 from vixio.session_tools import SessionTools
+from vixio.stations.endpointing import EndpointRules
 from vixio.stations.reply_watch import ReplyTimeouts
 from vixio.stations.tts_circuit import TTSCircuit
 from vixio.stations import (
@@ -241,12 +242,16 @@ class VoiceStack:
         config = self.config
         stations: list[Station] = []
         if self.vad is not None and self.asr is not None and config.asr is not None:
-            vad = config.vad
+            vad, turn = config.vad, config.turn
+            rules = EndpointRules(punctuation=turn.confirm_on_punctuation, hanging_words=turn.hanging_words,
+                                  hanging_silence_ms=turn.hanging_silence_ms)
             stations += [
                 VADStation(self.vad, threshold=vad.threshold, min_speech_ms=vad.min_speech_ms,
-                           min_silence_ms=vad.min_silence_ms, speech_pad_ms=vad.speech_pad_ms, barge_in=vad.barge_in),
-                TurnDetectorStation(min_speech_ms=config.turn.min_speech_ms),
-                ASRStation(self.asr, language=config.asr.language),
+                           min_silence_ms=vad.min_silence_ms, speech_pad_ms=vad.speech_pad_ms,
+                           early_silence_ms=vad.early_silence_ms, barge_in=vad.barge_in),
+                TurnDetectorStation(min_speech_ms=turn.min_speech_ms),
+                ASRStation(self.asr, language=config.asr.language, endpointing=rules,
+                           min_silence_ms=vad.min_silence_ms),
             ]
         stations.append(TextAggregatorStation())
         if config.agent is not None:

@@ -26,6 +26,8 @@ class VADConfig(StrictModel):
     """Silence that ends an utterance (and so the user's turn)."""
     speech_pad_ms: int = Field(default=100, ge=0)
     """Audio kept before the detected start and after the end."""
+    early_silence_ms: int = Field(default=200, ge=0)
+    """Silence after which what was said is transcribed and the agent starts at once (a preemptive turn), its reply held until the turn is confirmed (`min_silence_ms`, or sooner: `turn.*`); speech before that cancels it without a trace. 0 (or >= min_silence_ms): off, the agent starts when the turn ends."""
     barge_in: bool = True
     """In realtime mode, user speech while the assistant speaks interrupts it."""
 
@@ -35,6 +37,12 @@ class TurnConfig(StrictModel):
 
     min_speech_ms: int = Field(default=300, ge=0)
     """Shorter utterances are not turns (not transcribed, not answered)."""
+    confirm_on_punctuation: bool = True
+    """At a pause (`vad.early_silence_ms`), a transcript ending in sentence-final punctuation (.?!。？！) confirms the turn at once instead of after `vad.min_silence_ms` (ASRs punctuate partial sentences too: see `hanging_words`)."""
+    hanging_words: bool = True
+    """A transcript ending in a word an utterance cannot end on (to, the, and, in, 的, 和, 在, 把...) is never confirmed early, and its end waits for `hanging_silence_ms` of silence."""
+    hanging_silence_ms: int = Field(default=900, ge=0)
+    """Silence that ends an utterance whose transcript hangs (used when longer than `vad.min_silence_ms`)."""
 
 
 class FasterWhisperASRConfig(StrictModel):

@@ -143,7 +143,7 @@ class LocalBackend:
 
         def turn(turn_id: int) -> dict[str, Any]:
             return turns.setdefault(turn_id, {"turn": turn_id, "heard": [], "said": [], "interrupted": False,
-                                              "tools": [], "marks": {}})
+                                              "tools": [], "marks": {}, "notes": {}})
 
         for message in list(state.history):
             if message.role == "user":
@@ -162,6 +162,8 @@ class LocalBackend:
         for metrics in list(state.turns):
             if metrics.marks:
                 turn(metrics.turn_id)["marks"] = metrics.durations()
+            if metrics.notes:
+                turn(metrics.turn_id)["notes"] = dict(metrics.notes)
         ordered = [turns[key] for key in sorted(turns)][-MAX_TURNS:]
         return {**summary, "connected_seconds": round(time.monotonic() - connection.session.created_at, 1),
                 "device": _jsonable(state.device), "conversation": ordered, "console_calls": console_calls}
@@ -178,7 +180,9 @@ class LocalBackend:
             self._connected_at[connection.session_id] = connected_at
         activity = self._activity(connection)
         last = state.history[-1] if state.history else None
-        marks = sum(len(turn.marks) for turn in state.turns)
+        # Marks and notes of a turn may be replaced (a preemptive attempt replacing a cancelled one).
+        marks = (f"{sum(len(turn.marks) + len(turn.notes) for turn in state.turns)}."
+                 f"{max((at for turn in state.turns for at in turn.marks.values()), default=0.0):.3f}")
         live = self.server.profiles.get(connection.session_id)
         profile = {**live.choice.to_json(), "profile_pending": live.pending.name if live.pending else None} \
             if live is not None else {"profile": None, "profile_source": None, "profile_pending": None}

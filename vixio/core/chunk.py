@@ -153,6 +153,47 @@ class VADEndChunk(BaseChunk):
 
 
 @dataclass(kw_only=True, slots=True)
+class VADPauseChunk(BaseChunk):
+    """The user has been silent for `vad.early_silence_ms`: the utterance may be over (a
+    preemptive turn starts on what was said so far), or they may go on (`VADResumeChunk`)."""
+
+    kind: Literal["vad_pause"] = field(default="vad_pause", init=False)
+    silence_start: int = 0
+    """Where the silence began, in samples of the session's VAD stream: names this pause."""
+
+
+@dataclass(kw_only=True, slots=True)
+class VADResumeChunk(BaseChunk):
+    """The user spoke again after a `VADPauseChunk`, before the utterance ended."""
+
+    kind: Literal["vad_resume"] = field(default="vad_resume", init=False)
+
+
+@dataclass(kw_only=True, slots=True)
+class EndpointChunk(BaseChunk):
+    """What the transcript of a pause says about the utterance, sent back to the VAD (pushed at
+    the pipeline's input): "end" it now (evidently complete), or "extend" the silence that ends
+    it to `silence_ms` (evidently incomplete). Ignored when the user spoke again since."""
+
+    kind: Literal["endpoint"] = field(default="endpoint", init=False)
+    action: Literal["end", "extend"] = "end"
+    silence_start: int = 0
+    """The pause it is about (`VADPauseChunk.silence_start`)."""
+    silence_ms: int = 0
+    reason: str = ""
+    """Which signal decided (shown in the turn's latency marks)."""
+
+
+@dataclass(kw_only=True, slots=True)
+class DraftTextChunk(BaseChunk):
+    """What the user said up to a pause, before the turn is confirmed: the agent may start on
+    it but holds its reply (nothing of it reaches the device, the history or a control tool)."""
+
+    kind: Literal["draft_text"] = field(default="draft_text", init=False)
+    text: str = ""
+
+
+@dataclass(kw_only=True, slots=True)
 class BotStartedSpeakingChunk(BaseChunk):
     """The first audio of a reply went to the device."""
 
@@ -228,6 +269,10 @@ Chunk = (
     | StreamCompleteChunk
     | VADStartChunk
     | VADEndChunk
+    | VADPauseChunk
+    | VADResumeChunk
+    | EndpointChunk
+    | DraftTextChunk
     | BotStartedSpeakingChunk
     | BotStoppedSpeakingChunk
     | EmotionChunk
@@ -243,6 +288,10 @@ CONTROL_CHUNKS = (InterruptChunk, TurnStartChunk, TurnEndChunk, StreamCompleteCh
 EVENT_CHUNKS = (
     VADStartChunk,
     VADEndChunk,
+    VADPauseChunk,
+    VADResumeChunk,
+    EndpointChunk,
+    DraftTextChunk,
     BotStartedSpeakingChunk,
     BotStoppedSpeakingChunk,
     EmotionChunk,

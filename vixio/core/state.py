@@ -25,10 +25,18 @@ class TurnMetrics:
 
     turn_id: int
     marks: dict[str, float] = field(default_factory=dict)
+    notes: dict[str, float | str] = field(default_factory=dict)
+    """What is not a moment: time saved by a preemptive start, attempts cancelled, which signal
+    confirmed the turn (shown beside the marks)."""
 
     def mark(self, name: str, at: float | None = None) -> None:
         """Record `name` once; later marks of the same name are ignored (first wins)."""
         self.marks.setdefault(name, time.monotonic() if at is None else at)
+
+    def remark(self, name: str, at: float | None = None) -> None:
+        """Record `name` again, replacing an earlier one (a preemptive attempt that replaced a
+        cancelled one)."""
+        self.marks[name] = time.monotonic() if at is None else at
 
     def durations(self) -> dict[str, float]:
         """Milliseconds from the first mark to every other mark, in time order."""

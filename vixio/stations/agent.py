@@ -14,6 +14,12 @@ ERROR line and becomes an ErrorChunk, so the sentence aggregator drops the cut-o
 the TTS station apologises; a reply with no text at all is replaced by `empty_reply`; a slow
 first token may be bridged with a spoken `filler`; a model that pauses mid-sentence has what it
 said so far spoken (`ReplyTimeouts.pause`).
+
+Preemptive turns: a DraftTextChunk (what was said up to a pause) starts the model at once as a
+`HeldReply`: nothing of it is yielded, recorded or told to `on_turn`, and the executor holds
+tools with side effects. The user's confirmed text adopts it when it is the same; speech again
+(VADResumeChunk), a different text, an interrupt or a turn that ends without text cancel it
+and restore the provider's history as it was.
 """
 
 from __future__ import annotations
@@ -25,7 +31,18 @@ from dataclasses import replace
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any
 
-from vixio.core.chunk import Chunk, ErrorChunk, StreamCompleteChunk, TextChunk, TextDeltaChunk, ToolCallChunk, ToolResultChunk
+from vixio.core.chunk import (
+    Chunk,
+    DraftTextChunk,
+    ErrorChunk,
+    StreamCompleteChunk,
+    TextChunk,
+    TextDeltaChunk,
+    ToolCallChunk,
+    ToolResultChunk,
+    TurnEndChunk,
+    VADResumeChunk,
+)
 from vixio.core.state import Message, TurnMetrics
 from vixio.core.station import Station
 from vixio.core.tools.executor import ToolExecutor
@@ -38,6 +55,7 @@ from vixio.providers.agent.base import (
     AgentToolCall,
     AgentToolResult,
 )
+from vixio.stations.held_reply import HeldReply
 from vixio.stations.reply_watch import Filler, ReplyTimeouts, watch_reply
 
 
@@ -46,7 +64,7 @@ ANNOUNCE_WAIT = 120.0
 
 
 class AgentStation(Station):
-    handles = (TextChunk, ToolResultChunk)
+    handles = (TextChunk, ToolResultChunk, DraftTextChunk, VADResumeChunk, TurnEndChunk)
 
     def __init__(
         self,
@@ -92,6 +110,8 @@ class AgentStation(Station):
         self.intercept: Callable[[str], Awaitable[str | None]] | None = None
         """Asked first with each user text: a reply given here is said instead of the model's
         (e.g. a spoken request to forget and its confirmation); neither reaches the model."""
+        self._held: HeldReply | None = None
+        """The preemptive attempt waiting for its turn to be confirmed."""
 
     async def start(self) -> None:
         await self.provider.initialize(tools=self.tools, system_prompt=self.system_prompt)
@@ -101,11 +121,14 @@ class AgentStation(Station):
     async def stop(self) -> None:
         for task in [*self._triggers, *self._pauses]:
             task.cancel()
+        if self._held is not None:
+            await self._held.cancel()
         await self.provider.cancel()
         if self.executor is not None:
             await self.executor.close()
 
     async def on_interrupt(self) -> None:
+        await self._drop_held("the turn was interrupted")
         state = self.session_state
         if not (self._generating or state.bot_speaking):
             return
@@ -164,6 +187,15 @@ class AgentStation(Station):
                 await asyncio.sleep(0.05)
 
     async def process(self, chunk: Chunk) -> AsyncIterator[Chunk]:
+        if isinstance(chunk, DraftTextChunk):
+            await self._hold(chunk)
+            return
+        if isinstance(chunk, VADResumeChunk | TurnEndChunk):
+            # Confirmed text adopts the attempt before its TurnEndChunk comes: one still held
+            # then was not confirmed.
+            await self._drop_held("the user went on" if isinstance(chunk, VADResumeChunk) else "no text confirmed it")
+            yield chunk
+            return
         if isinstance(chunk, ToolResultChunk):
             if chunk.call_id:  # someone else's result: not ours to handle
                 yield chunk
@@ -184,27 +216,83 @@ class AgentStation(Station):
             self.executor.on_user_text(chunk.text)
         self.session_state.add_message(Message(role="user", content=chunk.text, turn_id=chunk.turn_id))
         if self.intercept is not None and (answer := await self.intercept(chunk.text)) is not None:
+            await self._drop_held("the turn was answered without the model")
             self.session_state.add_message(Message(role="assistant", content=answer, turn_id=chunk.turn_id))
             yield TextDeltaChunk(text=answer, role="assistant")
             yield StreamCompleteChunk(source=self.name)
             return
-        text = chunk.text
-        if self._notes:
-            text, self._notes = "\n".join([*self._notes, text]), []
-        if self.executor is not None and (tasks := self.executor.context.task_overview()):
-            text = f"{tasks}\n{text}"  # seed 004: the model sees its background work every turn
-        async for out in self._turn(text, chunk.turn_id, said=chunk.text):
+        text = self._model_input(chunk.text)
+        held = await self._adopt(text, chunk.turn_id)
+        self._notes = []
+        async for out in self._turn(text, chunk.turn_id, said=chunk.text, held=held):
             yield out
 
-    async def _turn(self, text: str, turn_id: int, *, said: str) -> AsyncIterator[Chunk]:
-        """One model turn on `text`; `said` is the user's own words in it ("" for a turn the
-        assistant starts, e.g. a background result)."""
+    def _model_input(self, said: str) -> str:
+        """What the model is sent for the user's words: pending background results first."""
+        text = "\n".join([*self._notes, said]) if self._notes else said
+        if self.executor is not None and (tasks := self.executor.context.task_overview()):
+            text = f"{tasks}\n{text}"  # seed 004: the model sees its background work every turn
+        return text
+
+    async def _hold(self, draft: DraftTextChunk) -> None:
+        """Start the model on the draft, its reply held (a newer draft replaces an older one)."""
+        await self._drop_held("a newer draft replaced it")
+        text = self._model_input(draft.text)
+        if self.executor is not None:
+            self.executor.hold()
+        self._held = HeldReply(text, self._held_events(text), history_before=self.provider.history,
+                               turn_id=draft.turn_id, name=f"vixio-{self.session_id}-held-reply")
+        self.session_state.metrics(draft.turn_id).remark("preemptive_start", self._held.started_at)
+        self.logger.debug("preemptive turn on {!r}", draft.text)
+
+    async def _held_events(self, text: str) -> AsyncIterator[Any]:
         if self.before_turn is not None:
+            await self.before_turn()
+        async for event in self.provider.chat(text):
+            yield event
+
+    async def _adopt(self, text: str, turn_id: int) -> HeldReply | None:
+        """The held attempt, when it ran on `text` (the turn is confirmed); else it is dropped."""
+        held = self._held
+        if held is None:
+            return None
+        if held.text != text:
+            await self._drop_held("the confirmed text differs")
+            return None
+        self._held = None
+        metrics = self.session_state.metrics(turn_id)
+        metrics.mark("turn_confirmed")
+        metrics.notes["agent_saved_ms"] = held.saved_ms(metrics.marks["turn_confirmed"])
+        if self.executor is not None:
+            self.executor.release(confirmed=True)
+        return held
+
+    async def _drop_held(self, why: str) -> None:
+        """Cancel the held attempt without a trace: the provider's history is as before it."""
+        held, self._held = self._held, None
+        if held is None:
+            return
+        await held.cancel()
+        await self.provider.cancel()
+        self.provider.restore_history(held.history_before)
+        if self.executor is not None:
+            self.executor.release(confirmed=False)
+        notes = self.session_state.metrics(held.turn_id).notes
+        notes["preemptive_cancelled"] = int(notes.get("preemptive_cancelled", 0)) + 1
+        self.logger.info("preemptive turn cancelled ({}): {!r}", why, held.text[:80])
+
+    async def _turn(self, text: str, turn_id: int, *, said: str, held: HeldReply | None = None) -> AsyncIterator[Chunk]:
+        """One model turn on `text`; `said` is the user's own words in it ("" for a turn the
+        assistant starts, e.g. a background result). With `held`, the turn is that preemptive
+        attempt's, adopted."""
+        if held is None and self.before_turn is not None:
             await self.before_turn()
         state = self.session_state
         state.heard.clear()
         metrics = state.metrics(turn_id)
-        metrics.mark("agent_start")
+        metrics.mark("agent_start", held.started_at if held is not None else None)
+        if held is not None and held.first_token_at is not None:
+            metrics.mark("llm_first_token", held.first_token_at)
         self._turn_id = turn_id
         self._turn_key += 1
         self._said = said
@@ -213,7 +301,8 @@ class AgentStation(Station):
         self._generating = True
         timeouts = self.timeouts if self.filler else replace(self.timeouts, filler_after=None)
         where = str(getattr(self.provider, "where", type(self.provider).__name__))
-        watched = watch_reply(self.provider.chat(text), timeouts, where=where,
+        source = held.replay() if held is not None else self.provider.chat(text)
+        watched = watch_reply(source, timeouts, where=where,
                               audio_until=lambda: state.audio_until, on_pause=lambda: self._say_unfinished(turn_id))
         try:
             # aclosing: a cancelled turn closes the provider's stream now, before the interrupt

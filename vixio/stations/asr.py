@@ -2,31 +2,66 @@
 
 Input: TurnStartChunk, the turn's audio, TurnEndChunk. Output: the user's text (the transport
 shows it as `stt`) followed by the TurnEndChunk. The audio is consumed here.
+
+At a pause (VADPauseChunk) what was said so far is transcribed at once: the text goes on as a
+DraftTextChunk (the agent starts on it, holding its reply), and what it says about the turn
+(`EndpointRules`) goes back to the VAD: end the utterance now, or wait longer. When the turn
+then ends without more speech, that transcript is the turn's text (nothing is transcribed
+twice); speech after the pause (VADResumeChunk) voids it, and the next pause transcribes
+everything said.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 
-from vixio.core.chunk import AudioChunk, Chunk, InterruptChunk, MetricsChunk, TextChunk, TurnEndChunk, TurnStartChunk
+from vixio.core.chunk import (
+    AudioChunk,
+    Chunk,
+    DraftTextChunk,
+    EndpointChunk,
+    InterruptChunk,
+    MetricsChunk,
+    TextChunk,
+    TurnEndChunk,
+    TurnStartChunk,
+    VADPauseChunk,
+    VADResumeChunk,
+)
 from vixio.core.station import Station
 from vixio.metrics import count_provider_error
 from vixio.providers.asr.base import ASRError, ASRProvider
+from vixio.stations.endpointing import EndpointRules
+
+
+@dataclass(slots=True)
+class _Draft:
+    """The transcript of the latest pause, valid until the user speaks again."""
+
+    text: str
+    seconds: float
+    """How long transcribing it took (saved when the turn ends on it)."""
 
 
 class ASRStation(Station):
-    handles = (TurnStartChunk, AudioChunk, TurnEndChunk)
+    handles = (TurnStartChunk, AudioChunk, TurnEndChunk, VADPauseChunk, VADResumeChunk)
 
     def __init__(self, provider: ASRProvider, *, language: str | None = None, max_seconds: float = 30.0,
+                 endpointing: EndpointRules | None = None, min_silence_ms: int = 500,
                  name: str | None = None) -> None:
         super().__init__(name)
         self.provider = provider
         self.language = language
         self.max_seconds = max_seconds
+        self.endpointing = endpointing or EndpointRules()
+        self.min_silence_ms = min_silence_ms
+        """The VAD's silence: a hanging transcript's wait is only sent when longer."""
         self._pcm: list[bytes] = []
         self._bytes = 0
         self._rate = 16000
+        self._draft: _Draft | None = None
 
     async def start(self) -> None:
         await self.provider.initialize()
@@ -48,24 +83,40 @@ class ASRStation(Station):
             self._reset()
             yield chunk
             return
+        if isinstance(chunk, VADResumeChunk):
+            self._draft = None  # the next pause transcribes everything said
+            yield chunk
+            return
+        if isinstance(chunk, VADPauseChunk):
+            async for out in self._on_pause(chunk):
+                yield out
+            return
         assert isinstance(chunk, TurnEndChunk)
-        pcm, rate = b"".join(self._pcm), self._rate
+        pcm, rate, draft = b"".join(self._pcm), self._rate, self._draft
         self._reset()
         metrics = self.session_state.metrics(chunk.turn_id)
         metrics.mark("speech_end", chunk.created_at)
         if pcm:
             started = time.monotonic()
-            try:
-                text = (await self.provider.transcribe(pcm, rate, language=self.language)).strip()
-            except ASRError as exc:
-                count_provider_error("asr", exc)
-                raise
+            if draft is not None:  # only silence since the pause: its transcript is the turn's
+                text = draft.text
+                metrics.notes["asr_saved_ms"] = round(draft.seconds * 1000, 1)
+            else:
+                try:
+                    text = (await self.provider.transcribe(pcm, rate, language=self.language)).strip()
+                except ASRError as exc:
+                    count_provider_error("asr", exc)
+                    raise
             # Before anything of this turn is yielded: is an earlier turn's reply still running?
-            busy = self._pipeline is not None and not self._pipeline.quiet_after(
-                self, output=False, before_turn=chunk.turn_id)
+            busy = self._busy(chunk.turn_id)
             metrics.mark("asr_final")
             seconds = len(pcm) / (2 * rate)
-            self.logger.info("heard {:.1f} s in {:.0f} ms: {!r}", seconds, (time.monotonic() - started) * 1000, text)
+            if draft is not None:
+                self.logger.info("heard {:.1f} s, as transcribed at the pause {:.0f} ms earlier: {!r}", seconds,
+                                 (started - chunk.created_at) * 1000 + draft.seconds * 1000, text)
+            else:
+                self.logger.info("heard {:.1f} s in {:.0f} ms: {!r}", seconds, (time.monotonic() - started) * 1000,
+                                 text)
             yield MetricsChunk(values={"asr_ms": (time.monotonic() - started) * 1000, "speech_seconds": seconds},
                                source=self.name)
             if text and busy:
@@ -78,6 +129,48 @@ class ASRStation(Station):
                 yield TextChunk(text=text, role="user")
         yield chunk
 
+    async def _on_pause(self, chunk: VADPauseChunk) -> AsyncIterator[Chunk]:
+        """Transcribe what was said so far; the draft goes to the agent, the verdict to the VAD
+        (the pause itself is consumed here)."""
+        self._draft = None
+        if not self._pcm or self._busy(chunk.turn_id):
+            return  # an earlier turn still runs: this one waits for its end, as without pauses
+        metrics = self.session_state.metrics(chunk.turn_id)
+        metrics.remark("speech_pause", chunk.created_at)  # the latest pause: the one the turn may end at
+        started = time.monotonic()
+        try:
+            text = (await self.provider.transcribe(b"".join(self._pcm), self._rate, language=self.language)).strip()
+        except Exception as exc:  # the turn's end transcribes again (and apologises if that fails)
+            if isinstance(exc, ASRError):
+                count_provider_error("asr", exc)
+            self.logger.warning("transcribing at the pause failed: {}: {}", type(exc).__name__, exc)
+            return
+        self._draft = _Draft(text, time.monotonic() - started)
+        if not text:
+            return
+        metrics.remark("asr_draft")
+        yield DraftTextChunk(text=text)
+        verdict = self.endpointing.judge(text)
+        if verdict is None:
+            return
+        kind, reason = verdict
+        if kind == "complete":
+            endpoint = EndpointChunk(action="end", silence_start=chunk.silence_start, reason=reason)
+        elif self.endpointing.hanging_silence_ms > self.min_silence_ms:
+            endpoint = EndpointChunk(action="extend", silence_start=chunk.silence_start,
+                                     silence_ms=self.endpointing.hanging_silence_ms, reason=reason)
+        else:
+            return
+        metrics.notes["endpoint"] = f"{endpoint.action}: {reason}"
+        self.logger.debug("pause transcript {!r}: {} ({})", text, endpoint.action, reason)
+        # To the VAD, at the pipeline's input; never waiting (the VAD may be waiting on us).
+        if self._pipeline is not None and not self._pipeline.push_nowait(endpoint):
+            self.logger.debug("the VAD's inbox is full; the turn ends after the usual silence")
+
+    def _busy(self, turn_id: int) -> bool:
+        return self._pipeline is not None and not self._pipeline.quiet_after(self, output=False, before_turn=turn_id)
+
     def _reset(self) -> None:
         self._pcm.clear()
         self._bytes = 0
+        self._draft = None

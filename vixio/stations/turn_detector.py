@@ -4,6 +4,9 @@
   shorter than `min_speech_ms` (a cough, a click) are not turns;
 - manual (push-to-talk): the turn runs from `listen start` to `listen stop`, whatever the VAD
   says in between;
+- a pause (`VADPauseChunk`) inside an auto turn long enough to be one is passed on (a
+  preemptive turn may start there), and so is the speech that resumes after it; elsewhere both
+  are dropped;
 - typed text (`listen detect`) is a turn on its own and needs no decision: it passes through.
 """
 
@@ -11,12 +14,21 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
-from vixio.core.chunk import AudioChunk, Chunk, TurnEndChunk, TurnStartChunk, VADEndChunk, VADStartChunk
+from vixio.core.chunk import (
+    AudioChunk,
+    Chunk,
+    TurnEndChunk,
+    TurnStartChunk,
+    VADEndChunk,
+    VADPauseChunk,
+    VADResumeChunk,
+    VADStartChunk,
+)
 from vixio.core.station import Station
 
 
 class TurnDetectorStation(Station):
-    handles = (VADStartChunk, VADEndChunk, TurnStartChunk, TurnEndChunk, AudioChunk)
+    handles = (VADStartChunk, VADEndChunk, VADPauseChunk, VADResumeChunk, TurnStartChunk, TurnEndChunk, AudioChunk)
     inline = True  # pure bookkeeping, no awaits: runs in the VAD's task
 
     def __init__(self, *, min_speech_ms: int = 300, name: str | None = None) -> None:
@@ -40,6 +52,10 @@ class TurnDetectorStation(Station):
             was_push_to_talk, self._push_to_talk = self._push_to_talk, False
             if self._in_turn or was_push_to_talk:
                 self._in_turn = False
+                yield chunk
+        elif isinstance(chunk, VADPauseChunk | VADResumeChunk):
+            # The end of a turn too short to count is dropped, so a pause in one must be too.
+            if not self._push_to_talk and self._in_turn and self._speech_seconds * 1000 >= self.min_speech_ms:
                 yield chunk
         elif isinstance(chunk, VADStartChunk):
             yield chunk

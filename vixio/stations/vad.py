@@ -1,7 +1,9 @@
 """VADStation: finds speech in the microphone stream and passes on only the speech.
 
 Output per utterance: VADStartChunk, the speech audio (with a short pre-roll so soft onsets
-survive), VADEndChunk. Silence is consumed here, so later stations never see it. When speech
+survive), VADEndChunk; with `early_silence_ms`, a VADPauseChunk where the user went quiet for
+that long (and a VADResumeChunk if they go on). An EndpointChunk pushed at the pipeline's input
+ends the utterance at its pause now, or makes its end wait longer. Silence is consumed here, so later stations never see it. When speech
 starts while the assistant is speaking (realtime mode), it first raises an interrupt: barge-in.
 """
 
@@ -13,7 +15,16 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from vixio.core.chunk import AudioChunk, Chunk, InterruptChunk, VADEndChunk, VADStartChunk
+from vixio.core.chunk import (
+    AudioChunk,
+    Chunk,
+    EndpointChunk,
+    InterruptChunk,
+    VADEndChunk,
+    VADPauseChunk,
+    VADResumeChunk,
+    VADStartChunk,
+)
 from vixio.core.station import Station
 from vixio.providers.vad.base import VADProvider
 from vixio.providers.vad.detector import VADEvent, VoiceActivityDetector
@@ -34,7 +45,7 @@ class QueuedFrames(AudioChunk):
 class VADStation(Station):
     """Silero (or any VADProvider) per session: the model is shared, the stream state is not."""
 
-    handles = (AudioChunk,)
+    handles = (AudioChunk, EndpointChunk)
     merges = True
 
     def __init__(
@@ -45,6 +56,7 @@ class VADStation(Station):
         min_speech_ms: int = 250,
         min_silence_ms: int = 500,
         speech_pad_ms: int = 100,
+        early_silence_ms: int = 0,
         barge_in: bool = True,
         name: str | None = None,
     ) -> None:
@@ -52,7 +64,7 @@ class VADStation(Station):
         self.provider = provider
         self.barge_in = barge_in
         self._settings = dict(threshold=threshold, min_speech_ms=min_speech_ms, min_silence_ms=min_silence_ms,
-                              speech_pad_ms=speech_pad_ms)
+                              speech_pad_ms=speech_pad_ms, early_silence_ms=early_silence_ms)
         # Audio kept while silent: enough to reach back to a padded start event.
         self._keep_samples = provider.sample_rate * (min_speech_ms + speech_pad_ms + 200) // 1000
         self._detector: VoiceActivityDetector | None = None
@@ -87,6 +99,10 @@ class VADStation(Station):
                             session_id=chunk.session_id, turn_id=chunk.turn_id, created_at=chunk.created_at)
 
     async def process(self, chunk: Chunk) -> AsyncIterator[Chunk]:
+        if isinstance(chunk, EndpointChunk):
+            for out in self._endpoint(chunk):
+                yield out
+            return
         assert isinstance(chunk, AudioChunk)
         if chunk.role != "user":
             yield chunk
@@ -99,8 +115,9 @@ class VADStation(Station):
         speaking = self._detector.speaking
         # Scored off the loop, batched with every other session's audio (where the backend can).
         for pcm, events in zip(parts, await self._detector.feed_parts_async(parts)):
-            if events:
-                speaking = events[-1].type == "start"
+            for event in events:
+                if event.type in ("start", "end"):
+                    speaking = event.type == "start"
             for out in self._route(np.frombuffer(pcm, dtype="<i2"), events, speaking, chunk):
                 yield out
 
@@ -122,16 +139,33 @@ class VADStation(Station):
                     yield self._audio(pcm, like)
                 self._recent.clear()
                 cursor = self._position
-            else:
+            elif event.type == "end":
                 if cursor < event.sample:
                     yield self._audio(samples[cursor - begin: event.sample - begin], like)
                 cursor = max(cursor, event.sample)
                 yield VADEndChunk(turn_id=self.current_turn_id)
+            else:  # pause or resume: after the audio that decided it
+                upto = min(max(event.detected_at, cursor), self._position)
+                if cursor < upto:
+                    yield self._audio(samples[cursor - begin: upto - begin], like)
+                    cursor = upto
+                yield (VADPauseChunk(silence_start=event.sample, turn_id=self.current_turn_id) if event.type == "pause"
+                       else VADResumeChunk(turn_id=self.current_turn_id))
         if speaking:
             if cursor < self._position:
                 yield self._audio(samples[cursor - begin:], like)
         else:
             self._remember(begin, samples)
+
+    def _endpoint(self, chunk: EndpointChunk) -> Iterator[Chunk]:
+        """The transcript's verdict on a pause; ignored when the user spoke again since."""
+        assert self._detector is not None, "start() was not called"
+        if chunk.action == "end":
+            if self._detector.end_now(chunk.silence_start) is not None:
+                self.logger.debug("utterance ended early at its pause: {}", chunk.reason)
+                yield VADEndChunk(turn_id=self.current_turn_id)
+        elif self._detector.extend_silence(chunk.silence_start, chunk.silence_ms):
+            self.logger.debug("utterance end waits for {} ms of silence: {}", chunk.silence_ms, chunk.reason)
 
     def _since(self, start: int, samples: np.ndarray, begin: int) -> list[np.ndarray]:
         """Audio from sample `start` up to the end of the current chunk."""

@@ -209,3 +209,60 @@ async def test_toolset_listeners_hear_each_change() -> None:
     await toolset.update("register", [ToolDefinition("c", "", source="register")])
     await toolset.update("device", None)
     assert seen == [["a_b"], ["a_b", "c"], ["c"]]
+
+
+# --- preemptive turns: side effects wait for the confirmation ---------------------------------
+
+
+def test_what_may_run_before_the_turn_is_confirmed() -> None:
+    policy = ToolPolicy(read_only=("self.get_device_status",), sub_types={"self.screen.*": "control"},
+                        async_tools=("slow_report",))
+    device = FakeDevice()
+
+    def local(name: str, **kw: Any) -> ToolDefinition:
+        return ToolDefinition(name, "", source="local", executor=lambda **_: "ok", **kw)
+
+    early = {
+        "device tool": ToolDefinition("self.audio_speaker.set_volume", "", source="device", client=device),
+        "device tool named read-only": ToolDefinition("self.get_device_status", "", source="device", client=device),
+        "device tool with readOnlyHint": ToolDefinition("self.battery", "", source="device", client=device,
+                                                        read_only=True),
+        "MCP tool without the hint": ToolDefinition("search", "", source="mcp", client=device),
+        "MCP tool with readOnlyHint false": ToolDefinition("write", "", source="mcp", client=device, read_only=False),
+        "companion tool": ToolDefinition("lamp_on", "", source="register", client=device),
+        "local query tool": local("get_weather"),
+        "local control tool": local("self.screen.off"),
+        "local async tool": local("slow_report"),
+    }
+    assert {what: policy.runs_before_confirmation(tool) for what, tool in early.items()} == {
+        "device tool": False, "device tool named read-only": True, "device tool with readOnlyHint": True,
+        "MCP tool without the hint": False, "MCP tool with readOnlyHint false": False, "companion tool": False,
+        "local query tool": True, "local control tool": False, "local async tool": False,
+    }
+    confirming = ToolPolicy(require_confirmation=("get_weather",))
+    assert not confirming.runs_before_confirmation(early["local query tool"])
+
+
+async def test_a_held_turn_holds_side_effects_and_lets_reads_run() -> None:
+    executor, device = make(ToolPolicy(read_only=("self.get_device_status",)))
+    executor.hold()
+    status = await executor.execute(ToolCallRequest("c1", "self.get_device_status"))
+    assert status.success and device.calls == [("self.get_device_status", {})]
+    waiting = asyncio.create_task(executor.execute(ToolCallRequest("c2", "self.audio_speaker.set_volume",
+                                                                    {"volume": 30})))
+    await asyncio.sleep(0.05)
+    assert not waiting.done() and len(device.calls) == 1
+    executor.release(confirmed=True)
+    assert (await waiting).success and device.calls[-1] == ("self.audio_speaker.set_volume", {"volume": 30})
+
+
+async def test_a_cancelled_held_turn_refuses_the_waiting_call() -> None:
+    executor, device = make()
+    executor.hold()
+    waiting = asyncio.create_task(executor.execute(ToolCallRequest("c1", "self.reboot")))
+    await asyncio.sleep(0.05)
+    executor.release(confirmed=False)
+    result = await waiting
+    assert not result.success and "still speaking" in result.text and device.calls == []
+    # Not held any more: the next call runs at once.
+    assert (await executor.execute(ToolCallRequest("c2", "self.reboot"))).success

@@ -190,3 +190,41 @@ async def test_pieces_fed_together_give_each_piece_the_events_it_would_get_alone
     assert sum(len(events) for events in alone) == 4  # two utterances: start and end each
     with pytest.raises(ValueError, match="whole int16 samples"):
         await together.feed_parts_async([b"\x00", b"\x00"])
+
+
+EARLY = {**RULES, "early_silence_ms": 40}
+
+
+def test_a_pause_after_early_silence_and_a_resume_when_speech_comes_back() -> None:
+    events, detector = run([S] * 10 + [Q] * 6 + [S] * 5 + [Q] * 10, **EARLY)
+    # silence from 100 ms: a pause at 140 ms; speech again at 160 ms; the end 100 ms after 210 ms.
+    assert [(e.type, e.sample, e.detected_at) for e in events] == [
+        ("start", 0, 50), ("pause", 100, 140), ("resume", 160, 170), ("pause", 210, 250), ("end", 230, 310)]
+
+
+def test_no_pauses_when_early_silence_is_not_shorter_than_min_silence() -> None:
+    events, _ = run([S] * 10 + [Q] * 10, **{**RULES, "early_silence_ms": 100})
+    assert [e.type for e in events] == ["start", "end"]
+
+
+def test_end_now_ends_at_the_named_pause_only() -> None:
+    stream = ScriptedStream([S] * 10 + [Q] * 5 + [S] * 2 + [Q] * 5)
+    detector = VoiceActivityDetector(stream, **EARLY)  # type: ignore[arg-type]
+    events = detector.feed(np.zeros(150 * 1, dtype=np.int16))
+    assert [e.type for e in events] == ["start", "pause"] and detector.silence_start == 100
+    events += detector.feed(np.zeros(70, dtype=np.int16))  # resumed, then a second pause at 170
+    assert [e.type for e in events] == ["start", "pause", "resume", "pause"]
+    assert detector.end_now(100) is None  # that pause is gone
+    end = detector.end_now(170)
+    assert end is not None and (end.type, end.sample) == ("end", 190) and not detector.speaking
+
+
+def test_extend_silence_makes_the_end_wait_until_speech_comes_back() -> None:
+    stream = ScriptedStream([S] * 10 + [Q] * 15 + [S] * 2 + [Q] * 10)
+    detector = VoiceActivityDetector(stream, **EARLY)  # type: ignore[arg-type]
+    events = detector.feed(np.zeros(150, dtype=np.int16))
+    assert detector.extend_silence(100, 200)
+    events += detector.feed(np.zeros(220, dtype=np.int16))
+    # 150 ms of silence did not end it (200 needed); after the speech, 100 ms ends it again.
+    assert [e.type for e in events] == ["start", "pause", "resume", "pause", "end"]
+    assert events[-1].detected_at == 370

@@ -9,7 +9,8 @@ const state = {
 };
 const RUNS_KEY = "vixio.console.runs";
 const NOT_OFFERED = "tools: not offered to this model";  // vixio.agent_model.NOT_OFFERED_LABEL
-const MARK_ORDER = ["speech_end", "asr_final", "agent_start", "llm_first_token", "tts_first_audio", "first_frame_sent"];
+const MARK_ORDER = ["speech_pause", "asr_draft", "preemptive_start", "agent_start", "speech_end", "asr_final",
+  "turn_confirmed", "llm_first_token", "tts_first_audio", "first_frame_sent"];
 
 function el(tag, attrs, ...children) {
   const node = document.createElement(tag);
@@ -166,7 +167,9 @@ function renderTurn(t) {
   return el("div", {class: "turn", "data-turn": t.turn}, el("div", {class: "head"}, `turn ${t.turn}`), lines,
     marks.length ? el("div", {class: "marks", title: "ms from the turn's first mark (+ms since the step before)"},
       marks.map(([name, ms], i) => el("span", {class: "mark", "data-mark": name},
-        i === 0 ? `${name} 0 ms` : `${name} ${ms} ms (+${Math.round((ms - marks[i - 1][1]) * 10) / 10})`))) : null);
+        i === 0 ? `${name} 0 ms` : `${name} ${ms} ms (+${Math.round((ms - marks[i - 1][1]) * 10) / 10})`))) : null,
+    Object.keys(t.notes || {}).length ? el("div", {class: "marks notes", title: "preemptive turn: time saved, attempts cancelled, what confirmed it"},
+      Object.entries(t.notes).map(([name, value]) => el("span", {class: "mark", "data-note": name}, `${name} ${value}`))) : null);
 }
 
 $("say").addEventListener("submit", async (event) => {

@@ -9,6 +9,11 @@ policy wants it, then runs the tool:
   handle;
 - query tools are awaited up to the policy timeout, one at a time when `parallel` is off.
 
+While a preemptive turn is held (`hold()` until `release()`), a call the policy does not let run
+before the turn is confirmed (`ToolPolicy.runs_before_confirmation`: control, async, device and
+companion tools unless read-only) waits; it runs when the turn is confirmed and is refused when
+the attempt is cancelled (its run is being cancelled too).
+
 Every outcome is a `ToolCallResult` whose text the model can act on; nothing raises into the
 agent loop except cancellation. A call that cannot run (no such tool, unreadable or invalid
 arguments) is the model's or the peer's mistake: a WARNING, throttled per session (the first few,
@@ -48,6 +53,14 @@ class _CallRefused(Exception):
         self.message = message
 
 
+class _Confirmation:
+    """Whether a held preemptive turn was confirmed, once decided."""
+
+    def __init__(self) -> None:
+        self.decided = asyncio.Event()
+        self.confirmed = False
+
+
 class AsyncToolRunner(Protocol):
     """Runs async tools in the background (vixio.core.tools.tasks)."""
 
@@ -79,6 +92,19 @@ class ToolExecutor:
         """Speaks to the user (`ToolContext.say`); the app layer sets it when there is a voice."""
         self._logger = logger.bind(session=session_id or "-", component="tools")
         self._refusals = LogThrottle()
+        self._held: _Confirmation | None = None
+
+    def hold(self) -> None:
+        """A preemptive turn starts: calls with side effects wait for `release`."""
+        self.release(confirmed=False)
+        self._held = _Confirmation()
+
+    def release(self, *, confirmed: bool) -> None:
+        """The held turn was confirmed (waiting calls run) or cancelled (they are refused)."""
+        held, self._held = self._held, None
+        if held is not None:
+            held.confirmed = confirmed
+            held.decided.set()
 
     def new_call_id(self, prefix: str = "call") -> str:
         return f"{prefix}_{next(_call_numbers)}"
@@ -132,6 +158,12 @@ class ToolExecutor:
             raise _CallRefused(f"{tool.name}: {exc}") from None
         request.arguments = arguments
         policy = self.toolset.policy
+        held = self._held
+        if held is not None and not policy.runs_before_confirmation(tool):
+            self._logger.info("tool {} waits until the user's turn is confirmed", tool.name)
+            await held.decided.wait()
+            if not held.confirmed:
+                raise _CallRefused(f"{tool.name} was not run: the user was still speaking")
         if policy.needs_confirmation(tool):
             key = confirmation_key(tool.name, arguments)
             if not self.context.take_approval(key):

@@ -43,6 +43,9 @@ class ToolPolicy:
     confirm_yes: tuple[str, ...] = ()
     """Words that approve a call waiting for confirmation; empty: built-in English and Chinese."""
     confirm_no: tuple[str, ...] = ()
+    read_only: tuple[str, ...] = ()
+    """Tools (names or patterns) without side effects: they may run before a preemptive turn is
+    confirmed, whatever their source."""
 
     def confirms(self, text: str) -> bool:
         """Whether the user's reply approves the calls that asked for confirmation."""
@@ -62,6 +65,20 @@ class ToolPolicy:
 
     def runs_async(self, tool: ToolDefinition) -> bool:
         return tool.is_async or _lookup(dict.fromkeys(self.async_tools, True), _names(tool)) is True
+
+    def runs_before_confirmation(self, tool: ToolDefinition) -> bool:
+        """Whether a call may run while the user's turn is not confirmed yet (a preemptive turn
+        the user may still cancel by speaking on): only what has no side effect. Named in
+        `read_only`, or read-only by its source's word (MCP `readOnlyHint`); otherwise not for
+        control, async or confirmation-bound tools, nor for the device's and companions' tools
+        (they act on the world), nor for MCP tools without the hint; a local query tool may."""
+        if _lookup(dict.fromkeys(self.read_only, True), _names(tool)):
+            return True
+        if tool.read_only is not None:
+            return tool.read_only and not self.runs_async(tool)
+        if self.runs_async(tool) or self.needs_confirmation(tool) or self.sub_type(tool) == "control":
+            return False
+        return tool.source == "local"
 
     def configured_timeout(self, tool: ToolDefinition) -> float | None:
         """The timeout configured for this tool (by name or pattern in `timeouts`, else the tool's

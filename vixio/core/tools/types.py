@@ -66,6 +66,8 @@ class ToolDefinition:
     """Runs in the background; the call returns a task handle at once (seed 004)."""
     hidden: bool = False
     """Not for the model (MCP `annotations.audience == ["user"]`)."""
+    read_only: bool | None = None
+    """The source's word on side effects (MCP `annotations.readOnlyHint`); None: not given."""
     origin: str = ""
     """Which server or device offers it (an MCP server's name); part of collision hashing."""
 

@@ -213,6 +213,8 @@ class McpServerTools:
 
     def _definition(self, tool: Any) -> ToolDefinition:
         schema = model_field(tool, "input_schema", "inputSchema")
+        annotations = getattr(tool, "annotations", None)
+        read_only = getattr(annotations, "readOnlyHint", None) if annotations is not None else None
         return ToolDefinition(
             name=tool.name,
             description=tool.description or getattr(tool, "title", None) or "",
@@ -220,6 +222,7 @@ class McpServerTools:
             source="mcp",
             client=self,
             origin=self.name,
+            read_only=read_only if isinstance(read_only, bool) else None,
         )
 
     async def call_tool(self, name: str, arguments: dict[str, Any]) -> ToolCallResult:

@@ -14,6 +14,10 @@ The rules, in windows of `stream.window_samples`:
   before that cancels the candidate, so clicks and short noises never start a turn;
 - **end**: silence that lasts `min_silence_ms` without a speech window; a speech window
   before that cancels the candidate, so pauses between words do not end a turn;
+- **pause** (with `early_silence_ms`): silence that lasts `early_silence_ms`, once per stretch of
+  silence; a preemptive turn starts there. **resume**: a speech window after a pause, before the
+  end. A consumer that reads the transcript may `end_now` the utterance at a pause, or
+  `extend_silence` the silence that ends it;
 - event positions are padded by `speech_pad_ms` (earlier for start, later for end), clamped to
   the audio seen, so a consumer that slices the utterance keeps soft onsets and tails.
 """
@@ -33,8 +37,9 @@ from vixio.providers.vad.base import VADStream, to_float
 class VADEvent:
     """A speech boundary found by `VoiceActivityDetector`."""
 
-    type: Literal["start", "end"]
-    """"start": speech began; "end": speech ended."""
+    type: Literal["start", "end", "pause", "resume"]
+    """"start": speech began; "end": speech ended; "pause": early silence (`sample` is where it
+    began); "resume": speech again after a pause."""
     sample: int
     """Where the boundary is (padded), in samples from the start of the stream."""
     detected_at: int
@@ -55,6 +60,7 @@ class VoiceActivityDetector:
         min_speech_ms: int = 250,
         min_silence_ms: int = 500,
         speech_pad_ms: int = 30,
+        early_silence_ms: int = 0,
     ) -> None:
         """Configure the rules; `neg_threshold` defaults to `threshold - 0.15` (Silero's own)."""
         if not 0.0 < threshold <= 1.0:
@@ -67,6 +73,7 @@ class VoiceActivityDetector:
             ("min_speech_ms", min_speech_ms),
             ("min_silence_ms", min_silence_ms),
             ("speech_pad_ms", speech_pad_ms),
+            ("early_silence_ms", early_silence_ms),
         ):
             if value < 0:
                 raise ValueError(f"{key} must be >= 0, got {value}")
@@ -78,6 +85,8 @@ class VoiceActivityDetector:
         self._min_speech = rate * min_speech_ms // 1000
         self._min_silence = rate * min_silence_ms // 1000
         self._pad = rate * speech_pad_ms // 1000
+        # A pause as long as the end would never come first: no pauses then.
+        self._early = rate * early_silence_ms // 1000 if 0 < early_silence_ms < min_silence_ms else 0
         self._carry = b""
         self.reset(reset_stream=False)
 
@@ -92,6 +101,8 @@ class VoiceActivityDetector:
         self._speech_since: int | None = None  # candidate start while not speaking
         self._silence_since: int | None = None  # candidate end while speaking
         self._last_end = 0  # a start is never padded back past the previous end
+        self._paused = False  # a pause event was sent for the current stretch of silence
+        self._silence_needed = self._min_silence  # silence that ends this utterance
         self.last_probability = 0.0
 
     @property
@@ -104,6 +115,27 @@ class VoiceActivityDetector:
         """Speech has gone quiet: the next windows may decide its end, which the user is waiting
         for (the batching VAD scores them without lingering for other sessions' windows)."""
         return self._speaking and self._silence_since is not None
+
+    @property
+    def silence_start(self) -> int | None:
+        """Where the current stretch of silence began (samples), None while speech goes on."""
+        return self._silence_since if self._speaking else None
+
+    def end_now(self, silence_start: int) -> VADEvent | None:
+        """End the utterance at the pause that began at `silence_start`, now (its transcript is
+        evidently complete); None when the user spoke again since (that pause is gone)."""
+        if not (self._speaking and self._paused and self._silence_since == silence_start):
+            return None
+        return self._end(min(silence_start + self._pad, self._consumed), self._consumed, self.last_probability)
+
+    def extend_silence(self, silence_start: int, silence_ms: int) -> bool:
+        """Let the utterance end only after `silence_ms` of silence from the pause that began at
+        `silence_start` (its transcript is evidently unfinished); False when that pause is gone.
+        The next speech window restores `min_silence_ms`."""
+        if not (self._speaking and self._silence_since == silence_start):
+            return False
+        self._silence_needed = max(self._min_silence, self.stream.sample_rate * silence_ms // 1000)
+        return True
 
     @property
     def samples_fed(self) -> int:
@@ -195,15 +227,24 @@ class VoiceActivityDetector:
                 self._speaking, self._speech_since, self._silence_since = True, None, None
                 return VADEvent("start", boundary, done, probability)
             return None
+        resumed = None
         if speech:
-            self._silence_since = None
+            if self._paused:
+                resumed = VADEvent("resume", start, done, probability)
+            self._silence_since, self._paused, self._silence_needed = None, False, self._min_silence
         elif silence and self._silence_since is None:
             self._silence_since = start
-        if self._silence_since is not None and done - self._silence_since >= self._min_silence:
-            return self._end(min(self._silence_since + self._pad, done), done, probability)
-        return None
+        if self._silence_since is not None:
+            quiet = done - self._silence_since
+            if quiet >= self._silence_needed:
+                return self._end(min(self._silence_since + self._pad, done), done, probability)
+            if self._early and not self._paused and quiet >= self._early:
+                self._paused = True
+                return VADEvent("pause", self._silence_since, done, probability)
+        return resumed
 
     def _end(self, boundary: int, detected_at: int, probability: float) -> VADEvent:
         self._speaking, self._speech_since, self._silence_since = False, None, None
+        self._paused, self._silence_needed = False, self._min_silence
         self._last_end = boundary
         return VADEvent("end", boundary, detected_at, probability)

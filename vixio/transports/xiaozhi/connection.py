@@ -374,9 +374,11 @@ class XiaozhiConnection:
             self._set_bot_speaking(False)
             self._count_reply("answered")
             if self.session is not None:
-                timings = self.session.state.metrics(self._reply_turn).durations()
+                metrics = self.session.state.metrics(self._reply_turn)
+                timings = metrics.durations()
                 if timings:
-                    self.logger.info("turn {} latency (ms from first mark): {}", self._reply_turn, timings)
+                    self.logger.info("turn {} latency (ms from first mark): {}{}", self._reply_turn, timings,
+                                     f"; {metrics.notes}" if metrics.notes else "")
 
     def _count_reply(self, outcome: TurnOutcome) -> None:
         marks = self.session.state.metrics(self._reply_turn).marks if self.session is not None else {}

@@ -329,6 +329,7 @@ class XiaozhiDeviceToolClient(DeviceToolClientBase):
         schema = entry.get("inputSchema")
         annotations = entry.get("annotations")
         audience = annotations.get("audience") if isinstance(annotations, dict) else None
+        read_only = annotations.get("readOnlyHint") if isinstance(annotations, dict) else None
         description = entry.get("description")
         return ToolDefinition(
             name=entry["name"],
@@ -337,6 +338,7 @@ class XiaozhiDeviceToolClient(DeviceToolClientBase):
             source="device",
             client=self,
             hidden=audience == ["user"],
+            read_only=read_only if isinstance(read_only, bool) else None,
             origin=self.device_id,
         )
 
