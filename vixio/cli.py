@@ -9,6 +9,7 @@
     vixio tools list | call NAME k=v | parse FILE   # the operator console's tools, over its API
     vixio pairing list | approve ID | revoke ID     # companions asking to pair with a device
     vixio memory show|clear DEVICE              # what the state store keeps about a device
+    vixio profile list | show DEVICE | assign DEVICE PROFILE | clear DEVICE   # each device's assistant
 """
 
 from __future__ import annotations
@@ -62,9 +63,11 @@ def build_parser() -> argparse.ArgumentParser:
     from vixio.console.pairing_cli import add_pairing_parser
 
     add_pairing_parser(commands)
+    from vixio.profiles.cli import add_profile_parser
     from vixio.state.cli import add_memory_parser
 
     add_memory_parser(commands)
+    add_profile_parser(commands)
     return parser
 
 
@@ -98,6 +101,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from vixio.console.pairing_cli import run_pairing
 
         return run_pairing(args)
+    if args.command == "profile":
+        from vixio.profiles.cli import run_profile
+
+        return run_profile(args)
     if args.command == "memory":
         from vixio.state.cli import run_memory
 

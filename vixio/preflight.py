@@ -12,7 +12,8 @@ import importlib.util
 import socket
 
 from vixio.config.models import VixioConfig
-from vixio.config.needs import provider_needs
+from vixio.config.needs import profile_config, provider_needs
+from vixio.config.voices import voice_problems
 from vixio.config.voice import FasterWhisperASRConfig, LitellmAgentConfig
 from vixio.extras import PROVIDER_EXTRAS, install_hint
 
@@ -46,7 +47,17 @@ def extra_problems(config: VixioConfig) -> list[str]:
 
 
 def config_problems(config: VixioConfig) -> list[str]:
-    """Valid YAML and types, but a combination that fails at run time."""
+    """Valid YAML and types, but a combination that fails at run time; each profile's too
+    (`profiles.NAME.` and the key), where it differs from the top-level config's."""
+    problems = _combination_problems(config) + voice_problems(config)
+    for name in config.profiles:
+        profile = profile_config(config, name)
+        problems += [f"profiles.{name}.{problem}" for problem in _combination_problems(profile) + voice_problems(profile)
+                     if problem not in problems]
+    return problems
+
+
+def _combination_problems(config: VixioConfig) -> list[str]:
     problems: list[str] = []
     asr = config.asr
     if isinstance(asr, FasterWhisperASRConfig) and asr.model.endswith(".en") and asr.language not in (None, "en"):

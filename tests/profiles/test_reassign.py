@@ -4,6 +4,8 @@ one process and with `vixio serve --workers 2` (the supervisor's console fans ou
 
 from __future__ import annotations
 
+import asyncio
+import sys
 from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
@@ -125,3 +127,41 @@ async def test_with_two_workers_the_supervisors_console_switches_the_session_on_
             ("user", "hello"), ("assistant", "Good evening.")]
         assert [(s["profile"], s["profile_source"]) for s in await listed()] == [("kids", "assigned")]
         await serve.stop()
+
+
+async def vixio_profile(base: str, *args: str) -> tuple[int, str, str]:
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "vixio", "profile", *args, "--url", base,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    out, err = await asyncio.wait_for(process.communicate(), 60)
+    assert process.returncode is not None
+    return process.returncode, out.decode(), err.decode()
+
+
+async def test_the_cli_assigns_shows_and_clears_and_a_live_session_follows(
+        llm: ScriptedLLMServer, tts: SlowSpeechServer, tmp_path: Path) -> None:
+    llm.expect(Reply.text("Hi kiddo."), Reply.text("Good evening."))
+    server = await start(profiles_config(llm, tts, tmp_path))
+    base = f"http://127.0.0.1:{server.ota.port}"
+    try:
+        async with SimulatedDevice(ws_url=url(server), mcp=False, device_id=ADULT) as device:
+            await device.connect()
+            code, out, _ = await vixio_profile(base, "assign", ADULT, "kids")
+            assert code == 0 and out.strip() == (f"assigned kids to {ADULT}; 1 live session(s) switch at their "
+                                                 "next turn")
+            code, out, _ = await vixio_profile(base, "show", ADULT)
+            assert code == 0 and out.splitlines()[:2] == [
+                f"{ADULT}: kids (assigned at run time)", "  assigned: kids; devices: gives default"]
+            code, out, _ = await vixio_profile(base, "list")
+            assert code == 0 and f"  {ADULT:<20} default (default) -> kids at the next turn" in out.splitlines()
+            assert "  aa:bb:cc:00:00:01    kids" in out.splitlines()
+            await ask(device, "hello")
+            code, out, _ = await vixio_profile(base, "clear", ADULT)
+            assert code == 0 and out.startswith(f"cleared {ADULT}'s assignment: it gets default (default)")
+            await ask(device, "hello again")
+            code, _, err = await vixio_profile(base, "assign", ADULT, "kidz")
+            assert code == 2 and "404: no profile 'kidz'" in err
+    finally:
+        await server.stop()
+    assert [llm.requests[n]["model"] for n in range(2)] == ["kids-model", "house-model"]
+    assert [r.voice for r in tts.requests] == ["nova", "alloy"]

@@ -147,13 +147,19 @@ def _join(path: str, key: Any) -> str:
 
 def _allowed_keys(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
     current: type[BaseModel] | None = model
+    keyed = False
+    """The last field was a mapping of models: the next part is a key of it (e.g. a profile's name)."""
     for part in loc:
         if current is None:
             return []
         if isinstance(part, int):
             continue
+        if keyed:
+            keyed = False
+            continue
         field = current.model_fields.get(str(part))
         current = _model_in(field.annotation) if field else None
+        keyed = field is not None and typing.get_origin(field.annotation) is dict
     return list(current.model_fields) if current else []
 
 
