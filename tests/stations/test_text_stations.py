@@ -120,6 +120,19 @@ def test_speakable_and_sentence_end_helpers() -> None:
     assert find_sentence_end("一二三，四", allow_clause=True, min_clause_chars=3) == 4
 
 
+async def test_the_first_clause_is_spoken_alone_in_both_languages_when_long_enough() -> None:
+    async def sentences(*parts: str) -> list[str]:
+        return spoken(await run_station(SentenceAggregatorStation(first_clause_min_chars=10),
+                                        [*deltas(*parts), StreamCompleteChunk()]))
+
+    assert await sentences("In Beijing today, ", "it is sunny and warm.") == ["In Beijing today,", "it is sunny and warm."]
+    assert await sentences("Sure, I can do that.") == ["Sure, I can do that."]  # "Sure," is too short alone
+    # Four Chinese characters are as long to say as ten Latin ones; two are not.
+    assert await sentences("今天北京，", "天气晴朗，气温二十度。") == ["今天北京，", "天气晴朗，气温二十度。"]
+    assert await sentences("好的，", "音量调到三十。") == ["好的，音量调到三十。"]
+    assert await sentences("北京上海、广州", "都是晴天。") == ["北京上海、", "广州都是晴天。"]
+
+
 ABBREVIATIONS = (
     "Mrs. Lee met Dr. Ng at 3 p.m. today, e.g. for tea. They flew to the U.S. last week! "
     "Mr. Smith lives on Baker St. near Kew, i.e. in London. It cost $3.50, i.e. 3.5 dollars. "

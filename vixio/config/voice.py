@@ -212,7 +212,7 @@ class SpeechConfig(StrictModel):
     """How replies are cut into sentences and spoken."""
 
     first_clause_min_chars: int = Field(default=10, ge=1)
-    """The first sentence may end at a comma after this many characters (speaks sooner)."""
+    """The first clause of a reply is spoken on its own (sooner) when it ends at a comma (，,、：:) after this many characters, a Chinese character counting 2.5 (4 of them make a clause: "今天北京，")."""
     default_emotion: str = "happy"
     """Emotion shown when the reply does not start with an emoji."""
     apology: str = "Sorry, something went wrong. Please try again."

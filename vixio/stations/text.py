@@ -40,13 +40,25 @@ EMOJI_EMOTIONS = {
 }
 
 
+CJK_CHAR_WEIGHT = 2.5
+"""A Chinese character counts as this many Latin characters towards `min_clause_chars`: it is a
+syllable, which takes 2-3 Latin letters ("今天北京，" is as long to say as "In Beijing,")."""
+
+
+def _is_cjk(char: str) -> bool:
+    return "\u3400" <= char <= "\u9fff" or "\uf900" <= char <= "\ufaff"
+
+
 def find_sentence_end(text: str, *, allow_clause: bool = False, min_clause_chars: int = 8) -> int:
     """Index just past the first complete sentence in `text`, or -1 if there is none yet.
 
-    With `allow_clause` a comma also ends it once at least `min_clause_chars` came before, so
-    the first sentence of a reply reaches the TTS sooner.
+    With `allow_clause` a comma (，,、：:) also ends it once the clause before it is at least
+    `min_clause_chars` long, a Chinese character counting `CJK_CHAR_WEIGHT`, so the first
+    clause of a reply reaches the TTS sooner in either language.
     """
+    spoken = 0.0
     for index, char in enumerate(text):
+        spoken += CJK_CHAR_WEIGHT if _is_cjk(char) else 1.0
         if char in _CJK_END:
             return index + 1
         if char in _LATIN_END:
@@ -56,7 +68,7 @@ def find_sentence_end(text: str, *, allow_clause: bool = False, min_clause_chars
                     return -1  # the next word decides: wait for it
                 if ends:
                     return index + 1
-        elif allow_clause and char in _CLAUSE and index + 1 >= min_clause_chars:
+        elif allow_clause and char in _CLAUSE and spoken >= min_clause_chars:
             if char in "，、" or (index + 1 < len(text) and text[index + 1].isspace()):
                 return index + 1
     return -1
