@@ -93,7 +93,7 @@ async def per_turn(store: Store, burst: int, rounds: int) -> dict[str, object]:
     trips = getattr(store, "round_trips", 0) - trips_before
     await store.close()
     turns = burst * rounds
-    return {"turns": turns, "burst": burst, "round_trips_per_turn": round(trips / turns, 2),
+    return {"turns": turns, "burst": burst, "round_trips_per_turn": round(trips / turns, 3),
             "record_cpu_us_per_turn": round(queued_cpu / turns * 1e6, 1),
             "loop_cpu_us_per_turn": round(loop_cpu / turns * 1e6, 1),
             "process_cpu_us_per_turn": round(process_cpu / turns * 1e6, 1),
@@ -209,7 +209,8 @@ async def main() -> None:
           f"admission lookup {start['admission_lookup_ms']} ms")
     if trips is not None:
         print(f"Redis round trips: {trips['session_start']:g} per session start (resume, memory, admission), "
-              f"{trips['turn']:g} per turn, {trips['session_end']:g} per session end (long-term memory update); "
+              f"{trips['turn']:g} per turn alone and {turn['round_trips_per_turn']:g} per turn in bursts of "
+              f"{turn['burst']} (one pipeline), {trips['session_end']:g} per session end (long-term memory update); "
               f"{start['store_mb'] * 2**20 / start['devices'] / 1024:.1f} KB of Redis memory per device "
               f"({start['turns_in_store'] // start['devices']} turns)")
     if args.json:

@@ -243,3 +243,51 @@ async def test_a_hung_server_fails_reads_within_the_timeout(server: RedisServer)
     finally:
         os.kill(server.process.pid, signal.SIGCONT)
         await store.close()
+
+
+async def test_a_full_redis_refuses_writes_with_one_error_and_reads_go_on(server: RedisServer) -> None:
+    store = RedisStore(server.url, prefix="full:")
+    await store.open()
+    lines, sink = capture()
+    try:
+        await store.admit(DEVICE, via="activation")
+        info = await store._link.client.info("memory")
+        await raw(server, "CONFIG", "SET", "maxmemory", str(int(info["used_memory"]) + 64 * 1024))
+        await raw(server, "CONFIG", "SET", "maxmemory-policy", "noeviction")
+        refused = 0
+        for seq in range(200):
+            try:
+                await store.put_turn(DEVICE, StoredTurn("c", seq, "x" * 2000, "y" * 2000, at=time.time() + seq))
+            except StoreWriteError as exc:
+                refused += 1
+                assert "Redis is out of memory (maxmemory)" in str(exc)
+        assert refused > 100
+        assert await store.admission(DEVICE) is not None  # reads work
+        errors = [line for line in lines if line.startswith("ERROR")]
+        assert len(errors) == 1 and "the conversations go on" in errors[0]
+        await raw(server, "CONFIG", "SET", "maxmemory", "0")
+        await store.put_turn(DEVICE, StoredTurn("c", 999, "back", "again", at=time.time() + 999))
+        assert sum("works again" in line for line in lines) == 1
+    finally:
+        logger.remove(sink)
+        await store.close()
+
+
+async def test_with_volatile_lru_old_histories_make_room_and_admissions_stay(server: RedisServer) -> None:
+    store = RedisStore(server.url, prefix="lru:")
+    await store.open()
+    try:
+        devices = [f"02:00:00:00:{n // 256:02x}:{n % 256:02x}" for n in range(300)]
+        await asyncio.gather(*(store.admit(device, via="activation") for device in devices))
+        info = await store._link.client.info("memory")
+        await raw(server, "CONFIG", "SET", "maxmemory", str(int(info["used_memory"]) + 512 * 1024))
+        await raw(server, "CONFIG", "SET", "maxmemory-policy", "volatile-lru")
+        for device in devices:  # ~1.2 MB of turns into 0.5 MB of room: no write is refused
+            await asyncio.gather(*(store.put_turn(device, StoredTurn("c", seq, "x" * 500, "y" * 500, at=time.time()))
+                                   for seq in range(4)))
+        assert int((await store._link.client.info("stats"))["evicted_keys"]) > 0
+        assert len(await store.admissions()) == 300
+        assert len(await store.recent_turns(devices[-1], 10)) == 4
+    finally:
+        await raw(server, "CONFIG", "SET", "maxmemory", "0")
+        await store.close()

@@ -172,6 +172,9 @@ class RedisLink:
     def _refused(self, exc: Exception, write: bool) -> StoreError:
         """The server answered no: out of memory (maxmemory), a read-only replica, a script error."""
         message = f"state store {self.location}: Redis refused: {exc}"
+        if "maxmemory" in str(exc) or str(exc).startswith("OOM"):
+            message = (f"state store {self.location}: Redis is out of memory (maxmemory): give it more, or set "
+                       "maxmemory-policy volatile-lru so that old turns make room")
         if not write:
             return StoreError(message)
         if not self._failing:
