@@ -20,6 +20,7 @@ import os
 import signal
 import socket
 import sys
+import time
 from collections.abc import Awaitable, Callable
 from contextlib import suppress
 from dataclasses import dataclass
@@ -263,6 +264,26 @@ class VixioServer:
         logger.info("WebSocket server on {}:{} (any path)", self.config.xiaozhi.host, self.transport.port)
         log_http_urls(self.config.xiaozhi.http.host, self.ota.port)
 
+    def replying(self) -> int:
+        """Sessions whose reply is being made or spoken now."""
+        return sum(1 for connection in self.transport.connections.values()
+                   if connection.speaking or connection.session is not None and connection.session.pipeline.turn_in_progress)
+
+    async def drain(self, timeout: float) -> None:
+        """A graceful stop's first step (SIGTERM): close the HTTP port (health checks fail), take
+        no new device, and let the replies being made or spoken finish, for at most `timeout` s."""
+        await self.ota.stop()
+        self.transport.stop_accepting()
+        deadline = time.monotonic() + timeout
+        if busy := self.replying():
+            logger.info("draining: {} repl{} being made or spoken; waiting up to {:g} s", busy,
+                        "y" if busy == 1 else "ies", timeout)
+        while self.replying() and time.monotonic() < deadline:
+            await asyncio.sleep(0.1)
+        if busy := self.replying():
+            logger.warning("drain: {} repl{} still running after {:g} s (server.drain_timeout); cutting off", busy,
+                           "y" if busy == 1 else "ies", timeout)
+
     async def stop(self) -> None:
         self.console.stop_streams()  # open console pages would hold the HTTP server's shutdown
         await self.ota.stop()  # safe when it never started (a worker)
@@ -373,14 +394,17 @@ def lan_address() -> str:
 
 
 async def serve(config: VixioConfig) -> None:
-    """Run until SIGINT/SIGTERM."""
+    """Run until SIGINT (stop now) or SIGTERM (let replies finish first: `server.drain_timeout`)."""
     stop = asyncio.Event()
+    signals: list[int] = []
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         with suppress(NotImplementedError):
-            loop.add_signal_handler(sig, stop.set)
-    async with VixioServer(config):
+            loop.add_signal_handler(sig, lambda sig=sig: (signals.append(sig), stop.set()))
+    async with VixioServer(config) as server:
         await stop.wait()
+        if signals[:1] == [signal.SIGTERM]:
+            await server.drain(config.server.drain_timeout)
         logger.info("shutting down")
     if isinstance(config.agent, LocalLlamaAgentConfig):
         # Freed now: left to the interpreter's exit, llama-cpp's __del__ prints a traceback.

@@ -39,6 +39,8 @@ class ServerConfig(StrictModel):
     """Worker processes sharing the WebSocket port, each with its own models; null means one per CPU core; 1 runs everything in one process. `vixio serve --workers N` wins over it."""
     shutdown_timeout: float = Field(default=10.0, gt=0)
     """Seconds workers get to close their sessions on shutdown before they are killed."""
+    drain_timeout: float = Field(default=15.0, ge=0)
+    """On SIGTERM (`docker stop`, Kubernetes), seconds the replies being made or spoken get to finish before the sessions close: the HTTP port closes first (health checks fail) and no new device is taken meanwhile. Ctrl-C (SIGINT) does not wait; 0 never waits."""
 
 
 class PipelineConfig(StrictModel):

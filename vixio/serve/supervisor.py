@@ -19,9 +19,10 @@ apart per 200, and the busier one slower: dispatch.py), which does the handshake
 everything after. While a worker restarts the others take the new devices.
 
 A worker that exits unexpectedly is logged and restarted after a back-off (1 s, doubling up to
-30 s; reset once it has run a minute). SIGTERM or SIGINT stops the HTTP port, sends SIGTERM to
-every worker (each closes its sessions and exits), waits up to `server.shutdown_timeout`, kills
-what is left, and exits 0. Workers read their config from a pipe that the supervisor holds open,
+30 s; reset once it has run a minute). SIGINT stops the HTTP port, sends SIGTERM to every worker
+(each closes its sessions and exits), waits up to `server.shutdown_timeout`, kills what is left,
+and exits 0. SIGTERM (`docker stop`, Kubernetes) is the graceful stop: the same, but the workers
+get SIGUSR1 and first let the replies being made or spoken finish (`server.drain_timeout`). Workers read their config from a pipe that the supervisor holds open,
 so even a supervisor killed outright takes its workers with it.
 
 Several workers run on Linux only (`reuse_port_supported`); elsewhere `server.workers` must be 1.
@@ -209,8 +210,9 @@ class Supervisor:
                     len(self.workers))
         log_http_urls(http.host, self.ota.port)
 
-    async def stop(self) -> None:
-        """Stop the HTTP port and every worker (bounded), then release the port and run dir."""
+    async def stop(self, *, drain: bool = False) -> None:
+        """Stop the HTTP port and every worker (bounded), then release the port and run dir;
+        `drain`: the workers let their replies finish first (`server.drain_timeout`)."""
         self._stopping.set()
         for task in self._watchers:  # no restart from here on
             task.cancel()
@@ -224,15 +226,15 @@ class Supervisor:
             if worker.running:
                 assert worker.process is not None
                 with suppress(ProcessLookupError):
-                    worker.process.send_signal(signal.SIGTERM)
+                    worker.process.send_signal(signal.SIGUSR1 if drain and worker.ready else signal.SIGTERM)
         running = [w.process for w in self.workers if w.process is not None]
         pending: set[asyncio.Future[int]] = set()
+        limit = self.config.server.shutdown_timeout + (self.config.server.drain_timeout if drain else 0.0)
         if running:
             waits = [asyncio.ensure_future(process.wait()) for process in running]
-            _, pending = await asyncio.wait(waits, timeout=self.config.server.shutdown_timeout)
+            _, pending = await asyncio.wait(waits, timeout=limit)
         if pending:
-            logger.warning("{} worker(s) still running after {} s; killing them", len(pending),
-                           self.config.server.shutdown_timeout)
+            logger.warning("{} worker(s) still running after {:g} s; killing them", len(pending), limit)
             for process in running:
                 if process.returncode is None:
                     with suppress(ProcessLookupError):
@@ -376,9 +378,10 @@ def _response(reply: PeerReply) -> web.Response:
 async def serve_workers(config: VixioConfig, workers: int) -> int:
     """Run the supervisor until SIGINT/SIGTERM; the exit status (1 when the workers could not start)."""
     stop = asyncio.Event()
+    signals: list[int] = []
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
+        loop.add_signal_handler(sig, lambda sig=sig: (signals.append(sig), stop.set()))
     supervisor = Supervisor(config, workers)
     starting = asyncio.create_task(supervisor.start(), name="vixio-supervisor-start")
     stopping = asyncio.create_task(stop.wait(), name="vixio-stop-signal")
@@ -397,5 +400,5 @@ async def serve_workers(config: VixioConfig, workers: int) -> int:
         stopping.cancel()
         with suppress(asyncio.CancelledError, Exception):
             await starting
-        await supervisor.stop()
+        await supervisor.stop(drain=signals[:1] == [signal.SIGTERM])
     return status

@@ -11,7 +11,8 @@ over on the dispatch socket (each to the worker with the fewest: vixio/serve/dis
 it too: a companion and its device on different workers are paired through them
 (vixio/serve/companions.py), and a background result reaches its device's next session on
 another worker (vixio/task_results.py). SIGTERM: close every
-session, then exit 0. SIGINT (Ctrl-C reaches the whole process group) is left to the
+session, then exit 0. SIGUSR1 (the supervisor's graceful stop): take no new device, let the
+replies being made or spoken finish (`server.drain_timeout`), then as SIGTERM. SIGINT (Ctrl-C reaches the whole process group) is left to the
 supervisor, which stops the workers in order.
 """
 
@@ -96,10 +97,15 @@ async def run_worker(config: VixioConfig, index: int, socket_path: str, http_por
     await server.start()
     websockets = server.transport.websocket_server
     adopter = Adopter(socket.socket(fileno=dispatch_fd), lambda sock, closed: adopt_into(websockets, sock, closed))
+    draining = asyncio.Event()
     loop.add_signal_handler(signal.SIGTERM, stop.set)
+    loop.add_signal_handler(signal.SIGUSR1, lambda: (draining.set(), stop.set()))
     runner = await _serve_session_routes(server, socket_path)
     try:
         await stop.wait()
+        adopter.close()
+        if draining.is_set():
+            await server.drain(config.server.drain_timeout)
         log.info("stopping: closing {} session(s)", len(server.transport.connections))
     finally:
         adopter.close()

@@ -131,6 +131,11 @@ class XiaozhiTransport(TransportBase):
             raise RuntimeError("the transport is not started")
         return self._server
 
+    def stop_accepting(self) -> None:
+        """Take no new connection; the open ones go on (a graceful stop's drain)."""
+        if self._server is not None:
+            self._server.server.close()  # the listening socket only: asyncio leaves accepted ones open
+
     async def stop(self) -> None:
         if self._server is not None:
             stopped = [sid for sid, connection in list(self.connections.items()) if await connection.shutdown()]
