@@ -1,8 +1,10 @@
 """Resume across worker processes: `vixio serve --workers 2`, the device's second session on the
-other worker, the scripted model receiving the first session's turns (the SQLite file is shared)."""
+other worker, the scripted model receiving the first session's turns (the workers share the SQLite
+file, or the redis-server)."""
 
 from __future__ import annotations
 
+import json
 from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
@@ -14,6 +16,7 @@ from vixio.testing.device import SimulatedDevice
 from vixio.testing.llm_server import Reply, ScriptedLLMServer
 from vixio.serve.supervisor import reuse_port_supported
 
+from .conftest import StoreFactory
 from .test_resume import ALICE, conversation, say
 
 pytestmark = pytest.mark.skipif(not reuse_port_supported(), reason="workers are Linux only")
@@ -32,8 +35,9 @@ async def worker_of(serve: ServeProcess, device: SimulatedDevice) -> int:
     return int((await until(found, 30, f"{device.device_id}'s session in /metrics"))[0])
 
 
-async def test_a_device_resumes_its_conversation_on_the_other_worker(tmp_path: Path, llm: ScriptedLLMServer) -> None:
-    serve = await start_serve(tmp_path, llm, "--workers", "2")
+async def test_a_device_resumes_its_conversation_on_the_other_worker(
+        tmp_path: Path, llm: ScriptedLLMServer, state_config: dict[str, Any], open_client: StoreFactory) -> None:
+    serve = await start_serve(tmp_path, llm, "--workers", "2", extra=f"state: {json.dumps(state_config)}\n")
     async with AsyncExitStack() as stack:
         stack.callback(serve.kill_group)
         ota_url = await serve.wait_ready()
@@ -62,3 +66,6 @@ async def test_a_device_resumes_its_conversation_on_the_other_worker(tmp_path: P
         assert conversation(llm.messages(1)) == [
             ("user", ALICE), ("assistant", "Nice to meet you, Alice."), ("user", "what is my name")]
         llm.assert_all_consumed()
+        store = await open_client()  # the store the config names holds it
+        turns = await until(lambda: store.recent_turns(device.device_id, 5), 10, "the turns in the store")
+        assert turns[0].user == ALICE
