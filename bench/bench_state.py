@@ -208,7 +208,7 @@ async def main() -> None:
           f"resume lookup {start['resume_lookup_ms']} ms ({start['turns_restored_per_lookup']:.0f} turns), "
           f"admission lookup {start['admission_lookup_ms']} ms")
     if trips is not None:
-        print(f"Redis round trips: {trips['session_start']:g} per session start (resume, memory, admission), "
+        print(f"Redis round trips: {trips['session_start']:g} per session start (resume with the long-term memory, then the admission), "
               f"{trips['turn']:g} per turn alone and {turn['round_trips_per_turn']:g} per turn in bursts of "
               f"{turn['burst']} (one pipeline), {trips['session_end']:g} per session end (long-term memory update); "
               f"{start['store_mb'] * 2**20 / start['devices'] / 1024:.1f} KB of Redis memory per device "

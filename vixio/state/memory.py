@@ -26,7 +26,7 @@ from loguru import logger
 
 from vixio.config.memory import MemoryConfig
 from vixio.providers.agent.base import mark_interrupted
-from vixio.state.store import Store, StoredTurn, StoreError, StoreWriteError
+from vixio.state.store import DeviceMemory, Store, StoredTurn, StoreError, StoreWriteError
 
 if TYPE_CHECKING:
     from vixio.state.long_term import MemoryUpdater
@@ -54,22 +54,23 @@ class ConversationMemory:
         A store that cannot be read gives a new conversation (and one WARNING), not a failed session."""
         turns: list[StoredTurn] = []
         window = self.config.resume_minutes * 60
-        if window > 0:
-            try:
-                recent = await self.store.recent_turns(device_id, self.config.max_turns)
-            except StoreError as exc:
-                logger.bind(device=device_id).warning("the conversation starts afresh: {}", exc)
-                recent = []
-            if recent and recent[-1].at >= time.time() - window:
-                turns = _last_conversation(recent)
+        # Both reads at once: one round trip on Redis (calls made together share a pipeline).
+        recent_read, memory_read = await asyncio.gather(
+            self.store.recent_turns(device_id, self.config.max_turns) if window > 0 else _nothing(),
+            self.store.memory(device_id) if self.updater is not None else _nothing(), return_exceptions=True)
+        if isinstance(recent_read, StoreError):
+            logger.bind(device=device_id).warning("the conversation starts afresh: {}", recent_read)
+        elif isinstance(recent_read, BaseException):
+            raise recent_read
+        elif recent_read and recent_read[-1].at >= time.time() - window:
+            turns = _last_conversation(recent_read)
         conversation = Conversation(self.store, device_id, turns, on_close=self._ended)
         if self.updater is not None:
-            try:
-                remembered = await self.store.memory(device_id)
-            except StoreError as exc:
-                logger.bind(device=device_id).warning("long-term memory not read: {}", exc)
-                remembered = None
-            conversation.memory = remembered.text if remembered is not None else ""
+            if isinstance(memory_read, StoreError):
+                logger.bind(device=device_id).warning("long-term memory not read: {}", memory_read)
+            elif isinstance(memory_read, BaseException):
+                raise memory_read
+            conversation.memory = memory_read.text if isinstance(memory_read, DeviceMemory) else ""
         if turns:
             logger.bind(device=device_id).info("resuming conversation {}: {} earlier turn(s)", conversation.id, len(turns))
         return conversation
@@ -182,6 +183,10 @@ class Conversation:
         if self._on_close is not None:
             on_close, self._on_close = self._on_close, None
             on_close(self)
+
+
+async def _nothing() -> None:
+    return None
 
 
 def _last_conversation(turns: list[StoredTurn]) -> list[StoredTurn]:

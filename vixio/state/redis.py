@@ -28,7 +28,7 @@ silent for a day has its entries deleted when sessions are next listed.
 
 Every call is one command, or one Lua script from redis_scripts.py where it must be atomic; calls
 made at the same moment share one round trip (redis_link.py: pipelines, and what an outage does).
-A turn is one call, a session start's resume two (turns, long-term memory). Nothing is cached
+A turn is one call; a session start's two reads (turns, long-term memory) share one round trip. Nothing is cached
 here: every instance reads what another just wrote. Standalone Redis/Valkey (or a primary), not
 Redis Cluster: the session scripts reach keys they find on the way.
 """
