@@ -10,6 +10,7 @@ next connection (its conversation was opened with the old ones).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
@@ -71,6 +72,7 @@ class SessionProfile:
             await self._then()
 
     async def _switch(self, choice: ProfileChoice) -> None:
+        started = time.perf_counter()
         old, stack = self.stack, self._resolve(choice.name)
         self.choice, self.stack = choice, stack
         if stack is old:
@@ -94,8 +96,8 @@ class SessionProfile:
             elif isinstance(station, SentenceAggregatorStation):
                 station.first_clause_min_chars = speech.first_clause_min_chars
                 station.default_emotion = speech.default_emotion
-        self._logger.info("switched to profile {} ({}): model {}, voice {}", choice.name, choice.source,
-                          _model(config.agent), _voice(config.tts))
+        self._logger.info("switched to profile {} ({}) in {:.1f} ms: model {}, voice {}", choice.name, choice.source,
+                          (time.perf_counter() - started) * 1000, _model(config.agent), _voice(config.tts))
 
     async def _switch_agent(self, agent: AgentStation, stack: VoiceStack) -> None:
         """A provider of the profile's model continues the conversation under its instructions."""
