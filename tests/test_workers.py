@@ -225,8 +225,11 @@ async def test_a_taken_websocket_port_is_an_error_not_a_shared_port(tmp_path: Pa
 
 async def test_a_worker_that_cannot_start_stops_the_server_with_status_1(tmp_path: Path) -> None:
     config = tmp_path / "config.yaml"
+    # Files `vixio config check` finds (so the preflight lets it through), a voice no worker can load.
+    (tmp_path / "broken.onnx").write_bytes(b"not an onnx model")
+    (tmp_path / "broken.onnx.json").write_text("{}")
     config.write_text("xiaozhi: {host: 127.0.0.1, port: 0, http: {host: 127.0.0.1, port: 0}}\n"
-                      f"tts: {{provider: piper, voice: {tmp_path / 'missing.onnx'}}}\n")
+                      f"tts: {{provider: piper, voice: {tmp_path / 'broken.onnx'}}}\n")
     serve = ServeProcess(await asyncio.create_subprocess_exec(
         sys.executable, "-m", "vixio", "serve", "--config", str(config), "--workers", "2",
         stdout=asyncio.subprocess.DEVNULL, stderr=(tmp_path / "serve.log").open("wb"), start_new_session=True),
@@ -235,7 +238,7 @@ async def test_a_worker_that_cannot_start_stops_the_server_with_status_1(tmp_pat
         assert await asyncio.wait_for(serve.process.wait(), STARTUP_TIMEOUT) == 1
         log = serve.text()
         assert re.search(r"cannot serve: worker w\d did not start \(exit code 1\)", log), log
-        assert "missing.onnx" in log and "Put this OTA URL" not in log
+        assert "broken.onnx" in log and "Put this OTA URL" not in log
         started = re.search(r"starting 2 workers \(pids (\d+), (\d+)\)", log)
         assert started, log
         await until(_none_alive({int(started[1]), int(started[2])}), 10, "no worker left")
