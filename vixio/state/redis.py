@@ -53,7 +53,6 @@ from vixio.state.store import (
     PairingApproval,
     Store,
     StoreError,
-    StoreWriteError,
     StoredTurn,
 )
 
