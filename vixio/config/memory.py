@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from vixio.core.settings import StrictModel
 
@@ -30,6 +30,13 @@ class StateConfig(StrictModel):
     """Redis: seconds a command (or connecting) may take; past it the call fails rather than hold a conversation up. A read that fails gives an empty answer to the session (a new conversation), a write is lost (one ERROR per outage)."""
     max_turns: int = Field(default=1000, ge=10, le=100_000)
     """Redis: turns kept per device (the oldest go first), on top of the age limit `memory.history_days` both backends apply."""
+
+    @field_validator("url")
+    @classmethod
+    def _redis_url(cls, url: str) -> str:
+        if not url.startswith(("redis://", "rediss://", "unix://")):
+            raise ValueError("expected redis://[:password@]host:port/db, rediss://... (TLS) or unix:///path/to/redis.sock")
+        return url
 
 
 class MemoryConfig(StrictModel):
