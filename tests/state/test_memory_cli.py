@@ -64,3 +64,35 @@ async def _main(argv: list[str]) -> int:
     import asyncio
 
     return await asyncio.to_thread(main, argv)
+
+
+async def test_set_and_edit_replace_the_memory_within_its_bound(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+        open_client: StoreFactory, state_config: dict[str, Any]) -> None:
+    store = await open_client()
+    await fill(store)
+    config = tmp_path / "config.yaml"
+    config.write_text(json.dumps({"state": state_config, "memory": {"max_chars": 60}}), encoding="utf-8")
+
+    assert await _main(["memory", "set", DEVICE, "  The user is Alicia.  ", "--config", str(config)]) == 0
+    assert "long-term memory set (19 characters)" in capsys.readouterr().out
+    assert (await store.memory(DEVICE)).text == "The user is Alicia."  # type: ignore[union-attr]
+    assert await _main(["memory", "set", DEVICE, "x" * 61, "--config", str(config)]) == 1
+    assert "at most 60 (memory.max_chars)" in capsys.readouterr().err
+    assert (await store.memory(DEVICE)).text == "The user is Alicia."  # type: ignore[union-attr]
+
+    # edit: the editor gets the memory in a file and what it leaves there is the new memory.
+    editor = tmp_path / "editor.sh"
+    editor.write_text('#!/bin/sh\ncp "$1" "$1.seen"\necho "The user is Alicia; she likes tea." > "$1"\n'
+                      f'cp "$1.seen" {tmp_path / "seen.txt"}\n', encoding="utf-8")
+    editor.chmod(0o755)
+    monkeypatch.setenv("VISUAL", str(editor))
+    assert await _main(["memory", "edit", DEVICE, "--config", str(config)]) == 0
+    assert (tmp_path / "seen.txt").read_text(encoding="utf-8") == "The user is Alicia.\n"
+    assert (await store.memory(DEVICE)).text == "The user is Alicia; she likes tea."  # type: ignore[union-attr]
+    monkeypatch.setenv("VISUAL", "false")
+    assert await _main(["memory", "edit", DEVICE, "--config", str(config)]) == 1
+    assert "exited with 1; the memory is unchanged" in capsys.readouterr().err
+
+    assert await _main(["memory", "set", DEVICE, "", "--config", str(config)]) == 0
+    assert await store.memory(DEVICE) is None

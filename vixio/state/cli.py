@@ -1,14 +1,18 @@
-"""`vixio memory`: see or erase what the state store keeps about one device.
+"""`vixio memory`: see, correct or erase what the state store keeps about one device.
 
     vixio memory show aa:bb:cc:dd:ee:ff [--config config.yaml] [--turns 20] [--json]
+    vixio memory set aa:bb:cc:dd:ee:ff "The user is Alice." [--config config.yaml]   # "-": from stdin
+    vixio memory edit aa:bb:cc:dd:ee:ff [--config config.yaml]                        # in $VISUAL/$EDITOR
     vixio memory clear aa:bb:cc:dd:ee:ff [--config config.yaml]
 
 It opens the store the config names (`state.path`) directly, so it works with the server running
 (SQLite lets several processes share the file) or stopped. `clear` erases the device's
 conversation history, long-term memory, profile assignment and held background results; its admission (activation,
 allow-list) and pairing approvals stay, as those are the operator's decisions (docs/privacy.md).
-A session live at that moment keeps what it already has in its model's history until it ends.
-Exit status: 0 done, 1 the config or the store could not be used.
+`set` and `edit` replace the long-term memory (at most `memory.max_chars`; empty clears it).
+A session live at that moment keeps what it already has until it ends: its next conversation
+has the change (the console's Memory pane also reaches live sessions at their next turn).
+Exit status: 0 done, 1 the config or the store could not be used, or the text is too long.
 """
 
 from __future__ import annotations
@@ -33,7 +37,11 @@ def add_memory_parser(commands: Any) -> None:
     show = actions.add_parser("show", parents=[common], help="the device's memory and latest turns")
     show.add_argument("--turns", type=int, default=20, metavar="N", help="latest turns to print (default: 20)")
     show.add_argument("--json", action="store_true", help="print JSON")
-    actions.add_parser("clear", parents=[common], help="erase the device's history, memory and profile assignment")
+    put = actions.add_parser("set", parents=[common], help="replace the device's long-term memory")
+    put.add_argument("text", help='the new memory ("" clears it, "-" reads it from stdin)')
+    actions.add_parser("edit", parents=[common], help="edit the device's long-term memory in $VISUAL or $EDITOR")
+    actions.add_parser("clear", parents=[common],
+                       help="erase the device's history, memory, profile assignment and held results")
 
 
 def run_memory(args: argparse.Namespace) -> int:
@@ -47,15 +55,32 @@ def run_memory(args: argparse.Namespace) -> int:
         return 1
     device = args.device.strip().lower()
     try:
-        return asyncio.run(_run(open_store(config.state, config.memory), args, device))
+        return asyncio.run(_run(open_store(config.state, config.memory), args, device, config.memory.max_chars))
     except StoreError as exc:
         print(f"vixio: {exc}", file=sys.stderr)
         return 1
 
 
-async def _run(store: Store, args: argparse.Namespace, device: str) -> int:
+async def _run(store: Store, args: argparse.Namespace, device: str, max_chars: int) -> int:
     await store.open()
     try:
+        if args.memory_command in ("set", "edit"):
+            current = await store.memory(device)
+            if args.memory_command == "set":
+                text = sys.stdin.read() if args.text == "-" else args.text
+            else:
+                text = await asyncio.to_thread(_edit, current.text if current is not None else "", device)
+                if text is None:
+                    return 1
+            text = text.strip()
+            if len(text) > max_chars:
+                print(f"vixio: the memory is {len(text)} characters; at most {max_chars} (memory.max_chars)",
+                      file=sys.stderr)
+                return 1
+            await store.set_memory(device, text)
+            print(f"{device}: long-term memory {'set' if text else 'cleared'} ({len(text)} characters) in "
+                  f"{store.location}")
+            return 0
         if args.memory_command == "clear":
             before = len(await store.recent_turns(device, limit=1_000_000))
             await store.forget_device(device)
@@ -86,3 +111,27 @@ async def _run(store: Store, args: argparse.Namespace, device: str) -> int:
         return 0
     finally:
         await store.close()
+
+
+def _edit(text: str, device: str) -> str | None:
+    """`text` as the operator left it in their editor; None when the editor failed."""
+    import os
+    import shlex
+    import subprocess
+    import tempfile
+
+    editor = os.environ.get("VISUAL") or os.environ.get("EDITOR") or "vi"
+    with tempfile.TemporaryDirectory(prefix="vixio-memory-") as folder:
+        path = os.path.join(folder, device.replace(":", "-") + ".txt")
+        with open(path, "w", encoding="utf-8") as file:
+            file.write(text + "\n" if text else "")
+        try:
+            status = subprocess.call([*shlex.split(editor), path])
+        except OSError as exc:
+            print(f"vixio: cannot run the editor {editor!r} ($VISUAL/$EDITOR): {exc}", file=sys.stderr)
+            return None
+        if status != 0:
+            print(f"vixio: the editor {editor!r} exited with {status}; the memory is unchanged", file=sys.stderr)
+            return None
+        with open(path, encoding="utf-8") as file:
+            return file.read()
