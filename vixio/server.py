@@ -180,6 +180,10 @@ class VixioServer:
                                        if config.memory.enabled else None)
         return self._memories[profile]
 
+    def memories(self) -> list[ConversationMemory]:
+        """Every profile's conversation memory made so far (the live conversations are in them)."""
+        return [memory for memory in self._memories.values() if memory is not None]
+
     async def profile_of(self, device_id: str) -> ProfileChoice:
         """The profile a device gets now: its assignment in the store, else `devices:`, else default."""
         if not device_id:
@@ -229,7 +233,7 @@ class VixioServer:
             tools.add_closer(conversation.close)  # the last turn is stored before the session is gone
         pipeline = stack.build_pipeline(context.session_id, tools=tools, conversation=conversation)
         live = SessionProfile(session_id, choice, stack, pipeline, tools, resolve=self.voice.for_profile,
-                              memory_note=conversation.memory if conversation is not None else "")
+                              memory_note=conversation.memory_text if conversation is not None else "")
         context.greeting = live.greeting
         if tools is not None:
             self.profiles[session_id] = live

@@ -259,10 +259,11 @@ class VoiceStack:
             if conversation is not None:
                 station.history = conversation.history_items()
                 station.on_turn = conversation.record
-                if conversation.memory:
-                    from vixio.state.long_term import with_memory
+                from vixio.state.long_term import with_memory
 
-                    station.system_prompt = with_memory(station.system_prompt, conversation.memory)
+                # Read at every turn: an operator's edit (the console) applies from the next one.
+                station.system_prompt = with_memory(station.system_prompt, conversation.memory_text)
+                conversation.on_history = _history_setter(station)
                 from vixio.state.forget import ForgetRequest
 
                 policy = tools.toolset.policy if tools is not None else config.tools.policy()
@@ -372,3 +373,16 @@ def _same(section: Any, other: Any, *, but: str = "") -> bool:
 def _profile_name(stack: VoiceStack) -> str:
     base = stack.base
     return next((name for name, each in base.profiles.items() if each is stack), "?") if base is not None else "default"
+
+
+def _history_setter(station: AgentStation) -> Callable[[list[dict[str, Any]]], None]:
+    """Replaces the agent's history (an operator removed turns of the live conversation); the
+    station's provider of the moment (a profile switch replaces it)."""
+
+    def set_history(items: list[dict[str, Any]]) -> None:
+        if items:
+            station.provider.restore_history(items)
+        else:
+            station.provider.clear_history()
+
+    return set_history

@@ -76,6 +76,11 @@ class ConsoleBackend(Protocol):
         """Type `text` into the session as if the device had sent `listen detect`."""
         ...
 
+    async def memory_changed(self, device_id: str, what: str, conversation: str = "", seq: int = -1) -> int:
+        """The device's stored memory or history was edited: its live sessions follow (see
+        `ConversationMemory.changed`); how many live conversations there were."""
+        ...
+
     async def reassign(self, device_id: str, profile: str | None) -> list[dict[str, Any]]:
         """Switch the device's live sessions to `profile` (None: the config's) at their next turn;
         each session's id and profile."""
@@ -287,6 +292,18 @@ class LocalBackend:
 
     async def reassign(self, device_id: str, profile: str | None) -> list[dict[str, Any]]:
         return self.server.reassign(device_id, profile)
+
+
+    # --- memory --------------------------------------------------------------------------------
+
+    async def memory_changed(self, device_id: str, what: str, conversation: str = "", seq: int = -1) -> int:
+        followed = 0
+        for memory in self.server.memories():  # one per profile in use
+            try:
+                followed += await memory.changed(str(device_id), str(what), str(conversation), int(seq))
+            except ValueError as exc:
+                raise ConsoleError(str(exc)) from None
+        return followed
 
 
 def describe_tools(toolset: ToolSet) -> list[dict[str, Any]]:

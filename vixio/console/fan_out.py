@@ -1,6 +1,7 @@
 """FanOutBackend: several console backends as one (one per worker process).
 
-Lists are merged; a session-scoped call (detail, tools, execute, say) goes to the backend that
+Lists are merged, device-wide news (reassign, memory_changed) goes to every backend; a
+session-scoped call (detail, tools, execute, say) goes to the backend that
 holds the session. The backends are asked for afresh each time, so workers may come and go.
 """
 
@@ -79,3 +80,17 @@ class FanOutBackend:
                 continue
             switched.extend(answer)
         return switched
+
+    async def memory_changed(self, device_id: str, what: str, conversation: str = "", seq: int = -1) -> int:
+        """Every backend: a device's conversations may be live on any worker."""
+        answers = await asyncio.gather(*(backend.memory_changed(device_id, what, conversation, seq)
+                                         for backend in self._backends()), return_exceptions=True)
+        followed = 0
+        for answer in answers:
+            if isinstance(answer, BaseException):
+                if isinstance(answer, asyncio.CancelledError):
+                    raise answer
+                logger.warning("a console backend did not take a memory change of {}: {}", device_id, answer)
+                continue
+            followed += answer
+        return followed

@@ -1,8 +1,9 @@
 """The console over `vixio serve --workers N`: each worker's sessions, reached over its socket.
 
 A worker serves its `LocalBackend` as one session route, `POST /internal/console` with
-`{"call": "sessions" | "session" | "tools" | "execute" | "say" | "reassign", "args": {...}}` (only on its
-private Unix socket: the supervisor has already checked the operator). `WorkerBackend` is the
+`{"call": "sessions" | "session" | "tools" | "execute" | "say" | "reassign" | "memory_changed",
+"args": {...}}` (only on its private Unix socket: the supervisor has already checked the
+operator). `WorkerBackend` is the
 supervisor's `ConsoleBackend` for one worker; a `FanOutBackend` over one per ready worker is
 what the supervisor's console serves, so the page sees every worker's sessions as one server.
 """
@@ -19,7 +20,7 @@ if TYPE_CHECKING:
     from vixio.serve.peers import Peers
 
 PATH = "/internal/console"
-_CALLS = ("sessions", "session", "tools", "execute", "say", "reassign")
+_CALLS = ("sessions", "session", "tools", "execute", "say", "reassign", "memory_changed")
 
 
 def worker_route(backend: ConsoleBackend) -> Any:
@@ -87,3 +88,7 @@ class WorkerBackend:
         for session in switched:
             session.setdefault("worker", self.worker)
         return switched
+
+    async def memory_changed(self, device_id: str, what: str, conversation: str = "", seq: int = -1) -> int:
+        return int(await self._call("memory_changed", device_id=device_id, what=what, conversation=conversation,
+                                    seq=seq))

@@ -29,9 +29,10 @@ class SessionProfile:
     """The profile a live session runs with, and the switch to another."""
 
     def __init__(self, session_id: str, choice: ProfileChoice, stack: VoiceStack, pipeline: Pipeline,
-                 tools: SessionTools | None, *, resolve: Callable[[str], VoiceStack], memory_note: str = "") -> None:
+                 tools: SessionTools | None, *, resolve: Callable[[str], VoiceStack],
+                 memory_note: str | Callable[[], str] = "") -> None:
         """`resolve` gives a profile's stack by name; `memory_note` is the device's long-term memory
-        the session's instructions carry."""
+        the session's instructions carry (read at every turn when callable)."""
         self.session_id = session_id
         self.choice = choice
         self.stack = stack

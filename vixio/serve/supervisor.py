@@ -51,6 +51,7 @@ from vixio import metrics
 from vixio.agent_model import warn_when_model_has_no_tools
 from vixio.config.models import VixioConfig
 from vixio.console import ConsoleApi, FanOutBackend
+from vixio.console.memory import MemoryApi
 from vixio.console.pairing import FanOutPairing, PairingApi, WorkerPairing
 from vixio.console.profiles import ProfileApi
 from vixio.console.workers import WorkerBackend
@@ -140,6 +141,9 @@ class Supervisor:
         # Profile assignments are written here; the workers switch their sessions (vixio/console/profiles.py).
         self.profiles = ProfileApi(self.store, ProfileBook(config), lambda: self.console.backend)
         self.profiles.register(self.ota.add_route, self.console._protect)
+        # Memory and history are edited in the store here; the workers' live sessions follow (vixio/console/memory.py).
+        self.memory = MemoryApi(self.store, config.memory, lambda: self.console.backend)
+        self.memory.register(self.ota.add_route, self.console._protect)
         self.websocket_port = 0
         self._dispatch: Dispatcher | None = None
         self._run_dir = ""

@@ -139,12 +139,16 @@ def _litellm_completion(model: str, api_base: str | None, api_key: str | None) -
     return complete
 
 
-def with_memory(instructions: str | Callable[[], str], memory: str) -> Callable[[], str]:
-    """`instructions` (rendered per call) followed by the device's memory."""
-    note = MEMORY_NOTE.format(memory=memory.strip())
+def with_memory(instructions: str | Callable[[], str], memory: str | Callable[[], str]) -> Callable[[], str]:
+    """`instructions` (rendered per call) followed by the device's memory (read per call when
+    callable; no note while it is empty)."""
 
     def render() -> str:
         base = instructions() if callable(instructions) else instructions
+        text = (memory() if callable(memory) else memory).strip()
+        if not text:
+            return base
+        note = MEMORY_NOTE.format(memory=text)
         return f"{base}\n\n{note}" if base else note
 
     return render

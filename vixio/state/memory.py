@@ -12,6 +12,10 @@ A device that reconnects within `memory.resume_minutes` of its last turn continu
 conversation (at most `memory.max_turns` turns, as the user heard them: an interrupted reply only
 up to where it was cut off). Writes never hold a turn up: `record` queues the write and returns;
 a write the store cannot make (disk full) is logged once by the store and the session goes on.
+
+An operator's edit in the store (the console) reaches the device's live conversations through
+`ConversationMemory.changed`: an edited memory is in the instructions from the next turn on, a
+deleted turn or a cleared history leaves the model's history at once.
 """
 
 from __future__ import annotations
@@ -48,6 +52,8 @@ class ConversationMemory:
         self.config = config
         self.updater = updater
         self._updates: set[asyncio.Task[None]] = set()
+        self._live: dict[str, set[Conversation]] = {}
+        """The conversations of this process's live sessions, by device."""
 
     async def resume(self, device_id: str) -> Conversation:
         """The device's last conversation when its last turn is recent enough, else a new one.
@@ -65,6 +71,7 @@ class ConversationMemory:
         elif recent_read and recent_read[-1].at >= time.time() - window:
             turns = _last_conversation(recent_read)
         conversation = Conversation(self.store, device_id, turns, on_close=self._ended)
+        self._live.setdefault(device_id, set()).add(conversation)
         if self.updater is not None:
             if isinstance(memory_read, StoreError):
                 logger.bind(device=device_id).warning("long-term memory not read: {}", memory_read)
@@ -75,7 +82,37 @@ class ConversationMemory:
             logger.bind(device=device_id).info("resuming conversation {}: {} earlier turn(s)", conversation.id, len(turns))
         return conversation
 
+    async def changed(self, device_id: str, what: str, conversation: str = "", seq: int = -1) -> int:
+        """An operator changed the device's record in the store: bring its live conversations in
+        this process along; how many there were. `what`: "memory" (read it again), "turn"
+        (`conversation` and `seq` were deleted), "history" (cleared) or "forget" (all of it)."""
+        live = list(self._live.get(device_id, ()))
+        if what not in ("memory", "turn", "history", "forget"):
+            raise ValueError(f"what must be memory, turn, history or forget, not {what!r}")
+        if what == "memory" and self.updater is None:  # memory.long_term: off reads no memory
+            return 0
+        text = ""
+        if live and what == "memory":
+            remembered = await self.store.memory(device_id)
+            text = remembered.text if remembered is not None else ""
+        for each in live:
+            if what == "memory":
+                each.memory = text
+            elif what == "turn":
+                each.drop_turn(conversation, seq)
+            else:
+                each.start_afresh(keep_memory=what == "history")
+        if live:
+            logger.bind(device=device_id).info("an operator changed the stored {}: {} live conversation(s) follow",
+                                               what, len(live))
+        return len(live)
+
     def _ended(self, conversation: Conversation) -> None:
+        conversations = self._live.get(conversation.device_id)
+        if conversations is not None:
+            conversations.discard(conversation)
+            if not conversations:
+                del self._live[conversation.device_id]
         if self.updater is None or not conversation.session_turns:
             return
         task = asyncio.create_task(self._update(conversation), name=f"vixio-memory-update-{conversation.device_id}")
@@ -114,7 +151,10 @@ class Conversation:
         self.restored = restored
         """Earlier turns of this conversation (empty for a new one), oldest first."""
         self.memory = ""
-        """The device's long-term memory when the session began ("" without one)."""
+        """The device's long-term memory ("" without one): as the session began, or as an operator
+        last set it (the instructions read it at every turn)."""
+        self.on_history: Callable[[list[dict[str, Any]]], None] | None = None
+        """Called with the history the model should have now, when an operator removed turns."""
         self.session_turns: list[StoredTurn] = []
         """The turns of this session, as last recorded (at most the last `KEPT_SESSION_TURNS`)."""
         self._on_close = on_close
@@ -124,10 +164,15 @@ class Conversation:
         """The session's turn key -> (seq, start time), for the recent turns only."""
         self._writes: set[asyncio.Task[None]] = set()
 
-    def history_items(self) -> list[dict[str, Any]]:
-        """The restored turns as agent history: user and assistant messages, oldest first."""
+    def memory_text(self) -> str:
+        """The memory as it is now (instructions call this at every turn)."""
+        return self.memory
+
+    def history_items(self, *, with_session: bool = False) -> list[dict[str, Any]]:
+        """The restored turns (and this session's, `with_session`) as agent history: user and
+        assistant messages, oldest first."""
         items: list[dict[str, Any]] = []
-        for turn in self.restored:
+        for turn in [*self.restored, *(self.session_turns if with_session else [])]:
             if turn.user:
                 items.append({"role": "user", "content": turn.user})
             if turn.interrupted:
@@ -165,6 +210,30 @@ class Conversation:
             pass  # the store logged it (once per episode); the conversation goes on
         except StoreError as exc:
             logger.bind(device=self.device_id).warning("turn {} not stored: {}", turn.seq, exc)
+
+    def drop_turn(self, conversation: str, seq: int) -> None:
+        """An operator deleted this turn from the store: the model forgets it too (this session's
+        tool calls go with the rebuilt history)."""
+        if conversation != self.id:
+            return
+        kept = [t for t in self.restored if t.seq != seq]
+        session = [t for t in self.session_turns if t.seq != seq]
+        if len(kept) + len(session) == len(self.restored) + len(self.session_turns):
+            return
+        self.restored, self.session_turns = kept, session
+        self._turns = {key: known for key, known in self._turns.items() if known[0] != seq}
+        if self.on_history is not None:
+            self.on_history(self.history_items(with_session=True))
+
+    def start_afresh(self, *, keep_memory: bool) -> None:
+        """An operator cleared the device's history (and its memory unless `keep_memory`): a new
+        conversation begins, the model's history is emptied."""
+        self.restored, self.session_turns, self._turns = [], [], {}
+        self.id, self._next_seq = uuid.uuid4().hex[:16], 0
+        if not keep_memory:
+            self.memory = ""
+        if self.on_history is not None:
+            self.on_history([])
 
     async def forget(self) -> None:
         """Erase what the store keeps of the device (after the writes under way) and start afresh:
