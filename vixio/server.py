@@ -231,7 +231,13 @@ class VixioServer:
         if memory is not None and tools is not None and device_id:
             conversation = await memory.resume(device_id)
             tools.add_closer(conversation.close)  # the last turn is stored before the session is gone
-        pipeline = stack.build_pipeline(context.session_id, tools=tools, conversation=conversation)
+
+        def forgotten() -> None:  # the assignment was erased with the rest: the config decides again
+            if session_id in self.profiles:
+                self.profiles[session_id].reassign(self.book.configured(device_id))
+
+        pipeline = stack.build_pipeline(context.session_id, tools=tools, conversation=conversation,
+                                        on_forgotten=forgotten)
         live = SessionProfile(session_id, choice, stack, pipeline, tools, resolve=self.voice.for_profile,
                               memory_note=conversation.memory_text if conversation is not None else "")
         context.greeting = live.greeting

@@ -232,12 +232,14 @@ class VoiceStack:
             await provider.close()
 
     def build_pipeline(self, session_id: str, *, tools: SessionTools | None = None,
-                       conversation: Conversation | None = None) -> Pipeline:
+                       conversation: Conversation | None = None,
+                       on_forgotten: Callable[[], None] | None = None) -> Pipeline:
         """The stations of one session, sharing this stack's providers.
 
         Without `tools`, the session gets its own `session_tools()` (local tools only unless
         the caller feeds it device tools). With `conversation` (memory on), the agent starts from
-        its restored turns and records each new one.
+        its restored turns and records each new one; `on_forgotten` is called after the user had
+        it all erased by voice (vixio/state/forget.py), the model's history emptied first.
         """
         config = self.config
         stations: list[Station] = []
@@ -268,7 +270,12 @@ class VoiceStack:
 
                 policy = tools.toolset.policy if tools is not None else config.tools.policy()
                 forget = ForgetRequest(conversation, language=config.language, confirms=policy.confirms)
-                forget.on_forgotten = lambda: station.provider.clear_history()  # the provider of now (profiles)
+                def forgotten() -> None:
+                    station.provider.clear_history()  # the provider of now (a profile switch replaces it)
+                    if on_forgotten is not None:
+                        on_forgotten()
+
+                forget.on_forgotten = forgotten
                 station.intercept = forget.intercept
             stations.append(station)
         stations.append(SentenceAggregatorStation(first_clause_min_chars=config.speech.first_clause_min_chars,

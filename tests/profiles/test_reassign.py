@@ -19,7 +19,7 @@ from vixio.testing.llm_server import Reply, ScriptedLLMServer
 from vixio.testing.serve import start_serve, until
 from vixio.testing.speech_servers import SlowSpeechServer
 
-from .test_profiles_session import ADULT, KIDS_PROMPT, ask, profiles_config, start, system, tts, url
+from .test_profiles_session import ADULT, KIDS, KIDS_PROMPT, ask, profiles_config, start, system, tts, url
 
 __all__ = ["tts"]  # the fixture
 
@@ -85,10 +85,20 @@ async def test_the_console_refuses_an_unknown_profile_or_a_bad_device_id(
         assert await server.store.assigned_profile(ADULT) is None
     finally:
         await server.stop()
+    config = profiles_config(llm, tts, tmp_path)
+    config["xiaozhi"]["http"]["admin_token"] = "operator-token"
+    server = await start(config)
+    base = f"http://127.0.0.1:{server.ota.port}"
+    try:
+        status, answer = await post(base, "/api/profiles/assign", {"device": ADULT, "profile": "kids"})
+        assert status == 401 and await server.store.assigned_profile(ADULT) is None
+    finally:
+        await server.stop()
 
 
 WORKER_PROFILES = """
 state: {{path: {state}}}
+devices: {{"{kids}": kids}}
 profiles:
   kids:
     instructions: {prompt}
@@ -100,7 +110,7 @@ profiles:
 @pytest.mark.skipif(not reuse_port_supported(), reason="workers are Linux only")
 async def test_with_two_workers_the_supervisors_console_switches_the_session_on_its_worker(
         tmp_path: Path, llm: ScriptedLLMServer) -> None:
-    extra = WORKER_PROFILES.format(state=tmp_path / "state.db", prompt=KIDS_PROMPT)
+    extra = WORKER_PROFILES.format(state=tmp_path / "state.db", prompt=KIDS_PROMPT, kids=KIDS.upper())
     serve = await start_serve(tmp_path, llm, "--workers", "2", extra=extra)
     async with AsyncExitStack() as stack:
         stack.callback(serve.kill_group)
@@ -126,6 +136,12 @@ async def test_with_two_workers_the_supervisors_console_switches_the_session_on_
         assert llm.tool_names(1) == ["get_date"] and conversation(llm, 1)[:2] == [
             ("user", "hello"), ("assistant", "Good evening.")]
         assert [(s["profile"], s["profile_source"]) for s in await listed()] == [("kids", "assigned")]
+        # A device devices: names gets its profile from whichever worker holds it.
+        llm.expect(Reply.text("Hello, little one."))
+        kids = await stack.enter_async_context(SimulatedDevice(ota_url=ota_url, mcp=False, device_id=KIDS))
+        await kids.connect()
+        await ask(kids, "hi")
+        assert llm.requests[2]["model"] == "kids-model" and system(llm, 2).startswith(KIDS_PROMPT)
         await serve.stop()
 
 
@@ -165,3 +181,22 @@ async def test_the_cli_assigns_shows_and_clears_and_a_live_session_follows(
         await server.stop()
     assert [llm.requests[n]["model"] for n in range(2)] == ["kids-model", "house-model"]
     assert [r.voice for r in tts.requests] == ["nova", "alloy"]
+
+
+async def test_forgetting_by_voice_ends_the_assignment_at_the_next_turn(
+        llm: ScriptedLLMServer, tts: SlowSpeechServer, tmp_path: Path) -> None:
+    llm.expect(Reply.text("Hi kiddo."), Reply.text("Good evening."))
+    server = await start(profiles_config(llm, tts, tmp_path))
+    try:
+        await server.store.assign_profile(ADULT, "kids")
+        async with SimulatedDevice(ws_url=url(server), mcp=False, device_id=ADULT) as device:
+            await device.connect()
+            await ask(device, "hello")
+            await ask(device, "Forget everything about me!")
+            await ask(device, "yes")
+            assert await server.store.assigned_profile(ADULT) is None
+            await ask(device, "hello again")
+    finally:
+        await server.stop()
+    assert [llm.requests[n]["model"] for n in range(2)] == ["kids-model", "house-model"]
+    assert conversation(llm, 1) == [("user", "hello again")]
