@@ -241,7 +241,7 @@ async def test_unicode_and_long_text_round_trip(store: Store) -> None:
     assert memory is not None and memory.text == text
 
 
-async def test_a_hundred_turns_at_once_do_not_stall_the_event_loop(store: Store) -> None:
+async def test_a_hundred_turns_at_once_do_not_stall_the_event_loop(store: Store, server_gc: None) -> None:
     """The loop thread's own CPU time between two ticks: what the store costs the loop, apart from
     waiting for a core on a loaded machine (SQLite: the SQL runs on the store thread; Redis: the
     100 writes share one pipeline)."""
