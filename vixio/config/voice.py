@@ -26,7 +26,7 @@ class VADConfig(StrictModel):
     """Silence that ends an utterance (and so the user's turn)."""
     speech_pad_ms: int = Field(default=100, ge=0)
     """Audio kept before the detected start and after the end."""
-    early_silence_ms: int = Field(default=200, ge=0)
+    early_silence_ms: int = Field(default=150, ge=0)
     """Silence after which what was said is transcribed and the agent starts at once (a preemptive turn), its reply held until the turn is confirmed (`min_silence_ms`, or sooner: `turn.*`); speech before that cancels it without a trace. 0 (or >= min_silence_ms): off, the agent starts when the turn ends."""
     barge_in: bool = True
     """In realtime mode, user speech while the assistant speaks interrupts it."""

@@ -42,12 +42,17 @@ is this"), verbs and modals ("what should I do", "yes I can"), "from" ("where ar
 HANGING_ZH = ("和", "跟", "与", "及", "或", "或者", "还是", "还有", "而且", "并且", "然后", "接着", "因为", "所以",
               "但是", "可是", "不过", "如果", "要是", "虽然", "的话", "在", "把", "给", "被", "让", "从", "往", "向",
               "比", "为了", "关于", "除了", "帮我", "我想", "我要", "请", "就是", "是", "的", "地",
-              "调到", "调成", "设到", "设为", "设置为", "设置成", "改成", "开到")
+              "到", "调成", "设为", "设置为", "设置成", "改成")
 """Mandarin endings after which an utterance goes on (conjunctions, prepositions, structural 的,
 a verb waiting for its object)."""
 
-_COMPLETE_ZH = ("好的", "是的", "对的", "真的", "行的", "可以的", "没事的", "我的", "你的", "知道了", "是")
-"""Endings that look hanging but are whole answers ("好的", "是的"); "是" alone is a yes."""
+_COUNTED_ZH = re.compile(r"(?<![来要])[一两几每哪][个首部本张只条件位杯支台首篇]$")
+"""A numeral and its classifier with the noun still to come ("放一首" … "周杰伦的歌"); after 来/要
+("来一个") it is a whole request."""
+
+_COMPLETE_ZH = ("好的", "是的", "对的", "真的", "行的", "可以的", "没事的", "我的", "你的", "收到", "找到", "做到", "办到",
+                "迟到", "是")
+"""Endings that look hanging but are whole answers ("好的", "是的", "收到"); "是" alone is a yes."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,4 +92,5 @@ def hanging_ending(text: str) -> str | None:
     for ending in HANGING_ZH:
         if body.endswith(ending):
             return ending
-    return None
+    counted = _COUNTED_ZH.search(body)
+    return counted.group() if counted else None

@@ -7,7 +7,8 @@ benchmarks of turn taking (preemptive turns, pauses mid-sentence).
   it (energy above `SPEECH_RMS`, split by `PAUSE_SECONDS` of quiet) and answers the words of
   that many parts of the utterance being spoken (`speak(...)` tells it which). A partial answer
   ends in "." as Whisper punctuates a cut-off sentence ("What is the weather in."), so a
-  punctuation rule alone would take it for a whole sentence;
+  punctuation rule alone would take it for a whole sentence. It follows one device
+  (`speak` before each utterance);
 - `POST /v1/chat/completions` streams `answer(user_text)` (default: "The answer to <text>"), a
   word per SSE chunk, after `first_token_delay` seconds;
 - `POST /v1/audio/speech` answers `tts_seconds` of tone after `first_audio_delay` seconds.
@@ -70,24 +71,30 @@ class ChatRequest:
     """The stream was sent to its end (not cut off by a cancelled attempt)."""
 
 
-def speech_parts(pcm: bytes, rate: int) -> int:
-    """Stretches of speech in int16 mono `pcm`, split by `PAUSE_SECONDS` of quiet."""
+def speech_stretches(pcm: bytes, rate: int) -> list[float]:
+    """Seconds of each stretch of speech in int16 mono `pcm` (split by `PAUSE_SECONDS` of quiet)."""
     samples = np.frombuffer(pcm, dtype="<i2").astype(np.float32)
     frame = rate // 50
     count = len(samples) // frame
     if not count:
-        return 0
+        return []
     rms = np.sqrt(np.mean(samples[: count * frame].reshape(count, frame) ** 2, axis=1))
-    loud = rms > SPEECH_RMS
-    parts, quiet, needed = 0, 10**9, int(PAUSE_SECONDS * 50)
-    for is_loud in loud:
+    stretches: list[list[int]] = []
+    quiet, needed = 10**9, int(PAUSE_SECONDS * 50)
+    for index, is_loud in enumerate(rms > SPEECH_RMS):
         if is_loud:
             if quiet >= needed:
-                parts += 1
+                stretches.append([index, index])
+            stretches[-1][1] = index
             quiet = 0
         else:
             quiet += 1
-    return parts
+    return [(last - first + 1) / 50 for first, last in stretches]
+
+
+def speech_parts(pcm: bytes, rate: int) -> int:
+    """Stretches of speech in int16 mono `pcm`, split by `PAUSE_SECONDS` of quiet."""
+    return len(speech_stretches(pcm, rate))
 
 
 class UtteranceServices(LoopbackServer):
@@ -147,9 +154,12 @@ class UtteranceServices(LoopbackServer):
         chunks.append({**envelope, "object": "chat.completion.chunk",
                        "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
-        await response.prepare(request)
-        await response.write("".join(f"data: {json.dumps(c)}\n\n" for c in chunks).encode() + b"data: [DONE]\n\n")
-        await response.write_eof()
+        try:
+            await response.prepare(request)
+            await response.write("".join(f"data: {json.dumps(c)}\n\n" for c in chunks).encode() + b"data: [DONE]\n\n")
+            await response.write_eof()
+        except ConnectionResetError:  # the client gave up (a cancelled preemptive attempt)
+            return response
         record.answered = True
         return response
 
@@ -181,4 +191,4 @@ def _join(parts: Sequence[str]) -> str:
     return joined
 
 
-__all__ = ["ChatRequest", "Transcription", "Utterance", "UtteranceServices", "speech_parts"]
+__all__ = ["ChatRequest", "Transcription", "Utterance", "UtteranceServices", "speech_parts", "speech_stretches"]
