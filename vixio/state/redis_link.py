@@ -61,6 +61,8 @@ class RedisLink:
         """SHA1 -> source of every script called, to load again after a server restart."""
         self._failing = False
         """An outage began and no call has worked since (its ERROR is logged once)."""
+        self._refusing = False
+        """The server refused a write and none has worked since (its ERROR is logged once)."""
         self._retry_at = 0.0
         self._backoff = BACKOFF_FIRST
 
@@ -131,34 +133,53 @@ class RedisLink:
                 _settle(future, error=(StoreWriteError if write else StoreError)(
                     f"state store {self.location}: unreachable (retrying with backoff)"))
             return
-        self.round_trips += 1
         pipe = self.client.pipeline(transaction=False)
-        for op, _, _ in batch:
-            op(pipe)
+        queued = []
+        for call in batch:
+            try:
+                call[0](pipe)
+            except Exception as exc:  # noqa: BLE001 - a bad argument fails its own call, not the batch
+                _settle(call[1], error=exc)
+            else:
+                queued.append(call)
+        if not queued:
+            return
+        self.round_trips += 1
         try:
             replies = await pipe.execute(raise_on_error=False)
         except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
             self._outage(exc)
             message = unusable(f"state store {self.location}", exc)
-            for _, future, write in batch:
+            for _, future, write in queued:
                 _settle(future, error=(StoreWriteError if write else StoreError)(message))
             return
         except RedisError as exc:  # the whole pipeline was refused (e.g. NOAUTH after a restart with a password)
-            replies = [exc] * len(batch)
-        forgotten = [call for call, reply in zip(batch, replies, strict=True) if isinstance(reply, NoScriptError)]
+            replies = [exc] * len(queued)
+        except BaseException as exc:  # cancelled, or a bug: nobody waits forever
+            for _, future, _ in queued:
+                _settle(future, error=exc if isinstance(exc, Exception) else StoreError(f"state store {self.location}: "
+                                                                                      "call cancelled"))
+            raise
+        forgotten = [call for call, reply in zip(queued, replies, strict=True) if isinstance(reply, NoScriptError)]
         if forgotten and not reloaded:  # the server restarted and forgot its scripts
             await self._load_scripts()
             await self._send(forgotten, reloaded=True)
-        for (_, future, write), reply in zip(batch, replies, strict=True):
+        wrote = False
+        for (_, future, write), reply in zip(queued, replies, strict=True):
             if isinstance(reply, NoScriptError) and not reloaded:
                 continue
             if isinstance(reply, RedisError):
                 _settle(future, error=self._refused(reply, write))
             else:
+                wrote = wrote or write
                 _settle(future, result=reply)
-        if self._failing and not all(isinstance(reply, RedisError) for reply in replies):
+        answered = not all(isinstance(reply, RedisError) for reply in replies)
+        if self._failing and answered:
             self._failing, self._backoff = False, BACKOFF_FIRST
             logger.info("state store {}: works again", self.location)
+        if self._refusing and wrote:
+            self._refusing = False
+            logger.info("state store {}: writes work again", self.location)
 
     async def _load_scripts(self) -> None:
         from redis.exceptions import RedisError
@@ -177,8 +198,8 @@ class RedisLink:
                        "maxmemory-policy volatile-lru so that old turns make room")
         if not write:
             return StoreError(message)
-        if not self._failing:
-            self._failing, self._retry_at = True, 0.0
+        if not self._refusing:
+            self._refusing = True
             logger.error("{}; what is not stored now is lost, the conversations go on "
                          "(one line until writes work again)", message)
         return StoreWriteError(message)
