@@ -292,3 +292,23 @@ async def test_with_volatile_lru_old_histories_make_room_and_admissions_stay(ser
     finally:
         await raw(server, "CONFIG", "SET", "maxmemory", "0")
         await store.close()
+
+
+async def test_a_unix_socket_url(tmp_path: Path) -> None:
+    socket_path = tmp_path / "redis.sock"
+    process = subprocess.Popen(["redis-server", "--port", "0", "--unixsocket", str(socket_path), "--save", "",
+                                "--dir", str(tmp_path)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 10
+        while not socket_path.exists():
+            assert time.monotonic() < deadline and process.poll() is None, "redis-server did not start"
+            await asyncio.sleep(0.02)
+        store = RedisStore(f"unix://{socket_path}?db=1")
+        await store.open()
+        await store.set_memory(DEVICE, "over a Unix socket")
+        memory = await store.memory(DEVICE)
+        assert memory is not None and memory.text == "over a Unix socket"
+        await store.close()
+    finally:
+        process.terminate()
+        process.wait(timeout=10)

@@ -21,7 +21,7 @@ class StateConfig(StrictModel):
     max_mb: float | None = Field(default=None, gt=0)
     """Largest size of the file in MB; writes beyond it fail as on a full disk (one ERROR, conversations go on). null: no cap."""
     url: str = "redis://127.0.0.1:6379/0"
-    """Redis: the server, `redis://[:password@]host:port/db`, or `rediss://...` for TLS. A password in the URL must be percent-encoded; `state.password` is the other way."""
+    """Redis: the server, `redis://[:password@]host:port/db`, `rediss://...` for TLS, or `unix:///path/redis.sock?db=0`. A password in the URL must be percent-encoded; `state.password` is the other way."""
     password: str | None = None
     """Redis: the password (wins over one in `state.url`); write `${REDIS_PASSWORD}` to take it from the environment."""
     prefix: str = Field(default="vixio:", min_length=1, max_length=64)
