@@ -200,3 +200,23 @@ async def test_forgetting_by_voice_ends_the_assignment_at_the_next_turn(
         await server.stop()
     assert [llm.requests[n]["model"] for n in range(2)] == ["kids-model", "house-model"]
     assert conversation(llm, 1) == [("user", "hello again")]
+
+
+async def test_forgetting_in_the_console_ends_the_assignment_at_the_next_turn(
+        llm: ScriptedLLMServer, tts: SlowSpeechServer, tmp_path: Path) -> None:
+    llm.expect(Reply.text("Hi kiddo."), Reply.text("Good evening."))
+    server = await start(profiles_config(llm, tts, tmp_path))
+    base = f"http://127.0.0.1:{server.ota.port}"
+    try:
+        await server.store.assign_profile(ADULT, "kids")
+        async with SimulatedDevice(ws_url=url(server), mcp=False, device_id=ADULT) as device:
+            await device.connect()
+            await ask(device, "hello")
+            status, body = await post(base, f"/api/devices/{ADULT}/forget", {})
+            assert status == 200 and body["live_sessions_updated"] == 1, body
+            assert await server.store.assigned_profile(ADULT) is None
+            await ask(device, "hello again")
+    finally:
+        await server.stop()
+    assert [llm.requests[n]["model"] for n in range(2)] == ["kids-model", "house-model"]
+    assert conversation(llm, 1) == [("user", "hello again")]

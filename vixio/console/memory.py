@@ -129,6 +129,11 @@ class MemoryApi:
     async def _forget(self, request: web.Request) -> web.Response:
         device_id = _device_id(request)
         await self._write(self.store.forget_device(device_id))
+        try:  # the profile assignment went with the rest: live sessions take the config's at their next turn
+            await self._backend().reassign(device_id, None)
+        except ConsoleError as exc:
+            logger.bind(device=device_id).warning("console: live sessions of {} keep their profile until they "
+                                                  "reconnect: {}", device_id, exc.message)
         return await self._changed(device_id, "forget", {"forgotten": True})
 
     async def _changed(self, device_id: str, what: str, result: dict[str, Any], **where: Any) -> web.Response:
