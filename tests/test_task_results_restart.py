@@ -6,6 +6,7 @@ WebSockets, a real SQLite file, the scripted model on loopback, espeak.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -136,6 +137,49 @@ tools:
         await until(lambda: _logged(serve.text(), "finished while the device is away: result dropped"), 20,
                     "the result to be dropped")
         assert _held(state) == []
+    finally:
+        await v.__aexit__(None, None, None)
+        serve.kill_group()
+        await serve.process.wait()
+        await llm.stop()
+
+
+async def test_a_result_past_memory_resume_minutes_is_not_told(tmp_path: Path) -> None:
+    tool = tmp_path / "slow_tools.py"
+    tool.write_text(SLOW_TOOL, encoding="utf-8")
+    state = tmp_path / "state.db"
+    llm = ScriptedLLMServer()
+    await llm.start()
+    serve, ws_url, _ = await start(tmp_path, llm=llm, workers=1, extra=f"""
+state: {{path: {state}}}
+memory: {{resume_minutes: 0.05}}
+tools:
+  local:
+    - {{function: "{tool}:slow_lookup", async: true}}
+""")
+    v = SimulatedDevice(ws_url=ws_url, device_id=V_MAC, listening_mode="manual", mcp=False)
+    try:
+        await v.__aenter__()
+        await v.connect()
+        llm.expect(Reply.tool_call("slow_lookup", {"topic": "tea"}), Reply.text("Let me look that up."))
+        mark = v.mark()
+        await v.send_text("look up tea in the archive")
+        await v.wait_for("tts", state="stop", after=mark, timeout=30)
+        await v.__aexit__(None, None, None)
+        await until(lambda: _logged(serve.text(), "finished while the device is away: kept 0.05 min"), 20,
+                    "the result to be held")
+        assert len(_held(state)) == 1
+        await asyncio.sleep(3.5)  # past the 3 s it is held for
+        v = SimulatedDevice(ws_url=ws_url, device_id=V_MAC, listening_mode="manual", mcp=False)
+        await v.__aenter__()
+        await v.connect()
+        llm.expect(Reply.text("Hello."))
+        mark = v.mark()
+        await v.send_text("hello")
+        assert (await v.wait_for("tts", state="sentence_start", after=mark, timeout=30))["text"] == "Hello."
+        assert "tea: 42" not in json.dumps(llm.messages())
+        assert len(llm.requests) == 3 and _held(state) == []  # taken (and dropped) at the session's start
+        llm.assert_all_consumed()
     finally:
         await v.__aexit__(None, None, None)
         serve.kill_group()
