@@ -118,3 +118,28 @@ async def test_agent_interrupt_keeps_only_what_was_heard() -> None:
     assert agent.interrupted_with == ["one two"]
     last = pipeline.state.history[-1]
     assert (last.role, last.content, last.interrupted) == ("assistant", "one two", True)
+
+
+async def test_asr_drafts_at_a_pause_reuses_it_for_the_turn_and_forgets_it_when_speech_resumes() -> None:
+    from vixio.core.chunk import VADPauseChunk, VADResumeChunk
+
+    asr = ScriptedASR("set the volume to", "set the volume to thirty.")
+    out = await run_station(ASRStation(asr), [
+        TurnStartChunk(), *frames(loud(0.6)), VADPauseChunk(), VADResumeChunk(), *frames(loud(0.3)),
+        VADPauseChunk(), *frames(quiet(0.3)), TurnEndChunk(),
+    ])
+    # Two pauses, two drafts; the turn's text is the second, not transcribed a third time.
+    assert asr.calls == [(int(0.6 * 32000), 16000), (int(0.9 * 32000), 16000)]
+    assert [(c.kind, getattr(c, "text", "")) for c in out if c.kind in ("draft_text", "text", "vad_resume")] == [
+        ("draft_text", "set the volume to"), ("vad_resume", ""), ("draft_text", "set the volume to thirty."),
+        ("text", "set the volume to thirty.")]
+
+
+async def test_asr_drafts_at_most_max_drafts_pauses_per_turn() -> None:
+    from vixio.core.chunk import VADPauseChunk, VADResumeChunk
+
+    asr = ScriptedASR("one", "one two", "one two three four")
+    pauses = [chunk for _ in range(3) for chunk in (*frames(loud(0.3)), VADPauseChunk(), VADResumeChunk())]
+    out = await run_station(ASRStation(asr, max_drafts=2), [TurnStartChunk(), *pauses, TurnEndChunk()])
+    assert [c.text for c in out if c.kind == "draft_text"] == ["one", "one two"]
+    assert [c.text for c in out if c.kind == "text"] == ["one two three four"]  # transcribed at the end

@@ -8,7 +8,8 @@ DraftTextChunk (the agent starts on it, holding its reply), and what it says abo
 (`EndpointRules`) goes back to the VAD: end the utterance now, or wait longer. When the turn
 then ends without more speech, that transcript is the turn's text (nothing is transcribed
 twice); speech after the pause (VADResumeChunk) voids it, and the next pause transcribes
-everything said.
+everything said. Each pause transcribes the whole turn so far, so a turn gets at most
+`max_drafts` (a long monologue with many pauses must not cost a local Whisper its square).
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ class ASRStation(Station):
     handles = (TurnStartChunk, AudioChunk, TurnEndChunk, VADPauseChunk, VADResumeChunk)
 
     def __init__(self, provider: ASRProvider, *, language: str | None = None, max_seconds: float = 30.0,
-                 endpointing: EndpointRules | None = None, min_silence_ms: int = 500,
+                 endpointing: EndpointRules | None = None, min_silence_ms: int = 500, max_drafts: int = 4,
                  name: str | None = None) -> None:
         super().__init__(name)
         self.provider = provider
@@ -62,6 +63,9 @@ class ASRStation(Station):
         self._bytes = 0
         self._rate = 16000
         self._draft: _Draft | None = None
+        self.max_drafts = max_drafts
+        self._drafts = 0
+        """Pauses transcribed in this turn."""
 
     async def start(self) -> None:
         await self.provider.initialize()
@@ -133,8 +137,9 @@ class ASRStation(Station):
         """Transcribe what was said so far; the draft goes to the agent, the verdict to the VAD
         (the pause itself is consumed here)."""
         self._draft = None
-        if not self._pcm or self._busy(chunk.turn_id):
-            return  # an earlier turn still runs: this one waits for its end, as without pauses
+        if not self._pcm or self._busy(chunk.turn_id) or self._drafts >= self.max_drafts:
+            return  # an earlier turn still runs, or enough drafts: this one waits for its end
+        self._drafts += 1
         metrics = self.session_state.metrics(chunk.turn_id)
         metrics.remark("speech_pause", chunk.created_at)  # the latest pause: the one the turn may end at
         started = time.monotonic()
@@ -174,3 +179,4 @@ class ASRStation(Station):
         self._pcm.clear()
         self._bytes = 0
         self._draft = None
+        self._drafts = 0
