@@ -24,6 +24,7 @@ import time
 from collections.abc import Awaitable, Callable
 from contextlib import suppress
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -51,10 +52,10 @@ from vixio.state import open_store
 from vixio.state.long_term import long_term_updater
 from vixio.state.memory import ConversationMemory, prune_history_forever
 from vixio.state.pairings import StorePairings
-from vixio.state.store import StoreError
-from vixio.profiles import ProfileBook, ProfileChoice
+from vixio.profiles import ProfileBook
 from vixio.profiles.book import DEFAULT
 from vixio.profiles.live import SessionProfile
+from vixio.profiles.sessions import LiveProfiles
 from vixio.transports.xiaozhi.hosts import VISION_PATH
 from vixio.vision import VisionRoute
 from vixio.voice import VoiceStack
@@ -96,8 +97,8 @@ class VixioServer:
         self.book = ProfileBook(config)
         """The config's profiles, and which one a device gets (vixio/profiles/)."""
         self._memories: dict[str, ConversationMemory | None] = {}
-        self.profiles: dict[str, SessionProfile] = {}
-        """Live sessions' profiles by session id."""
+        self.profiles = LiveProfiles(self.book, self.store)
+        """Live sessions' profiles (vixio/profiles/sessions.py)."""
         self._pruner: asyncio.Task[None] | None = None
         self.ota = OtaServer(config.xiaozhi, self.authenticator, websocket_port=lambda: self.transport.port,
                              store=self.store)
@@ -184,33 +185,15 @@ class VixioServer:
         """Every profile's conversation memory made so far (the live conversations are in them)."""
         return [memory for memory in self._memories.values() if memory is not None]
 
-    async def profile_of(self, device_id: str) -> ProfileChoice:
-        """The profile a device gets now: its assignment in the store, else `devices:`, else default."""
-        if not device_id:
-            return self.book.configured("")
-        try:
-            assigned = await self.store.assigned_profile(device_id)
-        except StoreError as exc:
-            logger.bind(device=device_id).warning("profile assignment not read, the config decides: {}", exc)
-            assigned = None
-        return self.book.choose(device_id, assigned)
-
     def reassign(self, device_id: str, profile: str | None) -> list[dict[str, Any]]:
-        """The device's live sessions switch to `profile` (None: the one config gives it) at their
-        next turn; what each will run with."""
-        choice = self.book.choose(device_id, profile)
-        switched = []
-        for session_id, connection in list(self.transport.connections.items()):
-            live = self.profiles.get(session_id)
-            if connection.device_id == device_id and live is not None:
-                live.reassign(choice)
-                switched.append({"session_id": session_id, **choice.to_json()})
-        return switched
+        """The device's live sessions switch to `profile` (None: the config's) at their next turn."""
+        sessions = [(session_id, connection.device_id) for session_id, connection in self.transport.connections.items()]
+        return self.profiles.reassign(device_id, profile, sessions)
 
     async def _build_pipeline(self, context: DeviceContext) -> Pipeline:
         session_id = context.session_id
         device_id = context.identity.device_id
-        choice = await self.profile_of(device_id)
+        choice = await self.profiles.choose(device_id)
         stack = self.voice.for_profile(choice.name)
         tools = stack.session_tools(session_id, device_id=device_id)
         if tools is not None:
@@ -218,7 +201,7 @@ class VixioServer:
 
             async def forget() -> None:
                 self.tools.pop(session_id, None)
-                self.profiles.pop(session_id, None)
+                self.profiles.discard(session_id)
 
             tools.add_closer(forget)
             self.console.attach(session_id, tools)
@@ -231,18 +214,13 @@ class VixioServer:
         if memory is not None and tools is not None and device_id:
             conversation = await memory.resume(device_id)
             tools.add_closer(conversation.close)  # the last turn is stored before the session is gone
-
-        def forgotten() -> None:  # the assignment was erased with the rest: the config decides again
-            if session_id in self.profiles:
-                self.profiles[session_id].reassign(self.book.configured(device_id))
-
         pipeline = stack.build_pipeline(context.session_id, tools=tools, conversation=conversation,
-                                        on_forgotten=forgotten)
+                                        on_forgotten=partial(self.profiles.forgotten, session_id, device_id))
         live = SessionProfile(session_id, choice, stack, pipeline, tools, resolve=self.voice.for_profile,
                               memory_note=conversation.memory_text if conversation is not None else "")
         context.greeting = live.greeting
         if tools is not None:
-            self.profiles[session_id] = live
+            self.profiles.add(live)
         if choice.name != DEFAULT:
             logger.bind(session=session_id, device=device_id).info("profile {} ({})", choice.name, choice.source)
         return pipeline

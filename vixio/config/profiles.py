@@ -59,6 +59,8 @@ PROCESS_WIDE = {
     "memory": ("history_days",),
 }
 """Keys of those sections that belong to the whole process: a profile toggles tools, it does not load them."""
+PROVIDER_SECTIONS = ("agent", "asr", "tts")
+"""Sections chosen by `provider` (null at the top level: left out)."""
 SHORTCUTS = {"instructions": ("agent", "system_prompt"), "model": ("agent", "model"), "voice": ("tts", "voice")}
 
 
@@ -139,10 +141,10 @@ def profile_source(base: Mapping[str, Any], profile: ProfileConfig, errors: list
             continue
         for key in PROCESS_WIDE.get(name, ()):
             if key in override:
-                errors.append(f"{where}.{name}.{key}: belongs to the whole server, a profile cannot change it "
-                              "(use tools.toggles to turn a tool off for this profile)")
+                hint = " (use tools.toggles to turn a tool off for this profile)" if name == "tools" else ""
+                errors.append(f"{where}.{name}.{key}: belongs to the whole server, a profile cannot change it{hint}")
         current = merged.get(name)
-        if current is None and name != "tools" and name != "memory" and name != "speech" and "provider" not in override:
+        if current is None and name in PROVIDER_SECTIONS and "provider" not in override:
             errors.append(f"{where}.{name}: the top-level config has no {name} section to change; "
                           f"give this profile's {name} a provider")
             continue
