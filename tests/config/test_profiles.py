@@ -90,3 +90,20 @@ def test_devices_map_ids_and_patterns_the_most_specific_winning() -> None:
 def test_a_bad_profile_is_one_line_naming_its_key(data: dict[str, Any], expected: str) -> None:
     found = errors(data)
     assert len(found) == 1 and found[0].startswith(expected), found
+
+
+def test_the_docs_example_is_valid_config() -> None:
+    import re
+    from pathlib import Path
+
+    import yaml
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "config.md").read_text(encoding="utf-8")
+    block = next(b for b in re.findall(r"```yaml\n(.*?)```", text, re.S) if b.startswith("profiles:"))
+    config = parse_config({**BASE, "agent": {**BASE["agent"], "timezone": None}, **yaml.safe_load(block)})
+    book = ProfileBook(config)
+    assert book.choose("aa:bb:cc:dd:ee:07", None).name == "kitchen"
+    assert book.choose("11:22:33:44:55:66", None).to_json() == {"profile": "default", "profile_source": "config"}
+    kids, kitchen = book.effective("kids"), book.effective("kitchen")
+    assert kids.memory.long_term == "off" and kids.tools.require_confirmation == ["self.audio_speaker.*"]
+    assert kitchen.language == "zh" and getattr(kitchen.tts, "voice") == "zh-CN-YunxiNeural"
