@@ -4,6 +4,7 @@ for each device: its profile's instructions, model, tools and voice."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -62,10 +63,12 @@ def system(llm: ScriptedLLMServer, request: int) -> str:
     return next(m["content"] for m in llm.messages(request) if m["role"] == "system")
 
 
-async def test_two_devices_on_two_profiles_get_their_own_instructions_model_tools_and_voice(
+async def test_two_devices_on_two_profiles_get_their_own_instructions_model_tools_voice_and_memory(
         llm: ScriptedLLMServer, tts: SlowSpeechServer, tmp_path: Path) -> None:
     llm.expect(Reply.text("Hi kiddo."), Reply.text("Good evening."))
-    server = await start(profiles_config(llm, tts, tmp_path))
+    config = profiles_config(llm, tts, tmp_path)
+    config["profiles"]["kids"]["memory"] = {"enabled": False}
+    server = await start(config)
     try:
         async with SimulatedDevice(ws_url=url(server), mcp=False, device_id=KIDS) as kids:
             await kids.connect()
@@ -73,6 +76,11 @@ async def test_two_devices_on_two_profiles_get_their_own_instructions_model_tool
         async with SimulatedDevice(ws_url=url(server), mcp=False, device_id=ADULT) as adult:
             await adult.connect()
             await ask(adult, "hello")
+        deadline = asyncio.get_running_loop().time() + 10
+        while not await server.store.recent_turns(ADULT, 5) and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(0.05)
+        assert [t.assistant for t in await server.store.recent_turns(ADULT, 5)] == ["Good evening."]
+        assert await server.store.recent_turns(KIDS, 5) == []  # the kids profile stores nothing
     finally:
         await server.stop()
     assert system(llm, 0).startswith(KIDS_PROMPT) and system(llm, 1).startswith("You are the house assistant.")
