@@ -34,6 +34,7 @@ import ast
 import asyncio
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -63,6 +64,8 @@ PAUSES_S = (0.30, 0.36, 0.42, 0.48, 0.54, 0.60)
 LOUD = 300
 """int16 level that counts as speech when finding where it ends (as bench_capacity trims)."""
 PAIRS = {"zero": (0.0, 0.0), "slow": (0.300, 0.150)}
+NOTES = re.compile(r"turn \d+ (\{.*\}) latency \(ms from first mark\)")
+"""A turn's notes in the server's per-turn log line."""
 
 ENGLISH = [
     ("What is the weather in", "Beijing?"), ("Set the volume to", "thirty."), ("Play a song by", "Taylor Swift."),
@@ -233,9 +236,9 @@ async def measure(pair: str, mode: str, items: list[tuple[Utterance, bytes, floa
             finally:
                 children.stop(proc)
     for line in log.read_text(errors="replace").splitlines()[1:]:
-        _, found, text = line.partition("latency (ms from first mark): ")
-        if found and "; " in text:
-            notes = ast.literal_eval(text.split("; ", 1)[1])
+        found = NOTES.search(line)
+        if found:
+            notes = ast.literal_eval(found.group(1))
             run.cancelled += int(notes.get("preemptive_cancelled", 0))
             run.early += str(notes.get("endpoint", "")).startswith("end")
     return run

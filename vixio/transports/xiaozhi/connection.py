@@ -377,8 +377,9 @@ class XiaozhiConnection:
                 metrics = self.session.state.metrics(self._reply_turn)
                 timings = metrics.durations()
                 if timings:
-                    self.logger.info("turn {} latency (ms from first mark): {}{}", self._reply_turn, timings,
-                                     f"; {metrics.notes}" if metrics.notes else "")
+                    # The marks end the line as one literal (benchmarks parse it); the notes go before.
+                    self.logger.info("turn {}{} latency (ms from first mark): {}", self._reply_turn,
+                                     f" {metrics.notes}" if metrics.notes else "", timings)
 
     def _count_reply(self, outcome: TurnOutcome) -> None:
         marks = self.session.state.metrics(self._reply_turn).marks if self.session is not None else {}
