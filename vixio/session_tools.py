@@ -121,8 +121,8 @@ class SessionTools:
 
         async def on_change(tools: list[ToolDefinition]) -> None:
             converter, offered = self._agent
-            # In slices: hundreds of tools from one device must not hold up every other session.
-            await update(await map_in_slices(converter.convert, tools) if offered else [])
+            if offered:  # In slices: hundreds of tools from one device must not hold up every other session.
+                await update(await map_in_slices(converter.convert, tools))
 
         self.toolset.add_listener(on_change)
         return converter.convert_all(self.toolset.tools) if offered else []
