@@ -414,8 +414,8 @@ async def test_opus_complexity_sets_the_downlink_encoder(make_server, complexity
     async with SimulatedDevice(ws_url=ws_url(server)) as device:
         await device.connect()
         (connection,) = server.transport.connections.values()
-        assert connection._encoder._encoder.complexity == complexity  # read back from libopus
         await hear_whole_reply(device, frames=20)
+        assert connection.encoder._encoder.complexity == complexity  # read back from libopus
         assert len(device.decoded_audio()) >= int(1.2 * 24000) * 2 * 0.95
 
 

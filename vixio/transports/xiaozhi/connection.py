@@ -58,6 +58,8 @@ Write = Callable[[list[Message]], Awaitable[None]]
 
 PACED_FRAMES_PER_WAKEUP = 2
 """Downlink frames the pacer sends per wake-up once the pre-buffer is out (see pacing.py)."""
+DOWNLINK_FRAME_BYTES = DOWNLINK_SAMPLE_RATE * FRAME_DURATION_MS // 1000 * 2
+"""Bytes of one downlink frame of mono int16 PCM: what the encoder takes."""
 DOWNLINK_AHEAD_S = 2.0
 """Audio queued for the device beyond which the output waits (the device holds its own small buffer)."""
 _PUNCTUATION = str.maketrans("", "", string.punctuation + "，。！？、～ ")
@@ -85,9 +87,11 @@ class XiaozhiConnection:
         """The server is stopping: nothing more is said (a reply's next sentence must not start one)."""
         self.last_activity = time.monotonic()
         self._write = write
-        self._decoder = OpusDecoder(UPLINK_SAMPLE_RATE)
-        self._encoder = OpusEncoder(DOWNLINK_SAMPLE_RATE, frame_duration_ms=FRAME_DURATION_MS, complexity=config.opus_complexity)
-        self._framer = ReplyFramer(self._encoder.frame_bytes)
+        # libopus' states (~22 KB to decode, ~38 KB to encode) are made at the first audio each way:
+        # most connected devices are silent between conversations, a third of an idle session's memory.
+        self._decoder: OpusDecoder | None = None
+        self._encoder: OpusEncoder | None = None
+        self._framer = ReplyFramer(DOWNLINK_FRAME_BYTES)
         self._reply_turn = 0
         # Opus encode (~150 us a frame) on the codec thread runs beside the loop, but the round trip
         # costs ~100 us more CPU a frame: it pays only with a core to spare.
@@ -189,7 +193,7 @@ class XiaozhiConnection:
                                     "{:g} s ahead (xiaozhi.audio_burst_seconds)", verdict or 1, self._uplink_budget.burst)
             return None
         try:
-            pcm = self._decoder.decode(packet)  # ~45 us: cheaper here than a trip to the codec thread
+            pcm = self.decoder.decode(packet)  # ~45 us: cheaper here than a trip to the codec thread
         except CodecError as exc:
             self._bad_packets += 1
             if self._bad_packets == 1 or self._bad_packets % 100 == 0:
@@ -350,11 +354,26 @@ class XiaozhiConnection:
         for frame in frames:
             self._pacer.send_frame(frame)
 
+    @property
+    def decoder(self) -> OpusDecoder:
+        """The uplink decoder, made at the device's first audio packet."""
+        if self._decoder is None:
+            self._decoder = OpusDecoder(UPLINK_SAMPLE_RATE)
+        return self._decoder
+
+    @property
+    def encoder(self) -> OpusEncoder:
+        """The downlink encoder, made at the first reply frame."""
+        if self._encoder is None:
+            self._encoder = OpusEncoder(DOWNLINK_SAMPLE_RATE, frame_duration_ms=FRAME_DURATION_MS,
+                                        complexity=self.config.opus_complexity)
+        return self._encoder
+
     def _encode_frame(self, pcm: bytes) -> Message:
-        return xp.audio(self._encoder.encode(pcm))
+        return xp.audio(self.encoder.encode(pcm))
 
     async def _encode_frame_async(self, pcm: bytes) -> Message:
-        return xp.audio(await self._encoder.encode_async(pcm))
+        return xp.audio(await self.encoder.encode_async(pcm))
 
     async def _stop_downlink(self) -> int:
         """Drop unsent audio and tell the device to stop at once; returns the frames dropped."""
