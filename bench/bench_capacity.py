@@ -103,7 +103,7 @@ from capacity_floor import cpu_model, measure_floor  # noqa: E402
 from capacity_load import build_clips  # noqa: E402
 from capacity_procs import Children, ProcessTree, Sampler  # noqa: E402
 from capacity_report import print_ratios, print_summary, print_table, server_marks, server_stages, summarize  # noqa: E402
-from capacity_server import VixioServerProcess, start_fakes  # noqa: E402
+from capacity_server import ServerUnderLoad, VixioServerProcess, start_fakes  # noqa: E402
 
 SHAPES = ("staggered", "burst")
 DEVICES_PER_GENERATOR = 100
@@ -111,7 +111,7 @@ DEVICES_PER_GENERATOR = 100
 (send lateness p99 12 ms) but not for 200 (77 ms; two processes: 8 ms). See bench/capacity_selfcheck.py."""
 
 
-def run_load(children: Children, server: VixioServerProcess, fakes: ProcessTree, n: int, turns: int,
+def run_load(children: Children, server: ServerUnderLoad, fakes: ProcessTree, n: int, turns: int,
              stagger: float, generators: int, tmp: Path, *, burst: dict[str, float] | None = None,
              floor: dict[str, Any] | None = None) -> dict[str, Any]:
     """Run N devices against `server` and return the summary of that load: the staggered shape,
@@ -171,7 +171,7 @@ def run_load(children: Children, server: VixioServerProcess, fakes: ProcessTree,
     return summary
 
 
-def _pss_before_exit(server: VixioServerProcess, generator: subprocess.Popen[Any]) -> int:
+def _pss_before_exit(server: ServerUnderLoad, generator: subprocess.Popen[Any]) -> int:
     """The server's PSS while its sessions are still open: read every 2 s until a generator
     exits (the devices close their sockets at the very end), the last reading wins."""
     pss = server.tree.pss_bytes()

@@ -42,11 +42,12 @@ def free_port() -> int:
 
 
 def server_config(ws_port: int, http_port: int, fakes_url: str, log_level: str, state_path: Path,
-                  memory: bool = True) -> dict[str, Any]:
+                  memory: bool = True, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
     """A vixio config using the fakes for ASR, LLM and TTS, and real Silero VAD; the state store
     (SQLite) at `state_path` (the benchmark's temporary folder, never the checkout), conversations
-    stored in it when `memory` (memory.enabled)."""
-    return {
+    stored in it when `memory` (memory.enabled). `overrides` is merged in key by key (e.g.
+    `{"state": {"backend": "redis", "url": ...}}`, `{"xiaozhi": {"max_connections": 20000}}`)."""
+    return merge_config({
         "log": {"level": log_level},
         "state": {"path": str(state_path)},
         "memory": {"enabled": memory},
@@ -62,7 +63,18 @@ def server_config(ws_port: int, http_port: int, fakes_url: str, log_level: str, 
         "agent": {"provider": "litellm", "model": "openai/bench", "api_base": fakes_url, "api_key": "bench"},
         "tts": {"provider": "openai", "api_base": fakes_url, "api_key": "bench", "response_format": "pcm",
                 "sample_rate": 24000},
-    }
+    }, overrides or {})
+
+
+def merge_config(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
+    """`base` with `overrides` merged in: mappings key by key, anything else replaced."""
+    merged = dict(base)
+    for key, value in overrides.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = merge_config(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
 
 
 def serve_supports_workers(env: dict[str, str]) -> bool:
@@ -71,19 +83,84 @@ def serve_supports_workers(env: dict[str, str]) -> bool:
     return "--workers" in out.stdout
 
 
-class VixioServerProcess:
+class ServerUnderLoad:
+    """What the benchmarks read of the server(s) under load: its devices' URL, its processes
+    (`tree`), its logs (`log_paths`) and its workers in all (for the warm-up)."""
+
+    ws_url: str
+    tree: ProcessTree
+    workers: int | None
+    log_paths: list[Path]
+
+    def log_problems(self) -> dict[str, int]:
+        """WARNING and ERROR lines (and tracebacks) in the server's log so far."""
+        counts = {"warnings": 0, "errors": 0}
+        for line in self._log_lines():
+            if "| WARNING |" in line:
+                counts["warnings"] += 1
+            elif "| ERROR   |" in line or "| CRITICAL|" in line or line.startswith("Traceback"):
+                counts["errors"] += 1
+        return counts
+
+    def turn_marks(self) -> list[dict[str, float]]:
+        """Each spoken turn's latency marks from the server's log (ms from `speech_end`, the
+        moment the VAD decided the speech had ended): where the server's part of a turn went."""
+        marks = []
+        for line in self._log_lines():
+            _, found, text = line.partition("latency (ms from first mark): ")
+            if found:
+                with contextlib.suppress(ValueError, SyntaxError):
+                    turn = ast.literal_eval(text.strip())
+                    if isinstance(turn, dict) and "speech_end" in turn:
+                        marks.append(turn)
+        return marks
+
+    def log_tail(self, lines: int = 30) -> str:
+        return "\n".join(self.log_paths[-1].read_text(errors="replace").splitlines()[-lines:])
+
+    def _log_lines(self) -> list[str]:
+        return [line for path in self.log_paths for line in path.read_text(errors="replace").splitlines()]
+
+    def wait_quiet(self, deadline: float) -> None:
+        """Until the server tree uses under 5 % of a core for a second: with workers, the first
+        hello may come from one worker while the others still load their models."""
+        quiet_since, last = None, self.tree.usage()
+        while time.monotonic() < deadline:
+            time.sleep(0.5)
+            now = self.tree.usage()
+            busy = (now.cpu_s - last.cpu_s) / max(1e-3, now.time - last.time)
+            last = now
+            if busy >= 0.05:
+                quiet_since = None
+            elif quiet_since is None:
+                quiet_since = now.time
+            elif now.time - quiet_since >= 1.0:
+                return
+
+    def warm_up(self) -> None:
+        """A typed turn up to its first audio, so first-use costs (imports, connection pools) are not timed;
+        with workers, two turns per worker at once, so the kernel's spread likely reaches them all."""
+        sessions = 2 * self.workers if self.workers else 1
+        asyncio.run(_typed_turns(self.ws_url, "What is the weather today?", sessions))
+        self.wait_quiet(time.monotonic() + 30.0)  # the warm-up sessions' replies and closing are done
+
+
+
+class VixioServerProcess(ServerUnderLoad):
     """`python -m vixio serve` of this checkout, on free loopback ports, logging to a file."""
 
     def __init__(self, children: Children, tmp: Path, fakes_url: str, env: dict[str, str], *,
-                 workers: int | None = None, log_level: str = "INFO", memory: bool = True) -> None:
+                 workers: int | None = None, log_level: str = "INFO", memory: bool = True,
+                 overrides: dict[str, Any] | None = None) -> None:
         self.children = children
         self.ws_port, self.http_port = free_port(), free_port()
         self.ws_url = f"ws://127.0.0.1:{self.ws_port}/xiaozhi/v1/"
         self.config_path = tmp / f"server-{self.ws_port}.yaml"
         self.log_path = tmp / f"server-{self.ws_port}.log"
+        self.log_paths = [self.log_path]
         state_path = tmp / f"state-{self.ws_port}.db"
         self.config_path.write_text(yaml.safe_dump(server_config(self.ws_port, self.http_port, fakes_url, log_level,
-                                                                 state_path, memory)))
+                                                                 state_path, memory, overrides)))
         self.env = env
         self.workers: int | None = None
         if workers is not None:
@@ -114,32 +191,6 @@ class VixioServerProcess:
             self.proc = None
         self._log.close()
 
-    def log_problems(self) -> dict[str, int]:
-        """WARNING and ERROR lines (and tracebacks) in the server's log so far."""
-        counts = {"warnings": 0, "errors": 0}
-        for line in self.log_path.read_text(errors="replace").splitlines():
-            if "| WARNING |" in line:
-                counts["warnings"] += 1
-            elif "| ERROR   |" in line or "| CRITICAL|" in line or line.startswith("Traceback"):
-                counts["errors"] += 1
-        return counts
-
-    def turn_marks(self) -> list[dict[str, float]]:
-        """Each spoken turn's latency marks from the server's log (ms from `speech_end`, the
-        moment the VAD decided the speech had ended): where the server's part of a turn went."""
-        marks = []
-        for line in self.log_path.read_text(errors="replace").splitlines():
-            _, found, text = line.partition("latency (ms from first mark): ")
-            if found:
-                with contextlib.suppress(ValueError, SyntaxError):
-                    turn = ast.literal_eval(text.strip())
-                    if isinstance(turn, dict) and "speech_end" in turn:
-                        marks.append(turn)
-        return marks
-
-    def log_tail(self, lines: int = 30) -> str:
-        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-
     def _wait_ready(self) -> None:
         deadline = time.monotonic() + READY_TIMEOUT_S
         while time.monotonic() < deadline:
@@ -154,29 +205,6 @@ class VixioServerProcess:
             self.wait_quiet(deadline)
             return
         raise RuntimeError(f"vixio serve not answering a hello after {READY_TIMEOUT_S:g} s:\n{self.log_tail()}")
-
-    def wait_quiet(self, deadline: float) -> None:
-        """Until the server tree uses under 5 % of a core for a second: with workers, the first
-        hello may come from one worker while the others still load their models."""
-        quiet_since, last = None, self.tree.usage()
-        while time.monotonic() < deadline:
-            time.sleep(0.5)
-            now = self.tree.usage()
-            busy = (now.cpu_s - last.cpu_s) / max(1e-3, now.time - last.time)
-            last = now
-            if busy >= 0.05:
-                quiet_since = None
-            elif quiet_since is None:
-                quiet_since = now.time
-            elif now.time - quiet_since >= 1.0:
-                return
-
-    def warm_up(self) -> None:
-        """A typed turn up to its first audio, so first-use costs (imports, connection pools) are not timed;
-        with workers, two turns per worker at once, so the kernel's spread likely reaches them all."""
-        sessions = 2 * self.workers if self.workers else 1
-        asyncio.run(_typed_turns(self.ws_url, "What is the weather today?", sessions))
-        self.wait_quiet(time.monotonic() + 30.0)  # the warm-up sessions' replies and closing are done
 
 
 async def _hello(url: str) -> None:
