@@ -90,12 +90,15 @@ class ProcessTree:
             stat = _read_stat(int(entry.name))
             if stat is not None:
                 children.setdefault(int(stat[1]), []).append(int(entry.name))
-        found, todo = [], [self.pid]
+        found, todo = [], list(self._roots())
         while todo:
             pid = todo.pop()
             found.append(pid)
             todo.extend(children.get(pid, []))
         return found
+
+    def _roots(self) -> list[int]:
+        return [self.pid]
 
     def pss_bytes(self) -> int:
         """Proportional set size summed over the tree: shared pages (the models every worker
@@ -125,7 +128,6 @@ class ProcessTree:
             wait += _runqueue_wait_ns(pid)
         return Usage(time.monotonic(), cpu / TICKS, rss, count, wait / 1e9)
 
-
     def thread_cpu(self) -> dict[str, float]:
         """CPU seconds (user + system) by thread name, summed over the tree's processes: where a
         server's CPU goes (the event loops, the VAD's scoring thread, the store's thread, ...).
@@ -145,9 +147,20 @@ class ProcessTree:
                     continue
                 fields = text[text.rindex(")") + 2:].split()
                 if task.name == str(pid):  # a process's main thread: the supervisor's, or a worker's event loop
-                    name = "supervisor" if pid == self.pid and len(pids) > 1 else "event loop"
+                    name = "supervisor" if pid in self._roots() and len(pids) > 1 else "event loop"
                 by_name[name] = by_name.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / TICKS
         return by_name
+
+
+class ProcessTrees(ProcessTree):
+    """Several processes and their descendants as one (the instances of a fleet, HAProxy)."""
+
+    def __init__(self, pids: list[int]) -> None:
+        super().__init__(pids[0] if pids else 0)
+        self.roots = list(pids)
+
+    def _roots(self) -> list[int]:
+        return self.roots
 
 
 def _runqueue_wait_ns(pid: int) -> int:
