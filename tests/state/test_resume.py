@@ -145,6 +145,36 @@ async def test_memory_disabled_stores_nothing(llm: ScriptedLLMServer, tmp_path: 
         await server.stop()
     store = await open_client()
     assert await store.recent_turns(device.device_id, limit=10) == []
+    assert await store.memory(device.device_id) is None
+
+
+async def test_memory_disabled_leaves_nothing_of_the_conversation_in_the_file(
+        llm: ScriptedLLMServer, tmp_path: Path) -> None:
+    """Not a turn, not a memory (the model-written one included), not a held result: the file's
+    bytes, its WAL too, hold nothing the user said."""
+    import sqlite3
+
+    llm.expect(Reply.text("Nice to meet you, Alice."), Reply.text("I do not know."))
+    path = tmp_path / "data" / "state.db"
+    server = await start(llm, tmp_path, memory={"enabled": False, "long_term": "model"})
+    try:
+        async with SimulatedDevice(ws_url=url(server), mcp=False) as device:
+            await device.connect()
+            await say(device, ALICE)
+            await hang_up(server, device)
+            await asyncio.sleep(0.5)  # a conversation's end would start its memory update here
+            await device.connect()
+            await say(device, "what is my name")
+            seen = b"".join(p.read_bytes() for p in path.parent.glob("state.db*"))
+            assert b"Alice" not in seen and b"green tea" not in seen
+        assert len(llm.requests) == 2  # no memory update asked of the model
+    finally:
+        await server.stop()
+    seen = b"".join(p.read_bytes() for p in path.parent.glob("state.db*"))
+    assert b"Alice" not in seen and b"green tea" not in seen and b"what is my name" not in seen
+    with sqlite3.connect(path) as raw:
+        for table in ("turns", "memories", "held_results", "profile_assignments"):
+            assert raw.execute(f"SELECT count(*) FROM {table}").fetchone()[0] == 0, table
 
 
 async def test_a_full_state_file_costs_one_error_and_no_turn(llm: ScriptedLLMServer, tmp_path: Path) -> None:
