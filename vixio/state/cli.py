@@ -10,8 +10,8 @@ It opens the store the config names (`state.path`) directly, so it works with th
 conversation history, long-term memory, profile assignment and held background results; its admission (activation,
 allow-list) and pairing approvals stay, as those are the operator's decisions (docs/privacy.md).
 `set` and `edit` replace the long-term memory (at most `memory.max_chars`; empty clears it).
-A session live at that moment keeps what it already has until it ends: its next conversation
-has the change (the console's Memory pane also reaches live sessions at their next turn).
+A session live at that moment keeps what it already has until it ends (the long-term memory
+written then learns only from the turns still stored): its next conversation has the change (the console's Memory pane also reaches live sessions at their next turn).
 Exit status: 0 done, 1 the config or the store could not be used, or the text is too long.
 """
 

@@ -15,7 +15,9 @@ a write the store cannot make (disk full) is logged once by the store and the se
 
 An operator's edit in the store (the console) reaches the device's live conversations through
 `ConversationMemory.changed`: an edited memory is in the instructions from the next turn on, a
-deleted turn or a cleared history leaves the model's history at once.
+deleted turn or a cleared history leaves the model's history at once. The long-term update at a
+conversation's end learns only from the turns the store still holds, so an erasure made by another
+process (`vixio memory clear` while the device talks) is not undone when the session ends.
 """
 
 from __future__ import annotations
@@ -123,8 +125,12 @@ class ConversationMemory:
         assert self.updater is not None
         log = logger.bind(device=conversation.device_id)
         try:
+            turns = await self._still_stored(conversation)
+            if not turns:
+                log.info("long-term memory not updated: the conversation's turns were erased meanwhile")
+                return
             current = await self.store.memory(conversation.device_id)  # another session may have changed it
-            text = await self.updater.update(current.text if current is not None else "", conversation.session_turns)
+            text = await self.updater.update(current.text if current is not None else "", turns)
             await self.store.set_memory(conversation.device_id, text)
         except StoreWriteError:
             return  # the store logged it
@@ -132,6 +138,14 @@ class ConversationMemory:
             log.warning("long-term memory not updated: {}: {}", type(exc).__name__, str(exc)[:200])
             return
         log.info("long-term memory updated ({} characters)", len(text))
+
+    async def _still_stored(self, conversation: Conversation) -> list[StoredTurn]:
+        """The session's turns the store still holds: what another process erased meanwhile
+        (`vixio memory clear`, a worker's console, a deleted turn) is not learnt again."""
+        session = conversation.session_turns
+        stored = await self.store.recent_turns(conversation.device_id, limit=len(session) + KEPT_SESSION_TURNS)
+        kept = {(turn.conversation, turn.seq) for turn in stored}
+        return [turn for turn in session if (turn.conversation, turn.seq) in kept]
 
     async def close(self, timeout: float = 10.0) -> None:
         """Wait (bounded) for memory updates under way: the server is stopping."""
