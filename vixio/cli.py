@@ -166,6 +166,11 @@ def _serve_command(args: argparse.Namespace) -> int:
         print(f"vixio: {problem}", file=sys.stderr)
     if problems:
         return 1
+    from vixio.serve.plan import raise_open_file_limit
+
+    too_few_files = raise_open_file_limit(config.xiaozhi.max_connections)
+    if too_few_files:
+        print(f"vixio: warning: {too_few_files}", file=sys.stderr)
     try:
         if workers == 1:
             from vixio.server import serve

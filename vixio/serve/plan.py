@@ -58,3 +58,28 @@ def listen_port(host: str, port: int, backlog: int = socket.SOMAXCONN) -> socket
         sock.close()
         raise
     return sock
+
+
+SPARE_DESCRIPTORS = 256
+"""Descriptors a worker needs beside its devices' sockets: model files, the store, HTTP clients, logs."""
+
+
+def raise_open_file_limit(max_connections: int) -> str | None:
+    """Raise this process's soft open-file limit to its hard limit (workers inherit it): every
+    connected device holds a descriptor, and services often start with a soft limit of 1,024, which
+    a worker holding thousands of silent devices would hit (accept() then fails). Returns a warning
+    when `max_connections` (xiaozhi.max_connections, per worker) and the spare do not fit even so."""
+    try:
+        import resource
+    except ImportError:  # not a Unix
+        return None
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and soft < hard:
+        with suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    if soft != resource.RLIM_INFINITY and max_connections + SPARE_DESCRIPTORS > soft:
+        return (f"xiaozhi.max_connections is {max_connections} per worker, but this process may open only {soft} "
+                f"files (its hard limit): devices past ~{max(0, soft - SPARE_DESCRIPTORS)} will fail to connect; "
+                "raise the limit (ulimit -n, systemd LimitNOFILE, Compose ulimits.nofile) or lower max_connections")
+    return None
