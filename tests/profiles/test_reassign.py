@@ -98,7 +98,7 @@ async def test_the_console_refuses_an_unknown_profile_or_a_bad_device_id(
 
 WORKER_PROFILES = """
 state: {{path: {state}}}
-devices: {{"{kids}": kids}}
+devices: {{"{kids}": kids, "02:00:00:00:6b:*": kids}}
 profiles:
   kids:
     instructions: {prompt}
@@ -142,6 +142,19 @@ async def test_with_two_workers_the_supervisors_console_switches_the_session_on_
         await kids.connect()
         await ask(kids, "hi")
         assert llm.requests[2]["model"] == "kids-model" and system(llm, 2).startswith(KIDS_PROMPT)
+        # So does a device of a group (a shell-style pattern under devices:).
+        llm.expect(Reply.text("Hello, little one."))
+        grouped = await stack.enter_async_context(SimulatedDevice(ota_url=ota_url, mcp=False,
+                                                                  device_id="02:00:00:00:6b:07"))
+        await grouped.connect()
+        await ask(grouped, "hi")
+        assert llm.requests[3]["model"] == "kids-model" and system(llm, 3).startswith(KIDS_PROMPT)
+        # `vixio profile` speaks to the supervisor's console too: cleared, the next turn is the default's.
+        code, out, err = await vixio_profile(serve.base_url, "clear", device.device_id)
+        assert code == 0 and out.startswith(f"cleared {device.device_id}'s assignment"), err
+        llm.expect(Reply.text("Good evening."))
+        await ask(device, "hello once more")
+        assert llm.requests[4]["model"] == "test-model" and not system(llm, 4).startswith(KIDS_PROMPT)
         await serve.stop()
 
 
