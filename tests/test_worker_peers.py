@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from aiohttp import web
 
-from vixio.serve.peers import PeerReply, Peers
+from vixio.serve.peers import PeerReply, Peers, holder_order
 from vixio.serve.supervisor import WorkerProcess, listen_port, merge_metrics
 
 
@@ -53,7 +53,7 @@ async def peers(tmp_path: Path) -> AsyncIterator[Peers]:
     for index, sessions in enumerate((["a", "b"], ["c"])):
         path = str(tmp_path / f"w{index}.sock")
         runners.append(await _worker_app(index, sessions, path))
-        client.add(index, path)
+        client.add(f"w{index}", path)
     yield client
     await client.close()
     for runner in runners:
@@ -63,28 +63,28 @@ async def peers(tmp_path: Path) -> AsyncIterator[Peers]:
 async def test_gather_asks_every_worker_in_order(peers: Peers) -> None:
     replies = await peers.gather("GET", "/sessions")
     assert [(r.worker, r.status, r.body) for r in replies] == [
-        (0, 200, {"sessions": ["a", "b"]}), (1, 200, {"sessions": ["c"]})]
+        ("w0", 200, {"sessions": ["a", "b"]}), ("w1", 200, {"sessions": ["c"]})]
 
 
 async def test_forward_first_finds_the_worker_that_has_the_session(peers: Peers) -> None:
     reply = await peers.forward_first("GET", "/sessions/c")
-    assert (reply.worker, reply.status, reply.body) == (1, 200, {"session": "c", "worker": 1})
-    assert (await peers.forward_first("GET", "/sessions/a")).worker == 0
+    assert (reply.worker, reply.status, reply.body) == ("w1", 200, {"session": "c", "worker": 1})
+    assert (await peers.forward_first("GET", "/sessions/a")).worker == "w0"
     missing = await peers.forward_first("GET", "/sessions/zzz")
     assert missing.status == 404
 
 
 async def test_a_worker_that_is_gone_or_slow_is_reported_not_waited_for(peers: Peers, tmp_path: Path) -> None:
-    peers.discard(1)
-    assert peers.workers == [0]
+    peers.discard("w1")
+    assert peers.workers == ["w0"]
     # The session may live on a worker that cannot answer: 502, not a misleading 404.
-    peers.add(1, str(tmp_path / "nobody.sock"))
+    peers.add("w1", str(tmp_path / "nobody.sock"))
     reply = await peers.forward_first("GET", "/sessions/c")
     assert reply.status == 502 and "w1" in reply.body["error"]
     started = asyncio.get_running_loop().time()
-    slow = await peers.request(0, "GET", "/slow")
+    slow = await peers.request("w0", "GET", "/slow")
     assert slow.status == 502 and asyncio.get_running_loop().time() - started < 2.4
-    assert (await peers.request(7, "GET", "/sessions")).status == 502
+    assert (await peers.request("w7", "GET", "/sessions")).status == 502
 
 
 async def test_forward_any_takes_turns_and_passes_the_body(peers: Peers) -> None:
@@ -95,6 +95,10 @@ async def test_forward_any_takes_turns_and_passes_the_body(peers: Peers) -> None
     assert (await Peers().forward_any("POST", "/echo")).status == 503
 
 
+def test_workers_are_sorted_by_instance_then_number() -> None:
+    assert sorted(["b/w1", "w10", "a/w2", "w2", "a/w10"], key=holder_order) == ["w2", "w10", "a/w2", "a/w10", "b/w1"]
+
+
 def test_merge_metrics_tags_sessions_and_lists_every_worker() -> None:
     workers = [WorkerProcess(0, "w0.sock", ready=True), WorkerProcess(1, "w1.sock", restarts=2)]
 
@@ -102,8 +106,8 @@ def test_merge_metrics_tags_sessions_and_lists_every_worker() -> None:
         return {"sessions": len(sessions), "detail": [{"session_id": s} for s in sessions],
                 "workers": [{"worker": worker, "pid": pid, "sessions": len(sessions), "rss_mb": 100.0}]}
 
-    merged = merge_metrics(workers, [PeerReply(0, 200, body(0, 11, ["a", "b"])),
-                                     PeerReply(1, 502, {"error": "worker w1 is not running"})])
+    merged = merge_metrics(workers, [PeerReply("w0", 200, body(0, 11, ["a", "b"])),
+                                     PeerReply("w1", 502, {"error": "worker w1 is not running"})])
     assert merged["sessions"] == 2
     assert merged["detail"] == [{"session_id": "a", "worker": 0}, {"session_id": "b", "worker": 0}]
     assert merged["workers"][0] == {"worker": 0, "pid": 11, "sessions": 2, "rss_mb": 100.0, "status": "up",

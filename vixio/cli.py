@@ -157,7 +157,11 @@ def _serve_command(args: argparse.Namespace) -> int:
         return 1
     config.server.workers = workers  # resolved: each process knows how many share the cores
     level = args.log_level or config.log.level
-    setup_logging(level, tracebacks=config.log.tracebacks, process="" if workers == 1 else "main")
+    from vixio.serve.directory import in_fleet
+
+    # A fleet member runs the supervisor even with one worker: its workers reach the other instances.
+    one_process = workers == 1 and not in_fleet(config)
+    setup_logging(level, tracebacks=config.log.tracebacks, process="" if one_process else "main")
     from vixio.preflight import startup_problems
     from vixio.state import StoreError
 
@@ -172,7 +176,7 @@ def _serve_command(args: argparse.Namespace) -> int:
     if too_few_files:
         print(f"vixio: warning: {too_few_files}", file=sys.stderr)
     try:
-        if workers == 1:
+        if one_process:
             from vixio.server import serve
 
             asyncio.run(serve(config))

@@ -59,6 +59,7 @@ from vixio.profiles.sessions import LiveProfiles
 from vixio.transports.xiaozhi.hosts import VISION_PATH
 from vixio.vision import VisionRoute
 from vixio.voice import VoiceStack
+from vixio.serve.directory import SessionDirectory, holder_name, in_fleet, resolve_instance
 from vixio.serve.plan import cpu_count
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -119,6 +120,11 @@ class VixioServer:
         """Background results that finish after their session go to the device's next one (task_results.py)."""
         self.voice.results_after_session = self.task_results.finished
         self.transport.on_device_session = self.task_results.device_session
+        self.instance = resolve_instance(config.server.instance, in_fleet(config))
+        self.directory = SessionDirectory(self.store, holder_name(self.instance, worker_index),
+                                          ttl=config.server.directory_ttl, close_here=self.transport.close_session)
+        """Records this process's sessions and closes a device's stale one (vixio/serve/directory.py)."""
+        self.transport.sessions_seen = self.directory
         self._accept_throttle: AcceptErrorThrottle | None = None
         self.console = Console(self)
         """The operator console at /console/ and its /api/ (vixio.console)."""
@@ -228,6 +234,7 @@ class VixioServer:
     async def start(self) -> None:
         await self.store.open()  # first: a damaged or locked state file stops the start before models load
         await self.pairings.load(import_legacy=self.serve_http)  # a worker's supervisor imports
+        await self.directory.start(forget=self.serve_http)  # a worker's supervisor forgets its entries
         if self.serve_http:  # with workers, the supervisor keeps the store tidy
             self._pruner = asyncio.create_task(prune_history_forever(self.store, self.config.memory),
                                                name="vixio-prune-history")
@@ -277,6 +284,7 @@ class VixioServer:
         await self.ota.stop()  # safe when it never started (a worker)
         await self.transport.stop()
         await self.task_results.close()
+        await self.directory.close()  # the closed sessions' entries are removed
         await self.console.close()
         await self.voice.close()
         if self._accept_throttle is not None:

@@ -4,7 +4,8 @@ A device drops its connection after every idle period, and with `vixio serve --w
 back on whichever worker has the fewest connections. A background (async) tool it started keeps
 running when its session ends (`SessionTaskRunner.release`, each bounded by its timeout); when it
 finishes, its result goes to the device's live session — in this process, or on a sibling worker
-over the workers' private sockets (`POST /internal/task-results`, as vixio/serve/companions.py)
+over the workers' private sockets or, in a fleet, on another instance (`POST /internal/task-results`,
+as vixio/serve/companions.py; the live-session directory names the holder)
 — and the agent there tells the user. A device that is not connected then has the result held in
 the state store for `memory.resume_minutes` (the window in which it continues its conversation;
 at most `MAX_HELD_PER_DEVICE`): its next session, on any worker and after a restart too, takes it
@@ -18,7 +19,7 @@ import asyncio
 import dataclasses
 import json
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
@@ -26,6 +27,7 @@ from loguru import logger
 
 from vixio.core.tools.context import AsyncTaskRecord
 from vixio.core.tools.tasks import SessionTaskRunner
+from vixio.serve.peers import PeerReply
 from vixio.state.store import StoreError
 
 if TYPE_CHECKING:
@@ -47,7 +49,10 @@ class TaskResults:
         self.hold_seconds = hold_seconds
         self.siblings: Peers | None = None
         """The other workers (set by vixio/serve/worker.py); None in one process."""
-        self.worker = -1
+        self.worker = ""
+        """This worker's holder name ("w0"; "host-2/w0" in a fleet)."""
+        self.locate: Callable[[str], Awaitable[list[str] | None]] | None = None
+        """Device id -> its holders, newest first, from the live-session directory (None: ask every worker)."""
         self._tasks: set[asyncio.Task[Any]] = set()
 
     async def finished(self, device_id: str, record: AsyncTaskRecord, *, nudge: bool = True) -> None:
@@ -55,10 +60,14 @@ class TaskResults:
         if self.deliver_here(device_id, record):
             return
         if self.siblings is not None:
-            reply = await self.siblings.forward_first("POST", PATH, json=_call("deliver", device_id=device_id,
-                                                                               record=_record_json(record)))
+            body = _call("deliver", device_id=device_id, record=_record_json(record))
+            # The holder the directory names first; every worker when it names none or cannot say.
+            holders = [] if self.locate is None else await self.locate(device_id) or []
+            reply = await self._first_ok(holders, body)
+            if not reply.ok:
+                reply = await self.siblings.forward_first("POST", PATH, json=body)
             if reply.ok:
-                log.info("task {} ({}) of {}: result sent to its session on worker w{}", record.task_id,
+                log.info("task {} ({}) of {}: result sent to its session on worker {}", record.task_id,
                          record.tool_name, device_id, reply.worker)
                 return
         if await self._hold(device_id, record) and nudge:
@@ -116,6 +125,16 @@ class TaskResults:
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    async def _first_ok(self, holders: list[str], body: dict[str, Any]) -> PeerReply:
+        assert self.siblings is not None
+        reply = PeerReply("", 404, {"error": "not connected"})
+        for holder in holders:
+            if holder != self.worker:
+                reply = await self.siblings.request(holder, "POST", PATH, json=body)
+                if reply.ok:
+                    break
+        return reply
 
     async def _hold(self, device_id: str, record: AsyncTaskRecord) -> bool:
         """Keep `record` in the store for the device's next session; False when it is dropped."""

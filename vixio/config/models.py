@@ -41,6 +41,10 @@ class ServerConfig(StrictModel):
     """Seconds workers get to close their sessions on shutdown before they are killed."""
     drain_timeout: float = Field(default=15.0, ge=0)
     """On SIGTERM (`docker stop`, Kubernetes), seconds the replies being made or spoken get to finish before the sessions close: the HTTP port closes first (health checks fail) and no new device is taken meanwhile. Ctrl-C (SIGINT) does not wait; 0 never waits."""
+    instance: str | None = Field(default=None, max_length=64, pattern=r"^[A-Za-z0-9._-]+$")
+    """This server's name in a fleet (several instances on one Redis): its sessions are listed as "<instance>/w0" in the live-session directory and the console. null: the host name with `state.backend: redis` (a pod's name on Kubernetes), nothing on one machine."""
+    directory_ttl: float = Field(default=30.0, ge=1, le=3600)
+    """Seconds the live-session directory keeps a process's sessions after its last heartbeat (sent every third of this): how long a killed instance's devices stay listed."""
 
 
 class PipelineConfig(StrictModel):

@@ -24,6 +24,7 @@ from loguru import logger
 
 from vixio.console.backend import ConsoleError
 from vixio.console.workers import internal_call_route
+from vixio.serve.peers import instance_of, worker_number
 from vixio.transports.xiaozhi.pairing import CompanionRegistry
 from vixio.transports.xiaozhi.pairing_store import CompanionKey, PairingStore
 
@@ -80,21 +81,23 @@ def worker_route(backend: PairingBackend) -> Any:
 class WorkerPairing:
     """One worker's companions, from the supervisor."""
 
-    def __init__(self, peers: Peers, worker: int) -> None:
+    def __init__(self, peers: Peers, worker: str) -> None:
         self._peers, self.worker = peers, worker
 
     async def _call(self, call: str, **args: Any) -> Any:
         reply = await self._peers.request(self.worker, "POST", WORKER_PATH, json={"call": call, "args": args})
         if not reply.ok:
             error = reply.body.get("error") if isinstance(reply.body, dict) else None
-            raise ConsoleError(str(error or f"worker w{self.worker} answered {reply.status}"), 502)
+            raise ConsoleError(str(error or f"worker {self.worker} answered {reply.status}"), 502)
         return reply.body["result"]
 
     async def state(self) -> dict[str, list[dict[str, Any]]]:
         state = await self._call("state")
         for entries in state.values():
             for entry in entries:
-                entry["worker"] = self.worker
+                entry["worker"] = worker_number(self.worker)
+                if instance_of(self.worker):
+                    entry["instance"] = instance_of(self.worker)
         return state
 
     async def refresh(self) -> None:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 
 from vixio.console.backend import ConsoleBackend, ConsoleError
+from vixio.serve.peers import instance_of, worker_number
 
 if TYPE_CHECKING:
     from vixio.serve.peers import Peers
@@ -54,7 +55,7 @@ def internal_call_route(backend: Any, calls: tuple[str, ...]) -> Any:
 class WorkerBackend:
     """One worker's console backend, from the supervisor."""
 
-    def __init__(self, peers: Peers, worker: int) -> None:
+    def __init__(self, peers: Peers, worker: str) -> None:
         self._peers = peers
         self.worker = worker
 
@@ -62,13 +63,15 @@ class WorkerBackend:
         reply = await self._peers.request(self.worker, "POST", PATH, json={"call": call, "args": args})
         if not reply.ok:
             error = reply.body.get("error") if isinstance(reply.body, dict) else None
-            raise ConsoleError(str(error or f"worker w{self.worker} answered {reply.status}"), reply.status)
+            raise ConsoleError(str(error or f"worker {self.worker} answered {reply.status}"), reply.status)
         return reply.body["result"]
 
     async def sessions(self) -> list[dict[str, Any]]:
         sessions = await self._call("sessions")
         for session in sessions:
-            session.setdefault("worker", self.worker)
+            session.setdefault("worker", worker_number(self.worker))
+            if instance_of(self.worker):  # a fleet: which instance holds it
+                session.setdefault("instance", instance_of(self.worker))
         return sessions
 
     async def session(self, session_id: str) -> dict[str, Any]:

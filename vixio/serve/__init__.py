@@ -5,6 +5,10 @@
     plan.py         how many workers, and the WebSocket port they share
     dispatch.py     hands each device, unread, to the worker holding the fewest
     worker.py       one worker: a VixioServer fed by dispatch, its session routes on a private socket
-    peers.py        the supervisor's (and a worker's) client for the workers' private sockets
+    peers.py        the supervisor's (and a worker's) client for the workers: private sockets on one
+                    machine, and through bus.py the other instances' workers
+    directory.py    the live-session directory: who holds which device; one session per device
+    bus.py          a fleet (`state.backend: redis`): the same calls over Redis pub/sub
     companions.py   companion pairing when the companion and its device sit on different workers
+    fleet_activation.py  an activation code confirmed on another instance than the one that issued it
 """

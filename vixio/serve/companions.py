@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
@@ -39,6 +39,8 @@ if TYPE_CHECKING:
     from vixio.transports.xiaozhi.transport import XiaozhiTransport
 
 PATH = "/internal/companions"
+Locate = Callable[[str], Awaitable["list[str] | None"]]
+"""Device id -> its holders, newest first (None: unknown; vixio/serve/directory.py)."""
 REPLY_MARGIN = 2.0
 """Seconds a relayed tool call may take beyond the companion's own call timeout."""
 
@@ -48,16 +50,20 @@ log = logger.bind(component="vixio.companions")
 class WorkerCompanionRelay:
     """Pairs this worker's companions with devices on its siblings, and the reverse."""
 
-    def __init__(self, transport: XiaozhiTransport, index: int, siblings: Peers) -> None:
+    def __init__(self, transport: XiaozhiTransport, holder: str, siblings: Peers,
+                 locate: Locate | None = None) -> None:
         self.transport = transport
         self.registry = transport.companions
-        self.index = index
+        self.holder = holder
+        """This worker's name ("w0"; "host-2/w0" in a fleet)."""
         self.peers = siblings
-        """The other workers' sockets (closed by the worker)."""
+        """The other workers (closed by the worker)."""
+        self.locate = locate
+        """Who holds a device, from the live-session directory (None: ask every worker)."""
         self._links = itertools.count(1)
-        self._linked: dict[RegisterToolsClient, tuple[int, int]] = {}
+        self._linked: dict[RegisterToolsClient, tuple[str, int]] = {}
         """Companions here paired with a device elsewhere: (its worker, the link id)."""
-        self._proxies: dict[tuple[int, str], tuple[int, RemoteCompanion]] = {}
+        self._proxies: dict[tuple[str, str], tuple[int, RemoteCompanion]] = {}
         """Companions elsewhere paired with a device here, by (worker, session id): (link id, proxy)."""
         self._tasks: set[asyncio.Task[Any]] = set()
 
@@ -70,12 +76,12 @@ class WorkerCompanionRelay:
 
     # --- the companion's side (CompanionRelay) ---------------------------------------------------
 
-    async def pair(self, companion: RegisterToolsClient, key: CompanionKey, only: int | None = None
+    async def pair(self, companion: RegisterToolsClient, key: CompanionKey, only: str | None = None
                    ) -> RemoteHost | None:
         link = next(self._links)
-        body = _call("pair", mac=key.mac, worker=self.index, session_id=companion.session_id, link=link,
+        body = _call("pair", mac=key.mac, worker=self.holder, session_id=companion.session_id, link=link,
                      device_id=companion.device_id, tools=[_tool_json(tool) for tool in companion.presented_tools])
-        reply = (await self.peers.forward_first("POST", PATH, json=body) if only is None else
+        reply = (await self._to_holder(key.mac, body) if only is None else
                  await self.peers.request(only, "POST", PATH, json=body))
         if reply.status == 502:
             log.warning("companion {} for {}: {}", key.companion, key.mac, reply.body.get("error"))
@@ -86,18 +92,28 @@ class WorkerCompanionRelay:
             self._linked[companion] = (reply.worker, link)
         return RemoteHost(reply.worker, device_session)
 
+    async def _to_holder(self, mac: str, body: dict[str, Any]) -> PeerReply:
+        """The answer of the worker the directory names for `mac`; every worker's when it names none
+        (the device's entry may still be on its way: it connected a moment ago) or cannot say."""
+        holders = [] if self.locate is None else [h for h in await self.locate(mac) or () if h != self.holder]
+        for holder in holders:
+            reply = await self.peers.request(holder, "POST", PATH, json=body)
+            if reply.ok:
+                return reply
+        return await self.peers.forward_first("POST", PATH, json=body)
+
     def companion_left(self, companion: RegisterToolsClient) -> None:
         linked = self._linked.pop(companion, None)
         if linked is not None:
             worker, link = linked
             self._spawn(self.peers.request(worker, "POST", PATH, json=_call(
-                "unpair", worker=self.index, session_id=companion.session_id, link=link)))
+                "unpair", worker=self.holder, session_id=companion.session_id, link=link)))
 
     def device_connected(self, mac: str) -> None:
-        self._spawn(self.peers.gather("POST", PATH, json=_call("device", mac=mac, worker=self.index)))
+        self._spawn(self.peers.gather("POST", PATH, json=_call("device", mac=mac, worker=self.holder)))
 
     def device_disconnected(self, host: RegisterToolsClient) -> None:
-        gone: dict[int, list[str]] = {}
+        gone: dict[str, list[str]] = {}
         for companion in list(host.companions):
             if isinstance(companion, RemoteCompanion):
                 self._forget(companion)
@@ -125,7 +141,7 @@ class WorkerCompanionRelay:
         except (TypeError, ValueError, KeyError) as exc:
             return web.json_response({"error": f"bad arguments for {call}: {exc}"}, status=400)
 
-    async def _on_pair(self, mac: str, worker: int, session_id: str, link: int, device_id: str,
+    async def _on_pair(self, mac: str, worker: str, session_id: str, link: int, device_id: str,
                        tools: list[dict[str, Any]]) -> web.Response:
         if self.registry.host(mac) is None:
             return _not_here(f"no device {mac} here")
@@ -139,18 +155,18 @@ class WorkerCompanionRelay:
             proxy.close()
             return web.json_response({"result": {"device_session": ""}})
         self._proxies[(worker, session_id)] = (link, proxy)
-        log.bind(session=host.session_id).info("companion {} on worker w{} paired with device {} here ({} tools)",
+        log.bind(session=host.session_id).info("companion {} on worker {} paired with device {} here ({} tools)",
                                                device_id, worker, mac, len(tools))
         return web.json_response({"result": {"device_session": host.session_id}})
 
-    async def _on_unpair(self, worker: int, session_id: str, link: int) -> web.Response:
+    async def _on_unpair(self, worker: str, session_id: str, link: int) -> web.Response:
         entry = self._proxies.get((worker, session_id))
         if entry is not None and entry[0] == link:  # not a newer registration of the same companion
             self._forget(entry[1])
             self.registry.detach_remote(entry[1])
         return web.json_response({"result": True})
 
-    async def _on_device(self, mac: str, worker: int) -> web.Response:
+    async def _on_device(self, mac: str, worker: str) -> web.Response:
         for companion in self.registry.let_in_for(mac):
             # Linked elsewhere too: that device's worker may have died without saying device_gone.
             if companion.paired_with and self._linked.pop(companion, None) is None:
@@ -190,14 +206,14 @@ class WorkerCompanionRelay:
         companion = self.transport.register_clients.get(session_id)
         return companion if companion is not None and companion.is_companion else None
 
-    def _link(self, worker: int, session_id: str) -> CompanionLink:
+    def _link(self, worker: str, session_id: str) -> CompanionLink:
         async def call(name: str, arguments: dict[str, Any], timeout: float) -> ToolCallResult | None:
             reply = await self.peers.request(worker, "POST", PATH, timeout=timeout + REPLY_MARGIN, json=_call(
                 "execute", session_id=session_id, tool=name, arguments=arguments))
             if reply.status == 404:
                 return None
             if not reply.ok:
-                return ToolCallResult.fail(f"{name}: the companion on worker w{worker} cannot be reached "
+                return ToolCallResult.fail(f"{name}: the companion on worker {worker} cannot be reached "
                                            f"({_error(reply)})")
             result = reply.body["result"]
             if result["success"]:

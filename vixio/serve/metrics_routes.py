@@ -15,7 +15,7 @@ from aiohttp import web
 
 from vixio import metrics
 from vixio.metrics.merge import Family
-from vixio.serve.peers import PeerReply, Peers
+from vixio.serve.peers import PeerReply, Peers, worker_number
 from vixio.server import rss_mb
 
 if TYPE_CHECKING:
@@ -32,11 +32,11 @@ class InstanceMetrics:
 
     async def prometheus(self, request: web.Request) -> web.Response:
         answered = []
-        for reply in await self.peers.gather("GET", metrics.SAMPLES_PATH):
+        for reply in await self.peers.gather("GET", metrics.SAMPLES_PATH, local=True):  # this instance's
             if reply.ok and isinstance(reply.body, dict):
                 families = [Family.from_json(family) for family in reply.body.get("families", [])]
-                self.samples.update(reply.worker, reply.body.get("pid"), families)
-                answered.append(reply.worker)
+                self.samples.update(worker_number(reply.worker), reply.body.get("pid"), families)
+                answered.append(worker_number(reply.worker))
         extra = metrics.worker_families(ready=sum(1 for w in self.workers if w.ready),
                                         restarted=sum(w.restarts for w in self.workers))
         body = metrics.render(self.samples.families(answered, metrics.local_families(), extra))
@@ -44,13 +44,14 @@ class InstanceMetrics:
 
     async def json(self, request: web.Request) -> web.Response:
         """Every worker's sessions, and per worker: pid, sessions, RSS, restarts."""
-        return web.json_response(merge_metrics(self.workers, await self.peers.gather("GET", metrics.JSON_PATH)))
+        return web.json_response(merge_metrics(self.workers, await self.peers.gather("GET", metrics.JSON_PATH,
+                                                                                     local=True)))
 
 
 def merge_metrics(workers: list[WorkerProcess], replies: list[PeerReply]) -> dict[str, Any]:
     """One `/metrics.json` body from the workers' own: sessions tagged with their worker, a line per
     worker (also one that is restarting or did not answer), and the supervisor's own RSS."""
-    by_worker = {reply.worker: reply for reply in replies}
+    by_worker = {worker_number(reply.worker): reply for reply in replies}
     detail: list[dict[str, Any]] = []
     lines: list[dict[str, Any]] = []
     for worker in workers:

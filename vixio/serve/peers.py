@@ -24,8 +24,9 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json as jsonlib
+import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import aiohttp
 
@@ -37,8 +38,8 @@ DEFAULT_TIMEOUT = 5.0
 class PeerReply:
     """One worker's answer."""
 
-    worker: int
-    """The worker's index (w0, w1, ...)."""
+    worker: str
+    """The worker's holder name: "w0", "w1", ... on one machine, "host-2/w0" in a fleet."""
     status: int
     """HTTP status; 502 when the worker could not be reached or did not answer in time."""
     body: Any
@@ -50,27 +51,65 @@ class PeerReply:
         return 200 <= self.status < 300
 
 
-class Peers:
-    """HTTP over each ready worker's Unix socket."""
+class RemotePeers(Protocol):
+    """The workers of the other instances of a fleet (vixio/serve/bus.py reaches them over Redis)."""
 
-    def __init__(self, timeout: float = DEFAULT_TIMEOUT) -> None:
+    def holders(self) -> list[str]:
+        """The other instances' workers that are alive now."""
+        ...
+
+    async def request(self, holder: str, method: str, path: str, *, json: Any, timeout: float) -> PeerReply:
+        """`holder`'s answer to `method path` with a JSON body (502 when it cannot be reached)."""
+        ...
+
+
+def holder_order(holder: str) -> tuple[str, int, str]:
+    """Sort key: by instance, then worker number ("w2" before "w10")."""
+    instance, _, worker = holder.rpartition("/")
+    number = re.fullmatch(r"w(\d+)", worker)
+    return (instance, int(number.group(1)) if number else -1, worker)
+
+
+def worker_number(holder: str) -> int:
+    """The worker's number in its instance ("host-2/w1" -> 1)."""
+    return holder_order(holder)[1]
+
+
+def instance_of(holder: str) -> str:
+    """The instance of a holder ("" on one machine)."""
+    return holder.rpartition("/")[0]
+
+
+class Peers:
+    """HTTP over each ready worker's Unix socket, and to the fleet's other workers through `remote`."""
+
+    def __init__(self, timeout: float = DEFAULT_TIMEOUT, remote: RemotePeers | None = None) -> None:
         self._timeout = aiohttp.ClientTimeout(total=timeout)
-        self._sessions: dict[int, aiohttp.ClientSession] = {}
+        self._default_timeout = timeout
+        self._sessions: dict[str, aiohttp.ClientSession] = {}
         self._turn = itertools.count()
         self._closing: set[asyncio.Task[None]] = set()
+        self.remote = remote
+        """The other instances' workers (a fleet on Redis); None on one machine."""
 
     @property
-    def workers(self) -> list[int]:
-        """Indexes of the workers that can be asked now, in order."""
-        return sorted(self._sessions)
+    def local(self) -> list[str]:
+        """This machine's workers that can be asked now, in order."""
+        return sorted(self._sessions, key=holder_order)
 
-    def add(self, worker: int, socket_path: str) -> None:
+    @property
+    def workers(self) -> list[str]:
+        """Every worker that can be asked now, this instance's first, then the fleet's."""
+        remote = [] if self.remote is None else [h for h in self.remote.holders() if h not in self._sessions]
+        return self.local + sorted(remote, key=holder_order)
+
+    def add(self, worker: str, socket_path: str) -> None:
         """Worker `worker` is ready and serves on `socket_path` (replaces an earlier one)."""
         self.discard(worker)
         connector = aiohttp.UnixConnector(path=socket_path, limit=32)
         self._sessions[worker] = aiohttp.ClientSession(connector=connector, timeout=self._timeout)
 
-    def discard(self, worker: int) -> None:
+    def discard(self, worker: str) -> None:
         """Worker `worker` is gone (stopped or restarting)."""
         session = self._sessions.pop(worker, None)
         if session is not None:
@@ -83,23 +122,26 @@ class Peers:
         sessions, self._sessions = list(self._sessions.values()), {}
         await asyncio.gather(*(session.close() for session in sessions), *self._closing, return_exceptions=True)
 
-    async def request(self, worker: int, method: str, path: str, *, json: Any = None,
+    async def request(self, worker: str, method: str, path: str, *, json: Any = None,
                       body: bytes | None = None, headers: dict[str, str] | None = None,
                       timeout: float | None = None) -> PeerReply:
         """One worker's answer to `method path` (within `timeout` seconds, else the default);
-        never raises for an unreachable worker (502)."""
+        never raises for an unreachable worker (502). Another instance's worker takes JSON only."""
         session = self._sessions.get(worker)
         if session is None:
-            return PeerReply(worker, 502, {"error": f"worker w{worker} is not running"})
+            if self.remote is not None and "/" in worker:
+                return await self.remote.request(worker, method, path, json=json,
+                                                 timeout=timeout or self._default_timeout)
+            return PeerReply(worker, 502, {"error": f"worker {worker} is not running"})
         limit = {} if timeout is None else {"timeout": aiohttp.ClientTimeout(total=timeout)}
         try:
-            async with session.request(method, f"http://w{worker}{path}", json=json, data=body,
+            async with session.request(method, f"http://worker{path}", json=json, data=body,
                                        headers=headers, **limit) as response:
                 raw = await response.read()
                 content_type = response.content_type
                 status = response.status
         except (aiohttp.ClientError, TimeoutError, OSError) as exc:
-            return PeerReply(worker, 502, {"error": f"worker w{worker} did not answer: {exc or type(exc).__name__}"})
+            return PeerReply(worker, 502, {"error": f"worker {worker} did not answer: {exc or type(exc).__name__}"})
         if content_type == "application/json":
             try:
                 return PeerReply(worker, status, jsonlib.loads(raw))
@@ -107,9 +149,10 @@ class Peers:
                 pass
         return PeerReply(worker, status, {"error": raw.decode("utf-8", "replace")}, content_type)
 
-    async def gather(self, method: str, path: str, *, json: Any = None) -> list[PeerReply]:
-        """Every ready worker's answer, asked concurrently, in worker order."""
-        return list(await asyncio.gather(*(self.request(w, method, path, json=json) for w in self.workers)))
+    async def gather(self, method: str, path: str, *, json: Any = None, local: bool = False) -> list[PeerReply]:
+        """Every ready worker's answer (only this instance's with `local`), asked concurrently, in order."""
+        workers = self.local if local else self.workers
+        return list(await asyncio.gather(*(self.request(w, method, path, json=json) for w in workers)))
 
     async def forward_first(self, method: str, path: str, *, json: Any = None) -> PeerReply:
         """The first answer that is not a 404 (the worker that has the session), asked of every
@@ -129,13 +172,13 @@ class Peers:
             for task in pending:
                 task.cancel()
         # A worker that did not answer may be the one with the session: say so rather than 404.
-        return failed or PeerReply(-1, 404, {"error": "no worker has it"})
+        return failed or PeerReply("", 404, {"error": "no worker has it"})
 
     async def forward_any(self, method: str, path: str, *, body: bytes | None = None,
                           headers: dict[str, str] | None = None) -> PeerReply:
-        """One worker's answer, the workers taking turns (stateless work that needs models)."""
-        workers = self.workers
+        """One worker of this instance's answer, the workers taking turns (stateless work that needs models)."""
+        workers = self.local
         if not workers:
-            return PeerReply(-1, 503, {"error": "no worker is ready"})
+            return PeerReply("", 503, {"error": "no worker is ready"})
         worker = workers[next(self._turn) % len(workers)]
         return await self.request(worker, method, path, body=body, headers=headers)

@@ -68,6 +68,9 @@ from vixio.transports.xiaozhi.ota import OtaServer
 from vixio.transports.xiaozhi.pairing_policy import warn_about_trusted_macs
 from vixio.vision import UPLOAD_TIMEOUT
 from vixio.serve.dispatch import Dispatcher
+from vixio.serve.bus import BusNameTaken, fleet_bus
+from vixio.serve.directory import holder_name, in_fleet, resolve_instance
+from vixio.serve.fleet_activation import SUPERVISOR, FleetActivation
 from vixio.serve.metrics_routes import InstanceMetrics, merge_metrics
 from vixio.serve.peers import PeerReply, Peers
 from vixio.serve.plan import cpu_count, listen_port, resolve_workers, reuse_port_supported
@@ -114,12 +117,18 @@ class Supervisor:
     def __init__(self, config: VixioConfig, workers: int) -> None:
         self.config = config
         self.workers = [WorkerProcess(i, "") for i in range(workers)]
-        self.peers = Peers()
+        self.instance = resolve_instance(config.server.instance, in_fleet(config))
+        """This server's name in a fleet ("" on one machine); its workers are "<instance>/w0", ..."""
+        self.bus = fleet_bus(config, f"{self.instance}/{SUPERVISOR}", member=False)
+        """A fleet: the other instances' workers, for the console; the other supervisors, for activation."""
+        self.peers = Peers(remote=self.bus)
         self.store = open_store(config.state, config.memory)
         """The state store; every worker opens the same one (vixio/state/)."""
         self._pruner: asyncio.Task[None] | None = None
         self.ota = OtaServer(config.xiaozhi, DeviceAuthenticator(config.xiaozhi.auth),
                              websocket_port=lambda: self.websocket_port, store=self.store)
+        if self.bus is not None and self.ota.activations is not None:  # a code confirmed on any instance
+            self.bus.serve = FleetActivation(self.ota.activations, self.bus, self.instance).serve
         # Operator routes (vixio/transports/xiaozhi/admin.py): the JSON view has live device ids.
         self.ota.ready = lambda: any(worker.ready for worker in self.workers)  # /healthz: 503 until then
         self.metrics = InstanceMetrics(self.workers, self.peers)
@@ -158,10 +167,16 @@ class Supervisor:
         try:  # here first: its migrations and imports run once, before any worker opens it
             await self.store.open()
             await self.pairings.load(import_legacy=True)
+            await self.store.forget_sessions([self.holder(w.index) for w in self.workers])  # an earlier run's
         except StoreError as exc:
             raise WorkerStartError(str(exc)) from exc
         self._pruner = asyncio.create_task(prune_history_forever(self.store, self.config.memory),
                                            name="vixio-prune-history")
+        if self.bus is not None:
+            try:
+                await self.bus.start()
+            except BusNameTaken as exc:
+                raise WorkerStartError(str(exc)) from exc
         try:
             listener = listen_port(xiaozhi.host, xiaozhi.port)
         except OSError as exc:
@@ -248,6 +263,8 @@ class Supervisor:
             if process.stdin is not None:
                 process.stdin.close()
         await self.peers.close()
+        if self.bus is not None:
+            await self.bus.close()
         if self._pruner is not None:
             self._pruner.cancel()
             with suppress(asyncio.CancelledError):
@@ -298,7 +315,7 @@ class Supervisor:
                     async with http.get("http://worker/healthz") as response:
                         if response.status == 200:
                             worker.ready = True
-                            self.peers.add(worker.index, worker.socket_path)
+                            self.peers.add(self.holder(worker.index), worker.socket_path)
                             if self._dispatch is not None:
                                 self._dispatch.ready(worker.index)
                             return True
@@ -312,7 +329,8 @@ class Supervisor:
             assert worker.process is not None
             code = await worker.process.wait()
             worker.ready = False
-            self.peers.discard(worker.index)
+            self.peers.discard(self.holder(worker.index))
+            await self._forget_sessions(worker)
             if self._dispatch is not None:
                 self._dispatch.detach(worker.index)
             if self._stopping.is_set():
@@ -335,6 +353,18 @@ class Supervisor:
                 continue
             if await self._wait_ready(worker):
                 logger.info("worker w{} restarted (pid {})", worker.index, worker.pid)
+
+    def holder(self, index: int) -> str:
+        """Worker `index`'s name in the live-session directory and among peers."""
+        return holder_name(self.instance, index)
+
+    async def _forget_sessions(self, worker: WorkerProcess) -> None:
+        """A worker died: its sessions are gone from the directory now, not at its restart."""
+        try:
+            await self.store.forget_sessions([self.holder(worker.index)])
+        except StoreError as exc:
+            logger.warning("the session directory keeps worker w{}'s sessions until it restarts: {}",
+                           worker.index, exc)
 
     # --- HTTP routes answered from every worker -----------------------------------------------
 

@@ -36,6 +36,9 @@ from vixio.server import SessionRoute, VixioServer, rss_mb
 from vixio.serve.companions import PATH as COMPANIONS_PATH
 from vixio.task_results import PATH as TASK_RESULTS_PATH
 from vixio.serve.companions import WorkerCompanionRelay
+from vixio.serve.bus import fleet_bus
+from vixio.serve.directory import PATH as DIRECTORY_PATH
+from vixio.serve.directory import DirectoryRoute, holder_name
 from vixio.serve.peers import Peers
 from vixio.serve.dispatch import Adopter, adopt_into
 
@@ -85,14 +88,20 @@ async def run_worker(config: VixioConfig, index: int, socket_path: str, http_por
     server.transport.http_port = http_port  # for the vision URL given to devices
     # The siblings' sockets: what concerns a device works whatever worker holds it.
     siblings = Peers()
+    holder = server.directory.holder
     for other in range(workers):
         if other != index:
-            siblings.add(other, os.path.join(os.path.dirname(socket_path), f"w{other}.sock"))
-    relay = WorkerCompanionRelay(server.transport, index, siblings)
+            siblings.add(holder_name(server.instance, other),
+                         os.path.join(os.path.dirname(socket_path), f"w{other}.sock"))
+    relay = WorkerCompanionRelay(server.transport, holder, siblings, locate=server.directory.holders_of)
     server.transport.companions.relay = relay
-    server.task_results.siblings, server.task_results.worker = siblings, index
+    server.task_results.siblings, server.task_results.worker = siblings, holder
+    server.task_results.locate = server.directory.holders_of
+    sessions = DirectoryRoute(server.transport, siblings)
+    server.directory.close_elsewhere = sessions.close_elsewhere
     server.session_routes += [SessionRoute("POST", COMPANIONS_PATH, relay.handle),
-                              SessionRoute("POST", TASK_RESULTS_PATH, server.task_results.handle)]
+                              SessionRoute("POST", TASK_RESULTS_PATH, server.task_results.handle),
+                              SessionRoute("POST", DIRECTORY_PATH, sessions.handle)]
     # Until the models are loaded SIGTERM keeps its default action: there is nothing to close yet.
     await server.start()
     websockets = server.transport.websocket_server
@@ -101,6 +110,13 @@ async def run_worker(config: VixioConfig, index: int, socket_path: str, http_por
     loop.add_signal_handler(signal.SIGTERM, stop.set)
     loop.add_signal_handler(signal.SIGUSR1, lambda: (draining.set(), stop.set()))
     runner = await _serve_session_routes(server, socket_path)
+    # A fleet: the other instances' workers over Redis, their calls answered by this worker's routes.
+    own = Peers()
+    own.add(holder, socket_path)
+    bus = fleet_bus(config, holder, serve=lambda method, path, body: own.request(holder, method, path, json=body))
+    if bus is not None:
+        siblings.remote = bus
+        await bus.start()
     try:
         await stop.wait()
         adopter.close()
@@ -111,7 +127,10 @@ async def run_worker(config: VixioConfig, index: int, socket_path: str, http_por
         adopter.close()
         await server.stop()
         await relay.close()
+        if bus is not None:  # after the sessions: their ends are relayed too
+            await bus.close()
         await siblings.close()
+        await own.close()
         await runner.cleanup()
 
 

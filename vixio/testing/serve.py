@@ -9,7 +9,8 @@
         await serve.stop()                                         # SIGTERM, then the whole group
 
 The config is written to `tmp_path/config.yaml` with free ports on 127.0.0.1 and no idle timeout;
-`xiaozhi=` adds keys under `xiaozhi:` (e.g. `"pairing: {trust_mac: true}"`), `extra=` appends
+`xiaozhi=` adds keys under `xiaozhi:` (e.g. `"pairing: {trust_mac: true}"`), `server=` under `server:`
+(e.g. `"instance: a"`), `extra=` appends
 top-level YAML. Without an LLM the workers run no voice stack (fast to start; nothing answers).
 """
 
@@ -102,7 +103,7 @@ class ServeProcess:
 
 
 def serve_config(llm: ScriptedLLMServer | None = None, *, xiaozhi: str = "", extra: str = "",
-                 vision: bool = False) -> str:
+                 vision: bool = False, server: str = "") -> str:
     """The YAML `start_serve` runs: free loopback ports, espeak TTS, the scripted LLM if given."""
     voice = "" if llm is None else f"""
 agent:
@@ -131,14 +132,15 @@ xiaozhi:
 {textwrap.indent(textwrap.dedent(xiaozhi).strip(), "  ") if xiaozhi.strip() else ""}
 server:
   shutdown_timeout: 20
+{textwrap.indent(textwrap.dedent(server).strip(), "  ") if server.strip() else ""}
 {voice}{textwrap.dedent(extra)}"""
 
 
 async def start_serve(tmp_path: Path, llm: ScriptedLLMServer | None = None, *args: str, xiaozhi: str = "",
-                      extra: str = "", vision: bool = False) -> ServeProcess:
+                      extra: str = "", vision: bool = False, server: str = "") -> ServeProcess:
     """Start `python -m vixio serve` on `serve_config(...)` with `args` (e.g. "--workers", "2")."""
     config = tmp_path / "config.yaml"
-    config.write_text(serve_config(llm, xiaozhi=xiaozhi, extra=extra, vision=vision), encoding="utf-8")
+    config.write_text(serve_config(llm, xiaozhi=xiaozhi, extra=extra, vision=vision, server=server), encoding="utf-8")
     log = tmp_path / "serve.log"
     with log.open("wb") as sink:
         process = await asyncio.create_subprocess_exec(

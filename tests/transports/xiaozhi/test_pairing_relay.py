@@ -31,7 +31,7 @@ class FakeLink:
         return True
 
     def link(self) -> CompanionLink:
-        return CompanionLink(1, "companion-session", self.call, self.send)
+        return CompanionLink("w1", "companion-session", self.call, self.send)
 
 
 def proxy(fake: FakeLink, lost: list[RemoteCompanion]) -> RemoteCompanion:

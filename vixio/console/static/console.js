@@ -119,7 +119,9 @@ function renderSessionList() {
   $("session-list").tBodies[0].replaceChildren(...state.sessions.map((s) => el("tr", {
     class: s.session_id === state.selected ? "selected" : "", "data-session": s.session_id,
     onclick: () => { state.chosen = true; selectSession(s.session_id); },
-  }, el("td", {}, s.device_id), el("td", {title: s.session_id}, short(s.session_id)), el("td", {}, since(s.connected_at)),
+  }, el("td", {title: s.instance ? `on instance ${s.instance}, worker ${s.worker}` : ""},
+        s.instance ? `${s.device_id} @ ${s.instance}` : s.device_id),
+     el("td", {title: s.session_id}, short(s.session_id)), el("td", {}, since(s.connected_at)),
      el("td", {}, s.mode), el("td", {class: `state-${s.state}`}, s.state), el("td", {}, s.turns),
      el("td", {class: "profile"}, profileLabel(s)))));
 }

@@ -1,6 +1,7 @@
 """The optional activation step: a device shows a 6-digit code until an operator confirms it.
 
-Pending codes live in this process (the one serving OTA); confirmed devices are admissions in the
+Pending codes live in this process (the one serving OTA; in a fleet, the instance that answered
+the device's OTA request, asked by the others when a code is not theirs); confirmed devices are admissions in the
 state store (vixio/state/), so every worker and every restart sees them. The JSON file earlier
 versions kept them in (`activation.state_file`) is imported once and renamed `<file>.imported`.
 """
@@ -10,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Protocol
@@ -47,6 +49,8 @@ class ActivationRegistry:
         self._legacy_file = Path(config.state_file)
         self._store = store
         self._pending: dict[str, PendingActivation] = {}
+        self.elsewhere: Callable[[str], Awaitable[str | None]] | None = None
+        """A fleet: confirms a code another instance gave its device (vixio/serve/fleet_activation.py)."""
 
     async def import_legacy_file(self) -> int:
         """Admit the devices confirmed in `activation.state_file` (earlier versions), then rename the
@@ -91,12 +95,15 @@ class ActivationRegistry:
         self._pending[device_id] = entry
         return entry
 
-    async def confirm(self, code: str) -> str | None:
+    async def confirm(self, code: str, *, ask_elsewhere: bool = True) -> str | None:
         """Confirm the device showing `code` and store it; returns its id, or None if no device
-        shows it. A failed write (StoreWriteError) leaves the code pending, to be confirmed again."""
+        shows it (here, or on another instance of a fleet: `elsewhere`). A failed write
+        (StoreWriteError) leaves the code pending, to be confirmed again."""
         for device_id, entry in self._pending.items():
             if entry.code == code:
                 await self._store.admit(device_id, via="activation")
                 self._pending.pop(device_id, None)
                 return device_id
+        if ask_elsewhere and self.elsewhere is not None:
+            return await self.elsewhere(code)
         return None

@@ -110,7 +110,7 @@ class CompanionRegistry:
             outcome = await self.pair_elsewhere(companion) or outcome
         return outcome
 
-    async def pair_elsewhere(self, companion: RegisterToolsClient, only: int | None = None) -> PairingOutcome | None:
+    async def pair_elsewhere(self, companion: RegisterToolsClient, only: str | None = None) -> PairingOutcome | None:
         """Pair a let-in `companion` whose device is not here with its device in another worker
         (`only` that one); None when none holds it (or there is no relay)."""
         granted = self._grants.get(companion)
@@ -126,7 +126,7 @@ class CompanionRegistry:
         if not remote.device_session:
             return self._outcome("device_full", companion, key)
         companion.paired_with = remote.device_session
-        logger.bind(session=companion.session_id).info("companion {} paired with device {} in worker w{} (session {}; "
+        logger.bind(session=companion.session_id).info("companion {} paired with device {} in worker {} (session {}; "
                                                        "by {})", key.companion, key.mac, remote.worker,
                                                        remote.device_session, grant)
         return self._outcome("paired", companion, key)
@@ -145,7 +145,7 @@ class CompanionRegistry:
             if other.session_id == companion.session_id:
                 host.detach_companion(other)
         if len(host.companions) >= MAX_COMPANIONS_PER_DEVICE:
-            logger.bind(session=host.session_id).warning("companion {} (worker w{}) not paired: the device has {} "
+            logger.bind(session=host.session_id).warning("companion {} (worker {}) not paired: the device has {} "
                                                          "companions already", companion.device_id,
                                                          companion.link.worker, len(host.companions))
             return None

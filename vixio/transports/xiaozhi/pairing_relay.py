@@ -38,7 +38,7 @@ companion whose worker stalls must not hold the device's memory or its replies).
 class CompanionRelay(Protocol):
     """How a process's `CompanionRegistry` reaches devices and companions held by other processes."""
 
-    async def pair(self, companion: RegisterToolsClient, key: CompanionKey, only: int | None = None
+    async def pair(self, companion: RegisterToolsClient, key: CompanionKey, only: str | None = None
                    ) -> RemoteHost | None:
         """Pair `companion` (let in, its device not here) with its device elsewhere (on worker
         `only`, else wherever it is); None when no other process holds the device."""
@@ -61,7 +61,8 @@ class CompanionRelay(Protocol):
 class RemoteHost:
     """The device a companion asked for, held by another process."""
 
-    worker: int
+    worker: str
+    """The process holding the device."""
     device_session: str
     """The device's session id; "" when it has all the companions it may (not paired)."""
 
@@ -70,8 +71,8 @@ class RemoteHost:
 class CompanionLink:
     """Reaches one companion in another process."""
 
-    worker: int
-    """The process holding the companion (w0, w1, ...)."""
+    worker: str
+    """The process holding the companion ("w0", "w1", ...; "host-2/w0" in a fleet)."""
     session_id: str
     """The companion's session id there."""
     call: Callable[[str, dict[str, Any], float], Awaitable[ToolCallResult | None]]
@@ -128,7 +129,7 @@ class RemoteCompanion:
                 self._failing = False
             except Exception as exc:  # noqa: BLE001 - the device's stream goes on without this companion
                 if not self._failing:  # one line until a message gets through again
-                    logger.bind(session=self.session_id).warning("cannot relay to the companion on w{}: {}",
+                    logger.bind(session=self.session_id).warning("cannot relay to the companion on {}: {}",
                                                                  self.link.worker, exc)
                 self._failing = True
                 delivered = True  # unreachable for now (restarting): not proven gone

@@ -14,7 +14,7 @@ import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from http import HTTPStatus
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import parse_qsl, urlsplit
 
 import websockets
@@ -66,6 +66,14 @@ class DeviceContext:
 PipelineFactory = Callable[[DeviceContext], Awaitable[Pipeline]]
 
 
+class SessionListener(Protocol):
+    """Told of every session as it starts (after the hello) and ends; must not block."""
+
+    def session_started(self, device_id: str, session_id: str, companion: bool) -> None: ...
+
+    def session_ended(self, session_id: str) -> None: ...
+
+
 class XiaozhiTransport(TransportBase):
     """WebSocket server for Xiaozhi devices."""
 
@@ -104,9 +112,11 @@ class XiaozhiTransport(TransportBase):
         self.companions = CompanionRegistry(PairingPolicy.from_config(config, pairings))
         """Seed 002 companions paired with devices by MAC, if they may (pairing.py)."""
         self.server_tools: ServerTools | None = None
+        """Server-side tools by name, for registerTools `main_type: "local"` entries; set by the app."""
         self.on_device_session: Callable[[str, str], None] | None = None
         """Called with (device id, session id) once a device's session has started; set by the app."""
-        """Server-side tools by name, for registerTools `main_type: "local"` entries; set by the app."""
+        self.sessions_seen: SessionListener | None = None
+        """Told of every session (devices and companions) as it starts and ends (the live-session directory)."""
 
     # --- server lifecycle ---------------------------------------------------------------------
 
@@ -172,6 +182,15 @@ class XiaozhiTransport(TransportBase):
         if socket is not None:
             # A close reason is at most 123 bytes on the wire.
             await socket.close(code, reason.encode()[:120].decode(errors="ignore"))
+
+    async def close_session(self, session_id: str, reason: str) -> bool:
+        """Close a device's live session (code 1000, `reason`); False if there is none here (or it
+        is a companion's)."""
+        register = self.register_clients.get(session_id)
+        if session_id not in self.connections or register is None or register.is_companion:
+            return False
+        await self._do_close(session_id, 1000, reason)
+        return True
 
     async def _do_write(self, session_id: str, data: bytes | str) -> None:
         try:
@@ -277,6 +296,8 @@ class XiaozhiTransport(TransportBase):
             # After the pipeline factory registered its tools callback; earlier registrations are delivered now.
             await register.set_tools_callback(lambda defs: self.notify_device_tools_ready(session_id, defs))
             self._start_device_tools(session_id, identity, context, socket, budget)
+            if self.sessions_seen is not None:
+                self.sessions_seen.session_started(identity.device_id, session_id, register.is_companion)
             if not register.is_companion:  # a device: companions naming its MAC pair with it
                 self.companions.device_connected(identity.device_id, register)
                 if self.on_device_session is not None:
@@ -285,6 +306,8 @@ class XiaozhiTransport(TransportBase):
         except Exception:
             log.exception("session failed")
         finally:
+            if self.sessions_seen is not None and session_id in self.connections:
+                self.sessions_seen.session_ended(session_id)
             self.register_clients.pop(session_id, None)
             self.companions.companion_left(register)
             self.companions.device_disconnected(identity.device_id, register)

@@ -1,0 +1,129 @@
+"""The live-session directory in one process (vixio/serve/directory.py): a real server, real
+WebSockets, the real SQLite store. Two processes are in tests/test_directory_workers.py."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from vixio.config.models import VixioConfig
+from vixio.core.pipeline import Pipeline
+from vixio.serve.directory import REPLACED, holder_name, resolve_instance
+from vixio.server import VixioServer
+from vixio.state.store import LiveSession
+from vixio.testing.device import SimulatedDevice
+from vixio.testing.register_client import RegisterClient
+from vixio.testing.serve import until
+from vixio.transports.xiaozhi.transport import DeviceContext
+
+MAC = "aa:bb:cc:00:00:01"
+
+
+@pytest.fixture
+async def server() -> AsyncIterator[VixioServer]:
+    config = VixioConfig.model_validate({"xiaozhi": {"host": "127.0.0.1", "port": 0, "idle_timeout": 0,
+                                                     "http": {"host": "127.0.0.1", "port": 0}},
+                                         "server": {"directory_ttl": 3}})
+
+    async def factory(context: DeviceContext) -> Pipeline:
+        return Pipeline([], session_id=context.session_id)
+
+    server = VixioServer(config, factory)
+    await server.start()
+    yield server
+    await server.stop()
+
+
+def device(server: VixioServer, device_id: str = MAC) -> SimulatedDevice:
+    return SimulatedDevice(ws_url=f"ws://127.0.0.1:{server.transport.port}/xiaozhi/v1/", device_id=device_id,
+                           mcp=False)
+
+
+async def listed(server: VixioServer, device_id: str | None = None) -> list[tuple[str, str]]:
+    return [(s.session_id, s.worker) for s in await server.store.live_sessions(device_id)]
+
+
+async def test_a_session_is_listed_while_it_lives(server: VixioServer) -> None:
+    async with device(server) as first, device(server, "aa:bb:cc:00:00:02") as second:
+        await first.connect()
+        await second.connect()
+        expected = sorted([(first.session_id, "w0"), (second.session_id, "w0")])
+        await until(lambda: _equal(listed(server), expected), 10, "both sessions in the directory")
+        await first.close()
+        await until(lambda: _equal(listed(server), [(second.session_id, "w0")]), 10, "the first to leave it")
+    await until(lambda: _equal(listed(server), []), 10, "the directory to be empty")
+
+
+async def test_a_device_that_connects_again_closes_its_stale_session(server: VixioServer) -> None:
+    async with device(server) as stale, device(server) as fresh:
+        await stale.connect()
+        await until(lambda: listed(server, MAC), 10, "the first session in the directory")
+        await fresh.connect()  # the device reconnected; its old connection is still open
+        await until(lambda: _true(stale.close_code == 1000), 10, "the stale session to be closed")
+        assert stale.protocol.close_reason == REPLACED
+        assert fresh.connected
+        await until(lambda: _equal(listed(server, MAC), [(fresh.session_id, "w0")]), 10,
+                    "only the new session listed")
+        assert list(server.transport.connections) == [fresh.session_id]
+
+
+async def test_two_connections_of_one_companion_both_stay(server: VixioServer) -> None:
+    url = f"ws://127.0.0.1:{server.transport.port}/xiaozhi/v1/"
+    async with RegisterClient(url, device_id="robot-1") as first:
+        assert (await first.register(mac_addr=MAC))["result"]["pairing"] == "pending_approval"
+        second = RegisterClient(url, device_id="robot-1")
+        await second.connect()  # says hello first: a device until it registers, but the first is a companion
+        assert (await second.register(mac_addr=MAC))["result"]["pairing"] == "pending_approval"
+        await until(lambda: _true(len(server.transport.connections) == 2), 10, "both companions served")
+        await until(lambda: _two(listed(server, "robot-1")), 10, "both listed")
+        await asyncio.sleep(0.5)
+        assert len(server.transport.connections) == 2
+        await second.close()
+
+
+async def _two(value: Any) -> bool:
+    return len(await value) == 2
+
+
+async def test_a_session_listed_on_another_holder_that_started_later_is_left_alone(server: VixioServer) -> None:
+    # Another instance's session of this device that started after ours: ours is the stale one, not theirs.
+    await server.store.session_started(LiveSession("theirs", MAC, "other/w0", time.time() + 60))
+    async with device(server) as ours:
+        await ours.connect()
+        await asyncio.sleep(0.5)
+        assert ours.connected
+        assert [s for _, s in await listed(server, MAC)] == ["w0", "other/w0"]
+
+
+async def test_a_killed_holder_leaves_the_directory_after_its_ttl(server: VixioServer) -> None:
+    await server.store.session_started(LiveSession("ghost", "aa:bb:cc:00:00:09", "killed/w0", time.time()))
+    await server.store.heartbeat("killed/w0", ttl=1.0)  # then nothing: it was killed
+    assert ("ghost", "killed/w0") in await listed(server)
+    await until(lambda: _false(listed(server)), 5, "the killed holder's session to expire")
+    # This process goes on beating (every ttl / 3): its sessions stay.
+    async with device(server) as alive:
+        await alive.connect()
+        await asyncio.sleep(3.5)  # longer than directory_ttl
+        assert await listed(server) == [(alive.session_id, "w0")]
+
+
+def test_holder_names() -> None:
+    assert holder_name("", 1) == "w1" and holder_name("host-2", 0) == "host-2/w0"
+    assert resolve_instance(None, fleet=False) == "" and resolve_instance("eu-1", fleet=False) == "eu-1"
+    assert resolve_instance(None, fleet=True)  # the host name
+
+
+async def _equal(value: Any, expected: Any) -> bool:
+    return sorted(await value) == sorted(expected)
+
+
+async def _true(value: bool) -> bool:
+    return value
+
+
+async def _false(value: Any) -> bool:
+    return not await value

@@ -1,0 +1,226 @@
+"""Two `vixio serve` instances (one worker each) on one real redis-server: the live-session
+directory and the calls routed between instances over Redis (vixio/serve/bus.py). Real processes,
+real WebSockets, the scripted model on loopback (shared by both instances), espeak.
+
+Devices connect straight to an instance's port, as a load balancer would have placed them.
+Without the `redis-server` package these tests skip, naming it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Iterator
+from contextlib import AsyncExitStack
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+
+from vixio.serve.directory import REPLACED
+from vixio.serve.supervisor import reuse_port_supported
+from vixio.state.redis import RedisStore
+from vixio.testing import redis_server
+from vixio.testing.device import SimulatedDevice
+from vixio.testing.llm_server import Reply, ScriptedLLMServer
+from vixio.testing.redis_server import RedisServer
+from vixio.testing.register_client import ClientTool, RegisterClient
+from vixio.testing.serve import ServeProcess, start_serve, until
+
+pytestmark = pytest.mark.skipif(not reuse_port_supported(), reason="workers are Linux only")
+
+V_MAC = "aa:bb:cc:dd:ee:31"
+A_ID = "robot-fleet"
+TTL = 3
+SLOW_TOOL = '''
+import asyncio
+
+
+async def slow_lookup(topic: str, seconds: float = 3.0) -> str:
+    """Looks a topic up in the slow archive."""
+    await asyncio.sleep(seconds)
+    return f"{topic}: 42"
+'''
+
+
+@pytest.fixture
+def redis(tmp_path: Path) -> Iterator[RedisServer]:
+    why = redis_server.missing()
+    if why:
+        pytest.skip(why)
+    server = RedisServer.start(tmp_path / "redis")
+    yield server
+    server.close()
+
+
+@pytest.fixture
+async def directory(redis: RedisServer) -> AsyncIterator[RedisStore]:
+    store = RedisStore(redis.url, prefix="fleet:")
+    await store.open()
+    yield store
+    await store.close()
+
+
+async def start_instance(tmp_path: Path, name: str, redis: RedisServer, llm: ScriptedLLMServer | None,
+                         extra: str = "", xiaozhi: str = "") -> ServeProcess:
+    folder = tmp_path / name
+    folder.mkdir()
+    return await start_serve(folder, llm, "--workers", "1", xiaozhi="pairing: {trust_mac: true}\n" + xiaozhi,
+                             server=f"instance: {name}\ndirectory_ttl: {TTL}", extra=f"""
+state: {{backend: redis, url: "{redis.url}", prefix: "fleet:"}}
+{extra}""")
+
+
+async def api(serve: ServeProcess, method: str, path: str, body: dict[str, Any] | None = None,
+              params: dict[str, str] | None = None) -> Any:
+    async with aiohttp.ClientSession() as http, http.request(method, serve.base_url + path, json=body,
+                                                             params=params) as response:
+        assert response.status == 200, await response.text()
+        return await response.json()
+
+
+async def session_of(serve: ServeProcess, device_id: str) -> dict[str, Any]:
+    """The device's session as `serve`'s console lists it (waits for it)."""
+    async def found() -> dict[str, Any] | None:
+        sessions = (await api(serve, "GET", "/api/sessions"))["sessions"]
+        return next((s for s in sessions if s["device_id"] == device_id), None)
+
+    return await until(found, 20, f"{device_id} in the console")
+
+
+def thermometer(readings: list[dict[str, Any]]) -> list[ClientTool]:
+    def read(args: dict[str, Any]) -> dict[str, Any]:
+        readings.append(args)
+        return {"celsius": 21.5, "room": args.get("room", "")}
+
+    return [ClientTool("read_thermometer", "Reads the temperature of a room.",
+                       {"type": "object", "properties": {"room": {"type": "string"}}}, read)]
+
+
+async def test_pairing_say_and_results_cross_instances(tmp_path: Path, redis: RedisServer) -> None:
+    tool = tmp_path / "slow_tools.py"
+    tool.write_text(SLOW_TOOL, encoding="utf-8")
+    tools = f"""
+tools:
+  local:
+    - {{function: "{tool}:slow_lookup", async: true}}
+"""
+    async with AsyncExitStack() as stack:
+        llm = await stack.enter_async_context(ScriptedLLMServer())
+        a, b = await asyncio.gather(start_instance(tmp_path, "a", redis, llm, tools),
+                                    start_instance(tmp_path, "b", redis, llm, tools))
+        for serve in (a, b):
+            stack.push_async_callback(serve.stop)
+        await asyncio.gather(a.wait_ready(), b.wait_ready())
+
+        device = await stack.enter_async_context(SimulatedDevice(ws_url=a.ws_url, device_id=V_MAC, mcp=False,
+                                                                 listening_mode="manual"))
+        await device.connect()
+        # The console of B lists the session on A, marked with its instance.
+        on_a = await session_of(b, V_MAC)
+        assert (on_a["instance"], on_a["worker"]) == ("a", 0)
+
+        # A companion on B pairs with the device on A; the device's model calls its tool across.
+        readings: list[dict[str, Any]] = []
+        companion = RegisterClient(b.ws_url, thermometer(readings), device_id=A_ID)
+        stack.push_async_callback(companion.close)
+        await companion.connect(hello=False)
+        assert (await companion.register(mac_addr=V_MAC))["result"]["pairing"] == "paired"
+        assert "read_thermometer" in [t["name"] for t in (await api(
+            a, "GET", "/api/tools", params={"session": on_a["session_id"]}))["tools"]]
+        llm.expect(Reply.tool_call("read_thermometer", {"room": "kitchen"}), Reply.text("It is 21.5 degrees."))
+        mark = device.mark()
+        await device.send_text("how warm is the kitchen")
+        assert (await companion.wait_for_execution("read_thermometer", timeout=30)).tool_input == {"room": "kitchen"}
+        await device.wait_for("tts", state="stop", after=mark, timeout=30)
+        assert await companion.wait_for_ai("final", timeout=10) == "It is 21.5 degrees."
+        assert "companion robot-fleet on worker b/w0 paired with device" in a.text()
+
+        # The console of B says to the session on A, and runs a tool there.
+        llm.expect(Reply.text("Said from instance b."))
+        mark = device.mark()
+        await api(b, "POST", "/api/say", {"session": on_a["session_id"], "text": "from the other instance"})
+        assert (await device.wait_for("stt", after=mark, timeout=30))["text"] == "from the other instance"
+        await device.wait_for("tts", state="stop", after=mark, timeout=30)
+        executed = await api(b, "POST", "/api/execute", {"session": on_a["session_id"], "tool": "read_thermometer",
+                                                         "arguments": {"room": "attic"}})
+        assert executed["success"] and json.loads(executed["result"])["room"] == "attic", executed
+        assert readings == [{"room": "kitchen"}, {"room": "attic"}]
+
+        # An async tool started on A finishes after the device reconnected to B: the result reaches it there.
+        llm.expect(Reply.tool_call("slow_lookup", {"topic": "tea"}), Reply.text("Let me look that up."))
+        mark = device.mark()
+        await device.send_text("look up tea in the archive")
+        await device.wait_for("tts", state="stop", after=mark, timeout=30)
+        await device.close()
+        llm.expect(Reply.text("The archive says tea is 42."))
+        back = await stack.enter_async_context(SimulatedDevice(ws_url=b.ws_url, device_id=V_MAC, mcp=False,
+                                                               listening_mode="manual"))
+        await back.connect()
+        assert (await session_of(a, V_MAC))["instance"] == "b"
+        start_of = await back.wait_for("tts", state="sentence_start", timeout=30)
+        assert start_of["text"] == "The archive says tea is 42."
+        assert "tea: 42" in json.dumps(llm.messages(-1))
+        llm.assert_all_consumed()
+    for serve in (a, b):
+        assert "Traceback" not in serve.text(), serve.text()
+
+
+async def test_one_session_per_device_activation_anywhere_and_a_killed_instance_leaves_the_directory(
+        tmp_path: Path, redis: RedisServer, directory: RedisStore) -> None:
+    activation = "activation: {enabled: true}"
+    async with AsyncExitStack() as stack:
+        a, b = await asyncio.gather(start_instance(tmp_path, "a", redis, None, xiaozhi=activation),
+                                    start_instance(tmp_path, "b", redis, None, xiaozhi=activation))
+        stack.callback(a.kill_group)
+        stack.push_async_callback(b.stop)
+        await asyncio.gather(a.wait_ready(), b.wait_ready())
+
+        # A device gets its code from a's OTA; the operator confirms it on b.
+        pending = "aa:bb:cc:dd:ee:77"
+        headers = {"Device-Id": pending, "Client-Id": "0f3c1a2b-1111-4222-8333-444455556677",
+                   "Content-Type": "application/json"}
+        async with aiohttp.ClientSession() as http:
+            async with http.post(a.base_url + "/xiaozhi/ota/", headers=headers, json={"mac_address": pending}) as answer:
+                code = (await answer.json())["activation"]["code"]
+            async with http.post(b.base_url + "/xiaozhi/ota/activate/confirm", json={"code": code}) as answer:
+                assert answer.status == 200 and (await answer.json())["device_id"] == pending, await answer.text()
+            async with http.post(b.base_url + "/xiaozhi/ota/activate/confirm", json={"code": code}) as answer:
+                assert answer.status == 404  # confirmed once
+            async with http.post(a.base_url + "/xiaozhi/ota/activate", headers=headers, data="{}") as answer:
+                assert answer.status == 200  # the device finishes on a
+        assert await directory.admission(pending) is not None
+
+        async def listed() -> list[tuple[str, str]]:
+            return sorted((s.device_id, s.worker) for s in await directory.live_sessions())
+
+        stale = await stack.enter_async_context(SimulatedDevice(ws_url=a.ws_url, device_id=V_MAC, mcp=False))
+        await stale.connect()
+        other = await stack.enter_async_context(SimulatedDevice(ws_url=a.ws_url, mcp=False))
+        await other.connect()
+        await until(lambda: _equal(listed(), sorted([(V_MAC, "a/w0"), (other.device_id, "a/w0")])), 20,
+                    "both sessions on a in the directory")
+        # The device reconnects through the load balancer to b while a still holds its old connection.
+        fresh = await stack.enter_async_context(SimulatedDevice(ws_url=b.ws_url, device_id=V_MAC, mcp=False))
+        await fresh.connect()
+        await until(lambda: _true(stale.close_code == 1000), 20, "a to close the stale session")
+        assert stale.protocol.close_reason == REPLACED and fresh.connected
+        await until(lambda: _equal(listed(), sorted([(V_MAC, "b/w0"), (other.device_id, "a/w0")])), 20,
+                    "the device listed on b only")
+        assert len([s for s in (await api(b, "GET", "/api/sessions"))["sessions"] if s["device_id"] == V_MAC]) == 1
+
+        a.kill_group()  # kill -9, supervisor and worker: nothing says its sessions ended
+        await a.process.wait()
+        await until(lambda: _equal(listed(), [(V_MAC, "b/w0")]), TTL + 10, "a's entries to expire")
+        # b's console lists what is left and still acts on it.
+        sessions = (await api(b, "GET", "/api/sessions"))["sessions"]
+        assert [(s["device_id"], s.get("instance")) for s in sessions] == [(V_MAC, "b")]
+
+
+async def _equal(value: Any, expected: Any) -> bool:
+    return await value == expected
+
+
+async def _true(value: bool) -> bool:
+    return value
