@@ -210,12 +210,24 @@ async def test_one_session_per_device_activation_anywhere_and_a_killed_instance_
                     "the device listed on b only")
         assert len([s for s in (await api(b, "GET", "/api/sessions"))["sessions"] if s["device_id"] == V_MAC]) == 1
 
+        # registerTools per Device-Id holds fleet-wide: 6 on a, then the 5th on b is the 11th in the minute.
+        flood = "robot-flood"
+        on_a = RegisterClient(a.ws_url, device_id=flood)
+        on_b = RegisterClient(b.ws_url, device_id=flood)
+        for client in (on_a, on_b):
+            stack.push_async_callback(client.close)
+            await client.connect(hello=False)
+        assert all(["result" in await on_a.register(mac_addr=V_MAC) for _ in range(6)])
+        answers = [await on_b.register(mac_addr=V_MAC) for _ in range(5)]
+        assert ["result" in answer for answer in answers] == [True, True, True, True, False], answers
+        assert "registrations_per_minute is 10" in answers[-1]["error"]["message"]
+
         a.kill_group()  # kill -9, supervisor and worker: nothing says its sessions ended
         await a.process.wait()
-        await until(lambda: _equal(listed(), [(V_MAC, "b/w0")]), TTL + 10, "a's entries to expire")
-        # b's console lists what is left and still acts on it.
+        await until(lambda: _equal(listed(), [(V_MAC, "b/w0"), (flood, "b/w0")]), TTL + 10, "a's entries to expire")
+        # b's console lists what is left.
         sessions = (await api(b, "GET", "/api/sessions"))["sessions"]
-        assert [(s["device_id"], s.get("instance")) for s in sessions] == [(V_MAC, "b")]
+        assert sorted((s["device_id"], s.get("instance")) for s in sessions) == [(V_MAC, "b"), (flood, "b")]
 
 
 async def _equal(value: Any, expected: Any) -> bool:

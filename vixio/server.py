@@ -49,6 +49,7 @@ from vixio.core.tools.types import ToolDefinition
 from vixio.session_tools import SessionTools
 from vixio.task_results import TaskResults
 from vixio.state import open_store
+from vixio.state.limits import StoreRate
 from vixio.state.long_term import long_term_updater
 from vixio.state.memory import ConversationMemory, prune_history_forever
 from vixio.state.pairings import StorePairings
@@ -125,6 +126,9 @@ class VixioServer:
                                           ttl=config.server.directory_ttl, close_here=self.transport.close_session)
         """Records this process's sessions and closes a device's stale one (vixio/serve/directory.py)."""
         self.transport.sessions_seen = self.directory
+        # registerTools per Device-Id over all its connections, counted machine- or fleet-wide.
+        self.transport.registration_rate = StoreRate(self.store, "register",
+                                                     config.xiaozhi.mcp.limits.registrations_per_minute).allow
         self._accept_throttle: AcceptErrorThrottle | None = None
         self.console = Console(self)
         """The operator console at /console/ and its /api/ (vixio.console)."""

@@ -154,6 +154,15 @@ async def test_pairing_approvals(store: Store) -> None:
         (DEVICE, "companion-1", "client-b"), (DEVICE, "companion-2", "")]
 
 
+async def test_events_are_counted_per_key_and_window_by_every_client(open_client: StoreFactory) -> None:
+    a, b = await open_client(), await open_client()  # two processes (or instances) on one store
+    assert [await a.count_event("register:robot", 0.5) for _ in range(2)] == [1, 2]
+    assert await b.count_event("register:robot", 0.5) == 3
+    assert await b.count_event("register:other", 0.5) == 1
+    await asyncio.sleep(0.7)  # the window ended: a new one starts
+    assert await a.count_event("register:robot", 0.5) == 1
+
+
 async def test_live_session_directory(store: Store) -> None:
     now = time.time()
     await store.session_started(LiveSession("s1", DEVICE, "w0", now))

@@ -17,6 +17,7 @@ are JSON arrays, times unix seconds):
     P devices                    zset  device scored by its newest turn or memory update
     P held:DEVICE                list  [payload, until] of background results held for it
     P workers                    hash  worker -> alive until (ms, the server's clock)
+    P events:KEY                 int   events in KEY's current window (Store.count_event; expires with it)
 
 Bounds: a device keeps its newest `state.max_turns` turns; its two turn keys expire
 `memory.history_days` after its newest turn (the hourly prune also drops older turns of devices
@@ -258,6 +259,12 @@ class RedisStore(Store):
 
     async def prune_results(self, before: float) -> int:
         return await self._prune("held:*", "PRUNE_RESULTS", before, lambda key: (key,))
+
+    # --- limits shared by every process --------------------------------------------------------
+
+    async def count_event(self, key: str, window: float) -> int:
+        op = self._script("COUNT_EVENT", [f"{self.prefix}events:{key}"], [max(1, int(window * 1000))])
+        return int(await self._call(op, write=True))
 
     # --- companion pairing --------------------------------------------------------------------
 

@@ -170,6 +170,13 @@ if alive < now_ms then
 end
 """
 
+COUNT_EVENT = """
+-- KEYS: the event's counter; ARGV: window ms. INCR, and the window starts with its first event.
+local count = redis.call('INCR', KEYS[1])
+if count == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[1]) end
+return count
+"""
+
 HEARTBEAT = """
 -- KEYS: workers (hash); ARGV: worker, ttl ms
 local now = redis.call('TIME')

@@ -173,6 +173,22 @@ class SqliteStore(Store):
         return int(await self._call(lambda c: c.execute(
             "DELETE FROM held_results WHERE until < ?", (before,)).rowcount, write=True))
 
+    # --- limits shared by every process --------------------------------------------------------
+
+    async def count_event(self, key: str, window: float) -> int:
+        now = time.time()
+
+        def count(c: sqlite3.Connection) -> int:
+            row = c.execute("SELECT ends, count FROM event_windows WHERE key = ?", (key,)).fetchone()
+            if row is not None and row[0] > now:
+                c.execute("UPDATE event_windows SET count = count + 1 WHERE key = ?", (key,))
+                return int(row[1]) + 1
+            c.execute("DELETE FROM event_windows WHERE ends <= ?", (now,))  # every window that ended
+            c.execute("INSERT INTO event_windows (key, ends, count) VALUES (?, ?, 1)", (key, now + window))
+            return 1
+
+        return int(await self._call(count, write=True))
+
     # --- companion pairing --------------------------------------------------------------------
 
     async def approve_pairing(self, device_id: str, companion: str, client_id: str = "") -> None:

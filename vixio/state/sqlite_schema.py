@@ -51,6 +51,10 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
             at REAL NOT NULL, until REAL NOT NULL)""",
         "CREATE INDEX held_results_by_device ON held_results (device_id, id)",
     ),
+    (  # 5: windows of limits shared by every process (Store.count_event)
+        "CREATE TABLE event_windows (key TEXT PRIMARY KEY, ends REAL NOT NULL, count INTEGER NOT NULL)",
+        "CREATE INDEX event_windows_by_end ON event_windows (ends)",
+    ),
 )
 """Migration n (from 1) takes a file from version n-1 to n."""
 

@@ -8,8 +8,9 @@
     await store.close()
 
 What it holds: who is let in (activation, run-time allow-list), profile assignments that win over
-config, conversation turns, a short long-term memory per device, companion pairing approvals, and
-the directory of live sessions (which worker holds which device). Backends implement `Store`;
+config, conversation turns, a short long-term memory per device, companion pairing approvals, the
+directory of live sessions (which worker holds which device), and the counts of limits every
+process shares (vixio/state/limits.py). Backends implement `Store`;
 nothing else in vixio speaks SQL (vixio/state/sqlite.py) or a Redis command. Every method may be
 called from any task; writes never block the event loop. tests/state/ is the contract every
 backend passes.
@@ -224,6 +225,14 @@ class Store(ABC):
     @abstractmethod
     async def prune_results(self, before: float) -> int:
         """Delete held results whose time ended before unix time `before`; how many."""
+
+    # --- limits shared by every process --------------------------------------------------------
+
+    @abstractmethod
+    async def count_event(self, key: str, window: float) -> int:
+        """Count one event under `key` in its current window of `window` seconds (fixed windows:
+        one starts with the first event after the last ended); how many there were in it so far,
+        this one included. Every process on this store counts together (a fleet's limits)."""
 
     # --- companion pairing --------------------------------------------------------------------
 

@@ -42,7 +42,7 @@ class ToolLimitsConfig(StrictModel):
     name_chars: int = Field(default=128, ge=8)
     """Longest tool name."""
     registrations_per_minute: int = Field(default=10, ge=1)
-    """`mcp/registerTools` requests one session may send per minute; more are refused with a JSON-RPC error."""
+    """`mcp/registerTools` requests one session may send per minute, and one Device-Id over all its connections (counted in the state store: on every worker, and with `state.backend: redis` on every instance); more are refused with a JSON-RPC error."""
 
 
 def tool_problem(name: str, description: str, schema: Any, limits: ToolLimitsConfig) -> str | None:

@@ -113,6 +113,9 @@ class RegisterToolsClient:
         """The pairing hook (CompanionRegistry.registered): awaited after each registration."""
         self.server_tools: ServerTools | None = None
         """Looks up server-side tools for `main_type: "local"` entries."""
+        self.device_rate: Callable[[str], Awaitable[bool]] | None = None
+        """Counts a registration of this Device-Id over all its connections, on every worker and
+        instance (vixio/state/limits.py); False when it is over the limit. None: this session only."""
         self.paired_with = ""
         """The session id of the device this companion is paired with; "" when unpaired."""
         self.companions: list[RegisterToolsClient | RemoteCompanion] = []
@@ -208,14 +211,22 @@ class RegisterToolsClient:
             self._spawn(self._answer(request_id, envelope, error={
                 "code": LIMIT_EXCEEDED, "message": f"registration refused: {refusal}"}))
             return
-        mac_addr = params.get("mac_addr")
-        if isinstance(mac_addr, str):
-            self.mac_addr = mac_addr[:64]
-        self.credential = Credential.from_params(params)
-        self._spawn(self._register(request_id, envelope, tools))
+        self._spawn(self._register(request_id, envelope, tools, params))
 
-    async def _register(self, request_id: Any, envelope: Envelope, tools: list[Any]) -> None:
+    async def _register(self, request_id: Any, envelope: Envelope, tools: list[Any], params: dict[str, Any]) -> None:
         async with self._registering:  # registrations take effect in the order they came
+            if self.device_rate is not None and not await self.device_rate(self.device_id):
+                limit = self.limits.registrations_per_minute
+                refusal = (f"more than {limit} registrations in a minute from {self.device_id} over all its "
+                           f"connections; {CONFIG_KEY}.registrations_per_minute is {limit}")
+                self._log_refusal("device-rate", refusal)
+                await self._answer(request_id, envelope, error={"code": LIMIT_EXCEEDED,
+                                                                "message": f"registration refused: {refusal}"})
+                return
+            mac_addr = params.get("mac_addr")
+            if isinstance(mac_addr, str):
+                self.mac_addr = mac_addr[:64]
+            self.credential = Credential.from_params(params)
             accepted, skipped = await parse_tools_in_slices(tools, client=self, limits=self.limits,
                                                             server_tools=self.server_tools)
             local = [tool for tool in accepted if tool.source != "register"]
@@ -258,10 +269,14 @@ class RegisterToolsClient:
                                     f"{CONFIG_KEY}.registrations_per_minute is {self.limits.registrations_per_minute}")
         else:
             key, refusal = "count", self._budget.refusal(SOURCE, count)
-        if refusal is not None and key not in self._refusals_logged:
+        if refusal is not None:
+            self._log_refusal(key, refusal)
+        return refusal
+
+    def _log_refusal(self, key: str, refusal: str) -> None:
+        if key not in self._refusals_logged:
             self._refusals_logged.add(key)
             self._logger.warning("refused a registration: {} (further refusals of this kind are not logged)", refusal)
-        return refusal
 
     @property
     def is_companion(self) -> bool:

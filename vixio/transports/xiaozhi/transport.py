@@ -115,6 +115,8 @@ class XiaozhiTransport(TransportBase):
         """Server-side tools by name, for registerTools `main_type: "local"` entries; set by the app."""
         self.on_device_session: Callable[[str, str], None] | None = None
         """Called with (device id, session id) once a device's session has started; set by the app."""
+        self.registration_rate: Callable[[str], Awaitable[bool]] | None = None
+        """Counts each registerTools request by Device-Id over every connection (vixio/state/limits.py)."""
         self.sessions_seen: SessionListener | None = None
         """Told of every session (devices and companions) as it starts and ends (the live-session directory)."""
 
@@ -255,6 +257,7 @@ class XiaozhiTransport(TransportBase):
             call_timeout=self.config.mcp.tool_call_timeout, limits=self.config.mcp.limits, budget=budget)
         register.device_id, register.client_id = identity.device_id, identity.client_id[:128]
         register.server_tools = self.server_tools
+        register.device_rate = self.registration_rate
         register.on_registered = self.companions.registered
         self.register_clients[session_id] = register
         self.add_mcp_peer(session_id, register)
