@@ -98,13 +98,20 @@ class SessionDirectory:
             self._failed("start", exc)
         self._beating = asyncio.create_task(self._beat_forever(), name="vixio-directory-heartbeat")
 
-    async def close(self) -> None:
-        """Stop beating; finish the pending writes (each session's end is recorded by then)."""
+    async def close(self, timeout: float = 5.0) -> None:
+        """Stop beating; finish the pending writes (each session's end is recorded by then), for
+        at most `timeout` seconds: a store that does not answer must not hold the shutdown."""
         if self._beating is not None:
             self._beating.cancel()
             with suppress(asyncio.CancelledError):
                 await self._beating
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self._tasks:
+            _, pending = await asyncio.wait(set(self._tasks), timeout=timeout)
+            for task in pending:
+                task.cancel()
+            if pending:
+                log.warning("the session directory gave up {} write(s) at shutdown after {:g} s", len(pending), timeout)
+            await asyncio.gather(*pending, return_exceptions=True)
 
     async def holders_of(self, device_id: str) -> list[str] | None:
         """Who holds `device_id` according to the directory, newest first; None when the store

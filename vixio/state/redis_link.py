@@ -111,7 +111,9 @@ class RedisLink:
             raise StoreError(f"state store {self.location} is not open")
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._queue.append((op, future, write))
-        if len(self._flushers) < MAX_PIPELINES:
+        # A flusher that has finished stays in the set until its done-callback runs: count only
+        # those still running (each checks the queue again before it ends), or this call may wait forever.
+        if sum(not flusher.done() for flusher in self._flushers) < MAX_PIPELINES:
             task = asyncio.create_task(self._flush(), name="vixio-redis-pipeline")
             self._flushers.add(task)
             task.add_done_callback(self._flushers.discard)
@@ -121,7 +123,15 @@ class RedisLink:
         await asyncio.sleep(0)  # the calls of this turn of the loop join the batch
         while self._queue:
             batch, self._queue = self._queue[:MAX_BATCH], self._queue[MAX_BATCH:]
-            await self._send(batch)
+            try:
+                await self._send(batch)
+            except BaseException as exc:  # no caller may wait forever for a batch that went wrong
+                for _, future, write in batch:
+                    _settle(future, error=(StoreWriteError if write else StoreError)(
+                        f"state store {self.location}: {exc!r}"))
+                if not isinstance(exc, Exception):
+                    raise
+                logger.opt(exception=exc).error("state store {}: a pipeline failed", self.location)
 
     async def _send(self, batch: list[tuple[Op, asyncio.Future[Any], bool]], reloaded: bool = False) -> None:
         from redis.exceptions import ConnectionError as RedisConnectionError
