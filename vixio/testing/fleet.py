@@ -143,8 +143,9 @@ class Fleet:
             folder = self.directory / f"vixio{number}"
             folder.mkdir(parents=True, exist_ok=True)
             extra = self.extra or f"state: {{path: {folder / 'state.db'}}}\n"
+            # One host: each instance needs its own name in the fleet (elsewhere the host name is it).
             self.instances.append(await start_serve(folder, self.llm, "--workers", str(self.workers),
-                                                    xiaozhi=xiaozhi, extra=extra))
+                                                    xiaozhi=xiaozhi, extra=extra, server=f"instance: vixio{number}"))
         await asyncio.gather(*(instance.wait_ready() for instance in self.instances))
         config = self.directory / "haproxy.cfg"
         config.write_text(haproxy_config(self.shipped.read_text(encoding="utf-8"), websocket_port=self.websocket_port,
