@@ -193,3 +193,64 @@ async def test_a_version_1_file_is_migrated_keeping_its_rows(tmp_path: Path) -> 
     finally:
         logger.remove(sink)
         await store.close()
+
+
+REAL_DISK_FULL = """
+import asyncio, sys, time
+from pathlib import Path
+from loguru import logger
+from vixio.state.sqlite import SqliteStore
+from vixio.state.store import StoredTurn, StoreWriteError
+
+logger.remove()
+logger.enable("vixio")
+logger.add(lambda m: print("LOG", m.record["level"].name, m.record["message"]), level="INFO")
+
+
+async def main() -> None:
+    store = SqliteStore(Path(sys.argv[1]) / "state.db")
+    await store.open()
+    await store.admit("aa:bb:cc:dd:ee:ff", via="activation")
+    await store.put_turn("aa:bb:cc:dd:ee:ff", StoredTurn("c", 0, "kept", "yes", at=time.time()))
+    failed = 0
+    for seq in range(1, 200):
+        try:
+            await store.put_turn("aa:bb:cc:dd:ee:ff", StoredTurn("c", seq, "x" * 2000, "y" * 2000, at=time.time() + seq))
+        except StoreWriteError:
+            failed += 1
+    turns = await store.recent_turns("aa:bb:cc:dd:ee:ff", limit=500)
+    print("RESULT", failed, len(turns), turns[0].user, await store.admission("aa:bb:cc:dd:ee:ff") is not None)
+    await store.close()
+
+asyncio.run(main())
+"""
+
+
+def _can_mount_tmpfs() -> bool:
+    import os
+    import shutil
+
+    return sys.platform == "linux" and os.geteuid() == 0 and shutil.which("unshare") is not None
+
+
+@pytest.mark.skipif(not _can_mount_tmpfs(), reason="needs root and unshare to mount a small tmpfs")
+def test_a_really_full_disk_a_256_kb_tmpfs_is_one_error_and_keeps_the_rest(tmp_path: Path) -> None:
+    """ENOSPC from the kernel, not the max_mb cap: a tmpfs of 256 KB mounted in a private mount
+    namespace (gone with the process)."""
+    mount = tmp_path / "small"
+    mount.mkdir()
+    script = tmp_path / "fill.py"
+    script.write_text(REAL_DISK_FULL, encoding="utf-8")
+    result = subprocess.run(
+        ["unshare", "-m", "sh", "-c", f'mount -t tmpfs -o size=256k tmpfs "{mount}" || exit 77; exec "{sys.executable}" '
+                                      f'"{script}" "{mount}"'],
+        capture_output=True, text=True, timeout=120)
+    if result.returncode == 77:
+        pytest.skip(f"cannot mount a tmpfs here: {result.stderr.strip()}")
+    assert result.returncode == 0, result.stderr
+    (summary,) = [line.split()[1:] for line in result.stdout.splitlines() if line.startswith("RESULT")]
+    failed, stored, first, admitted = int(summary[0]), int(summary[1]), summary[2], summary[3]
+    assert failed > 100 and stored == 200 - failed and first == "kept" and admitted == "True"
+    errors = [line for line in result.stdout.splitlines() if line.startswith("LOG ERROR")]
+    assert len(errors) == 1 and f"state.path {mount / 'state.db'}: the disk is full" in errors[0]
+    assert "the conversations go on" in errors[0]
