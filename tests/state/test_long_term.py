@@ -89,3 +89,22 @@ async def test_verbatim_keeps_the_latest_whole_lines_within_the_bound() -> None:
         "Assistant: answer 8\nUser: question 9\nAssistant: answer 9")  # 56 characters; a cut line is left out
     assert await VerbatimMemory(4000).update("User: older", turns[:1]) == (
         "User: older\nUser: question 0\nAssistant: answer 0")
+
+
+async def test_an_erasure_while_the_model_writes_the_memory_wins(
+        llm: ScriptedLLMServer, tmp_path: Path, state_config: dict[str, Any]) -> None:
+    """`vixio memory clear` (another process) lands while the model is still summarising."""
+    llm.expect(Reply.text("Nice to meet you, Alice."), Reply.text(FACTS, delay=1.5))
+    server = await start(llm, tmp_path, memory={"resume_minutes": 0, "long_term": "model"}, state=state_config)
+    try:
+        async with SimulatedDevice(ws_url=url(server), mcp=False) as device:
+            await device.connect()
+            await say(device, ALICE)
+            await hang_up(server, device)
+        await until(lambda: len(llm.requests) == 2, 10, "the memory update to start")
+        await server.store.forget_device(device.device_id)
+        await asyncio.sleep(2.0)  # the summary arrives
+        assert await server.store.memory(device.device_id) is None
+        assert await server.store.recent_turns(device.device_id, limit=10) == []
+    finally:
+        await server.stop()

@@ -131,6 +131,11 @@ class ConversationMemory:
                 return
             current = await self.store.memory(conversation.device_id)  # another session may have changed it
             text = await self.updater.update(current.text if current is not None else "", turns)
+            # The model may take seconds: an erasure or an edit made meanwhile wins over this update.
+            after, now = await asyncio.gather(self._still_stored(conversation), self.store.memory(conversation.device_id))
+            if after != turns or now != current:
+                log.info("long-term memory not updated: the device's record changed while it was written")
+                return
             await self.store.set_memory(conversation.device_id, text)
         except StoreWriteError:
             return  # the store logged it
