@@ -69,9 +69,7 @@ class WorkerBackend:
     async def sessions(self) -> list[dict[str, Any]]:
         sessions = await self._call("sessions")
         for session in sessions:
-            session.setdefault("worker", worker_number(self.worker))
-            if instance_of(self.worker):  # a fleet: which instance holds it
-                session.setdefault("instance", instance_of(self.worker))
+            self._mark(session)
         return sessions
 
     async def session(self, session_id: str) -> dict[str, Any]:
@@ -86,10 +84,16 @@ class WorkerBackend:
     async def say(self, session_id: str, text: str) -> dict[str, Any]:
         return await self._call("say", session_id=session_id, text=text)
 
+    def _mark(self, session: dict[str, Any]) -> None:
+        """Which worker (and in a fleet, which instance) holds `session`."""
+        session.setdefault("worker", worker_number(self.worker))
+        if instance_of(self.worker):
+            session.setdefault("instance", instance_of(self.worker))
+
     async def reassign(self, device_id: str, profile: str | None) -> list[dict[str, Any]]:
         switched = await self._call("reassign", device_id=device_id, profile=profile)
         for session in switched:
-            session.setdefault("worker", self.worker)
+            self._mark(session)
         return switched
 
     async def memory_changed(self, device_id: str, what: str, conversation: str = "", seq: int = -1) -> int:
