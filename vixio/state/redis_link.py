@@ -195,7 +195,7 @@ class RedisLink:
         from redis.exceptions import RedisError
 
         try:
-            for source in self._scripts.values():
+            for source in list(self._scripts.values()):  # a call may add a script while this awaits
                 await self.client.script_load(source)
         except RedisError:
             pass  # the calls that need them fail as NOSCRIPT: reported below
