@@ -28,9 +28,10 @@ other worker (it picks the one with the fewest)."""
 
 
 async def serve(tmp_path: Path) -> ServeProcess:
-    process = await start_serve(tmp_path, None, "--workers", "2", xiaozhi="""
-activation: {enabled: true}
-auth: {enabled: true, secret: a-secret-for-the-test, allowed_devices: ["02:00:00:00:00:00", "02:00:00:00:00:01", "02:00:00:00:00:02", "02:00:00:00:00:03", "02:00:00:00:00:04", "02:00:00:00:00:05"]}
+    allowed = ", ".join(f'"{holder}"' for holder in HOLDERS)
+    process = await start_serve(tmp_path, None, "--workers", "2", xiaozhi=f"""
+activation: {{enabled: true}}
+auth: {{enabled: true, secret: a-secret-for-the-test, allowed_devices: [{allowed}]}}
 """, extra=f"state: {{path: {tmp_path / 'data' / 'state.db'}}}\n")
     await process.wait_ready()
     return process

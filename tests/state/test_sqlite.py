@@ -210,16 +210,17 @@ logger.add(lambda m: print("LOG", m.record["level"].name, m.record["message"]), 
 async def main() -> None:
     store = SqliteStore(Path(sys.argv[1]) / "state.db")
     await store.open()
-    await store.admit("aa:bb:cc:dd:ee:ff", via="activation")
-    await store.put_turn("aa:bb:cc:dd:ee:ff", StoredTurn("c", 0, "kept", "yes", at=time.time()))
+    device = "aa:bb:cc:dd:ee:ff"
+    await store.admit(device, via="activation")
+    await store.put_turn(device, StoredTurn("c", 0, "kept", "yes", at=time.time()))
     failed = 0
     for seq in range(1, 200):
         try:
-            await store.put_turn("aa:bb:cc:dd:ee:ff", StoredTurn("c", seq, "x" * 2000, "y" * 2000, at=time.time() + seq))
+            await store.put_turn(device, StoredTurn("c", seq, "x" * 2000, "y" * 2000, at=time.time() + seq))
         except StoreWriteError:
             failed += 1
-    turns = await store.recent_turns("aa:bb:cc:dd:ee:ff", limit=500)
-    print("RESULT", failed, len(turns), turns[0].user, await store.admission("aa:bb:cc:dd:ee:ff") is not None)
+    turns = await store.recent_turns(device, limit=500)
+    print("RESULT", failed, len(turns), turns[0].user, await store.admission(device) is not None)
     await store.close()
 
 asyncio.run(main())
@@ -242,8 +243,8 @@ def test_a_really_full_disk_a_256_kb_tmpfs_is_one_error_and_keeps_the_rest(tmp_p
     script = tmp_path / "fill.py"
     script.write_text(REAL_DISK_FULL, encoding="utf-8")
     result = subprocess.run(
-        ["unshare", "-m", "sh", "-c", f'mount -t tmpfs -o size=256k tmpfs "{mount}" || exit 77; exec "{sys.executable}" '
-                                      f'"{script}" "{mount}"'],
+        ["unshare", "-m", "sh", "-c",
+         f'mount -t tmpfs -o size=256k tmpfs "{mount}" || exit 77; exec "{sys.executable}" "{script}" "{mount}"'],
         capture_output=True, text=True, timeout=120)
     if result.returncode == 77:
         pytest.skip(f"cannot mount a tmpfs here: {result.stderr.strip()}")

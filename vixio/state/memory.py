@@ -125,14 +125,16 @@ class ConversationMemory:
         assert self.updater is not None
         log = logger.bind(device=conversation.device_id)
         try:
-            turns = await self._still_stored(conversation)
+            # Together (one round trip on Redis); the memory as now: another session may have changed it.
+            turns, current = await asyncio.gather(self._still_stored(conversation),
+                                                  self.store.memory(conversation.device_id))
             if not turns:
                 log.info("long-term memory not updated: the conversation's turns were erased meanwhile")
                 return
-            current = await self.store.memory(conversation.device_id)  # another session may have changed it
             text = await self.updater.update(current.text if current is not None else "", turns)
             # The model may take seconds: an erasure or an edit made meanwhile wins over this update.
-            after, now = await asyncio.gather(self._still_stored(conversation), self.store.memory(conversation.device_id))
+            after, now = await asyncio.gather(self._still_stored(conversation),
+                                              self.store.memory(conversation.device_id))
             if after != turns or now != current:
                 log.info("long-term memory not updated: the device's record changed while it was written")
                 return
