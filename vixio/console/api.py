@@ -33,6 +33,8 @@ from loguru import logger
 
 from vixio.console.backend import ConsoleBackend, ConsoleError
 from vixio.console.parse import PROTOCOLS, check_reply
+from vixio.console.replies import json_body as _body
+from vixio.console.replies import json_reply as _json
 from vixio.transports.xiaozhi.admin import COOKIE_NAME, AdminGuard, Handler, is_local_direct
 
 STATIC_TYPES = {".html": "text/html", ".js": "text/javascript", ".css": "text/css", ".png": "image/png",
@@ -272,24 +274,6 @@ def _session_id(body: dict[str, Any]) -> str | None:
     if not isinstance(value, str) or len(value) > 128:
         raise ConsoleError("session must be a session id")
     return value
-
-
-async def _body(request: web.Request) -> dict[str, Any]:
-    raw = await request.read()
-    if not raw.strip():
-        return {}
-    try:
-        data = json.loads(raw)
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise ConsoleError(f"body is not JSON: {exc}") from None
-    if not isinstance(data, dict):
-        raise ConsoleError("body must be a JSON object")
-    return data
-
-
-def _json(data: Any, status: int = 200) -> web.Response:
-    return web.json_response(data, status=status, headers={"Cache-Control": "no-store"},
-                             dumps=lambda value: json.dumps(value, ensure_ascii=False))
 
 
 def _error(status: int, message: str) -> web.Response:

@@ -16,7 +16,6 @@ only, like the rest of `/api/`.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from typing import Any
 
@@ -25,6 +24,8 @@ from loguru import logger
 
 from vixio.config.memory import MemoryConfig
 from vixio.console.backend import ConsoleBackend, ConsoleError
+from vixio.console.replies import json_body as _body
+from vixio.console.replies import json_reply as _json
 from vixio.state.store import Store, StoredTurn, StoreError
 
 DEVICE_PAGE, MAX_DEVICE_PAGE = 50, 200
@@ -184,19 +185,3 @@ def _count(request: web.Request, name: str, default: int, most: int) -> int:
     if not 0 <= value <= most:
         raise ConsoleError(f"{name} must be a whole number from 0 to {most}")
     return value
-
-
-async def _body(request: web.Request) -> dict[str, Any]:
-    raw = await request.read()
-    try:
-        data = json.loads(raw) if raw.strip() else {}
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise ConsoleError(f"body is not JSON: {exc}") from None
-    if not isinstance(data, dict):
-        raise ConsoleError("body must be a JSON object")
-    return data
-
-
-def _json(data: Any, status: int = 200) -> web.Response:
-    return web.json_response(data, status=status, headers={"Cache-Control": "no-store"},
-                             dumps=lambda value: json.dumps(value, ensure_ascii=False))

@@ -23,6 +23,7 @@ from aiohttp import web
 from loguru import logger
 
 from vixio.console.backend import ConsoleError
+from vixio.console.replies import json_reply
 from vixio.console.workers import internal_call_route
 from vixio.serve.peers import instance_of, worker_number
 from vixio.transports.xiaozhi.pairing import CompanionRegistry
@@ -177,17 +178,13 @@ class PairingApi:
         return {"revoked": revoked.to_json() if revoked else None, "unpaired": unpaired}
 
     async def _state(self, request: web.Request) -> web.Response:
-        return _json(await self.state())
+        return json_reply(await self.state())
 
     async def _approve(self, request: web.Request) -> web.Response:
-        return _json(await self.approve(await _pairing_id(request)))
+        return json_reply(await self.approve(await _pairing_id(request)))
 
     async def _revoke(self, request: web.Request) -> web.Response:
-        return _json(await self.revoke(await _pairing_id(request)))
-
-
-def _json(data: Any) -> web.Response:
-    return web.json_response(data, headers={"Cache-Control": "no-store"})
+        return json_reply(await self.revoke(await _pairing_id(request)))
 
 
 async def _pairing_id(request: web.Request) -> str:

@@ -20,6 +20,7 @@ from typing import Any
 from aiohttp import web
 
 from vixio.console.backend import ConsoleBackend, ConsoleError
+from vixio.console.replies import json_body, json_reply
 from vixio.profiles import ProfileBook
 from vixio.state.store import Store, StoreError
 
@@ -76,21 +77,21 @@ class ProfileApi:
             raise ConsoleError(f"the state store could not be read: {exc}", 503) from None
 
     async def _list(self, request: web.Request) -> web.Response:
-        return _json(self.profiles())
+        return json_reply(self.profiles())
 
     async def _device(self, request: web.Request) -> web.Response:
-        return _json(await self.device(_device_id(request.match_info["device"])))
+        return json_reply(await self.device(_device_id(request.match_info["device"])))
 
     async def _assign(self, request: web.Request) -> web.Response:
-        body = await _body(request)
+        body = await json_body(request, '{"device": ID, "profile": NAME}')
         profile = body.get("profile")
         if profile is not None and (not isinstance(profile, str) or not profile.strip()):
             raise ConsoleError("profile must be a profile's name, or null to clear the assignment")
-        return _json(await self.assign(_device_id(body.get("device")), profile.strip() if profile else None))
+        return json_reply(await self.assign(_device_id(body.get("device")), profile.strip() if profile else None))
 
     async def _clear(self, request: web.Request) -> web.Response:
-        body = await _body(request)
-        return _json(await self.assign(_device_id(body.get("device")), None))
+        body = await json_body(request, '{"device": ID, "profile": NAME}')
+        return json_reply(await self.assign(_device_id(body.get("device")), None))
 
 
 def _device_id(value: Any) -> str:
@@ -98,17 +99,3 @@ def _device_id(value: Any) -> str:
         raise ConsoleError(f"device must be a device id (its MAC, aa:bb:cc:dd:ee:ff; at most {MAX_DEVICE_CHARS} "
                            "characters of letters, digits, ':', '.', '_', '-')")
     return value.strip().lower()
-
-
-async def _body(request: web.Request) -> dict[str, Any]:
-    try:
-        body = await request.json()
-    except ValueError:
-        raise ConsoleError('the body must be JSON: {"device": ID, "profile": NAME}') from None
-    if not isinstance(body, dict):
-        raise ConsoleError('the body must be a JSON object: {"device": ID, "profile": NAME}')
-    return body
-
-
-def _json(data: Any) -> web.Response:
-    return web.json_response(data, headers={"Cache-Control": "no-store"})
