@@ -8,7 +8,10 @@ redis_server.py; `state: {backend: redis, url: ...}`: history, memory and the se
 in Redis), the same load, two ways to spread it:
 
 - fleet: 2 × `vixio serve --workers 1` behind HAProxy running deploy/haproxy.cfg (TCP mode,
-  leastconn; vixio/testing/fleet.py), the devices connecting to HAProxy;
+  leastconn; vixio/testing/fleet.py), the devices connecting to HAProxy; each instance pinned to
+  a core of its own (`--no-pin`: both see both cores), as on two one-core machines: an instance
+  that sees a spare core moves its Opus encoding to a thread, which costs ~0.1 ms more CPU per
+  frame and is not what a fleet of separate machines would run;
 - single: 1 × `vixio serve --workers 2`, the devices connecting to it directly.
 
 The load and its report are bench/bench_capacity.py's (bench/capacity_*.py): N firmware-like
@@ -110,7 +113,7 @@ def run_configuration(children: Children, loop: LoopThread, name: str, n: int, a
     server: FleetProcess | VixioServerProcess
     if name == "fleet":
         server = FleetProcess(loop, folder, fakes_url, instances=2, workers=1, log_level=args.server_log_level,
-                              overrides=overrides)
+                              overrides=overrides, pin=args.pin)
     else:
         server = VixioServerProcess(children, folder, fakes_url, _env(), workers=2, log_level=args.server_log_level,
                                     overrides=overrides)
@@ -214,6 +217,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--server-log-level", default="INFO")
     parser.add_argument("--keep-logs", metavar="DIR", type=Path, help="copy each server's log into DIR")
     parser.add_argument("--json", metavar="FILE", help="also write every summary to FILE")
+    parser.add_argument("--no-pin", dest="pin", action="store_false",
+                        help="let both fleet instances run on every core (by default each has one)")
     args = parser.parse_args(argv)
     if any(n < 1 for n in args.n) or args.turns < 1:
         parser.error("--n values and --turns must be at least 1")

@@ -50,14 +50,15 @@ class FleetProcess(ServerUnderLoad):
     """`instances` × `vixio serve --workers workers` behind HAProxy (see the module docstring)."""
 
     def __init__(self, loop: LoopThread, tmp: Path, fakes_url: str, *, instances: int, workers: int,
-                 log_level: str = "INFO", memory: bool = True, overrides: dict[str, Any] | None = None) -> None:
+                 log_level: str = "INFO", memory: bool = True, overrides: dict[str, Any] | None = None,
+                 pin: bool = False) -> None:
         from vixio.testing.fleet import Fleet
 
         config = server_config(0, 0, fakes_url, log_level, tmp / "state.db", memory, overrides)
         xiaozhi = {k: v for k, v in config.pop("xiaozhi").items() if k not in FLEET_KEYS}
         self.loop = loop
         self.fleet = Fleet(tmp / f"fleet-{instances}x{workers}", None, instances=instances, workers=workers,
-                           xiaozhi=yaml.safe_dump(xiaozhi), extra=yaml.safe_dump(config))
+                           xiaozhi=yaml.safe_dump(xiaozhi), extra=yaml.safe_dump(config), pin=pin)
         self.workers = instances * workers
         self.ws_url = ""
         self.tree = ProcessTree(0)

@@ -17,6 +17,7 @@ a test without it skips naming the Debian package (`scripts/ensure_test_packages
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 import shutil
 import socket
@@ -111,8 +112,12 @@ class Fleet:
     """HAProxy in front of `instances` vixio instances, each with `workers` workers."""
 
     def __init__(self, directory: Path, llm: ScriptedLLMServer | None = None, *, instances: int = 2,
-                 workers: int = 1, xiaozhi: str = "", extra: str = "", shipped: Path = SHIPPED_CONFIG) -> None:
+                 workers: int = 1, xiaozhi: str = "", extra: str = "", shipped: Path = SHIPPED_CONFIG,
+                 pin: bool = False) -> None:
+        """`pin`: instance k runs on core k-1 only (modulo the cores), as if each had a machine of
+        its own; otherwise every instance sees every core and sizes its threads for all of them."""
         self.directory = directory
+        self.pin = pin
         self.llm = llm
         self.count = instances
         self.workers = workers
@@ -144,8 +149,11 @@ class Fleet:
             folder.mkdir(parents=True, exist_ok=True)
             extra = self.extra or f"state: {{path: {folder / 'state.db'}}}\n"
             # One host: each instance needs its own name in the fleet (elsewhere the host name is it).
+            cores = sorted(os.sched_getaffinity(0))
+            cpus = {cores[(number - 1) % len(cores)]} if self.pin else None
             self.instances.append(await start_serve(folder, self.llm, "--workers", str(self.workers),
-                                                    xiaozhi=xiaozhi, extra=extra, server=f"instance: vixio{number}"))
+                                                    xiaozhi=xiaozhi, extra=extra, server=f"instance: vixio{number}",
+                                                    cpus=cpus))
         await asyncio.gather(*(instance.wait_ready() for instance in self.instances))
         config = self.directory / "haproxy.cfg"
         config.write_text(haproxy_config(self.shipped.read_text(encoding="utf-8"), websocket_port=self.websocket_port,

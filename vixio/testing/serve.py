@@ -137,15 +137,18 @@ server:
 
 
 async def start_serve(tmp_path: Path, llm: ScriptedLLMServer | None = None, *args: str, xiaozhi: str = "",
-                      extra: str = "", vision: bool = False, server: str = "") -> ServeProcess:
-    """Start `python -m vixio serve` on `serve_config(...)` with `args` (e.g. "--workers", "2")."""
+                      extra: str = "", vision: bool = False, server: str = "",
+                      cpus: set[int] | None = None) -> ServeProcess:
+    """Start `python -m vixio serve` on `serve_config(...)` with `args` (e.g. "--workers", "2");
+    `cpus`: the cores it may run on (as a machine or a container of that many cores would)."""
     config = tmp_path / "config.yaml"
     config.write_text(serve_config(llm, xiaozhi=xiaozhi, extra=extra, vision=vision, server=server), encoding="utf-8")
     log = tmp_path / "serve.log"
     with log.open("wb") as sink:
         process = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "vixio", "serve", "--config", str(config), *args,
-            stdout=sink, stderr=sink, start_new_session=True)
+            stdout=sink, stderr=sink, start_new_session=True,
+            preexec_fn=None if cpus is None else (lambda: os.sched_setaffinity(0, cpus)))
     return ServeProcess(process, log)
 
 
