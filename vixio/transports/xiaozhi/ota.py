@@ -74,6 +74,10 @@ _request_device: ContextVar[str] = ContextVar("ota_request_device", default="-")
 """Device id for the request log line; handlers run in the middleware's task, so it sees what they set."""
 
 
+HTTP_SHUTDOWN_TIMEOUT = 2.0
+"""Seconds a request in flight gets to finish when the HTTP port closes (aiohttp's default, 60 s,
+held a graceful stop for a minute before the workers were told to drain)."""
+
 class _BadRequest(Exception):
     """Turned into a 4xx JSON reply by the middleware."""
 
@@ -204,7 +208,8 @@ class OtaServer:
         http = self._config.http
         runner = CappedAppRunner(self._app, max_connections=http.max_connections,
                                  per_address=http.max_connections_per_address, access_log=None,
-                                 handle_signals=False, keepalive_timeout=http.keepalive_timeout)
+                                 handle_signals=False, keepalive_timeout=http.keepalive_timeout,
+                                 shutdown_timeout=HTTP_SHUTDOWN_TIMEOUT)
         await runner.setup()
         site = web.TCPSite(runner, self._config.http.host, self._config.http.port)
         try:
