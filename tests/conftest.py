@@ -10,6 +10,7 @@ from loguru import logger
 import vixio  # noqa: F401 - imported first: its import disables its log
 from vixio.testing.fault_servers import SpeechFaultServer
 from vixio.testing.llm_server import ScriptedLLMServer
+from vixio.testing.redis_server import RedisServer, missing
 
 logger.enable("vixio")
 
@@ -64,3 +65,17 @@ def pytest_sessionfinish(session: object, exitstatus: int) -> None:
     module = sys.modules.get("vixio.providers.agent.llama_weights")
     if module is not None:
         module.close_models()
+
+
+@pytest.fixture
+def redis(tmp_path: Path) -> Iterator[RedisServer]:
+    """A throwaway redis-server for one test (tests/state/ shares one per session); the test skips,
+    naming the Debian package, when the binary is missing."""
+    why = missing()
+    if why:
+        pytest.skip(why)
+    server = RedisServer.start(tmp_path / "redis")
+    try:
+        yield server
+    finally:
+        server.close()

@@ -5,27 +5,15 @@ over it are in tests/test_fleet.py."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 
 from vixio.serve.bus import BusNameTaken, RedisBus
 from vixio.serve.peers import PeerReply, Peers
-from vixio.testing import redis_server
 from vixio.testing.redis_server import RedisServer
 from vixio.testing.serve import until
-
-
-@pytest.fixture
-def redis(tmp_path: Path) -> Iterator[RedisServer]:
-    why = redis_server.missing()
-    if why:
-        pytest.skip(why)
-    server = RedisServer.start(tmp_path / "redis")
-    yield server
-    server.close()
 
 
 def echo(name: str, seen: list[Any]) -> Any:

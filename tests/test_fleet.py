@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
@@ -21,7 +21,6 @@ import pytest
 from vixio.serve.directory import REPLACED
 from vixio.serve.supervisor import reuse_port_supported
 from vixio.state.redis import RedisStore
-from vixio.testing import redis_server
 from vixio.testing.device import SimulatedDevice
 from vixio.testing.llm_server import Reply, ScriptedLLMServer
 from vixio.testing.redis_server import RedisServer
@@ -42,16 +41,6 @@ async def slow_lookup(topic: str, seconds: float = 3.0) -> str:
     await asyncio.sleep(seconds)
     return f"{topic}: 42"
 '''
-
-
-@pytest.fixture
-def redis(tmp_path: Path) -> Iterator[RedisServer]:
-    why = redis_server.missing()
-    if why:
-        pytest.skip(why)
-    server = RedisServer.start(tmp_path / "redis")
-    yield server
-    server.close()
 
 
 @pytest.fixture

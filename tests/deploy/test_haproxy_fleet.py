@@ -7,7 +7,6 @@ the other instance, which resumes the conversation the first one wrote to Redis.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,15 +19,6 @@ from vixio.testing.serve import until
 
 pytestmark = [pytest.mark.skipif(haproxy_path() is None, reason=MISSING),
               pytest.mark.skipif(redis_server.missing() is not None, reason=str(redis_server.missing()))]
-
-
-@pytest.fixture
-def redis(tmp_path: Path) -> Iterator[redis_server.RedisServer]:
-    server = redis_server.RedisServer.start(tmp_path / "redis")
-    try:
-        yield server
-    finally:
-        server.close()
 
 
 async def talk(device: SimulatedDevice, text: str) -> str:
