@@ -12,7 +12,8 @@ import pytest
 from aiohttp import web
 
 from vixio.serve.peers import PeerReply, Peers, holder_order
-from vixio.serve.supervisor import WorkerProcess, listen_port, merge_metrics
+from vixio.serve.lifecycle import WorkerProcess
+from vixio.serve.supervisor import listen_port, merge_metrics
 
 
 async def _worker_app(index: int, sessions: list[str], path: str) -> web.AppRunner:

@@ -183,7 +183,7 @@ async def test_workers_run_with_two_malloc_arenas(tmp_path: Path, monkeypatch: p
 
 
 def test_an_operators_malloc_setting_wins(monkeypatch: pytest.MonkeyPatch) -> None:
-    from vixio.serve.supervisor import _worker_environment
+    from vixio.serve.lifecycle import _worker_environment
 
     monkeypatch.setenv("MALLOC_ARENA_MAX", "4")
     assert _worker_environment()["MALLOC_ARENA_MAX"] == "4"

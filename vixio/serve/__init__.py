@@ -1,7 +1,9 @@
 """How `vixio serve` runs: one supervisor process and its workers.
 
-    supervisor.py   owns the ports, starts `--workers` worker processes, restarts a dead one,
-                    stops them all on SIGTERM / Ctrl-C
+    supervisor.py   owns the ports and the HTTP routes; starts the workers, stops them all on
+                    SIGTERM / Ctrl-C
+    lifecycle.py    how: spawn a worker process, wait until it answers, restart a dead one with a
+                    back-off, end them all (bounded)
     plan.py         how many workers, and the WebSocket port they share
     dispatch.py     hands each device, unread, to the worker holding the fewest
     worker.py       one worker: a VixioServer fed by dispatch, its session routes on a private socket

@@ -4,7 +4,7 @@ Every process that serves devices records each session under its holder name, "w
 machine, "<instance>/w0" in a fleet (`server.instance`, else the host name), removes it when the
 session ends, and sends a heartbeat every `server.directory_ttl / 3` seconds: the entries of a
 process killed outright are left out `server.directory_ttl` seconds after its last one. The
-supervisor forgets a dead worker's entries at once (vixio/serve/supervisor.py).
+supervisor forgets a dead worker's entries at once (vixio/serve/lifecycle.py).
 
 One device, one session. When a device connects while the directory lists an earlier device
 session of the same id (on this worker, another, or another instance), that session is closed: the

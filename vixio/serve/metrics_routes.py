@@ -19,7 +19,7 @@ from vixio.serve.peers import PeerReply, Peers, worker_number
 from vixio.server import rss_mb
 
 if TYPE_CHECKING:
-    from vixio.serve.supervisor import WorkerProcess
+    from vixio.serve.lifecycle import WorkerProcess
 
 
 class InstanceMetrics:
