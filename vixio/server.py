@@ -9,23 +9,20 @@ text, vixio/metrics/), `/metrics.json`, and any
 route that reports on or acts on live sessions) need this process's sessions: in one process they
 are served on the HTTP port too; in a worker process (`vixio serve --workers N`) they are served on
 the worker's private socket, and the supervisor answers the HTTP port from every worker
-(vixio/serve/supervisor.py, vixio/serve/peers.py).
+(vixio/serve/supervisor.py, vixio/serve/peers.py). What the process does and says as it starts (heap
+freeze, config warnings, the banner) is vixio/startup.py, shared with the supervisor.
 """
 
 from __future__ import annotations
 
 import asyncio
-import gc
 import os
 import signal
-import socket
-import sys
 import time
 from collections.abc import Awaitable, Callable
 from contextlib import suppress
 from dataclasses import dataclass
 from functools import partial
-from pathlib import Path
 from typing import Any
 
 from aiohttp import web
@@ -47,6 +44,7 @@ from vixio.transports.xiaozhi.pairing_policy import warn_about_trusted_macs
 from vixio.transports.xiaozhi.transport import DeviceContext, PipelineFactory, XiaozhiTransport
 from vixio.core.tools.types import ToolDefinition
 from vixio.session_tools import SessionTools
+from vixio.startup import freeze_startup_heap, log_http_urls, warn_about_open_tokens
 from vixio.task_results import TaskResults
 from vixio.state import open_store
 from vixio.state.limits import StoreRate
@@ -312,30 +310,6 @@ class VixioServer:
         await self.stop()
 
 
-GC_GEN0_THRESHOLD = 10_000
-"""Allocations between young collections (CPython's default 700 makes one per ~1 ms of load)."""
-
-
-def freeze_startup_heap() -> None:
-    """Move everything loaded so far (modules, models, library types: ~200,000 objects) out of
-    the garbage collector's reach. A full collection walks every tracked object: ~160 ms with
-    the voice stack loaded, during which no session on this loop runs (late downlink frames, a
-    stalled turn). Objects made after this (sessions, turns) are still collected as usual."""
-    gc.collect()
-    gc.freeze()
-    _, gen1, gen2 = gc.get_threshold()
-    gc.set_threshold(GC_GEN0_THRESHOLD, gen1, gen2)
-
-
-def warn_about_open_tokens(config: VixioConfig) -> None:
-    """With auth on but neither activation nor an allow-list, OTA gives a token to every caller."""
-    xiaozhi = config.xiaozhi
-    if xiaozhi.auth.enabled and not xiaozhi.activation.enabled and not xiaozhi.auth.allowed_devices:
-        logger.warning("auth.enabled is on, but with neither activation.enabled nor auth.allowed_devices any "
-                       "device that can reach the OTA port gets a token: auth then keeps out only clients "
-                       "that skip OTA (see docs/security.md)")
-
-
 def rss_mb() -> float | None:
     """This process's resident memory in MB (Linux /proc), or None where that is not available."""
     try:
@@ -344,53 +318,6 @@ def rss_mb() -> float | None:
     except (OSError, ValueError, IndexError):
         return None
     return round(pages * os.sysconf("SC_PAGE_SIZE") / 2**20, 1)
-
-
-def lan_addresses() -> list[str]:
-    """This machine's non-loopback IPv4 addresses, the default route's first (sends nothing)."""
-    found: list[str] = []
-    for probe in ("10.255.255.255", "192.168.255.255", "172.31.255.255"):
-        # Connecting a UDP socket only picks the source address the route would use.
-        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as udp:
-            try:
-                udp.connect((probe, 1))
-                found.append(str(udp.getsockname()[0]))
-            except OSError:
-                continue
-    try:
-        infos = socket.getaddrinfo(socket.gethostname(), None, socket.AF_INET)
-    except OSError:
-        infos = []
-    found += [str(info[4][0]) for info in infos]
-    return [a for a in dict.fromkeys(found) if not a.startswith(("127.", "0."))]
-
-
-def log_http_urls(host: str, port: int) -> None:
-    """The startup banner: the OTA URL for devices, the console's URL and a device smoke command."""
-    hosts = (lan_addresses() or ["127.0.0.1"]) if host in ("0.0.0.0", "::", "") else [host]
-    urls = " or ".join(f"http://{address}:{port}/xiaozhi/ota/" for address in hosts)
-    logger.info("OTA server on {}:{}. Put this OTA URL into your device: {}", host, port, urls)
-    local = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
-    logger.info("Operator console: http://{}:{}/console/", local, port)
-    logger.info('No device at hand? Try: {} device --ota http://{}:{}/xiaozhi/ota/ --text "what time is it"',
-                vixio_command(), local, port)
-
-
-def vixio_command() -> str:
-    """How to run `vixio` from the current directory: e.g. `.venv/bin/vixio` (no activated venv needed)."""
-    script = Path(sys.executable).parent / "vixio"
-    if not script.exists():
-        return "vixio"
-    try:
-        return str(script.relative_to(Path.cwd()))
-    except ValueError:
-        return str(script)
-
-
-def lan_address() -> str:
-    """This machine's first LAN IPv4 address (or a placeholder saying none was found)."""
-    addresses = lan_addresses()
-    return addresses[0] if addresses else "<this-machine's-LAN-IP>"
 
 
 async def serve(config: VixioConfig) -> None:

@@ -50,7 +50,7 @@ from vixio.console.memory import MemoryApi
 from vixio.console.pairing import FanOutPairing, PairingApi, WorkerPairing
 from vixio.console.profiles import ProfileApi
 from vixio.console.workers import WorkerBackend
-from vixio.server import log_http_urls, warn_about_open_tokens
+from vixio.startup import log_http_urls, warn_about_open_tokens
 from vixio.profiles import ProfileBook
 from vixio.state import StoreError, open_store
 from vixio.state.memory import prune_history_forever
