@@ -336,7 +336,7 @@ async def test_every_request_logs_one_line_with_device_path_status(
     server = await start_server()
     records: list[Record] = []
     sink = logger.add(
-        lambda message: records.append(message.record), level="INFO", filter="vixio.transports.xiaozhi.ota"
+        lambda message: records.append(message.record), level="INFO", filter="vixio.transports.xiaozhi.http_port"
     )
     try:
         # The device id comes from the body here, so the log line must show the resolved id.

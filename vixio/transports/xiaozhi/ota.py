@@ -16,26 +16,19 @@ Routes:
     GET  /healthz                        {"status": "ok"} and nothing else (public); 503
                                          {"status": "starting"} while `ready()` says no
 
-Every other route (the console, `/api/`, `/metrics`, activation confirm) is an operator route:
-it answers only a `Host` that names this server (hosts.py `ServerNames`), whatever token the
-request carries, so a web page that rebinds its name to this address cannot drive it.
-
-Hostile callers are expected on this port (docs/security.md): bodies are bounded in size, time
-and JSON depth; idle and slow connections are closed after `http.keepalive_timeout`; at most
-`http.max_connections` are open at once, `http.max_connections_per_address` from one client; a
-request's Host is put into the WebSocket URL only when it names this server; a token is handed
-out only to a device auth would let in anyway (activated or allow-listed) when activation or the
-allow-list is in use.
+Every other route (the console, `/api/`, `/metrics`, activation confirm) is an operator route,
+and every route is guarded against hostile callers by the port itself (http_port.py). The
+answers here add their own limits: a request's Host is put into the WebSocket URL only when it
+names this server; a token is handed out only to a device auth would let in anyway (activated or
+allow-listed) when activation or the allow-list is in use.
 """
 
 from __future__ import annotations
 
-import asyncio
 import hmac
 import json
 import time
-from collections.abc import Awaitable, Callable
-from contextvars import ContextVar
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -44,59 +37,18 @@ from loguru import logger
 from yarl import URL
 
 from vixio.core.json_limits import DEFAULT_MAX_DEPTH, JsonTooDeep, check_depth
-from vixio.state.store import StoreError, StoreWriteError
+from vixio.state.store import StoreWriteError
 from vixio.transports.xiaozhi.activation import ActivationRegistry, AdmissionStore
-from vixio.transports.xiaozhi.admin import AdminGuard
 from vixio.transports.xiaozhi.auth import DeviceAuthenticator, parse_bearer
 from vixio.transports.xiaozhi.config import XiaozhiConfig
-from vixio.transports.xiaozhi.http_limits import CappedAppRunner
-from vixio.transports.xiaozhi.hosts import VISION_PATH, ServerNames, advertised_host
+from vixio.transports.xiaozhi.hosts import advertised_host
+from vixio.transports.xiaozhi.http_port import (OTA_PATH, BadRequest, HttpPort, display_host, json_error,
+                                                 request_device)
 
-OTA_PATH = "/xiaozhi/ota/"
 ACTIVATION_TIMEOUT_MS = 30_000
 """Sent as `activation.timeout_ms`; the firmware's own default."""
-MAX_BODY_BYTES = 64 * 1024
-"""The firmware's system-info JSON is a few KiB; anything far larger is not a device."""
 MAX_DEVICE_ID_LENGTH = 128
 """Longer ids are refused; a MAC is 17 characters."""
-
-_CORS_HEADERS = {
-    "Access-Control-Allow-Origin": "*",
-    "Access-Control-Allow-Methods": "GET, POST, OPTIONS",
-    "Access-Control-Allow-Headers": "Authorization, Content-Type, Device-Id, Client-Id, Protocol-Version, "
-    "Activation-Version, Serial-Number, Accept-Language",
-    "Access-Control-Max-Age": "86400",
-}
-
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-
-_request_device: ContextVar[str] = ContextVar("ota_request_device", default="-")
-"""Device id for the request log line; handlers run in the middleware's task, so it sees what they set."""
-
-
-HTTP_SHUTDOWN_TIMEOUT = 2.0
-"""Seconds a request in flight gets to finish when the HTTP port closes (aiohttp's default, 60 s,
-held a graceful stop for a minute before the workers were told to drain)."""
-
-class _BadRequest(Exception):
-    """Turned into a 4xx JSON reply by the middleware."""
-
-    def __init__(self, message: str, status: int = 400) -> None:
-        super().__init__(message)
-        self.message = message
-        self.status = status
-
-
-def _error(status: int, message: str) -> web.Response:
-    return web.json_response({"error": message}, status=status)
-
-
-def is_device_route(path: str) -> bool:
-    """OTA, the activation poll, the camera upload and `/healthz`: what devices call. Every other
-    path is an operator route."""
-    if path.startswith(OTA_PATH + "activate/confirm"):
-        return False
-    return path.startswith(OTA_PATH.rstrip("/")) or path in ("/healthz", VISION_PATH)
 
 
 async def _read_json_object(request: web.Request) -> dict[str, Any]:
@@ -108,11 +60,11 @@ async def _read_json_object(request: web.Request) -> dict[str, Any]:
         check_depth(raw, DEFAULT_MAX_DEPTH)
         data = json.loads(raw)
     except JsonTooDeep as exc:
-        raise _BadRequest(f"body refused: {exc}") from None
+        raise BadRequest(f"body refused: {exc}") from None
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise _BadRequest(f"body is not JSON: {exc}") from None
+        raise BadRequest(f"body is not JSON: {exc}") from None
     if not isinstance(data, dict):
-        raise _BadRequest(f"body must be a JSON object, got {type(data).__name__}")
+        raise BadRequest(f"body must be a JSON object, got {type(data).__name__}")
     return data
 
 
@@ -120,17 +72,9 @@ def _text(value: Any) -> str:
     return value.strip() if isinstance(value, str) else ""
 
 
-def _display_host(host: str) -> str:
-    """A host a local client can dial for a bind address ("0.0.0.0"/"::" are not dialable)."""
-    if host in ("", "0.0.0.0"):
-        return "127.0.0.1"
-    if host == "::":
-        return "::1"
-    return host
-
-
-class OtaServer:
-    """aiohttp server for OTA, activation and health on `config.http.host:port`."""
+class OtaServer(HttpPort):
+    """aiohttp server for OTA, activation and health on `config.http.host:port` (the port
+    itself, its guard and its other routes: http_port.py)."""
 
     def __init__(
         self,
@@ -143,7 +87,6 @@ class OtaServer:
         """`websocket_port` is the WebSocket server's port, or a callable read per request (for a
         server bound to port 0 after this one); None uses `config.port`. `store` keeps confirmed
         activations (the state store, opened before `start()`); needed when activation is on."""
-        self._config = config
         self._authenticator = authenticator
         self._websocket_port = websocket_port
         self._activations: ActivationRegistry | None = None
@@ -151,13 +94,7 @@ class OtaServer:
             if store is None:
                 raise ValueError("activation.enabled needs the state store (state.path) to keep confirmed devices")
             self._activations = ActivationRegistry(config.activation, store)
-        self.admin = AdminGuard(config.http.admin_token)
-        """Who is an operator on this port (metrics details, activation confirm, the console)."""
-        self.names = ServerNames(config)
-        """The names operator routes may be addressed by."""
-        self._runner: web.AppRunner | None = None
-        self._port: int | None = None
-        self._app = web.Application(middlewares=[self._middleware], client_max_size=MAX_BODY_BYTES)
+        super().__init__(config)
         for path in (OTA_PATH, OTA_PATH.rstrip("/")):
             self._app.router.add_post(path, self._handle_ota)
             self._app.router.add_get(path, self._handle_status)
@@ -169,63 +106,16 @@ class OtaServer:
         """Whether devices can be served now (with workers: one is ready); `/healthz` says so to
         load balancers and Kubernetes probes."""
 
-    streamed_paths: set[str] = {VISION_PATH}
-    """Routes whose handler reads its own body as a stream, bounded in size and time (the camera
-    upload is larger than `MAX_BODY_BYTES`); every other body is read here first."""
-
-    @property
-    def app(self) -> web.Application:
-        """The aiohttp application; add routes before `start()` (aiohttp freezes the router then)."""
-        return self._app
-
     @property
     def activations(self) -> ActivationRegistry | None:
         """Pending and confirmed activations; None when `activation.enabled` is false."""
         return self._activations
 
-    def add_route(self, method: str, path: str, handler: Handler) -> None:
-        """Serve `handler` at `method path` too (e.g. `/metrics`); only before `start()`."""
-        self._app.router.add_route(method, path, handler)
-
-    @property
-    def port(self) -> int:
-        """The bound port (resolves `http.port: 0`); only after `start()`."""
-        if self._port is None:
-            raise RuntimeError("OtaServer.port is known only after start()")
-        return self._port
-
-    @property
-    def url(self) -> str:
-        """The OTA URL as a client on this machine dials it, e.g. http://127.0.0.1:8003/xiaozhi/ota/."""
-        return str(URL.build(scheme="http", host=_display_host(self._config.http.host), port=self.port, path=OTA_PATH))
-
     async def start(self) -> None:
-        """Bind and serve; returns once listening."""
-        if self._runner is not None:
-            raise RuntimeError("OtaServer is already started")
-        if self._activations is not None:
+        """Import a legacy activation file, then bind and serve; returns once listening."""
+        if self._activations is not None and self._runner is None:
             await self._activations.import_legacy_file()
-        http = self._config.http
-        runner = CappedAppRunner(self._app, max_connections=http.max_connections,
-                                 per_address=http.max_connections_per_address, access_log=None,
-                                 handle_signals=False, keepalive_timeout=http.keepalive_timeout,
-                                 shutdown_timeout=HTTP_SHUTDOWN_TIMEOUT)
-        await runner.setup()
-        site = web.TCPSite(runner, self._config.http.host, self._config.http.port)
-        try:
-            await site.start()
-        except OSError:
-            await runner.cleanup()
-            raise
-        self._runner = runner
-        self._port = int(runner.addresses[0][1])
-        logger.debug("OTA server on {} (set this as the device's OTA URL with the LAN address)", self.url)
-
-    async def stop(self) -> None:
-        """Stop serving; safe to call when not started."""
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
+        await super().start()
 
     def websocket_url(self, request: web.Request | None = None) -> str:
         """URL handed to devices: `public_url`, else ws://<host the device dialled>:<ws port><path>."""
@@ -239,71 +129,21 @@ class OtaServer:
         # The device reached OTA through the address the request arrived on, so on a LAN it can
         # reach the WebSocket server through it too; its Host header is used only when it names
         # this server (hosts.py). Behind a proxy or NAT the operator sets `public_url`.
-        fallback = _display_host(self._config.http.host)
+        fallback = display_host(self._config.http.host)
         if request is None:
             return fallback
         sockname = request.transport.get_extra_info("sockname") if request.transport else None
         local = str(sockname[0]) if sockname else None
         return advertised_host(request.headers.get("Host", ""), local, fallback, self.names.names)
 
-    @web.middleware
-    async def _middleware(self, request: web.Request, handler: Handler) -> web.StreamResponse:
-        started = time.perf_counter()
-        context_token = _request_device.set(request.headers.get("Device-Id", "").strip().lower() or "-")
-        response: web.StreamResponse
-        device_route = is_device_route(request.path)
-        refusal = None if device_route else self.names.refusal(request)
-        if refusal is not None:
-            response = refusal
-        elif request.method == "OPTIONS":
-            response = web.Response(status=204)
-        else:
-            try:
-                if request.path not in self.streamed_paths:
-                    await self._read_body(request)
-                response = await handler(request)
-            except _BadRequest as exc:
-                response = _error(exc.status, exc.message)
-            except web.HTTPException as exc:
-                response = _error(exc.status, exc.reason)
-            except StoreError:  # the store logged its outage once; the device asks again
-                response = _error(503, "the state store cannot be reached now; try again")
-            except Exception:  # noqa: BLE001 - a handler bug still gets a JSON 500 and its log line
-                logger.exception("OTA handler failed for {} {}", request.method, request.path)
-                response = _error(500, "internal server error")
-        # Device routes only: operator routes trust local callers, so web pages get no CORS grant there.
-        if device_route:
-            response.headers.update(_CORS_HEADERS)
-        device = _request_device.get()
-        _request_device.reset(context_token)
-        logger.bind(device=device).info(
-            "{} {} -> {} ({:.1f} ms)",
-            request.method,
-            request.path,
-            response.status,
-            (time.perf_counter() - started) * 1000,
-        )
-        return response
-
-    async def _read_body(self, request: web.Request) -> None:
-        """Read the body before the handler: bounded in time here, in size by client_max_size
-        (aiohttp keeps it, so the handler's own read() returns at once)."""
-        if not request.body_exists:
-            return
-        try:
-            async with asyncio.timeout(self._config.http.body_timeout):
-                await request.read()
-        except TimeoutError:
-            raise _BadRequest(f"the body did not arrive within {self._config.http.body_timeout:g} s", 408) from None
-
     def _device_id(self, request: web.Request, body: dict[str, Any]) -> str:
         """`Device-Id`, else the body's `mac_address` (the firmware fills both from the same MAC)."""
         device_id = (request.headers.get("Device-Id", "").strip() or _text(body.get("mac_address"))).lower()
         if not device_id:
-            raise _BadRequest("missing Device-Id header (the device's lowercase MAC, aa:bb:cc:dd:ee:ff)")
+            raise BadRequest("missing Device-Id header (the device's lowercase MAC, aa:bb:cc:dd:ee:ff)")
         if len(device_id) > MAX_DEVICE_ID_LENGTH or not device_id.isprintable():
-            raise _BadRequest(f"Device-Id must be printable and at most {MAX_DEVICE_ID_LENGTH} characters")
-        _request_device.set(device_id)
+            raise BadRequest(f"Device-Id must be printable and at most {MAX_DEVICE_ID_LENGTH} characters")
+        request_device.set(device_id)
         return device_id
 
     async def _handle_ota(self, request: web.Request) -> web.Response:
@@ -312,7 +152,7 @@ class OtaServer:
         # The body's `uuid` is the same board UUID the firmware sends as Client-Id.
         client_id = request.headers.get("Client-Id", "").strip() or _text(body.get("uuid"))
         if not client_id:
-            raise _BadRequest("missing Client-Id header (the device's UUID)")
+            raise BadRequest("missing Client-Id header (the device's UUID)")
         application = body.get("application")
         version = _text(application.get("version")) if isinstance(application, dict) else ""
         offset = self._config.http.timezone_offset
@@ -383,16 +223,16 @@ class OtaServer:
         if refusal is not None:
             return refusal
         if self._activations is None:
-            return _error(409, "activation.enabled is false; there is nothing to confirm")
+            return json_error(409, "activation.enabled is false; there is nothing to confirm")
         body = await _read_json_object(request)
         code = str(body.get("code", "")).strip()
         try:
             device_id = await self._activations.confirm(code)
         except StoreWriteError as exc:  # logged by the store; the code stays pending
-            return _error(503, f"the confirmation could not be stored ({exc}); try again")
+            return json_error(503, f"the confirmation could not be stored ({exc}); try again")
         if device_id is None:
-            return _error(404, f"no device is waiting with code {code!r}")
-        _request_device.set(device_id)
+            return json_error(404, f"no device is waiting with code {code!r}")
+        request_device.set(device_id)
         logger.bind(device=device_id).info("activation confirmed; the device finishes on its next /activate poll")
         return web.json_response({"status": "confirmed", "device_id": device_id})
 
