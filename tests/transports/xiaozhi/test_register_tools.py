@@ -19,7 +19,8 @@ from vixio.core.tools import ToolCallRequest, ToolDefinition, ToolExecutor, Tool
 from vixio.server import VixioServer
 from vixio.testing.register_client import ClientTool, RegisterClient, ToolFailure
 from vixio.transports.xiaozhi import protocol as xp
-from vixio.transports.xiaozhi.register_tools import RegisterToolsClient, join_sentences, parse_tools
+from vixio.transports.xiaozhi.ai_messages import join_sentences
+from vixio.transports.xiaozhi.register_tools import RegisterToolsClient, parse_tools
 from vixio.transports.xiaozhi.transport import DeviceContext
 
 from .conftest import tone, ws_url

@@ -9,7 +9,8 @@ docs/xiaozhi.md, "registerTools clients"):
   message, tools: <count>}`, or error -32602 when the params are unusable;
 - server → client request `mcp/tool/execute` `{tool_name, tool_input}` with a string id
   `vixio-<session8>-<n>` → the client's `result` (any JSON) or `error {code, message}`;
-- server → client notification `mcp/ai/message` `{type: chunk | thought | final, content}`.
+- server → client notification `mcp/ai/message` `{type: chunk | thought | final, content}`
+  (ai_messages.py).
 
 One client per session. It depends on `vixio.core` only: the transport gives it a `send`
 function that wraps a payload in the envelope the client used.
@@ -27,18 +28,10 @@ from __future__ import annotations
 import asyncio
 import itertools
 from collections.abc import Awaitable, Callable
-from contextlib import suppress
 from typing import TYPE_CHECKING, Any, Literal
 
 from loguru import logger
 
-from vixio.core.chunk import (
-    Chunk,
-    InterruptChunk,
-    StreamCompleteChunk,
-    TextChunk,
-    ThoughtChunk,
-)
 from vixio.core.tools.limits import CONFIG_KEY, RateWindow, ToolBudget, ToolLimitsConfig
 from vixio.core.tools.types import (
     ToolCallResult,
@@ -47,6 +40,7 @@ from vixio.core.tools.types import (
     output_text,
 )
 from vixio.core.transport import ConnectionClosed
+from vixio.transports.xiaozhi.ai_messages import AiMessageStream
 from vixio.transports.xiaozhi.companion_tools import companion_label, present_all
 from vixio.transports.xiaozhi.pairing_policy import Credential
 from vixio.transports.xiaozhi.pairing_store import normalize_mac
@@ -56,13 +50,10 @@ if TYPE_CHECKING:
     from vixio.transports.xiaozhi.pairing import PairingOutcome
     from vixio.transports.xiaozhi.pairing_relay import RemoteCompanion
 
-__all__ = ["RegisterToolsClient", "ServerTools", "join_sentences", "parse_tools", "sentence_separator"]
+__all__ = ["RegisterToolsClient", "ServerTools", "parse_tools"]
 
 REGISTER_METHOD = "mcp/registerTools"
 EXECUTE_METHOD = "mcp/tool/execute"
-AI_MESSAGE_METHOD = "mcp/ai/message"
-PAIRING_METHOD = "mcp/pairing"
-"""Server → companion notification when its pairing changes after the registration's answer."""
 INVALID_PARAMS = -32602
 LIMIT_EXCEEDED = -32001
 """JSON-RPC error code of a registration refused by a limit (the message names the config key)."""
@@ -73,14 +64,13 @@ DEFAULT_CALL_TIMEOUT = 30.0
 
 Envelope = Literal["mcp", "bare"]
 """How a client frames JSON-RPC: inside `{"type": "mcp", "payload": …}`, or as the bare object."""
-AiMessageType = Literal["chunk", "thought", "final"]
 SendPayload = Callable[[dict[str, Any], Envelope], Awaitable[None]]
 ToolsCallback = Callable[[list[ToolDefinition]], Awaitable[None]]
 
 
-class RegisterToolsClient:
+class RegisterToolsClient(AiMessageStream):
     """One session's `mcp/registerTools` client: its tools, calls to them, and the assistant's
-    output streamed to it as `mcp/ai/message` notifications once it has registered."""
+    output streamed to it as `mcp/ai/message` notifications once it has registered (ai_messages.py)."""
 
     def __init__(self, session_id: str, send: SendPayload, *, call_timeout: float = DEFAULT_CALL_TIMEOUT,
                  limits: ToolLimitsConfig | None = None, budget: ToolBudget | None = None) -> None:
@@ -155,9 +145,6 @@ class RegisterToolsClient:
     def presented_tools(self) -> list[ToolDefinition]:
         """This companion's tools as a paired device's model sees them (companion_tools.present)."""
         return self._presented
-
-    async def send_notification(self, message: dict[str, Any]) -> None:
-        await self._send(message, self.envelope)
 
     def attach_companion(self, companion: RegisterToolsClient | RemoteCompanion) -> None:
         if companion not in self.companions:
@@ -338,50 +325,6 @@ class RegisterToolsClient:
             task.cancel()
         self._budget.release(SOURCE)
 
-    # --- mcp/ai/message -----------------------------------------------------------------------
-
-    async def on_output(self, chunk: Chunk) -> None:
-        """Pipeline output → `mcp/ai/message` (seed 002): `chunk`s are stream fragments that,
-        concatenated in order, equal the reply's `final` exactly (a space between Latin-script
-        sentences travels with the later one); `thought` for reasoning; a `final` closes every
-        reply — when it completes or is interrupted — and is empty when nothing was said."""
-        if self._closed or not (self.registered or self.companions):
-            return
-        if isinstance(chunk, TextChunk):
-            text = chunk.text.strip()
-            if chunk.role == "user":
-                self._reply_open = True  # a reply is owed to this user turn, even an empty one
-            elif chunk.role == "assistant" and text:
-                fragment = sentence_separator(self._reply[-1] if self._reply else "", text) + text
-                self._reply.append(fragment)
-                self._reply_open = True
-                await self._notify("chunk", fragment)
-        elif isinstance(chunk, ThoughtChunk):
-            if chunk.text.strip():
-                self._reply_open = True
-                await self._notify("thought", chunk.text)
-        elif isinstance(chunk, StreamCompleteChunk | InterruptChunk) and (self._reply_open or self._reply):
-            # An interrupted reply is closed with what was sent, so a client's bubble never dangles.
-            reply, self._reply, self._reply_open = "".join(self._reply), [], False
-            await self._notify("final", reply)
-
-    def notify_pairing(self, outcome: PairingOutcome) -> None:
-        """Tell the companion its pairing changed (an operator approved or unpaired it)."""
-        if self._closed:
-            return
-        message = {"jsonrpc": "2.0", "method": PAIRING_METHOD, "params": {
-            "status": outcome.status, "paired": outcome.paired, "mac_addr": self.mac_addr,
-            "pairing_id": outcome.pairing_id, "message": outcome.message}}
-        self._spawn(self._send(message, self.envelope))
-
-    async def _notify(self, kind: AiMessageType, content: str) -> None:
-        message = {"jsonrpc": "2.0", "method": AI_MESSAGE_METHOD, "params": {"type": kind, "content": content}}
-        targets: list[RegisterToolsClient | RemoteCompanion] = [self] if self.registered else []
-        targets += self.companions
-        for target in targets:
-            with suppress(ConnectionClosed):  # that session is ending; the transport cleans up
-                await target.send_notification(message)
-
     def _spawn(self, work: Awaitable[None]) -> None:
         async def run() -> None:
             try:
@@ -406,19 +349,6 @@ def _call_result(name: str, payload: dict[str, Any]) -> ToolCallResult:
     if "result" not in payload:
         return ToolCallResult.fail(f"{name}: the client's reply has neither result nor error")
     return ToolCallResult.ok(output_text(payload["result"]))
-
-
-def sentence_separator(before: str, sentence: str) -> str:
-    """What goes between two spoken sentences: a space between Latin-script ones, none for CJK."""
-    return " " if before and sentence and before[-1].isascii() and sentence[0].isascii() else ""
-
-
-def join_sentences(sentences: list[str]) -> str:
-    """Sentences back into one reply: a space between Latin-script sentences, none for CJK."""
-    out = ""
-    for sentence in sentences:
-        out += sentence_separator(out, sentence) + sentence
-    return out
 
 
 def _excerpt(value: Any, limit: int = 120) -> str:
