@@ -3,7 +3,8 @@
 Per connection: authenticate at the handshake (HTTP 401 without upgrade on failure), wait up to
 `hello_timeout` for the device's hello, answer it before any slow work, then build the session's
 pipeline and serve messages until the socket closes or the session goes idle. Any path is
-accepted: the firmware connects to whatever URL OTA gave it.
+accepted: the firmware connects to whatever URL OTA gave it. Each session's socket reads and
+writes, and the messages the server sends on its own, are session_io.py.
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ from http import HTTPStatus
 from typing import Any, Protocol
 from urllib.parse import parse_qsl, urlsplit
 
-import websockets
 from loguru import logger
 from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.http11 import Request, Response
@@ -27,7 +27,6 @@ from vixio.core.pipeline import Pipeline
 from vixio.core.protocol import Message
 from vixio.core.session import Session, fan_out
 from vixio.core.tools.limits import ToolBudget
-from vixio.core.transport import ConnectionClosed, TransportBase
 from vixio.metrics import SESSIONS, SESSIONS_STARTED
 from vixio.transports.xiaozhi import protocol as xp
 from vixio.transports.xiaozhi.auth import AuthError, DeviceAuthenticator, DeviceIdentity, anonymous_identity
@@ -40,8 +39,8 @@ from vixio.transports.xiaozhi.pairing import CompanionRegistry
 from vixio.transports.xiaozhi.pairing_policy import PairingPolicy
 from vixio.transports.xiaozhi.pairing_store import PairingStore
 from vixio.transports.xiaozhi.register_tools import RegisterToolsClient, ServerTools
+from vixio.transports.xiaozhi.session_io import XiaozhiSessionIO
 from vixio.transports.xiaozhi.ws_log import websockets_logger
-from vixio.transports.xiaozhi.ws_send import can_send_now, send_now, send_together
 
 COMPANION_HELLO_GRACE = 1.0
 """Seconds a client that registered tools has left to send a hello before it is served as a
@@ -74,8 +73,8 @@ class SessionListener(Protocol):
     def session_ended(self, session_id: str) -> None: ...
 
 
-class XiaozhiTransport(TransportBase):
-    """WebSocket server for Xiaozhi devices."""
+class XiaozhiTransport(XiaozhiSessionIO):
+    """WebSocket server for Xiaozhi devices (each session's socket I/O: session_io.py)."""
 
     def __init__(
         self,
@@ -92,8 +91,6 @@ class XiaozhiTransport(TransportBase):
         self.authenticator = authenticator or DeviceAuthenticator(config.auth)
         self._pipeline_factory = pipeline_factory
         self._server: Server | None = None
-        self._sockets: dict[str, ServerConnection] = {}
-        self._protocols: dict[str, xp.XiaozhiProtocol] = {}
         self.connections: dict[str, XiaozhiConnection] = {}
         """Live sessions by session id."""
         self.device_tools: dict[str, XiaozhiDeviceToolClient] = {}
@@ -165,26 +162,6 @@ class XiaozhiTransport(TransportBase):
             return self.config.port  # the supervisor's port, which it accepts on
         return int(next(iter(self._server.sockets)).getsockname()[1])
 
-    # --- raw I/O for TransportBase ------------------------------------------------------------
-
-    async def _do_read(self, session_id: str) -> bytes | str:
-        try:
-            return await self._sockets[session_id].recv()
-        except websockets.ConnectionClosed as exc:
-            if exc.sent is not None and exc.sent.code in (1007, 1009):
-                io = self._io.get(session_id)
-                if io is not None:  # the library closed it: an oversize or non-UTF-8 message
-                    io.logger.warning("closed the connection ({}): {}", exc.sent.code, exc.sent.reason or "bad frame")
-            raise ConnectionClosed(session_id) from exc
-        except KeyError as exc:
-            raise ConnectionClosed(session_id) from exc
-
-    async def _do_close(self, session_id: str, code: int, reason: str) -> None:
-        socket = self._sockets.get(session_id)
-        if socket is not None:
-            # A close reason is at most 123 bytes on the wire.
-            await socket.close(code, reason.encode()[:120].decode(errors="ignore"))
-
     async def close_session(self, session_id: str, reason: str) -> bool:
         """Close a device's live session (code 1000, `reason`); False if there is none here (or it
         is a companion's)."""
@@ -193,24 +170,6 @@ class XiaozhiTransport(TransportBase):
             return False
         await self._do_close(session_id, 1000, reason)
         return True
-
-    async def _do_write(self, session_id: str, data: bytes | str) -> None:
-        try:
-            await self._sockets[session_id].send(data)
-        except (websockets.ConnectionClosed, KeyError) as exc:
-            raise ConnectionClosed(session_id) from exc
-
-    def _writer_now(self, session_id: str) -> Callable[[list[bytes | str]], None] | None:
-        socket = self._sockets.get(session_id)
-        if socket is None or not can_send_now(socket):
-            return None
-        return lambda frames: send_now(socket, frames)
-
-    async def _do_write_batch(self, session_id: str, frames: list[bytes | str]) -> None:
-        try:
-            await send_together(self._sockets[session_id], frames)  # one socket write
-        except (websockets.ConnectionClosed, KeyError) as exc:
-            raise ConnectionClosed(session_id) from exc
 
     # --- handshake ----------------------------------------------------------------------------
 
@@ -415,28 +374,3 @@ class XiaozhiTransport(TransportBase):
             except Exception:
                 # One bad message must not end the session.
                 connection.logger.exception("failed to handle {!r}", message.get("type"))
-
-    def _route_mcp(self, io: Any, message: Message) -> None:
-        # The registerTools client answers in the envelope its client used (bare or wrapped).
-        for peer in io.extra_mcp_peers:
-            if isinstance(peer, RegisterToolsClient):
-                peer.frame_envelope = xp.mcp_envelope(message)
-        super()._route_mcp(io, message)
-
-    def protocol_for(self, session_id: str) -> xp.XiaozhiProtocol:
-        return self._protocols.get(session_id, self.protocol)  # type: ignore[return-value]
-
-    # --- server-initiated messages ------------------------------------------------------------
-
-    async def send_system(self, session_id: str, command: str = "reboot") -> None:
-        await self.write(session_id, xp.system(command))
-
-    async def send_alert(self, session_id: str, status: str, message: str, emotion: str = "neutral") -> None:
-        await self.write(session_id, xp.alert(status, message, emotion))
-
-    async def send_custom(self, session_id: str, payload: dict[str, Any]) -> None:
-        await self.write(session_id, xp.custom(payload))
-
-    async def send_emotion(self, session_id: str, emotion: str) -> None:
-        await self.write(session_id, xp.llm_emotion(emotion))
-
