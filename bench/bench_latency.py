@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/bench_latency.py [--utterances 36] [--pairs zero slow] [--json out.json]
 
-A simulated device (vixio/testing/device.py) speaks each utterance of a corpus as real 60 ms
+A simulated device (vixio/testing/device/device.py) speaks each utterance of a corpus as real 60 ms
 Opus packets, at real time, to `vixio serve --workers 1` (a subprocess, so its CPU is its own);
 the server runs real Silero VAD and reaches ASR, LLM and TTS on loopback through
 `UtteranceServices` (vixio/testing/turn_services.py), which transcribes the stretches of speech
@@ -54,7 +54,7 @@ from capacity_server import free_port
 
 from vixio.config.voice import VADConfig
 from vixio.testing.device import SimulatedDevice
-from vixio.testing.device_audio import encode_uplink
+from vixio.testing.device.audio import encode_uplink
 from vixio.testing.turn_services import Utterance, UtteranceServices
 
 ROOT = Path(__file__).resolve().parents[1]

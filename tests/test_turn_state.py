@@ -13,7 +13,7 @@ import pytest
 from vixio.config.models import VixioConfig
 from vixio.server import VixioServer
 from vixio.testing.device import SimulatedDevice
-from vixio.testing.device_mcp import DeviceTool, hang_forever
+from vixio.testing.device.mcp import DeviceTool, hang_forever
 from vixio.testing.fault_servers import SpeechFaultServer
 from vixio.testing.llm_server import Reply, ScriptedLLMServer
 

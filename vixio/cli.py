@@ -54,7 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="worker processes sharing the WebSocket port (default: server.workers, else one per "
                             "core); 1 serves from this process alone")
 
-    from vixio.testing.device_cli import add_device_parser
+    from vixio.testing.device.cli import add_device_parser
 
     add_device_parser(commands)
     from vixio.console.cli import add_tools_parser
@@ -89,7 +89,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "serve":
         return _serve_command(args)
     if args.command == "device":
-        from vixio.testing.device_cli import run_device
+        from vixio.testing.device.cli import run_device
 
         setup_logging(args.log_level or "WARNING")
         return run_device(args)

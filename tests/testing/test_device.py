@@ -18,7 +18,7 @@ from multidict import CIMultiDict
 
 from tests.testing.conftest import SERVER_HELLO, SESSION, DeviceConnection, LoopbackServer, StartHttp, downlink_packets
 from vixio.testing.device import DeviceDisconnected, DeviceError, HelloError, OtaError, SimulatedDevice
-from vixio.testing.device_audio import tone
+from vixio.testing.device.audio import tone
 from vixio.transports.xiaozhi.codec import OpusDecoder
 from vixio.transports.xiaozhi.framing import unpack
 

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from tests.testing.conftest import SESSION, DeviceConnection, LoopbackServer, downlink_packets
-from vixio.testing.device_cli import add_device_parser
+from vixio.testing.device.cli import add_device_parser
 
 
 def parse(*argv: str) -> argparse.Namespace:

@@ -15,7 +15,7 @@ from typing import Any
 from vixio.config.models import VixioConfig
 from vixio.server import VixioServer
 from vixio.testing.device import SimulatedDevice
-from vixio.testing.device_mcp import DeviceTool, hang_forever
+from vixio.testing.device.mcp import DeviceTool, hang_forever
 from vixio.testing.llm_server import Reply, ScriptedLLMServer
 
 

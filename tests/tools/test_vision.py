@@ -17,7 +17,7 @@ import aiohttp
 from vixio.config.models import VixioConfig
 from vixio.server import VixioServer
 from vixio.testing.device import SimulatedDevice
-from vixio.testing.device_camera import SimulatedCamera
+from vixio.testing.device.camera import SimulatedCamera
 from vixio.testing.llm_server import Reply, ScriptedLLMServer
 from vixio.transports.xiaozhi.auth import issue_token
 

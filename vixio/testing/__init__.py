@@ -1,6 +1,6 @@
 """Test doubles and harnesses for vixio: a simulated Xiaozhi device and friends.
 
-Nothing is imported eagerly, so `vixio.testing.device_cli` (wired into the `vixio` CLI)
+Nothing is imported eagerly, so `vixio.testing.device.cli` (wired into the `vixio` CLI)
 loads without the `xiaozhi` extra; `from vixio.testing import SimulatedDevice` still works.
 """
 

@@ -17,7 +17,7 @@ from vixio.core.pipeline import Pipeline
 from vixio.core.tools.types import ToolDefinition
 from vixio.server import VixioServer
 from vixio.testing.device import DeviceTool, McpToolResult, SimulatedDevice, hang_forever
-from vixio.testing.device_mcp import DeviceMcpServer
+from vixio.testing.device.mcp import DeviceMcpServer
 from vixio.transports.xiaozhi.device_tools import XiaozhiDeviceToolClient, tool_call_result
 from vixio.transports.xiaozhi.hosts import derive_vision_url
 from vixio.transports.xiaozhi.transport import DeviceContext

@@ -11,7 +11,7 @@ everything so a test can assert what a server did:
     assert device.drop_counts() == {} and device.faults == []
     await device.close()
 
-`device_core.DeviceCore` holds how the device reacts to the server; this module adds
+`core.DeviceCore` holds how the device reacts to the server; this module adds
 what a user does to it (buttons, microphone, wake word) and what a test reads from it.
 """
 
@@ -21,11 +21,11 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-from vixio.testing.device_audio import WAKE_WORD_AUDIO_SECONDS, ReceivedFrame, encode_uplink, read_wav_16k_mono
-from vixio.testing.device_core import DeviceCore, DeviceState, ListeningMode, random_device_id
-from vixio.testing.device_errors import DeviceDisconnected, DeviceError, HelloError, OtaError
-from vixio.testing.device_mcp import DeviceTool, McpStats, McpToolResult, hang_forever
-from vixio.testing.device_recording import ReceivedMessage, SentMessage
+from vixio.testing.device.audio import WAKE_WORD_AUDIO_SECONDS, ReceivedFrame, encode_uplink, read_wav_16k_mono
+from vixio.testing.device.core import DeviceCore, DeviceState, ListeningMode, random_device_id
+from vixio.testing.device.errors import DeviceDisconnected, DeviceError, HelloError, OtaError
+from vixio.testing.device.mcp import DeviceTool, McpStats, McpToolResult, hang_forever
+from vixio.testing.device.recording import ReceivedMessage, SentMessage
 from vixio.transports.xiaozhi.codec import UPLINK_SAMPLE_RATE, OpusEncoder
 
 DEFAULT_WAKE_WORD = "你好小智"

@@ -65,7 +65,7 @@ def run_device(args: argparse.Namespace) -> int:
     if args.wav is not None:
         from pathlib import Path
 
-        from vixio.testing.device_audio import read_wav_16k_mono
+        from vixio.testing.device.audio import read_wav_16k_mono
 
         if not Path(args.wav).is_file():
             print(f"error: --wav {args.wav}: no such file", file=sys.stderr)
@@ -148,7 +148,7 @@ async def _exchange(args: argparse.Namespace) -> int:
 
 async def _speak(device: SimulatedDevice, wav: str, mark: int, timeout: float) -> None:
     """Say the WAV like a person would in the device's mode."""
-    from vixio.testing.device_audio import silence
+    from vixio.testing.device.audio import silence
 
     if device.default_listening_mode == "manual":
         await device.push_to_talk(wav)

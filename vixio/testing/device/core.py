@@ -18,12 +18,12 @@ from typing import Any, Literal
 
 from loguru import logger
 
-from vixio.testing.device_audio import ReceivedFrame, Speaker
-from vixio.testing.device_errors import DeviceError
-from vixio.testing.device_mcp import DeviceMcpServer, DeviceStatus, DeviceTool, default_tools
-from vixio.testing.device_ota import DeviceIdentity, OtaResult, run_ota, system_info
-from vixio.testing.device_protocol import CHANNEL_TIMEOUT_S, DeviceProtocol
-from vixio.testing.device_recording import DeviceRecording, ReceivedMessage, SentMessage
+from vixio.testing.device.audio import ReceivedFrame, Speaker
+from vixio.testing.device.errors import DeviceError
+from vixio.testing.device.mcp import DeviceMcpServer, DeviceStatus, DeviceTool, default_tools
+from vixio.testing.device.ota import DeviceIdentity, OtaResult, run_ota, system_info
+from vixio.testing.device.protocol import CHANNEL_TIMEOUT_S, DeviceProtocol
+from vixio.testing.device.recording import DeviceRecording, ReceivedMessage, SentMessage
 from vixio.transports.xiaozhi.codec import UPLINK_SAMPLE_RATE, OpusEncoder
 from vixio.transports.xiaozhi.framing import FramingError, unpack
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from loguru import logger
 
-from vixio.testing.device_errors import OtaError
+from vixio.testing.device.errors import OtaError
 
 ACTIVATION_MAX_ATTEMPTS = 10
 """The firmware polls /activate (and re-runs the OTA check) at most 10 times."""

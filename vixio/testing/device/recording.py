@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from vixio.testing.device_audio import ReceivedFrame, write_wav
-from vixio.testing.device_errors import DeviceDisconnected
+from vixio.testing.device.audio import ReceivedFrame, write_wav
+from vixio.testing.device.errors import DeviceDisconnected
 from vixio.transports.xiaozhi.codec import resample
 
 T = TypeVar("T")

@@ -2,7 +2,7 @@
 
 Handshake headers, the hello exchange, the session id echoed in every message, binary
 framing and the 120 s silence rule live here; what the device *does* with messages
-(states, playback, MCP) lives in `device.py`, as in the firmware's Application.
+(states, playback, MCP) lives in `core.py`, as in the firmware's Application.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from loguru import logger
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidURI
 
-from vixio.testing.device_errors import DeviceDisconnected, DeviceError, HelloError
-from vixio.testing.device_recording import DeviceRecording, SentMessage
+from vixio.testing.device.errors import DeviceDisconnected, DeviceError, HelloError
+from vixio.testing.device.recording import DeviceRecording, SentMessage
 from vixio.transports.xiaozhi.framing import pack
 
 CHANNEL_TIMEOUT_S = 120.0
