@@ -103,9 +103,9 @@ def test_anything_not_plain_is_cloned_by_deepcopy() -> None:
     assert copied[1] is not odd[1]
 
 
-def test_the_direct_copies_are_much_cheaper() -> None:
+def test_the_direct_copies_are_much_cheaper(monkeypatch: pytest.MonkeyPatch) -> None:
     sdk_copies.install()
-    dump = json_module._to_dump_compatible_internal
+    dump = json_module._to_dump_compatible
     clone = state_module._clone_original_input
     items = history(10)  # 40 items, max_history_messages' default
 
@@ -115,8 +115,11 @@ def test_the_direct_copies_are_much_cheaper() -> None:
             function(items)
         return time.process_time() - started
 
-    assert cpu(dump) * 2 < cpu(dump.original)  # ~3.6x here
-    assert cpu(clone) * 2 < cpu(clone.original)  # ~3.4x here
+    fast_dump, fast_clone = cpu(dump), cpu(clone)
+    # The SDK's walk recurses through the module global: restore it for the comparison.
+    monkeypatch.setattr(json_module, "_to_dump_compatible_internal", json_module._to_dump_compatible_internal.original)
+    assert fast_dump * 2 < cpu(dump)  # ~3.6x here
+    assert fast_clone * 2 < cpu(clone.original)  # ~3.4x here
 
 
 def _shape(value: Any) -> Any:
