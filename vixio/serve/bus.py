@@ -47,6 +47,9 @@ MAX_MESSAGE_BYTES = 1 << 20
 """Larger messages are dropped with a warning (a tool result or a tool list is far smaller)."""
 MAX_IN_FLIGHT = 256
 """Calls this process serves at once for other instances; more are answered 503."""
+MAX_CONNECTIONS = 6
+"""Connections to Redis per process: the subscription's, and the rest shared by calls (a call waits
+for a free one rather than opening another)."""
 RECONNECT_FIRST, RECONNECT_MAX = 0.5, 10.0
 """Seconds before subscribing again after Redis went away: first, doubling up to the last."""
 
@@ -104,7 +107,11 @@ class RedisBus:
         import redis.asyncio as aioredis
 
         extra = {} if self._password is None else {"password": self._password}
-        self._redis = aioredis.from_url(self.url, socket_connect_timeout=5, health_check_interval=15, **extra)
+        # Bounded: 100 devices connecting at once publish 100 calls at once, and an unbounded pool
+        # would open a connection (connect, handshake, health check) for most of them.
+        pool = aioredis.BlockingConnectionPool.from_url(self.url, max_connections=MAX_CONNECTIONS, timeout=5,
+                                                        socket_connect_timeout=5, health_check_interval=15, **extra)
+        self._redis = aioredis.Redis.from_pool(pool)
         try:
             async with asyncio.timeout(5):
                 taken = sum(count for _, count in await self._redis.pubsub_numsub(self.channel))
