@@ -18,7 +18,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from vixio.serve.directory import REPLACED
+from vixio.serve.directory import COMPANION, REPLACED
 from vixio.serve.supervisor import reuse_port_supported
 from vixio.state.redis import RedisStore
 from vixio.testing.device import SimulatedDevice
@@ -181,8 +181,10 @@ async def test_one_session_per_device_activation_anywhere_and_a_killed_instance_
                 assert answer.status == 200  # the device finishes on a
         assert await directory.admission(pending) is not None
 
-        async def listed() -> list[tuple[str, str]]:
-            return sorted((s.device_id, s.worker) for s in await directory.live_sessions())
+        async def listed(companions: bool = False) -> list[tuple[str, str]]:
+            """Sessions by (device, holder), or with `companions` where companions wait for a device."""
+            return sorted((s.device_id, s.worker) for s in await directory.live_sessions()
+                          if s.session_id.startswith(COMPANION) == companions)
 
         stale = await stack.enter_async_context(SimulatedDevice(ws_url=a.ws_url, device_id=V_MAC, mcp=False))
         await stale.connect()
@@ -214,6 +216,8 @@ async def test_one_session_per_device_activation_anywhere_and_a_killed_instance_
         a.kill_group()  # kill -9, supervisor and worker: nothing says its sessions ended
         await a.process.wait()
         await until(lambda: _equal(listed(), [(V_MAC, "b/w0"), (flood, "b/w0")]), TTL + 10, "a's entries to expire")
+        # Both registerTools clients wait for V_MAC's device: only b's listing outlives a.
+        assert await listed(companions=True) == [(V_MAC, "b/w0")]
         # b's console lists what is left.
         sessions = (await api(b, "GET", "/api/sessions"))["sessions"]
         assert sorted((s["device_id"], s.get("instance")) for s in sessions) == [(V_MAC, "b"), (flood, "b")]

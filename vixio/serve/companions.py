@@ -13,6 +13,9 @@ siblings' sockets the same way:
                              ◄── message ───────    the device's mcp/ai/message, in order
     unpair {link}            ─────────────────►     the companion left or registered again
                              ◄── device ────────    a device connected: C's waiting companions pair
+                                                    (only workers the directory lists companions of
+                                                    that MAC on are told; every worker when the
+                                                    store cannot say)
                              ◄── device_gone ───    the device left: C's companions wait again
 
 Whether a companion may pair (token, approval, trust_mac) is decided by its own worker
@@ -23,7 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
@@ -34,13 +37,12 @@ from vixio.transports.xiaozhi.pairing_relay import CompanionLink, RemoteCompanio
 from vixio.serve.peers import PeerReply, Peers
 
 if TYPE_CHECKING:
+    from vixio.serve.directory import SessionDirectory
     from vixio.transports.xiaozhi.pairing_store import CompanionKey
     from vixio.transports.xiaozhi.register_tools import RegisterToolsClient
     from vixio.transports.xiaozhi.transport import XiaozhiTransport
 
 PATH = "/internal/companions"
-Locate = Callable[[str], Awaitable["list[str] | None"]]
-"""Device id -> its holders, newest first (None: unknown; vixio/serve/directory.py)."""
 REPLY_MARGIN = 2.0
 """Seconds a relayed tool call may take beyond the companion's own call timeout."""
 
@@ -51,15 +53,17 @@ class WorkerCompanionRelay:
     """Pairs this worker's companions with devices on its siblings, and the reverse."""
 
     def __init__(self, transport: XiaozhiTransport, holder: str, siblings: Peers,
-                 locate: Locate | None = None) -> None:
+                 directory: SessionDirectory | None = None) -> None:
         self.transport = transport
         self.registry = transport.companions
         self.holder = holder
         """This worker's name ("w0"; "host-2/w0" in a fleet)."""
         self.peers = siblings
         """The other workers (closed by the worker)."""
-        self.locate = locate
-        """Who holds a device, from the live-session directory (None: ask every worker)."""
+        self.directory = directory
+        """Who holds a device and where its companions wait (None: ask every worker)."""
+        self._listed: dict[str, tuple[str, asyncio.Task[None]]] = {}
+        """This worker's let-in companions by session id: (their device's MAC, the listing's write)."""
         self._links = itertools.count(1)
         self._linked: dict[RegisterToolsClient, tuple[str, int]] = {}
         """Companions here paired with a device elsewhere: (its worker, the link id)."""
@@ -76,8 +80,21 @@ class WorkerCompanionRelay:
 
     # --- the companion's side (CompanionRelay) ---------------------------------------------------
 
+    def companion_let_in(self, companion: RegisterToolsClient, mac: str) -> None:
+        listed = self._listed.get(companion.session_id)
+        if self.directory is None or (listed is not None and listed[0] == mac):
+            return
+        if listed is not None:
+            self.directory.unlist_companion(companion.session_id)
+        self._listed[companion.session_id] = (mac, self.directory.list_companion(mac, companion.session_id))
+
     async def pair(self, companion: RegisterToolsClient, key: CompanionKey, only: str | None = None
                    ) -> RemoteHost | None:
+        listed = self._listed.get(companion.session_id)
+        if listed is not None:
+            # Listed before the device is looked up: a device connecting meanwhile either is found
+            # here or finds this listing (see device_connected).
+            await asyncio.wait({listed[1]})
         link = next(self._links)
         body = _call("pair", mac=key.mac, worker=self.holder, session_id=companion.session_id, link=link,
                      device_id=companion.device_id, tools=[_tool_json(tool) for tool in companion.presented_tools])
@@ -95,7 +112,8 @@ class WorkerCompanionRelay:
     async def _to_holder(self, mac: str, body: dict[str, Any]) -> PeerReply:
         """The answer of the worker the directory names for `mac`; every worker's when it names none
         (the device's entry may still be on its way: it connected a moment ago) or cannot say."""
-        holders = [] if self.locate is None else [h for h in await self.locate(mac) or () if h != self.holder]
+        found = None if self.directory is None else await self.directory.holders_of(mac)
+        holders = [h for h in found or () if h != self.holder]
         for holder in holders:
             reply = await self.peers.request(holder, "POST", PATH, json=body)
             if reply.ok:
@@ -103,6 +121,8 @@ class WorkerCompanionRelay:
         return await self.peers.forward_first("POST", PATH, json=body)
 
     def companion_left(self, companion: RegisterToolsClient) -> None:
+        if self._listed.pop(companion.session_id, None) is not None and self.directory is not None:
+            self.directory.unlist_companion(companion.session_id)
         linked = self._linked.pop(companion, None)
         if linked is not None:
             worker, link = linked
@@ -110,7 +130,17 @@ class WorkerCompanionRelay:
                 "unpair", worker=self.holder, session_id=companion.session_id, link=link)))
 
     def device_connected(self, mac: str) -> None:
-        self._spawn(self.peers.gather("POST", PATH, json=_call("device", mac=mac, worker=self.holder)))
+        self._spawn(self._announce(mac))
+
+    async def _announce(self, mac: str) -> None:
+        """Tell the workers where companions of `mac` wait (every worker when the store cannot say)."""
+        body = _call("device", mac=mac, worker=self.holder)
+        holders = None if self.directory is None else await self.directory.companion_holders(mac)
+        if holders is None:
+            await self.peers.gather("POST", PATH, json=body)
+            return
+        await asyncio.gather(*(self.peers.request(holder, "POST", PATH, json=body)
+                               for holder in holders if holder != self.holder))
 
     def device_disconnected(self, host: RegisterToolsClient) -> None:
         gone: dict[str, list[str]] = {}

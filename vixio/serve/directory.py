@@ -15,6 +15,11 @@ same instant are ordered by id, so two instances never close each other's. Compa
 (`mcp/registerTools` clients) are listed but neither close nor are closed: one app may hold
 several connections under one id.
 
+Companions waiting for a device are listed too, under the device's id with the session id
+`companion:<their session id>`: a worker where a device connects tells only the workers listed
+for its id (vixio/serve/companions.py), not every worker of the fleet. Such entries are never a
+device's holder and never stale.
+
     directory = SessionDirectory(store, "host-2/w0", close_here=transport.close_session,
                                  close_elsewhere=lambda holder, sid, reason: ...)
     transport.sessions_seen = directory
@@ -45,6 +50,8 @@ log = logger.bind(component="vixio.directory")
 
 PATH = "/internal/directory"
 """A worker's session route: `{"call": "close", "args": {"session_id": ..., "reason": ...}}`."""
+COMPANION = "companion:"
+"""Session ids of the entries that list a companion under the id of the device it waits for."""
 REPLACED = "replaced by a newer connection of this device"
 """The close reason the stale session gets."""
 
@@ -121,7 +128,26 @@ class SessionDirectory:
         except StoreError as exc:
             self._failed("look a device up", exc)
             return None
-        return list(dict.fromkeys(entry.worker for entry in reversed(listed)))
+        return list(dict.fromkeys(entry.worker for entry in reversed(listed) if not _is_companion(entry)))
+
+    async def companion_holders(self, device_id: str) -> list[str] | None:
+        """The holders of companions listed for `device_id` (None when the store cannot say)."""
+        try:
+            listed = await self.store.live_sessions(device_id)
+        except StoreError as exc:
+            self._failed("look a device's companions up", exc)
+            return None
+        return list(dict.fromkeys(entry.worker for entry in listed if _is_companion(entry)))
+
+    def list_companion(self, device_id: str, session_id: str) -> asyncio.Task[None]:
+        """List the companion session `session_id` under the device it waits for, until
+        `unlist_companion`; the task is the write (awaited before looking the device up)."""
+        entry = LiveSession(COMPANION + session_id, device_id, self.holder, time.time())
+        task = self._recorded[entry.session_id] = self._spawn(self._record(entry, replace=False))
+        return task
+
+    def unlist_companion(self, session_id: str) -> None:
+        self.session_ended(COMPANION + session_id)
 
     # --- the transport's SessionListener -----------------------------------------------------
 
@@ -148,7 +174,7 @@ class SessionDirectory:
             self._failed("record a session", exc)
             return
         for stale in listed:
-            if (stale.started, stale.session_id) < (entry.started, entry.session_id):
+            if not _is_companion(stale) and (stale.started, stale.session_id) < (entry.started, entry.session_id):
                 await self._close(stale)
 
     async def _close(self, stale: LiveSession) -> None:
@@ -193,6 +219,10 @@ class SessionDirectory:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return task
+
+
+def _is_companion(entry: LiveSession) -> bool:
+    return entry.session_id.startswith(COMPANION)
 
 
 class DirectoryRoute:

@@ -93,7 +93,7 @@ async def run_worker(config: VixioConfig, index: int, socket_path: str, http_por
         if other != index:
             siblings.add(holder_name(server.instance, other),
                          os.path.join(os.path.dirname(socket_path), f"w{other}.sock"))
-    relay = WorkerCompanionRelay(server.transport, holder, siblings, locate=server.directory.holders_of)
+    relay = WorkerCompanionRelay(server.transport, holder, siblings, directory=server.directory)
     server.transport.companions.relay = relay
     server.task_results.siblings, server.task_results.worker = siblings, holder
     server.task_results.locate = server.directory.holders_of

@@ -199,6 +199,8 @@ class CompanionRegistry:
     def _let_in(self, companion: RegisterToolsClient, key: CompanionKey, grant: Grant) -> PairingOutcome:
         self._grants[companion] = (key, grant)
         self._companions.setdefault(key.mac, []).append(companion)
+        if self.relay is not None:
+            self.relay.companion_let_in(companion, key.mac)
         host = self._hosts.get(key.mac)
         if host is None:
             return self._outcome("waiting_for_device", companion, key)

@@ -44,6 +44,10 @@ class CompanionRelay(Protocol):
         `only`, else wherever it is); None when no other process holds the device."""
         ...
 
+    def companion_let_in(self, companion: RegisterToolsClient, mac: str) -> None:
+        """`companion` may pair with device `mac`: the other processes learn where it waits."""
+        ...
+
     def companion_left(self, companion: RegisterToolsClient) -> None:
         """`companion` left or re-registers: the device elsewhere drops its proxy."""
         ...
