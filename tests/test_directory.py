@@ -12,7 +12,7 @@ import pytest
 
 from vixio.config.models import VixioConfig
 from vixio.core.pipeline import Pipeline
-from vixio.serve.directory import REPLACED, holder_name, resolve_instance
+from vixio.serve.directory import COMPANION, REPLACED, holder_name, resolve_instance
 from vixio.server import VixioServer
 from vixio.state.store import LiveSession
 from vixio.testing.device import SimulatedDevice
@@ -127,3 +127,19 @@ async def _true(value: bool) -> bool:
 
 async def _false(value: Any) -> bool:
     return not await value
+
+
+async def test_a_listed_companion_is_found_by_its_device_and_is_no_holder_of_it(server: VixioServer) -> None:
+    directory = server.directory
+    await directory.list_companion(MAC, "companion-here")
+    # A companion of the same device waiting on another instance.
+    await server.store.session_started(LiveSession(COMPANION + "companion-there", MAC, "other/w0", time.time()))
+    assert sorted(await directory.companion_holders(MAC)) == ["other/w0", "w0"]
+    assert await directory.companion_holders("aa:bb:cc:00:00:09") == []
+    assert await directory.holders_of(MAC) == []
+    async with device(server) as dev:
+        await dev.connect()
+        await until(lambda: _equal(directory.holders_of(MAC), ["w0"]), 10, "the device in the directory")
+        assert dev.connected
+    directory.unlist_companion("companion-here")
+    await until(lambda: _equal(directory.companion_holders(MAC), ["other/w0"]), 10, "this worker's listing to go")
