@@ -34,7 +34,7 @@ async def test_silent_devices_hold_no_opus_state_until_audio_flows(make_server) 
         await asyncio.sleep(0.3)  # hello, MCP initialize and tools/list answered; then silence
         connections = list(server.transport.connections.values())
         assert len(connections) == len(devices)
-        assert all(c._decoder is None and c._encoder is None for c in connections)
+        assert all(c._decoder is None and c.downlink._encoder is None for c in connections)
 
         talker = devices[0]
         talking = next(c for c in connections if c.device_id == talker.device_id)
@@ -44,7 +44,7 @@ async def test_silent_devices_hold_no_opus_state_until_audio_flows(make_server) 
         await talker.wait_for("tts", state="stop", after=mark, timeout=5)
         await talker.wait_until_idle(timeout=5)
         assert talker.decoded_audio()  # the lazily made encoder encoded real Opus
-        assert talking._encoder is not None and talking._decoder is None
+        assert talking.downlink._encoder is not None and talking._decoder is None
 
         await talker.start_listening("auto")
         noise = np.random.default_rng(3).normal(0, 300, 16000 // 2).astype("<i2").tobytes()
@@ -54,7 +54,7 @@ async def test_silent_devices_hold_no_opus_state_until_audio_flows(make_server) 
                 await asyncio.sleep(0.02)
         assert talking._decoder is not None
         others = [c for c in connections if c is not talking]
-        assert all(c._decoder is None and c._encoder is None for c in others)
+        assert all(c._decoder is None and c.downlink._encoder is None for c in others)
     finally:
         for device in devices:
             await device.__aexit__(None, None, None)

@@ -415,7 +415,7 @@ async def test_opus_complexity_sets_the_downlink_encoder(make_server, complexity
         await device.connect()
         (connection,) = server.transport.connections.values()
         await hear_whole_reply(device, frames=20)
-        assert connection.encoder._encoder.complexity == complexity  # read back from libopus
+        assert connection.downlink.encoder._encoder.complexity == complexity  # read back from libopus
         assert len(device.decoded_audio()) >= int(1.2 * 24000) * 2 * 0.95
 
 

@@ -5,9 +5,8 @@ than real time plus `audio_burst_seconds`: a flood is dropped before decoding); 
 start/stop frame push-to-talk turns; `listen detect` is a wake word (greeting) or a typed
 utterance; `abort` cancels the turn and answers `tts stop` at once.
 
-Out: user text becomes `stt`; assistant text becomes `tts sentence_start`; assistant audio is
-resampled to 24 kHz, cut into 60 ms frames, Opus-encoded and paced; the end of a reply becomes
-`tts stop` once the device has played it; an interrupt drops unsent audio and stops at once.
+Out: the session's output goes to the device through its `Downlink` (downlink.py): messages,
+paced Opus audio, `tts stop`.
 """
 
 from __future__ import annotations
@@ -23,45 +22,17 @@ from loguru import logger
 from vixio.core.log_throttle import LogThrottle
 from vixio.core.realtime_budget import RealTimeBudget
 
-from vixio.core.chunk import (
-    UNSET_TURN,
-    AudioChunk,
-    Chunk,
-    EmotionChunk,
-    InterruptChunk,
-    StreamCompleteChunk,
-    TextChunk,
-    TurnEndChunk,
-    TurnStartChunk,
-    VADStartChunk,
-)
+from vixio.core.chunk import UNSET_TURN, AudioChunk, Chunk, StreamCompleteChunk, TextChunk, TurnEndChunk, TurnStartChunk
 from vixio.core.protocol import Message
 from vixio.core.session import Session
-from vixio.metrics import LATE_FRAMES, reply_ended
-from vixio.metrics.instruments import TurnOutcome
 from vixio.transports.xiaozhi import protocol as xp
-from vixio.transports.xiaozhi.codec import (
-    DOWNLINK_SAMPLE_RATE,
-    FRAME_DURATION_MS,
-    UPLINK_SAMPLE_RATE,
-    CodecError,
-    OpusDecoder,
-    OpusEncoder,
-    ReplyFramer,
-    packet_duration,
-)
+from vixio.transports.xiaozhi.codec import UPLINK_SAMPLE_RATE, CodecError, OpusDecoder, packet_duration
 from vixio.transports.xiaozhi.config import XiaozhiConfig
-from vixio.transports.xiaozhi.pacing import DownlinkPacer
+from vixio.transports.xiaozhi.downlink import Downlink
 
 Write = Callable[[list[Message]], Awaitable[None]]
 """Sends messages to the device in order, together (one socket write) when it can."""
 
-PACED_FRAMES_PER_WAKEUP = 2
-"""Downlink frames the pacer sends per wake-up once the pre-buffer is out (see pacing.py)."""
-DOWNLINK_FRAME_BYTES = DOWNLINK_SAMPLE_RATE * FRAME_DURATION_MS // 1000 * 2
-"""Bytes of one downlink frame of mono int16 PCM: what the encoder takes."""
-DOWNLINK_AHEAD_S = 2.0
-"""Audio queued for the device beyond which the output waits (the device holds its own small buffer)."""
 _PUNCTUATION = str.maketrans("", "", string.punctuation + "，。！？、～ ")
 
 
@@ -82,25 +53,16 @@ class XiaozhiConnection:
         self.session: Session | None = None
         self.mode = "auto"
         self.listening = False
-        self.speaking = False
         self.stopping = False
         """The server is stopping: nothing more is said (a reply's next sentence must not start one)."""
         self.last_activity = time.monotonic()
-        self._write = write
-        # libopus' states (~22 KB to decode, ~38 KB to encode) are made at the first audio each way:
-        # most connected devices are silent between conversations, a third of an idle session's memory.
+        self.write = write
+        """Sends messages to the device in order, in one socket write when it can."""
         self._decoder: OpusDecoder | None = None
-        self._encoder: OpusEncoder | None = None
-        self._framer = ReplyFramer(DOWNLINK_FRAME_BYTES)
-        self._reply_turn = 0
-        # Opus encode (~150 us a frame) on the codec thread runs beside the loop, but the round trip
-        # costs ~100 us more CPU a frame: it pays only with a core to spare.
-        encoding = (dict(encode_async=self._encode_frame_async, encode_now=self._encode_frame) if encode_on_thread
-                    else dict(encode=self._encode_frame))
-        # Two frames per wake-up: half the pacer's and the writer's task steps, one frame more lead.
-        self._pacer = DownlinkPacer(send_many=self._send_paced, frame_duration=FRAME_DURATION_MS / 1000,
-                                    prebuffer=config.prebuffer_frames, batch=PACED_FRAMES_PER_WAKEUP,
-                                    on_late_frame=LATE_FRAMES.inc, **encoding)
+        """libopus' uplink state (~22 KB), made at the first audio packet (most devices are silent)."""
+        self.downlink = Downlink(self, encode_on_thread=encode_on_thread)
+        self.on_output = self.downlink.on_output
+        """The session's output handler (see downlink.py)."""
         self._wake_words = {_normalise(w) for w in config.wake_words}
         self._bad_packets = 0
         self._ignored = LogThrottle(first=5, every=10.0)
@@ -111,22 +73,27 @@ class XiaozhiConnection:
         self._uplink_budget = RealTimeBudget(config.audio_burst_seconds)
         self._flooding = LogThrottle(first=1, every=10.0)
 
+    @property
+    def speaking(self) -> bool:
+        """A reply is being sent (from its first message to `tts stop`)."""
+        return self.downlink.speaking
+
     def attach(self, session: Session) -> None:
         self.session = session
-        self._pacer.start()
+        self.downlink.pacer.start()
 
     async def close(self) -> None:
-        await self._pacer.stop()
+        await self.downlink.pacer.stop()
 
     async def shutdown(self) -> bool:
         """The server is stopping: a reply in progress ends with `tts stop` (bounded, best
         effort). True when one was queued. The pipeline still runs until the connection closes:
         what it says from now on is dropped."""
         self.stopping = True
-        if not (self.speaking or self._pacer.pending):
+        if not (self.speaking or self.downlink.pacer.pending):
             return False
         with contextlib.suppress(Exception):
-            await asyncio.wait_for(self._stop_downlink(), 1.0)
+            await asyncio.wait_for(self.downlink.stop(), 1.0)
             self.logger.info("server stopping: reply cut off, tts stop sent")
             return True
         return False
@@ -150,7 +117,7 @@ class XiaozhiConnection:
             await self.abort(str(message.get("reason") or "abort"))
         elif kind == "hello":
             # A repeated hello is answered again: the firmware re-parses every server hello.
-            await self._write([xp.server_hello(self.session_id, message.get("version", 1))])
+            await self.write([xp.server_hello(self.session_id, message.get("version", 1))])
         else:
             self._log_ignored("ignored message of unknown type {!r}", kind[:40])
 
@@ -261,7 +228,7 @@ class XiaozhiConnection:
         """Cancel the turn: drop unsent audio, `tts stop` at once, interrupt the pipeline."""
         was_speaking = self.speaking
         # Always answer: the device stays in `speaking` until it gets `tts stop`.
-        dropped = await self._stop_downlink()
+        dropped = await self.downlink.stop()
         self.logger.info("abort ({}): {} unsent frames dropped{}", reason, dropped, "" if was_speaking else ", was not speaking")
         if self.session is not None:
             # Stations still see `bot_speaking` in their interrupt hooks (what was heard matters).
@@ -277,82 +244,7 @@ class XiaozhiConnection:
         if self.session is not None:
             await self.session.push(chunk)
 
-    # --- server → device ----------------------------------------------------------------------
-
-    async def on_output(self, chunk: Chunk) -> None:
-        """The session's output handler: pipeline chunks → messages and paced audio."""
-        if self.stopping:
-            return
-        if isinstance(chunk, InterruptChunk):
-            if self._pacer.pending or self.speaking:
-                await self._stop_downlink()
-            self._set_bot_speaking(False)
-        elif isinstance(chunk, AudioChunk):
-            if chunk.role != "assistant":
-                return  # microphone audio no station consumed: never echo it back
-            self._start_speaking(chunk.turn_id)
-            self._send_frames(self._framer.push(chunk))
-            self._pacer.kick()  # the reply's first audio leaves now, not at the pacer's wake-up
-            await self._wait_for_room(chunk)
-        elif isinstance(chunk, TextChunk):
-            messages = self.protocol.chunk_to_messages(chunk)
-            if chunk.role == "user":
-                self.touch()
-                await self._write(messages)
-            elif messages:
-                self._start_speaking(chunk.turn_id)
-                for message in messages:
-                    self._pacer.send_message(message)
-                self._pacer.kick()
-        elif isinstance(chunk, EmotionChunk):
-            self._start_speaking(chunk.turn_id)
-            self._pacer.send_message(xp.llm_emotion(chunk.emotion, chunk.emoji)
-                                     if chunk.emotion in xp.EMOTIONS else xp.llm_emotion("neutral", chunk.emoji))
-            self._pacer.kick()
-        elif isinstance(chunk, StreamCompleteChunk):
-            if self.speaking:
-                self._send_frames(self._framer.flush())
-                self._pacer.end(self._finish_reply)
-        elif isinstance(chunk, VADStartChunk):
-            self.touch()
-
-    async def _wait_for_room(self, chunk: AudioChunk) -> None:
-        """Backpressure: while more than `DOWNLINK_AHEAD_S` of audio waits for the device, the
-        session's output pump waits here, so the pipeline's bounded queues fill and the TTS
-        (and the agent behind it) pause instead of synthesising the whole reply into memory.
-        An abort or barge-in (the chunk's turn goes stale) ends the wait at once."""
-        limit = int(DOWNLINK_AHEAD_S * 1000 / FRAME_DURATION_MS)
-        pipeline = self.session.pipeline if self.session is not None else None
-        while self.speaking and self._pacer.pending > limit and not (pipeline and pipeline.is_stale(chunk)):
-            await asyncio.sleep(FRAME_DURATION_MS / 1000)
-
-    def _start_speaking(self, turn_id: int = 0) -> None:
-        if not self.speaking:
-            self.speaking = True
-            self._reply_turn = turn_id
-            self.touch()
-            self._set_bot_speaking(True)
-            if self.session is not None:
-                self.session.state.heard.clear()
-            self._pacer.send_message(xp.tts("start"))
-
-    def _set_bot_speaking(self, value: bool) -> None:
-        if self.session is not None:
-            self.session.state.bot_speaking = value
-
-    async def _send_paced(self, messages: list[Message]) -> None:
-        """What the pacer sends (in one write): also notes what the device has been given to play."""
-        if self.session is not None:
-            for message in messages:
-                if message.get("type") == xp.AUDIO:
-                    self.session.state.metrics(self._reply_turn).mark("first_frame_sent")
-                elif message.get("state") == "sentence_start":
-                    self.session.state.heard.append(message.get("text", ""))
-        await self._write(messages)
-
-    def _send_frames(self, frames: list[bytes]) -> None:
-        for frame in frames:
-            self._pacer.send_frame(frame)
+    # --- codec -------------------------------------------------------------------------------
 
     @property
     def decoder(self) -> OpusDecoder:
@@ -360,49 +252,6 @@ class XiaozhiConnection:
         if self._decoder is None:
             self._decoder = OpusDecoder(UPLINK_SAMPLE_RATE)
         return self._decoder
-
-    @property
-    def encoder(self) -> OpusEncoder:
-        """The downlink encoder, made at the first reply frame."""
-        if self._encoder is None:
-            self._encoder = OpusEncoder(DOWNLINK_SAMPLE_RATE, frame_duration_ms=FRAME_DURATION_MS,
-                                        complexity=self.config.opus_complexity)
-        return self._encoder
-
-    def _encode_frame(self, pcm: bytes) -> Message:
-        return xp.audio(self.encoder.encode(pcm))
-
-    async def _encode_frame_async(self, pcm: bytes) -> Message:
-        return xp.audio(await self.encoder.encode_async(pcm))
-
-    async def _stop_downlink(self) -> int:
-        """Drop unsent audio and tell the device to stop at once; returns the frames dropped."""
-        dropped = self._pacer.clear()
-        self._framer.clear()
-        if self.speaking:
-            self._count_reply("interrupted")
-        self.speaking = False
-        await self._write([xp.tts("stop")])
-        return dropped
-
-    async def _finish_reply(self) -> None:
-        if self.speaking:
-            self.speaking = False
-            self.touch()
-            await self._write([xp.tts("stop")])
-            self._set_bot_speaking(False)
-            self._count_reply("answered")
-            if self.session is not None:
-                metrics = self.session.state.metrics(self._reply_turn)
-                timings = metrics.durations()
-                if timings:
-                    # The marks end the line as one literal (benchmarks parse it); the notes go before.
-                    self.logger.info("turn {}{} latency (ms from first mark): {}", self._reply_turn,
-                                     f" {metrics.notes}" if metrics.notes else "", timings)
-
-    def _count_reply(self, outcome: TurnOutcome) -> None:
-        marks = self.session.state.metrics(self._reply_turn).marks if self.session is not None else {}
-        reply_ended(marks, outcome)
 
     # --- idle ---------------------------------------------------------------------------------
 
@@ -425,7 +274,7 @@ class XiaozhiConnection:
         await self.say(self.config.idle_goodbye)
         deadline = time.monotonic() + limit
         await asyncio.sleep(0.05)
-        while (self.speaking or self._pacer.pending) and time.monotonic() < deadline:
+        while (self.speaking or self.downlink.pacer.pending) and time.monotonic() < deadline:
             await asyncio.sleep(0.05)
 
 
