@@ -113,7 +113,13 @@ class Example:
 
     async def ctrl_c(self) -> int:
         os.killpg(self.process.pid, signal.SIGINT)
-        return await asyncio.wait_for(self.process.wait(), 60)
+        try:
+            return await asyncio.wait_for(self.process.wait(), 60)
+        except TimeoutError:
+            # PYTHONFAULTHANDLER: SIGABRT writes every thread's stack to the log, to say where it hung.
+            os.killpg(self.process.pid, signal.SIGABRT)
+            await asyncio.wait_for(self.process.wait(), 10)
+            raise AssertionError(f"the example did not stop within 60 s of Ctrl-C:\n{self.text()[-6000:]}") from None
 
     def kill(self) -> None:
         if self.process.returncode is None:
@@ -130,7 +136,7 @@ async def start_example(tmp_path: Path, config_text: str) -> Example:
     with log.open("wb") as sink:
         process = await asyncio.create_subprocess_exec(
             *command[:-1], str(config), cwd=ROOT, stdout=sink, stderr=sink, start_new_session=True,
-            env={**os.environ, "VIXIO_NOTES_DIR": str(tmp_path / "notes")})
+            env={**os.environ, "VIXIO_NOTES_DIR": str(tmp_path / "notes"), "PYTHONFAULTHANDLER": "1"})
     return Example(process, log)
 
 
