@@ -126,6 +126,13 @@ class Example:
             os.killpg(self.process.pid, signal.SIGKILL)
 
 
+def _ctrl_c_as_in_a_terminal() -> None:
+    """In the example's process: SIGINT as a terminal delivers it. A shell that starts the test
+    run in the background (`nohup ... &`) makes its jobs ignore SIGINT, which every process
+    below inherits, and Python then installs no KeyboardInterrupt handler: Ctrl-C did nothing."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 async def start_example(tmp_path: Path, config_text: str) -> Example:
     """The documented command, with config.yaml replaced by `config_text` (free ports, loopback)."""
     command = documented_command("agent_with_device_tools.py")
@@ -136,6 +143,7 @@ async def start_example(tmp_path: Path, config_text: str) -> Example:
     with log.open("wb") as sink:
         process = await asyncio.create_subprocess_exec(
             *command[:-1], str(config), cwd=ROOT, stdout=sink, stderr=sink, start_new_session=True,
+            preexec_fn=_ctrl_c_as_in_a_terminal,
             env={**os.environ, "VIXIO_NOTES_DIR": str(tmp_path / "notes"), "PYTHONFAULTHANDLER": "1"})
     return Example(process, log)
 
