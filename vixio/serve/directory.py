@@ -123,27 +123,30 @@ class SessionDirectory:
     async def holders_of(self, device_id: str) -> list[str] | None:
         """Who holds `device_id` according to the directory, newest first; None when the store
         cannot say (the caller asks every worker instead)."""
-        try:
-            listed = await self.store.live_sessions(device_id)
-        except StoreError as exc:
-            self._failed("look a device up", exc)
+        listed = await self._entries(device_id)
+        if listed is None:
             return None
         return list(dict.fromkeys(entry.worker for entry in reversed(listed) if not _is_companion(entry)))
 
     async def companion_holders(self, device_id: str) -> list[str] | None:
         """The holders of companions listed for `device_id` (None when the store cannot say)."""
-        try:
-            listed = await self.store.live_sessions(device_id)
-        except StoreError as exc:
-            self._failed("look a device's companions up", exc)
+        listed = await self._entries(device_id)
+        if listed is None:
             return None
         return list(dict.fromkeys(entry.worker for entry in listed if _is_companion(entry)))
+
+    async def _entries(self, device_id: str) -> list[LiveSession] | None:
+        try:
+            return await self.store.live_sessions(device_id)
+        except StoreError as exc:
+            self._failed("look a device up", exc)
+            return None
 
     def list_companion(self, device_id: str, session_id: str) -> asyncio.Task[None]:
         """List the companion session `session_id` under the device it waits for, until
         `unlist_companion`; the task is the write (awaited before looking the device up)."""
         entry = LiveSession(COMPANION + session_id, device_id, self.holder, time.time())
-        task = self._recorded[entry.session_id] = self._spawn(self._record(entry, replace=False))
+        self._recorded[entry.session_id] = task = self._spawn(self._record(entry, replace=False))
         return task
 
     def unlist_companion(self, session_id: str) -> None:
