@@ -54,7 +54,7 @@ first device's start to the last turn's end):
   first answer frame sent, and each stage of it, from the per-turn latency marks in the server's
   log (the rest of the latency is the 500 ms silence, the VAD's delay in hearing it, and delivery);
 - gap p99: the 99th percentile of the time between consecutive audio frames of one reply
-  (~120 ms by design: after the pre-buffer the server sends frames in pairs, each pair when
+  (~240 ms by design: after the pre-buffer the server sends frames four at a time, each group when
   its first frame is due; "late frames" is what tells whether the device ran dry);
 - late frames: frames arriving after a device playing one frame per 60 ms (from the first
   frame of the reply) needed them: count and % of all reply frames;

@@ -17,6 +17,7 @@ from vixio.core.transport import ConnectionClosed
 from vixio.testing.device import SimulatedDevice
 from vixio.transports.xiaozhi.auth import issue_token
 from vixio.transports.xiaozhi.codec import OpusEncoder
+from vixio.transports.xiaozhi.downlink import PACED_FRAMES_PER_WAKEUP
 
 from .conftest import ws_url
 
@@ -48,7 +49,9 @@ async def test_ota_then_hello_then_typed_text_is_answered_with_paced_audio(make_
                          (m.data.get("type") == "tts" and m.data.get("state") == "stop"))
         assert stop_time >= frames[-1].time  # the last frame before `tts stop`
         span = frames[-1].time - frames[0].time
-        assert span >= (20 - 5) * 0.060 * 0.8  # paced at real time, not flooded
+        # Paced at real time, not flooded: after the pre-buffer of 5, frames leave in groups when
+        # each group's first frame is due, so the last goes PACED_FRAMES_PER_WAKEUP - 1 frames early.
+        assert span >= (20 - 5 - (PACED_FRAMES_PER_WAKEUP - 1)) * 0.060 * 0.8
         # In auto mode the device asks to listen again after the reply drained.
         assert [m.data for m in device.sent if m.data.get("type") == "listen"][-1]["state"] == "start"
         assert device.faults == []
@@ -189,9 +192,9 @@ async def test_typed_text_with_a_lone_surrogate_is_answered_and_the_connection_s
         assert (await device.wait_for("stt", after=mark))["text"] == "still there?"
 
 
-async def test_paced_audio_frames_leave_in_pairs_one_socket_write_each(make_server) -> None:
+async def test_paced_audio_frames_leave_in_groups_one_socket_write_each(make_server) -> None:
     server = await make_server(reply_seconds=1.2)
-    server.transport.encode_on_thread = False  # every frame is ready when due: the pairs are exact
+    server.transport.encode_on_thread = False  # every frame is ready when due: the groups are exact
     async with SimulatedDevice(ws_url=ws_url(server)) as device:
         await device.connect()
         transport = server.transport._sockets[next(iter(server.transport.connections))].transport
@@ -207,10 +210,12 @@ async def test_paced_audio_frames_leave_in_pairs_one_socket_write_each(make_serv
         await hear_whole_reply(device, frames=20)
         audio_per_write = [n for n in (websocket_opcodes(w).count(0x2) for w in writes) if n]
         assert sum(audio_per_write) == 20
-        # The pre-buffer (and the pair due next) as the TTS audio arrives (the pacer's kick: the
-        # first frames do not wait for its task), then pairs.
-        head = next(k for k in range(1, len(audio_per_write) + 1) if sum(audio_per_write[:k]) >= 6)
-        assert sum(audio_per_write[:head]) == 6 and set(audio_per_write[head:-1]) == {2}, audio_per_write
+        # The pre-buffer (and the rest of the group due next) as the TTS audio arrives (the pacer's
+        # kick: the first frames do not wait for its task), then groups of PACED_FRAMES_PER_WAKEUP.
+        group = PACED_FRAMES_PER_WAKEUP
+        first = 5 + group - 1
+        head = next(k for k in range(1, len(audio_per_write) + 1) if sum(audio_per_write[:k]) >= first)
+        assert sum(audio_per_write[:head]) == first and set(audio_per_write[head:-1]) == {group}, audio_per_write
 
 
 async def test_writes_to_a_closed_connection_raise_connection_closed_batched_or_not(make_server) -> None:

@@ -107,8 +107,8 @@ class XiaozhiConfig(_Strict):
     greeting: str = "Hi, how can I help?"
     """What the assistant says after a wake word; empty to stay silent. Unset: the top-level `language`'s greeting."""
     prebuffer_frames: int = Field(default=5, ge=1, le=30)
-    """Downlink frames sent ahead of real time (then frames go out in pairs, so at times one more);
-    the device drops packets past 40 queued."""
+    """Downlink frames sent ahead of real time (then frames go out four at a time, so at times three
+    more); the device drops packets past 40 queued."""
     max_message_bytes: int = Field(default=256 * 1024, ge=1024)
     """Larger WebSocket messages close the connection with code 1009 (protects the server)."""
     max_json_depth: int = Field(default=DEFAULT_MAX_DEPTH, ge=8, le=512)
@@ -117,8 +117,8 @@ class XiaozhiConfig(_Strict):
     """Open WebSocket connections at once; further handshakes get HTTP 503 (keep it below the process's open-file limit)."""
     audio_burst_seconds: float = Field(default=5.0, ge=0.5, le=60.0)
     """Seconds of microphone audio a device may send ahead of real time (a Wi-Fi stall's backlog; the firmware queues at most ~2.4 s). Audio beyond it is dropped with a warning, so a client flooding audio costs no more VAD work than one that talks."""
-    opus_complexity: int = Field(default=5, ge=0, le=10)
-    """libopus encoder complexity of the audio sent to devices (0-10): CPU against quality. 5 costs ~116 µs a 60 ms 24 kHz frame (2-core VM) with no audible loss for speech; 3 ~77 µs, 0 ~53 µs; 8-10 (libopus' own default is 10) ~460 µs. Encoding is about a fifth of a spoken turn's server CPU at 5."""
+    opus_complexity: int = Field(default=3, ge=0, le=10)
+    """libopus encoder complexity of the audio sent to devices (0-10): CPU against quality. 3 costs ~80 µs a 60 ms 24 kHz frame (2-core VM), 5 ~118 µs, 0 ~53 µs, 10 (libopus' own default) ~630 µs. On Piper speech, the decoded audio's log-spectral distance from the original is 7.37 dB at 3, 7.30 at 5, 6.95 at 10 and 9.10 at 0 (1 and 2 equal 3): 0 is audibly duller, 1-5 alike."""
     allowed_hosts: list[str] = Field(default_factory=list)
     """Names of this server (besides its own addresses, localhost, the machine's host name and the hosts of `public_url` and `mcp.vision_url`): a request whose `Host` header names one has it put into the WebSocket and vision URLs handed to devices (any other Host is ignored there), and only such requests reach operator routes (the console, `/api/`, `/metrics`, activation confirm; others get HTTP 403)."""
     http: HttpConfig = Field(default_factory=HttpConfig)

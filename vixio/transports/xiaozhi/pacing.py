@@ -18,9 +18,10 @@ the pre-buffer of a new burst (the start of a reply: ~1.2 ms for 5 frames) is en
 loop, so the first audio leaves without waiting for that round trip — never while one of the
 encoder's frames is still on the codec thread (the encoder has state, and one frame at a time).
 
-With `batch=2` (what the Xiaozhi connection uses), a wake-up that sends a due frame also sends
-the next one, due a frame later: half the pacer's (and the socket writer's) loop wake-ups and
-task steps per reply, for at most one frame more of lead (the firmware's queue holds 40).
+With `batch=4` (what the Xiaozhi connection uses), a wake-up that sends a due frame also sends
+the next three, due up to three frames later: a quarter of the pacer's (and the socket writer's)
+loop wake-ups and task steps per reply, for at most three frames more of lead (the firmware's
+queue holds 40).
 
 Everything due at once (a pre-buffer, a pair, the messages queued between its frames such as
 `tts sentence_start`) goes out in order, in one `send_many` call when one is given (one socket
