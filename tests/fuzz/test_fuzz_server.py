@@ -28,7 +28,12 @@ async def run_case(url: str, case: Case, index: int) -> str:
     """Play one case; returns "open" or "closed <code>"."""
     headers = {"Device-Id": f"fe:ed:00:00:{index // 256:02x}:{index % 256:02x}", "Client-Id": f"fuzz-{index}",
                "Protocol-Version": str(case.protocol_version)}
-    async with websockets.connect(url, additional_headers=headers, max_size=None, open_timeout=10) as ws:
+    # max_queue=None: this client reads nothing while it plays a case, and with websockets' flow
+    # control it would stop reading after 16 unread messages (a hello-flood case gets one answer
+    # per hello), so a pong that came after them was never seen: the case "timed out" whenever a
+    # loaded server read the ping after answering 16 hellos.
+    async with websockets.connect(url, additional_headers=headers, max_size=None, max_queue=None,
+                                  open_timeout=10) as ws:
         if case.hello:
             await ws.send(json.dumps({**HELLO, "version": case.protocol_version, "features": case.features}))
             await asyncio.wait_for(_server_hello(ws), 10)
