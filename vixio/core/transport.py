@@ -10,7 +10,7 @@ WebSocket, say) and calls `open_session_io` / `close_session_io` around it. The 
 - queues everything else for `read()` (or hands it to the session's inline handler, when
   one is set and nothing waits in that queue), and writes `write()`'s messages from a per-session
   queue, so a slow socket slows its own session only — what is queued together goes to
-  `_do_write_batch` together (the pacer's pair of audio frames: one socket write). When that
+  `_do_write_batch` together (the pacer's group of audio frames: one socket write). When that
   queue is empty and its writer idle, a transport that can write without waiting
   (`_writer_now`) writes at once instead: no writer task step, no loop iteration between
   `write()` and the socket; `write_many` hands several messages over for one socket write;

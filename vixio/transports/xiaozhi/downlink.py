@@ -33,9 +33,10 @@ if TYPE_CHECKING:
 
 PACED_FRAMES_PER_WAKEUP = 4
 """Downlink frames the pacer sends per wake-up once the pre-buffer is out (see pacing.py): the
-device holds 5-8 frames (0.3-0.48 s) instead of 5-6 with 2. Against 2, 3.5 % less server CPU per
-frame at 100 devices and more lead when the loop is late; the price is up to 120 ms more of the
-old reply heard after a barge-in (the firmware plays what it queued after `tts stop`)."""
+device holds 5-8 frames (0.3-0.48 s) instead of 5-6 with 2. Against 2, 3.6 % less server CPU per
+frame at 100 devices (three paired runs) and more lead when the loop is late; the price is up to
+120 ms more of the old reply heard after a barge-in (the firmware plays what it queued after
+`tts stop`)."""
 DOWNLINK_FRAME_BYTES = DOWNLINK_SAMPLE_RATE * FRAME_DURATION_MS // 1000 * 2
 """Bytes of one downlink frame of mono int16 PCM: what the encoder takes."""
 DOWNLINK_AHEAD_S = 2.0
@@ -53,11 +54,10 @@ class Downlink:
         self._encoder: OpusEncoder | None = None
         self._framer = ReplyFramer(DOWNLINK_FRAME_BYTES)
         self._reply_turn = 0
-        # Opus encode (~150 us a frame) on the codec thread runs beside the loop, but the round trip
-        # costs ~100 us more CPU a frame: it pays only with a core to spare.
+        # Opus encode (~80 us a frame at complexity 3) on the codec thread runs beside the loop, but
+        # the round trip costs ~100 us more CPU a frame: it pays only with a core to spare.
         encoding = (dict(encode_async=self._encode_frame_async, encode_now=self._encode_frame) if encode_on_thread
                     else dict(encode=self._encode_frame))
-        # Four frames per wake-up: a quarter of the pacer's and the writer's task steps, three frames more lead.
         self.pacer = DownlinkPacer(send_many=self._send_paced, frame_duration=FRAME_DURATION_MS / 1000,
                                    prebuffer=connection.config.prebuffer_frames, batch=PACED_FRAMES_PER_WAKEUP,
                                    on_late_frame=LATE_FRAMES.inc, **encoding)
@@ -174,7 +174,7 @@ class Downlink:
                 if timings:
                     # The marks end the line as one literal (benchmarks parse it); the notes go before.
                     self.connection.logger.info("turn {}{} latency (ms from first mark): {}", self._reply_turn,
-                                     f" {metrics.notes}" if metrics.notes else "", timings)
+                                                f" {metrics.notes}" if metrics.notes else "", timings)
 
     def _count_reply(self, outcome: TurnOutcome) -> None:
         marks = self.connection.session.state.metrics(self._reply_turn).marks if self.connection.session is not None else {}

@@ -23,7 +23,7 @@ the next three, due up to three frames later: a quarter of the pacer's (and the 
 loop wake-ups and task steps per reply, for at most three frames more of lead (the firmware's
 queue holds 40).
 
-Everything due at once (a pre-buffer, a pair, the messages queued between its frames such as
+Everything due at once (a pre-buffer, a group of frames, the messages queued between its frames such as
 `tts sentence_start`) goes out in order, in one `send_many` call when one is given (one socket
 write), before the pacer waits again. `kick()` sends what is due from the producer's own task
 while the pacer's task is idle: a reply's first audio leaves without waiting for that task's

@@ -1,12 +1,12 @@
 """Several WebSocket messages in one socket write (websockets' asyncio connection).
 
 `Connection.send` writes each message with its own `transport.write`: one send() syscall per
-message. The downlink pacer releases Opus frames two at a time (a pre-buffer five at a time), so
+message. The downlink pacer releases Opus frames four at a time (a pre-buffer more), so
 `send_together` frames them all inside one `send_context()` — the same open-state check, close
 handling and flow control (drain above the write buffer's high-water mark) as `send`, and no
 await between the frames, so no other sender on the connection gets between them — and writes
-their bytes with one `transport.writelines`. At 100 sessions receiving speech: 0.50 send()
-calls per downlink frame instead of 1.04, ~6 % less server CPU per frame.
+their bytes with one `transport.writelines`. At 100 sessions receiving speech, when frames went
+two at a time: 0.50 send() calls per downlink frame instead of 1.04, ~6 % less server CPU per frame.
 
 `send_now` goes further when nothing stands in the way (the connection open, no fragmented
 message going out, nothing waiting in the socket's write buffer, so there is no flow control to
