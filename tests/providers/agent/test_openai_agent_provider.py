@@ -140,6 +140,41 @@ async def test_update_tools_during_a_turn_applies_to_its_next_model_call(
     server.assert_all_consumed()
 
 
+async def test_a_turn_that_spent_its_tool_rounds_leaves_the_next_turn_its_tools(
+    server: ScriptedLLMServer, make_provider: Factory
+) -> None:
+    # Turns reuse the last turn's agent clone: the `tools = []` of a spent turn must not stay.
+    server.expect(Reply.tool_call("get_weather", {"city": "Paris"}), Reply.text("Sunny."),
+                  Reply.text("Hello again."), Reply.text("Louder."))
+    agent = make_provider(max_tool_iterations=1)
+    await agent.initialize(tools=[get_weather])
+    await collect(agent.chat("weather in Paris?"))
+    await collect(agent.chat("hi"))
+    await agent.update_tools([set_volume])
+    await collect(agent.chat("louder"))
+
+    assert server.tool_names(0) == ["get_weather"]
+    assert server.tool_names(1) == []  # the spent turn's second model call
+    assert server.tool_names(2) == ["get_weather"]
+    assert server.tool_names(3) == ["set_volume"]
+    server.assert_all_consumed()
+
+
+async def test_initialize_again_is_not_answered_by_the_old_agent(
+    server: ScriptedLLMServer, make_provider: Factory
+) -> None:
+    server.expect(Reply.text("One."), Reply.text("Two."))
+    agent = make_provider()
+    await agent.initialize(system_prompt="You are Alice.")
+    await collect(agent.chat("hello"))
+    await agent.initialize(system_prompt="You are Bob.")
+    await collect(agent.chat("hello again"))
+
+    assert server.messages(0)[0] == {"role": "system", "content": "You are Alice."}
+    assert server.messages(1)[0] == {"role": "system", "content": "You are Bob."}
+    server.assert_all_consumed()
+
+
 async def test_cancel_during_slow_stream_stops_fast_and_keeps_history_consistent(
     server: ScriptedLLMServer, make_provider: Factory
 ) -> None:
