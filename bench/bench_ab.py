@@ -29,15 +29,16 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 
-Key = tuple[str, str, int]
-"""(shape, memory, N): one load of bench_capacity."""
+Key = tuple[str, str, str, int]
+"""(shape, memory, provider pair, N): one load of bench_capacity."""
 
 
 def loads_by_key(summaries: Sequence[dict[str, Any]]) -> dict[Key, dict[str, float]]:
     """The figures compared, per load, from one bench_capacity `--json` file's summaries."""
     figures: dict[Key, dict[str, float]] = {}
     for summary in summaries:
-        key = (str(summary.get("shape", "staggered")), str(summary.get("memory", "on")), int(summary["n"]))
+        key = (str(summary.get("shape", "staggered")), str(summary.get("memory", "on")),
+               str(summary.get("providers", "zero")), int(summary["n"]))
         figures[key] = {"cpu": float(summary["server"]["cpu_ms_per_session_frame"]),
                         "p95": float(summary["latency_ms"]["p95"]),
                         "late": float(summary["downlink"]["late"])}
@@ -53,8 +54,8 @@ def paired_report(base_runs: Sequence[dict[Key, dict[str, float]]],
         pairs = [(b[key], h[key]) for b, h in zip(base_runs, head_runs, strict=False) if key in b and key in h]
         if not pairs:
             continue
-        shape, memory, n = key
-        lines.append(f"{shape}, memory {memory}, N={n} ({len(pairs)} pair(s), base then this checkout):")
+        shape, memory, providers, n = key
+        lines.append(f"{shape}, memory {memory}, {providers} providers, N={n} ({len(pairs)} pair(s), base then this checkout):")
         for figure, unit, digits in (("cpu", "ms CPU per session per frame", 3), ("p95", "ms p95", 1),
                                      ("late", "late frames", 1)):
             base = [b[figure] for b, _ in pairs]

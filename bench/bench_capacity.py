@@ -1,14 +1,16 @@
 """Capacity benchmark (issue #10; not a test): N devices talking at once against `vixio serve`.
 
     .venv/bin/python bench/bench_capacity.py --n 1 30 60 100 --turns 3 [--workers K] [--json out.json]
-        [--shape staggered burst] [--memory on off]
+        [--shape staggered burst] [--memory on off] [--providers zero slow]
     .venv/bin/python bench/bench_capacity.py --isolation [--rounds 10]
 
 Three kinds of processes, so each is measured alone:
 
 1. fakes (bench/capacity_fakes.py): OpenAI-compatible ASR, LLM (streamed SSE, one sentence) and
-   TTS (1.5 s of 24 kHz PCM per sentence) on loopback, all answering at once: only the voice
-   server's own work is timed;
+   TTS (1.5 s of 24 kHz PCM per sentence) on loopback, all answering at once (`--providers zero`,
+   the default: only the voice server's own work is timed) or as remote services would
+   (`slow`: 300 ms to the model's first token, 150 ms to the first TTS audio, bench_latency's
+   slower pair); `--providers zero slow` runs every load with both;
 2. the server: `python -m vixio serve --config <generated yaml>` from this checkout, with
    `asr.provider: openai`, `agent.provider: litellm` (model `openai/bench` on the fake),
    `tts.provider: openai` and real Silero VAD (`silero-onnx`) and Opus; `--workers K` is passed
@@ -66,7 +68,7 @@ first device's start to the last turn's end):
   passes 30 ms the load was not real time and the run says so), the generators' and the
   fakes' CPU seconds.
 
-Then `p95 / N=1 p95` for every N when N=1 was run (per shape and memory setting), and a table of
+Then `p95 / N=1 p95` for every N when N=1 was run (per shape, memory setting and provider pair), and a table of
 every load. `--json FILE` writes every summary (with each turn's latency). A default run (N = 1,
 30, 60, 100, both shapes) takes about 10 minutes.
 
@@ -99,6 +101,7 @@ for path in (str(ROOT), str(BENCH)):
     if path not in sys.path:
         sys.path.insert(0, path)
 
+from capacity_fakes import PROVIDER_PAIRS  # noqa: E402
 from capacity_floor import cpu_model, measure_floor  # noqa: E402
 from capacity_load import build_clips  # noqa: E402
 from capacity_procs import Children, ProcessTree, Sampler  # noqa: E402
@@ -214,6 +217,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--memory", nargs="+", choices=("on", "off"), default=["on"],
                         help="memory.enabled of the server (on: conversations stored in SQLite, the default "
                              "config); `--memory on off` runs every load with both")
+    parser.add_argument("--providers", nargs="+", choices=sorted(PROVIDER_PAIRS), default=["zero"],
+                        help="how fast the fake services answer: zero (at once) or slow (300 ms to the model's "
+                             "first token, 150 ms to the first TTS audio, as bench_latency's slow pair); "
+                             "every load is run with each")
     parser.add_argument("--generators", type=int, default=0,
                         help=f"load generator processes (0: one per {DEVICES_PER_GENERATOR} devices)")
     parser.add_argument("--server-log-level", default="INFO", help="the server's log level (as an operator runs it)")
@@ -231,8 +238,8 @@ def main(argv: list[str] | None = None) -> int:
     failed = 0
     with tempfile.TemporaryDirectory(prefix="vixio-bench-") as tmp:
         try:
-            fakes_url, fakes = start_fakes(children, _env())
             if args.isolation:
+                fakes_url, fakes = start_fakes(children, _env())
                 from capacity_isolation import run_isolation
 
                 workers = 1 if args.workers is None else args.workers  # the neighbour in the same process
@@ -247,32 +254,37 @@ def main(argv: list[str] | None = None) -> int:
                 clips = build_clips()
                 print(f"CPU: {cpu_model()}, {os.cpu_count()} cores; floor = Opus decode + Silero VAD of one 60 ms "
                       "uplink frame, single-threaded, measured before each load (bench/capacity_floor.py)")
-                for memory in args.memory:
-                    for shape in args.shape:
-                        burst = None if shape == "staggered" else {
-                            "window": args.burst_window, "period": args.burst_period, "lead": args.stagger + 1.5}
-                        group = []
-                        for n in args.n:
-                            with VixioServerProcess(children, Path(tmp), fakes_url, _env(), workers=args.workers,
-                                                    log_level=args.server_log_level, memory=memory == "on") as server:
-                                server.warm_up()
-                                floor = measure_floor(clips)
-                                summary = run_load(children, server, fakes, n, args.turns, args.stagger,
-                                                   args.generators, Path(tmp), burst=burst, floor=floor)
-                                summary["memory"] = memory
-                                summary["workers"] = server.workers
-                                summary["server_log"] = server.log_problems()
-                                marks = server.turn_marks()
-                                summary["server_stages_ms"] = server_stages(marks)
-                                summary["server_marks_ms"] = server_marks(marks)
-                                if summary["turns"]["failed"]:
-                                    print(f"server log, last lines:\n{server.log_tail()}", file=sys.stderr)
-                            _keep_log(args.keep_logs, server, f"server-{memory}-{shape}-n{n}.log")
-                            print_summary(summary)
-                            group.append(summary)
-                            failed += summary["turns"]["failed"]
-                        print_ratios(group)
-                        summaries.extend(group)
+                runs = [(pair, memory, shape) for pair in args.providers for memory in args.memory for shape in args.shape]
+                services: dict[str, tuple[str, ProcessTree]] = {}
+                for pair, memory, shape in runs:
+                    if pair not in services:
+                        services[pair] = start_fakes(children, _env(), PROVIDER_PAIRS[pair])
+                    fakes_url, fakes = services[pair]
+                    burst = None if shape == "staggered" else {
+                        "window": args.burst_window, "period": args.burst_period, "lead": args.stagger + 1.5}
+                    group = []
+                    for n in args.n:
+                        with VixioServerProcess(children, Path(tmp), fakes_url, _env(), workers=args.workers,
+                                                log_level=args.server_log_level, memory=memory == "on") as server:
+                            server.warm_up()
+                            floor = measure_floor(clips)
+                            summary = run_load(children, server, fakes, n, args.turns, args.stagger,
+                                               args.generators, Path(tmp), burst=burst, floor=floor)
+                            summary["memory"] = memory
+                            summary["providers"] = pair
+                            summary["workers"] = server.workers
+                            summary["server_log"] = server.log_problems()
+                            marks = server.turn_marks()
+                            summary["server_stages_ms"] = server_stages(marks)
+                            summary["server_marks_ms"] = server_marks(marks)
+                            if summary["turns"]["failed"]:
+                                print(f"server log, last lines:\n{server.log_tail()}", file=sys.stderr)
+                        _keep_log(args.keep_logs, server, f"server-{pair}-{memory}-{shape}-n{n}.log")
+                        print_summary(summary)
+                        group.append(summary)
+                        failed += summary["turns"]["failed"]
+                    print_ratios(group)
+                    summaries.extend(group)
                 print_table(summaries)
         except KeyboardInterrupt:
             print("interrupted: stopping every child process", file=sys.stderr)

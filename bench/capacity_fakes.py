@@ -11,6 +11,10 @@ only the voice server's own work:
   tone), as raw PCM or WAV per `response_format`, in one response body;
 - `GET /stats`: how many requests each route answered, and the rejected ones.
 
+`--first-token-ms` holds each model answer that long before its first chunk and
+`--first-audio-ms` each speech body before its first byte: `PROVIDER_PAIRS["slow"]` is the
+300 ms / 150 ms pair bench/bench_latency.py also measures, as remote services answer.
+
 Run on its own: `python bench/capacity_fakes.py [--port 0]` prints one JSON line
 `{"port": ...}` when it listens, then serves until SIGINT/SIGTERM.
 """
@@ -34,6 +38,8 @@ from vixio.providers.asr.openai_compatible import pcm_to_wav
 QUESTION = "What is the weather today?"
 ANSWER = "It is sunny and twenty degrees today."
 TTS_SAMPLE_RATE = 24000
+PROVIDER_PAIRS = {"zero": (0.0, 0.0), "slow": (0.300, 0.150)}
+"""Seconds to the model's first token and to the first TTS audio, per provider pair."""
 
 
 def speech_like_pcm(seconds: float, sample_rate: int = TTS_SAMPLE_RATE) -> bytes:
@@ -49,9 +55,12 @@ def speech_like_pcm(seconds: float, sample_rate: int = TTS_SAMPLE_RATE) -> bytes
 class InstantSpeechServices:
     """The three endpoints; `stats` counts answered requests per route."""
 
-    def __init__(self, *, question: str = QUESTION, answer: str = ANSWER, tts_seconds: float = 1.5) -> None:
+    def __init__(self, *, question: str = QUESTION, answer: str = ANSWER, tts_seconds: float = 1.5,
+                 first_token_delay: float = 0.0, first_audio_delay: float = 0.0) -> None:
         self.question = question
         self.answer = answer
+        self.first_token_delay = first_token_delay
+        self.first_audio_delay = first_audio_delay
         self.pcm = speech_like_pcm(tts_seconds)
         self.wav = pcm_to_wav(self.pcm, TTS_SAMPLE_RATE)
         self.stats: Counter[str] = Counter()
@@ -100,6 +109,8 @@ class InstantSpeechServices:
         self.stats["chat"] += 1
         envelope = {"id": f"chatcmpl-bench-{self.stats['chat']}", "created": int(time.time()),
                     "model": body.get("model", "bench")}
+        if self.first_token_delay:
+            await asyncio.sleep(self.first_token_delay)
         if not body.get("stream"):
             message = {"role": "assistant", "content": self.answer}
             return web.json_response({**envelope, "object": "chat.completion",
@@ -126,6 +137,8 @@ class InstantSpeechServices:
             self.stats["rejected"] += 1
             return web.json_response({"error": {"message": "input is empty"}}, status=400)
         self.stats["speech"] += 1
+        if self.first_audio_delay:
+            await asyncio.sleep(self.first_audio_delay)
         if body.get("response_format") == "wav":
             return web.Response(body=self.wav, content_type="audio/wav")
         return web.Response(body=self.pcm, content_type="audio/pcm")
@@ -144,7 +157,8 @@ def _words(text: str) -> list[str]:
 
 
 async def _main(args: argparse.Namespace) -> None:
-    services = InstantSpeechServices(tts_seconds=args.tts_seconds)
+    services = InstantSpeechServices(tts_seconds=args.tts_seconds, first_token_delay=args.first_token_ms / 1000,
+                                     first_audio_delay=args.first_audio_ms / 1000)
     port = await services.start(port=args.port)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -162,6 +176,8 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--tts-seconds", type=float, default=1.5, help="audio per /audio/speech request")
+    parser.add_argument("--first-token-ms", type=float, default=0.0, help="wait before each model answer's first chunk")
+    parser.add_argument("--first-audio-ms", type=float, default=0.0, help="wait before each speech body")
     asyncio.run(_main(parser.parse_args(argv)))
 
 

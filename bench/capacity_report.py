@@ -137,6 +137,7 @@ def print_summary(s: dict[str, Any]) -> None:
             if "load_average_after" in machine else f"{machine['load_average_before']:.1f} before")
     shape = f"{s['shape']}, " if s.get("shape") else ""
     memory = f"memory {s['memory']}, " if s.get("memory") else ""
+    memory += f"{s['providers']} providers, " if s.get("providers") else ""
     print(f"N={s['n']:<4d} ({shape}{memory}{s['turns_per_device']} turns each, {s['generators']} generator process(es)"
           f"{workers}{loaded})")
     floor = s.get("floor")
@@ -199,24 +200,24 @@ def print_ratios(summaries: list[dict[str, Any]]) -> None:
 
 def print_table(summaries: list[dict[str, Any]]) -> None:
     """One line per load, every figure beside the floor and the machine's load it was measured with;
-    p95 ÷ N=1 against the N=1 run of the same shape and memory setting."""
+    p95 ÷ N=1 against the N=1 run of the same shape, memory setting and provider pair."""
     if not summaries:
         return
     machine = summaries[0].get("machine") or {}
     print(f"\nsummary (CPU: {machine.get('cpu', '?')}, {machine.get('cores', '?')} cores; floor = Opus decode + "
           "Silero VAD per 60 ms frame, one thread, this run; load = 1-min load average before / after)")
-    print("| shape | memory | N | p50 / p95 ms | p95 ÷ N=1 | late frames | CPU ms/session/frame | ÷ floor | floor ms "
+    print("| shape | memory | providers | N | p50 / p95 ms | p95 ÷ N=1 | late frames | CPU ms/session/frame | ÷ floor | floor ms "
           "| asr_final / llm_first_token / first_frame_sent p95 ms | load |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for s in summaries:
         base = next((b for b in summaries if b["n"] == 1 and b.get("shape") == s.get("shape")
-                     and b.get("memory") == s.get("memory")), None)
+                     and b.get("memory") == s.get("memory") and b.get("providers") == s.get("providers")), None)
         p95, lat = s["latency_ms"]["p95"], s["latency_ms"]
         ratio = p95 / base["latency_ms"]["p95"] if base and p95 and base["latency_ms"]["p95"] else None
         server, floor, m = s["server"], s.get("floor") or {}, s.get("machine") or {}
         marks = s.get("server_marks_ms") or {}
         mark_text = " / ".join(_f((marks.get(name) or {}).get("p95")) for name in MARKS)
-        print(f"| {s.get('shape', '-')} | {s.get('memory', '-')} | {s['n']} | {_f(lat['p50'])} / {_f(p95)} | "
+        print(f"| {s.get('shape', '-')} | {s.get('memory', '-')} | {s.get('providers', '-')} | {s['n']} | {_f(lat['p50'])} / {_f(p95)} | "
               f"{_f(ratio, '.2f')} | {s['downlink']['late']} | {_f(server['cpu_ms_per_session_frame'], '.3f')} | "
               f"{_f(server.get('cpu_per_frame_vs_floor'), '.2f')} | {_f(floor.get('ms_per_frame'), '.3f')} | "
               f"{mark_text} | {m.get('load_average_before', 0):.1f} / {m.get('load_average_after', 0):.1f} |")

@@ -24,7 +24,7 @@ def test_runs_are_paired_per_load_and_the_mean_difference_says_whether_every_pai
     head = [loads_by_key([summary(100, 0.48, 268), summary(200, 0.46, 850)]),
             loads_by_key([summary(100, 0.52, 281), summary(200, 0.43, 820)])]
     lines = paired_report(base, head)
-    assert lines[0] == "staggered, memory on, N=100 (2 pair(s), base then this checkout):"
+    assert lines[0] == "staggered, memory on, zero providers, N=100 (2 pair(s), base then this checkout):"
     assert lines[1] == ("  ms CPU per session per frame: base 0.500 / 0.540, this 0.480 / 0.520; "
                         "difference mean -0.020 (-3.8 %), every pair lower")
     assert lines[2] == "  ms p95: base 270.0 / 280.0, this 268.0 / 281.0; difference mean -0.5 (-0.2 %), pairs disagree"

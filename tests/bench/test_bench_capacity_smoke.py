@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -18,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[2]
 BENCH = ROOT / "bench"
 sys.path.insert(0, str(BENCH))
 
-from capacity_fakes import speech_like_pcm  # noqa: E402
+from capacity_fakes import PROVIDER_PAIRS, InstantSpeechServices, speech_like_pcm  # noqa: E402
 from capacity_floor import measure_floor  # noqa: E402
 from capacity_load import FRAME_S, build_clips, burst_slots, playback_end  # noqa: E402
 from capacity_report import late_frames  # noqa: E402
@@ -61,6 +62,28 @@ def test_burst_slots_end_every_sentence_within_the_window() -> None:
     assert len({round(device[0], 6) for device in slots}) == 100  # spread, not all at one instant
 
 
+async def test_the_slow_provider_pair_answers_after_its_delays() -> None:
+    aiohttp = pytest.importorskip("aiohttp")
+    first_token, first_audio = PROVIDER_PAIRS["slow"]
+    services = InstantSpeechServices(first_token_delay=first_token, first_audio_delay=first_audio)
+    await services.start()
+    try:
+        async with aiohttp.ClientSession() as http:
+            started = time.monotonic()
+            async with http.post(services.base_url + "/chat/completions", json={
+                    "model": "bench", "stream": True, "messages": [{"role": "user", "content": "hi"}]}) as response:
+                assert (await response.content.readline()).startswith(b"data: ")
+                token_after = time.monotonic() - started
+            started = time.monotonic()
+            async with http.post(services.base_url + "/audio/speech", json={"input": "Hello."}) as response:
+                assert await response.content.read(2)
+                audio_after = time.monotonic() - started
+    finally:
+        await services.stop()
+    assert first_token <= token_after < first_token + 2.0
+    assert first_audio <= audio_after < first_audio + 2.0
+
+
 def test_the_server_keeps_its_state_in_the_benchmarks_folder(tmp_path: Path) -> None:
     on = server_config(1, 2, "http://127.0.0.1:3/v1", "INFO", tmp_path / "state.db")
     off = server_config(1, 2, "http://127.0.0.1:3/v1", "INFO", tmp_path / "state.db", memory=False)
@@ -81,7 +104,7 @@ def test_two_devices_one_turn_end_to_end(tmp_path: Path) -> None:
                          cwd=ROOT, capture_output=True, text=True, timeout=400)
     assert run.returncode == 0, run.stdout + run.stderr
     assert "N=2" in run.stdout and "latency" in run.stdout and "x the floor of" in run.stdout
-    assert "| burst | off | 2 |" in run.stdout and "| staggered | off | 2 |" in run.stdout
+    assert "| burst | off | zero | 2 |" in run.stdout and "| staggered | off | zero | 2 |" in run.stdout
     summaries = json.loads(out.read_text())
     assert [s["shape"] for s in summaries] == ["staggered", "burst"]  # both shapes by default
     for summary in summaries:
