@@ -10,9 +10,10 @@ Two signals, each switchable (`turn.*` in the config, trade-offs in docs/provide
   to", "what is the weather in", "把音量调到", "我想听周杰伦的") is never confirmed early, and its
   end waits for `hanging_silence_ms` of silence instead of `min_silence_ms`.
 
-No end-of-turn model: none installs from pip and runs offline without a framework around it
-(pipecat's smart-turn ONNX ships inside pipecat-ai and needs transformers' feature extractor;
-livekit's turn detector downloads its weights at run time).
+No end-of-turn model yet. pipecat-ai's wheel carries smart-turn v3.2 (ONNX, offline), but one
+inference costs ~52 ms of CPU on the reference host, twice the server's whole per-frame budget at
+one pause per turn. livekit's offline model may be used only inside LiveKit Agents.
+docs/providers.md weighs them.
 """
 
 from __future__ import annotations
