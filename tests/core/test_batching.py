@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import sys
 import threading
 
 import pytest
@@ -123,3 +125,20 @@ async def test_an_urgent_job_cuts_the_linger_short() -> None:
 def test_linger_settings_are_checked() -> None:
     with pytest.raises(ValueError, match="linger"):
         BatchWorker(lambda jobs: jobs, name="bad", linger=-1)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a thread's own nice value is Linux's")
+async def test_a_nice_worker_runs_below_the_loop_and_the_loop_keeps_its_priority() -> None:
+    def nice_of_this_thread(jobs):
+        return [os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) for _ in jobs]
+
+    loop_nice = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    lowered, plain = BatchWorker(nice_of_this_thread, name="test-nice", nice=5), BatchWorker(nice_of_this_thread, name="test-plain")
+    try:
+        assert await lowered.submit(0) == min(19, loop_nice + 5)
+        assert await plain.submit(0) == loop_nice
+        assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == loop_nice  # only that thread
+    finally:
+        lowered.close()
+        plain.close()
+

@@ -22,7 +22,8 @@ takes everything queued — but only when that rate promises at least two more j
 so a lone session is never delayed; an `urgent` job (one whose result someone is waiting for:
 the VAD's end-of-speech decision) cuts the wait short. Jobs of one caller keep their order
 as long as the caller awaits each before submitting the next (the way a station processes
-chunks), and the batch function processes jobs in order.
+chunks), and the batch function processes jobs in order. `nice` runs the thread that many levels
+below its process (Linux), so a busy CPU serves the event loop's next step first.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from typing import Any, Generic, TypeVar
 
 from loguru import logger
 
-from vixio.core.thread_names import name_this_thread
+from vixio.core.thread_names import lower_this_thread, name_this_thread
 
 J = TypeVar("J")
 R = TypeVar("R")
@@ -66,7 +67,7 @@ class BatchWorker(Generic[J, R]):
     """A daemon thread running `run_batch` over whatever jobs are queued; see the module doc."""
 
     def __init__(self, run_batch: RunBatch[J, R], *, name: str, max_batch: int = 512,
-                 linger: float = 0.0, target: int = 1) -> None:
+                 linger: float = 0.0, target: int = 1, nice: int = 0) -> None:
         if linger < 0 or target < 1 or max_batch < 1:
             raise ValueError(f"BatchWorker {name}: linger must be >= 0, target and max_batch >= 1")
         self._run_batch = run_batch
@@ -76,6 +77,8 @@ class BatchWorker(Generic[J, R]):
         """Longest wait (seconds) for more jobs once one is queued; see the module doc."""
         self.target = min(target, max_batch)
         """Batch size at which the worker stops lingering."""
+        self.nice = nice
+        """Nice levels the thread runs below its process (Linux): see `lower_this_thread`."""
         self._rate = 0.0
         self._rate_since = time.monotonic()
         self._rate_jobs = 0
@@ -126,6 +129,7 @@ class BatchWorker(Generic[J, R]):
 
     def _run(self) -> None:
         name_this_thread(f"vixio-{self.name}")
+        lower_this_thread(self.nice)
         stopping = False
         while not stopping:
             first = self._jobs.get()

@@ -4,7 +4,12 @@ each session on its own, with streams joining and leaving while others are mid-u
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
 import random
+import sys
+import threading
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -235,3 +240,18 @@ def test_one_batch_of_uneven_jobs_scores_as_each_stream_alone(speech) -> None:
         for b, a in zip(batched, alone, strict=True):
             np.testing.assert_allclose(b._state, a._state, atol=1e-6)
             np.testing.assert_allclose(b._input[0, :64], a._input[0, :64], atol=1e-6)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a thread's own nice value is Linux's")
+async def test_the_scoring_thread_runs_below_the_event_loop() -> None:
+    """Under a busy CPU the loop's next step goes first, the batch waits (and grows)."""
+    stream = SileroOnnxVAD().create_stream()
+    await stream.score(np.zeros((1, 512), dtype=np.float32))
+    niceness = {}
+    for task in Path("/proc/self/task").iterdir():
+        with contextlib.suppress(OSError):
+            stat = (task / "stat").read_text()
+            niceness[(task / "comm").read_text().strip()] = int(stat.rsplit(")", 1)[1].split()[16])
+    loop_nice = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    assert silero_onnx._BATCHER_NICE > 0
+    assert niceness["vixio-silero-va"] == min(19, loop_nice + silero_onnx._BATCHER_NICE)  # 19 is the lowest
