@@ -6,6 +6,7 @@ import asyncio
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -170,6 +171,31 @@ def test_migrations_run_once_when_workers_start_together(tmp_path: Path) -> None
     assert [p.wait(timeout=60) for p in processes] == [0, 0, 0, 0]
     with sqlite3.connect(path) as raw:
         assert raw.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+
+
+def test_opening_waits_out_a_lock_that_sqlite_reports_at_once(tmp_path: Path) -> None:
+    # Switching to WAL under another connection's write answers "database is locked" at once,
+    # whatever the busy timeout (as when workers open a new file together): the store retries.
+    path = tmp_path / "state.db"
+    with sqlite3.connect(path) as raw:
+        raw.execute("CREATE TABLE other_tool (x)")
+    holder = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    holder.execute("BEGIN IMMEDIATE")
+    holder.execute("INSERT INTO other_tool VALUES (1)")
+    release = threading.Timer(0.4, holder.execute, ("COMMIT",))
+    release.start()
+    try:
+        asyncio.run(_open_and_close(SqliteStore(path)))
+    finally:
+        release.join()
+        holder.close()
+    with sqlite3.connect(path) as raw:
+        assert raw.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+async def _open_and_close(store: SqliteStore) -> None:
+    await store.open()
+    await store.close()
 
 
 async def test_a_version_1_file_is_migrated_keeping_its_rows(tmp_path: Path) -> None:

@@ -99,7 +99,7 @@ class SqliteThread:
         except sqlite3.Error as exc:
             raise StoreError(self._describe(exc)) from exc
         try:
-            mode = str(connection.execute("PRAGMA journal_mode = WAL").fetchone()[0])
+            mode = self._switch_to_wal(connection)
             if mode.lower() != "wal":
                 raise StoreError(f"state.path {self.path}: SQLite cannot use WAL mode there (journal mode {mode}); "
                                  "put state.path on a local disk")
@@ -119,6 +119,19 @@ class SqliteThread:
             connection.close()
             raise
         return connection
+
+    def _switch_to_wal(self, connection: sqlite3.Connection) -> str:
+        """`PRAGMA journal_mode = WAL`, again until `lock_timeout` while the file is locked: when
+        several processes open a new file together, SQLite answers "database is locked" at once
+        to the one whose lock would deadlock with another's, without waiting in its busy handler."""
+        deadline = time.monotonic() + self._lock_timeout
+        while True:
+            try:
+                return str(connection.execute("PRAGMA journal_mode = WAL").fetchone()[0])
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) or time.monotonic() >= deadline:
+                    raise
+                time.sleep(0.02)  # on the store's own thread
 
     def _describe(self, exc: sqlite3.Error) -> str:
         """What went wrong with the file, and what the operator can do about it."""
