@@ -47,6 +47,7 @@ from typing import Any
 import numpy as np
 import yaml
 
+from capacity_fakes import PROVIDER_PAIRS as PAIRS
 from capacity_floor import cpu_model, measure_floor
 from capacity_load import Clip
 from capacity_procs import Children, ProcessTree
@@ -63,7 +64,6 @@ LEAD_S, TAIL_S = 0.5, 1.5
 PAUSES_S = (0.30, 0.36, 0.42, 0.48, 0.54, 0.60)
 LOUD = 300
 """int16 level that counts as speech when finding where it ends (as bench_capacity trims)."""
-PAIRS = {"zero": (0.0, 0.0), "slow": (0.300, 0.150)}
 NOTES = re.compile(r"turn \d+ (\{.*\}) latency \(ms from first mark\)")
 """A turn's notes in the server's per-turn log line."""
 

@@ -119,11 +119,11 @@ class OpenAICompatibleASR(ASRProvider):
         language = language or self.language
         if language:
             fields["language"] = language
-        body, content_type = upload_form(pcm, sample_rate, fields)
+        upload, content_type = upload_form(pcm, sample_rate, fields)
         started = time.perf_counter()
         seconds = len(pcm) / 2 / sample_rate
         try:
-            async with self._session.post(self.url, data=body, headers={"Content-Type": content_type}) as response:
+            async with self._session.post(self.url, data=upload, headers={"Content-Type": content_type}) as response:
                 # Bytes, decoded leniently: a proxy's binary error page must still make a message.
                 body = (await response.read()).decode("utf-8", "replace")
                 if response.status >= 400:
