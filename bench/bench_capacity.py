@@ -104,7 +104,7 @@ for path in (str(ROOT), str(BENCH)):
 from capacity_fakes import PROVIDER_PAIRS  # noqa: E402
 from capacity_floor import cpu_model, measure_floor  # noqa: E402
 from capacity_load import build_clips  # noqa: E402
-from capacity_procs import Children, ProcessTree, Sampler  # noqa: E402
+from capacity_procs import Children, HostCpu, ProcessTree, Sampler  # noqa: E402
 from capacity_report import print_ratios, print_summary, print_table, server_marks, server_stages, summarize  # noqa: E402
 from capacity_server import ServerUnderLoad, VixioServerProcess, start_fakes  # noqa: E402
 
@@ -122,6 +122,7 @@ def run_load(children: Children, server: ServerUnderLoad, fakes: ProcessTree, n:
     floor measured just before (capacity_floor), put beside the server's CPU per frame."""
     generators = max(1, min(n, generators or math.ceil(n / DEVICES_PER_GENERATOR)))
     load_before = os.getloadavg()
+    host_before = HostCpu.now()
     idle = server.tree.usage()
     idle_pss = server.tree.pss_bytes()
     threads_before = server.tree.thread_cpu()
@@ -162,7 +163,7 @@ def run_load(children: Children, server: ServerUnderLoad, fakes: ProcessTree, n:
             if cpu >= 0.05}
     summary["shape"] = "staggered" if burst is None else "burst"
     load_after = os.getloadavg()
-    summary["machine"] = {"cores": os.cpu_count(), "cpu": cpu_model(),
+    summary["machine"] = {"cores": os.cpu_count(), "cpu": cpu_model(), **HostCpu.now().since(host_before),
                           "load_average_before": round(load_before[0], 2),
                           "load_average_after": round(load_after[0], 2),
                           "uptime_load_before": [round(x, 2) for x in load_before],

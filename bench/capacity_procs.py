@@ -163,6 +163,35 @@ class ProcessTrees(ProcessTree):
         return self.roots
 
 
+@dataclass(frozen=True)
+class HostCpu:
+    """The whole machine's CPU seconds since boot, summed over cores (/proc/stat's `cpu` line)."""
+
+    busy_s: float
+    """user + nice + system + irq + softirq."""
+    steal_s: float
+    """Time the hypervisor gave this VM's virtual cores to someone else while they had work."""
+    total_s: float
+
+    @staticmethod
+    def now() -> HostCpu:
+        try:
+            fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]]
+        except (OSError, ValueError):
+            return HostCpu(0.0, 0.0, 0.0)
+        user, nice, system, idle, iowait, irq, softirq, steal = fields + [0] * (8 - len(fields))
+        return HostCpu((user + nice + system + irq + softirq) / TICKS, steal / TICKS, sum(fields) / TICKS)
+
+    def since(self, before: HostCpu) -> dict[str, float]:
+        """Percent of the machine's CPU time between `before` and this reading that was busy, and
+        that was stolen by the hypervisor (a neighbour's load: it slows every process here)."""
+        total = self.total_s - before.total_s
+        if total <= 0:
+            return {"busy_pct": 0.0, "steal_pct": 0.0}
+        return {"busy_pct": round(100 * (self.busy_s - before.busy_s) / total, 1),
+                "steal_pct": round(100 * (self.steal_s - before.steal_s) / total, 2)}
+
+
 def _runqueue_wait_ns(pid: int) -> int:
     """Summed over the process's threads: field 2 of /proc/<pid>/task/<tid>/schedstat."""
     total = 0

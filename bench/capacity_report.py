@@ -135,6 +135,8 @@ def print_summary(s: dict[str, Any]) -> None:
         loaded = f"; machine: {machine.get('cpu', '?')}, {machine['cores']} cores, load average " + (
             f"{machine['load_average_before']:.1f} before, {machine['load_average_after']:.1f} after"
             if "load_average_after" in machine else f"{machine['load_average_before']:.1f} before")
+        if "steal_pct" in machine:
+            loaded += f", host CPU {machine['busy_pct']:.0f} % busy and {machine['steal_pct']:.1f} % stolen by the hypervisor"
     shape = f"{s['shape']}, " if s.get("shape") else ""
     memory = f"memory {s['memory']}, " if s.get("memory") else ""
     memory += f"{s['providers']} providers, " if s.get("providers") else ""
@@ -205,10 +207,11 @@ def print_table(summaries: list[dict[str, Any]]) -> None:
         return
     machine = summaries[0].get("machine") or {}
     print(f"\nsummary (CPU: {machine.get('cpu', '?')}, {machine.get('cores', '?')} cores; floor = Opus decode + "
-          "Silero VAD per 60 ms frame, one thread, this run; load = 1-min load average before / after)")
+          "Silero VAD per 60 ms frame, one thread, this run; load = 1-min load average before / after; steal = % of the "
+          "host's CPU time the hypervisor gave to other VMs during the load)")
     print("| shape | memory | providers | N | p50 / p95 ms | p95 ÷ N=1 | late frames | CPU ms/session/frame | ÷ floor | floor ms "
-          "| asr_final / llm_first_token / first_frame_sent p95 ms | load |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "| asr_final / llm_first_token / first_frame_sent p95 ms | load | steal |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for s in summaries:
         base = next((b for b in summaries if b["n"] == 1 and b.get("shape") == s.get("shape")
                      and b.get("memory") == s.get("memory") and b.get("providers") == s.get("providers")), None)
@@ -220,5 +223,6 @@ def print_table(summaries: list[dict[str, Any]]) -> None:
         print(f"| {s.get('shape', '-')} | {s.get('memory', '-')} | {s.get('providers', '-')} | {s['n']} | {_f(lat['p50'])} / {_f(p95)} | "
               f"{_f(ratio, '.2f')} | {s['downlink']['late']} | {_f(server['cpu_ms_per_session_frame'], '.3f')} | "
               f"{_f(server.get('cpu_per_frame_vs_floor'), '.2f')} | {_f(floor.get('ms_per_frame'), '.3f')} | "
-              f"{mark_text} | {m.get('load_average_before', 0):.1f} / {m.get('load_average_after', 0):.1f} |")
+              f"{mark_text} | {m.get('load_average_before', 0):.1f} / {m.get('load_average_after', 0):.1f} | "
+              f"{_f(m.get('steal_pct'), '.1f')} % |")
     sys.stdout.flush()

@@ -22,6 +22,7 @@ sys.path.insert(0, str(BENCH))
 from capacity_fakes import PROVIDER_PAIRS, InstantSpeechServices, speech_like_pcm  # noqa: E402
 from capacity_floor import measure_floor  # noqa: E402
 from capacity_load import FRAME_S, build_clips, burst_slots, playback_end  # noqa: E402
+from capacity_procs import HostCpu  # noqa: E402
 from capacity_report import late_frames  # noqa: E402
 from capacity_server import server_config  # noqa: E402
 
@@ -97,6 +98,14 @@ def test_the_floor_is_opus_decode_plus_silero_per_frame() -> None:
     assert floor["ms_per_frame"] == pytest.approx(floor["opus_decode_ms"] + floor["silero_ms"], abs=1e-3)
 
 
+def test_host_cpu_shares_are_of_the_time_between_two_readings() -> None:
+    before, after = HostCpu(busy_s=10.0, steal_s=1.0, total_s=100.0), HostCpu(busy_s=40.0, steal_s=6.0, total_s=200.0)
+    assert after.since(before) == {"busy_pct": 30.0, "steal_pct": 5.0}
+    assert before.since(before) == {"busy_pct": 0.0, "steal_pct": 0.0}  # no time passed: nothing to divide
+    now = HostCpu.now()  # this machine's /proc/stat: every share within its total
+    assert 0 <= now.steal_s <= now.total_s and 0 < now.busy_s < now.total_s
+
+
 def test_two_devices_one_turn_end_to_end(tmp_path: Path) -> None:
     out = tmp_path / "capacity.json"
     run = subprocess.run([sys.executable, str(BENCH / "bench_capacity.py"), "--n", "2", "--turns", "1",
@@ -119,6 +128,8 @@ def test_two_devices_one_turn_end_to_end(tmp_path: Path) -> None:
         assert summary["server"]["cpu_per_frame_vs_floor"] == pytest.approx(
             summary["server"]["cpu_ms_per_session_frame"] / summary["floor"]["ms_per_frame"])
         assert summary["machine"]["cpu"] and summary["memory"] == "off"
+        # The devices, the fakes and the server were busy during the load; steal is whatever the host had.
+        assert 0 < summary["machine"]["busy_pct"] <= 100 and 0 <= summary["machine"]["steal_pct"] <= 100
         assert summary["server"]["cpu_ms_per_frame_by_thread"]["event loop"] > 0  # the workers' loops
         marks = summary["server_marks_ms"]
         assert 0 <= marks["asr_final"]["p50"] <= marks["llm_first_token"]["p50"] <= marks["first_frame_sent"]["p50"]
