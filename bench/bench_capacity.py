@@ -10,7 +10,11 @@ Three kinds of processes, so each is measured alone:
    TTS (1.5 s of 24 kHz PCM per sentence) on loopback, all answering at once (`--providers zero`,
    the default: only the voice server's own work is timed) or as remote services would
    (`slow`: 300 ms to the model's first token, 150 ms to the first TTS audio, bench_latency's
-   slower pair); `--providers zero slow` runs every load with both;
+   slower pair); `--providers zero slow` runs every load with both. `--providers offline`
+   leaves the fakes idle and runs the shipped config.yaml's voice stack instead (its `vad`,
+   `turn`, `asr`, `agent`, `tts` and `speech` sections: Whisper tiny.en, SmolLM2-135M and
+   Piper on this machine's CPU), so the figures say how many devices the offline default serves
+   at once, and whether one device's inference makes another's reply stutter (late frames);
 2. the server: `python -m vixio serve --config <generated yaml>` from this checkout, with
    `asr.provider: openai`, `agent.provider: litellm` (model `openai/bench` on the fake),
    `tts.provider: openai` and real Silero VAD (`silero-onnx`) and Opus; `--workers K` is passed
@@ -61,7 +65,7 @@ first device's start to the last turn's end):
 - late frames: frames arriving after a device playing one frame per 60 ms (from the first
   frame of the reply) needed them: count and % of all reply frames;
 - failed: turns with no answer audio within 15 s of the last speech frame (or no `tts stop`
-  within 30 s, or a closed socket);
+  within 30 s of it and of the reply's latest audio frame, or a closed socket);
 - server marks: asr_final, llm_first_token and first_frame_sent as ms after the VAD's speech end
   (p50 / p95), from the same log lines;
 - generator send lateness p99/max: how late the devices sent their uplink frames (when the p99
@@ -106,9 +110,11 @@ from capacity_floor import cpu_model, measure_floor  # noqa: E402
 from capacity_load import build_clips  # noqa: E402
 from capacity_procs import Children, HostCpu, ProcessTree, Sampler  # noqa: E402
 from capacity_report import print_ratios, print_summary, print_table, server_marks, server_stages, summarize  # noqa: E402
-from capacity_server import ServerUnderLoad, VixioServerProcess, start_fakes  # noqa: E402
+from capacity_server import ServerUnderLoad, VixioServerProcess, shipped_voice_stack, start_fakes  # noqa: E402
 
 SHAPES = ("staggered", "burst")
+OFFLINE = "offline"
+"""`--providers offline`: the shipped config.yaml's local voice stack instead of the fakes."""
 DEVICES_PER_GENERATOR = 100
 """Devices per generator process: on a busy 2-core machine one process kept real time for 100 devices
 (send lateness p99 12 ms) but not for 200 (77 ms; two processes: 8 ms). See bench/capacity_selfcheck.py."""
@@ -218,10 +224,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--memory", nargs="+", choices=("on", "off"), default=["on"],
                         help="memory.enabled of the server (on: conversations stored in SQLite, the default "
                              "config); `--memory on off` runs every load with both")
-    parser.add_argument("--providers", nargs="+", choices=sorted(PROVIDER_PAIRS), default=["zero"],
+    parser.add_argument("--providers", nargs="+", choices=[*sorted(PROVIDER_PAIRS), OFFLINE], default=["zero"],
                         help="how fast the fake services answer: zero (at once) or slow (300 ms to the model's "
-                             "first token, 150 ms to the first TTS audio, as bench_latency's slow pair); "
-                             "every load is run with each")
+                             "first token, 150 ms to the first TTS audio, as bench_latency's slow pair); offline: "
+                             "no fakes, the shipped config.yaml's local models; every load is run with each")
     parser.add_argument("--generators", type=int, default=0,
                         help=f"load generator processes (0: one per {DEVICES_PER_GENERATOR} devices)")
     parser.add_argument("--server-log-level", default="INFO", help="the server's log level (as an operator runs it)")
@@ -258,15 +264,17 @@ def main(argv: list[str] | None = None) -> int:
                 runs = [(pair, memory, shape) for pair in args.providers for memory in args.memory for shape in args.shape]
                 services: dict[str, tuple[str, ProcessTree]] = {}
                 for pair, memory, shape in runs:
-                    if pair not in services:
-                        services[pair] = start_fakes(children, _env(), PROVIDER_PAIRS[pair])
+                    if pair not in services:  # offline: the fakes run, idle, so every load is measured alike
+                        services[pair] = start_fakes(children, _env(), PROVIDER_PAIRS.get(pair, (0.0, 0.0)))
                     fakes_url, fakes = services[pair]
+                    voice = shipped_voice_stack() if pair == OFFLINE else None
                     burst = None if shape == "staggered" else {
                         "window": args.burst_window, "period": args.burst_period, "lead": args.stagger + 1.5}
                     group = []
                     for n in args.n:
                         with VixioServerProcess(children, Path(tmp), fakes_url, _env(), workers=args.workers,
-                                                log_level=args.server_log_level, memory=memory == "on") as server:
+                                                log_level=args.server_log_level, memory=memory == "on",
+                                                voice=voice) as server:
                             server.warm_up()
                             floor = measure_floor(clips)
                             summary = run_load(children, server, fakes, n, args.turns, args.stagger,

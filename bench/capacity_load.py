@@ -53,7 +53,9 @@ SPEECH_TRIM_LEVEL = 300
 FAIL_AFTER_S = 15.0
 """A turn whose first answer audio has not arrived this long after its last speech frame failed."""
 REPLY_LIMIT_S = 30.0
-"""A turn whose `tts stop` has not arrived this long after its last speech frame failed."""
+"""A turn whose `tts stop` has not arrived this long after its last speech frame, nor this long
+after the reply's latest audio frame (a long spoken answer: the offline model telling a story),
+failed."""
 
 
 # --- the clips, encoded once ----------------------------------------------------------------------
@@ -215,9 +217,13 @@ class Device:
             if not self._reply_started.is_set():
                 record.failed = f"no answer audio within {FAIL_AFTER_S:g} s"
                 return
-            await _wait_until(self._reply_done, record.last_speech_sent + REPLY_LIMIT_S)
+            while not self._reply_done.is_set():
+                deadline = max(record.last_speech_sent, record.frames[-1] if record.frames else 0.0) + REPLY_LIMIT_S
+                if time.monotonic() >= deadline:
+                    break
+                await _wait_until(self._reply_done, deadline)  # then again from the latest frame
             if not self._reply_done.is_set():
-                record.failed = f"no tts stop within {REPLY_LIMIT_S:g} s"
+                record.failed = f"no tts stop within {REPLY_LIMIT_S:g} s of the last speech or answer frame"
                 return
             await _sleep_until(playback_end(record.frames))  # the firmware listens again once drained
         except ConnectionClosed as exc:

@@ -44,11 +44,13 @@ def free_port() -> int:
 
 
 def server_config(ws_port: int, http_port: int, fakes_url: str, log_level: str, state_path: Path,
-                  memory: bool = True, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
+                  memory: bool = True, overrides: dict[str, Any] | None = None,
+                  voice: dict[str, Any] | None = None) -> dict[str, Any]:
     """A vixio config using the fakes for ASR, LLM and TTS, and real Silero VAD; the state store
     (SQLite) at `state_path` (the benchmark's temporary folder, never the checkout), conversations
     stored in it when `memory` (memory.enabled). `overrides` is merged in key by key (e.g.
-    `{"state": {"backend": "redis", "url": ...}}`, `{"xiaozhi": {"max_connections": 20000}}`)."""
+    `{"state": {"backend": "redis", "url": ...}}`, `{"xiaozhi": {"max_connections": 20000}}`);
+    `voice` sections replace the fakes' whole (`shipped_voice_stack()`: the local models)."""
     return merge_config({
         "log": {"level": log_level},
         "state": {"path": str(state_path)},
@@ -65,7 +67,17 @@ def server_config(ws_port: int, http_port: int, fakes_url: str, log_level: str, 
         "agent": {"provider": "litellm", "model": "openai/bench", "api_base": fakes_url, "api_key": "bench"},
         "tts": {"provider": "openai", "api_base": fakes_url, "api_key": "bench", "response_format": "pcm",
                 "sample_rate": 24000},
-    }, overrides or {})
+    } | (voice or {}), overrides or {})
+
+
+VOICE_SECTIONS = ("vad", "turn", "asr", "agent", "tts", "speech")
+
+
+def shipped_voice_stack() -> dict[str, Any]:
+    """The voice sections of the checkout's config.yaml (the offline default: local models), as
+    overrides of `server_config`: each replaces the fakes' section whole."""
+    shipped = yaml.safe_load((ROOT / "config.yaml").read_text())
+    return {section: shipped[section] for section in VOICE_SECTIONS if section in shipped}
 
 
 def merge_config(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
@@ -153,7 +165,7 @@ class VixioServerProcess(ServerUnderLoad):
 
     def __init__(self, children: Children, tmp: Path, fakes_url: str, env: dict[str, str], *,
                  workers: int | None = None, log_level: str = "INFO", memory: bool = True,
-                 overrides: dict[str, Any] | None = None) -> None:
+                 overrides: dict[str, Any] | None = None, voice: dict[str, Any] | None = None) -> None:
         self.children = children
         self.ws_port, self.http_port = free_port(), free_port()
         self.ws_url = f"ws://127.0.0.1:{self.ws_port}/xiaozhi/v1/"
@@ -162,7 +174,7 @@ class VixioServerProcess(ServerUnderLoad):
         self.log_paths = [self.log_path]
         state_path = tmp / f"state-{self.ws_port}.db"
         self.config_path.write_text(yaml.safe_dump(server_config(self.ws_port, self.http_port, fakes_url, log_level,
-                                                                 state_path, memory, overrides)))
+                                                                 state_path, memory, overrides, voice)))
         self.env = env
         self.workers: int | None = None
         if workers is not None:

@@ -24,7 +24,7 @@ from capacity_floor import measure_floor  # noqa: E402
 from capacity_load import FRAME_S, build_clips, burst_slots, playback_end  # noqa: E402
 from capacity_procs import HostCpu  # noqa: E402
 from capacity_report import late_frames  # noqa: E402
-from capacity_server import server_config  # noqa: E402
+from capacity_server import server_config, shipped_voice_stack  # noqa: E402
 
 TTS_FRAMES = round(1.5 / FRAME_S)
 """The fake TTS answers 1.5 s of audio per sentence and the fake LLM one sentence: 25 frames."""
@@ -90,6 +90,20 @@ def test_the_server_keeps_its_state_in_the_benchmarks_folder(tmp_path: Path) -> 
     off = server_config(1, 2, "http://127.0.0.1:3/v1", "INFO", tmp_path / "state.db", memory=False)
     assert on["state"]["path"] == str(tmp_path / "state.db")
     assert on["memory"]["enabled"] is True and off["memory"]["enabled"] is False
+
+
+def test_the_offline_providers_are_the_shipped_voice_stack_whole(tmp_path: Path) -> None:
+    import yaml
+
+    from vixio.config.models import VixioConfig
+
+    shipped = yaml.safe_load((ROOT / "config.yaml").read_text())
+    config = server_config(1, 2, "http://127.0.0.1:3/v1", "INFO", tmp_path / "state.db", voice=shipped_voice_stack())
+    for section in ("vad", "asr", "agent", "tts"):
+        assert config[section] == shipped[section]  # replaced whole: no fake's api_base left behind
+    assert config["state"]["path"] == str(tmp_path / "state.db")  # the rest is the benchmark's
+    parsed = VixioConfig.model_validate(config)
+    assert (parsed.asr.provider, parsed.agent.provider, parsed.tts.provider) == ("faster-whisper", "local-llama", "piper")
 
 
 def test_the_floor_is_opus_decode_plus_silero_per_frame() -> None:
