@@ -1,7 +1,7 @@
 """Capacity benchmark (issue #10; not a test): N devices talking at once against `vixio serve`.
 
     .venv/bin/python bench/bench_capacity.py --n 1 30 60 100 --turns 3 [--workers K] [--json out.json]
-        [--shape staggered burst] [--memory on off] [--providers zero slow]
+        [--shape staggered burst] [--memory on off] [--providers zero slow offline]
     .venv/bin/python bench/bench_capacity.py --isolation [--rounds 10]
 
 Three kinds of processes, so each is measured alone:
@@ -41,7 +41,9 @@ server's state file lives in the benchmark's temporary folder, never in the chec
 Before each load the server answers a typed warm-up turn (first-use imports are not timed),
 then its idle memory is read and the floor is measured in this process (bench/capacity_floor.py:
 Opus decode + Silero VAD of one 60 ms uplink frame, single-threaded, the machine as it is at that
-moment). The CPU model and the machine's load average before and after go beside every figure.
+moment). The CPU model, the machine's load average before and after, and the host's CPU during
+the load (% busy, and % stolen by the hypervisor: on a VM, a neighbour's load slows everything
+here and shows nowhere else) go beside every figure.
 Printed per N (server = its process and all its workers, from /proc; the window runs from the
 first device's start to the last turn's end):
 
