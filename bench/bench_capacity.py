@@ -229,7 +229,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--providers", nargs="+", choices=[*sorted(PROVIDER_PAIRS), OFFLINE], default=["zero"],
                         help="how fast the fake services answer: zero (at once) or slow (300 ms to the model's "
                              "first token, 150 ms to the first TTS audio, as bench_latency's slow pair); offline: "
-                             "no fakes, the shipped config.yaml's local models; every load is run with each")
+                             "the shipped config.yaml's local models instead; every load is run with each")
     parser.add_argument("--generators", type=int, default=0,
                         help=f"load generator processes (0: one per {DEVICES_PER_GENERATOR} devices)")
     parser.add_argument("--server-log-level", default="INFO", help="the server's log level (as an operator runs it)")
