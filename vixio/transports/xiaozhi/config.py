@@ -117,8 +117,8 @@ class XiaozhiConfig(_Strict):
     """Open WebSocket connections at once; further handshakes get HTTP 503 (keep it below the process's open-file limit)."""
     audio_burst_seconds: float = Field(default=5.0, ge=0.5, le=60.0)
     """Seconds of microphone audio a device may send ahead of real time (a Wi-Fi stall's backlog; the firmware queues at most ~2.4 s). Audio beyond it is dropped with a warning, so a client flooding audio costs no more VAD work than one that talks."""
-    opus_complexity: int = Field(default=3, ge=0, le=10)
-    """libopus encoder complexity of the audio sent to devices (0-10): CPU against quality. 3 costs ~80 µs a 60 ms 24 kHz frame (2-core VM), 5 ~118 µs, 0 ~53 µs, 10 (libopus' own default) ~630 µs. On Piper speech, the decoded audio's log-spectral distance from the original is 7.37 dB at 3, 7.30 at 5, 6.95 at 10 and 9.10 at 0 (1 and 2 equal 3): 0 is audibly duller, 1-5 alike."""
+    opus_complexity: int = Field(default=1, ge=0, le=10)
+    """libopus encoder complexity of the audio sent to devices (0-10): CPU against quality. 1 costs ~70 µs a 60 ms 24 kHz frame (2-core VM), 3 ~80, 5 ~118, 0 ~53, 10 (libopus' own default) ~630 µs. On Piper speech, the decoded audio's log-spectral distance from the original is 7.37 dB at 1-3, 7.30 at 5, 6.95 at 10 and 9.10 at 0: 0 is audibly duller, 1-5 alike (measured again with another alignment: 9.14 at 1, 9.12 at 3, 9.05 at 5, 11.31 at 0)."""
     allowed_hosts: list[str] = Field(default_factory=list)
     """Names of this server (besides its own addresses, localhost, the machine's host name and the hosts of `public_url` and `mcp.vision_url`): a request whose `Host` header names one has it put into the WebSocket and vision URLs handed to devices (any other Host is ignored there), and only such requests reach operator routes (the console, `/api/`, `/metrics`, activation confirm; others get HTTP 403)."""
     http: HttpConfig = Field(default_factory=HttpConfig)

@@ -54,7 +54,7 @@ class Downlink:
         self._encoder: OpusEncoder | None = None
         self._framer = ReplyFramer(DOWNLINK_FRAME_BYTES)
         self._reply_turn = 0
-        # Opus encode (~80 us a frame at complexity 3) on the codec thread runs beside the loop, but
+        # Opus encode (~70 us a frame at complexity 1) on the codec thread runs beside the loop, but
         # the round trip costs ~100 us more CPU a frame: it pays only with a core to spare.
         encoding = (dict(encode_async=self._encode_frame_async, encode_now=self._encode_frame) if encode_on_thread
                     else dict(encode=self._encode_frame))
