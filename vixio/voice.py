@@ -32,6 +32,7 @@ from vixio.core.tools.tasks import AsyncTaskQueue, SessionTaskRunner, task_statu
 from vixio.core.tools.types import ToolDefinition
 from vixio.providers.agent.base import AgentProvider
 from vixio.providers.agent.instructions import TurnInstructions, resolve_timezone
+from vixio.providers.agent.openai_clients import close_openai_clients
 from vixio.providers.asr.base import ASRProvider
 from vixio.providers.tts.base import TTSProvider
 from vixio.providers.vad.base import VADProvider
@@ -218,7 +219,7 @@ class VoiceStack:
 
     async def close(self) -> None:
         """Cancel background tool tasks still running, stop MCP servers and close the shared ASR and
-        TTS providers (the server is stopping)."""
+        TTS providers and the agents' HTTP clients (the server is stopping)."""
         for stack in self.profiles.values():
             await stack.close()
         if self._task_queue is not None:
@@ -230,6 +231,8 @@ class VoiceStack:
         # Close connection pools now, not at interpreter exit (aiohttp: "Unclosed client session").
         for provider in self._owned:
             await provider.close()
+        if self.base is None:  # the agents' shared clients, after the sessions that used them
+            await close_openai_clients()
 
     def build_pipeline(self, session_id: str, *, tools: SessionTools | None = None,
                        conversation: Conversation | None = None,

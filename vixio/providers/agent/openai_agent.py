@@ -16,7 +16,6 @@ import contextlib
 import copy
 import importlib
 import os
-import weakref
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -52,6 +51,7 @@ from vixio.providers.agent.base import (
 )
 from vixio.providers.agent.instructions import SystemPrompt
 from vixio.providers.agent.model_deadline import within_model_deadline
+from vixio.providers.agent.openai_clients import shared_openai_client
 from vixio.providers.agent.history import (
     Item,
     drop_unpaired_tool_items,
@@ -66,9 +66,6 @@ set_tracing_disabled(True)
 
 _LITELLM_MODULE = "agents.extensions.models.litellm_model"
 _OPENAI_PREFIX = "openai/"
-_OPENAI_CLIENTS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple[str | None, str | None, float | None], Any]] = (
-    weakref.WeakKeyDictionary())
-"""Shared AsyncOpenAI clients per event loop (a client's connection pool belongs to one loop)."""
 CANCEL_GRACE_SECONDS = 1.0
 """How long `cancel()` waits for the run task to unwind (close its HTTP stream)."""
 
@@ -134,21 +131,12 @@ class _Turn:
         return replace_last_reply(kept, self.streamed_text) or kept
 
 
-def _direct_openai_model(name: str, api_base: str | None, api_key: str | None, timeout: float | None) -> Model:
-    """openai-agents' Chat Completions model on one AsyncOpenAI client per (server, key) per
-    event loop (its connection pool is shared by every session of the loop)."""
+async def _direct_openai_model(name: str, api_base: str | None, api_key: str | None, timeout: float | None) -> Model:
+    """openai-agents' Chat Completions model on the event loop's shared AsyncOpenAI client for
+    this server (its connection pool serves every session of the loop: `openai_clients`)."""
     from agents import OpenAIChatCompletionsModel
-    from openai import AsyncOpenAI
 
-    key = (api_base, api_key, timeout)
-    clients = _OPENAI_CLIENTS.setdefault(asyncio.get_running_loop(), {})
-    client = clients.get(key)
-    if client is None:
-        # No key anywhere: a local server may not need one; a remote one answers 401, which the
-        # user hears as "rejected the API key" (as with litellm).
-        secret = api_key or os.environ.get("OPENAI_API_KEY") or "no-api-key"
-        client = clients[key] = AsyncOpenAI(base_url=api_base, api_key=secret, max_retries=0,
-                                                    timeout=timeout)
+    client = await shared_openai_client(api_base, api_key, timeout)
     return OpenAIChatCompletionsModel(model=name, openai_client=client)
 
 
@@ -252,7 +240,7 @@ class OpenAIAgentProvider(AgentProvider):
         done off the event loop)."""
         model = self._model_spec
         if isinstance(model, str) and self._openai_direct and model.startswith(_OPENAI_PREFIX):
-            model = _direct_openai_model(model[len(_OPENAI_PREFIX):], self._api_base, self._api_key, self._timeout)
+            model = await _direct_openai_model(model[len(_OPENAI_PREFIX):], self._api_base, self._api_key, self._timeout)
         elif isinstance(model, str):
             # litellm fetches a price list at import unless told not to; vixio runs offline.
             os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")

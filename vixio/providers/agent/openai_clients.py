@@ -1,0 +1,111 @@
+"""The AsyncOpenAI clients the agent's `openai/...` models share: one per (server, key, timeout)
+per event loop, on `aiohttp_transport`, closed on their loop.
+
+A client's connection pool belongs to the loop it was made on, so each loop has its own (a
+restarted server, each test). Its aiohttp session must be closed on that loop too, or aiohttp
+reports "Unclosed client session". The server closes its loop's clients when it stops
+(`close_openai_clients`); a loop run by `asyncio.run` or `asyncio.Runner` (pytest-asyncio's
+tests) closes them itself as it shuts down, through an async generator that waits for that at its
+`yield` (`loop.shutdown_asyncgens()` closes every open one); a loop closed any other way is
+forgotten, silently, the next time a client is made.
+
+The table is keyed weakly by loop, but its clients' sessions hold their loop, so an entry is
+removed by those three paths, never left to the garbage collector.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import weakref
+from collections.abc import AsyncGenerator
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from openai import AsyncOpenAI
+
+    from vixio.providers.agent.aiohttp_transport import AiohttpTransport
+
+ClientKey = tuple[str | None, str | None, float | None]
+"""(API base, API key, timeout)."""
+
+
+class _LoopClients:
+    """One loop's clients and their transports."""
+
+    def __init__(self) -> None:
+        self.clients: dict[ClientKey, AsyncOpenAI] = {}
+        self.transports: list[AiohttpTransport] = []
+        self.closer: AsyncGenerator[None, None] | None = None
+
+    async def aclose(self) -> None:
+        transports, self.transports = self.transports, []
+        self.clients.clear()
+        for transport in transports:
+            with contextlib.suppress(Exception):  # a pool that fails to close is still let go
+                await transport.aclose()
+
+    def discard(self) -> None:
+        for transport in self.transports:
+            transport.discard()
+        self.transports, self.clients = [], {}
+
+
+_CLIENTS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopClients] = weakref.WeakKeyDictionary()
+
+
+async def shared_openai_client(api_base: str | None, api_key: str | None, timeout: float | None) -> AsyncOpenAI:
+    """The running loop's client for this server, key and timeout (made on first use)."""
+    loop = asyncio.get_running_loop()
+    entry = _CLIENTS.get(loop)
+    if entry is None:
+        _forget_closed_loops()
+        entry = _CLIENTS[loop] = _LoopClients()
+        entry.closer = _close_at_loop_shutdown(loop, entry)
+        await anext(entry.closer)  # now waits at its `yield`
+    key = (api_base, api_key, timeout)
+    client = entry.clients.get(key)
+    if client is None:
+        client = entry.clients[key] = _new_client(api_base, api_key, timeout, entry)
+    return client
+
+
+async def close_openai_clients() -> None:
+    """Close the running loop's clients (the server is stopping); the next use makes new ones."""
+    entry = _CLIENTS.pop(asyncio.get_running_loop(), None)
+    if entry is not None and entry.closer is not None:
+        await entry.closer.aclose()  # runs its `finally`
+
+
+async def _close_at_loop_shutdown(loop: asyncio.AbstractEventLoop, entry: _LoopClients) -> AsyncGenerator[None, None]:
+    """Waits at `yield` until `close_openai_clients` or the loop's `shutdown_asyncgens()` closes it."""
+    try:
+        yield
+    finally:
+        if _CLIENTS.get(loop) is entry:
+            del _CLIENTS[loop]
+        await entry.aclose()
+
+
+def _forget_closed_loops() -> None:
+    for loop in [loop for loop in _CLIENTS if loop.is_closed()]:
+        _CLIENTS.pop(loop).discard()
+
+
+def _new_client(api_base: str | None, api_key: str | None, timeout: float | None, entry: _LoopClients) -> AsyncOpenAI:
+    """An AsyncOpenAI client with the SDK's own defaults (limits, redirects, timeouts when none is
+    given) on an aiohttp transport; no retries (the user hears an apology, not silence)."""
+    import httpx2
+    from openai import DEFAULT_CONNECTION_LIMITS, DEFAULT_TIMEOUT, AsyncOpenAI
+
+    from vixio.providers.agent.aiohttp_transport import AiohttpTransport
+
+    transport = AiohttpTransport(limits=DEFAULT_CONNECTION_LIMITS)
+    entry.transports.append(transport)
+    http_client = httpx2.AsyncClient(transport=transport, timeout=DEFAULT_TIMEOUT, follow_redirects=True)
+    # No key anywhere: a local server may not need one; a remote one answers 401, which the
+    # user hears as "rejected the API key" (as with litellm).
+    secret = api_key or os.environ.get("OPENAI_API_KEY") or "no-api-key"
+    # `timeout` as before: each request's limits (httpx2 passes them to the transport).
+    return AsyncOpenAI(base_url=api_base, api_key=secret, max_retries=0, timeout=timeout, http_client=http_client)
