@@ -246,3 +246,64 @@ def test_a_loop_closed_without_shutting_down_is_forgotten_silently() -> None:
     assert reported == []
     assert not [w for w in caught if "nclosed client session" in str(w.message)
                 or "nclosed connector" in str(w.message)], [str(w.message) for w in caught]
+
+
+async def test_proxies_from_the_environment_are_used_unless_no_proxy_names_the_host(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    async with ScriptedLLMServer(Reply.text("Via the proxy.")) as proxy:  # it answers the absolute-form request
+        monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{proxy.port}")
+        monkeypatch.setenv("NO_PROXY", "bypassed.invalid")
+        monkeypatch.delenv("http_proxy", raising=False)
+        monkeypatch.delenv("no_proxy", raising=False)
+        client = await shared_openai_client("http://llm.invalid/v1", "k", 5.0)
+        answer = await client.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}])
+        assert answer.choices[0].message.content == "Via the proxy."
+        bypassed = await shared_openai_client("http://bypassed.invalid/v1", "k", 5.0)
+        with pytest.raises(openai.APIConnectionError):  # straight to a host DNS does not know
+            await bypassed.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}])
+        await close_openai_clients()
+
+
+def test_httpx2_timeouts_become_aiohttp_limits_per_read_not_for_the_whole() -> None:
+    from vixio.providers.agent.aiohttp_transport import _client_timeout
+
+    sdk_default = _client_timeout(5.0, 600.0, 600.0)  # openai.DEFAULT_TIMEOUT
+    assert (sdk_default.total, sdk_default.sock_connect, sdk_default.sock_read, sdk_default.connect) == \
+        (None, 5.0, 600.0, 605.0)
+    unlimited = _client_timeout(None, None, None)
+    assert (unlimited.total, unlimited.sock_connect, unlimited.sock_read, unlimited.connect) == (None, None, None, None)
+
+
+def test_each_aiohttp_failure_becomes_the_httpx2_error_for_what_happened() -> None:
+    from aiohttp.client_reqrep import ConnectionKey
+
+    from vixio.providers.agent.aiohttp_transport import httpx_error
+
+    request = httpx2.Request("POST", "http://127.0.0.1:9/v1/chat/completions")
+    key = ConnectionKey("127.0.0.1", 9, False, True, None, None, None)
+    cases: list[tuple[BaseException, type[Exception]]] = [
+        (aiohttp.ClientConnectorError(key, ConnectionRefusedError(111, "refused")), httpx2.ConnectError),
+        (aiohttp.ClientConnectorDNSError(key, socket.gaierror(-2, "Name or service not known")), httpx2.ConnectError),
+        (aiohttp.ClientProxyConnectionError(key, ConnectionRefusedError(111, "refused")), httpx2.ProxyError),
+        (aiohttp.ClientConnectorCertificateError(key, ssl_error()), httpx2.ConnectError),
+        (aiohttp.ConnectionTimeoutError("Connection timeout to host"), httpx2.ConnectTimeout),
+        (aiohttp.SocketTimeoutError("Timeout on reading data from socket"), httpx2.ReadTimeout),
+        (aiohttp.ServerDisconnectedError(), httpx2.RemoteProtocolError),
+        (aiohttp.ClientPayloadError("Response payload is not completed"), httpx2.RemoteProtocolError),
+        (aiohttp.ClientConnectionResetError("Connection reset by peer"), httpx2.ReadError),
+        (aiohttp.NonHttpUrlClientError("ftp://x"), httpx2.UnsupportedProtocol),
+        (aiohttp.InvalidUrlClientError("http://"), httpx2.UnsupportedProtocol),
+    ]
+    for error, expected in cases:
+        assert type(httpx_error(error, request)) is expected, (error, expected)
+    refused = httpx_error(cases[0][0], request)
+    assert str(refused) == "cannot connect to 127.0.0.1:9: Connection refused"
+    assert str(httpx_error(cases[1][0], request)) == "cannot connect to 127.0.0.1:9: Name or service not known"
+
+
+def ssl_error() -> Exception:
+    import ssl
+
+    error = ssl.SSLCertVerificationError(1, "[SSL: CERTIFICATE_VERIFY_FAILED] certificate verify failed")
+    error.reason = "CERTIFICATE_VERIFY_FAILED"
+    return error
