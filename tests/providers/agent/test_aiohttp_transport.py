@@ -56,7 +56,7 @@ def closed_port() -> int:
 
 
 def transports() -> list[AiohttpTransport]:
-    return _CLIENTS[asyncio.get_running_loop()].transports
+    return _CLIENTS[asyncio.get_running_loop()].pools
 
 
 async def test_the_agents_client_runs_on_aiohttp() -> None:
@@ -88,7 +88,7 @@ async def test_a_streamed_event_arrives_before_the_next_is_sent() -> None:
         return response
 
     async with HandlerServer(two_chunks) as server:
-        client = await shared_openai_client(server.base_url, "k", 5.0)
+        client = shared_openai_client(server.base_url, "k", 5.0)
         stream = await client.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}],
                                                       stream=True)
         texts = []
@@ -154,7 +154,7 @@ async def test_a_server_that_never_answers_is_a_read_timeout() -> None:
         raise AssertionError("unreachable")
 
     async with HandlerServer(never) as server:
-        client = await shared_openai_client(server.base_url, "k", 0.3)
+        client = shared_openai_client(server.base_url, "k", 0.3)
         with pytest.raises(openai.APITimeoutError) as caught:
             await client.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}])
         assert isinstance(caught.value.__cause__, httpx2.ReadTimeout)
@@ -169,7 +169,7 @@ async def test_a_server_that_never_answers_is_a_read_timeout() -> None:
 @pytest.mark.parametrize(("status", "error"), [(401, openai.AuthenticationError), (500, openai.InternalServerError)])
 async def test_http_errors_keep_the_sdks_status_errors(status: int, error: type[Exception]) -> None:
     async with ScriptedLLMServer(Reply.error(status, "nope")) as server:
-        client = await shared_openai_client(server.base_url, "k", 5.0)
+        client = shared_openai_client(server.base_url, "k", 5.0)
         with pytest.raises(error) as caught:
             await client.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}], stream=True)
         assert caught.value.status_code == status  # type: ignore[attr-defined]
@@ -177,18 +177,24 @@ async def test_http_errors_keep_the_sdks_status_errors(status: int, error: type[
 
 
 async def test_closing_the_loops_clients_closes_their_sessions() -> None:
-    async with ScriptedLLMServer(Reply.text("Hi."), Reply.text("Again.")) as server:
+    async with ScriptedLLMServer(Reply.text("Hi."), Reply.text("Again."), Reply.text("New.")) as server:
         agent = OpenAIAgentProvider("openai/m", api_base=server.base_url, api_key="k")
         await agent.initialize()
         [_ async for _ in agent.chat("hi")]
-        session = transports()[0]._session
+        [pool] = transports()
+        session = pool._session
         assert session is not None and not session.closed
         await close_openai_clients()
         assert session.closed and asyncio.get_running_loop() not in _CLIENTS
+        # A client still in use (another server on the loop) opens a pool again, closed like the first.
+        assert "".join([e.text async for e in agent.chat("hi") if isinstance(e, AgentTextDelta)]) == "Again."
+        assert transports() == [pool] and pool._session is not None and pool._session is not session
         again = OpenAIAgentProvider("openai/m", api_base=server.base_url, api_key="k")
-        await again.initialize()  # a new client on the same loop
-        assert "".join([e.text async for e in again.chat("hi") if isinstance(e, AgentTextDelta)]) == "Again."
+        await again.initialize()
+        assert "".join([e.text async for e in again.chat("hi") if isinstance(e, AgentTextDelta)]) == "New."
+        reopened = pool._session
         await close_openai_clients()
+        assert reopened.closed
 
 
 def test_a_loop_shutting_down_closes_its_clients_without_a_warning() -> None:
@@ -255,10 +261,10 @@ async def test_proxies_from_the_environment_are_used_unless_no_proxy_names_the_h
         monkeypatch.setenv("NO_PROXY", "bypassed.invalid")
         monkeypatch.delenv("http_proxy", raising=False)
         monkeypatch.delenv("no_proxy", raising=False)
-        client = await shared_openai_client("http://llm.invalid/v1", "k", 5.0)
+        client = shared_openai_client("http://llm.invalid/v1", "k", 5.0)
         answer = await client.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}])
         assert answer.choices[0].message.content == "Via the proxy."
-        bypassed = await shared_openai_client("http://bypassed.invalid/v1", "k", 5.0)
+        bypassed = shared_openai_client("http://bypassed.invalid/v1", "k", 5.0)
         with pytest.raises(openai.APIConnectionError):  # straight to a host DNS does not know
             await bypassed.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}])
         await close_openai_clients()
@@ -307,3 +313,17 @@ def ssl_error() -> Exception:
     error = ssl.SSLCertVerificationError(1, "[SSL: CERTIFICATE_VERIFY_FAILED] certificate verify failed")
     error.reason = "CERTIFICATE_VERIFY_FAILED"
     return error
+
+
+async def test_the_voice_stack_closes_the_loops_pools_when_the_server_stops() -> None:
+    from vixio.config.models import VixioConfig
+    from vixio.voice import VoiceStack
+
+    async with ScriptedLLMServer(Reply.text("Hi.")) as server:
+        agent = OpenAIAgentProvider("openai/m", api_base=server.base_url, api_key="k")
+        await agent.initialize()
+        [_ async for _ in agent.chat("hi")]
+        session = transports()[0]._session
+        assert session is not None
+        await VoiceStack(VixioConfig.model_validate({})).close()
+        assert session.closed and asyncio.get_running_loop() not in _CLIENTS

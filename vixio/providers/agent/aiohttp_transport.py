@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import ssl
 import urllib.request
+from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
 
@@ -41,8 +42,10 @@ class AiohttpTransport(httpx2.AsyncBaseTransport):
     """
 
     def __init__(self, *, limits: httpx2.Limits, ssl_context: ssl.SSLContext | None = None,
-                 trust_env: bool = True) -> None:
+                 trust_env: bool = True, on_open: Callable[[AiohttpTransport], None] | None = None) -> None:
         self._limits = limits
+        self._on_open = on_open
+        """Told each time a pool is made (on the running loop), so its owner can close it there."""
         # httpx2's certificates (certifi, or SSL_CERT_FILE), so HTTPS servers are trusted as before.
         self._ssl = ssl_context or httpx2.create_ssl_context(trust_env=trust_env)
         self._proxies = urllib.request.getproxies_environment() if trust_env else {}
@@ -56,6 +59,8 @@ class AiohttpTransport(httpx2.AsyncBaseTransport):
         # httpx2 keeps the cookies, follows redirects and decodes bodies itself.
         self._session = aiohttp.ClientSession(connector=connector, cookie_jar=aiohttp.DummyCookieJar(),
                                               auto_decompress=False)
+        if self._on_open is not None:
+            self._on_open(self)
         return self._session
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
@@ -88,7 +93,7 @@ class AiohttpTransport(httpx2.AsyncBaseTransport):
         return self._proxy_of[key]
 
     async def aclose(self) -> None:
-        """Close the pool; on the loop it was made on."""
+        """Close the pool, on the loop it was made on (a later request makes a new one)."""
         session, self._session = self._session, None
         if session is not None:
             await session.close()

@@ -131,12 +131,12 @@ class _Turn:
         return replace_last_reply(kept, self.streamed_text) or kept
 
 
-async def _direct_openai_model(name: str, api_base: str | None, api_key: str | None, timeout: float | None) -> Model:
+def _direct_openai_model(name: str, api_base: str | None, api_key: str | None, timeout: float | None) -> Model:
     """openai-agents' Chat Completions model on the event loop's shared AsyncOpenAI client for
     this server (its connection pool serves every session of the loop: `openai_clients`)."""
     from agents import OpenAIChatCompletionsModel
 
-    client = await shared_openai_client(api_base, api_key, timeout)
+    client = shared_openai_client(api_base, api_key, timeout)
     return OpenAIChatCompletionsModel(model=name, openai_client=client)
 
 
@@ -240,7 +240,7 @@ class OpenAIAgentProvider(AgentProvider):
         done off the event loop)."""
         model = self._model_spec
         if isinstance(model, str) and self._openai_direct and model.startswith(_OPENAI_PREFIX):
-            model = await _direct_openai_model(model[len(_OPENAI_PREFIX):], self._api_base, self._api_key, self._timeout)
+            model = _direct_openai_model(model[len(_OPENAI_PREFIX):], self._api_base, self._api_key, self._timeout)
         elif isinstance(model, str):
             # litellm fetches a price list at import unless told not to; vixio runs offline.
             os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
