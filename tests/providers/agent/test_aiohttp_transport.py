@@ -327,3 +327,41 @@ async def test_the_voice_stack_closes_the_loops_pools_when_the_server_stops() ->
         assert session is not None
         await VoiceStack(VixioConfig.model_validate({})).close()
         assert session.closed and asyncio.get_running_loop() not in _CLIENTS
+
+
+async def test_tls_is_verified_and_a_failed_handshake_is_named(tmp_path: Any) -> None:
+    import shutil
+    import ssl
+    import subprocess
+
+    if shutil.which("openssl") is None:
+        pytest.skip("needs the openssl command (Debian package openssl) for a self-signed certificate")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert),
+                    "-days", "1", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
+                   check=True, capture_output=True)
+    server_context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    server_context.load_cert_chain(cert, key)
+
+    async def answer(request: web.Request) -> web.StreamResponse:
+        return web.json_response({"ok": True})
+
+    app = web.Application()
+    app.router.add_get("/v1/ok", answer)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0, ssl_context=server_context).start()
+    port = runner.addresses[0][1]
+    try:
+        trusting = AiohttpTransport(limits=httpx2.Limits(), ssl_context=ssl.create_default_context(cafile=cert))
+        async with httpx2.AsyncClient(transport=trusting) as client:
+            assert (await client.get(f"https://127.0.0.1:{port}/v1/ok")).json() == {"ok": True}
+        agent = OpenAIAgentProvider("openai/m", api_base=f"https://127.0.0.1:{port}/v1", api_key="k")
+        await agent.initialize()
+        with pytest.raises(AgentError) as failed:  # the default trust store does not know the certificate
+            [_ async for _ in agent.chat("hi")]
+        assert str(failed.value) == (f"could not reach the language model at https://127.0.0.1:{port}/v1: "
+                                     f"TLS handshake with 127.0.0.1:{port} failed: CERTIFICATE_VERIFY_FAILED")
+        await close_openai_clients()
+    finally:
+        await runner.cleanup()

@@ -74,7 +74,7 @@ class AiohttpTransport(httpx2.AsyncBaseTransport):
                 timeout=_client_timeout(timeout.get("connect"), timeout.get("read"), timeout.get("pool")),
                 proxy=self._proxy(request.url), server_hostname=request.extensions.get("sni_hostname"))
         except _FAILURES as exc:
-            raise httpx_error(exc, request) from exc
+            raise httpx_error(exc, request) from _cause(exc)
         extensions: dict[str, Any] = {"http_version": b"HTTP/1.1"}
         if response.reason:
             extensions["reason_phrase"] = response.reason.encode("ascii", "replace")
@@ -169,6 +169,15 @@ def httpx_error(exc: BaseException, request: httpx2.Request) -> httpx2.Transport
     if isinstance(exc, aiohttp.ClientConnectionError | OSError):  # reset, broken pipe
         return httpx2.ReadError(str(exc) or type(exc).__name__, request=request)
     return httpx2.TransportError(str(exc) or type(exc).__name__, request=request)
+
+
+def _cause(exc: BaseException) -> BaseException:
+    """What an httpx2 error is raised from: the aiohttp error, or for a failed TLS handshake the
+    `ssl` error itself, whose reason `failure.py` names (aiohttp's wrapper is an `ssl` error
+    too, with no reason of its own; it stays the context)."""
+    if isinstance(exc, aiohttp.ClientSSLError) and isinstance(exc.os_error, ssl.SSLError):
+        return exc.os_error
+    return exc
 
 
 def _connect_failure(exc: aiohttp.ClientConnectorError) -> str:
