@@ -67,7 +67,7 @@ class TurnDetectorStation(Station):
             if not self._push_to_talk and self._in_turn:
                 self._in_turn = False
                 if self._speech_seconds * 1000 >= self.min_speech_ms:
-                    yield TurnEndChunk(source="vad")
+                    yield TurnEndChunk(source="vad", created_at=chunk.created_at)  # the deciding frame's arrival
                 else:
                     self.logger.debug("ignored {:.0f} ms of speech: too short for a turn", self._speech_seconds * 1000)
 

@@ -40,6 +40,8 @@ class QueuedFrames(AudioChunk):
     them, `parts` each frame as it came, handled one by one after one scoring round trip."""
 
     parts: list[bytes] = field(default_factory=list)
+    arrivals: list[float] = field(default_factory=list)
+    """Each part's `created_at`: when its frame reached the server."""
 
 
 class VADStation(Station):
@@ -95,8 +97,10 @@ class VADStation(Station):
                 and chunk.duration < MAX_MERGED_SECONDS):
             return None
         parts = [*(chunk.parts if isinstance(chunk, QueuedFrames) else [chunk.pcm]), following.pcm]
-        return QueuedFrames(pcm=b"".join(parts), parts=parts, sample_rate=chunk.sample_rate, channels=chunk.channels,
-                            session_id=chunk.session_id, turn_id=chunk.turn_id, created_at=chunk.created_at)
+        arrivals = [*(chunk.arrivals if isinstance(chunk, QueuedFrames) else [chunk.created_at]), following.created_at]
+        return QueuedFrames(pcm=b"".join(parts), parts=parts, arrivals=arrivals, sample_rate=chunk.sample_rate,
+                            channels=chunk.channels, session_id=chunk.session_id, turn_id=chunk.turn_id,
+                            created_at=chunk.created_at)
 
     async def process(self, chunk: Chunk) -> AsyncIterator[Chunk]:
         if isinstance(chunk, EndpointChunk):
@@ -111,20 +115,25 @@ class VADStation(Station):
             raise ValueError(f"{self.name} needs mono {self.provider.sample_rate} Hz audio, got "
                              f"{chunk.channels} channel(s) at {chunk.sample_rate} Hz")
         assert self._detector is not None, "start() was not called"
-        parts = chunk.parts if isinstance(chunk, QueuedFrames) else [chunk.pcm]
+        merged = isinstance(chunk, QueuedFrames)
+        parts = chunk.parts if merged else [chunk.pcm]
+        arrivals = chunk.arrivals if merged else [chunk.created_at]
         speaking = self._detector.speaking
         # Scored off the loop, batched with every other session's audio (where the backend can).
-        for pcm, events in zip(parts, await self._detector.feed_parts_async(parts)):
+        for pcm, arrived, events in zip(parts, arrivals, await self._detector.feed_parts_async(parts)):
             for event in events:
                 if event.type in ("start", "end"):
                     speaking = event.type == "start"
-            for out in self._route(np.frombuffer(pcm, dtype="<i2"), events, speaking, chunk):
+            for out in self._route(np.frombuffer(pcm, dtype="<i2"), events, speaking, chunk, arrived):
                 yield out
 
-    def _route(self, samples: np.ndarray, events: list[VADEvent], speaking: bool, like: AudioChunk) -> Iterator[Chunk]:
+    def _route(self, samples: np.ndarray, events: list[VADEvent], speaking: bool, like: AudioChunk,
+               arrived: float) -> Iterator[Chunk]:
         """What one frame (`samples`, the VAD events it completed, whether speech goes on after
         it) sends downstream: speech and the events around it. A generator, so that `bot_speaking`
-        and the turn are read as each event is handled (after an interrupt raised by an earlier one)."""
+        and the turn are read as each event is handled (after an interrupt raised by an earlier one).
+        A pause or an end is stamped with the frame's arrival (`arrived`), not the moment it is
+        sent on: the latency marks then include the frame's wait for the VAD and its scoring."""
         begin = self._position
         self._position += samples.shape[0]
         cursor = begin  # samples before `cursor` of this frame were already handled
@@ -143,13 +152,14 @@ class VADStation(Station):
                 if cursor < event.sample:
                     yield self._audio(samples[cursor - begin: event.sample - begin], like)
                 cursor = max(cursor, event.sample)
-                yield VADEndChunk(turn_id=self.current_turn_id)
+                yield VADEndChunk(turn_id=self.current_turn_id, created_at=arrived)
             else:  # pause or resume: after the audio that decided it
                 upto = min(max(event.detected_at, cursor), self._position)
                 if cursor < upto:
                     yield self._audio(samples[cursor - begin: upto - begin], like)
                     cursor = upto
-                yield (VADPauseChunk(silence_start=event.sample, turn_id=self.current_turn_id) if event.type == "pause"
+                yield (VADPauseChunk(silence_start=event.sample, turn_id=self.current_turn_id, created_at=arrived)
+                       if event.type == "pause"
                        else VADResumeChunk(turn_id=self.current_turn_id))
         if speaking:
             if cursor < self._position:

@@ -18,7 +18,7 @@ from vixio.core.chunk import AudioChunk, Chunk
 from vixio.core.pipeline import Pipeline
 from vixio.providers.vad import SileroOnnxVAD, VoiceActivityDetector, silero_onnx
 from vixio.providers.vad.base import VADProvider, VADStream
-from vixio.stations import VADStation
+from vixio.stations import TurnDetectorStation, VADStation
 from vixio.testing.harness import run_station
 
 pytest.importorskip("onnxruntime", reason="needs vixio[silero-onnx]")
@@ -255,3 +255,45 @@ async def test_the_scoring_thread_runs_below_the_event_loop() -> None:
     loop_nice = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
     assert silero_onnx._BATCHER_NICE > 0
     assert niceness["vixio-silero-va"] == min(19, loop_nice + silero_onnx._BATCHER_NICE)  # 19 is the lowest
+
+
+async def test_a_speech_end_is_stamped_with_the_arrival_of_the_frame_that_decided_it(speech) -> None:
+    # The latency marks start at `speech_end`: stamped when the VAD sends it on, they would leave
+    # out the frame's wait in the station's inbox and its scoring round trip, the part that grows
+    # under load. Frames arrive at known times; fed one at a time and merged behind a slow round
+    # trip, the end (and the turn end after it) carries the deciding frame's arrival.
+    samples = utterance(speech, "volume.wav", 3)
+    arrival = lambda index: 1000.0 + index  # noqa: E731
+    chunks = [AudioChunk(pcm=frame.astype("<i2").tobytes(), sample_rate=16000, created_at=arrival(i))
+              for i, frame in enumerate(frames(samples))]
+    deciding = None
+    async with Pipeline([VADStation(SileroOnnxVAD()), TurnDetectorStation()], session_id="in-time") as pipeline:
+        for index, chunk in enumerate(chunks):
+            await pipeline.push(chunk)
+            await pipeline.join()
+            ends = [c for c in pipeline.drain_output() if c.kind in ("vad_end", "turn_end")]
+            if ends:
+                deciding = index
+                assert [c.kind for c in ends] == ["vad_end", "turn_end"]
+                assert [c.created_at for c in ends] == [arrival(index)] * 2
+    assert deciding is not None and deciding < len(chunks) - 5
+
+    vad = SileroOnnxVAD()
+    make_stream = vad.create_stream
+
+    def slow_stream() -> VADStream:
+        stream = make_stream()
+        score = stream.score
+
+        async def slowly(windows: np.ndarray, **kwargs: bool) -> list[float]:
+            await asyncio.sleep(0.01)
+            return await score(windows, **kwargs)
+
+        stream.score = slowly  # type: ignore[method-assign]
+        return stream
+
+    vad.create_stream = slow_stream  # type: ignore[method-assign]
+    station = CountingMerges(vad)
+    behind = await run_station(station, chunks)
+    assert station.merged > 0
+    assert [c.created_at for c in behind if c.kind == "vad_end"] == [arrival(deciding)]
