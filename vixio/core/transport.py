@@ -228,19 +228,13 @@ class TransportBase(ABC):
                     data = await self._do_read(session_id)
                 except ConnectionClosed:
                     break
-                try:
-                    message = self.protocol_for(session_id).decode(data)
-                except FrameRefused as exc:
-                    io.logger.warning("closing the connection ({}): {}", exc.close_code, exc)
-                    await self._do_close(session_id, exc.close_code, str(exc))
+                rest = self._take_now(session_id, io, data)
+                if isinstance(rest, FrameRefused):
+                    io.logger.warning("closing the connection ({}): {}", rest.close_code, rest)
+                    await self._do_close(session_id, rest.close_code, str(rest))
                     break
-                except ProtocolError as exc:
-                    self._log_malformed(io, exc)
-                    continue
-                if self.protocol.is_mcp_message(message):
-                    self._route_mcp(io, message)
-                elif io.inline is None or not io.reads.empty() or not self._handle_inline(io, message):
-                    await io.reads.put(message)
+                if rest is not None:
+                    await io.reads.put(rest)
         finally:
             if io.bad_frames.pending():
                 io.logger.warning("dropped {} more malformed frames ({} in all)",
@@ -249,6 +243,36 @@ class TransportBase(ABC):
             while io.reads.full():
                 io.reads.get_nowait()
             io.reads.put_nowait(None)
+
+    def receive_now(self, session_id: str, data: bytes | str) -> bool:
+        """Handle one raw frame at once, as the read worker would have next (for a transport whose
+        connection hands frames over as it parses them, while the worker waits for the next one):
+        True when done, False when it needs the worker (a full read queue, a refused frame)."""
+        io = self._io.get(session_id)
+        if io is None:
+            return False
+        return self._take_now(session_id, io, data) is None
+
+    def _take_now(self, session_id: str, io: _SessionIO, data: bytes | str) -> Message | FrameRefused | None:
+        """What the read worker does with one raw frame, up to where it would wait: None when
+        done; else the decoded message for a full `reads` queue, or the refusal that closes the
+        connection."""
+        try:
+            message = self.protocol_for(session_id).decode(data)
+        except FrameRefused as exc:
+            return exc
+        except ProtocolError as exc:
+            self._log_malformed(io, exc)
+            return None
+        if self.protocol.is_mcp_message(message):
+            self._route_mcp(io, message)
+            return None
+        if io.inline is not None and io.reads.empty() and self._handle_inline(io, message):
+            return None
+        if io.reads.full():
+            return message
+        io.reads.put_nowait(message)
+        return None
 
     @staticmethod
     def _handle_inline(io: _SessionIO, message: Message) -> bool:

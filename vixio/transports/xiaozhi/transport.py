@@ -41,6 +41,7 @@ from vixio.transports.xiaozhi.pairing_store import PairingStore
 from vixio.transports.xiaozhi.register_tools import RegisterToolsClient, ServerTools
 from vixio.transports.xiaozhi.session_io import XiaozhiSessionIO
 from vixio.transports.xiaozhi.ws_log import websockets_logger
+from vixio.transports.xiaozhi.ws_receive import DirectConnection, connection_class
 
 COMPANION_HELLO_GRACE = 1.0
 """Seconds a client that registered tools has left to send a hello before it is served as a
@@ -126,6 +127,7 @@ class XiaozhiTransport(XiaozhiSessionIO):
             self._handle,
             **where,
             process_request=self._process_request,
+            create_connection=connection_class(),  # microphone frames handled as they are parsed
             max_size=self.config.max_message_bytes,
             compression=None,  # Opus does not compress; deflate would only cost CPU
             ping_interval=30,
@@ -209,6 +211,8 @@ class XiaozhiTransport(XiaozhiSessionIO):
                                                              max_json_depth=self.config.max_json_depth)
         budget = ToolBudget(self.config.mcp.limits)  # shared by the session's peer tool sources
         self.open_session_io(session_id, identity.device_id)
+        if isinstance(socket, DirectConnection):
+            socket.receiver = lambda data: self.receive_now(session_id, data)
         # Before the hello wait: the read worker routes MCP frames as they arrive, so a
         # registration sent with (or before) the hello reaches its client.
         register = RegisterToolsClient(
