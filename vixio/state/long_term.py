@@ -110,17 +110,20 @@ def long_term_updater(config: VixioConfig) -> MemoryUpdater | None:
     api_key = agent.api_key if isinstance(agent, LitellmAgentConfig) else None
     model = memory.model or (agent.model if isinstance(agent, LitellmAgentConfig) else "")
     direct = isinstance(agent, LitellmAgentConfig) and agent.openai_direct and model.startswith("openai/")
-    complete = _openai_completion(model, api_base, api_key) if direct else _litellm_completion(model, api_base, api_key)
+    timeout = agent.timeout if isinstance(agent, LitellmAgentConfig) else None
+    complete = (_openai_completion(model, api_base, api_key, timeout) if direct
+                else _litellm_completion(model, api_base, api_key))
     return ModelMemory(complete, memory.max_chars)
 
 
-def _openai_completion(model: str, api_base: str | None, api_key: str | None) -> Callable[..., Any]:
-    """`openai/...` models through the openai SDK, as the agent calls them (no litellm import)."""
-    from openai import AsyncOpenAI
-
-    client = AsyncOpenAI(base_url=api_base, api_key=api_key or "unused", max_retries=0)
+def _openai_completion(model: str, api_base: str | None, api_key: str | None,
+                       timeout: float | None) -> Callable[..., Any]:
+    """`openai/...` models through the openai SDK, as the agent calls them (no litellm import), on
+    the client the agent uses for that server (its pool, closed when the server stops)."""
+    from vixio.providers.agent.openai_clients import shared_openai_client
 
     async def complete(messages: list[dict[str, str]]) -> str:
+        client = shared_openai_client(api_base, api_key, timeout)
         response = await client.chat.completions.create(model=model.removeprefix("openai/"), messages=messages,
                                                         stream=False)  # type: ignore[arg-type]
         return response.choices[0].message.content or ""
