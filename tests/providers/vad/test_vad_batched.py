@@ -147,6 +147,28 @@ async def test_station_output_is_the_same_as_the_per_session_path(speech) -> Non
     assert kinds.count("vad_start") == 1 and kinds.count("vad_end") == 1
 
 
+def slow_vad(round_trips: list[int]) -> SileroOnnxVAD:
+    """Silero whose every scoring round trip takes 10 ms more (a loaded server: the next frames
+    arrive meanwhile); each round trip's window count goes to `round_trips`."""
+    vad = SileroOnnxVAD()
+    make_stream = vad.create_stream
+
+    def slow_stream() -> VADStream:
+        stream = make_stream()
+        score = stream.score
+
+        async def slowly(windows: np.ndarray, **kwargs: bool) -> list[float]:
+            round_trips.append(windows.shape[0])
+            await asyncio.sleep(0.01)
+            return await score(windows, **kwargs)
+
+        stream.score = slowly  # type: ignore[method-assign]
+        return stream
+
+    vad.create_stream = slow_stream  # type: ignore[method-assign]
+    return vad
+
+
 class CountingMerges(VADStation):
     merged = 0
 
@@ -162,23 +184,8 @@ async def test_a_station_behind_real_time_catches_up_in_one_round_trip_with_the_
     # handled before the next arrives) it never merges. The output must be the same, chunk for chunk.
     samples = utterance(speech, "weather.wav", 2)
     chunks: list[Chunk] = [AudioChunk(pcm=frame.astype("<i2").tobytes(), sample_rate=16000) for frame in frames(samples)]
-    vad = SileroOnnxVAD()
     round_trips: list[int] = []
-    make_stream = vad.create_stream
-
-    def slow_stream() -> VADStream:
-        stream = make_stream()
-        score = stream.score
-
-        async def slowly(windows: np.ndarray, **kwargs: bool) -> list[float]:
-            round_trips.append(windows.shape[0])
-            await asyncio.sleep(0.01)  # a loaded server: the next frames arrive meanwhile
-            return await score(windows, **kwargs)
-
-        stream.score = slowly  # type: ignore[method-assign]
-        return stream
-
-    vad.create_stream = slow_stream  # type: ignore[method-assign]
+    vad = slow_vad(round_trips)
     behind_station = CountingMerges(vad)
     behind = await run_station(behind_station, chunks)
     assert behind_station.merged >= len(chunks) // 2 and len(round_trips) <= len(chunks) // 4
@@ -278,22 +285,7 @@ async def test_a_speech_end_is_stamped_with_the_arrival_of_the_frame_that_decide
                 assert [c.created_at for c in ends] == [arrival(index)] * 2
     assert deciding is not None and deciding < len(chunks) - 5
 
-    vad = SileroOnnxVAD()
-    make_stream = vad.create_stream
-
-    def slow_stream() -> VADStream:
-        stream = make_stream()
-        score = stream.score
-
-        async def slowly(windows: np.ndarray, **kwargs: bool) -> list[float]:
-            await asyncio.sleep(0.01)
-            return await score(windows, **kwargs)
-
-        stream.score = slowly  # type: ignore[method-assign]
-        return stream
-
-    vad.create_stream = slow_stream  # type: ignore[method-assign]
-    station = CountingMerges(vad)
+    station = CountingMerges(slow_vad([]))
     behind = await run_station(station, chunks)
     assert station.merged > 0
     assert [c.created_at for c in behind if c.kind == "vad_end"] == [arrival(deciding)]
