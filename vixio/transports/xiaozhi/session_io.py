@@ -18,7 +18,6 @@ from vixio.core.protocol import Message
 from vixio.core.transport import ConnectionClosed, TransportBase
 from vixio.transports.xiaozhi import protocol as xp
 from vixio.transports.xiaozhi.register_tools import RegisterToolsClient
-from vixio.transports.xiaozhi.ws_receive import DirectConnection
 from vixio.transports.xiaozhi.ws_send import can_send_now, send_now, send_together
 
 
@@ -35,16 +34,7 @@ class XiaozhiSessionIO(TransportBase):
 
     async def _do_read(self, session_id: str) -> bytes | str:
         try:
-            socket = self._sockets[session_id]
-            if not isinstance(socket, DirectConnection):
-                return await socket.recv()
-            socket.parked = True  # binary messages parsed meanwhile may be handled at once
-            try:
-                data = await socket.recv()
-            finally:
-                socket.parked = False
-            socket.took_one()
-            return data
+            return await self._sockets[session_id].recv()
         except websockets.ConnectionClosed as exc:
             if exc.sent is not None and exc.sent.code in (1007, 1009):
                 io = self._io.get(session_id)

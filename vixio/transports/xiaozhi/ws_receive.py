@@ -45,7 +45,7 @@ class DirectConnection(ServerConnection):
         super().__init__(*args, **kwargs)
         self.receiver: Receiver | None = None
         self.parked = False
-        """The session's reader is waiting in `recv()` (set around that await by the reader)."""
+        """The session's reader is waiting in `recv()`."""
         self.queued = 0
         """Messages given to websockets' queue that the reader has not returned from `recv()` yet."""
         self.direct = 0
@@ -73,9 +73,16 @@ class DirectConnection(ServerConnection):
             self.queued += 1
         return False
 
-    def took_one(self) -> None:
-        """The reader returned a message from `recv()`."""
+    async def recv(self, decode: bool | None = None) -> Any:
+        """`Connection.recv`, noting that the reader waits (so binary messages parsed meanwhile
+        may go to `receiver`) and counting the message it returns off `queued`."""
+        self.parked = True
+        try:
+            message = await super().recv(decode)
+        finally:
+            self.parked = False
         self.queued = max(0, self.queued - 1)
+        return message
 
 
 def connection_class() -> type[ServerConnection]:
