@@ -73,6 +73,8 @@ class InstantSpeechServices:
         app.router.add_post("/v1/chat/completions", self._chat)
         app.router.add_post("/v1/audio/speech", self._speech)
         app.router.add_get("/stats", self._stats)
+        for path in ("/v1/audio/transcriptions", "/v1/chat/completions", "/v1/audio/speech"):
+            app.router.add_route("HEAD", path, self._head)  # vixio's warm-ups (providers/prewarm.py)
         app.router.add_route("*", "/{tail:.*}", self._unknown)
         return app
 
@@ -142,6 +144,10 @@ class InstantSpeechServices:
         if body.get("response_format") == "wav":
             return web.Response(body=self.wav, content_type="audio/wav")
         return web.Response(body=self.pcm, content_type="audio/pcm")
+
+    async def _head(self, request: web.Request) -> web.Response:
+        self.stats["warmups"] += 1
+        return web.Response(status=405, text="Method Not Allowed")
 
     async def _stats(self, request: web.Request) -> web.Response:
         return web.json_response(dict(self.stats))

@@ -54,6 +54,7 @@ from vixio.voice_providers import (
     load_tts_fallback,
     make_agent,
     make_asr,
+    make_prewarmer,
     make_tts,
     make_vad,
     provider_kind,
@@ -102,6 +103,8 @@ class VoiceStack:
         """The stacks of the config's profiles by name, made in `load()`."""
         self._owned: list[ASRProvider | TTSProvider] = []
         """Providers this stack made (and closes)."""
+        self.prewarm: Callable[[], None] | None = None
+        """Opens the cloud APIs' connections ahead of a turn (`pipeline.prewarm`), made in `load()`."""
 
     def for_profile(self, name: str) -> VoiceStack:
         """The stack of profile `name` (`default` or an unknown name: this one)."""
@@ -134,6 +137,7 @@ class VoiceStack:
             online = isinstance(config.tts, OpenAITTSConfig | EdgeTTSConfig)
             self.tts_circuit = TTSCircuit(self.tts, self.tts_fallback, first_audio_timeout=waits,
                                           breaks=online or self.tts_fallback is not None)
+        self.prewarm = make_prewarmer(config, self.asr, self.tts)
         if config.agent is not None and (base is None or not _same(config.agent, base.config.agent)):
             await make_agent(config).initialize(system_prompt="")  # loads local weights once
         if base is not None:
@@ -245,6 +249,8 @@ class VoiceStack:
         it all erased by voice (vixio/state/forget.py), the model's history emptied first.
         """
         config = self.config
+        if self.prewarm is not None:  # the device just connected: its user speaks in a second
+            self.prewarm()
         stations: list[Station] = []
         if self.vad is not None and self.asr is not None and config.asr is not None:
             vad, turn = config.vad, config.turn
@@ -256,7 +262,7 @@ class VoiceStack:
                            early_silence_ms=vad.early_silence_ms, barge_in=vad.barge_in),
                 TurnDetectorStation(min_speech_ms=turn.min_speech_ms),
                 ASRStation(self.asr, language=config.asr.language, endpointing=rules,
-                           min_silence_ms=vad.min_silence_ms),
+                           min_silence_ms=vad.min_silence_ms, on_speech=self.prewarm),
             ]
         stations.append(TextAggregatorStation())
         if config.agent is not None:

@@ -6,6 +6,10 @@ matters to a config that names it.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+from functools import partial
+from typing import Any
+
 from loguru import logger
 
 from vixio.config.models import VixioConfig
@@ -26,6 +30,7 @@ from vixio.core.tools.protocols.base import TextToolProtocol
 from vixio.extras import install_hint
 from vixio.providers.agent.base import AgentProvider
 from vixio.providers.asr.base import ASRProvider
+from vixio.providers.prewarm import Prewarmer
 from vixio.providers.tts.base import TTSProvider
 from vixio.providers.vad.base import VADProvider
 
@@ -137,3 +142,19 @@ def make_agent(config: VixioConfig) -> AgentProvider:
                                temperature=agent.temperature, max_tokens=agent.max_tokens, timeout=agent.timeout,
                                tracing=agent.tracing, max_history_messages=agent.max_history_messages,
                                openai_direct=agent.openai_direct)
+
+
+def make_prewarmer(config: VixioConfig, asr: ASRProvider | None, tts: TTSProvider | None) -> Prewarmer | None:
+    """What warms the cloud APIs of this config as a device connects and its user starts speaking
+    (`pipeline.prewarm`; providers/prewarm.py): the ASR, the TTS and an `openai/...` agent model
+    (litellm's own models keep litellm's pool); None when off."""
+    if not config.pipeline.prewarm:
+        return None
+    warms: list[Callable[[], Awaitable[Any]]] = [provider.warm for provider in (asr, tts) if provider is not None]
+    agent = config.agent
+    if isinstance(agent, LitellmAgentConfig) and agent.openai_direct and agent.model.startswith("openai/"):
+        from vixio.providers.agent.openai_clients import warm_openai_client
+
+        # The key the sessions' OpenAIAgentProvider uses for its shared client (make_agent).
+        warms.append(partial(warm_openai_client, agent.api_base, agent.api_key or None, agent.timeout))
+    return Prewarmer(warms)

@@ -52,6 +52,8 @@ class PipelineConfig(StrictModel):
 
     queue_size: int = Field(default=32, ge=1, le=10_000)
     """Chunks each station may have queued before the one upstream waits (backpressure)."""
+    prewarm: bool = True
+    """When a device connects and when its user starts speaking, open a connection to each cloud API (an `openai` ASR or TTS, an `openai/...` agent model) that had no request in the last 4 s, with one HEAD request, so the turn does not wait for DNS, TCP and TLS (2-4 round trips per API, on the way to the first answer). false: connect when a turn needs it."""
 
 
 class VixioConfig(StrictModel):

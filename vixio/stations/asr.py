@@ -15,7 +15,7 @@ everything said. Each pause transcribes the whole turn so far, so a turn gets at
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
 from vixio.core.chunk import (
@@ -51,9 +51,12 @@ class ASRStation(Station):
 
     def __init__(self, provider: ASRProvider, *, language: str | None = None, max_seconds: float = 30.0,
                  endpointing: EndpointRules | None = None, min_silence_ms: int = 500, max_drafts: int = 4,
-                 name: str | None = None) -> None:
+                 on_speech: Callable[[], None] | None = None, name: str | None = None) -> None:
         super().__init__(name)
         self.provider = provider
+        self.on_speech = on_speech
+        """Called as a user turn starts (the user began speaking): e.g. `VoiceStack.prewarm`, so
+        the cloud APIs' connections are open by the time the turn needs them. Must not block."""
         self.language = language
         self.max_seconds = max_seconds
         self.endpointing = endpointing or EndpointRules()
@@ -85,6 +88,8 @@ class ASRStation(Station):
             return
         if isinstance(chunk, TurnStartChunk):
             self._reset()
+            if self.on_speech is not None:
+                self.on_speech()
             yield chunk
             return
         if isinstance(chunk, VADResumeChunk):

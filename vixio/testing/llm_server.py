@@ -165,6 +165,8 @@ class ScriptedLLMServer(LoopbackServer):
     def build_app(self) -> web.Application:
         app = web.Application()
         app.router.add_post("/v1/chat/completions", self._chat_completions)
+        # vixio warms its pool with a HEAD (providers/prewarm.py): answered as an API server does.
+        app.router.add_route("HEAD", "/v1/chat/completions", _method_not_allowed)
         app.router.add_route("*", "/{tail:.*}", self._unknown_route)
         return app
 
@@ -337,3 +339,7 @@ def _completion(body: dict[str, Any], reply: Reply, number: int) -> dict[str, An
 def _usage(reply: Reply) -> dict[str, int]:
     completion = len(reply.deltas) + sum(len(c.arguments_json()) // 4 + 1 for c in reply.calls)
     return {"prompt_tokens": 10, "completion_tokens": completion, "total_tokens": 10 + completion}
+
+
+async def _method_not_allowed(request: web.Request) -> web.Response:
+    return web.Response(status=405, text="Method Not Allowed")

@@ -25,6 +25,7 @@ import aiohttp
 import httpx2
 
 from vixio.providers import http_eager
+from vixio.providers.prewarm import FRESH_FOR, Warmth, head
 
 _FAILURES = (aiohttp.ClientError, TimeoutError, OSError)
 """What aiohttp raises for a request that failed (ServerTimeoutError is a TimeoutError)."""
@@ -51,6 +52,12 @@ class AiohttpTransport(httpx2.AsyncBaseTransport):
         self._proxies = urllib.request.getproxies_environment() if trust_env else {}
         self._proxy_of: dict[tuple[str, str], str | None] = {}
         self._session: aiohttp.ClientSession | None = None
+        self.warmth = Warmth("the agent's model server", fresh_for=min(FRESH_FOR, limits.keepalive_expiry or FRESH_FOR))
+
+    async def warm(self, url: str) -> bool:
+        """A HEAD to `url` when the pool went cold (see providers/prewarm.py); True if sent."""
+        return await self.warmth.warm(lambda: head(self._session or self._open(), url,
+                                                   proxy=self._proxy(httpx2.URL(url))))
 
     def _open(self) -> aiohttp.ClientSession:
         http_eager.install()  # Python 3.11: the request is written before `request()` waits
@@ -65,6 +72,7 @@ class AiohttpTransport(httpx2.AsyncBaseTransport):
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
         session = self._session or self._open()
+        self.warmth.used()
         timeout = request.extensions.get("timeout", {})
         body = await request.aread()  # the SDK's JSON bodies are bytes already
         headers = [(name, value) for name, value in request.headers.multi_items() if name != "transfer-encoding"]
@@ -79,7 +87,7 @@ class AiohttpTransport(httpx2.AsyncBaseTransport):
         if response.reason:
             extensions["reason_phrase"] = response.reason.encode("ascii", "replace")
         return httpx2.Response(response.status, headers=response.raw_headers, request=request,
-                               stream=_ResponseStream(response, request), extensions=extensions)
+                               stream=_ResponseStream(response, request, self.warmth), extensions=extensions)
 
     def _proxy(self, url: httpx2.URL) -> str | None:
         """The proxy the environment names for `url`'s scheme and host, if any."""
@@ -115,9 +123,10 @@ class _ResponseStream(httpx2.AsyncByteStream):
     """A response body, each piece as soon as aiohttp receives it: a streamed answer's events
     reach the agent when the server sends them, not when a buffer fills."""
 
-    def __init__(self, response: aiohttp.ClientResponse, request: httpx2.Request) -> None:
+    def __init__(self, response: aiohttp.ClientResponse, request: httpx2.Request, warmth: Warmth) -> None:
         self._response = response
         self._request = request
+        self._warmth = warmth
 
     def __aiter__(self) -> _ResponseStream:
         return self
@@ -134,6 +143,7 @@ class _ResponseStream(httpx2.AsyncByteStream):
     async def aclose(self) -> None:
         # aiohttp pools the connection when the body was read to its end and closes it otherwise.
         self._response.release()
+        self._warmth.used()
 
 
 @lru_cache(maxsize=64)

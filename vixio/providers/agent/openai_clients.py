@@ -37,12 +37,14 @@ class _LoopClients:
 
     def __init__(self) -> None:
         self.clients: dict[ClientKey, AsyncOpenAI] = {}
+        self.transports: dict[ClientKey, AiohttpTransport] = {}
         self.pools: list[AiohttpTransport] = []
         self.closer: AsyncGenerator[None, None] | None = None
 
     async def aclose(self) -> None:
         pools, self.pools = self.pools, []
         self.clients.clear()
+        self.transports.clear()
         for pool in pools:
             with contextlib.suppress(Exception):  # a pool that fails to close is still let go
                 await pool.aclose()
@@ -50,7 +52,7 @@ class _LoopClients:
     def discard(self) -> None:
         for pool in self.pools:
             pool.discard()
-        self.pools, self.clients = [], {}
+        self.pools, self.clients, self.transports = [], {}, {}
 
 
 _CLIENTS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopClients] = weakref.WeakKeyDictionary()
@@ -62,8 +64,17 @@ def shared_openai_client(api_base: str | None, api_key: str | None, timeout: flo
     key = (api_base, api_key, timeout)
     client = entry.clients.get(key)
     if client is None:
-        client = entry.clients[key] = _new_client(api_base, api_key, timeout)
+        client, entry.transports[key] = _new_client(api_base, api_key, timeout)
+        entry.clients[key] = client
     return client
+
+
+async def warm_openai_client(api_base: str | None, api_key: str | None, timeout: float | None) -> bool:
+    """Open a connection to this server's chat endpoint if the running loop's pool for it went
+    cold (see providers/prewarm.py); True if a warm-up request was sent."""
+    client = shared_openai_client(api_base, api_key, timeout)
+    transport = _entry(asyncio.get_running_loop()).transports[(api_base, api_key, timeout)]
+    return await transport.warm(str(client.base_url).rstrip("/") + "/chat/completions")
 
 
 async def close_openai_clients() -> None:
@@ -102,9 +113,10 @@ def _track(pool: AiohttpTransport) -> None:
     _entry(asyncio.get_running_loop()).pools.append(pool)
 
 
-def _new_client(api_base: str | None, api_key: str | None, timeout: float | None) -> AsyncOpenAI:
+def _new_client(api_base: str | None, api_key: str | None,
+                timeout: float | None) -> tuple[AsyncOpenAI, AiohttpTransport]:
     """An AsyncOpenAI client with the SDK's own defaults (limits, redirects, timeouts when none is
-    given) on an aiohttp transport; no retries (the user hears an apology, not silence)."""
+    given) on an aiohttp transport (returned too); no retries (the user hears an apology, not silence)."""
     import httpx2
     from openai import DEFAULT_CONNECTION_LIMITS, DEFAULT_TIMEOUT, AsyncOpenAI
 
@@ -116,4 +128,5 @@ def _new_client(api_base: str | None, api_key: str | None, timeout: float | None
     # user hears as "rejected the API key" (as with litellm).
     secret = api_key or os.environ.get("OPENAI_API_KEY") or "no-api-key"
     # `timeout` as before: each request's limits (httpx2 hands them to the transport).
-    return AsyncOpenAI(base_url=api_base, api_key=secret, max_retries=0, timeout=timeout, http_client=http_client)
+    client = AsyncOpenAI(base_url=api_base, api_key=secret, max_retries=0, timeout=timeout, http_client=http_client)
+    return client, transport

@@ -37,6 +37,10 @@ class ASRProvider(ABC):
         Raises `ASRError` when the backend fails.
         """
 
+    async def warm(self) -> None:
+        """Open a connection to a remote service now if its pool went cold (providers/prewarm.py),
+        so the next `transcribe` does not wait for one; local models need nothing."""
+
     @abstractmethod
     async def close(self) -> None:
         """Release what `initialize` acquired; idempotent."""

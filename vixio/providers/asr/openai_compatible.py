@@ -25,6 +25,7 @@ from vixio.extras import install_hint
 from vixio.providers import http_eager
 from vixio.providers.asr.base import ASRError, ASRProvider, check_pcm
 from vixio.providers.failure import describe_failure
+from vixio.providers.prewarm import Warmth, head
 
 _EXTRA_HINT = install_hint("xiaozhi")
 _BODY_EXCERPT = 300  # characters of an error body worth putting in a log line
@@ -94,6 +95,7 @@ class OpenAICompatibleASR(ASRProvider):
         self._missing_key = missing_key
         self._session: Any | None = None
         self._lock = asyncio.Lock()
+        self.warmth = Warmth(self.url)
 
     async def initialize(self) -> None:
         """Open the HTTP connection pool; idempotent."""
@@ -144,6 +146,8 @@ class OpenAICompatibleASR(ASRProvider):
         except aiohttp.ClientError as exc:
             cause = describe_failure(self.url, exc=exc, missing_key=self._missing_key)
             raise ASRError(f"{self.name}: POST {self.url} failed: {cause}") from exc
+        finally:
+            self.warmth.used()
         text = payload.get("text") if isinstance(payload, dict) else None
         if not isinstance(text, str):
             raise ASRError(
@@ -156,6 +160,13 @@ class OpenAICompatibleASR(ASRProvider):
             (time.perf_counter() - started) * 1000,
         )
         return text.strip()
+
+    async def warm(self) -> None:
+        """A HEAD to the transcription URL when the pool went cold (see providers/prewarm.py)."""
+        if self.warmth.cold:
+            if self._session is None or self._session.closed:
+                await self.initialize()
+            await self.warmth.warm(lambda: head(self._session, self.url))
 
     async def close(self) -> None:
         """Close the connection pool; idempotent."""

@@ -40,5 +40,9 @@ class TTSProvider(ABC):
         Empty or whitespace-only text yields nothing. Failures raise `TTSError`.
         """
 
+    async def warm(self) -> None:
+        """Open a connection to a remote service now if its pool went cold (providers/prewarm.py),
+        so the next `synthesize` does not wait for one; local voices need nothing."""
+
     async def close(self) -> None:
         """Release what this instance holds. Shared voices stay loaded for other sessions."""

@@ -21,6 +21,7 @@ from loguru import logger
 from vixio.extras import install_hint
 from vixio.providers import http_eager
 from vixio.providers.failure import describe_failure
+from vixio.providers.prewarm import Warmth, head
 from vixio.providers.tts.base import TTSError, TTSProvider
 
 _EXTRA_HINT = install_hint("xiaozhi")
@@ -217,6 +218,7 @@ class OpenAICompatibleTTS(TTSProvider):
         self._missing_key = missing_key
         self._session: Any | None = None
         self._lock = asyncio.Lock()
+        self.warmth = Warmth(self.url)
 
     async def initialize(self) -> None:
         """Open the HTTP connection pool; idempotent."""
@@ -271,6 +273,8 @@ class OpenAICompatibleTTS(TTSProvider):
         except aiohttp.ClientError as exc:
             cause = describe_failure(self.url, exc=exc, missing_key=self._missing_key)
             raise TTSError(f"{self.name}: POST {self.url} failed: {cause}") from exc
+        finally:
+            self.warmth.used()
         if first_audio is None:
             raise TTSError(f"{self.name}: POST {self.url} returned no audio for {len(text)} characters")
         logger.debug(
@@ -279,6 +283,13 @@ class OpenAICompatibleTTS(TTSProvider):
             total / 2 / self.sample_rate,
             first_audio * 1000,
         )
+
+    async def warm(self) -> None:
+        """A HEAD to the speech URL when the pool went cold (see providers/prewarm.py)."""
+        if self.warmth.cold:
+            if self._session is None or self._session.closed:
+                await self.initialize()
+            await self.warmth.warm(lambda: head(self._session, self.url))
 
     async def close(self) -> None:
         """Close the connection pool; idempotent."""
