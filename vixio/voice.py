@@ -33,6 +33,7 @@ from vixio.core.tools.types import ToolDefinition
 from vixio.providers.agent.base import AgentProvider
 from vixio.providers.agent.instructions import TurnInstructions, resolve_timezone
 from vixio.providers.agent.openai_clients import close_openai_clients
+from vixio.providers.prewarm import Prewarmer
 from vixio.providers.asr.base import ASRProvider
 from vixio.providers.tts.base import TTSProvider
 from vixio.providers.vad.base import VADProvider
@@ -103,7 +104,7 @@ class VoiceStack:
         """The stacks of the config's profiles by name, made in `load()`."""
         self._owned: list[ASRProvider | TTSProvider] = []
         """Providers this stack made (and closes)."""
-        self.prewarm: Callable[[], None] | None = None
+        self.prewarm: Prewarmer | None = None
         """Opens the cloud APIs' connections ahead of a turn (`pipeline.prewarm`), made in `load()`."""
 
     def for_profile(self, name: str) -> VoiceStack:
@@ -230,6 +231,8 @@ class VoiceStack:
             await self._task_queue.shutdown()
         if self.mcp is not None and self.base is None:
             await self.mcp.close()
+        if self.prewarm is not None:
+            await self.prewarm.close()
         if self.tts_circuit is not None and (self.base is None or self.tts_circuit is not self.base.tts_circuit):
             await self.tts_circuit.close()
         # Close connection pools now, not at interpreter exit (aiohttp: "Unclosed client session").

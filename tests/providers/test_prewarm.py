@@ -195,3 +195,32 @@ async def test_prewarm_off_sends_nothing_before_a_turn(recorder: Recorder) -> No
         assert recorder.requests == []
     finally:
         await stack.close()
+
+
+async def test_closing_the_stack_cancels_a_warm_up_under_way() -> None:
+    hung = asyncio.Event()
+
+    async def hangs(request: web.Request) -> web.Response:
+        hung.set()
+        await asyncio.sleep(30)
+        return web.Response(status=405, text="Method Not Allowed")
+
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", hangs)
+    runner = web.AppRunner(app, shutdown_timeout=0.1)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    try:
+        recorder = Recorder()
+        recorder.port = port
+        stack = VoiceStack(_config(recorder))
+        await stack.load()
+        stack.build_pipeline("s1")
+        await asyncio.wait_for(hung.wait(), 5)
+        started = time.monotonic()
+        await stack.close()  # does not wait for the hanging HEADs' 10 s timeout
+        assert time.monotonic() - started < 2
+    finally:
+        await runner.cleanup()

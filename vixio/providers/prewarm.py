@@ -97,3 +97,10 @@ class Prewarmer:
             if not started.done():
                 self._running.add(started)
                 started.add_done_callback(self._running.discard)
+
+    async def close(self) -> None:
+        """Cancel the warm-ups under way (the server is stopping; their pools close next)."""
+        running, self._running = list(self._running), set()
+        for warming in running:
+            warming.cancel()
+        await asyncio.gather(*running, return_exceptions=True)
