@@ -6,10 +6,6 @@ matters to a config that names it.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from functools import partial
-from typing import Any
-
 from loguru import logger
 
 from vixio.config.models import VixioConfig
@@ -146,15 +142,9 @@ def make_agent(config: VixioConfig) -> AgentProvider:
 
 def make_prewarmer(config: VixioConfig, asr: ASRProvider | None, tts: TTSProvider | None) -> Prewarmer | None:
     """What warms the cloud APIs of this config as a device connects and its user starts speaking
-    (`pipeline.prewarm`; providers/prewarm.py): the ASR, the TTS and an `openai/...` agent model
-    (litellm's own models keep litellm's pool); None when off."""
+    (`pipeline.prewarm`; providers/prewarm.py): each provider's `warm()`, the agent's through a
+    provider of this config (its pool is the sessions' shared one); None when off."""
     if not config.pipeline.prewarm:
         return None
-    warms: list[Callable[[], Awaitable[Any]]] = [provider.warm for provider in (asr, tts) if provider is not None]
-    agent = config.agent
-    if isinstance(agent, LitellmAgentConfig) and agent.openai_direct and agent.model.startswith("openai/"):
-        from vixio.providers.agent.openai_clients import warm_openai_client
-
-        # The key the sessions' OpenAIAgentProvider uses for its shared client (make_agent).
-        warms.append(partial(warm_openai_client, agent.api_base, agent.api_key or None, agent.timeout))
-    return Prewarmer(warms)
+    agent = make_agent(config) if config.agent is not None else None
+    return Prewarmer([provider.warm for provider in (asr, tts, agent) if provider is not None])

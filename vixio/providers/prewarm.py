@@ -40,7 +40,7 @@ class Warmth:
         """Named in the DEBUG line of a failed warm-up (e.g. the API's URL)."""
         self.fresh_for = fresh_for
         self.warmups = 0
-        """Warm-up requests sent (tests and the benchmark read it)."""
+        """Warm-up requests sent."""
         self._used_at = float("-inf")
         self._warming = False
 

@@ -93,6 +93,10 @@ class AgentProvider(ABC):
         A callable `system_prompt` is called at every model call (it carries the current time:
         `vixio.providers.agent.instructions.TurnInstructions`)."""
 
+    async def warm(self) -> None:
+        """Open a connection to a remote model now if its pool went cold (providers/prewarm.py),
+        so the next turn does not wait for one; local models need nothing."""
+
     @abstractmethod
     def chat(self, text: str) -> AsyncIterator[AgentEvent]:
         """Run one user turn, streaming events as they happen.

@@ -51,7 +51,7 @@ from vixio.providers.agent.base import (
 )
 from vixio.providers.agent.instructions import SystemPrompt
 from vixio.providers.agent.model_deadline import within_model_deadline
-from vixio.providers.agent.openai_clients import shared_openai_client
+from vixio.providers.agent.openai_clients import shared_openai_client, warm_openai_client
 from vixio.providers.agent.history import (
     Item,
     drop_unpaired_tool_items,
@@ -202,11 +202,12 @@ class OpenAIAgentProvider(AgentProvider):
         self._max_turns = max_turns if max_tool_iterations is None else max_tool_iterations + 2
         self._timeout = timeout
         self._name = name
-        self._openai_direct = openai_direct
         self._missing_key = missing_key
         self.max_history_messages = max_history_messages
         retries = {"num_retries": max_retries, "max_retries": max_retries}
-        through_litellm = isinstance(model, str) and not (openai_direct and model.startswith(_OPENAI_PREFIX))
+        self._direct = isinstance(model, str) and openai_direct and model.startswith(_OPENAI_PREFIX)
+        """`openai/...` on the openai SDK (`_direct_openai_model`), not through litellm."""
+        through_litellm = isinstance(model, str) and not self._direct
         extra_args = retries if through_litellm else None  # litellm's knobs
         # No SDK `timeout`: `within_model_deadline` enforces it (see there why).
         self._settings = ModelSettings(temperature=temperature, max_tokens=max_tokens, extra_args=extra_args)
@@ -239,7 +240,7 @@ class OpenAIAgentProvider(AgentProvider):
         """Build the agent; a litellm model name is resolved here (importing litellm takes ~3 s,
         done off the event loop)."""
         model = self._model_spec
-        if isinstance(model, str) and self._openai_direct and model.startswith(_OPENAI_PREFIX):
+        if isinstance(model, str) and self._direct:
             model = _direct_openai_model(model[len(_OPENAI_PREFIX):], self._api_base, self._api_key, self._timeout)
         elif isinstance(model, str):
             # litellm fetches a price list at import unless told not to; vixio runs offline.
@@ -262,6 +263,12 @@ class OpenAIAgentProvider(AgentProvider):
             instructions = lambda _context, _agent: render()  # noqa: E731 - openai-agents' two-argument form
         self._agent = Agent(name=self._name, instructions=instructions, model=model, model_settings=self._settings)
         logger.debug("agent ready: model {}, {} tool(s)", self.where, len(self._tools))
+
+    async def warm(self) -> None:
+        """An `openai/...` model's shared pool is warmed for its chat endpoint (litellm keeps its
+        own pool, out of reach)."""
+        if self._direct:
+            await warm_openai_client(self._api_base, self._api_key, self._timeout)
 
     async def update_tools(self, tools: Sequence[Any]) -> None:
         """Replace the tool list; a running turn sees it from its next model call."""

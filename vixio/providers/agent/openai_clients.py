@@ -36,15 +36,14 @@ class _LoopClients:
     """One loop's clients, the pools they opened on it, and what closes those at its shutdown."""
 
     def __init__(self) -> None:
-        self.clients: dict[ClientKey, AsyncOpenAI] = {}
-        self.transports: dict[ClientKey, AiohttpTransport] = {}
+        self.clients: dict[ClientKey, tuple[AsyncOpenAI, AiohttpTransport]] = {}
+        """Each client with the transport under it (whose pool `warm_openai_client` warms)."""
         self.pools: list[AiohttpTransport] = []
         self.closer: AsyncGenerator[None, None] | None = None
 
     async def aclose(self) -> None:
         pools, self.pools = self.pools, []
         self.clients.clear()
-        self.transports.clear()
         for pool in pools:
             with contextlib.suppress(Exception):  # a pool that fails to close is still let go
                 await pool.aclose()
@@ -52,7 +51,7 @@ class _LoopClients:
     def discard(self) -> None:
         for pool in self.pools:
             pool.discard()
-        self.pools, self.clients, self.transports = [], {}, {}
+        self.pools, self.clients = [], {}
 
 
 _CLIENTS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopClients] = weakref.WeakKeyDictionary()
@@ -60,20 +59,13 @@ _CLIENTS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopClients] = w
 
 def shared_openai_client(api_base: str | None, api_key: str | None, timeout: float | None) -> AsyncOpenAI:
     """The running loop's client for this server, key and timeout (made on first use)."""
-    entry = _entry(asyncio.get_running_loop())
-    key = (api_base, api_key, timeout)
-    client = entry.clients.get(key)
-    if client is None:
-        client, entry.transports[key] = _new_client(api_base, api_key, timeout)
-        entry.clients[key] = client
-    return client
+    return _client(api_base, api_key, timeout)[0]
 
 
 async def warm_openai_client(api_base: str | None, api_key: str | None, timeout: float | None) -> bool:
     """Open a connection to this server's chat endpoint if the running loop's pool for it went
     cold (see providers/prewarm.py); True if a warm-up request was sent."""
-    client = shared_openai_client(api_base, api_key, timeout)
-    transport = _entry(asyncio.get_running_loop()).transports[(api_base, api_key, timeout)]
+    client, transport = _client(api_base, api_key, timeout)
     return await transport.warm(str(client.base_url).rstrip("/") + "/chat/completions")
 
 
@@ -82,6 +74,15 @@ async def close_openai_clients() -> None:
     entry = _CLIENTS.pop(asyncio.get_running_loop(), None)
     if entry is not None and entry.closer is not None:
         await entry.closer.aclose()  # runs its `finally`
+
+
+def _client(api_base: str | None, api_key: str | None, timeout: float | None) -> tuple[AsyncOpenAI, AiohttpTransport]:
+    entry = _entry(asyncio.get_running_loop())
+    key = (api_base, api_key, timeout)
+    made = entry.clients.get(key)
+    if made is None:
+        made = entry.clients[key] = _new_client(api_base, api_key, timeout)
+    return made
 
 
 def _entry(loop: asyncio.AbstractEventLoop) -> _LoopClients:
