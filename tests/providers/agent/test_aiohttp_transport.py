@@ -59,6 +59,17 @@ def transports() -> list[AiohttpTransport]:
     return _CLIENTS[asyncio.get_running_loop()].pools
 
 
+async def pool_after_a_turn() -> aiohttp.ClientSession:
+    """The aiohttp session under the agent's client once one turn ran on the scripted server."""
+    async with ScriptedLLMServer(Reply.text("Hello.")) as server:
+        agent = OpenAIAgentProvider("openai/m", api_base=server.base_url, api_key="k")
+        await agent.initialize()
+        [_ async for _ in agent.chat("hi")]
+        session = transports()[0]._session
+        assert session is not None
+        return session
+
+
 async def test_the_agents_client_runs_on_aiohttp() -> None:
     async with ScriptedLLMServer(Reply.text("Hello there, friend.")) as server:
         agent = OpenAIAgentProvider("openai/m", api_base=server.base_url, api_key="k")
@@ -208,13 +219,7 @@ def test_a_loop_shutting_down_closes_its_clients_without_a_warning() -> None:
         loop = asyncio.get_running_loop()
         loop.set_exception_handler(lambda _loop, context: reported.append(context["message"]))
         loops.append(weakref.ref(loop))
-        async with ScriptedLLMServer(Reply.text("Hello.")) as server:
-            agent = OpenAIAgentProvider("openai/m", api_base=server.base_url, api_key="k")
-            await agent.initialize()
-            [_ async for _ in agent.chat("hi")]
-            session = transports()[0]._session
-            assert session is not None
-            sessions.append(session)
+        sessions.append(await pool_after_a_turn())
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -319,14 +324,9 @@ async def test_the_voice_stack_closes_the_loops_pools_when_the_server_stops() ->
     from vixio.config.models import VixioConfig
     from vixio.voice import VoiceStack
 
-    async with ScriptedLLMServer(Reply.text("Hi.")) as server:
-        agent = OpenAIAgentProvider("openai/m", api_base=server.base_url, api_key="k")
-        await agent.initialize()
-        [_ async for _ in agent.chat("hi")]
-        session = transports()[0]._session
-        assert session is not None
-        await VoiceStack(VixioConfig.model_validate({})).close()
-        assert session.closed and asyncio.get_running_loop() not in _CLIENTS
+    session = await pool_after_a_turn()
+    await VoiceStack(VixioConfig.model_validate({})).close()
+    assert session.closed and asyncio.get_running_loop() not in _CLIENTS
 
 
 async def test_tls_is_verified_and_a_failed_handshake_is_named(tmp_path: Any) -> None:
