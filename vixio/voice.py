@@ -12,26 +12,23 @@ its whole config (`for_profile`), sharing every provider its config does not cha
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from functools import partial
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from loguru import logger
 
-from vixio.agent_model import no_tools_guard, tool_support, turn_instructions
+from vixio.agent_model import tool_support
 from vixio.config.models import VixioConfig
 from vixio.config.needs import missing_keys
 from vixio.config.voice import EdgeTTSConfig, OpenAITTSConfig
 from vixio.core.pipeline import Pipeline
 from vixio.core.station import Station
 from vixio.core.tools.context import AsyncTaskRecord
-from vixio.core.tools.converter import ToolConverterBase
 from vixio.core.tools.local import ToolLoadError, builtin_tool, func_to_tool_definition, load_tool_function
 from vixio.core.tools.tasks import AsyncTaskQueue, SessionTaskRunner, task_status_tool
 from vixio.core.tools.types import ToolDefinition
-from vixio.providers.agent.base import AgentProvider
-from vixio.providers.agent.instructions import TurnInstructions, resolve_timezone
+from vixio.providers.agent.instructions import resolve_timezone
 from vixio.providers.agent.openai_clients import close_openai_clients
 from vixio.providers.prewarm import Prewarmer
 from vixio.providers.asr.base import ASRProvider
@@ -39,10 +36,8 @@ from vixio.providers.tts.base import TTSProvider
 from vixio.providers.vad.base import VADProvider
 from vixio.session_tools import SessionTools
 from vixio.stations.endpointing import EndpointRules
-from vixio.stations.reply_watch import ReplyTimeouts
 from vixio.stations.tts_circuit import TTSCircuit
 from vixio.stations import (
-    AgentStation,
     ApologyStation,
     ASRStation,
     SentenceAggregatorStation,
@@ -51,6 +46,7 @@ from vixio.stations import (
     TurnDetectorStation,
     VADStation,
 )
+from vixio.voice_agent import AgentParts, agent_parts, agent_station, history_setter
 from vixio.voice_providers import (
     load_tts_fallback,
     make_agent,
@@ -59,16 +55,11 @@ from vixio.voice_providers import (
     make_tts,
     make_vad,
     provider_kind,
-    text_protocol,
 )
 
 if TYPE_CHECKING:
     from vixio.providers.tools.mcp_servers import McpServerPool
     from vixio.state.memory import Conversation
-
-
-DEVICE_TOOLS_WAIT = 2.0
-"""Seconds a turn right after hello waits for the tools the device announced (MCP)."""
 
 
 class VoiceStack:
@@ -269,7 +260,7 @@ class VoiceStack:
             ]
         stations.append(TextAggregatorStation())
         if config.agent is not None:
-            station = self._agent_station(session_id, tools or self.session_tools(session_id))
+            station = agent_station(self.config, self.tool_support, tools or self.session_tools(session_id))
             if conversation is not None:
                 station.history = conversation.history_items()
                 station.on_turn = conversation.record
@@ -277,7 +268,7 @@ class VoiceStack:
 
                 # Read at every turn: an operator's edit (the console) applies from the next one.
                 station.system_prompt = with_memory(station.system_prompt, conversation.memory_text)
-                conversation.on_history = _history_setter(station)
+                conversation.on_history = history_setter(station)
                 from vixio.state.forget import ForgetRequest
 
                 policy = tools.toolset.policy if tools is not None else config.tools.policy()
@@ -302,65 +293,7 @@ class VoiceStack:
 
     def agent_parts(self, tools: SessionTools | None) -> AgentParts:
         """A new agent provider of this stack's config for one session, and what goes with it."""
-        config = self.config
-        assert config.agent is not None
-        provider = make_agent(config)
-        converter: ToolConverterBase | None = None
-        if tools is not None and config.agent.tool_protocol != "native":
-            from vixio.providers.agent.text_tools import TextToolAgentProvider, ToolDefinitionConverter
-
-            provider = TextToolAgentProvider(provider, text_protocol(config), tools.executor,
-                                             max_iterations=config.tools.max_iterations)
-            converter = ToolDefinitionConverter()
-        elif tools is not None:
-            from vixio.providers.agent.tools import OpenAIAgentToolConverter
-
-            converter = OpenAIAgentToolConverter(tools.executor)
-        speech = config.speech
-        timeouts = ReplyTimeouts(first_token=config.agent.first_token_timeout, gap=config.agent.token_gap_timeout,
-                                 filler_after=speech.filler_after if speech.filler else None,
-                                 silence=config.agent.silence_timeout, pause=speech.unfinished_after)
-        instructions = turn_instructions(config, self.tool_support)
-        if not self.tool_support.offered and config.agent.no_tools_guard:
-            from vixio.providers.agent.openai_agent import OpenAIAgentProvider
-
-            if isinstance(provider, OpenAIAgentProvider):
-                provider.answer_first = no_tools_guard(config, instructions)
-        return AgentParts(provider, converter, instructions, timeouts, self.tool_support.offered)
-
-    def _agent_station(self, session_id: str, tools: SessionTools | None) -> AgentStation:
-        parts = self.agent_parts(tools)
-        speech = self.config.speech
-        station = AgentStation(parts.provider, system_prompt=parts.instructions,
-                               executor=tools.executor if tools is not None else None,
-                               timeouts=parts.timeouts, empty_reply=speech.empty_reply, filler=speech.filler)
-        if tools is not None and parts.offered:
-            station.before_turn = partial(tools.wait_for_device_tools, DEVICE_TOOLS_WAIT)
-        if tools is not None and parts.converter is not None:
-            # Not offered: the tools stay the console's and the policy's, never the model's.
-            station.tools = tools.bind_agent(parts.converter, station.update_tools, offered=parts.offered)
-            tools.executor.speaker = station.say
-            runner = tools.executor.async_runner
-            if isinstance(runner, SessionTaskRunner):
-                async def speak_result(record: AsyncTaskRecord) -> None:
-                    tools.context.mark_reported(record.task_id)
-                    station.announce(async_result_note(record))
-
-                runner.on_complete = speak_result
-        return station
-
-
-@dataclass(frozen=True, slots=True)
-class AgentParts:
-    """An agent provider for one session and what its station and tools need with it."""
-
-    provider: AgentProvider
-    converter: ToolConverterBase | None
-    """Turns the session's tools into what `provider` takes; None without tools."""
-    instructions: TurnInstructions
-    timeouts: ReplyTimeouts
-    offered: bool
-    """Whether the model is offered the tools."""
+        return agent_parts(self.config, self.tool_support, tools)
 
 
 async def _open_session_mcp(pool: McpServerPool, tools: SessionTools) -> None:
@@ -374,13 +307,6 @@ async def _open_session_mcp(pool: McpServerPool, tools: SessionTools) -> None:
         await tools.update_source(key, definitions)
 
 
-def async_result_note(record: AsyncTaskRecord) -> str:
-    """How a finished background task is put to the model (a user-role note naming the call)."""
-    outcome = "finished" if record.status == "completed" else record.status
-    return (f"[Background task {record.task_id} for tool call {record.call_id} ({record.tool_name}) {outcome}: "
-            f"{record.to_result().text}] Tell the user about this result briefly.")
-
-
 def _same(section: Any, other: Any, *, but: str = "") -> bool:
     """Whether two config sections name the same provider with the same settings (`but` aside)."""
     if section is None or other is None or type(section) is not type(other):
@@ -392,16 +318,3 @@ def _same(section: Any, other: Any, *, but: str = "") -> bool:
 def _profile_name(stack: VoiceStack) -> str:
     base = stack.base
     return next((name for name, each in base.profiles.items() if each is stack), "?") if base is not None else "default"
-
-
-def _history_setter(station: AgentStation) -> Callable[[list[dict[str, Any]]], None]:
-    """Replaces the agent's history (an operator removed turns of the live conversation); the
-    station's provider of the moment (a profile switch replaces it)."""
-
-    def set_history(items: list[dict[str, Any]]) -> None:
-        if items:
-            station.provider.restore_history(items)
-        else:
-            station.provider.clear_history()
-
-    return set_history
