@@ -85,6 +85,31 @@ async def test_the_slow_provider_pair_answers_after_its_delays() -> None:
     assert first_audio <= audio_after < first_audio + 2.0
 
 
+
+async def test_the_fake_transcription_reads_the_upload_and_wants_a_file_part() -> None:
+    aiohttp = pytest.importorskip("aiohttp")
+    services = InstantSpeechServices()
+    await services.start()
+    try:
+        async with aiohttp.ClientSession() as http:
+            upload = aiohttp.FormData()
+            upload.add_field("model", "whisper-1")
+            upload.add_field("file", speech_like_pcm(2.0, 16000), filename="turn.wav", content_type="audio/wav")
+            async with http.post(services.base_url + "/audio/transcriptions", data=upload) as response:
+                assert response.status == 200
+                assert (await response.json())["text"] == services.question
+            async with http.post(services.base_url + "/audio/transcriptions", data={"model": "whisper-1"}) as response:
+                assert response.status == 400  # an urlencoded form: not multipart at all
+            no_file = aiohttp.FormData()
+            no_file.add_field("model", "whisper-1")
+            no_file.add_field("file", "not a file")  # a plain field, no filename
+            async with http.post(services.base_url + "/audio/transcriptions", data=no_file) as response:
+                assert response.status == 400
+    finally:
+        await services.stop()
+    assert services.stats["transcriptions"] == 1
+    assert services.stats["rejected"] == 2
+
 def test_the_server_keeps_its_state_in_the_benchmarks_folder(tmp_path: Path) -> None:
     on = server_config(1, 2, "http://127.0.0.1:3/v1", "INFO", tmp_path / "state.db")
     off = server_config(1, 2, "http://127.0.0.1:3/v1", "INFO", tmp_path / "state.db", memory=False)
