@@ -5,7 +5,10 @@
 On a 2-core VM, CPU per session per frame at 100 devices moves ±5 % from one run of the same code
 to the next (the host, and how full the event loops' batches happen to be), so one run before
 and one after cannot show a change of a few percent. This runs the benchmark `--pairs` times for
-each side, alternating (base, this checkout, base, ...), so the host's drift lands on both, and
+each side, alternating, and the side that runs first alternates too (base then this checkout,
+this checkout then base, ...): the host's drift lands on both, and so does whatever the run
+before leaves behind. (With the base always first, the second run had the higher p95 at N=200 in
+all 5 pairs of one session, 2 of them a commit against itself: +33 %, CPU within 1 %.) It
 prints per load (shape, N): every run's CPU ms per session per frame and p95, and the paired
 differences (this − base) with their mean. A change is worth believing when every pair moves the
 same way.
@@ -55,7 +58,7 @@ def paired_report(base_runs: Sequence[dict[Key, dict[str, float]]],
         if not pairs:
             continue
         shape, memory, providers, n = key
-        lines.append(f"{shape}, memory {memory}, {providers} providers, N={n} ({len(pairs)} pair(s), base then this checkout):")
+        lines.append(f"{shape}, memory {memory}, {providers} providers, N={n} ({len(pairs)} pair(s), base first in odd pairs, this checkout first in even ones):")
         for figure, unit, digits in (("cpu", "ms CPU per session per frame", 3), ("p95", "ms p95", 1),
                                      ("late", "late frames", 1)):
             base = [b[figure] for b, _ in pairs]
@@ -103,8 +106,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             base_runs, head_runs = [], []
             for pair in range(args.pairs):
-                base_runs.append(run_capacity(base, args.bench_args, work / f"base-{pair}.json"))
-                head_runs.append(run_capacity(ROOT, args.bench_args, work / f"head-{pair}.json"))
+                for side in (("base", "head") if pair % 2 == 0 else ("head", "base")):
+                    checkout, runs = (base, base_runs) if side == "base" else (ROOT, head_runs)
+                    runs.append(run_capacity(checkout, args.bench_args, work / f"{side}-{pair}.json"))
                 print(f"pair {pair + 1} of {args.pairs} done", file=sys.stderr, flush=True)
         finally:
             if worktree is not None:

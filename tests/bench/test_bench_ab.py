@@ -9,6 +9,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 
+import bench_ab  # noqa: E402
 from bench_ab import loads_by_key, main, paired_report  # noqa: E402
 
 
@@ -24,7 +25,7 @@ def test_runs_are_paired_per_load_and_the_mean_difference_says_whether_every_pai
     head = [loads_by_key([summary(100, 0.48, 268), summary(200, 0.46, 850)]),
             loads_by_key([summary(100, 0.52, 281), summary(200, 0.43, 820)])]
     lines = paired_report(base, head)
-    assert lines[0] == "staggered, memory on, zero providers, N=100 (2 pair(s), base then this checkout):"
+    assert lines[0] == "staggered, memory on, zero providers, N=100 (2 pair(s), base first in odd pairs, this checkout first in even ones):"
     assert lines[1] == ("  ms CPU per session per frame: base 0.500 / 0.540, this 0.480 / 0.520; "
                         "difference mean -0.020 (-3.8 %), every pair lower")
     assert lines[2] == "  ms p95: base 270.0 / 280.0, this 268.0 / 281.0; difference mean -0.5 (-0.2 %), pairs disagree"
@@ -39,3 +40,19 @@ def test_a_load_missing_from_one_side_is_left_out_and_json_is_refused(capsys: py
     with pytest.raises(SystemExit):
         main(["--base", ".", "--", "--n", "1", "--json", "x.json"])
     assert "--json is set by bench_ab.py" in capsys.readouterr().err
+
+
+def test_the_side_that_runs_first_alternates_from_pair_to_pair(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    """Whatever a run leaves behind (or the host's drift within a pair) must not always land on one side."""
+    order: list[str] = []
+
+    def run(checkout: Path, bench_args: list[str], out: Path) -> dict[object, dict[str, float]]:
+        side = "base" if checkout == tmp_path else "head"
+        order.append(side)
+        return loads_by_key([summary(100, 0.5 if side == "base" else 0.4, 270)])
+
+    monkeypatch.setattr(bench_ab, "run_capacity", run)
+    assert main(["--base", str(tmp_path), "--pairs", "3", "--", "--n", "100"]) == 0
+    assert order == ["base", "head", "head", "base", "base", "head"]
+    assert "this 0.400 / 0.400 / 0.400" in capsys.readouterr().out  # each side's runs stay on its side
