@@ -11,6 +11,13 @@ machine lengthens it only through shared caches, not through waiting for a core.
 
 The server's CPU per session per frame divided by this floor says how much it spends beyond
 the unavoidable: routing, turn logic, the reply's TTS, Opus encode and sending, the model calls.
+
+The floor is measured hot: frames back to back on one thread. A server meets each frame after its
+core has idled for a while (at one device, the 60 ms between frames). On the 2-core EPYC the same
+two Silero inferences cost 0.13 ms of thread CPU back to back and 0.66 ms after each 60 ms sleep
+(measured in process; glibc's memory return ruled out). That cold start is most of why one device
+reads 7–9 × the floor. It is also part of why 100 devices read higher than 200: the busier server
+idles less.
 """
 
 from __future__ import annotations
