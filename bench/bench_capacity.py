@@ -108,7 +108,7 @@ for path in (str(ROOT), str(BENCH)):
         sys.path.insert(0, path)
 
 from capacity_fakes import PROVIDER_PAIRS  # noqa: E402
-from capacity_floor import cpu_model, measure_floor  # noqa: E402
+from capacity_floor import FloorProbe, cpu_model, measure_floor  # noqa: E402
 from capacity_load import build_clips  # noqa: E402
 from capacity_procs import Children, HostCpu, ProcessTree, Sampler  # noqa: E402
 from capacity_report import print_ratios, print_summary, print_table, server_marks, server_stages, summarize  # noqa: E402
@@ -135,6 +135,7 @@ def run_load(children: Children, server: ServerUnderLoad, fakes: ProcessTree, n:
     idle_pss = server.tree.pss_bytes()
     threads_before = server.tree.thread_cpu()
     start_at = time.monotonic() + 2.5 + 0.5 * generators  # time for the generators to import and encode
+    probe = FloorProbe().__enter__()  # the floor while the load runs, beside the one taken before
     procs, outs = [], []
     for g in range(generators):
         outs.append(tmp / f"load-{n}-{g}.json")
@@ -151,6 +152,7 @@ def run_load(children: Children, server: ServerUnderLoad, fakes: ProcessTree, n:
             if proc.wait() != 0:
                 raise RuntimeError(f"load generator exited with {proc.returncode}")
             children.stop(proc)
+    probe.__exit__(None, None, None)
     fakes_cpu = fakes.usage().cpu_s - fakes_before
     threads = {name: cpu - threads_before.get(name, 0.0) for name, cpu in server.tree.thread_cpu().items()}
     results = [json.loads(out.read_text()) for out in outs]
@@ -176,10 +178,14 @@ def run_load(children: Children, server: ServerUnderLoad, fakes: ProcessTree, n:
                           "load_average_after": round(load_after[0], 2),
                           "uptime_load_before": [round(x, 2) for x in load_before],
                           "uptime_load_after": [round(x, 2) for x in load_after]}
+    per_frame = summary["server"]["cpu_ms_per_session_frame"]
     if floor is not None:
         summary["floor"] = floor
-        per_frame = summary["server"]["cpu_ms_per_session_frame"]
         summary["server"]["cpu_per_frame_vs_floor"] = per_frame / floor["ms_per_frame"] if per_frame else None
+    during = probe.during(start_at, end_at)
+    if during is not None:
+        summary["floor_during"] = during
+        summary["server"]["cpu_per_frame_vs_floor_during"] = per_frame / during["ms_per_frame"] if per_frame else None
     return summary
 
 

@@ -18,12 +18,24 @@ two Silero inferences cost 0.13 ms of thread CPU back to back and 0.66 ms after 
 (measured in process; glibc's memory return ruled out). That cold start is most of why one device
 reads 7–9 × the floor. It is also part of why 100 devices read higher than 200: the busier server
 idles less.
+
+The host's own speed changes under the benchmark: on the 2-core EPYC VM, 5 of 16 floors measured
+on an idle machine, a second apart, read 0.26–0.33 ms instead of 0.19–0.21 (Opus and Silero alike
+~1.4 × slower, whole 150 ms measurements at a time; two floors on the two cores at once do not slow
+each other, so it is another guest's load on the same physical cores). A floor taken before a load
+can then be in one state and the load in the other. So `FloorProbe` also measures the floor while
+the load runs, from its own process: every `PROBE_INTERVAL` s, `PROBE_FRAMES` frames hot (~8 ms
+of CPU, under 1 % of a core), and the report divides the server's CPU by the median of those too.
 """
 
 from __future__ import annotations
 
+import json
 import platform
+import signal
 import statistics
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -31,6 +43,12 @@ from typing import Any
 import numpy as np
 
 from capacity_load import Clip
+
+PROBE_INTERVAL = 1.0
+"""Seconds between the floor probes taken while a load runs (`FloorProbe`)."""
+PROBE_FRAMES = 40
+"""Frames timed per probe (~8 ms of CPU), after `PROBE_WARMUP` untimed ones: the floor is hot."""
+PROBE_WARMUP = 10
 
 FLOOR_REPEATS = 5
 """Passes over the clips; the median pass is the floor (one pass is ~150 frames)."""
@@ -45,6 +63,85 @@ def cpu_model() -> str:
     except OSError:
         pass
     return platform.processor() or platform.machine()
+
+
+class FloorProbe:
+    """The floor measured while a load runs, in a child process (`python capacity_floor.py --probe`):
+    use as a context manager around the load; `readings` holds (monotonic time, ms per frame)."""
+
+    def __init__(self, interval: float = PROBE_INTERVAL) -> None:
+        self.interval = interval
+        self.readings: list[tuple[float, float]] = []
+        self._proc: subprocess.Popen[str] | None = None
+
+    def __enter__(self) -> FloorProbe:
+        self._proc = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--probe", str(self.interval)],
+                                      stdout=subprocess.PIPE, text=True, cwd=Path(__file__).resolve().parent)
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        assert self._proc is not None
+        self._proc.send_signal(signal.SIGTERM)
+        try:
+            out, _ = self._proc.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            out, _ = self._proc.communicate()
+        for line in out.splitlines():
+            reading = json.loads(line)
+            self.readings.append((reading["at"], reading["ms_per_frame"]))
+
+    def during(self, start: float, end: float) -> dict[str, Any] | None:
+        """The probes taken between `start` and `end` (monotonic): median, min, max, count."""
+        inside = [ms for at, ms in self.readings if start <= at <= end]
+        if not inside:
+            return None
+        return {"ms_per_frame": round(statistics.median(inside), 4), "min": round(min(inside), 4),
+                "max": round(max(inside), 4), "probes": len(inside)}
+
+
+def _probe(interval: float) -> None:
+    """The probe process: one reading per line on stdout until SIGTERM."""
+    from capacity_load import build_clips
+
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    clips = build_clips()
+    packets = [packet for clip in clips for packet in clip.packets]
+    meter = _Meter()
+    position = 0
+    while True:
+        time.sleep(interval)
+        for _ in range(PROBE_WARMUP):
+            meter.frame(packets[position % len(packets)])
+            position += 1
+        started = time.thread_time()
+        for _ in range(PROBE_FRAMES):
+            meter.frame(packets[position % len(packets)])
+            position += 1
+        spent = time.thread_time() - started
+        print(json.dumps({"at": time.monotonic(), "ms_per_frame": round(1000 * spent / PROBE_FRAMES, 4)}), flush=True)
+
+
+class _Meter:
+    """Opus decode + Silero VAD of one frame after another (one continuous stream, as measure_floor's)."""
+
+    def __init__(self) -> None:
+        from vixio.providers.vad.silero_onnx import SileroOnnxVAD
+        from vixio.transports.xiaozhi.codec import OpusDecoder
+
+        self._vad = SileroOnnxVAD(16000)
+        self._window = self._vad.window_samples
+        self._decoder = OpusDecoder(16000, 1)
+        self._stream = self._vad.create_stream()
+        self._pending = np.zeros(0, dtype=np.float32)
+
+    def frame(self, packet: bytes) -> None:
+        pcm = self._decoder.decode(packet)
+        pending = np.concatenate([self._pending, np.frombuffer(pcm, dtype="<i2").astype(np.float32) / 32768.0])
+        whole = len(pending) // self._window * self._window
+        for start in range(0, whole, self._window):
+            self._stream.probability(pending[start:start + self._window])
+        self._pending = pending[whole:]
 
 
 def measure_floor(clips: list[Clip], repeats: int = FLOOR_REPEATS) -> dict[str, Any]:
@@ -80,3 +177,9 @@ def measure_floor(clips: list[Clip], repeats: int = FLOOR_REPEATS) -> dict[str, 
     decode, vad_frame = statistics.median(decode_ms), statistics.median(vad_ms)
     return {"ms_per_frame": round(decode + vad_frame, 4), "opus_decode_ms": round(decode, 4),
             "silero_ms": round(vad_frame, 4), "rebuilt_graph": vad._model.rebuilt}
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] == "--probe":
+        sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+        _probe(float(sys.argv[2]))

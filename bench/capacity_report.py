@@ -147,6 +147,10 @@ def print_summary(s: dict[str, Any]) -> None:
     if floor and server.get("cpu_per_frame_vs_floor") is not None:
         versus = (f" = {server['cpu_per_frame_vs_floor']:.2f}x the floor of {floor['ms_per_frame']:.3f} ms "
                   f"(Opus decode {floor['opus_decode_ms']:.3f} + Silero {floor['silero_ms']:.3f}, one thread)")
+    during = s.get("floor_during")
+    if during and server.get("cpu_per_frame_vs_floor_during") is not None:
+        versus += (f"; {server['cpu_per_frame_vs_floor_during']:.2f}x the floor during the load, "
+                   f"{during['ms_per_frame']:.3f} ms ({during['min']:.3f}-{during['max']:.3f} over {during['probes']} probes)")
     print(f"  server   cpu/frame {_f(server['cpu_ms_per_session_frame'], '.3f')} ms per session per 60 ms frame{versus}, "
           f"cores {server['cores']:.2f} ({server['cpu_s']:.1f} s CPU over {server['window_s']:.1f} s; "
           f"its threads waited {server['runqueue_wait_s']:.1f} s runnable for a free CPU)")
@@ -207,10 +211,12 @@ def print_table(summaries: list[dict[str, Any]]) -> None:
         return
     machine = summaries[0].get("machine") or {}
     print(f"\nsummary (CPU: {machine.get('cpu', '?')}, {machine.get('cores', '?')} cores; floor = Opus decode + "
-          "Silero VAD per 60 ms frame, one thread, this run; load = 1-min load average before / after; steal = % of the "
-          "host's CPU time the hypervisor gave to other VMs during the load)")
-    print("| shape | memory | providers | N | p50 / p95 ms | p95 ÷ N=1 | late frames | CPU ms/session/frame | ÷ floor | floor ms "
-          "| asr_final / llm_first_token / first_frame_sent p95 ms | load | steal |")
+          "Silero VAD per 60 ms frame, one thread, this run, measured before the load / during it (median of the "
+          "probes); load = 1-min load average before / after; steal = % of the host's CPU time the hypervisor gave to "
+          "other VMs during the load)")
+    print("| shape | memory | providers | N | p50 / p95 ms | p95 ÷ N=1 | late frames | CPU ms/session/frame | ÷ floor "
+          "(before / during) | floor ms (before / during) | asr_final / llm_first_token / first_frame_sent p95 ms | load "
+          "| steal |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for s in summaries:
         base = next((b for b in summaries if b["n"] == 1 and b.get("shape") == s.get("shape")
@@ -222,7 +228,8 @@ def print_table(summaries: list[dict[str, Any]]) -> None:
         mark_text = " / ".join(_f((marks.get(name) or {}).get("p95")) for name in MARKS)
         print(f"| {s.get('shape', '-')} | {s.get('memory', '-')} | {s.get('providers', '-')} | {s['n']} | {_f(lat['p50'])} / {_f(p95)} | "
               f"{_f(ratio, '.2f')} | {s['downlink']['late']} | {_f(server['cpu_ms_per_session_frame'], '.3f')} | "
-              f"{_f(server.get('cpu_per_frame_vs_floor'), '.2f')} | {_f(floor.get('ms_per_frame'), '.3f')} | "
+              f"{_f(server.get('cpu_per_frame_vs_floor'), '.2f')} / {_f(server.get('cpu_per_frame_vs_floor_during'), '.2f')} | "
+              f"{_f(floor.get('ms_per_frame'), '.3f')} / {_f((s.get('floor_during') or {}).get('ms_per_frame'), '.3f')} | "
               f"{mark_text} | {m.get('load_average_before', 0):.1f} / {m.get('load_average_after', 0):.1f} | "
               f"{_f(m.get('steal_pct'), '.1f')} % |")
     sys.stdout.flush()

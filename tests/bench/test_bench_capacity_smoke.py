@@ -137,6 +137,25 @@ def test_the_floor_is_opus_decode_plus_silero_per_frame() -> None:
     assert floor["ms_per_frame"] == pytest.approx(floor["opus_decode_ms"] + floor["silero_ms"], abs=1e-3)
 
 
+def test_the_floor_probe_measures_while_the_load_runs_and_keeps_its_window() -> None:
+    import time
+
+    from capacity_floor import FloorProbe
+
+    started = time.monotonic()
+    with FloorProbe(interval=0.3) as probe:
+        time.sleep(2.5)
+    ended = time.monotonic()
+    times = [at for at, _ in probe.readings]
+    assert len(times) >= 3 and times == sorted(times) and started < times[0] and times[-1] < ended
+    solo = measure_floor(build_clips()[:1], repeats=1)["ms_per_frame"]
+    for _, ms in probe.readings:  # the same work as the floor before the load (same machine, minutes apart)
+        assert solo / 4 < ms < solo * 4
+    assert probe.during(started, ended)["probes"] == len(times)
+    assert probe.during(times[1], times[1])["probes"] == 1  # only the probes inside the window count
+    assert probe.during(ended, ended + 1) is None
+
+
 def test_host_cpu_shares_are_of_the_time_between_two_readings() -> None:
     before, after = HostCpu(busy_s=10.0, steal_s=1.0, total_s=100.0), HostCpu(busy_s=40.0, steal_s=6.0, total_s=200.0)
     assert after.since(before) == {"busy_pct": 30.0, "steal_pct": 5.0}
@@ -166,6 +185,10 @@ def test_two_devices_one_turn_end_to_end(tmp_path: Path) -> None:
         assert 0 < summary["server"]["cpu_ms_per_session_frame"] < 100
         assert summary["server"]["cpu_per_frame_vs_floor"] == pytest.approx(
             summary["server"]["cpu_ms_per_session_frame"] / summary["floor"]["ms_per_frame"])
+        during = summary["floor_during"]  # probed once a second while the devices talked
+        assert during["probes"] >= 1 and during["min"] <= during["ms_per_frame"] <= during["max"]
+        assert summary["server"]["cpu_per_frame_vs_floor_during"] == pytest.approx(
+            summary["server"]["cpu_ms_per_session_frame"] / during["ms_per_frame"])
         assert summary["machine"]["cpu"] and summary["memory"] == "off"
         # The devices, the fakes and the server were busy during the load; steal is whatever the host had.
         assert 0 < summary["machine"]["busy_pct"] <= 100 and 0 <= summary["machine"]["steal_pct"] <= 100
