@@ -268,7 +268,8 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 clips = build_clips()
                 print(f"CPU: {cpu_model()}, {os.cpu_count()} cores; floor = Opus decode + Silero VAD of one 60 ms "
-                      "uplink frame, single-threaded, measured before each load (bench/capacity_floor.py)")
+                      "uplink frame, single-threaded, measured before each load and probed once a second during it "
+                      "(bench/capacity_floor.py)")
                 runs = [(pair, memory, shape) for pair in args.providers for memory in args.memory for shape in args.shape]
                 services: dict[str, tuple[str, ProcessTree]] = {}
                 for pair, memory, shape in runs:
