@@ -11,7 +11,9 @@ before leaves behind. (With the base always first, the second run had the higher
 all 5 pairs of one session, 2 of them a commit against itself: +33 %, CPU within 1 %.) It
 prints per load (shape, N): every run's CPU ms per session per frame and p95, and the paired
 differences (this − base) with their mean. A change is worth believing when every pair moves the
-same way.
+same way. The host's own speed changes within minutes (and within a load: bench/capacity_floor.py),
+so where both sides' bench_capacity probe the floor during the load, CPU per frame divided by that
+floor is compared too.
 
 `--base` is a directory holding another checkout, or a git ref of this repository (checked out
 in a temporary worktree, removed afterwards). Everything after `--` goes to bench_capacity.py
@@ -45,6 +47,9 @@ def loads_by_key(summaries: Sequence[dict[str, Any]]) -> dict[Key, dict[str, flo
         figures[key] = {"cpu": float(summary["server"]["cpu_ms_per_session_frame"]),
                         "p95": float(summary["latency_ms"]["p95"]),
                         "late": float(summary["downlink"]["late"])}
+        versus = summary["server"].get("cpu_per_frame_vs_floor_during")
+        if versus is not None:  # bench_capacity from 62691a0 on: the host's state during the load divided out
+            figures[key]["cpu_vs_floor"] = float(versus)
     return figures
 
 
@@ -59,8 +64,11 @@ def paired_report(base_runs: Sequence[dict[Key, dict[str, float]]],
             continue
         shape, memory, providers, n = key
         lines.append(f"{shape}, memory {memory}, {providers} providers, N={n} ({len(pairs)} pair(s), base first in odd pairs, this checkout first in even ones):")
-        for figure, unit, digits in (("cpu", "ms CPU per session per frame", 3), ("p95", "ms p95", 1),
-                                     ("late", "late frames", 1)):
+        for figure, unit, digits in (("cpu", "ms CPU per session per frame", 3),
+                                     ("cpu_vs_floor", "CPU per frame ÷ the floor during the load", 2),
+                                     ("p95", "ms p95", 1), ("late", "late frames", 1)):
+            if not all(figure in b and figure in h for b, h in pairs):
+                continue  # a side whose bench_capacity does not measure it
             base = [b[figure] for b, _ in pairs]
             head = [h[figure] for _, h in pairs]
             diffs = [h - b for b, h in zip(base, head, strict=True)]

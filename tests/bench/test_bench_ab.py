@@ -35,6 +35,19 @@ def test_runs_are_paired_per_load_and_the_mean_difference_says_whether_every_pai
     assert lines[7] == "  late frames: base 3.0 / 0.0, this 0.0 / 0.0; difference mean -1.5 (-100.0 %), pairs disagree"
 
 
+def test_cpu_over_the_floor_during_the_load_is_compared_where_both_sides_measure_it() -> None:
+    def probed(cpu: float, floor: float) -> dict[str, object]:
+        result = summary(100, cpu, 270)
+        result["server"]["cpu_per_frame_vs_floor_during"] = cpu / floor  # type: ignore[index]
+        return result
+
+    both = paired_report([loads_by_key([probed(0.60, 0.30)])], [loads_by_key([probed(0.44, 0.20)])])
+    assert both[2] == ("  CPU per frame ÷ the floor during the load: base 2.00, this 2.20; "
+                       "difference mean +0.20 (+10.0 %), every pair higher")
+    one_side = paired_report([loads_by_key([summary(100, 0.60, 270)])], [loads_by_key([probed(0.44, 0.20)])])
+    assert not any("floor" in line for line in one_side) and len(one_side) == 4
+
+
 def test_a_load_missing_from_one_side_is_left_out_and_json_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
     assert paired_report([loads_by_key([summary(1, 1.7, 260)])], [loads_by_key([summary(100, 0.5, 270)])]) == []
     with pytest.raises(SystemExit):
