@@ -135,7 +135,6 @@ def run_load(children: Children, server: ServerUnderLoad, fakes: ProcessTree, n:
     idle_pss = server.tree.pss_bytes()
     threads_before = server.tree.thread_cpu()
     start_at = time.monotonic() + 2.5 + 0.5 * generators  # time for the generators to import and encode
-    probe = FloorProbe().__enter__()  # the floor while the load runs, beside the one taken before
     procs, outs = [], []
     for g in range(generators):
         outs.append(tmp / f"load-{n}-{g}.json")
@@ -145,14 +144,14 @@ def run_load(children: Children, server: ServerUnderLoad, fakes: ProcessTree, n:
                                     cwd=ROOT, env=_env()))
     loaded_pss = 0
     fakes_before = fakes.usage().cpu_s
-    with Sampler(server.tree) as sampler:
+    # The floor is probed while the load runs too (the devices start at `start_at`, seconds from now).
+    with FloorProbe() as probe, Sampler(server.tree) as sampler:
         for index, proc in enumerate(procs):
             if index == 0:
                 loaded_pss = _pss_before_exit(server, proc)
             if proc.wait() != 0:
                 raise RuntimeError(f"load generator exited with {proc.returncode}")
             children.stop(proc)
-    probe.__exit__(None, None, None)
     fakes_cpu = fakes.usage().cpu_s - fakes_before
     threads = {name: cpu - threads_before.get(name, 0.0) for name, cpu in server.tree.thread_cpu().items()}
     results = [json.loads(out.read_text()) for out in outs]

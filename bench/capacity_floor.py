@@ -88,7 +88,10 @@ class FloorProbe:
             self._proc.kill()
             out, _ = self._proc.communicate()
         for line in out.splitlines():
-            reading = json.loads(line)
+            try:
+                reading = json.loads(line)
+            except ValueError:  # a line cut short as the probe was stopped
+                continue
             self.readings.append((reading["at"], reading["ms_per_frame"]))
 
     def during(self, start: float, end: float) -> dict[str, Any] | None:
