@@ -106,40 +106,42 @@ class FloorProbe:
 def _probe(interval: float) -> None:
     """The probe process: one reading per line on stdout until SIGTERM."""
     from capacity_load import build_clips
+    from vixio.providers.vad.silero_onnx import SileroOnnxVAD
 
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     clips = build_clips()
     packets = [packet for clip in clips for packet in clip.packets]
-    meter = _Meter()
+    meter = _Meter(SileroOnnxVAD(16000))
     position = 0
     while True:
         time.sleep(interval)
         for _ in range(PROBE_WARMUP):
-            meter.frame(packets[position % len(packets)])
+            meter.score(meter.decode(packets[position % len(packets)]))
             position += 1
         started = time.thread_time()
         for _ in range(PROBE_FRAMES):
-            meter.frame(packets[position % len(packets)])
+            meter.score(meter.decode(packets[position % len(packets)]))
             position += 1
         spent = time.thread_time() - started
         print(json.dumps({"at": time.monotonic(), "ms_per_frame": round(1000 * spent / PROBE_FRAMES, 4)}), flush=True)
 
 
 class _Meter:
-    """Opus decode + Silero VAD of one frame after another (one continuous stream, as measure_floor's)."""
+    """The floor's work on one stream of frames: Opus decode, then Silero VAD over whole 512-sample
+    windows (the rest waits for the next frame), by the `silero-onnx` model as the server loads it."""
 
-    def __init__(self) -> None:
-        from vixio.providers.vad.silero_onnx import SileroOnnxVAD
+    def __init__(self, vad: Any) -> None:
         from vixio.transports.xiaozhi.codec import OpusDecoder
 
-        self._vad = SileroOnnxVAD(16000)
-        self._window = self._vad.window_samples
+        self._window = vad.window_samples
         self._decoder = OpusDecoder(16000, 1)
-        self._stream = self._vad.create_stream()
+        self._stream = vad.create_stream()
         self._pending = np.zeros(0, dtype=np.float32)
 
-    def frame(self, packet: bytes) -> None:
-        pcm = self._decoder.decode(packet)
+    def decode(self, packet: bytes) -> bytes:
+        return self._decoder.decode(packet)
+
+    def score(self, pcm: bytes) -> None:
         pending = np.concatenate([self._pending, np.frombuffer(pcm, dtype="<i2").astype(np.float32) / 32768.0])
         whole = len(pending) // self._window * self._window
         for start in range(0, whole, self._window):
@@ -150,27 +152,19 @@ class _Meter:
 def measure_floor(clips: list[Clip], repeats: int = FLOOR_REPEATS) -> dict[str, Any]:
     """CPU ms per 60 ms frame of Opus decode + Silero VAD, single-threaded; see the module doc."""
     from vixio.providers.vad.silero_onnx import SileroOnnxVAD
-    from vixio.transports.xiaozhi.codec import OpusDecoder
 
     vad = SileroOnnxVAD(16000)
-    window = vad.window_samples
     decode_ms, vad_ms = [], []
     for _ in range(repeats):
         decode_s = vad_s = 0.0
         frames = 0
         for clip in clips:
-            decoder = OpusDecoder(16000, 1)
-            stream = vad.create_stream()
-            pending = np.zeros(0, dtype=np.float32)
+            meter = _Meter(vad)  # each clip its own decoder and VAD stream, as each device has
             for packet in clip.packets:
                 t0 = time.thread_time()
-                pcm = decoder.decode(packet)
+                pcm = meter.decode(packet)
                 t1 = time.thread_time()
-                pending = np.concatenate([pending, np.frombuffer(pcm, dtype="<i2").astype(np.float32) / 32768.0])
-                whole = len(pending) // window * window
-                for start in range(0, whole, window):
-                    stream.probability(pending[start:start + window])
-                pending = pending[whole:]
+                meter.score(pcm)
                 t2 = time.thread_time()
                 decode_s += t1 - t0
                 vad_s += t2 - t1
