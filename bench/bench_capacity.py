@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/bench_capacity.py --n 1 30 60 100 --turns 3 [--workers K] [--json out.json]
         [--shape staggered burst] [--memory on off] [--providers zero slow offline]
+        [--noise-dbfs -70] [--set vad.early_silence_ms=0 ...]
     .venv/bin/python bench/bench_capacity.py --isolation [--rounds 10]
 
 Three kinds of processes, so each is measured alone:
@@ -33,6 +34,10 @@ Two load shapes, each run for every N (`--shape`, both by default):
   (2 s), as a classroom answering together or homes after a broadcast would; a burst every
   `--burst-period` seconds (8 s, room for the replies to play). A turn whose slot passed while
   its previous reply still played starts at once and is counted ("missed their burst slot").
+
+`--noise-dbfs` sets the devices' background (default about -55 dBFS, which the VAD scores; -70 is
+a quiet room, whose silence `vad.quiet_below_dbfs` leaves unscored). `--set KEY=VALUE` merges a
+config key (dotted path, YAML value) into every load's server config, to measure a setting.
 
 `--memory on` (the default config: each turn stored in the SQLite state store, restored on a
 resume) or `off` (memory.enabled false); `--memory on off` runs every load with both. The
@@ -101,6 +106,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 ROOT = Path(__file__).resolve().parents[1]
 BENCH = Path(__file__).resolve().parent
 for path in (str(ROOT), str(BENCH)):
@@ -124,7 +131,7 @@ DEVICES_PER_GENERATOR = 100
 
 def run_load(children: Children, server: ServerUnderLoad, fakes: ProcessTree, n: int, turns: int,
              stagger: float, generators: int, tmp: Path, *, burst: dict[str, float] | None = None,
-             floor: dict[str, Any] | None = None) -> dict[str, Any]:
+             floor: dict[str, Any] | None = None, noise_dbfs: float | None = None) -> dict[str, Any]:
     """Run N devices against `server` and return the summary of that load: the staggered shape,
     or the burst shape when `burst` (capacity_load.burst_slots) is given. `floor`: the in-run
     floor measured just before (capacity_floor), put beside the server's CPU per frame."""
@@ -139,7 +146,8 @@ def run_load(children: Children, server: ServerUnderLoad, fakes: ProcessTree, n:
     for g in range(generators):
         outs.append(tmp / f"load-{n}-{g}.json")
         spec = {"url": server.ws_url, "indices": list(range(g, n, generators)), "total": n, "turns": turns,
-                "start_at": start_at, "stagger": stagger, "burst": burst, "out": str(outs[-1])}
+                "start_at": start_at, "stagger": stagger, "burst": burst, "noise_dbfs": noise_dbfs,
+                "out": str(outs[-1])}
         procs.append(children.start([sys.executable, str(BENCH / "capacity_load.py"), json.dumps(spec)],
                                     cwd=ROOT, env=_env()))
     loaded_pss = 0
@@ -206,6 +214,24 @@ def _keep_log(directory: Path | None, server: VixioServerProcess, name: str) -> 
         shutil.copyfile(server.log_path, directory / name)
 
 
+def config_settings(settings: list[str]) -> dict[str, Any]:
+    """`--set` values as nested config overrides: `a.b=1` → {"a": {"b": 1}} (the value read as YAML)."""
+    overrides: dict[str, Any] = {}
+    for setting in settings:
+        key, sep, raw = setting.partition("=")
+        path = key.strip().split(".")
+        if not sep or not all(path):
+            raise ValueError(f"--set wants KEY=VALUE with a dotted KEY, got {setting!r}")
+        node = overrides
+        for part in path[:-1]:
+            child = node.setdefault(part, {})
+            if not isinstance(child, dict):
+                raise ValueError(f"--set {setting!r}: {part!r} was already given a value")
+            node = child
+        node[path[-1]] = yaml.safe_load(raw) if raw.strip() else ""
+    return overrides
+
+
 def _env() -> dict[str, str]:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
@@ -238,12 +264,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--generators", type=int, default=0,
                         help=f"load generator processes (0: one per {DEVICES_PER_GENERATOR} devices)")
     parser.add_argument("--server-log-level", default="INFO", help="the server's log level (as an operator runs it)")
+    parser.add_argument("--noise-dbfs", type=float, default=None,
+                        help="the devices' background level between and around their questions (default about -55 "
+                             "dBFS, above the VAD's quiet level; -70: a quiet room, whose silence the VAD skips)")
+    parser.add_argument("--set", metavar="KEY=VALUE", action="append", default=[], dest="settings",
+                        help="a server config key (dotted path) and its YAML value, merged into every load's "
+                             "config, e.g. --set vad.early_silence_ms=0 --set pipeline.prewarm=false; repeatable")
     parser.add_argument("--isolation", action="store_true",
                         help="time a typed turn next to a 600-tool registration / 1,000-tool listing instead")
     parser.add_argument("--rounds", type=int, default=10, help="--isolation: typed turns timed per phase")
     parser.add_argument("--keep-logs", metavar="DIR", type=Path, help="copy each server's log into DIR")
     parser.add_argument("--json", metavar="FILE", help="also write every summary to FILE")
     args = parser.parse_args(argv)
+    try:
+        overrides = config_settings(args.settings)
+    except ValueError as exc:
+        parser.error(str(exc))
     if any(n < 1 for n in args.n) or args.turns < 1 or args.rounds < 1:
         parser.error("--n values, --turns and --rounds must be at least 1")
 
@@ -265,7 +301,7 @@ def main(argv: list[str] | None = None) -> int:
                 summaries.append(summary)
                 failed += summary.get("failed", 0)
             else:
-                clips = build_clips()
+                clips = build_clips(args.noise_dbfs)
                 print(f"CPU: {cpu_model()}, {os.cpu_count()} cores; floor = Opus decode + Silero VAD of one 60 ms "
                       "uplink frame, single-threaded, measured before each load and probed once a second during it "
                       "(bench/capacity_floor.py)")
@@ -282,14 +318,19 @@ def main(argv: list[str] | None = None) -> int:
                     for n in args.n:
                         with VixioServerProcess(children, Path(tmp), fakes_url, _env(), workers=args.workers,
                                                 log_level=args.server_log_level, memory=memory == "on",
-                                                voice=voice) as server:
+                                                voice=voice, overrides=overrides) as server:
                             server.warm_up()
                             floor = measure_floor(clips)
                             summary = run_load(children, server, fakes, n, args.turns, args.stagger,
-                                               args.generators, Path(tmp), burst=burst, floor=floor)
+                                               args.generators, Path(tmp), burst=burst, floor=floor,
+                                               noise_dbfs=args.noise_dbfs)
                             summary["memory"] = memory
                             summary["providers"] = pair
                             summary["workers"] = server.workers
+                            if args.settings:
+                                summary["settings"] = args.settings
+                            if args.noise_dbfs is not None:
+                                summary["noise_dbfs"] = args.noise_dbfs
                             summary["server_log"] = server.log_problems()
                             marks = server.turn_marks()
                             summary["server_stages_ms"] = server_stages(marks)

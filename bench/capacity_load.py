@@ -47,7 +47,9 @@ FRAME_S = 0.060
 FRAME_SAMPLES = int(RATE * FRAME_S)
 LEAD_NOISE_S, SPEECH_S, TAIL_NOISE_S = 0.3, 1.8, 1.5
 NOISE_RMS = 60.0
-"""Low background noise (about -55 dBFS): never speech to Silero, but real audio for Opus."""
+"""Low background noise (about -55 dBFS): never speech to Silero, but real audio for Opus, and
+above the VAD's quiet level (vad.quiet_below_dbfs, -60), so every frame is scored. `--noise-dbfs`
+sets another level (-70: a quiet room, whose silence the VAD skips)."""
 SPEECH_TRIM_LEVEL = 300
 """|sample| below this at the ends of a fixture counts as the fixture's own silence."""
 FAIL_AFTER_S = 15.0
@@ -79,8 +81,14 @@ def _trimmed_speech(path: Path) -> np.ndarray:
     return samples[loud[0]:loud[-1] + 1] if loud.size else samples
 
 
-def build_clips() -> list[Clip]:
-    """One clip per speech fixture that fits the 1.8 s section (seeded noise: deterministic)."""
+def noise_rms(dbfs: float | None) -> float:
+    """The background's RMS (int16 units) at `dbfs`, or NOISE_RMS when None."""
+    return NOISE_RMS if dbfs is None else 32768.0 * 10 ** (dbfs / 20)
+
+
+def build_clips(noise_dbfs: float | None = None) -> list[Clip]:
+    """One clip per speech fixture that fits the 1.8 s section (seeded noise: deterministic), the
+    background at `noise_dbfs` (None: NOISE_RMS, about -55 dBFS)."""
     clips = []
     rng = np.random.default_rng(10)
     section = int(SPEECH_S * RATE)
@@ -92,7 +100,7 @@ def build_clips() -> list[Clip]:
         tail = int(TAIL_NOISE_S * RATE)
         total = lead + len(speech) + tail
         total += -total % FRAME_SAMPLES
-        audio = rng.normal(0.0, NOISE_RMS, total)
+        audio = rng.normal(0.0, noise_rms(noise_dbfs), total)
         audio[lead:lead + len(speech)] += speech
         pcm = np.clip(audio, -32768, 32767).astype("<i2").tobytes()
         encoder = OpusEncoder(RATE, 1, 60)
@@ -332,10 +340,12 @@ def burst_slots(index: int, total: int, turns: int, start_at: float, burst: dict
 
 
 async def generate(url: str, indices: list[int], total: int, turns: int, start_at: float,
-                   stagger: float, burst: dict[str, float] | None = None) -> dict[str, Any]:
+                   stagger: float, burst: dict[str, float] | None = None,
+                   noise_dbfs: float | None = None) -> dict[str, Any]:
     """Run devices `indices` (of `total`), device i connecting at start_at + i × stagger / total;
-    its turns back to back (staggered shape), or at its `burst_slots` when `burst` is given."""
-    clips = build_clips()
+    its turns back to back (staggered shape), or at its `burst_slots` when `burst` is given; the
+    room's background at `noise_dbfs` (None: NOISE_RMS)."""
+    clips = build_clips(noise_dbfs)
     devices = [Device(i, url, clips[i % len(clips)], turns) for i in indices]
     cpu0 = time.process_time()
     await asyncio.gather(*(d.run(start_at + d.index * stagger / max(1, total),
@@ -354,7 +364,7 @@ async def generate(url: str, indices: list[int], total: int, turns: int, start_a
 def main() -> None:
     spec = json.loads(sys.argv[1])
     result = asyncio.run(generate(spec["url"], spec["indices"], spec["total"], spec["turns"],
-                                  spec["start_at"], spec["stagger"], spec.get("burst")))
+                                  spec["start_at"], spec["stagger"], spec.get("burst"), spec.get("noise_dbfs")))
     Path(spec["out"]).write_text(json.dumps(result))
 
 

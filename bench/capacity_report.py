@@ -140,6 +140,8 @@ def print_summary(s: dict[str, Any]) -> None:
     shape = f"{s['shape']}, " if s.get("shape") else ""
     memory = f"memory {s['memory']}, " if s.get("memory") else ""
     memory += f"{s['providers']} providers, " if s.get("providers") else ""
+    memory += f"room {s['noise_dbfs']:g} dBFS, " if s.get("noise_dbfs") is not None else ""
+    memory += f"{' '.join(s['settings'])}, " if s.get("settings") else ""
     print(f"N={s['n']:<4d} ({shape}{memory}{s['turns_per_device']} turns each, {s['generators']} generator process(es)"
           f"{workers}{loaded})")
     floor = s.get("floor")

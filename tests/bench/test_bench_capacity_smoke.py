@@ -53,6 +53,32 @@ def test_clips_end_their_speech_where_the_question_section_ends() -> None:
     assert len(speech_like_pcm(1.5)) == 1.5 * 24000 * 2
 
 
+def test_the_room_level_sets_the_noise_around_each_question() -> None:
+    import math
+
+    from vixio.transports.xiaozhi.codec import OpusDecoder
+
+    def lead_dbfs(noise_dbfs: float | None) -> float:
+        clip, decoder = build_clips(noise_dbfs)[0], OpusDecoder(16000, 1)
+        pcm = b"".join(decoder.decode(packet) for packet in clip.packets[:5])  # 0.3 s of the room
+        samples = [int.from_bytes(pcm[i:i + 2], "little", signed=True) for i in range(0, len(pcm), 2)]
+        return 20 * math.log10(math.sqrt(sum(x * x for x in samples) / len(samples)) / 32768)
+
+    default, quiet = lead_dbfs(None), lead_dbfs(-70)
+    assert -60 < default < -52  # above the VAD's quiet level: scored
+    assert -75 < quiet < -66  # a quiet room: below it
+
+
+def test_set_options_become_nested_config_overrides() -> None:
+    from bench_capacity import config_settings
+
+    assert config_settings(["vad.quiet_below_dbfs=null", "pipeline.prewarm=false", "vad.min_silence_ms=400"]) == {
+        "vad": {"quiet_below_dbfs": None, "min_silence_ms": 400}, "pipeline": {"prewarm": False}}
+    for bad in (["vad.threshold"], ["=1"], ["vad..x=1"], ["vad=1", "vad.threshold=0.5"]):
+        with pytest.raises(ValueError, match="--set"):
+            config_settings(bad)
+
+
 def test_burst_slots_end_every_sentence_within_the_window() -> None:
     burst = {"window": 2.0, "period": 8.0, "lead": 3.0}
     slots = [burst_slots(i, 100, 3, 100.0, burst) for i in range(100)]
