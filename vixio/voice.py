@@ -253,7 +253,8 @@ class VoiceStack:
             stations += [
                 VADStation(self.vad, threshold=vad.threshold, min_speech_ms=vad.min_speech_ms,
                            min_silence_ms=vad.min_silence_ms, speech_pad_ms=vad.speech_pad_ms,
-                           early_silence_ms=vad.early_silence_ms, barge_in=vad.barge_in),
+                           early_silence_ms=vad.early_silence_ms, barge_in=vad.barge_in,
+                           quiet_below_dbfs=vad.quiet_below_dbfs),
                 TurnDetectorStation(min_speech_ms=turn.min_speech_ms),
                 ASRStation(self.asr, language=config.asr.language, endpointing=rules,
                            min_silence_ms=vad.min_silence_ms, on_speech=self.prewarm),

@@ -30,6 +30,8 @@ class VADConfig(StrictModel):
     """Silence after which what was said is transcribed and the agent starts at once (a preemptive turn), its reply held until the turn is confirmed (`min_silence_ms`, or sooner: `turn.*`); speech before that cancels it without a trace. 0 (or >= min_silence_ms): off, the agent starts when the turn ends."""
     barge_in: bool = True
     """In realtime mode, user speech while the assistant speaks interrupts it."""
+    quiet_below_dbfs: float | None = Field(default=-60.0, ge=-120, le=0)
+    """While nobody speaks, microphone audio quieter than this (every 32 ms window, dBFS) is silence without running the model: a quiet room or the firmware's DTX comfort noise (speech at a metre reads about -40 to -20 dBFS). Louder audio and whole utterances are scored as always. null: score everything."""
 
 
 class TurnConfig(StrictModel):

@@ -1,7 +1,7 @@
 """Counters an operator alerts on, and `/metrics` in the Prometheus text format.
 
 Each process counts what happens in it (`instruments.py`: sessions, turns, turn latency, late
-frames, provider and store errors). `/metrics` of an instance is the sum over its processes:
+frames, quiet microphone windows the VAD skipped, provider and store errors). `/metrics` of an instance is the sum over its processes:
 
     worker w0 ── GET /metrics/samples (JSON, its private socket) ──┐
     worker w1 ── GET /metrics/samples ────────────────────────────┤  supervisor: FleetSamples sums
@@ -21,6 +21,7 @@ from vixio.metrics.instruments import (
     SESSIONS_STARTED,
     TURN_LATENCY,
     TURNS,
+    VAD_QUIET_WINDOWS,
     count_provider_error,
     count_store_error,
     reply_ended,
@@ -39,5 +40,5 @@ from vixio.metrics.merge import (
 )
 
 __all__ = ["CONTENT_TYPE", "JSON_PATH", "LATE_FRAMES", "PATH", "SAMPLES_PATH", "SESSIONS", "SESSIONS_STARTED", "TURNS",
-           "TURN_LATENCY", "Family", "FleetSamples", "count_provider_error", "count_store_error", "local_families",
+           "TURN_LATENCY", "VAD_QUIET_WINDOWS", "Family", "FleetSamples", "count_provider_error", "count_store_error", "local_families",
            "render", "reply_ended", "samples_json", "worker_families"]

@@ -36,6 +36,10 @@ LATE_FRAMES = Counter(
     "vixio_late_frames",
     "Reply audio frames that were ready before the device had played everything sent before them but were "
     "sent after that (the device's buffer ran dry: the server could not keep up).", registry=REGISTRY)
+VAD_QUIET_WINDOWS = Counter(
+    "vixio_vad_quiet_windows",
+    "Microphone windows (32 ms) left unscored by the VAD model: quieter than vad.quiet_below_dbfs while nobody "
+    "spoke.", registry=REGISTRY)
 PROVIDER_ERRORS = Counter("vixio_provider_errors", "Failed requests to a provider, by provider and kind of cause.",
                           ["provider", "cause"], registry=REGISTRY)
 STORE_ERRORS = Counter("vixio_store_errors", "Failed state-store calls: the store could not be used (unavailable) "

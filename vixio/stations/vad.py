@@ -5,6 +5,8 @@ survive), VADEndChunk; with `early_silence_ms`, a VADPauseChunk where the user w
 that long (and a VADResumeChunk if they go on). An EndpointChunk pushed at the pipeline's input
 ends the utterance at its pause now, or makes its end wait longer. Silence is consumed here, so later stations never see it. When speech
 starts while the assistant is speaking (realtime mode), it first raises an interrupt: barge-in.
+With `quiet_below_dbfs`, quiet audio while nobody speaks is silence without a scoring round trip
+(`QuietGate`; `vixio_vad_quiet_windows_total` counts it).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from vixio.core.chunk import (
     VADStartChunk,
 )
 from vixio.core.station import Station
+from vixio.metrics import VAD_QUIET_WINDOWS
 from vixio.providers.vad.base import VADProvider
 from vixio.providers.vad.detector import VADEvent, VoiceActivityDetector
 
@@ -60,13 +63,15 @@ class VADStation(Station):
         speech_pad_ms: int = 100,
         early_silence_ms: int = 0,
         barge_in: bool = True,
+        quiet_below_dbfs: float | None = None,
         name: str | None = None,
     ) -> None:
         super().__init__(name)
         self.provider = provider
         self.barge_in = barge_in
         self._settings = dict(threshold=threshold, min_speech_ms=min_speech_ms, min_silence_ms=min_silence_ms,
-                              speech_pad_ms=speech_pad_ms, early_silence_ms=early_silence_ms)
+                              speech_pad_ms=speech_pad_ms, early_silence_ms=early_silence_ms,
+                              quiet_below_dbfs=quiet_below_dbfs)
         # Audio kept while silent: enough to reach back to a padded start event.
         self._keep_samples = provider.sample_rate * (min_speech_ms + speech_pad_ms + 200) // 1000
         self._detector: VoiceActivityDetector | None = None
@@ -119,8 +124,14 @@ class VADStation(Station):
         parts = chunk.parts if merged else [chunk.pcm]
         arrivals = chunk.arrivals if merged else [chunk.created_at]
         speaking = self._detector.speaking
-        # Scored off the loop, batched with every other session's audio (where the backend can).
-        for pcm, arrived, events in zip(parts, arrivals, await self._detector.feed_parts_async(parts)):
+        gate = self._detector.gate
+        skipped = gate.skipped if gate is not None else 0
+        # Scored off the loop, batched with every other session's audio (where the backend can),
+        # unless it is quiet audio while nobody speaks (`quiet_below_dbfs`).
+        found = await self._detector.feed_parts_async(parts)
+        if gate is not None and gate.skipped != skipped:
+            VAD_QUIET_WINDOWS.inc(gate.skipped - skipped)
+        for pcm, arrived, events in zip(parts, arrivals, found):
             for event in events:
                 if event.type in ("start", "end"):
                     speaking = event.type == "start"

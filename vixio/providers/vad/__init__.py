@@ -14,12 +14,13 @@ Importing this package imports no backend library: each provider imports its own
 from __future__ import annotations
 
 from vixio.providers.vad.base import VADProvider, VADStream
-from vixio.providers.vad.detector import VADEvent, VoiceActivityDetector
+from vixio.providers.vad.detector import QuietGate, VADEvent, VoiceActivityDetector
 from vixio.providers.vad.silero_lite import SileroLiteStream, SileroLiteVAD
 from vixio.providers.vad.silero_onnx import SileroOnnxStream, SileroOnnxVAD
 from vixio.providers.vad.silero_torch import SileroTorchStream, SileroTorchVAD
 
 __all__ = [
+    "QuietGate",
     "SileroLiteStream",
     "SileroLiteVAD",
     "SileroOnnxStream",
