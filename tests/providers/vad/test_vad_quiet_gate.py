@@ -83,16 +83,33 @@ def test_from_a_candidate_start_to_the_end_everything_is_scored() -> None:
 
 
 def test_anything_the_model_hears_keeps_it_scoring_until_it_settles_again() -> None:
-    settle = QuietGate.SETTLE
+    settle, backoff = QuietGate.SETTLE, QuietGate.BACKOFF
     stream = CountingStream([0.0] * settle + [QuietGate.WAKE] + [0.0] * 100)
     detector = VoiceActivityDetector(stream, quiet_below_dbfs=-60)
     detector.feed(noise(settle, -70))
     detector.feed(noise(1, -40, seed=9))  # something, not speech: the model says WAKE
-    detector.feed(noise(settle - 1, -70, seed=10))
-    assert stream.scored == 2 * settle  # still scoring: not settled yet
-    detector.feed(noise(1, -70, seed=11))
-    detector.feed(noise(20, -70, seed=12))
-    assert stream.scored == 2 * settle + 1  # settled after SETTLE calm windows: quiet again
+    scored = []
+    for piece in range(max(settle, backoff) + 5):  # then a quiet room, a window at a time
+        before = stream.scored
+        detector.feed(noise(1, -70, seed=10 + piece))
+        scored.append(stream.scored - before)
+    # Scored until the model has heard SETTLE calm windows and the loud piece's BACKOFF has
+    # passed; skipped from then on.
+    wait = max(settle, backoff)
+    assert scored == [1] * wait + [0] * 5
+
+
+def test_a_room_above_the_level_is_measured_on_one_piece_in_nine() -> None:
+    detector = VoiceActivityDetector(CountingStream([]), quiet_below_dbfs=-60)
+    detector.feed(noise(QuietGate.SETTLE, -70))
+    gate = detector.gate
+    assert gate is not None
+    measured = 0
+    for piece in range(90):
+        before = gate._loud_for
+        detector.feed(noise(2, -55, seed=20 + piece))
+        measured += before == 0
+    assert measured == 10 and gate.skipped == 0
 
 
 async def test_the_async_paths_skip_the_scoring_round_trip() -> None:

@@ -77,6 +77,9 @@ class QuietGate:
     """A scored window at this probability or more keeps everything scored."""
     SETTLE = 8
     """Scored windows in a row under `WAKE` before audio may go unscored (~0.26 s)."""
+    BACKOFF = 8
+    """Pieces of audio scored without measuring after one at or above the level (~0.5 s): a room
+    above the level pays for the measurement on one frame in nine."""
 
     def __init__(self, below_dbfs: float) -> None:
         if not -120 <= below_dbfs <= 0:
@@ -87,17 +90,23 @@ class QuietGate:
 
     def reset(self) -> None:
         self._calm = 0  # scored windows in a row under WAKE
+        self._loud_for = 0  # pieces still scored without measuring
         self.skipped = 0
         """Windows left unscored since the last reset."""
 
     def quiet(self, windows: np.ndarray) -> bool:
         """Whether `windows` (int16 [count, window]) go unscored. Call only while nobody speaks;
         report what the model said of scored windows with `heard`."""
+        if self._loud_for:  # a room above the level: measured again only every BACKOFF pieces
+            self._loud_for -= 1
+            return False
         if self._calm < self.SETTLE:
             return False
         data, width = memoryview(windows).cast("B"), 2 * windows.shape[1]
-        if any(audioop.rms(data[i:i + width], 2) >= self._limit for i in range(0, len(data), width)):
-            return False
+        for start in range(0, len(data), width):
+            if audioop.rms(data[start:start + width], 2) >= self._limit:
+                self._loud_for = self.BACKOFF
+                return False
         self.skipped += windows.shape[0]
         return True
 
