@@ -115,7 +115,7 @@ for path in (str(ROOT), str(BENCH)):
         sys.path.insert(0, path)
 
 from capacity_fakes import PROVIDER_PAIRS  # noqa: E402
-from capacity_floor import FloorProbe, cpu_model, measure_floor  # noqa: E402
+from capacity_floor import FloorProbe, cpu_model, measure_floor, python_build  # noqa: E402
 from capacity_load import build_clips  # noqa: E402
 from capacity_procs import Children, HostCpu, ProcessTree, Sampler  # noqa: E402
 from capacity_report import print_ratios, print_summary, print_table, server_marks, server_stages, summarize  # noqa: E402
@@ -180,7 +180,8 @@ def run_load(children: Children, server: ServerUnderLoad, fakes: ProcessTree, n:
             if cpu >= 0.05}
     summary["shape"] = "staggered" if burst is None else "burst"
     load_after = os.getloadavg()
-    summary["machine"] = {"cores": os.cpu_count(), "cpu": cpu_model(), **HostCpu.now().since(host_before),
+    summary["machine"] = {"cores": os.cpu_count(), "cpu": cpu_model(), "python": python_build(),
+                          **HostCpu.now().since(host_before),
                           "load_average_before": round(load_before[0], 2),
                           "load_average_after": round(load_after[0], 2),
                           "uptime_load_before": [round(x, 2) for x in load_before],
@@ -302,9 +303,9 @@ def main(argv: list[str] | None = None) -> int:
                 failed += summary.get("failed", 0)
             else:
                 clips = build_clips(args.noise_dbfs)
-                print(f"CPU: {cpu_model()}, {os.cpu_count()} cores; floor = Opus decode + Silero VAD of one 60 ms "
-                      "uplink frame, single-threaded, measured before each load and probed once a second during it "
-                      "(bench/capacity_floor.py)")
+                print(f"CPU: {cpu_model()}, {os.cpu_count()} cores; Python: {python_build()}; floor = Opus decode + "
+                      "Silero VAD of one 60 ms uplink frame, single-threaded, measured before each load and probed "
+                      "once a second during it (bench/capacity_floor.py)")
                 runs = [(pair, memory, shape) for pair in args.providers for memory in args.memory for shape in args.shape]
                 services: dict[str, tuple[str, ProcessTree]] = {}
                 for pair, memory, shape in runs:

@@ -212,7 +212,8 @@ def print_table(summaries: list[dict[str, Any]]) -> None:
     if not summaries:
         return
     machine = summaries[0].get("machine") or {}
-    print(f"\nsummary (CPU: {machine.get('cpu', '?')}, {machine.get('cores', '?')} cores; floor = Opus decode + "
+    print(f"\nsummary (CPU: {machine.get('cpu', '?')}, {machine.get('cores', '?')} cores; Python: "
+          f"{machine.get('python', '?')}; floor = Opus decode + "
           "Silero VAD per 60 ms frame, one thread, this run, measured before the load / during it (median of the "
           "probes); load = 1-min load average before / after; steal = % of the host's CPU time the hypervisor gave to "
           "other VMs during the load)")
