@@ -77,6 +77,9 @@ async def test_one_address_creates_a_bounded_number_of_codes_a_minute(store: Sql
     registry.pending("b-0", "203.0.113.8")  # another address is not affected
     clock.now += 60
     registry.pending("a-5", "203.0.113.7")  # the next minute
+    unlimited = ActivationRegistry(ActivationConfig(enabled=True, new_codes_per_minute=0), store, clock=clock)
+    for i in range(100):
+        unlimited.pending(f"p-{i}", "10.9.9.9")  # behind a proxy: every client has its address
 
 
 async def test_an_http_flood_from_one_address(

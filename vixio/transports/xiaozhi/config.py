@@ -46,8 +46,8 @@ class ActivationConfig(_Strict):
     """Activation v2: serial number -> the HMAC key burnt into that device's eFuse key block KEY0 (64 hex digits). A device whose `/activate` poll carries an HMAC of the challenge this server gave it that verifies with its serial number's key is confirmed without an operator. Keys are never logged; keep them out of config.yaml with `${VAR}` or `device_keys_file`. Checked at startup (an error names the serial number, never the key)."""
     device_keys_file: str | None = None
     """A file of device keys, read at startup in addition to `device_keys`: one `<serial number> <64 hex digits>` a line, `#` comments."""
-    new_codes_per_minute: int = Field(default=30, ge=1)
-    """New activation codes one client address (IPv6: one /64) may create a minute; OTA answers the rest HTTP 429, so a flood of invented device ids cannot crowd out a device waiting with its code. Behind a reverse proxy every client has the proxy's address."""
+    new_codes_per_minute: int = Field(default=30, ge=0)
+    """New activation codes one client address (IPv6: one /64) may create a minute; OTA answers the rest HTTP 429, so a flood of invented device ids cannot crowd out a device waiting with its code. 0: no per-address limit (behind a reverse proxy every client has the proxy's address, so this limits all new devices together; limit clients at the proxy)."""
 
 
 class PairingConfig(_Strict):
