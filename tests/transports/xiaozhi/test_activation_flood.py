@@ -112,3 +112,22 @@ async def test_an_http_flood_from_one_address(
     windows = seconds // 10 + 1  # each 10 s: 20 codes, 5 refusals and a count of each at most
     assert len(shown) <= 20 * windows and len(lines) <= 27 * windows, (len(lines), lines[-5:])
     print(f"10,000 OTA requests in {seconds:.1f} s; {len(lines)} activation log lines")
+
+
+def test_a_flood_of_offers_is_logged_as_a_few_lines_and_counts() -> None:
+    from vixio.transports.xiaozhi.ota import LineBudget
+
+    clock = Clock()
+    budget = LineBudget(20, 10.0, clock=clock)
+    full = counted = summaries = 0
+    for _ in range(10_000):  # 100 s of offers
+        clock.now += 0.01
+        shown, unshown = budget.hit()
+        full += shown
+        counted += unshown
+        summaries += unshown > 0
+    clock.now += 10
+    shown, unshown = budget.hit()  # the next offer after the flood reports what was left
+    full, counted, summaries = full + shown, counted + unshown, summaries + (unshown > 0)
+    assert full + counted == 10_001
+    assert full <= 20 * 11 and summaries <= 11

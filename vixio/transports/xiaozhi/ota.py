@@ -76,20 +76,21 @@ def _text(value: Any) -> str:
     return value.strip() if isinstance(value, str) else ""
 
 
-class _LineBudget:
+class LineBudget:
     """At most `lines` full log lines in each `window` seconds; past that, occurrences are counted,
     and the count is reported with the first occurrence of a later window."""
 
-    def __init__(self, lines: int, window: float = 10.0) -> None:
+    def __init__(self, lines: int, window: float = 10.0, clock: Callable[[], float] = time.monotonic) -> None:
         self.lines = lines
         self.window = window
+        self._clock = clock
         self._start = -window
         self._used = 0
         self._suppressed = 0
 
     def hit(self) -> tuple[bool, int]:
         """(log this one in full, occurrences suppressed in the window before, to report now)."""
-        now = time.monotonic()
+        now = self._clock()
         report = 0
         if now - self._start >= self.window:
             report, self._suppressed = self._suppressed, 0
@@ -130,9 +131,9 @@ class OtaServer(HttpPort):
             self._activations = ActivationRegistry(config.activation, store)
         elif config.activation.device_keys or config.activation.device_keys_file:
             logger.warning("xiaozhi.activation.device_keys are set but activation.enabled is false: they are not used")
-        self._offers = _LineBudget(20)
+        self._offers = LineBudget(20)
         """The "device shows code" lines: a flood of new ids writes a bounded number of them."""
-        self._refusals = _LineBudget(5)
+        self._refusals = LineBudget(5)
         super().__init__(config)
         for path in (OTA_PATH, OTA_PATH.rstrip("/")):
             self._app.router.add_post(path, self._handle_ota)
