@@ -318,6 +318,7 @@ async def test_a_hanging_asr_is_apologised_for_one_timeout_after_the_speech_ende
             apology = await device.wait_for("tts", state="sentence_start", after=mark, timeout=4 * timeout)
             waited = time.monotonic() - spoken
             silence.cancel()
+            await asyncio.gather(silence, return_exceptions=True)
             assert apology["text"] == APOLOGY
             assert speech.asr_requests >= 1
             print(f"apology {waited:.2f} s after the speech (asr.timeout {timeout:g} s)")
