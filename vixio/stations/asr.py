@@ -10,10 +10,16 @@ then ends without more speech, that transcript is the turn's text (nothing is tr
 twice); speech after the pause (VADResumeChunk) voids it, and the next pause transcribes
 everything said. Each pause transcribes the whole turn so far, so a turn gets at most
 `max_drafts` (a long monologue with many pauses must not cost a local Whisper its square).
+
+The pause's transcription and the end's share one deadline, the provider's `timeout` from the
+start of the first of them since the user last spoke: when a hanging service made the pause's
+fail, the end tries again only with what is left, so the apology is heard `asr.timeout` after
+the speech ended, not twice that.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
@@ -69,6 +75,9 @@ class ASRStation(Station):
         self.max_drafts = max_drafts
         self._drafts = 0
         """Pauses transcribed in this turn."""
+        self._failed_since: float | None = None
+        """When the pause's transcription that failed started (none since the user last spoke: None)."""
+        self._failure = ""
 
     async def start(self) -> None:
         await self.provider.initialize()
@@ -94,6 +103,7 @@ class ASRStation(Station):
             return
         if isinstance(chunk, VADResumeChunk):
             self._draft = None  # the next pause transcribes everything said
+            self._failed_since = None  # and the user spoke again: a new deadline
             yield chunk
             return
         if isinstance(chunk, VADPauseChunk):
@@ -102,6 +112,7 @@ class ASRStation(Station):
             return
         assert isinstance(chunk, TurnEndChunk)
         pcm, rate, draft = b"".join(self._pcm), self._rate, self._draft
+        failed_since, failure = self._failed_since, self._failure
         self._reset()
         metrics = self.session_state.metrics(chunk.turn_id)
         metrics.mark("speech_end", chunk.created_at)
@@ -112,7 +123,7 @@ class ASRStation(Station):
                 metrics.notes["asr_saved_ms"] = round(draft.seconds * 1000, 1)
             else:
                 try:
-                    text = (await self.provider.transcribe(pcm, rate, language=self.language)).strip()
+                    text = await self._transcribe_by(pcm, rate, failed_since, failure)
                 except ASRError as exc:
                     count_provider_error("asr", exc)
                     raise
@@ -154,6 +165,7 @@ class ASRStation(Station):
             if isinstance(exc, ASRError):
                 count_provider_error("asr", exc)
             self.logger.warning("transcribing at the pause failed: {}: {}", type(exc).__name__, exc)
+            self._failed_since, self._failure = started, f"{type(exc).__name__}: {exc}"
             return
         self._draft = _Draft(text, time.monotonic() - started)
         if not text:
@@ -177,6 +189,23 @@ class ASRStation(Station):
         if self._pipeline is not None and not self._pipeline.push_nowait(endpoint):
             self.logger.debug("the VAD's inbox is full; the turn ends after the usual silence")
 
+    async def _transcribe_by(self, pcm: bytes, rate: int, failed_since: float | None, failure: str) -> str:
+        """The turn's transcript at its end; after a failed pause, within what is left of the
+        deadline the pause's transcription started (ASRError when nothing is left or it passes)."""
+        timeout = self.provider.timeout
+        if failed_since is None or timeout is None:
+            return (await self.provider.transcribe(pcm, rate, language=self.language)).strip()
+        left = timeout - (time.monotonic() - failed_since)
+        given_up = (f"{self.provider.name}: no transcript within {timeout:g} s of the pause (asr.timeout); "
+                    f"at the pause: {failure}")
+        if left <= 0:
+            raise ASRError(given_up)
+        try:
+            async with asyncio.timeout(left):
+                return (await self.provider.transcribe(pcm, rate, language=self.language)).strip()
+        except TimeoutError:
+            raise ASRError(given_up) from None
+
     def _busy(self, turn_id: int) -> bool:
         return self._pipeline is not None and not self._pipeline.quiet_after(self, output=False, before_turn=turn_id)
 
@@ -185,3 +214,5 @@ class ASRStation(Station):
         self._bytes = 0
         self._draft = None
         self._drafts = 0
+        self._failed_since = None
+        self._failure = ""

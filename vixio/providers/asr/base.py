@@ -19,6 +19,9 @@ class ASRProvider(ABC):
 
     name: str = "asr"
     """Short backend name for logs and metrics."""
+    timeout: float | None = None
+    """Seconds one transcription may take (a remote service's `asr.timeout`); None: no bound. The
+    ASR station gives a turn's transcriptions since its speech ended this much in all."""
 
     @abstractmethod
     async def initialize(self) -> None:

@@ -33,7 +33,8 @@ class AuthConfig(_Strict):
 
 
 class ActivationConfig(_Strict):
-    """Optional binding step: the device shows a 6-digit code that an operator confirms."""
+    """Optional binding step: the device shows a 6-digit code that an operator confirms, or proves
+    with its eFuse key that it is one of the owner's (`device_keys`)."""
 
     enabled: bool = False
     """Send an `activation` object in the OTA reply until the device's code is confirmed."""
@@ -41,6 +42,12 @@ class ActivationConfig(_Strict):
     """Text the device shows and speaks; `{code}` is replaced by the 6-digit code. Unset: the top-level `language`'s."""
     state_file: str = ".vixio/activations.json"
     """The JSON file in which vixio before the state store kept confirmed devices: imported into the store (`state.path`) at startup and renamed `<file>.imported`. Confirmed devices now live in the store."""
+    device_keys: dict[str, str] = Field(default_factory=dict, repr=False)
+    """Activation v2: serial number -> the HMAC key burnt into that device's eFuse key block KEY0 (64 hex digits). A device whose `/activate` poll carries an HMAC of the challenge this server gave it that verifies with its serial number's key is confirmed without an operator. Keys are never logged; keep them out of config.yaml with `${VAR}` or `device_keys_file`. Checked at startup (an error names the serial number, never the key)."""
+    device_keys_file: str | None = None
+    """A file of device keys, read at startup in addition to `device_keys`: one `<serial number> <64 hex digits>` a line, `#` comments."""
+    new_codes_per_minute: int = Field(default=30, ge=0)
+    """New activation codes one client address (IPv6: one /64) may create a minute; OTA answers the rest HTTP 429, so a flood of invented device ids cannot crowd out a device waiting with its code. 0: no per-address limit (behind a reverse proxy every client has the proxy's address, so this limits all new devices together; limit clients at the proxy)."""
 
 
 class PairingConfig(_Strict):

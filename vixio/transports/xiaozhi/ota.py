@@ -8,7 +8,9 @@ fall back to MQTT, so failures here are always 4xx with `{"error": ...}`.
 Routes:
     POST /xiaozhi/ota/                   device bootstrap (also without the trailing slash)
     GET  /xiaozhi/ota/                   human-readable status with the WebSocket URL
-    POST /xiaozhi/ota/activate           device polls: 202 until confirmed, then 200
+    POST /xiaozhi/ota/activate           device polls: 202 until confirmed, then 200; with the
+                                         owner's device keys, a valid activation v2 proof is 200
+                                         at once and a bad one 403 (activation_proof.py)
     POST /xiaozhi/ota/activate/confirm   operator: {"code": "123456"}; an operator per AdminGuard
                                          (the `xiaozhi.http.admin_token`, or a direct local caller
                                          when none is set), or `Authorization: Bearer <auth.secret>`
@@ -39,9 +41,11 @@ from yarl import URL
 from vixio.core.json_limits import DEFAULT_MAX_DEPTH, JsonTooDeep, check_depth
 from vixio.state.store import StoreWriteError
 from vixio.transports.xiaozhi.activation import ActivationRegistry, AdmissionStore
+from vixio.transports.xiaozhi.activation_proof import ActivationRefused, DeviceProof
 from vixio.transports.xiaozhi.auth import DeviceAuthenticator, parse_bearer
 from vixio.transports.xiaozhi.config import XiaozhiConfig
 from vixio.transports.xiaozhi.hosts import advertised_host
+from vixio.transports.xiaozhi.http_limits import address_key
 from vixio.transports.xiaozhi.http_port import (OTA_PATH, BadRequest, HttpPort, display_host, json_error,
                                                  request_device)
 
@@ -72,6 +76,37 @@ def _text(value: Any) -> str:
     return value.strip() if isinstance(value, str) else ""
 
 
+class LineBudget:
+    """At most `lines` full log lines in each `window` seconds; past that, occurrences are counted,
+    and the count is reported with the first occurrence of a later window."""
+
+    def __init__(self, lines: int, window: float = 10.0, clock: Callable[[], float] = time.monotonic) -> None:
+        self.lines = lines
+        self.window = window
+        self._clock = clock
+        self._start = -window
+        self._used = 0
+        self._suppressed = 0
+
+    def hit(self) -> tuple[bool, int]:
+        """(log this one in full, occurrences suppressed in the window before, to report now)."""
+        now = self._clock()
+        report = 0
+        if now - self._start >= self.window:
+            report, self._suppressed = self._suppressed, 0
+            self._start, self._used = now, 0
+        self._used += 1
+        if self._used > self.lines:
+            self._suppressed += 1
+            return False, report
+        return True, report
+
+
+def _client_address(request: web.Request) -> str:
+    """Whom new activation codes are counted against (an IPv6 client by its /64)."""
+    return address_key(request.transport.get_extra_info("peername") if request.transport else None)
+
+
 class OtaServer(HttpPort):
     """aiohttp server for OTA, activation and health on `config.http.host:port` (the port
     itself, its guard and its other routes: http_port.py)."""
@@ -94,6 +129,11 @@ class OtaServer(HttpPort):
             if store is None:
                 raise ValueError("activation.enabled needs the state store (state.path) to keep confirmed devices")
             self._activations = ActivationRegistry(config.activation, store)
+        elif config.activation.device_keys or config.activation.device_keys_file:
+            logger.warning("xiaozhi.activation.device_keys are set but activation.enabled is false: they are not used")
+        self._offers = LineBudget(20)
+        """The "device shows code" lines: a flood of new ids writes a bounded number of them."""
+        self._refusals = LineBudget(5)
         super().__init__(config)
         for path in (OTA_PATH, OTA_PATH.rstrip("/")):
             self._app.router.add_post(path, self._handle_ota)
@@ -165,7 +205,7 @@ class OtaServer(HttpPort):
             "firmware": {"version": version or "0.0.0", "url": ""},
             "websocket": {"url": self.websocket_url(request), "token": await self._token_for(client_id, device_id)},
         }
-        activation = await self._activation_offer(device_id)
+        activation = await self._activation_offer(request, device_id)
         if activation is not None:
             reply["activation"] = activation
         return web.json_response(reply)
@@ -182,14 +222,22 @@ class OtaServer(HttpPort):
                 return ""
         return self._authenticator.token_for(client_id, device_id)
 
-    async def _activation_offer(self, device_id: str) -> dict[str, Any] | None:
+    async def _activation_offer(self, request: web.Request, device_id: str) -> dict[str, Any] | None:
         if self._activations is None or await self._activations.is_confirmed(device_id):
             return None
-        pending = self._activations.pending(device_id)
+        try:
+            pending = self._activations.pending(device_id, _client_address(request))
+        except ActivationRefused as exc:
+            raise BadRequest(self._refused(device_id, exc), exc.status) from None
         command = f'curl -X POST {self.url}activate/confirm -d \'{{"code": "{pending.code}"}}\''
-        logger.bind(device=device_id).info(
-            "device {} shows code {}; confirm with: {}", device_id, pending.code, command
-        )
+        shown, unshown = self._offers.hit()
+        if unshown:
+            logger.info("{} more activation codes were offered in {:g} s, not logged one by one "
+                        "(each device shows its own)", unshown, self._offers.window)
+        if shown:
+            logger.bind(device=device_id).info(
+                "device {} shows code {}; confirm with: {}", device_id, pending.code, command
+            )
         return {
             "code": pending.code,
             "message": self._config.activation.message.replace("{code}", pending.code),
@@ -198,17 +246,39 @@ class OtaServer(HttpPort):
         }
 
     async def _handle_activate(self, request: web.Request) -> web.Response:
-        # The body may carry an HMAC of the challenge made with the device's eFuse key; that key is
-        # known only to the vendor, so binding rests on the operator confirming the displayed code.
-        device_id = self._device_id(request, await _read_json_object(request))
-        if self._activations is None or await self._activations.is_confirmed(device_id):
+        # With the owner's device keys (activation v2), a device proves it is one of theirs by
+        # signing this server's challenge with its eFuse key; without them, or for firmware that
+        # offers no proof, binding rests on the operator confirming the displayed code.
+        body = await _read_json_object(request)
+        device_id = self._device_id(request, body)
+        registry = self._activations
+        if registry is None or await registry.is_confirmed(device_id):
             return web.json_response({"status": "activated"})
-        # The code is shown on the device only: a poll names no code, so a caller cannot learn it here.
-        self._activations.pending(device_id)
+        try:
+            proof = DeviceProof.parse(body) if len(registry.keys) else None
+            if proof is not None:
+                await registry.prove(device_id, proof)
+                logger.bind(device=device_id).info("device {} activated by the eFuse key of serial number {}",
+                                                   device_id, proof.serial_number)
+                return web.json_response({"status": "activated"})
+            # The code is shown on the device only: a poll names no code, so a caller cannot learn it here.
+            registry.pending(device_id, _client_address(request))
+        except ActivationRefused as exc:
+            return json_error(exc.status, self._refused(device_id, exc))
         return web.json_response(
             {"status": "pending", "message": "waiting for an operator to confirm the code the device shows"},
             status=202,
         )
+
+    def _refused(self, device_id: str, refusal: ActivationRefused) -> str:
+        """One WARNING line for a refused activation request (a count in a flood of them); the message."""
+        logged, unlogged = self._refusals.hit()
+        if unlogged:
+            logger.warning("{} more activation requests were refused in {:g} s, not logged one by one",
+                           unlogged, self._refusals.window)
+        if logged:
+            logger.bind(device=device_id).warning("activation refused for {}: {}", device_id, refusal.message)
+        return refusal.message
 
     def _auth_secret_bearer(self, request: web.Request) -> bool:
         # Kept from before the operator token: the auth secret also confirms activations.
