@@ -1,5 +1,5 @@
-"""How the console's routes read a JSON body and answer: one place, so every route refuses a bad
-body with the same words and no answer is cached."""
+"""How the console's routes read a JSON body and a device id, and answer: one place, so every
+route refuses a bad body or id with the same words and no answer is cached."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from typing import Any
 from aiohttp import web
 
 from vixio.console.backend import ConsoleError
+from vixio.core.device_ids import DeviceIdError, normalize_device_id
 
 
 async def json_body(request: web.Request, example: str = "") -> dict[str, Any]:
@@ -25,6 +26,15 @@ async def json_body(request: web.Request, example: str = "") -> dict[str, Any]:
     if not isinstance(data, dict):
         raise ConsoleError(f"body must be a JSON object{expected}")
     return data
+
+
+def checked_device_id(value: Any, what: str = "device") -> str:
+    """`value` as a device id (stripped, lowercased) under the rule of vixio/core/device_ids.py;
+    ConsoleError (a 400) naming `what` otherwise."""
+    try:
+        return normalize_device_id(value, what)
+    except DeviceIdError as exc:
+        raise ConsoleError(str(exc)) from None
 
 
 def json_reply(data: Any, status: int = 200) -> web.Response:

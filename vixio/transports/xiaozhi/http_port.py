@@ -25,6 +25,7 @@ from aiohttp import web
 from loguru import logger
 from yarl import URL
 
+from vixio.core.device_ids import loggable
 from vixio.state.store import StoreError
 from vixio.transports.xiaozhi.admin import AdminGuard
 from vixio.transports.xiaozhi.config import XiaozhiConfig
@@ -152,7 +153,7 @@ class HttpPort:
     @web.middleware
     async def _middleware(self, request: web.Request, handler: Handler) -> web.StreamResponse:
         started = time.perf_counter()
-        context_token = request_device.set(request.headers.get("Device-Id", "").strip().lower() or "-")
+        context_token = request_device.set(loggable(request.headers.get("Device-Id", "")))
         response: web.StreamResponse
         device_route = is_device_route(request.path)
         refusal = None if device_route else self.names.refusal(request)
