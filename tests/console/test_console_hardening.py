@@ -1,5 +1,5 @@
-"""The console against hostile input (issue 43) on a real server with a simulated device: device
-ids under the one rule."""
+"""The console against hostile input (issue 43) on a real server with a simulated device: deep JSON
+on every route that reads a body, and device ids under the one rule."""
 
 from __future__ import annotations
 
@@ -8,12 +8,36 @@ import time
 import pytest
 
 from tests.console.conftest import Live
+from tests.transports.xiaozhi.hostile import captured_logs
 from vixio.state.store import StoredTurn
 
 TOKEN = "s3cret-token-for-tests"
 OPERATOR = {"Authorization": f"Bearer {TOKEN}"}
+DEEP = "[" * 5000 + "]" * 5000
 DERIVED = "aa:bb:cc:dd:ee:ff-and-a-long-claimed-name-of-52-chars~0123456789"
 """A 64-character id of the form a derived identity takes (`<claimed[:52]>~<10 hex>`)."""
+
+BODY_ROUTES = ["/api/login", "/api/execute", "/api/parse", "/api/say", "/api/profiles/assign", "/api/profiles/clear",
+               "/api/pairing/approve", "/api/pairing/revoke", "/api/devices/aa:bb:cc:dd:ee:ff/memory",
+               "/api/devices/aa:bb:cc:dd:ee:ff/turns/delete"]
+"""Every console route that reads a JSON body (history/clear, forget and logout read none)."""
+
+
+@pytest.mark.parametrize("live", [{"admin_token": TOKEN}], indirect=True)
+async def test_deep_json_on_every_body_route_is_a_400_with_one_log_line(live: Live) -> None:
+    async with captured_logs("INFO") as logs:
+        for path in BODY_ROUTES:
+            async with live.http.post(live.base + path, data=DEEP, headers=OPERATOR) as response:
+                body = await response.json()
+                assert response.status == 400, (path, body)
+                assert "nested deeper than 64" in body["error"], (path, body)
+    for path in BODY_ROUTES:
+        assert len(logs.lines(f"POST {path} -> 400")) == 1, path
+    assert logs.tracebacks() == []
+    # A JSON-mode `arguments` text is held to the same depth.
+    async with live.http.post(live.base + "/api/execute", json={"tool": "self.get_device_status", "arguments": DEEP},
+                              headers=OPERATOR) as response:
+        assert response.status == 400 and "nested deeper than 64" in (await response.json())["error"]
 
 
 @pytest.mark.parametrize("live", [{"admin_token": TOKEN}], indirect=True)

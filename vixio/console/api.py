@@ -35,6 +35,7 @@ from vixio.console.backend import ConsoleBackend, ConsoleError
 from vixio.console.parse import PROTOCOLS, check_reply
 from vixio.console.replies import json_body as _body
 from vixio.console.replies import json_reply as _json
+from vixio.core.json_limits import loads_bounded
 from vixio.transports.xiaozhi.admin import COOKIE_NAME, AdminGuard, Handler, is_local_direct
 
 STATIC_TYPES = {".html": "text/html", ".js": "text/javascript", ".css": "text/css", ".png": "image/png",
@@ -183,8 +184,8 @@ class ConsoleApi:
         arguments = body.get("arguments", {})
         if isinstance(arguments, str):  # JSON mode may send the text as it was typed
             try:
-                arguments = json.loads(arguments or "{}")
-            except ValueError as exc:
+                arguments = loads_bounded(arguments or "{}")
+            except ValueError as exc:  # JsonTooDeep included
                 raise ConsoleError(f"arguments are not JSON: {exc}") from None
         return _json(await self.backend.execute(_session_id(body), body.get("tool", ""), arguments))
 

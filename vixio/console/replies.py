@@ -1,5 +1,8 @@
 """How the console's routes read a JSON body and a device id, and answer: one place, so every
-route refuses a bad body or id with the same words and no answer is cached."""
+route refuses a bad body or id with the same words and no answer is cached.
+
+A body is parsed by `loads_bounded` (vixio/core/json_limits.py): JSON nested deeper than
+`DEFAULT_MAX_DEPTH` levels is a 400 naming the limit, before anything recursive reads it."""
 
 from __future__ import annotations
 
@@ -10,6 +13,7 @@ from aiohttp import web
 
 from vixio.console.backend import ConsoleError
 from vixio.core.device_ids import DeviceIdError, normalize_device_id
+from vixio.core.json_limits import DEFAULT_MAX_DEPTH, JsonTooDeep, loads_bounded
 
 
 async def json_body(request: web.Request, example: str = "") -> dict[str, Any]:
@@ -20,7 +24,9 @@ async def json_body(request: web.Request, example: str = "") -> dict[str, Any]:
     if not raw.strip():
         return {}
     try:
-        data = json.loads(raw)
+        data = loads_bounded(raw, DEFAULT_MAX_DEPTH)
+    except JsonTooDeep as exc:
+        raise ConsoleError(f"body refused: {exc}{expected}") from None
     except (UnicodeDecodeError, ValueError) as exc:
         raise ConsoleError(f"body is not JSON: {exc}{expected}") from None
     if not isinstance(data, dict):

@@ -26,6 +26,7 @@ from loguru import logger
 from yarl import URL
 
 from vixio.core.device_ids import loggable
+from vixio.core.json_limits import DEFAULT_MAX_DEPTH
 from vixio.state.store import StoreError
 from vixio.transports.xiaozhi.admin import AdminGuard
 from vixio.transports.xiaozhi.config import XiaozhiConfig
@@ -172,6 +173,8 @@ class HttpPort:
                 response = json_error(exc.status, exc.reason)
             except StoreError:  # the store logged its outage once; the device asks again
                 response = json_error(503, "the state store cannot be reached now; try again")
+            except RecursionError:  # a parser that skipped the depth check (json_limits.py) met deep JSON
+                response = json_error(400, f"body refused: JSON nested deeper than {DEFAULT_MAX_DEPTH} levels")
             except Exception:  # noqa: BLE001 - a handler bug still gets a JSON 500 and its log line
                 logger.exception("OTA handler failed for {} {}", request.method, request.path)
                 response = json_error(500, "internal server error")
