@@ -86,7 +86,7 @@ async def test_the_console_refuses_an_unknown_profile_or_a_bad_device_id(
     finally:
         await server.stop()
     config = profiles_config(llm, tts, tmp_path)
-    config["xiaozhi"]["http"]["admin_token"] = "operator-token"
+    config["xiaozhi"]["http"]["admin_token"] = "operator-token-for-tests"
     server = await start(config)
     base = f"http://127.0.0.1:{server.ota.port}"
     try:
