@@ -138,7 +138,7 @@ async def test_supervisor_metrics_is_an_operator_route_and_lists_workers_that_ar
     from vixio.serve.supervisor import Supervisor
 
     config = VixioConfig.model_validate({"xiaozhi": {"host": "127.0.0.1", "port": 0, "http": {
-        "host": "127.0.0.1", "port": 0, "admin_token": "s3cret"}}})
+        "host": "127.0.0.1", "port": 0, "admin_token": "s3cret-admin-token"}}})
     supervisor = Supervisor(config, 2)
     await supervisor.ota.start()  # the HTTP side alone: no worker started
     url = f"http://127.0.0.1:{supervisor.ota.port}/metrics.json"
@@ -146,7 +146,7 @@ async def test_supervisor_metrics_is_an_operator_route_and_lists_workers_that_ar
         async with aiohttp.ClientSession() as http:
             async with http.get(url) as response:
                 assert response.status == 401
-            async with http.get(url, headers={"Authorization": "Bearer s3cret"}) as response:
+            async with http.get(url, headers={"Authorization": "Bearer s3cret-admin-token"}) as response:
                 assert response.status == 200
                 body = await response.json()
     finally:

@@ -100,3 +100,22 @@ def test_docs_config_md_matches_the_models() -> None:
     text = (ROOT / "docs" / "config.md").read_text()
     generated = text[text.index(BEGIN): text.index(END) + len(END)] + "\n"
     assert generated == render_reference(), "docs/config.md is stale: run `make docs`"
+
+
+def test_cli_config_check_refuses_a_short_admin_token(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    short = tmp_path / "short.yaml"
+    short.write_text("xiaozhi:\n  http:\n    admin_token: x\n")
+    assert main(["config", "check", "--config", str(short)]) == 1
+    err = capsys.readouterr().err
+    assert "xiaozhi.http.admin_token" in err and "at least 16" in err and "secrets.token_urlsafe(24)" in err
+    good = tmp_path / "good.yaml"
+    good.write_text("xiaozhi:\n  http:\n    admin_token: ${VIXIO_ADMIN_TOKEN}\n")
+    assert main(["config", "check", "--config", str(good)]) == 1  # unset variable: named, not accepted empty
+    assert load_config(good, environ={"VIXIO_ADMIN_TOKEN": "k" * 16}).xiaozhi.http.admin_token == "k" * 16
+    assert parse_config({"xiaozhi": {"http": {"admin_token": ""}}}, environ={}).xiaozhi.http.admin_token == ""
+
+
+def test_max_message_bytes_has_an_upper_bound() -> None:
+    (error,) = errors_of({"xiaozhi": {"max_message_bytes": 10**12}})
+    assert error.startswith("xiaozhi.max_message_bytes:") and "at most 16777216" in error
+    assert parse_config({"xiaozhi": {"max_message_bytes": 16 * 1024 * 1024}}, environ={})

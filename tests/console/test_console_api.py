@@ -199,7 +199,7 @@ async def test_the_page_is_served_without_outside_resources(live: Live) -> None:
         assert response.status == 404
 
 
-@pytest.mark.parametrize("live", [{"admin_token": "s3cret-token"}], indirect=True)
+@pytest.mark.parametrize("live", [{"admin_token": "s3cret-token-for-tests"}], indirect=True)
 async def test_token_guards_the_api(live: Live) -> None:
     status, body = await live.get("/api/sessions")
     assert status == 401 and "operator token" in body["error"]
@@ -208,13 +208,13 @@ async def test_token_guards_the_api(live: Live) -> None:
                     "message": "type the operator token (xiaozhi.http.admin_token) to sign in"}
     status, body = await live.post("/api/login", {"token": "wrong"})
     assert status == 401
-    status, body = await live.get("/api/sessions", headers={"Authorization": "Bearer s3cret-token"})
+    status, body = await live.get("/api/sessions", headers={"Authorization": "Bearer s3cret-token-for-tests"})
     assert status == 200 and len(body["sessions"]) == 1
-    status, body = await live.get("/api/sessions?token=s3cret-token")
+    status, body = await live.get("/api/sessions?token=s3cret-token-for-tests")
     assert status == 200
 
     async with aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True)) as browser:
-        async with browser.post(live.base + "/api/login", json={"token": "s3cret-token"}) as response:
+        async with browser.post(live.base + "/api/login", json={"token": "s3cret-token-for-tests"}) as response:
             assert response.status == 200
             cookie = response.cookies["vixio_admin"]
             assert cookie["httponly"] and cookie["samesite"] == "Strict"

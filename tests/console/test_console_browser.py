@@ -195,7 +195,7 @@ def _sign_in(browser: Any, base: str) -> dict[str, Any]:
     browser.find_element(By.ID, "login-send").click()
     wait.until(ec.text_to_be_present_in_element((By.ID, "auth-note"), "wrong operator token"))
     token.clear()
-    token.send_keys("browser-token")
+    token.send_keys("browser-token-for-tests")
     browser.find_element(By.ID, "login-send").click()
     wait.until(ec.text_to_be_present_in_element((By.ID, "live"), "live"))
     wait.until(ec.visibility_of_element_located((By.CSS_SELECTOR, "#session-list tbody tr")))
@@ -208,7 +208,7 @@ def _sign_in(browser: Any, base: str) -> dict[str, Any]:
     return found
 
 
-@pytest.mark.parametrize("live", [{"admin_token": "browser-token"}], indirect=True)
+@pytest.mark.parametrize("live", [{"admin_token": "browser-token-for-tests"}], indirect=True)
 async def test_the_page_asks_for_the_token_once(live: Live) -> None:
     browser = _browser()
     try:

@@ -128,7 +128,7 @@ async def test_bad_requests_are_refused_with_what_was_expected(live: Live) -> No
     assert status == 403
 
 
-@pytest.mark.parametrize("live", [{"admin_token": "s3cret-token"}], indirect=True)
+@pytest.mark.parametrize("live", [{"admin_token": "s3cret-token-for-tests"}], indirect=True)
 async def test_memory_routes_answer_only_operators(live: Live) -> None:
     device = live.device.device_id
     await live.server.store.set_memory(device, "keep me")
@@ -140,5 +140,5 @@ async def test_memory_routes_answer_only_operators(live: Live) -> None:
             assert response.status == 401, (method, path, await response.text())
     memory = await live.server.store.memory(device)
     assert memory is not None and memory.text == "keep me"
-    status, body = await live.get(f"/api/devices/{device}", headers={"Authorization": "Bearer s3cret-token"})
+    status, body = await live.get(f"/api/devices/{device}", headers={"Authorization": "Bearer s3cret-token-for-tests"})
     assert status == 200 and body["memory"]["text"] == "keep me"

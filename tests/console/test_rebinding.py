@@ -92,10 +92,10 @@ async def test_device_routes_still_answer_any_host(live: Live) -> None:
     assert status == 200 and body == {"status": "ok"}
 
 
-@pytest.mark.parametrize("live", [{"admin_token": "s3cret-token"}], indirect=True)
+@pytest.mark.parametrize("live", [{"admin_token": "s3cret-token-for-tests"}], indirect=True)
 async def test_with_a_token_the_host_is_still_checked(live: Live) -> None:
     port = live.server.ota.port
-    bearer = {"Authorization": "Bearer s3cret-token"}
+    bearer = {"Authorization": "Bearer s3cret-token-for-tests"}
     status, _ = await raw(port, "GET", "/api/sessions", f"evil.example:{port}", **bearer)
     assert status == 403
     # A rebinding page cannot try tokens at the login route either.

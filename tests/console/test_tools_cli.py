@@ -48,11 +48,11 @@ async def test_list_call_and_parse(live: Live) -> None:
     assert code == 2 and "no live session 'no-such-device'" in err
 
 
-@pytest.mark.parametrize("live", [{"admin_token": "cli-token"}], indirect=True)
+@pytest.mark.parametrize("live", [{"admin_token": "cli-token-for-tests"}], indirect=True)
 async def test_token(live: Live) -> None:
     code, _, err = await vixio_tools(live, "list", token="")
     assert code == 2 and "401" in err
-    code, out, _ = await vixio_tools(live, "list", token="cli-token")
+    code, out, _ = await vixio_tools(live, "list", token="cli-token-for-tests")
     assert code == 0 and "get_time" in out
 
 

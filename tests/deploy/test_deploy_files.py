@@ -21,7 +21,7 @@ from vixio.transports.xiaozhi.auth import DeviceAuthenticator
 from vixio.transports.xiaozhi.ota import OtaServer
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
-ENVIRONMENT = {"VIXIO_PUBLIC_URL": "ws://voice.example.com:8000/xiaozhi/v1/", "VIXIO_ADMIN_TOKEN": "t"}
+ENVIRONMENT = {"VIXIO_PUBLIC_URL": "ws://voice.example.com:8000/xiaozhi/v1/", "VIXIO_ADMIN_TOKEN": "an-operator-token-for-tests"}
 
 
 @pytest.fixture(scope="module")

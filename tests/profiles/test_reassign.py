@@ -78,7 +78,7 @@ async def test_the_console_refuses_an_unknown_profile_or_a_bad_device_id(
         status, answer = await post(base, "/api/profiles/assign", {"device": ADULT, "profile": "kidz"})
         assert status == 404 and answer["error"] == "no profile 'kidz' (profiles: default, kids)"
         status, answer = await post(base, "/api/profiles/assign", {"device": "x" * 65, "profile": "kids"})
-        assert status == 400 and answer["error"].startswith("device must be a device id")
+        assert status == 400 and answer["error"].startswith("device refused: it is 65 characters long")
         listed = await get(base, "/api/profiles")
         assert [p["name"] for p in listed["profiles"]] == ["default", "kids"]
         assert listed["profiles"][1]["voice"] == "openai:nova" and listed["devices"] == {"aa:bb:cc:00:00:01": "kids"}
@@ -86,7 +86,7 @@ async def test_the_console_refuses_an_unknown_profile_or_a_bad_device_id(
     finally:
         await server.stop()
     config = profiles_config(llm, tts, tmp_path)
-    config["xiaozhi"]["http"]["admin_token"] = "operator-token"
+    config["xiaozhi"]["http"]["admin_token"] = "operator-token-for-tests"
     server = await start(config)
     base = f"http://127.0.0.1:{server.ota.port}"
     try:

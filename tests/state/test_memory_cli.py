@@ -96,3 +96,17 @@ async def test_set_and_edit_replace_the_memory_within_its_bound(
 
     assert await _main(["memory", "set", DEVICE, "", "--config", str(config)]) == 0
     assert await store.memory(DEVICE) is None
+
+
+@pytest.mark.parametrize("command", [["memory", "show"], ["memory", "clear"], ["profile", "show"]])
+def test_a_device_id_with_a_newline_is_a_usage_error(command: list[str], tmp_path: Path,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    config = tmp_path / "config.yaml"
+    config.write_text("{}", encoding="utf-8")
+    extra = ["--config", str(config)] if command[0] == "memory" else ["--url", "http://127.0.0.1:9"]
+    with pytest.raises(SystemExit) as info:
+        main([*command, "aa:bb\nforged", *extra])
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert "device id" in err and "'\\n'" in err
+    assert not (tmp_path / ".vixio").exists()  # nothing was opened for it

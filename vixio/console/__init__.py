@@ -21,7 +21,6 @@ from vixio.console.fan_out import FanOutBackend
 from vixio.console.memory import MemoryApi
 from vixio.console.pairing import LocalPairing, PairingApi
 from vixio.console.profiles import ProfileApi
-from vixio.transports.xiaozhi.admin import AdminGuard
 
 if TYPE_CHECKING:
     from vixio.server import VixioServer
@@ -36,7 +35,7 @@ class Console:
     def __init__(self, server: VixioServer, backend: ConsoleBackend | None = None) -> None:
         self.local = LocalBackend(server)
         agent = server.config.agent
-        self.api = ConsoleApi(backend or self.local, AdminGuard(server.config.xiaozhi.http.admin_token),
+        self.api = ConsoleApi(backend or self.local, server.ota.admin,  # one guard: one wrong-token throttle
                               vcp_fuzzy=bool(agent is not None and agent.vcp_fuzzy_markers))
         self.api.register(server.ota.add_route)
         registry = server.transport.companions

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hmac
 import json
 import time
 from importlib import resources
@@ -35,7 +34,8 @@ from vixio.console.backend import ConsoleBackend, ConsoleError
 from vixio.console.parse import PROTOCOLS, check_reply
 from vixio.console.replies import json_body as _body
 from vixio.console.replies import json_reply as _json
-from vixio.transports.xiaozhi.admin import COOKIE_NAME, AdminGuard, Handler, is_local_direct
+from vixio.core.json_limits import loads_bounded
+from vixio.transports.xiaozhi.admin import COOKIE_NAME, AdminGuard, Handler, is_foreign_origin, is_local_direct
 
 STATIC_TYPES = {".html": "text/html", ".js": "text/javascript", ".css": "text/css", ".png": "image/png",
                 ".svg": "image/svg+xml"}
@@ -47,7 +47,8 @@ MAX_EVENT_STREAMS = 16
 """Open event streams at once; more get 503 (each costs a look at every session twice a second)."""
 MAX_PARSE_CHARS = 32_000
 LOGIN_FAILURE_DELAY = 0.5
-"""Seconds a wrong token waits for its answer (slows guessing)."""
+"""Seconds a wrong token waits for its answer; guessing is bounded by the guard's throttle
+(admin.py `TokenThrottle`: a few wrong tokens per address, then HTTP 429 unchecked)."""
 COOKIE_MAX_AGE = 30 * 24 * 3600
 _SECURITY_HEADERS = {"X-Content-Type-Options": "nosniff", "X-Frame-Options": "DENY",
                      "Referrer-Policy": "no-referrer", "Cache-Control": "no-store"}
@@ -101,7 +102,7 @@ class ConsoleApi:
         """`handler` with other sites' pages refused and `ConsoleError`s answered as JSON."""
 
         async def answered(request: web.Request) -> web.StreamResponse:
-            if _foreign_origin(request):
+            if is_foreign_origin(request):
                 return _error(403, "the console API does not answer pages of other sites")
             try:
                 return await handler(request)
@@ -152,9 +153,14 @@ class ConsoleApi:
     async def _login(self, request: web.Request) -> web.Response:
         if not self.guard.configured:
             return _error(409, "no operator token is configured: the console answers on this machine only")
-        body = await _body(request)
+        body = await _body(request, '{"token": TOKEN}')
         token = body.get("token")
-        if not isinstance(token, str) or not hmac.compare_digest(token.encode(), self.guard.token.encode()):
+        if not isinstance(token, str) or not token:
+            return _error(400, 'the body must be {"token": TOKEN} with the operator token (xiaozhi.http.admin_token)')
+        verdict = self.guard.attempt(request, token)
+        if verdict == "throttled":
+            return self.guard.throttled(request)
+        if verdict != "operator":
             await asyncio.sleep(LOGIN_FAILURE_DELAY)
             return _error(401, "wrong operator token")
         response = _json({"operator": True})
@@ -183,8 +189,8 @@ class ConsoleApi:
         arguments = body.get("arguments", {})
         if isinstance(arguments, str):  # JSON mode may send the text as it was typed
             try:
-                arguments = json.loads(arguments or "{}")
-            except ValueError as exc:
+                arguments = loads_bounded(arguments or "{}")
+            except ValueError as exc:  # JsonTooDeep included
                 raise ConsoleError(f"arguments are not JSON: {exc}") from None
         return _json(await self.backend.execute(_session_id(body), body.get("tool", ""), arguments))
 
@@ -256,15 +262,6 @@ def _load_static() -> dict[str, tuple[bytes, str]]:
     if "index.html" not in files:
         logger.error("the console's static files are missing from the vixio package")
     return files
-
-
-def _foreign_origin(request: web.Request) -> bool:
-    """A browser sent this from a page of another site (a cross-site form or script)."""
-    origin = request.headers.get("Origin")
-    if origin is None:
-        return False
-    host = request.headers.get("Host", "")
-    return not host or origin.rstrip("/").lower() not in (f"http://{host}".lower(), f"https://{host}".lower())
 
 
 def _session_id(body: dict[str, Any]) -> str | None:

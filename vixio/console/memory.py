@@ -24,13 +24,13 @@ from loguru import logger
 
 from vixio.config.memory import MemoryConfig
 from vixio.console.backend import ConsoleBackend, ConsoleError
+from vixio.console.replies import checked_device_id as _checked_device_id
 from vixio.console.replies import json_body as _body
 from vixio.console.replies import json_reply as _json
 from vixio.state.store import Store, StoredTurn, StoreError
 
 DEVICE_PAGE, MAX_DEVICE_PAGE = 50, 200
 TURN_PAGE, MAX_TURN_PAGE = 50, 500
-MAX_DEVICE_ID = 64
 MAX_CONVERSATION_ID = 64
 
 
@@ -168,10 +168,7 @@ def _turn(turn: StoredTurn) -> dict[str, Any]:
 
 
 def _device_id(request: web.Request) -> str:
-    device_id = request.match_info["device_id"].strip().lower()
-    if not device_id or len(device_id) > MAX_DEVICE_ID or not device_id.isprintable():
-        raise ConsoleError(f"a device id is 1 to {MAX_DEVICE_ID} printable characters")
-    return device_id
+    return _checked_device_id(request.match_info["device_id"], "the device id in the path")
 
 
 def _count(request: web.Request, name: str, default: int, most: int) -> int:

@@ -23,7 +23,7 @@ from aiohttp import web
 from loguru import logger
 
 from vixio.console.backend import ConsoleError
-from vixio.console.replies import json_reply
+from vixio.console.replies import json_body, json_reply
 from vixio.console.workers import internal_call_route
 from vixio.serve.peers import instance_of, worker_number
 from vixio.transports.xiaozhi.pairing import CompanionRegistry
@@ -188,11 +188,8 @@ class PairingApi:
 
 
 async def _pairing_id(request: web.Request) -> str:
-    try:
-        body = await request.json()
-    except ValueError:
-        raise ConsoleError("the body must be JSON: {\"id\": PAIRING_ID}") from None
-    pairing_id = body.get("id") if isinstance(body, dict) else None
+    body = await json_body(request, '{"id": PAIRING_ID}')
+    pairing_id = body.get("id")
     if not isinstance(pairing_id, str) or not pairing_id.strip() or len(pairing_id) > MAX_ID_CHARS:
         raise ConsoleError(f"id must be a pairing id (a string of at most {MAX_ID_CHARS} characters)")
     return pairing_id.strip()

@@ -13,19 +13,15 @@ vixio/console/workers.py). Operator routes only (the console API's guard).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from typing import Any
 
 from aiohttp import web
 
 from vixio.console.backend import ConsoleBackend, ConsoleError
-from vixio.console.replies import json_body, json_reply
+from vixio.console.replies import checked_device_id, json_body, json_reply
 from vixio.profiles import ProfileBook
 from vixio.state.store import Store, StoreError
-
-MAX_DEVICE_CHARS = 64
-_DEVICE = re.compile(r"[0-9A-Za-z:._-]{1,64}")
 
 
 class ProfileApi:
@@ -80,22 +76,17 @@ class ProfileApi:
         return json_reply(self.profiles())
 
     async def _device(self, request: web.Request) -> web.Response:
-        return json_reply(await self.device(_device_id(request.match_info["device"])))
+        device = checked_device_id(request.match_info["device"], "the device id in the path")
+        return json_reply(await self.device(device))
 
     async def _assign(self, request: web.Request) -> web.Response:
         body = await json_body(request, '{"device": ID, "profile": NAME}')
         profile = body.get("profile")
         if profile is not None and (not isinstance(profile, str) or not profile.strip()):
             raise ConsoleError("profile must be a profile's name, or null to clear the assignment")
-        return json_reply(await self.assign(_device_id(body.get("device")), profile.strip() if profile else None))
+        return json_reply(await self.assign(checked_device_id(body.get("device")), profile.strip() if profile else None))
 
     async def _clear(self, request: web.Request) -> web.Response:
         body = await json_body(request, '{"device": ID, "profile": NAME}')
-        return json_reply(await self.assign(_device_id(body.get("device")), None))
+        return json_reply(await self.assign(checked_device_id(body.get("device")), None))
 
-
-def _device_id(value: Any) -> str:
-    if not isinstance(value, str) or not _DEVICE.fullmatch(value.strip()):
-        raise ConsoleError(f"device must be a device id (its MAC, aa:bb:cc:dd:ee:ff; at most {MAX_DEVICE_CHARS} "
-                           "characters of letters, digits, ':', '.', '_', '-')")
-    return value.strip().lower()

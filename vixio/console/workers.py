@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 
 from vixio.console.backend import ConsoleBackend, ConsoleError
+from vixio.core.json_limits import loads_bounded
 from vixio.serve.peers import instance_of, worker_number
 
 if TYPE_CHECKING:
@@ -35,9 +36,11 @@ def internal_call_route(backend: Any, calls: tuple[str, ...]) -> Any:
 
     async def handle(request: web.Request) -> web.Response:
         try:
-            body = await request.json()
-        except ValueError:
-            return web.json_response({"error": "the body is not JSON"}, status=400)
+            body = loads_bounded(await request.read())
+        except ValueError as exc:  # JsonTooDeep included
+            return web.json_response({"error": f"the body is not JSON: {exc}"}, status=400)
+        if not isinstance(body, dict):
+            return web.json_response({"error": "the body must be a JSON object"}, status=400)
         call, args = body.get("call"), body.get("args") or {}
         if call not in calls or not isinstance(args, dict):
             return web.json_response({"error": f"call must be one of {calls}"}, status=400)

@@ -21,6 +21,7 @@ import urllib.parse
 from typing import Any
 
 from vixio.console.cli import ApiError, Client, connection_options
+from vixio.core.device_ids import device_id_argument
 
 
 def add_profile_parser(commands: Any) -> None:
@@ -29,13 +30,13 @@ def add_profile_parser(commands: Any) -> None:
     actions = profile.add_subparsers(dest="profile_command", metavar="ACTION", required=True)
     actions.add_parser("list", parents=[common], help="the profiles, devices: and the live sessions' profiles")
     show = actions.add_parser("show", parents=[common], help="the device's profile now, and why")
-    show.add_argument("device", help="the device id (its MAC, aa:bb:cc:dd:ee:ff)")
+    show.add_argument("device", type=device_id_argument, help="the device id (its MAC, aa:bb:cc:dd:ee:ff)")
     assign = actions.add_parser("assign", parents=[common],
                                 help="give a device a profile (wins over devices: until cleared)")
-    assign.add_argument("device", help="the device id")
+    assign.add_argument("device", type=device_id_argument, help="the device id")
     assign.add_argument("profile", help="a profile's name, or `default` for the top-level config")
     clear = actions.add_parser("clear", parents=[common], help="remove the device's assignment (the config decides)")
-    clear.add_argument("device", help="the device id")
+    clear.add_argument("device", type=device_id_argument, help="the device id")
 
 
 def run_profile(args: argparse.Namespace) -> int:

@@ -56,7 +56,6 @@ from vixio.state import StoreError, open_store
 from vixio.state.memory import prune_history_forever
 from vixio.state.pairings import StorePairings
 from vixio.transports.xiaozhi.http_limits import install_accept_error_throttle
-from vixio.transports.xiaozhi.admin import AdminGuard
 from vixio.transports.xiaozhi.auth import DeviceAuthenticator
 from vixio.transports.xiaozhi.hosts import VISION_PATH
 from vixio.transports.xiaozhi.ota import OtaServer
@@ -96,14 +95,14 @@ class Supervisor(WorkerLifecycle):
         # Operator routes (vixio/transports/xiaozhi/admin.py): the JSON view has live device ids.
         self.ota.ready = lambda: any(worker.ready for worker in self.workers)  # /healthz: 503 until then
         self.metrics = InstanceMetrics(self.workers, self.peers)
-        guard = AdminGuard(config.xiaozhi.http.admin_token)
+        guard = self.ota.admin  # one guard for the port's routes: one wrong-token throttle
         self.ota.add_route("GET", metrics.PATH, guard.protect(self.metrics.prometheus))
         self.ota.add_route("GET", metrics.JSON_PATH, guard.protect(self.metrics.json))
         self.ota.add_route("POST", VISION_PATH, self._forward_to_any)
         # The operator console over every worker's sessions (vixio/console/workers.py).
         agent = config.agent
         self.console = ConsoleApi(FanOutBackend(lambda: [WorkerBackend(self.peers, w) for w in self.peers.workers]),
-                                  AdminGuard(config.xiaozhi.http.admin_token),
+                                  guard,
                                   vcp_fuzzy=bool(agent is not None and agent.vcp_fuzzy_markers))
         self.console.register(self.ota.add_route)
         # Companions live in the workers; the approvals are written here (vixio/console/pairing.py).

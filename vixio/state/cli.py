@@ -24,6 +24,7 @@ import sys
 from datetime import datetime
 from typing import Any
 
+from vixio.core.device_ids import device_id_argument
 from vixio.state.store import Store, StoreError
 
 
@@ -31,7 +32,7 @@ def add_memory_parser(commands: Any) -> None:
     memory = commands.add_parser("memory", help="show or erase what the state store keeps about a device")
     actions = memory.add_subparsers(dest="memory_command", metavar="ACTION", required=True)
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("device", help="the device id (its lowercase MAC, aa:bb:cc:dd:ee:ff)")
+    common.add_argument("device", type=device_id_argument, help="the device id (its lowercase MAC, aa:bb:cc:dd:ee:ff)")
     common.add_argument("--config", "-c", default="config.yaml", metavar="FILE",
                         help="path to config.yaml, for state.path (default: ./config.yaml)")
     show = actions.add_parser("show", parents=[common], help="the device's memory and latest turns")

@@ -28,6 +28,7 @@ from typing import Any
 from loguru import logger
 
 from vixio.core.thread_names import name_this_thread
+from vixio.state.sqlite_files import make_private
 from vixio.state.sqlite_schema import NewerSchemaError, migrate
 from vixio.state.store import StoreError, StoreWriteError
 
@@ -64,9 +65,9 @@ class SqliteThread:
         if self._thread is not None:
             return
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            await asyncio.to_thread(make_private, self.path)  # folder 0700, file 0600 (sqlite_files.py)
         except OSError as exc:
-            raise StoreError(f"state.path {self.path}: cannot create its folder ({exc.strerror or exc}); "
+            raise StoreError(f"state.path {self.path}: cannot create its folder or the file ({exc.strerror or exc}); "
                              "point state.path to a writable place") from exc
         ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         thread = threading.Thread(target=self._serve, args=(ready,), name="vixio-store", daemon=True)

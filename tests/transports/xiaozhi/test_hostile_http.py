@@ -267,13 +267,13 @@ async def test_auth_without_activation_or_allow_list_warns_at_startup(make_serve
 
 
 async def test_metrics_details_are_for_operators_only(make_server, http: aiohttp.ClientSession) -> None:
-    server = await make_server(http={"host": "127.0.0.1", "port": 0, "admin_token": "op-token"})
+    server = await make_server(http={"host": "127.0.0.1", "port": 0, "admin_token": "op-token-for-tests"})
     async with SimulatedDevice(ws_url=ws_url(server), device_id=DEVICE) as device:
         await device.connect()
         async with http.get(http_url(server, "/metrics.json")) as response:
             public = await response.json()
         assert public["sessions"] == 1 and public["detail"] == [] and DEVICE not in json.dumps(public)
-        async with http.get(http_url(server, "/metrics.json"), headers={"Authorization": "Bearer op-token"}) as response:
+        async with http.get(http_url(server, "/metrics.json"), headers={"Authorization": "Bearer op-token-for-tests"}) as response:
             detail = (await response.json())["detail"]
         assert detail[0]["device_id"] == DEVICE
 
@@ -299,13 +299,13 @@ async def test_healthz_is_minimal_and_activate_names_no_code(make_server, http, 
 
 
 async def test_confirm_needs_the_operator_token_when_one_is_configured(make_server, http, tmp_path) -> None:
-    server = await make_server(http={"host": "127.0.0.1", "port": 0, "admin_token": "op-token"},
+    server = await make_server(http={"host": "127.0.0.1", "port": 0, "admin_token": "op-token-for-tests"},
                                activation={"enabled": True, "state_file": str(tmp_path / "a.json")})
     code = (await post_ota(http, server))["activation"]["code"]
     confirm = http_url(server, "/xiaozhi/ota/activate/confirm")
     async with http.post(confirm, json={"code": code}) as response:  # loopback, but no token
         assert response.status == 401
-    async with http.post(confirm, json={"code": code}, headers={"Authorization": "Bearer op-token"}) as response:
+    async with http.post(confirm, json={"code": code}, headers={"Authorization": "Bearer op-token-for-tests"}) as response:
         assert response.status == 200
 
 
@@ -334,12 +334,12 @@ async def test_ota_does_not_hand_out_a_foreign_host_and_the_device_still_connect
 async def test_prometheus_metrics_are_for_operators_only(make_server, http: aiohttp.ClientSession) -> None:
     from prometheus_client.parser import text_string_to_metric_families
 
-    server = await make_server(http={"host": "127.0.0.1", "port": 0, "admin_token": "op-token"})
+    server = await make_server(http={"host": "127.0.0.1", "port": 0, "admin_token": "op-token-for-tests"})
     async with http.get(http_url(server, "/metrics")) as response:
         assert response.status == 401
     async with SimulatedDevice(ws_url=ws_url(server), device_id=DEVICE) as device:
         await device.connect()
-        async with http.get(http_url(server, "/metrics"), headers={"Authorization": "Bearer op-token"}) as response:
+        async with http.get(http_url(server, "/metrics"), headers={"Authorization": "Bearer op-token-for-tests"}) as response:
             assert response.status == 200
             assert response.headers["Content-Type"] == "text/plain; version=0.0.4; charset=utf-8"
             text = await response.text()

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from loguru import logger
 
+from vixio.core.device_ids import DeviceIdError, normalize_device_id
 from vixio.transports.xiaozhi.config import AuthConfig
 
 FUTURE_SKEW_SECONDS = 60
@@ -29,7 +30,7 @@ _MAX_TIMESTAMP_DIGITS = 12
 """Longer timestamps are malformed; keeps int() of an attacker-sized string cheap."""
 
 MAX_ID_LENGTH = 128
-"""Device and client ids of an anonymous client are cut to this length (a MAC is 17 characters, a UUID 36)."""
+"""Client ids are cut to this length (a UUID is 36 characters); device ids follow vixio/core/device_ids.py."""
 
 
 class AuthError(Exception):
@@ -39,6 +40,16 @@ class AuthError(Exception):
         super().__init__(reason)
         self.reason = reason
         """Why the request was refused."""
+
+    status = 401
+    """The HTTP status the handshake is refused with."""
+
+
+class BadDeviceId(AuthError):
+    """The handshake's device id breaks the rule of vixio/core/device_ids.py: refused (HTTP 400)
+    whether auth is on or off, never cut to fit."""
+
+    status = 400
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,6 +170,7 @@ class DeviceAuthenticator:
         device_id = field("Device-Id", "device-id").lower()
         if not device_id:
             raise AuthError("missing Device-Id header (or device-id query parameter)")
+        device_id = _checked_device_id(device_id)
         client_id = field("Client-Id", "client-id")
         version_text = field("Protocol-Version", "protocol-version") or "1"
         try:
@@ -180,14 +192,25 @@ class DeviceAuthenticator:
 
 
 def anonymous_identity(headers: Mapping[str, str], query: Mapping[str, str]) -> DeviceIdentity:
-    """With auth off, a client without ids (a browser page, a test tool) is still served."""
+    """With auth off, a client without ids (a browser page, a test tool) is still served; an id
+    that breaks the device id rule is refused (`BadDeviceId`), not cut."""
     lowered = {k.lower(): v for k, v in headers.items()}
     device_id = (lowered.get("device-id") or query.get("device-id") or "").strip().lower()
+    if device_id:
+        device_id = _checked_device_id(device_id)
     client_id = (lowered.get("client-id") or query.get("client-id") or "").strip()
     version = (lowered.get("protocol-version") or query.get("protocol-version") or "1").strip()
     return DeviceIdentity(
-        device_id=device_id[:MAX_ID_LENGTH] or f"anonymous-{uuid.uuid4().hex[:8]}",
+        device_id=device_id or f"anonymous-{uuid.uuid4().hex[:8]}",
         client_id=client_id[:MAX_ID_LENGTH],
         # ASCII digits only: "²".isdigit() is true but int() refuses it.
         protocol_version=int(version) if version.isascii() and version.isdigit() and len(version) <= 3 else 1,
     )
+
+
+def _checked_device_id(device_id: str) -> str:
+    try:
+        return normalize_device_id(device_id, "Device-Id (or device-id query parameter)")
+    except DeviceIdError as exc:
+        raise BadDeviceId(str(exc)) from None
+

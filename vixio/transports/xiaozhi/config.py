@@ -12,6 +12,13 @@ from vixio.core.json_limits import DEFAULT_MAX_DEPTH
 from vixio.core.settings import StrictModel as _Strict
 from vixio.core.tools.limits import ToolLimitsConfig
 
+MIN_ADMIN_TOKEN_CHARS = 16
+"""Shortest operator token: it is the whole of an operator's identity, and guessing is throttled,
+not impossible."""
+MAX_MESSAGE_BYTES = 16 * 1024 * 1024
+"""Largest `max_message_bytes` allowed: each connection may hold one message this size in memory."""
+MAKE_A_TOKEN = 'python -c "import secrets; print(secrets.token_urlsafe(24))"'
+
 
 class AuthConfig(_Strict):
     """Bearer tokens for the WebSocket handshake, issued by OTA (off by default)."""
@@ -69,7 +76,7 @@ class HttpConfig(_Strict):
     timezone_offset: int | None = None
     """Minutes east of UTC sent as `server_time.timezone_offset`; null uses the server's local zone."""
     admin_token: str = ""
-    """Operator token for operator routes (metrics details, activation confirm, the console): sent as `Authorization: Bearer <token>`. Empty: those routes answer only callers on this machine. Use `${VIXIO_ADMIN_TOKEN}`."""
+    """Operator token for operator routes (metrics details, activation confirm, the console): sent as `Authorization: Bearer <token>`; at least 16 characters (make one with `python -c "import secrets; print(secrets.token_urlsafe(24))"`). Empty: those routes answer only callers on this machine. Use `${VIXIO_ADMIN_TOKEN}`."""
     keepalive_timeout: float = Field(default=15.0, gt=0)
     """Seconds a connection may sit without a complete request (idle keep-alive, or headers arriving too slowly) before it is closed."""
     body_timeout: float = Field(default=10.0, gt=0)
@@ -78,6 +85,15 @@ class HttpConfig(_Strict):
     """Open HTTP connections at once; further ones get HTTP 503 on accept and are closed (keep it below the process's open-file limit)."""
     max_connections_per_address: int = Field(default=64, ge=0)
     """Open HTTP connections at once from one client address (IPv6: one /64); further ones from it get HTTP 503 on accept, so one client cannot hold the port that devices need for OTA and activation. 0: no per-address share (behind a reverse proxy every connection comes from the proxy's address; limit clients there)."""
+
+    @field_validator("admin_token")
+    @classmethod
+    def _token_long_enough(cls, value: str) -> str:
+        if value and len(value) < MIN_ADMIN_TOKEN_CHARS:
+            raise ValueError(f"xiaozhi.http.admin_token is {len(value)} characters; an operator token needs at least "
+                             f"{MIN_ADMIN_TOKEN_CHARS} (make one with {MAKE_A_TOKEN}), or leave it empty to let "
+                             "only callers on this machine use operator routes")
+        return value
 
 
 class McpConfig(_Strict):
@@ -117,7 +133,7 @@ class XiaozhiConfig(_Strict):
     """Downlink frames sent ahead of real time (then frames go out four at a time, so at times three
     more); the device drops packets past 40 queued."""
     max_message_bytes: int = Field(default=256 * 1024, ge=1024)
-    """Larger WebSocket messages close the connection with code 1009 (protects the server)."""
+    """Larger WebSocket messages close the connection with code 1009 (protects the server); at most 16 MiB (16777216), since every connection may hold one such message in memory."""
     max_json_depth: int = Field(default=DEFAULT_MAX_DEPTH, ge=8, le=512)
     """Text frames nested deeper close the connection with code 1008 (a device's deepest message nests about 8)."""
     max_connections: int = Field(default=1000, ge=1)
@@ -133,6 +149,15 @@ class XiaozhiConfig(_Strict):
     activation: ActivationConfig = Field(default_factory=ActivationConfig)
     pairing: PairingConfig = Field(default_factory=PairingConfig)
     mcp: McpConfig = Field(default_factory=McpConfig)
+
+    @field_validator("max_message_bytes")
+    @classmethod
+    def _message_size_bounded(cls, value: int) -> int:
+        if value > MAX_MESSAGE_BYTES:
+            raise ValueError(f"xiaozhi.max_message_bytes is {value}; at most {MAX_MESSAGE_BYTES} (16 MiB): every "
+                             "connection may hold one message this large in memory, and a device's largest message "
+                             "(a tools/list page) is a few KiB")
+        return value
 
     @field_validator("path")
     @classmethod

@@ -25,6 +25,8 @@ from aiohttp import web
 from loguru import logger
 from yarl import URL
 
+from vixio.core.device_ids import loggable
+from vixio.core.json_limits import DEFAULT_MAX_DEPTH
 from vixio.state.store import StoreError
 from vixio.transports.xiaozhi.admin import AdminGuard
 from vixio.transports.xiaozhi.config import XiaozhiConfig
@@ -152,7 +154,7 @@ class HttpPort:
     @web.middleware
     async def _middleware(self, request: web.Request, handler: Handler) -> web.StreamResponse:
         started = time.perf_counter()
-        context_token = request_device.set(request.headers.get("Device-Id", "").strip().lower() or "-")
+        context_token = request_device.set(loggable(request.headers.get("Device-Id", "")))
         response: web.StreamResponse
         device_route = is_device_route(request.path)
         refusal = None if device_route else self.names.refusal(request)
@@ -171,6 +173,8 @@ class HttpPort:
                 response = json_error(exc.status, exc.reason)
             except StoreError:  # the store logged its outage once; the device asks again
                 response = json_error(503, "the state store cannot be reached now; try again")
+            except RecursionError:  # a parser that skipped the depth check (json_limits.py) met deep JSON
+                response = json_error(400, f"body refused: JSON nested deeper than {DEFAULT_MAX_DEPTH} levels")
             except Exception:  # noqa: BLE001 - a handler bug still gets a JSON 500 and its log line
                 logger.exception("OTA handler failed for {} {}", request.method, request.path)
                 response = json_error(500, "internal server error")

@@ -38,6 +38,7 @@ from aiohttp import web
 from loguru import logger
 from yarl import URL
 
+from vixio.core.device_ids import DeviceIdError, loggable, normalize_device_id
 from vixio.core.json_limits import DEFAULT_MAX_DEPTH, JsonTooDeep, check_depth
 from vixio.state.store import StoreWriteError
 from vixio.transports.xiaozhi.activation import ActivationRegistry, AdmissionStore
@@ -51,8 +52,6 @@ from vixio.transports.xiaozhi.http_port import (OTA_PATH, BadRequest, HttpPort, 
 
 ACTIVATION_TIMEOUT_MS = 30_000
 """Sent as `activation.timeout_ms`; the firmware's own default."""
-MAX_DEVICE_ID_LENGTH = 128
-"""Longer ids are refused; a MAC is 17 characters."""
 
 
 async def _read_json_object(request: web.Request) -> dict[str, Any]:
@@ -181,8 +180,11 @@ class OtaServer(HttpPort):
         device_id = (request.headers.get("Device-Id", "").strip() or _text(body.get("mac_address"))).lower()
         if not device_id:
             raise BadRequest("missing Device-Id header (the device's lowercase MAC, aa:bb:cc:dd:ee:ff)")
-        if len(device_id) > MAX_DEVICE_ID_LENGTH or not device_id.isprintable():
-            raise BadRequest(f"Device-Id must be printable and at most {MAX_DEVICE_ID_LENGTH} characters")
+        try:
+            device_id = normalize_device_id(device_id, "Device-Id (or the body's mac_address)")
+        except DeviceIdError as exc:
+            request_device.set(loggable(device_id))
+            raise BadRequest(str(exc)) from None
         request_device.set(device_id)
         return device_id
 

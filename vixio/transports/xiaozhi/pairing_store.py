@@ -167,7 +167,10 @@ class PairingFile:
         entries = [{**asdict(a.key), "approved_at": a.approved_at}
                    for a in sorted(approved.values(), key=lambda approval: approval.approved_at)]
         temporary = self.path.with_name(f"{self.path.name}.{os.getpid()}.tmp")
-        temporary.write_text(json.dumps({"approved": entries}, indent=2, ensure_ascii=False), encoding="utf-8")
+        # Only this user reads who may pair with which device (as the state store's file).
+        descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(descriptor, "w", encoding="utf-8") as file:
+            file.write(json.dumps({"approved": entries}, indent=2, ensure_ascii=False))
         os.replace(temporary, self.path)
         self._approved = approved
         self._seen = self._stat()

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from loguru import logger
 
+from vixio.core.device_ids import DEVICE_ID_CHARACTERS, MAX_DEVICE_ID_CHARS, is_device_id, loggable
 from vixio.core.tools.limits import CONFIG_KEY, RateWindow, ToolBudget, ToolLimitsConfig
 from vixio.core.tools.types import (
     ToolCallResult,
@@ -193,6 +194,13 @@ class RegisterToolsClient(AiMessageStream):
             self._spawn(self._answer(request_id, envelope, error={
                 "code": INVALID_PARAMS, "message": "params must be an object with a tools array"}))
             return
+        mac_addr = params.get("mac_addr")
+        if mac_addr not in (None, "") and not is_device_id(mac_addr):  # it is logged and names a device
+            self._logger.warning("refused a registration: mac_addr {} is not a device id", loggable(mac_addr))
+            self._spawn(self._answer(request_id, envelope, error={
+                "code": INVALID_PARAMS, "message": f"mac_addr must be a device's MAC, e.g. aa:bb:cc:dd:ee:ff "
+                                                   f"({DEVICE_ID_CHARACTERS}, at most {MAX_DEVICE_ID_CHARS})"}))
+            return
         refusal = self._limit_refusal(len(tools))
         if refusal is not None:
             self._spawn(self._answer(request_id, envelope, error={
@@ -211,8 +219,8 @@ class RegisterToolsClient(AiMessageStream):
                                                                 "message": f"registration refused: {refusal}"})
                 return
             mac_addr = params.get("mac_addr")
-            if isinstance(mac_addr, str):
-                self.mac_addr = mac_addr[:64]
+            if isinstance(mac_addr, str):  # a device id (checked on arrival)
+                self.mac_addr = mac_addr.strip()
             self.credential = Credential.from_params(params)
             accepted, skipped = await parse_tools_in_slices(tools, client=self, limits=self.limits,
                                                             server_tools=self.server_tools)

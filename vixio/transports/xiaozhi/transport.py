@@ -22,6 +22,7 @@ from loguru import logger
 from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.http11 import Request, Response
 
+from vixio.core.device_ids import loggable
 from vixio.core.log_throttle import LogThrottle
 from vixio.core.pipeline import Pipeline
 from vixio.core.protocol import Message
@@ -29,7 +30,8 @@ from vixio.core.session import Session, fan_out
 from vixio.core.tools.limits import ToolBudget
 from vixio.metrics import SESSIONS, SESSIONS_STARTED
 from vixio.transports.xiaozhi import protocol as xp
-from vixio.transports.xiaozhi.auth import AuthError, DeviceAuthenticator, DeviceIdentity, anonymous_identity
+from vixio.transports.xiaozhi.auth import (AuthError, BadDeviceId, DeviceAuthenticator, DeviceIdentity,
+                                          anonymous_identity)
 from vixio.transports.xiaozhi.config import XiaozhiConfig
 from vixio.transports.xiaozhi.connection import XiaozhiConnection
 from vixio.transports.xiaozhi.device_tools import XiaozhiDeviceToolClient
@@ -189,12 +191,14 @@ class XiaozhiTransport(XiaozhiSessionIO):
         try:
             identity = self.authenticator.authenticate(headers, query)
         except AuthError as exc:
-            if self.authenticator.enabled:
-                device = next((v for k, v in headers.items() if k.lower() == "device-id"), "") or query.get("device-id", "-")
+            if self.authenticator.enabled or isinstance(exc, BadDeviceId):
+                claimed = next((v for k, v in headers.items() if k.lower() == "device-id"), "") or query.get("device-id", "-")
+                device = loggable(claimed)
                 peer = connection.remote_address[0] if connection.remote_address else "?"
                 logger.bind(device=device, component="xiaozhi").info(
                     "handshake refused: device {} from {}: {}", device, peer, exc.reason)
-                return connection.respond(HTTPStatus.UNAUTHORIZED, f"unauthorized: {exc.reason}\n")
+                status = HTTPStatus(exc.status)
+                return connection.respond(status, f"{status.phrase.lower()}: {exc.reason}\n")
             identity = anonymous_identity(headers, query)
         connection.vixio_identity = identity  # type: ignore[attr-defined]
         return None
