@@ -22,12 +22,13 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import time
 from collections import OrderedDict
 
 from loguru import logger
 
 from vixio.core.log_throttle import LogThrottle
-from vixio.state.store import Store, StoreError
+from vixio.state.store import PIN_SEEN_EVERY, Store, StoreError
 from vixio.transports.xiaozhi.auth import DeviceIdentity
 
 MAX_CLIENT_ID_CHARS = 128
@@ -68,7 +69,9 @@ class IdentityPins:
         claimant (another Client-Id) gets a pending re-bind and one log line (throttled). A store
         that cannot be reached raises StoreError."""
         client_id = client_id[:MAX_CLIENT_ID_CHARS]
-        pin = await self.store.pin_identity(device_id, client_id)
+        pin = await self.store.identity_pin(device_id)  # a read: most contacts write nothing
+        if pin is None or (pin.client_id == client_id and time.time() - pin.seen >= PIN_SEEN_EVERY):
+            pin = await self.store.pin_identity(device_id, client_id)  # the first writer wins
         if pin.client_id == client_id:
             return True
         await self._claimed(device_id, client_id, via)
@@ -89,19 +92,19 @@ class IdentityPins:
         memory is not read anyway, and nobody else's is given away."""
         if identity.invented:
             return identity
-        device_id = identity.device_id
+        device_id, client_id = identity.device_id, identity.client_id[:MAX_CLIENT_ID_CHARS]
         for depth in range(MAX_CLAIM_DEPTH + 1):
             try:
-                if await self.is_pinned(device_id, identity.client_id, via="WebSocket" if depth == 0 else "claimant"):
+                if await self.is_pinned(device_id, client_id, via="WebSocket" if depth == 0 else "claimant"):
                     break
             except StoreError as exc:
                 if self._failures.hit() is not None:
                     logger.bind(device=identity.device_id).warning(
                         "identity pins cannot be read ({}): devices are served under ids of their own until the "
                         "state store answers", exc)
-                return dataclasses.replace(identity, device_id=claimant_device_id(device_id, identity.client_id),
+                return dataclasses.replace(identity, device_id=claimant_device_id(device_id, client_id),
                                            claimed=identity.device_id)
-            device_id = claimant_device_id(device_id, identity.client_id[:MAX_CLIENT_ID_CHARS])
+            device_id = claimant_device_id(device_id, client_id)
         else:
             raise IdentityRefused(f"{identity.device_id}: its claimant ids are pinned to other Client-Ids")
         if device_id == identity.device_id:
@@ -117,9 +120,9 @@ class IdentityPins:
         if hit is not None:
             more = f" ({hit} more since the last line)" if hit > 1 else ""
             logger.bind(device=device_id).warning(
-                "{} {} came with Client-Id {!r}, not the one it is pinned to: served as another device, given no "
-                "token; if it is the board re-flashed, an operator approves its re-bind (`vixio identity list`, or "
-                "the console){}", via, device_id, client_id[:40], more)
+                "{} {} came with Client-Id {!r}, not the one it is pinned to: treated as another device (an empty "
+                "memory, no token); if it is the board re-flashed, an operator approves its re-bind (`vixio identity "
+                "list`, or the console){}", via, device_id, client_id[:40], more)
         if via != "claimant":  # a claimant of a claimant's own id is nobody's re-flashed board
             try:
                 await self.store.request_rebind(device_id, client_id, REBINDS_PER_DEVICE, REBINDS_TOTAL)
