@@ -10,6 +10,7 @@ import asyncio
 import json
 import subprocess
 import sys
+from contextlib import AsyncExitStack
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,7 @@ from tests.state.test_alice_workers import requests
 from tests.state.test_forget import exchange
 from tests.state.test_long_term import FACTS, system
 from tests.state.test_resume import ALICE, conversation
+from vixio.serve.directory import REPLACED
 from vixio.serve.supervisor import reuse_port_supported
 from vixio.state.long_term import MEMORY_NOTE
 from vixio.testing.device import SimulatedDevice
@@ -77,6 +79,24 @@ async def test_a_claimant_on_any_worker_gets_nothing_and_an_approved_rebind_gets
         await talk(serve, NEW_BOARD, "what is my name")  # the re-flashed board is the device now
         await requests(llm, 8, "the re-bound board's memory update")
         assert MEMORY_NOTE.format(memory=FACTS) in system(llm.messages(6))
+
+        # Live on some worker, the device is not closed by claimants landing on either worker; its own
+        # reconnection (its Client-Id) still replaces its older session, wherever that is.
+        async with AsyncExitStack() as stack:
+            live = await stack.enter_async_context(
+                SimulatedDevice(ws_url=serve.ws_url, device_id=VICTIM, client_id=NEW_BOARD, mcp=False))
+            await live.connect()
+            for _ in range(4):
+                claimant = await stack.enter_async_context(
+                    SimulatedDevice(ws_url=serve.ws_url, device_id=VICTIM, client_id=V_CLIENT, mcp=False))
+                await claimant.connect()
+            await asyncio.sleep(1.0)  # a takeover closed the older session within 0.02 s
+            assert live.connected
+            again = await stack.enter_async_context(
+                SimulatedDevice(ws_url=serve.ws_url, device_id=VICTIM, client_id=NEW_BOARD, mcp=False))
+            await again.connect()
+            await live.wait_closed(timeout=20)
+            assert live.protocol.close_reason == REPLACED and again.connected
         assert "Traceback" not in serve.text()
         llm.assert_all_consumed()
     finally:
