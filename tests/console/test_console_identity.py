@@ -1,15 +1,17 @@
 """The console's re-binds (vixio/console/identity.py) against a real server and SQLite store: a
 claimant of a connected device's MAC (another Client-Id) is listed with the Client-Id the MAC is
 pinned to; dismissing drops it; approving re-pins the MAC; bad bodies and unknown requests are
-refused; the operator token guards the routes."""
+refused; the operator token guards the routes; the console page approves one in a real browser."""
 
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 
 from tests.console.conftest import Live
+from tests.console.test_console_browser import WAIT, _browser
 from vixio.testing.device import SimulatedDevice
 from vixio.transports.xiaozhi.identity import claimant_device_id
 
@@ -68,3 +70,36 @@ async def test_the_routes_are_for_operators(live: Live) -> None:
     headers = {"Authorization": "Bearer op-secret"}
     assert (await live.get("/api/identities", headers=headers))[0] == 200
     assert (await live.post("/api/identities/dismiss", body, headers=headers))[0] == 404
+
+
+def _approve_in_the_page(browser: Any, base: str, client_id: str) -> dict[str, Any]:
+    """Companions pane: the re-bind is listed; Approve (and its confirmation) empties the list."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as ec
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    wait = WebDriverWait(browser, WAIT)
+    browser.get(base + "/console/")
+    wait.until(ec.element_to_be_clickable((By.ID, "tab-companions"))).click()
+    wait.until(ec.text_to_be_present_in_element((By.CSS_SELECTOR, "#rebinds tbody"), client_id))
+    found = {"row": browser.find_element(By.CSS_SELECTOR, "#rebinds tbody tr").text}
+    browser.find_element(By.CSS_SELECTOR, '#rebinds button[data-action="approve"]').click()
+    wait.until(ec.alert_is_present())
+    found["question"] = browser.switch_to.alert.text
+    browser.switch_to.alert.accept()
+    wait.until(ec.text_to_be_present_in_element((By.CSS_SELECTOR, "#rebinds tbody"), "None."))
+    found["error"] = browser.find_element(By.ID, "rebind-error").text
+    return found
+
+
+async def test_a_rebind_is_approved_in_a_real_browser(live: Live) -> None:
+    browser = _browser()
+    await claim(live, "new-board")
+    try:
+        found = await asyncio.to_thread(_approve_in_the_page, browser, live.base, "new-board")
+    finally:
+        await asyncio.to_thread(browser.quit)
+    assert live.device.device_id in found["row"] and "new-board" in found["row"] and live.device.client_id in found["row"]
+    assert "Client-Id new-board" in found["question"] and found["error"] == ""
+    pin = await live.server.store.identity_pin(live.device.device_id)
+    assert pin is not None and pin.client_id == "new-board"
