@@ -71,11 +71,15 @@ async def test_a_device_that_connects_again_closes_its_stale_session(server: Vix
         assert list(server.transport.connections) == [fresh.session_id]
 
 
+ROBOT_CLIENT = "5f0c8e21-77aa-4f19-8d42-0c9d7e6b5a41"
+"""One companion's Client-Id: another would make the second connection another device (identity.py)."""
+
+
 async def test_two_connections_of_one_companion_both_stay(server: VixioServer) -> None:
     url = f"ws://127.0.0.1:{server.transport.port}/xiaozhi/v1/"
-    async with RegisterClient(url, device_id="robot-1") as first:
+    async with RegisterClient(url, device_id="robot-1", client_id=ROBOT_CLIENT) as first:
         assert (await first.register(mac_addr=MAC))["result"]["pairing"] == "pending_approval"
-        second = RegisterClient(url, device_id="robot-1")
+        second = RegisterClient(url, device_id="robot-1", client_id=ROBOT_CLIENT)  # the same companion again
         await second.connect()  # says hello first: a device until it registers, but the first is a companion
         assert (await second.register(mac_addr=MAC))["result"]["pairing"] == "pending_approval"
         await until(lambda: _true(len(server.transport.connections) == 2), 10, "both companions served")

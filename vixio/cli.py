@@ -8,6 +8,7 @@
     vixio device --ota http://127.0.0.1:8003/xiaozhi/ota/ --text "hello"   # a simulated device
     vixio tools list | call NAME k=v | parse FILE   # the operator console's tools, over its API
     vixio pairing list | approve ID | revoke ID     # companions asking to pair with a device
+    vixio identity list | approve DEVICE CLIENT_ID | dismiss DEVICE CLIENT_ID   # a re-flashed board's re-bind
     vixio memory show|clear DEVICE              # what the state store keeps about a device
     vixio profile list | show DEVICE | assign DEVICE PROFILE | clear DEVICE   # each device's assistant
 """
@@ -63,6 +64,9 @@ def build_parser() -> argparse.ArgumentParser:
     from vixio.console.pairing_cli import add_pairing_parser
 
     add_pairing_parser(commands)
+    from vixio.console.identity_cli import add_identity_parser
+
+    add_identity_parser(commands)
     from vixio.profiles.cli import add_profile_parser
     from vixio.state.cli import add_memory_parser
 
@@ -101,6 +105,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from vixio.console.pairing_cli import run_pairing
 
         return run_pairing(args)
+    if args.command == "identity":
+        from vixio.console.identity_cli import run_identity
+
+        return run_identity(args)
     if args.command == "profile":
         from vixio.profiles.cli import run_profile
 

@@ -39,6 +39,7 @@ from vixio.core.batching import worker_stats
 from vixio.core.pipeline import Pipeline
 from vixio.transports.xiaozhi.auth import DeviceAuthenticator
 from vixio.transports.xiaozhi.http_limits import AcceptErrorThrottle, install_accept_error_throttle
+from vixio.transports.xiaozhi.identity import IdentityPins
 from vixio.transports.xiaozhi.ota import OtaServer
 from vixio.transports.xiaozhi.pairing_policy import warn_about_trusted_macs
 from vixio.transports.xiaozhi.transport import DeviceContext, PipelineFactory, XiaozhiTransport
@@ -124,6 +125,9 @@ class VixioServer:
                                           ttl=config.server.directory_ttl, close_here=self.transport.close_session)
         """Records this process's sessions and closes a device's stale one (vixio/serve/directory.py)."""
         self.transport.sessions_seen = self.directory
+        # Who each device is, pinned in the store (vixio/transports/xiaozhi/identity.py); OTA pins through the same store.
+        self.transport.identities = IdentityPins(self.store)
+        self.transport.companions.pinned_client = self.transport.identities.pinned_client
         # registerTools per Device-Id over all its connections, counted machine- or fleet-wide.
         self.transport.registration_rate = StoreRate(self.store, "register",
                                                      config.xiaozhi.mcp.limits.registrations_per_minute).allow

@@ -212,10 +212,68 @@ async def test_forget_device_erases_history_memory_and_profile_but_not_admission
     await store.set_memory(DEVICE, "likes trains")
     await store.put_turn(DEVICE, StoredTurn("c", 0, "hi", "hello", at=time.time()))
     await store.put_turn(OTHER, StoredTurn("c", 0, "hi", "hello", at=time.time()))
+    await store.pin_identity(DEVICE, "board-1")
+    await store.pin_identity(OTHER, "board-2")
     await store.forget_device(DEVICE)
     assert await store.recent_turns(DEVICE, limit=5) == [] and await store.memory(DEVICE) is None
     assert await store.assigned_profile(DEVICE) is None and await store.admission(DEVICE) is not None
-    assert len(await store.recent_turns(OTHER, limit=5)) == 1
+    assert await store.identity_pin(DEVICE) is None  # the next contact pins again
+    assert len(await store.recent_turns(OTHER, limit=5)) == 1 and await store.identity_pin(OTHER) is not None
+
+
+async def test_the_first_client_id_seen_pins_a_device_once_for_every_client(open_client: StoreFactory) -> None:
+    first, second = await open_client(), await open_client()
+    assert await first.identity_pin(DEVICE) is None
+    before = time.time()
+    # Two processes meet the same device id at once with different Client-Ids: one pin wins for both.
+    pins = await asyncio.gather(*(client.pin_identity(DEVICE, f"board-{i}")
+                                  for i in range(20) for client in (first, second)))
+    winner = pins[0].client_id
+    assert {pin.client_id for pin in pins} == {winner} and winner.startswith("board-")
+    pin = await second.identity_pin(DEVICE)
+    assert pin is not None and pin.client_id == winner and before <= pin.at <= pin.seen <= time.time()
+    assert (await first.pin_identity(DEVICE, "someone-else")).client_id == winner
+    again = await first.pin_identity(DEVICE, winner)  # seen within the hour: nothing to move on
+    assert (again.client_id, again.at, again.seen) == (winner, pin.at, pin.seen)
+    # A device that sends no Client-Id pins "" (and "" is a pin like any other).
+    assert (await first.pin_identity(OTHER, "")).client_id == ""
+    assert (await second.pin_identity(OTHER, "board-x")).client_id == ""
+
+
+async def test_an_operators_rebind_replaces_the_pin_and_clears_its_requests(open_client: StoreFactory) -> None:
+    store, other = await open_client(), await open_client()
+    await store.pin_identity(DEVICE, "old-board")
+    await store.pin_identity(OTHER, "board-o")
+    await store.request_rebind(DEVICE, "new-board", per_device=4, total=100)
+    await store.request_rebind(DEVICE, "new-board", per_device=4, total=100)
+    await store.request_rebind(DEVICE, "claimant", per_device=4, total=100)
+    await store.request_rebind(OTHER, "claimant", per_device=4, total=100)
+    requests = await other.rebind_requests(DEVICE)
+    assert [(r.client_id, r.attempts) for r in requests] == [("claimant", 1), ("new-board", 2)]
+    assert requests[1].first <= requests[1].last <= requests[0].last
+    assert len(await other.rebind_requests()) == 3
+    assert await other.dismiss_rebind(DEVICE, "claimant") is True
+    assert await other.dismiss_rebind(DEVICE, "claimant") is False
+    await other.repin_identity(DEVICE, "new-board")
+    pin = await store.identity_pin(DEVICE)
+    assert pin is not None and pin.client_id == "new-board"
+    assert (await store.pin_identity(DEVICE, "new-board")).client_id == "new-board"
+    assert await store.rebind_requests(DEVICE) == []
+    assert [(r.device_id, r.client_id) for r in await store.rebind_requests()] == [(OTHER, "claimant")]
+    assert await store.unpin_identity(OTHER) is True and await store.unpin_identity(OTHER) is False
+    assert await store.identity_pin(OTHER) is None and await store.rebind_requests() == []
+
+
+async def test_pending_rebinds_are_bounded_per_device_and_in_total(store: Store) -> None:
+    await store.pin_identity(DEVICE, "board")
+    for i in range(10):  # one claimant cycling Client-Ids keeps only the newest few of that device
+        await store.request_rebind(DEVICE, f"claimant-{i}", per_device=3, total=8)
+    assert [r.client_id for r in await store.rebind_requests(DEVICE)] == ["claimant-9", "claimant-8", "claimant-7"]
+    for i in range(10):  # many devices: the least recent requests go
+        await store.request_rebind(f"02:00:00:00:01:{i:02d}", "c", per_device=3, total=8)
+    every = await store.rebind_requests()
+    assert len(every) == 8 and every[0].device_id == "02:00:00:00:01:09"
+    assert {r.device_id for r in every} == {f"02:00:00:00:01:{i:02d}" for i in range(2, 10)}
 
 
 async def test_another_client_sees_the_writes_and_data_outlives_a_reopen(open_client: StoreFactory) -> None:

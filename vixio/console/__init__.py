@@ -4,7 +4,8 @@ Sessions (live devices, what they heard and said, tool calls, latency marks), Di
 tool the agent could call), an Executor (run a tool by hand through the agent's executor), a
 Parser check (VCP/XML and the speech filter), a Say box, and the companions asking to pair
 with a device (approve, unpair: console/pairing.py), each device's profile (assign, clear:
-console/profiles.py), and what the store keeps of each device (memory, history: console/memory.py).
+console/profiles.py), what the store keeps of each device (memory, history: console/memory.py), and
+the re-binds of devices asked for by another Client-Id (console/identity.py).
 See docs/console.md.
 
     console = Console(server)      # registers its routes on server.ota; before server.start()
@@ -18,6 +19,7 @@ from typing import TYPE_CHECKING
 from vixio.console.api import ConsoleApi
 from vixio.console.backend import ConsoleBackend, ConsoleError, LocalBackend
 from vixio.console.fan_out import FanOutBackend
+from vixio.console.identity import IdentityApi
 from vixio.console.memory import MemoryApi
 from vixio.console.pairing import LocalPairing, PairingApi
 from vixio.console.profiles import ProfileApi
@@ -49,6 +51,8 @@ class Console:
         self.profiles.register(server.ota.add_route, self.api._protect)
         self.memory = MemoryApi(server.store, server.config.memory, lambda: self.api.backend)
         self.memory.register(server.ota.add_route, self.api._protect)
+        self.identities = IdentityApi(server.store)
+        self.identities.register(server.ota.add_route, self.api._protect)
 
     def use_backend(self, backend: ConsoleBackend) -> None:
         """Serve another backend's sessions (e.g. a `FanOutBackend` over every worker)."""

@@ -46,6 +46,7 @@ from vixio import metrics
 from vixio.agent_model import warn_when_model_has_no_tools
 from vixio.config.models import VixioConfig
 from vixio.console import ConsoleApi, FanOutBackend
+from vixio.console.identity import IdentityApi
 from vixio.console.memory import MemoryApi
 from vixio.console.pairing import FanOutPairing, PairingApi, WorkerPairing
 from vixio.console.profiles import ProfileApi
@@ -116,6 +117,9 @@ class Supervisor(WorkerLifecycle):
         # Memory and history are edited in the store here; the workers' live sessions follow (vixio/console/memory.py).
         self.memory = MemoryApi(self.store, config.memory, lambda: self.console.backend)
         self.memory.register(self.ota.add_route, self.console._protect)
+        # Re-binds are pins in the store: approved here, seen by every worker at the device's next contact.
+        self.identities = IdentityApi(self.store)
+        self.identities.register(self.ota.add_route, self.console._protect)
         self.websocket_port = 0
         self._dispatch: Dispatcher | None = None
         self._run_dir = ""

@@ -16,8 +16,10 @@ from vixio.state.store import (
     Admission,
     DeviceMemory,
     DeviceRecord,
+    IdentityPin,
     LiveSession,
     PairingApproval,
+    RebindRequest,
     Store,
     StoredTurn,
     StoreError,
@@ -27,7 +29,8 @@ from vixio.state.store import (
 if TYPE_CHECKING:
     from vixio.config.memory import MemoryConfig, StateConfig
 
-__all__ = ["Admission", "DeviceMemory", "DeviceRecord", "LiveSession", "PairingApproval", "Store", "StoreError",
+__all__ = ["Admission", "DeviceMemory", "DeviceRecord", "IdentityPin", "LiveSession", "PairingApproval",
+           "RebindRequest", "Store", "StoreError",
            "StoreWriteError",
            "StoredTurn", "open_store"]
 

@@ -18,6 +18,10 @@ are JSON arrays, times unix seconds):
     P held:DEVICE                list  [payload, until] of background results held for it
     P workers                    hash  worker -> alive until (ms, the server's clock)
     P events:KEY                 int   events in KEY's current window (Store.count_event; expires with it)
+    P pins                       hash  device -> [client_id, at]: who the device is (Store.pin_identity)
+    P pins-seen                  hash  device -> when its pinned pair was last seen
+    P rebinds                    hash  [device, client_id] -> [first, last, attempts]: re-binds pending
+    P rebind-order               zset  the same members scored by their latest attempt (bounds them)
 
 Bounds: a device keeps its newest `state.max_turns` turns; its two turn keys expire
 `memory.history_days` after its newest turn (the hourly prune also drops older turns of devices
@@ -36,6 +40,7 @@ Redis Cluster: the session scripts reach keys they find on the way.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections.abc import Callable, Sequence
@@ -45,13 +50,16 @@ from urllib.parse import urlsplit, urlunsplit
 from vixio.state import redis_scripts as scripts
 from vixio.state.redis_link import Op, RedisLink, unusable
 from vixio.state.store import (
+    PIN_SEEN_EVERY,
     SESSION_TTL,
     Admission,
     AdmissionKind,
     DeviceMemory,
     DeviceRecord,
+    IdentityPin,
     LiveSession,
     PairingApproval,
+    RebindRequest,
     Store,
     StoreError,
     StoredTurn,
@@ -283,6 +291,56 @@ class RedisStore(Store):
             approvals = [a for a in approvals if a.device_id == device_id]
         return sorted(approvals, key=lambda a: (a.at, a.device_id, a.companion, a.client_id))
 
+    # --- who each device is ---------------------------------------------------------------------
+
+    def _pin_keys(self) -> list[str]:
+        return [self.prefix + "pins", self.prefix + "pins-seen", self.prefix + "rebinds", self.prefix + "rebind-order"]
+
+    async def pin_identity(self, device_id: str, client_id: str) -> IdentityPin:
+        now = time.time()
+        pin = json.dumps([client_id, now], ensure_ascii=False)
+        value, seen = await self._call(self._script("PIN_IDENTITY", self._pin_keys()[:2],
+                                                    [device_id, client_id, pin, repr(now), PIN_SEEN_EVERY]),
+                                       write=True)
+        return IdentityPin(device_id, *json.loads(value), seen=float(seen))
+
+    async def identity_pin(self, device_id: str) -> IdentityPin | None:
+        keys = self._pin_keys()
+        value, seen = await asyncio.gather(  # one round trip
+            self._call(lambda r: r.hget(keys[0], device_id), write=False),
+            self._call(lambda r: r.hget(keys[1], device_id), write=False))
+        if value is None:
+            return None
+        client_id, at = json.loads(value)
+        return IdentityPin(device_id, client_id, at, float(seen or at))
+
+    async def repin_identity(self, device_id: str, client_id: str) -> None:
+        now = time.time()
+        pin = json.dumps([client_id, now], ensure_ascii=False)
+        await self._call(self._script("REPIN_IDENTITY", self._pin_keys(),
+                                      [device_id, pin, repr(now), _rebind_prefix(device_id)]), write=True)
+
+    async def unpin_identity(self, device_id: str) -> bool:
+        return bool(await self._call(self._script("REPIN_IDENTITY", self._pin_keys(),
+                                                  [device_id, "", "0", _rebind_prefix(device_id)]), write=True))
+
+    async def request_rebind(self, device_id: str, client_id: str, per_device: int, total: int) -> None:
+        member = json.dumps([device_id, client_id], ensure_ascii=False)
+        await self._call(self._script("REQUEST_REBIND", self._pin_keys()[2:],
+                                      [member, repr(time.time()), _rebind_prefix(device_id), max(1, per_device),
+                                       max(1, total)]), write=True)
+
+    async def rebind_requests(self, device_id: str | None = None) -> list[RebindRequest]:
+        entries = await self._call(lambda r: r.hgetall(self.prefix + "rebinds"), write=False)
+        requests = [RebindRequest(*json.loads(member), *json.loads(value)) for member, value in entries.items()]
+        if device_id is not None:
+            requests = [r for r in requests if r.device_id == device_id]
+        return sorted(requests, key=lambda r: (-r.last, r.device_id, r.client_id))
+
+    async def dismiss_rebind(self, device_id: str, client_id: str) -> bool:
+        member = json.dumps([device_id, client_id], ensure_ascii=False)
+        return bool(await self._call(self._script("DISMISS_REBIND", self._pin_keys()[2:], [member]), write=True))
+
     # --- live sessions ------------------------------------------------------------------------
 
     async def session_started(self, session: LiveSession) -> None:
@@ -314,6 +372,11 @@ class RedisStore(Store):
         keys = [self.prefix + "sessions", self.prefix + "workers"]
         return int(await self._call(self._script("FORGET_SESSIONS", keys, [self.prefix, *(workers or [])]),
                                     write=True))
+
+
+def _rebind_prefix(device_id: str) -> str:
+    """How the members of the device's re-binds start (`[device, client]` as JSON)."""
+    return json.dumps([device_id], ensure_ascii=False)[:-1] + ", "
 
 
 def _glob_escape(text: str) -> str:

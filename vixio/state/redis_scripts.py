@@ -246,3 +246,78 @@ elseif #ARGV > 1 then
 end
 return removed
 """
+
+PIN_IDENTITY = """
+-- KEYS: pins (hash device -> [client, at]), pins seen (hash device -> seen)
+-- ARGV: device, client, pin json, now, seen every (s)
+-- Returns the pin json in force and its seen time.
+local pin = redis.call('HGET', KEYS[1], ARGV[1])
+if not pin then
+  redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
+  redis.call('HSET', KEYS[2], ARGV[1], ARGV[4])
+  return {ARGV[3], ARGV[4]}
+end
+local seen = redis.call('HGET', KEYS[2], ARGV[1]) or '0'
+if cjson.decode(pin)[1] == ARGV[2] and tonumber(ARGV[4]) - tonumber(seen) >= tonumber(ARGV[5]) then
+  redis.call('HSET', KEYS[2], ARGV[1], ARGV[4])
+  seen = ARGV[4]
+end
+return {pin, seen}
+"""
+"""First writer wins: a device id already pinned keeps its pin; its own pair's `seen` moves on."""
+
+_DROP_REBINDS = """
+local function drop_rebinds(rebinds, order, prefix, keep)
+  local kept = 0
+  for _, member in ipairs(redis.call('ZREVRANGE', order, 0, -1)) do
+    if string.sub(member, 1, #prefix) == prefix then
+      kept = kept + 1
+      if kept > keep then
+        redis.call('ZREM', order, member)
+        redis.call('HDEL', rebinds, member)
+      end
+    end
+  end
+end
+"""
+
+REPIN_IDENTITY = _DROP_REBINDS + """
+-- KEYS: pins, pins seen, rebinds (hash [device, client] -> [first, last, attempts]), rebind order (zset by last)
+-- ARGV: device, pin json (or '' to unpin), now, the device's rebind member prefix
+drop_rebinds(KEYS[3], KEYS[4], ARGV[4], 0)
+if ARGV[2] == '' then
+  redis.call('HDEL', KEYS[2], ARGV[1])
+  return redis.call('HDEL', KEYS[1], ARGV[1])
+end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+redis.call('HSET', KEYS[2], ARGV[1], ARGV[3])
+return 1
+"""
+
+REQUEST_REBIND = _DROP_REBINDS + """
+-- KEYS: rebinds, rebind order
+-- ARGV: member ([device, client] json), now, the device's member prefix, per device, total
+local now = tonumber(ARGV[2])
+local old = redis.call('HGET', KEYS[1], ARGV[1])
+local first, attempts = now, 1
+if old then
+  local entry = cjson.decode(old)
+  first, attempts = entry[1], entry[3] + 1
+end
+redis.call('HSET', KEYS[1], ARGV[1], cjson.encode({first, now, attempts}))
+redis.call('ZADD', KEYS[2], now, ARGV[1])
+drop_rebinds(KEYS[1], KEYS[2], ARGV[3], tonumber(ARGV[4]))
+local extra = redis.call('ZCARD', KEYS[2]) - tonumber(ARGV[5])
+if extra > 0 then
+  local oldest = redis.call('ZRANGE', KEYS[2], 0, extra - 1)
+  redis.call('ZREMRANGEBYRANK', KEYS[2], 0, extra - 1)
+  redis.call('HDEL', KEYS[1], unpack(oldest))
+end
+"""
+"""The device's least recent requests beyond `per device`, then everyone's beyond `total`, go."""
+
+DISMISS_REBIND = """
+-- KEYS: rebinds, rebind order; ARGV: member
+redis.call('ZREM', KEYS[2], ARGV[1])
+return redis.call('HDEL', KEYS[1], ARGV[1])
+"""

@@ -55,6 +55,14 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "CREATE TABLE event_windows (key TEXT PRIMARY KEY, ends REAL NOT NULL, count INTEGER NOT NULL)",
         "CREATE INDEX event_windows_by_end ON event_windows (ends)",
     ),
+    (  # 6: who each device is (Store.pin_identity) and the re-binds waiting for an operator
+        """CREATE TABLE identity_pins (
+            device_id TEXT PRIMARY KEY, client_id TEXT NOT NULL, at REAL NOT NULL, seen REAL NOT NULL
+        ) WITHOUT ROWID""",
+        """CREATE TABLE rebind_requests (
+            device_id TEXT NOT NULL, client_id TEXT NOT NULL, first REAL NOT NULL, last REAL NOT NULL,
+            attempts INTEGER NOT NULL, PRIMARY KEY (device_id, client_id)) WITHOUT ROWID""",
+    ),
 )
 """Migration n (from 1) takes a file from version n-1 to n."""
 

@@ -9,8 +9,9 @@
 
 What it holds: who is let in (activation, run-time allow-list), profile assignments that win over
 config, conversation turns, a short long-term memory per device, companion pairing approvals, the
-directory of live sessions (which worker holds which device), and the counts of limits every
-process shares (vixio/state/limits.py). Backends implement `Store`;
+directory of live sessions (which worker holds which device), the counts of limits every
+process shares (vixio/state/limits.py), and who each device is: the Client-Id its id was first
+seen with, and the re-binds that wait for an operator (vixio/transports/xiaozhi/identity.py). Backends implement `Store`;
 nothing else in vixio speaks SQL (vixio/state/sqlite.py) or a Redis command. Every method may be
 called from any task; writes never block the event loop. tests/state/ is the contract every
 backend passes.
@@ -39,6 +40,9 @@ AdmissionKind = Literal["activation", "allow-list"]
 
 SESSION_TTL = 30.0
 """Seconds a worker's live sessions stay listed after its last heartbeat (or session start)."""
+
+PIN_SEEN_EVERY = 3600.0
+"""Seconds between two moves of a pin's `seen` (so a connection costs no write to say it)."""
 
 
 class StoreError(Exception):
@@ -97,6 +101,33 @@ class PairingApproval:
     client_id: str
     """The companion's Client-Id ("" when it sent none)."""
     at: float
+
+
+@dataclass(frozen=True, slots=True)
+class IdentityPin:
+    """The Client-Id a device id belongs to: the one it was first seen with, or an operator's re-bind."""
+
+    device_id: str
+    client_id: str
+    """"" when the device sent none (no proof offered, so none asked of the next one)."""
+    at: float
+    """Unix time of the first contact (or of the re-bind)."""
+    seen: float
+    """Unix time this pair was last seen (moved on at most once per `PIN_SEEN_EVERY` seconds)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RebindRequest:
+    """Another Client-Id asked for a pinned device id: a re-flashed board, or a claimant."""
+
+    device_id: str
+    client_id: str
+    """The Client-Id that asked (an approval pins the device id to it)."""
+    first: float
+    """Unix time of its first attempt."""
+    last: float
+    """Unix time of its latest attempt."""
+    attempts: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -274,16 +305,51 @@ class Store(ABC):
     async def forget_sessions(self, workers: Sequence[str] | None = None) -> int:
         """Remove the sessions of `workers` (restarted), or all (a fresh start); how many."""
 
+    # --- who each device is ---------------------------------------------------------------------
+
+    @abstractmethod
+    async def pin_identity(self, device_id: str, client_id: str) -> IdentityPin:
+        """Pin `device_id` to `client_id` unless it is pinned already (the first writer wins, over
+        every worker and instance at once); the pin in force. When that is this pair, its `seen`
+        moves on (at most once per `PIN_SEEN_EVERY` seconds)."""
+
+    @abstractmethod
+    async def identity_pin(self, device_id: str) -> IdentityPin | None:
+        """The device's pin, or None."""
+
+    @abstractmethod
+    async def repin_identity(self, device_id: str, client_id: str) -> None:
+        """Pin `device_id` to `client_id` in place of any pin (an operator's re-bind); the device's
+        pending re-binds go."""
+
+    @abstractmethod
+    async def unpin_identity(self, device_id: str) -> bool:
+        """Drop the device's pin and pending re-binds; False if it had no pin."""
+
+    @abstractmethod
+    async def request_rebind(self, device_id: str, client_id: str, per_device: int, total: int) -> None:
+        """Record that `client_id` asked for the pinned `device_id` (again: its count and time move
+        on). Past `per_device` for the device, or `total` in all, the least recent go."""
+
+    @abstractmethod
+    async def rebind_requests(self, device_id: str | None = None) -> list[RebindRequest]:
+        """Pending re-binds, of one device or all, the most recent attempt first."""
+
+    @abstractmethod
+    async def dismiss_rebind(self, device_id: str, client_id: str) -> bool:
+        """Drop one pending re-bind; False if there was none."""
+
     # --- a device's whole record --------------------------------------------------------------
 
     async def forget_device(self, device_id: str) -> None:
         """Erase what the device said and what was learnt about it: history, memory, profile
-        assignment, results held for it (its admission and pairings stay: they are the
-        operator's decisions)."""
+        assignment, results held for it, and its identity pin (the next contact pins again); its
+        admission and pairings stay: they are the operator's decisions."""
         await self.clear_history(device_id)
         await self.take_results(device_id)
         await self.set_memory(device_id, "")
         await self.assign_profile(device_id, None)
+        await self.unpin_identity(device_id)
 
 
 def _counting_failures(method: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:

@@ -78,7 +78,8 @@ class RegisterClient:
         self.tools = {tool.name: tool for tool in tools or []}
         self.envelope = envelope
         self.device_id = device_id or "aa:bb:cc:" + ":".join(uuid.uuid4().hex[i:i + 2] for i in (0, 2, 4))
-        self.client_id = client_id or str(uuid.uuid4())
+        # A companion keeps its Client-Id: the same Device-Id with another one is another client to the server.
+        self.client_id = client_id or str(uuid.uuid5(uuid.NAMESPACE_URL, f"vixio-register-client:{self.device_id}"))
         self.token = token
         """This client's own handshake token (`Authorization: Bearer`), for servers with auth on."""
         self.server_hello: dict[str, Any] | None = None

@@ -159,6 +159,32 @@ async def test_the_devices_own_token_pairs_with_auth_on(servers, tmp_path: Path)
         await device.__aexit__(None, None, None)
 
 
+async def test_a_token_for_the_mac_with_a_claimants_client_id_does_not_pair(servers, tmp_path: Path) -> None:
+    """OTA once handed a token to whoever claimed a confirmed MAC: the token alone is not proof, its
+    Client-Id must be the one the MAC is pinned to (the device's, first seen)."""
+    h = await serve(servers, tmp_path, auth={"enabled": True, "secret": SECRET})
+    device, sid = await connect_v(h, issue_token(SECRET, V_CLIENT, V_MAC))  # pins V's Client-Id
+    opened: list[dict[str, Any]] = []
+    a = companion(h, opened, token=issue_token(SECRET, A_CLIENT, A_ID))
+    try:
+        await a.connect(hello=False)
+        claimed = (await a.register(mac_addr=V_MAC, device_token=issue_token(SECRET, A_CLIENT, V_MAC),
+                                    device_client_id=A_CLIENT))["result"]
+        assert claimed["pairing"] == "pending_approval", claimed
+        assert "not the Client-Id aa:bb:cc:dd:ee:ff is pinned to" in claimed["message"]
+        await ask(device, "open up")
+        await asyncio.sleep(0.3)
+        assert a.ai_messages == [] and a.executions == [] and opened == []
+        assert not any("unlock_front_door" in names for names in register_tool_lists(h, sid))
+        # A MAC nobody has contacted has no pin: its token pairs with nothing either.
+        unpinned = (await a.register(mac_addr="02:00:00:00:0b:0b", device_token=issue_token(
+            SECRET, A_CLIENT, "02:00:00:00:0b:0b"), device_client_id=A_CLIENT))["result"]
+        assert unpinned["pairing"] == "pending_approval" and "no pinned Client-Id" in unpinned["message"]
+    finally:
+        await a.close()
+        await device.__aexit__(None, None, None)
+
+
 # --- operator approval -----------------------------------------------------------------------------
 
 

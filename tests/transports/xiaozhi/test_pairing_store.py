@@ -58,11 +58,17 @@ def test_the_policy_takes_the_devices_token_an_approval_or_trust_mac(tmp_path: P
     store = PairingFile(tmp_path / "p.json")
     policy = PairingPolicy(auth, PairingConfig(), store)
     device_token = issue_token("s", "device-client", KEY.mac)
+    pinned = ((KEY.mac, "device-client"),)  # the MAC's pin, as the registry looks it up
     assert policy.decide(KEY, Credential()).grant is None
-    assert policy.decide(KEY, Credential(device_token, "device-client")).grant == "token"
-    refused = policy.decide(KEY, Credential(device_token, "client-a"))
+    assert policy.decide(KEY, Credential(device_token, "device-client", pinned)).grant == "token"
+    refused = policy.decide(KEY, Credential(device_token, "client-a", pinned))
     assert refused.grant is None and "bad signature" in refused.refusal
-    assert policy.decide(KEY, Credential(device_token, "device-client"), operator_only=True).grant is None
+    # A valid token alone is not proof: its Client-Id must be the one the MAC is pinned to.
+    claimant_token = issue_token("s", "claimant", KEY.mac)
+    refused = policy.decide(KEY, Credential(claimant_token, "claimant", pinned))
+    assert refused.grant is None and "not the Client-Id aa:bb:cc:dd:ee:ff is pinned to" in refused.refusal
+    assert "no pinned Client-Id" in policy.decide(KEY, Credential(device_token, "device-client")).refusal
+    assert policy.decide(KEY, Credential(device_token, "device-client", pinned), operator_only=True).grant is None
     store.approve(KEY)
     assert policy.decide(KEY, Credential(), operator_only=True).grant == "approved"
     off = PairingPolicy(AuthConfig(), PairingConfig(), store)

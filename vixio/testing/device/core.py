@@ -10,6 +10,7 @@ playback has drained; a server hello without `transport` is a crash.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import random
 import time
 import uuid
@@ -43,6 +44,14 @@ def random_device_id() -> str:
     return ":".join(f"{o:02x}" for o in octets)
 
 
+def board_client_id(device_id: str) -> str:
+    """The Client-Id a simulated board keeps in flash: a UUID v4 like the firmware's, the same for the
+    same MAC in every run (the firmware keeps it across reboots and updates), so a reconnecting
+    board is the same device."""
+    digest = hashlib.sha256(f"vixio-simulated-board:{device_id}".encode()).digest()
+    return str(uuid.UUID(bytes=digest[:16], version=4))
+
+
 class DeviceCore:
     """How the device reacts: OTA, channel, server messages, playback, MCP server.
 
@@ -74,7 +83,8 @@ class DeviceCore:
         """Configure the device; nothing connects until `run_ota()` / `connect()`.
 
         `token` is what OTA would have stored (OTA replaces it); it is sent as
-        `Authorization: Bearer <token>` only when non-empty.
+        `Authorization: Bearer <token>` only when non-empty. `client_id` defaults to the board's
+        own (`board_client_id`: one per MAC, as in flash); another one is another board claiming the MAC.
 
         `clock` timestamps everything and drives the playback model; sleeps use asyncio,
         so it must advance in real time (time.monotonic or the loop's time).
@@ -83,7 +93,7 @@ class DeviceCore:
             raise ValueError(f"protocol_version must be 1, 2 or 3, got {protocol_version}")
         self.ota_url = ota_url
         self.device_id = device_id or random_device_id()
-        self.client_id = client_id or str(uuid.uuid4())
+        self.client_id = client_id or board_client_id(self.device_id)
         self.aec = aec
         self.default_listening_mode: ListeningMode = listening_mode
         self.listening_mode: ListeningMode = listening_mode

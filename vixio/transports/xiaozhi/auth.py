@@ -64,6 +64,11 @@ class DeviceIdentity:
     """`Protocol-Version` (binary framing 1, 2 or 3); range checks belong to the transport."""
     token: str = ""
     """Bearer token as sent, without the `Bearer ` prefix; "" when none was sent."""
+    claimed: str = ""
+    """The Device-Id it claimed when that is pinned to another Client-Id: `device_id` is then its
+    own (identity.py); "" otherwise."""
+    invented: bool = False
+    """`device_id` was made up by the server (an anonymous client sent none): nothing to pin."""
 
 
 def _signature(secret: str, client_id: str, device_id: str, timestamp: int) -> str:
@@ -205,6 +210,7 @@ def anonymous_identity(headers: Mapping[str, str], query: Mapping[str, str]) -> 
         client_id=client_id[:MAX_ID_LENGTH],
         # ASCII digits only: "²".isdigit() is true but int() refuses it.
         protocol_version=int(version) if version.isascii() and version.isdigit() and len(version) <= 3 else 1,
+        invented=not device_id,
     )
 
 

@@ -21,7 +21,8 @@ Routes:
 Every other route (the console, `/api/`, `/metrics`, activation confirm) is an operator route,
 and every route is guarded against hostile callers by the port itself (http_port.py). The
 answers here add their own limits: a request's Host is put into the WebSocket URL only when it
-names this server; a token is handed out only to a device auth would let in anyway (activated or
+names this server; a token is handed out only to the Client-Id the Device-Id is pinned to (the
+first one seen: identity.py), and only to a device auth would let in anyway (activated or
 allow-listed) when activation or the allow-list is in use.
 """
 
@@ -40,13 +41,14 @@ from yarl import URL
 
 from vixio.core.device_ids import DeviceIdError, loggable, normalize_device_id
 from vixio.core.json_limits import DEFAULT_MAX_DEPTH, JsonTooDeep, check_depth
-from vixio.state.store import StoreWriteError
+from vixio.state.store import Store, StoreWriteError
 from vixio.transports.xiaozhi.activation import ActivationRegistry, AdmissionStore
 from vixio.transports.xiaozhi.activation_proof import ActivationRefused, DeviceProof
 from vixio.transports.xiaozhi.auth import DeviceAuthenticator, parse_bearer
 from vixio.transports.xiaozhi.config import XiaozhiConfig
 from vixio.transports.xiaozhi.hosts import advertised_host
 from vixio.transports.xiaozhi.http_limits import address_key
+from vixio.transports.xiaozhi.identity import IdentityPins
 from vixio.transports.xiaozhi.http_port import (OTA_PATH, BadRequest, HttpPort, display_host, json_error,
                                                  request_device)
 
@@ -124,6 +126,8 @@ class OtaServer(HttpPort):
         self._authenticator = authenticator
         self._websocket_port = websocket_port
         self._activations: ActivationRegistry | None = None
+        self.identities = IdentityPins(store) if isinstance(store, Store) else None
+        """Who each Device-Id is (identity.py): OTA pins on first contact and gives a claimant no token."""
         if config.activation.enabled:
             if store is None:
                 raise ValueError("activation.enabled needs the state store (state.path) to keep confirmed devices")
@@ -215,7 +219,10 @@ class OtaServer(HttpPort):
     async def _token_for(self, client_id: str, device_id: str) -> str:
         """A token only for a device the operator let in: confirmed (activation on) or allow-listed.
         With neither activation nor an allow-list there is no such gate, and every caller gets one
-        (the server warns about that at startup). "" tells the device to send no token."""
+        (the server warns about that at startup). Never for a Client-Id other than the one the
+        device is pinned to (pinned here on first contact). "" tells the device to send no token."""
+        if self.identities is not None and not await self.identities.is_pinned(device_id, client_id, via="OTA"):
+            return ""  # a claimant; a re-flashed board waits for an operator's re-bind
         auth = self._config.auth
         if auth.enabled and not self._authenticator.is_allowed(device_id):
             if self._activations is not None and not await self._activations.is_confirmed(device_id):

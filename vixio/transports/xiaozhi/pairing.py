@@ -19,7 +19,9 @@ several workers a companion and its device may be in different processes: the re
 
 from __future__ import annotations
 
+import dataclasses
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -74,6 +76,9 @@ class CompanionRegistry:
         self._pending: dict[RegisterToolsClient, _Pending] = {}
         self.relay: CompanionRelay | None = None
         """Reaches devices and companions in the other workers (None: one process)."""
+        self.pinned_client: Callable[[str], Awaitable[str | None]] | None = None
+        """The Client-Id a device id is pinned to (identity.py), which a device token must come with;
+        None: no token pairs."""
 
     # --- devices --------------------------------------------------------------------------------
 
@@ -105,6 +110,12 @@ class CompanionRegistry:
 
     async def registered(self, companion: RegisterToolsClient) -> PairingOutcome | None:
         """`companion_registered`, then, if its device is not in this process, pairing through the relay."""
+        credential = companion.credential
+        if credential.token and self.pinned_client is not None and companion.is_companion:
+            spellings = dict.fromkeys([normalize_mac(companion.mac_addr), companion.mac_addr.strip().lower()[:64]])
+            pins = [(spelling, await self.pinned_client(spelling)) for spelling in spellings if spelling]
+            companion.credential = dataclasses.replace(
+                credential, pinned=tuple((spelling, pin) for spelling, pin in pins if pin is not None))
         outcome = self.companion_registered(companion)
         if outcome is not None and outcome.status == "waiting_for_device":
             outcome = await self.pair_elsewhere(companion) or outcome

@@ -5,7 +5,8 @@ proves nothing. A companion is let in by one of:
 
 - `token`: auth is on and the registration carries the device's own credential — the token OTA
   issued to that MAC (`params.token`) with the device's Client-Id (`params.client_id`), which
-  the token is bound to;
+  the token is bound to and which must be the Client-Id the MAC is pinned to (identity.py): a
+  token alone is not proof, OTA once handed one to whoever claimed a MAC;
 - `approved`: an operator approved this companion (its Device-Id and Client-Id) for this MAC
   once, in the console or with `vixio pairing approve`; remembered in `PairingStore`;
 - `trust_mac`: `xiaozhi.pairing.trust_mac` is on (seed 002's behaviour; a WARNING at startup).
@@ -37,6 +38,9 @@ class Credential:
 
     token: str = ""
     client_id: str = ""
+    pinned: tuple[tuple[str, str], ...] = ()
+    """(device id, the Client-Id it is pinned to) of each spelling of the named MAC that has a pin;
+    looked up in the store when the registration arrives (CompanionRegistry.registered)."""
 
     @classmethod
     def from_params(cls, params: dict[str, object]) -> Credential:
@@ -93,9 +97,14 @@ class PairingPolicy:
         for device_id in spellings:
             try:
                 verify_token(self.auth.secret, credential.token, credential.client_id, device_id, self.auth.token_ttl)
-                return ""
             except AuthError as exc:
                 reason = reason or exc.reason
+                continue
+            pinned = dict(credential.pinned).get(device_id)
+            if pinned == credential.client_id:
+                return ""
+            return (f"params.client_id is not the Client-Id {key.mac} is pinned to" if pinned is not None else
+                    f"{key.mac} has no pinned Client-Id to check the token's against") + ": a token alone is not proof"
         return f"the token is not valid for {key.mac}: {reason}"
 
 

@@ -37,6 +37,7 @@ from vixio.transports.xiaozhi.connection import XiaozhiConnection
 from vixio.transports.xiaozhi.device_tools import XiaozhiDeviceToolClient
 from vixio.transports.xiaozhi.hosts import derive_vision_url
 from vixio.transports.xiaozhi.framing import SUPPORTED_VERSIONS
+from vixio.transports.xiaozhi.identity import IdentityPins, IdentityRefused
 from vixio.transports.xiaozhi.pairing import CompanionRegistry
 from vixio.transports.xiaozhi.pairing_policy import PairingPolicy
 from vixio.transports.xiaozhi.pairing_store import PairingStore
@@ -119,6 +120,8 @@ class XiaozhiTransport(XiaozhiSessionIO):
         """Counts each registerTools request by Device-Id over every connection (vixio/state/limits.py)."""
         self.sessions_seen: SessionListener | None = None
         """Told of every session (devices and companions) as it starts and ends (the live-session directory)."""
+        self.identities: IdentityPins | None = None
+        """Who each Device-Id is (identity.py): a claimant is served under an id of its own; set by the app."""
 
     # --- server lifecycle ---------------------------------------------------------------------
 
@@ -208,6 +211,13 @@ class XiaozhiTransport(XiaozhiSessionIO):
     async def _handle(self, socket: ServerConnection) -> None:
         accepted = time.perf_counter()
         identity: DeviceIdentity = socket.vixio_identity  # type: ignore[attr-defined]
+        if self.identities is not None:  # before anything keyed by the device id
+            try:
+                identity = await self.identities.resolve(identity)
+            except IdentityRefused as exc:
+                logger.bind(device=identity.device_id).warning("connection refused: {}", exc)
+                await socket.close(1008, "identity refused")
+                return
         session_id = str(uuid.uuid4())
         self._sockets[session_id] = socket
         if identity.protocol_version in SUPPORTED_VERSIONS:
