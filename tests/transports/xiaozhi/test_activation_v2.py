@@ -176,3 +176,34 @@ def test_a_bad_key_is_named_by_its_place_never_shown(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match=r"keys.txt, line 2: a device key must be 64 hex digits") as info:
         ActivationRegistry(ActivationConfig(enabled=True, device_keys_file=str(keys)), store=None)  # type: ignore[arg-type]
     assert secret_looking not in str(info.value)
+
+
+async def test_a_proof_pins_the_mac_to_the_proving_board_even_after_a_claimant_came_first(
+    start_server: StartServer, http: aiohttp.ClientSession, store: SqliteStore, lines: list[tuple[str, str]]
+) -> None:
+    # Trust on first contact gives the MAC to whoever asks first; the eFuse key is stronger proof.
+    server = await start_server(activation=keyed(), auth={"enabled": True, "secret": "s3cret"})
+    claimant = {**V2_HEADERS, "Client-Id": "att-client"}
+    await ota(http, server, claimant)  # the attacker reaches the server before the board does
+    assert (await store.identity_pin(DEVICE)).client_id == "att-client"
+
+    challenge = (await ota(http, server))["activation"]["challenge"]
+    status, reply = await activate(http, server, firmware_payload(challenge))
+    assert (status, reply) == (200, {"status": "activated"})
+    assert (await store.identity_pin(DEVICE)).client_id == CLIENT
+    assert (await ota(http, server))["websocket"]["token"]  # the board's next OTA gets its token
+    assert (await ota(http, server, claimant))["websocket"]["token"] == ""  # the claimant none
+    assert [m for _, m in lines if "pinned to it" in m] == [
+        f"device {DEVICE} proved its eFuse key with Client-Id {CLIENT!r}: pinned to it (it was pinned to another)"]
+
+
+async def test_a_refused_proof_moves_no_pin(
+    start_server: StartServer, http: aiohttp.ClientSession, store: SqliteStore
+) -> None:
+    server = await start_server(activation=keyed(), auth={"enabled": True, "secret": "s3cret"})
+    await ota(http, server)  # the board pins first
+    claimant = {**V2_HEADERS, "Client-Id": "att-client"}
+    challenge = (await ota(http, server, claimant))["activation"]["challenge"]
+    status, _ = await activate(http, server, firmware_payload(challenge, key=OTHER_KEY), claimant)
+    assert status == 403
+    assert (await store.identity_pin(DEVICE)).client_id == CLIENT

@@ -48,7 +48,7 @@ from vixio.transports.xiaozhi.auth import DeviceAuthenticator, parse_bearer
 from vixio.transports.xiaozhi.config import XiaozhiConfig
 from vixio.transports.xiaozhi.hosts import advertised_host
 from vixio.transports.xiaozhi.http_limits import address_key
-from vixio.transports.xiaozhi.identity import IdentityPins
+from vixio.transports.xiaozhi.identity import MAX_CLIENT_ID_CHARS, IdentityPins
 from vixio.transports.xiaozhi.http_port import (OTA_PATH, BadRequest, HttpPort, display_host, json_error,
                                                  request_device)
 
@@ -269,6 +269,7 @@ class OtaServer(HttpPort):
                 await registry.prove(device_id, proof)
                 logger.bind(device=device_id).info("device {} activated by the eFuse key of serial number {}",
                                                    device_id, proof.serial_number)
+                await self._pin_proven(request, device_id)
                 return web.json_response({"status": "activated"})
             # The code is shown on the device only: a poll names no code, so a caller cannot learn it here.
             registry.pending(device_id, _client_address(request))
@@ -278,6 +279,26 @@ class OtaServer(HttpPort):
             {"status": "pending", "message": "waiting for an operator to confirm the code the device shows"},
             status=202,
         )
+
+    async def _pin_proven(self, request: web.Request, device_id: str) -> None:
+        """A board that signed our challenge with its eFuse key is the device, whatever Client-Id the
+        MAC was pinned to first (a claimant that reached the server before it): its Client-Id is
+        pinned. Proof is stronger than first contact; a code confirmed by an operator pins nothing
+        more than first contact did."""
+        client_id = request.headers.get("Client-Id", "").strip()
+        if self.identities is None or not client_id:
+            return
+        if await self.identities.pinned_client(device_id) == client_id[:MAX_CLIENT_ID_CHARS]:
+            return
+        try:
+            await self.identities.store.repin_identity(device_id, client_id[:MAX_CLIENT_ID_CHARS])
+        except StoreError as exc:  # logged by the store; the device is admitted, its pin stays as it was
+            logger.bind(device=device_id).warning("device {} proved its key, but its pin could not be moved: {}",
+                                                  device_id, exc)
+            return
+        logger.bind(device=device_id).warning(
+            "device {} proved its eFuse key with Client-Id {!r}: pinned to it (it was pinned to another)",
+            device_id, client_id[:40])
 
     def _refused(self, device_id: str, refusal: ActivationRefused) -> str:
         """One WARNING line for a refused activation request (a count in a flood of them); the message."""
