@@ -62,12 +62,12 @@ async def test_rebinds_are_listed_dismissed_and_approved(live: Live) -> None:
     assert served == [claimant_device_id(device, pinned)]
 
 
-@pytest.mark.parametrize("live", [{"admin_token": "op-secret"}], indirect=True)
+@pytest.mark.parametrize("live", [{"admin_token": "op-secret-for-tests"}], indirect=True)
 async def test_the_routes_are_for_operators(live: Live) -> None:
     assert (await live.get("/api/identities"))[0] == 401
     body = {"device_id": live.device.device_id, "client_id": "x"}
     assert (await live.post("/api/identities/approve", body))[0] == 401
-    headers = {"Authorization": "Bearer op-secret"}
+    headers = {"Authorization": "Bearer op-secret-for-tests"}
     assert (await live.get("/api/identities", headers=headers))[0] == 200
     assert (await live.post("/api/identities/dismiss", body, headers=headers))[0] == 404
 
