@@ -105,7 +105,9 @@ def session_starts(children: Children, server: ServerUnderLoad, redis: RedisCoun
 def run_configuration(children: Children, loop: LoopThread, name: str, n: int, args: argparse.Namespace,
                       fakes_url: str, fakes: Any, redis_url: str, redis: RedisCounters, tmp: Path,
                       clips: list[Any]) -> dict[str, Any]:
-    overrides = {"state": {"backend": "redis", "url": redis_url},
+    from vixio.testing.redis_server import FLEET_SECRET
+
+    overrides = {"state": {"backend": "redis", "url": redis_url, "fleet_secret": FLEET_SECRET},
                  "xiaozhi": {"max_connections": 4 * n + 100}}
     redis.reset()
     folder = tmp / f"{name}-n{n}"

@@ -1,6 +1,7 @@
 """The Redis store: the state of a whole fleet of vixio instances on one Redis or Valkey server.
 
-    state: {backend: redis, url: "redis://redis.internal:6379/0", password: "${REDIS_PASSWORD}"}
+    state: {backend: redis, url: "redis://redis.internal:6379/0", password: "${REDIS_PASSWORD}",
+            fleet_secret: "${VIXIO_FLEET_SECRET}"}
 
 Keys (P is `state.prefix`, "vixio:" by default, so several fleets can share one server; values
 are JSON arrays, times unix seconds):
