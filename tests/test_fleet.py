@@ -297,3 +297,49 @@ async def _listed_tool(serve: ServeProcess, session_id: str, tool: str) -> bool:
     tools = (await api(serve, "GET", "/api/tools", params={"session": session_id}))["tools"]
     return tool in [t["original_name"] for t in tools]
 
+
+async def test_after_redis_forgot_the_directory_a_device_connecting_elsewhere_still_closes_its_old_session(
+        tmp_path: Path, redis: RedisServer, directory: RedisStore) -> None:
+    """Split brain: entries are written once per session, so a Redis emptied under a fleet (FLUSHALL,
+    or restarted without persistence) would leave every live session unlisted; the heartbeat
+    (every TTL / 3 seconds) writes them again."""
+    import redis.asyncio as aioredis
+
+    async with AsyncExitStack() as stack:
+        a, b = await asyncio.gather(start_instance(tmp_path, "a", redis, None), start_instance(tmp_path, "b", redis, None))
+        for serve in (a, b):
+            stack.push_async_callback(serve.stop)
+        await asyncio.gather(a.wait_ready(), b.wait_ready())
+
+        async def listed(device_id: str) -> list[str]:
+            return [s.worker for s in await directory.live_sessions(device_id)]
+
+        async def forget_everything() -> None:
+            raw = aioredis.Redis.from_url(redis.url)
+            try:
+                await raw.flushall()
+            finally:
+                await raw.aclose()
+
+        for device_id, forget in ((V_MAC, forget_everything), ("aa:bb:cc:dd:ee:32", _restart(redis))):
+            stale = await stack.enter_async_context(SimulatedDevice(ws_url=a.ws_url, device_id=device_id, mcp=False))
+            await stale.connect()
+            await until(lambda: _equal(listed(device_id), ["a/w0"]), 20, "the device listed on a")
+            await forget()
+            assert await listed(device_id) in ([], ["a/w0"])  # empty, unless a's heartbeat came first
+            await until(lambda: _equal(listed(device_id), ["a/w0"]), TTL + 10, "a's heartbeat to list it again")
+            fresh = await stack.enter_async_context(SimulatedDevice(ws_url=b.ws_url, device_id=device_id, mcp=False))
+            await fresh.connect()
+            await until(lambda: _true(stale.close_code == 1000), 20, "a to close the stale session")
+            assert stale.protocol.close_reason == REPLACED and fresh.connected
+            await until(lambda: _equal(listed(device_id), ["b/w0"]), 20, "the device listed on b only")
+    assert "listed again" in a.text()
+    for serve in (a, b):
+        assert "Traceback" not in serve.text(), serve.text()
+
+
+def _restart(redis: RedisServer) -> Any:
+    async def restart() -> None:
+        await asyncio.to_thread(redis.restart)  # no persistence: it comes back empty
+
+    return restart

@@ -116,12 +116,17 @@ class RedisBus:
     async def start(self) -> None:
         """Connect and subscribe (a worker also joins the members); Redis down: retried in the background."""
         import redis.asyncio as aioredis
+        from redis.asyncio.retry import Retry
+        from redis.backoff import NoBackoff
 
         extra = {} if self._password is None else {"password": self._password}
         # Bounded: 100 devices connecting at once publish 100 calls at once, and an unbounded pool
-        # would open a connection (connect, handshake, health check) for most of them.
+        # would open a connection (connect, handshake, health check) for most of them. One retry,
+        # at once: after a Redis restart the pooled connections are dead and the first call on
+        # each would fail (a stale session on another instance left open); the retry reconnects.
         pool = aioredis.BlockingConnectionPool.from_url(self.url, max_connections=MAX_CONNECTIONS, timeout=5,
-                                                        socket_connect_timeout=5, health_check_interval=15, **extra)
+                                                        socket_connect_timeout=5, health_check_interval=15,
+                                                        retry=Retry(NoBackoff(), 1), **extra)
         self._redis = aioredis.Redis.from_pool(pool)
         try:
             async with asyncio.timeout(5):

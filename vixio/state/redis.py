@@ -293,8 +293,13 @@ class RedisStore(Store):
                                                                 int(SESSION_TTL * 1000), self.prefix,
                                                                 session.device_id]), write=True)
 
-    async def heartbeat(self, worker: str, ttl: float = SESSION_TTL) -> None:
-        await self._call(self._script("HEARTBEAT", [self.prefix + "workers"], [worker, int(ttl * 1000)]), write=True)
+    async def heartbeat(self, worker: str, ttl: float = SESSION_TTL,
+                        sessions: Sequence[LiveSession] = ()) -> list[str]:
+        args: list[Any] = [worker, int(ttl * 1000), self.prefix]
+        for s in sessions:
+            args += [s.session_id, json.dumps([s.device_id, s.worker, s.started], ensure_ascii=False), s.device_id]
+        keys = [self.prefix + "workers", self.prefix + "sessions"]
+        return list(await self._call(self._script("HEARTBEAT", keys, args), write=True) or [])
 
     async def session_ended(self, session_id: str) -> None:
         await self._call(self._script("SESSION_ENDED", [self.prefix + "sessions"], [self.prefix, session_id]),
