@@ -69,6 +69,27 @@ def test_the_fleet_config_is_valid_and_shares_redis(config: VixioConfig) -> None
             load_config(DEPLOY / "config.fleet.yaml", environ={k: v for k, v in ENVIRONMENT.items() if k != missing})
 
 
+def backend_lines(name: str) -> list[str]:
+    """The settings of one backend of haproxy.cfg, without comments."""
+    lines, inside = [], False
+    for line in (DEPLOY / "haproxy.cfg").read_text(encoding="utf-8").splitlines():
+        words = line.split("#")[0].split()
+        if words[:1] in (["backend"], ["frontend"], ["defaults"], ["global"], ["resolvers"]):
+            inside = words == ["backend", name]
+        elif inside and words:
+            lines.append(" ".join(words))
+    return lines
+
+
+def test_ota_requests_of_one_device_reach_one_instance() -> None:
+    """An activation code is issued by the instance that answered: round-robin gave one device a new
+    code at each OTA request (3 codes in 4 requests)."""
+    http = backend_lines("vixio_http")
+    assert [line for line in http if line.startswith("balance")] == ["balance source"]
+    assert "hash-type consistent" in http
+    assert [line for line in backend_lines("vixio_websocket") if line.startswith("balance")] == ["balance leastconn"]
+
+
 def test_redis_takes_a_password_only_vixio_reaches_and_the_secrets_are_required(compose: dict[str, Any]) -> None:
     services = compose["services"]
     redis = services["redis"]
@@ -77,8 +98,9 @@ def test_redis_takes_a_password_only_vixio_reaches_and_the_secrets_are_required(
     assert redis["environment"]["REDISCLI_AUTH"].startswith("${REDIS_PASSWORD")  # the health check's ping
     for name in ("vixio1", "vixio2"):
         environment = services[name]["environment"]
-        for key in ("REDIS_PASSWORD", "VIXIO_FLEET_SECRET", "VIXIO_ADMIN_TOKEN"):
+        for key in ("REDIS_PASSWORD", "VIXIO_FLEET_SECRET", "VIXIO_PUBLIC_URL", "VIXIO_ADMIN_TOKEN"):
             assert environment[key].startswith(f"${{{key}:?"), (key, environment[key])  # Compose stops without it
+        assert "localhost" not in environment["VIXIO_PUBLIC_URL"].split(" ")[0]
     redis_k8s = {d["kind"]: d for d in yaml.safe_load_all((DEPLOY / "k8s" / "redis.yaml").read_text()) if d}
     (container,) = redis_k8s["StatefulSet"]["spec"]["template"]["spec"]["containers"]
     assert "requirepass" in " ".join(container["command"])
