@@ -1,5 +1,6 @@
 """The live-session directory in one process (vixio/serve/directory.py): a real server, real
-WebSockets, the real SQLite store (and a real redis-server where Redis forgets it). Two processes are in tests/test_directory_workers.py."""
+WebSockets, the real SQLite store (and a real redis-server where Redis forgets it). Two
+processes are in tests/test_directory_workers.py."""
 
 from __future__ import annotations
 

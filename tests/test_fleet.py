@@ -286,7 +286,8 @@ async def test_a_client_of_redis_without_the_fleet_secret_cannot_make_an_instanc
         assert not [t for t in device.recording.types_since(mark) if t.startswith(("stt", "tts"))]
         dropped = [line for line in a.text().splitlines() if "fleet bus: dropped" in line]
         assert len(dropped) == 3, dropped  # one line per kind: unsigned, forged, replayed
-        assert [kind in " ".join(dropped) for kind in ("not signed", "another secret", "already received")] == [True] * 3
+        kinds = ("not signed", "another secret", "already received")
+        assert [kind in " ".join(dropped) for kind in kinds] == [True] * 3
         # No password on this Redis: said once, at startup.
         assert len([line for line in a.text().splitlines() if "has no password" in line]) == 1
     assert not llm.requests  # nothing was said to the model
@@ -306,7 +307,8 @@ async def test_after_redis_forgot_the_directory_a_device_connecting_elsewhere_st
     import redis.asyncio as aioredis
 
     async with AsyncExitStack() as stack:
-        a, b = await asyncio.gather(start_instance(tmp_path, "a", redis, None), start_instance(tmp_path, "b", redis, None))
+        a, b = await asyncio.gather(start_instance(tmp_path, "a", redis, None),
+                                    start_instance(tmp_path, "b", redis, None))
         for serve in (a, b):
             stack.push_async_callback(serve.stop)
         await asyncio.gather(a.wait_ready(), b.wait_ready())
@@ -322,7 +324,8 @@ async def test_after_redis_forgot_the_directory_a_device_connecting_elsewhere_st
                 await raw.aclose()
 
         for device_id, forget in ((V_MAC, forget_everything), ("aa:bb:cc:dd:ee:32", _restart(redis))):
-            stale = await stack.enter_async_context(SimulatedDevice(ws_url=a.ws_url, device_id=device_id, mcp=False))
+            stale = await stack.enter_async_context(SimulatedDevice(ws_url=a.ws_url, device_id=device_id,
+                                                                    mcp=False))
             await stale.connect()
             await until(lambda: _equal(listed(device_id), ["a/w0"]), 20, "the device listed on a")
             await forget()
