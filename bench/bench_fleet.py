@@ -25,7 +25,10 @@ and leave (bench/capacity_idle.py, 100 handshakes in flight): the session start 
 the server's hello) and what a session costs Redis (start and end). Redis's own counters
 (`INFO`: commands, read events, CPU; capacity_fleet.RedisCounters) are read around both: a read
 event is one pipeline, i.e. one round trip, since vixio's store sends the calls of one moment
-together. Per turn = (the load's − N × one session's) / turns.
+together. Each figure is net of the idle traffic (the heartbeats and the bus's member refresh,
+measured first with no device connected) over the seconds it was taken in, waits for quiet
+included: per session start = (that window's − idle) / N, per turn = (the load's − idle − N × one
+session's) / turns.
 
 Printed per N and configuration, then the fleet ÷ single ratios of p95 and CPU per frame
 (issue #27's target: within 10 %) and a table. The host is shared: the load average says how
@@ -62,21 +65,31 @@ from capacity_server import ServerUnderLoad, VixioServerProcess, start_fakes  # 
 CONFIGURATIONS = ("fleet", "single")
 
 
-def _settled(redis: RedisCounters, quiet_s: float = 1.0, limit_s: float = 30.0) -> RedisSample:
-    """Redis's counters once nothing reached it for `quiet_s` (sessions closing write last)."""
+BACKGROUND_S = 10.0
+"""Seconds the idle traffic is measured over: one whole period of the directory's heartbeat
+(`server.directory_ttl / 3`), several of the bus's member refresh (2 s), so each is counted whole."""
+
+
+def _settled(redis: RedisCounters, background: dict[str, float], quiet_s: float = 1.0,
+             limit_s: float = 30.0) -> tuple[RedisSample, float]:
+    """Redis's counters once only the idle traffic reached it for `quiet_s` (sessions closing write
+    last), and when (time.monotonic()). The bus and the directory talk to Redis every second or two
+    whoever is connected, so "quiet" is no more than the INFO and twice the idle rate."""
+    allowance = 1 + 2 * background["commands"] * quiet_s
     deadline = time.monotonic() + limit_s
     last = redis.sample()
     while time.monotonic() < deadline:
         time.sleep(quiet_s)
         now = redis.sample()
-        if now.commands - last.commands <= 1:  # only the INFO that took `last`
-            return now
+        if now.commands - last.commands <= allowance:
+            return now, time.monotonic()
         last = now
-    return last
+    return last, time.monotonic()
 
 
-def background_rate(redis: RedisCounters, seconds: float = 6.0) -> dict[str, float]:
-    """Round trips and commands per second while no device is connected: the workers' heartbeats."""
+def background_rate(redis: RedisCounters, seconds: float = BACKGROUND_S) -> dict[str, float]:
+    """Round trips and commands per second while no device is connected: the workers' heartbeats
+    and the fleet bus's member refresh."""
     before, started = redis.sample(), time.monotonic()
     time.sleep(seconds)
     delta = RedisCounters.delta(before, redis.sample())
@@ -84,28 +97,39 @@ def background_rate(redis: RedisCounters, seconds: float = 6.0) -> dict[str, flo
     return {"round_trips": delta.reads / wall, "commands": delta.commands / wall}
 
 
-def session_starts(children: Children, server: ServerUnderLoad, redis: RedisCounters, n: int) -> dict[str, Any]:
-    """N devices connect (hello, MCP listing) and leave: the hello p95 and Redis per session."""
-    before = _settled(redis)
+def net(delta: RedisSample, background: dict[str, float], seconds: float) -> dict[str, float]:
+    """`delta`'s round trips and commands less the idle traffic of those `seconds`."""
+    return {"round_trips": delta.reads - background["round_trips"] * seconds,
+            "commands": delta.commands - background["commands"] * seconds}
+
+
+def session_starts(children: Children, server: ServerUnderLoad, redis: RedisCounters, n: int,
+                   background: dict[str, float]) -> dict[str, Any]:
+    """N devices connect (hello, MCP listing) and leave: the hello p95 and Redis per session (less
+    the idle traffic of the seconds each took, waits for quiet included)."""
+    before, t0 = _settled(redis, background)
     clients = IdleClients(children, server.ws_url)
     try:
         answer = clients.add(n)
-        started = _settled(redis)
+        started, t1 = _settled(redis, background)
     finally:
         clients.close()
-    ended = _settled(redis)
+    ended, t2 = _settled(redis, background)
     start, end = RedisCounters.delta(before, started), RedisCounters.delta(started, ended)
+    start_net, end_net = net(start, background, t1 - t0), net(end, background, t2 - t1)
     return {"devices": answer["connected"], "failed": answer["failed_count"], "hello_ms": answer["hello_ms"],
-            "redis_per_start": {"round_trips": start.reads / n, "commands": start.commands / n,
-                                "by_command": {k: round(v / n, 2) for k, v in start.by_command.items()}},
-            "redis_per_end": {"round_trips": end.reads / n, "commands": end.commands / n,
-                              "by_command": {k: round(v / n, 2) for k, v in end.by_command.items()}}}
+            "redis_per_start": {key: value / n for key, value in start_net.items()}
+                               | {"by_command": {k: round(v / n, 2) for k, v in start.by_command.items()}},
+            "redis_per_end": {key: value / n for key, value in end_net.items()}
+                             | {"by_command": {k: round(v / n, 2) for k, v in end.by_command.items()}}}
 
 
 def run_configuration(children: Children, loop: LoopThread, name: str, n: int, args: argparse.Namespace,
                       fakes_url: str, fakes: Any, redis_url: str, redis: RedisCounters, tmp: Path,
                       clips: list[Any]) -> dict[str, Any]:
-    overrides = {"state": {"backend": "redis", "url": redis_url},
+    from vixio.testing.redis_server import FLEET_SECRET
+
+    overrides = {"state": {"backend": "redis", "url": redis_url, "fleet_secret": FLEET_SECRET},
                  "xiaozhi": {"max_connections": 4 * n + 100}}
     redis.reset()
     folder = tmp / f"{name}-n{n}"
@@ -123,16 +147,16 @@ def run_configuration(children: Children, loop: LoopThread, name: str, n: int, a
         server.wait_quiet(time.monotonic() + 120)
         server.warm_up()
         background = background_rate(redis)
-        starts = session_starts(children, server, redis, n)
+        starts = session_starts(children, server, redis, n, background)
         server.wait_quiet(time.monotonic() + 30)
         floor = measure_floor(clips)
         haproxy_before = server.haproxy.usage().cpu_s if isinstance(server, FleetProcess) else 0.0
-        before, load_started = _settled(redis), time.monotonic()
+        before, load_started = _settled(redis, background)
         summary = run_load(children, server, fakes, n, args.turns, args.stagger, args.generators, folder,
                            burst=burst, floor=floor)
-        after = _settled(redis)
+        after, load_ended = _settled(redis, background)
         load = RedisCounters.delta(before, after)
-        load_s = time.monotonic() - load_started
+        load_s = load_ended - load_started
         if isinstance(server, FleetProcess):
             summary["haproxy_cpu_s"] = round(server.haproxy.usage().cpu_s - haproxy_before, 2)
         summary["server_log"] = server.log_problems()

@@ -1,5 +1,6 @@
 """The live-session directory in one process (vixio/serve/directory.py): a real server, real
-WebSockets, the real SQLite store. Two processes are in tests/test_directory_workers.py."""
+WebSockets, the real SQLite store (and a real redis-server where Redis forgets it). Two
+processes are in tests/test_directory_workers.py."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from vixio.serve.directory import COMPANION, REPLACED, holder_name, resolve_inst
 from vixio.server import VixioServer
 from vixio.state.store import LiveSession
 from vixio.testing.device import SimulatedDevice
+from vixio.testing.redis_server import FLEET_SECRET, RedisServer
 from vixio.testing.register_client import RegisterClient
 from vixio.testing.serve import until
 from vixio.transports.xiaozhi.transport import DeviceContext
@@ -147,3 +149,39 @@ async def test_a_listed_companion_is_found_by_its_device_and_is_no_holder_of_it(
         assert dev.connected
     directory.unlist_companion("companion-here")
     await until(lambda: _equal(directory.companion_holders(MAC), ["other/w0"]), 10, "this worker's listing to go")
+
+
+async def test_a_session_listed_again_closes_itself_when_its_device_connected_elsewhere_meanwhile(
+        redis: RedisServer) -> None:
+    """The store forgot the directory (a Redis restarted empty). The device connected to another
+    instance meanwhile, which could not close this session: it was not listed yet, or the fleet's
+    bus was still reconnecting. This process's heartbeats check what they listed again: this
+    session is the stale one and closes."""
+    config = VixioConfig.model_validate({
+        "xiaozhi": {"host": "127.0.0.1", "port": 0, "idle_timeout": 0, "http": {"host": "127.0.0.1", "port": 0}},
+        "server": {"directory_ttl": 3, "instance": "a"},
+        "state": {"backend": "redis", "url": redis.url, "prefix": "split:", "fleet_secret": FLEET_SECRET}})
+
+    async def factory(context: DeviceContext) -> Pipeline:
+        return Pipeline([], session_id=context.session_id)
+
+    server = VixioServer(config, factory, worker_index=0)
+    await server.start()
+    try:
+        async with device(server) as ours, device(server, "aa:bb:cc:00:00:02") as other:
+            await ours.connect()
+            await other.connect()
+            await until(lambda: _equal(listed(server), [(ours.session_id, "a/w0"), (other.session_id, "a/w0")]), 10,
+                        "both sessions listed")
+            await asyncio.to_thread(redis.restart)  # empty
+            await until(lambda: _equal(listed(server), [(ours.session_id, "a/w0"), (other.session_id, "a/w0")]), 10,
+                        "the heartbeat to list both again")
+            # Then the device connects to instance b, whose call to close this session fails.
+            await server.store.session_started(LiveSession("on-b", MAC, "b/w0", time.time()))
+            await server.store.heartbeat("b/w0", ttl=30)
+            await until(lambda: _true(ours.close_code == 1000), 10, "the heartbeat to close our stale session")
+            assert ours.protocol.close_reason == REPLACED and other.connected
+            await until(lambda: _equal(listed(server), [("on-b", "b/w0"), (other.session_id, "a/w0")]), 10,
+                        "the other device listed again, this one only on b")
+    finally:
+        await server.stop()

@@ -18,12 +18,13 @@ from typing import Any
 import aiohttp
 import pytest
 
+from tests.test_bus import published
 from vixio.serve.directory import COMPANION, REPLACED
 from vixio.serve.supervisor import reuse_port_supported
 from vixio.state.redis import RedisStore
 from vixio.testing.device import SimulatedDevice
 from vixio.testing.llm_server import Reply, ScriptedLLMServer
-from vixio.testing.redis_server import RedisServer
+from vixio.testing.redis_server import FLEET_SECRET, RedisServer
 from vixio.testing.register_client import ClientTool, RegisterClient
 from vixio.testing.serve import ServeProcess, start_serve, until
 
@@ -57,7 +58,7 @@ async def start_instance(tmp_path: Path, name: str, redis: RedisServer, llm: Scr
     folder.mkdir()
     return await start_serve(folder, llm, "--workers", "1", xiaozhi="pairing: {trust_mac: true}\n" + xiaozhi,
                              server=f"instance: {name}\ndirectory_ttl: {TTL}", extra=f"""
-state: {{backend: redis, url: "{redis.url}", prefix: "fleet:"}}
+state: {{backend: redis, url: "{redis.url}", prefix: "fleet:", fleet_secret: "{FLEET_SECRET}"}}
 {extra}""")
 
 
@@ -229,3 +230,119 @@ async def _equal(value: Any, expected: Any) -> bool:
 
 async def _true(value: bool) -> bool:
     return value
+
+
+async def test_a_client_of_redis_without_the_fleet_secret_cannot_make_an_instance_act(
+        tmp_path: Path, redis: RedisServer, llm: ScriptedLLMServer) -> None:
+    """What the issue did with redis-cli: a console call published on a worker's channel set the
+    volume of a live device and made it speak. Unsigned, forged and replayed calls now do nothing."""
+    import redis.asyncio as aioredis
+
+    from vixio.serve.bus import RedisBus
+
+    async with AsyncExitStack() as stack:
+        a = await start_instance(tmp_path, "a", redis, llm)
+        stack.push_async_callback(a.stop)
+        await a.wait_ready()
+        device = await stack.enter_async_context(SimulatedDevice(ws_url=a.ws_url, device_id=V_MAC,
+                                                                 listening_mode="manual"))
+        await device.connect()
+        session_id = (await session_of(a, V_MAC))["session_id"]
+        await until(lambda: _listed_tool(a, session_id, "self.audio_speaker.set_volume"), 20, "the device's tools")
+
+        def call(name: str, **args: Any) -> dict[str, Any]:
+            return {"call": name, "args": {"session_id": session_id, **args}}
+
+        volume = call("execute", tool="self.audio_speaker.set_volume", arguments={"volume": 99})
+        speak = call("say", text="forged words")
+        raw = aioredis.Redis.from_url(redis.url)
+        stack.push_async_callback(raw.aclose)
+        eavesdropper = raw.pubsub()
+        stack.push_async_callback(eavesdropper.aclose)
+        await eavesdropper.subscribe("fleet:bus:a/w0")
+        mark = device.mark()
+        for body in (volume, speak):
+            unsigned = json.dumps({"id": "x:1", "reply_to": "fleet:bus:x/w0", "method": "POST",
+                                   "path": "/internal/console", "json": body})
+            assert await raw.publish("fleet:bus:a/w0", unsigned) == 2  # the worker and the eavesdropper
+            assert await raw.publish("fleet:bus:a/w0", "v1." + "0" * 64 + "." + unsigned) == 2
+        await asyncio.sleep(1.5)
+        assert device.status.volume == 70  # untouched
+        assert not [t for t in device.recording.types_since(mark) if t.startswith(("stt", "tts"))]
+
+        # A genuine member (the fleet's secret) sets the volume twice; its first call is published again.
+        member = RedisBus(redis.url, "t/supervisor", prefix="fleet:", member=False, secret=FLEET_SECRET)
+        await member.start()
+        stack.push_async_callback(member.close)
+        for level in (40, 50):
+            reply = await member.request("a/w0", "POST", "/internal/console", timeout=10, json=call(
+                "execute", tool="self.audio_speaker.set_volume", arguments={"volume": level}))
+            assert reply.ok, reply.body
+        captured = await published(eavesdropper)
+        assert len(captured) == 6
+        assert await raw.publish("fleet:bus:a/w0", captured[4]) == 2  # volume 40, again
+        await asyncio.sleep(1.5)
+        assert device.status.volume == 50
+        assert not [t for t in device.recording.types_since(mark) if t.startswith(("stt", "tts"))]
+        dropped = [line for line in a.text().splitlines() if "fleet bus: dropped" in line]
+        assert len(dropped) == 3, dropped  # one line per kind: unsigned, forged, replayed
+        kinds = ("not signed", "another secret", "already received")
+        assert [kind in " ".join(dropped) for kind in kinds] == [True] * 3
+        # No password on this Redis: said once, at startup.
+        assert len([line for line in a.text().splitlines() if "has no password" in line]) == 1
+    assert not llm.requests  # nothing was said to the model
+    assert "Traceback" not in a.text(), a.text()
+
+
+async def _listed_tool(serve: ServeProcess, session_id: str, tool: str) -> bool:
+    tools = (await api(serve, "GET", "/api/tools", params={"session": session_id}))["tools"]
+    return tool in [t["original_name"] for t in tools]
+
+
+async def test_after_redis_forgot_the_directory_a_device_connecting_elsewhere_still_closes_its_old_session(
+        tmp_path: Path, redis: RedisServer, directory: RedisStore) -> None:
+    """Split brain: entries are written once per session, so a Redis emptied under a fleet (FLUSHALL,
+    or restarted without persistence) would leave every live session unlisted; the heartbeat
+    (every TTL / 3 seconds) writes them again."""
+    import redis.asyncio as aioredis
+
+    async with AsyncExitStack() as stack:
+        a, b = await asyncio.gather(start_instance(tmp_path, "a", redis, None),
+                                    start_instance(tmp_path, "b", redis, None))
+        for serve in (a, b):
+            stack.push_async_callback(serve.stop)
+        await asyncio.gather(a.wait_ready(), b.wait_ready())
+
+        async def listed(device_id: str) -> list[str]:
+            return [s.worker for s in await directory.live_sessions(device_id)]
+
+        async def forget_everything() -> None:
+            raw = aioredis.Redis.from_url(redis.url)
+            try:
+                await raw.flushall()
+            finally:
+                await raw.aclose()
+
+        for device_id, forget in ((V_MAC, forget_everything), ("aa:bb:cc:dd:ee:32", _restart(redis))):
+            stale = await stack.enter_async_context(SimulatedDevice(ws_url=a.ws_url, device_id=device_id,
+                                                                    mcp=False))
+            await stale.connect()
+            await until(lambda: _equal(listed(device_id), ["a/w0"]), 20, "the device listed on a")
+            await forget()
+            assert await listed(device_id) in ([], ["a/w0"])  # empty, unless a's heartbeat came first
+            await until(lambda: _equal(listed(device_id), ["a/w0"]), TTL + 10, "a's heartbeat to list it again")
+            fresh = await stack.enter_async_context(SimulatedDevice(ws_url=b.ws_url, device_id=device_id, mcp=False))
+            await fresh.connect()
+            await until(lambda: _true(stale.close_code == 1000), 20, "a to close the stale session")
+            assert stale.protocol.close_reason == REPLACED and fresh.connected
+            await until(lambda: _equal(listed(device_id), ["b/w0"]), 20, "the device listed on b only")
+    assert "listed again" in a.text()
+    for serve in (a, b):
+        assert "Traceback" not in serve.text(), serve.text()
+
+
+def _restart(redis: RedisServer) -> Any:
+    async def restart() -> None:
+        await asyncio.to_thread(redis.restart)  # no persistence: it comes back empty
+
+    return restart

@@ -11,6 +11,7 @@ import errno
 import importlib.util
 import socket
 
+from vixio.config.memory import FLEET_SECRET_MISSING
 from vixio.config.models import VixioConfig
 from vixio.config.needs import profile_config, provider_needs
 from vixio.config.voices import voice_problems
@@ -67,6 +68,8 @@ def _combination_problems(config: VixioConfig) -> list[str]:
     if isinstance(agent, LitellmAgentConfig) and "/" not in agent.model:
         problems.append(f"agent.model {agent.model!r} has no provider prefix: litellm needs e.g. "
                         f"'openai/{agent.model}' (an OpenAI-compatible server) or 'ollama/{agent.model}'")
+    if config.state.backend == "redis" and not config.state.fleet_secret:
+        problems.append(FLEET_SECRET_MISSING)
     ws, http = config.xiaozhi, config.xiaozhi.http
     if ws.port and ws.port == http.port:
         problems.append(f"xiaozhi.port and xiaozhi.http.port are both {ws.port}: the WebSocket and HTTP "

@@ -14,14 +14,17 @@ from typing import Any
 import pytest
 import yaml
 
+from vixio.config import ConfigError
 from vixio.config.loader import load_config
 from vixio.config.models import VixioConfig
+from vixio.preflight import config_problems
 from vixio.testing.fleet import MISSING, haproxy_path
 from vixio.transports.xiaozhi.auth import DeviceAuthenticator
 from vixio.transports.xiaozhi.ota import OtaServer
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
-ENVIRONMENT = {"VIXIO_PUBLIC_URL": "ws://voice.example.com:8000/xiaozhi/v1/", "VIXIO_ADMIN_TOKEN": "an-operator-token-for-tests"}
+ENVIRONMENT = {"VIXIO_PUBLIC_URL": "ws://voice.example.com:8000/xiaozhi/v1/", "VIXIO_ADMIN_TOKEN": "an-operator-token-for-tests",
+               "REDIS_PASSWORD": "p" * 64, "VIXIO_FLEET_SECRET": "f" * 64}
 
 
 @pytest.fixture(scope="module")
@@ -58,6 +61,60 @@ def test_the_fleet_config_is_valid_and_shares_redis(config: VixioConfig) -> None
     assert config.state.backend == "redis"
     assert config.xiaozhi.public_url == ENVIRONMENT["VIXIO_PUBLIC_URL"]
     assert config.xiaozhi.http.admin_token  # operator routes through a balancer need it
+    assert (config.state.password, config.state.fleet_secret) == (ENVIRONMENT["REDIS_PASSWORD"],
+                                                                  ENVIRONMENT["VIXIO_FLEET_SECRET"])
+    assert config_problems(config) == []
+    for missing in ("REDIS_PASSWORD", "VIXIO_FLEET_SECRET", "VIXIO_PUBLIC_URL"):  # none has a default
+        with pytest.raises(ConfigError, match=missing):
+            load_config(DEPLOY / "config.fleet.yaml", environ={k: v for k, v in ENVIRONMENT.items() if k != missing})
+
+
+def backend_lines(name: str) -> list[str]:
+    """The settings of one backend of haproxy.cfg, without comments."""
+    lines, inside = [], False
+    for line in (DEPLOY / "haproxy.cfg").read_text(encoding="utf-8").splitlines():
+        words = line.split("#")[0].split()
+        if words[:1] in (["backend"], ["frontend"], ["defaults"], ["global"], ["resolvers"]):
+            inside = words == ["backend", name]
+        elif inside and words:
+            lines.append(" ".join(words))
+    return lines
+
+
+def test_ota_requests_of_one_device_reach_one_instance() -> None:
+    """An activation code is issued by the instance that answered: round-robin gave one device a new
+    code at each OTA request (3 codes in 4 requests)."""
+    http = backend_lines("vixio_http")
+    assert [line for line in http if line.startswith("balance")] == ["balance source"]
+    assert "hash-type consistent" in http
+    assert [line for line in backend_lines("vixio_websocket") if line.startswith("balance")] == ["balance leastconn"]
+
+
+def test_redis_takes_a_password_only_vixio_reaches_and_the_secrets_are_required(compose: dict[str, Any]) -> None:
+    services = compose["services"]
+    redis = services["redis"]
+    assert "requirepass" in " ".join(redis["command"]) and "ports" not in redis  # never published on the host
+    assert redis["environment"]["REDIS_PASSWORD"].startswith("${REDIS_PASSWORD:?")
+    assert redis["environment"]["REDISCLI_AUTH"].startswith("${REDIS_PASSWORD")  # the health check's ping
+    for name in ("vixio1", "vixio2"):
+        environment = services[name]["environment"]
+        for key in ("REDIS_PASSWORD", "VIXIO_FLEET_SECRET", "VIXIO_PUBLIC_URL", "VIXIO_ADMIN_TOKEN"):
+            assert environment[key].startswith(f"${{{key}:?"), (key, environment[key])  # Compose stops without it
+        assert "localhost" not in environment["VIXIO_PUBLIC_URL"].split(" ")[0]
+    redis_k8s = {d["kind"]: d for d in yaml.safe_load_all((DEPLOY / "k8s" / "redis.yaml").read_text()) if d}
+    (container,) = redis_k8s["StatefulSet"]["spec"]["template"]["spec"]["containers"]
+    assert "requirepass" in " ".join(container["command"])
+    assert {e["name"]: e["valueFrom"]["secretKeyRef"]["key"] for e in container["env"]} == {
+        "REDIS_PASSWORD": "redis-password", "REDISCLI_AUTH": "redis-password"}
+    policy = redis_k8s["NetworkPolicy"]["spec"]
+    assert policy["podSelector"]["matchLabels"] == redis_k8s["StatefulSet"]["spec"]["selector"]["matchLabels"]
+    (rule,) = policy["ingress"]
+    deployment = next(d for d in yaml.safe_load_all((DEPLOY / "k8s" / "vixio.yaml").read_text()) if d)
+    assert [p["podSelector"]["matchLabels"] for p in rule["from"]] == [deployment["spec"]["selector"]["matchLabels"]]
+    assert rule["ports"] == [{"protocol": "TCP", "port": 6379}]
+    (vixio,) = deployment["spec"]["template"]["spec"]["containers"]
+    secrets = {e["name"]: e["valueFrom"]["secretKeyRef"]["key"] for e in vixio["env"] if "valueFrom" in e}
+    assert secrets["REDIS_PASSWORD"] == "redis-password" and secrets["VIXIO_FLEET_SECRET"] == "fleet-secret"
 
 
 def test_compose_runs_what_haproxy_balances(compose: dict[str, Any], config: VixioConfig) -> None:
@@ -103,7 +160,7 @@ def test_health_checks_and_probes_ask_paths_vixio_serves(compose: dict[str, Any]
     grace = int(compose["x-vixio"]["stop_grace_period"].rstrip("s"))
     assert grace > server.drain_timeout + server.shutdown_timeout
     redis = [d for d in yaml.safe_load_all((DEPLOY / "k8s" / "redis.yaml").read_text()) if d]
-    assert {d["kind"] for d in redis} == {"StatefulSet", "Service"}
+    assert {d["kind"] for d in redis} == {"StatefulSet", "Service", "NetworkPolicy"}
     assert any(env.get("value", "").startswith("redis://redis:") for env in container["env"])
 
 

@@ -32,7 +32,8 @@ async def talk(device: SimulatedDevice, text: str) -> str:
 
 async def test_a_device_reconnects_through_haproxy_to_the_other_instance_and_finds_its_conversation(
         tmp_path: Path, llm: ScriptedLLMServer, redis: redis_server.RedisServer) -> None:
-    async with Fleet(tmp_path, llm, instances=2, extra=f"state: {{backend: redis, url: '{redis.url}'}}\n") as fleet:
+    state = f"state: {{backend: redis, url: '{redis.url}', fleet_secret: '{redis_server.FLEET_SECRET}'}}\n"
+    async with Fleet(tmp_path, llm, instances=2, extra=state) as fleet:
         async with SimulatedDevice(ota_url=fleet.ota_url, device_id="02:00:00:00:0f:01") as device:
             await device.connect()
             assert device.ws_url == fleet.ws_url  # OTA (through HAProxy) named the balancer, not an instance

@@ -46,7 +46,8 @@ def state_config(backend: str, request: pytest.FixtureRequest, tmp_path: Path) -
     server: RedisServer = request.getfixturevalue("redis")
     if not server.running:  # a test stopped it and failed before starting it again
         server.restart()
-    return {"backend": "redis", "url": server.url, "prefix": f"test{next(_prefixes)}:"}
+    return {"backend": "redis", "url": server.url, "prefix": f"test{next(_prefixes)}:",
+            "fleet_secret": redis_server.FLEET_SECRET}
 
 
 @pytest.fixture

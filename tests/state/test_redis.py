@@ -18,7 +18,7 @@ from loguru import logger
 from vixio.state.redis import LAYOUT_VERSION, RedisStore, redacted
 from vixio.state.store import LiveSession, StoreError, StoreWriteError, StoredTurn
 from vixio.testing import redis_server
-from vixio.testing.redis_server import RedisServer, free_port
+from vixio.testing.redis_server import FLEET_SECRET, RedisServer, free_port
 
 pytestmark = pytest.mark.skipif(redis_server.missing() is not None, reason=redis_server.missing() or "")
 
@@ -137,7 +137,7 @@ def test_vixio_serve_without_its_redis_says_so_in_one_line(tmp_path: Path) -> No
     config = tmp_path / "config.yaml"
     config.write_text(f"""
 xiaozhi: {{host: 127.0.0.1, port: 0, http: {{host: 127.0.0.1, port: 0}}}}
-state: {{backend: redis, url: "redis://127.0.0.1:{free_port()}/0", timeout: 0.5}}
+state: {{backend: redis, url: "redis://127.0.0.1:{free_port()}/0", timeout: 0.5, fleet_secret: {FLEET_SECRET}}}
 """, encoding="utf-8")
     for workers in ("1", "2"):
         result = subprocess.run([sys.executable, "-m", "vixio", "serve", "--config", str(config), "--workers", workers],

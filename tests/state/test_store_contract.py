@@ -196,6 +196,26 @@ async def test_a_worker_whose_heartbeat_stops_drops_out_of_the_directory(store: 
     assert [s.session_id for s in await store.live_sessions(OTHER)] == ["s4"]
 
 
+async def test_a_heartbeat_lists_again_the_sessions_the_store_lost(store: Store) -> None:
+    """A Redis restarted empty (or FLUSHALL) forgot the directory: each worker's next heartbeat,
+    which carries its live sessions, writes back those that are missing, in one call."""
+    now = time.time()
+    ours = [LiveSession("s1", DEVICE, "host-a/w0", now), LiveSession("s2", OTHER, "host-a/w0", now + 1)]
+    for session in ours:
+        await store.session_started(session)
+    assert await store.heartbeat("host-a/w0", ttl=30, sessions=ours) == []  # nothing lost
+    await store.forget_sessions()  # the store lost everything
+    assert await store.live_sessions() == []
+    assert sorted(await store.heartbeat("host-a/w0", ttl=30, sessions=ours)) == ["s1", "s2"]
+    assert await store.live_sessions() == ours  # as they were: same holders, same start times
+    assert await store.live_sessions(OTHER) == [ours[1]]
+    # Written again only where missing: an entry another worker wrote meanwhile is left as it is.
+    await store.session_ended("s2")
+    await store.session_started(LiveSession("s1", DEVICE, "host-b/w0", now + 5))
+    assert await store.heartbeat("host-a/w0", ttl=30, sessions=ours) == ["s2"]
+    assert [(s.session_id, s.worker) for s in await store.live_sessions()] == [("s2", "host-a/w0"), ("s1", "host-b/w0")]
+
+
 async def test_a_session_id_started_again_moves_to_its_new_device(store: Store) -> None:
     now = time.time()
     await store.session_started(LiveSession("s1", DEVICE, "w0", now))

@@ -8,6 +8,15 @@ from pydantic import Field, field_validator
 
 from vixio.core.settings import StrictModel
 
+MIN_SECRET_CHARS, MAX_SECRET_CHARS = 16, 512
+"""Bounds of `state.fleet_secret`: short ones can be guessed offline from one captured call."""
+FLEET_SECRET_MISSING = (
+    "state.fleet_secret is not set: with state.backend 'redis' the instances call each other over Redis "
+    "(closing a device's stale session, the console, pairing, activation) and these calls are signed with it; "
+    "set the same random secret on every instance, e.g. `fleet_secret: ${VIXIO_FLEET_SECRET}` with "
+    "VIXIO_FLEET_SECRET=$(openssl rand -hex 32) (docs/security.md#redis)")
+"""What `vixio config check` and `vixio serve` say about a fleet without its secret (vixio/preflight.py)."""
+
 
 class StateConfig(StrictModel):
     """Where vixio keeps what outlives a session: activations, conversation history, memory, pairing approvals, the live-session directory (docs/privacy.md)."""
@@ -24,12 +33,26 @@ class StateConfig(StrictModel):
     """Redis: the server, `redis://[:password@]host:port/db`, `rediss://...` for TLS, or `unix:///path/redis.sock?db=0`. A password in the URL must be percent-encoded; `state.password` is the other way."""
     password: str | None = None
     """Redis: the password (wins over one in `state.url`); write `${REDIS_PASSWORD}` to take it from the environment."""
+    fleet_secret: str | None = None
+    """Redis: the secret every instance of the fleet shares; the calls between instances over Redis (closing a device's stale session, the console, pairing, activation) are signed with it (HMAC-SHA256) and an unsigned, forged or replayed one is dropped. Required with `state.backend: redis`; at least 16 characters, e.g. `openssl rand -hex 32`. Write `${VIXIO_FLEET_SECRET}` to take it from the environment (docs/security.md#redis)."""
+    fleet_secret_rotating: str | None = None
+    """Redis: while the fleet secret is changed, a second secret also accepted on received calls (never used to sign): set the new one here on every instance, then swap the two, then remove this (docs/security.md#redis). null or empty: none."""
     prefix: str = Field(default="vixio:", min_length=1, max_length=64)
     """Redis: the start of every key vixio writes, so several fleets (or other programs) can share one server."""
     timeout: float = Field(default=1.0, gt=0, le=30)
     """Redis: seconds a command (or connecting) may take; past it the call fails rather than hold a conversation up. A read that fails gives an empty answer to the session (a new conversation), a write is lost (one ERROR per outage)."""
     max_turns: int = Field(default=1000, ge=10, le=100_000)
     """Redis: turns kept per device (the oldest go first), on top of the age limit `memory.history_days` both backends apply."""
+
+    @field_validator("fleet_secret", "fleet_secret_rotating")
+    @classmethod
+    def _secret(cls, secret: str | None) -> str | None:
+        if not secret:
+            return None  # `${VIXIO_FLEET_SECRET:-}` with the variable unset
+        if len(secret) < MIN_SECRET_CHARS or len(secret) > MAX_SECRET_CHARS:
+            raise ValueError(f"expected {MIN_SECRET_CHARS} to {MAX_SECRET_CHARS} characters (e.g. `openssl rand -hex 32`), "
+                             f"got {len(secret)}")
+        return secret
 
     @field_validator("url")
     @classmethod

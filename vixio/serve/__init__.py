@@ -11,6 +11,7 @@
                     machine, and through bus.py the other instances' workers
     directory.py    the live-session directory: who holds which device; one session per device
     bus.py          a fleet (`state.backend: redis`): the same calls over Redis pub/sub
+    bus_auth.py     the bus's signatures (`state.fleet_secret`): no call from outside the fleet
     companions.py   companion pairing when the companion and its device sit on different workers
     fleet_activation.py  an activation code confirmed on another instance than the one that issued it
 """

@@ -17,13 +17,16 @@ write. A supervisor mostly asks (its console lists every instance's sessions) an
 answers one call, an activation code confirmed on another instance (fleet_activation.py). Pub/sub keeps nothing: a call to a worker that is not subscribed any
 more is answered 502 at once (PUBLISH reached nobody), and the caller decides, as for a
 restarting worker on one machine.
+
+Every message, call and answer, is signed with `state.fleet_secret` and names its channel, its
+time and a random id (bus_auth.py): whoever can write to Redis without the secret can make no
+worker act, and a captured message cannot be published again, later or twice.
 """
 
 from __future__ import annotations
 
 import asyncio
 import itertools
-import json
 import time
 from collections.abc import Awaitable, Callable
 from contextlib import suppress
@@ -31,7 +34,9 @@ from typing import TYPE_CHECKING, Any
 
 from loguru import logger
 
+from vixio.config.memory import FLEET_SECRET_MISSING
 from vixio.core.log_throttle import LogThrottle
+from vixio.serve.bus_auth import BusSigner, Refused
 from vixio.serve.peers import PeerReply
 
 if TYPE_CHECKING:
@@ -69,15 +74,19 @@ def fleet_bus(config: VixioConfig, name: str, serve: Serve | None = None, member
     if not in_fleet(config):
         return None
     state = config.state
+    if not state.fleet_secret:  # `vixio serve` refused this config already (vixio/preflight.py)
+        raise ValueError(FLEET_SECRET_MISSING)
     return RedisBus(state.url, name, password=state.password, prefix=state.prefix, serve=serve, member=member,
-                    ttl=config.server.directory_ttl)
+                    ttl=config.server.directory_ttl, secret=state.fleet_secret,
+                    also_accepted=[state.fleet_secret_rotating] if state.fleet_secret_rotating else [])
 
 
 class RedisBus:
     """This process on the fleet's bus: asks other instances' workers, and (a worker) answers them."""
 
     def __init__(self, url: str, name: str, *, password: str | None = None, prefix: str = "vixio:",
-                 serve: Serve | None = None, member: bool | None = None, ttl: float = 30.0) -> None:
+                 serve: Serve | None = None, member: bool | None = None, ttl: float = 30.0,
+                 secret: str, also_accepted: list[str] | None = None) -> None:
         self.url = url
         self._prefix = prefix + CHANNELS
         self._members_key = prefix + MEMBERS
@@ -97,6 +106,8 @@ class RedisBus:
         self._loops: list[asyncio.Task[None]] = []
         self._subscribed = asyncio.Event()
         self._failures = LogThrottle(first=1, every=60.0)
+        self.signer = BusSigner(secret, also_accepted=also_accepted or [], channel=self.channel)
+        """Seals what this process sends, opens what it receives (bus_auth.py)."""
 
     @property
     def channel(self) -> str:
@@ -105,12 +116,17 @@ class RedisBus:
     async def start(self) -> None:
         """Connect and subscribe (a worker also joins the members); Redis down: retried in the background."""
         import redis.asyncio as aioredis
+        from redis.asyncio.retry import Retry
+        from redis.backoff import NoBackoff
 
         extra = {} if self._password is None else {"password": self._password}
         # Bounded: 100 devices connecting at once publish 100 calls at once, and an unbounded pool
-        # would open a connection (connect, handshake, health check) for most of them.
+        # would open a connection (connect, handshake, health check) for most of them. One retry,
+        # at once: after a Redis restart the pooled connections are dead and the first call on
+        # each would fail (a stale session on another instance left open); the retry reconnects.
         pool = aioredis.BlockingConnectionPool.from_url(self.url, max_connections=MAX_CONNECTIONS, timeout=5,
-                                                        socket_connect_timeout=5, health_check_interval=15, **extra)
+                                                        socket_connect_timeout=5, health_check_interval=15,
+                                                        retry=Retry(NoBackoff(), 1), **extra)
         self._redis = aioredis.Redis.from_pool(pool)
         try:
             async with asyncio.timeout(5):
@@ -156,7 +172,8 @@ class RedisBus:
         call_id = f"{self.name}:{next(self._ids)}"
         future: asyncio.Future[PeerReply] = asyncio.get_running_loop().create_future()
         self._pending[call_id] = future
-        message = _dumps({"id": call_id, "reply_to": self.channel, "method": method, "path": path, "json": json})
+        message = self.signer.seal(self._prefix + holder, {"id": call_id, "reply_to": self.channel, "method": method,
+                                                           "path": path, "json": json})
         try:
             async with asyncio.timeout(timeout):
                 if await self._redis.publish(self._prefix + holder, message) == 0:
@@ -199,11 +216,14 @@ class RedisBus:
             delay = min(RECONNECT_MAX, delay * 2)
 
     def _received(self, data: Any) -> None:
-        if not isinstance(data, bytes | str) or len(data) > MAX_MESSAGE_BYTES:
-            log.warning("fleet bus: dropped a message of {} bytes on {}", len(data or b""), self.channel)
+        try:
+            if not isinstance(data, bytes | str) or len(data) > MAX_MESSAGE_BYTES:
+                raise Refused("oversized")
+            message = self.signer.open(data)
+        except Refused as refusal:
+            self.signer.dropped(refusal, len(data) if isinstance(data, bytes | str) else 0)
             return
         try:
-            message = json.loads(data)
             if "re" in message:
                 future = self._pending.get(str(message["re"]))
                 if future is not None and not future.done():
@@ -227,7 +247,7 @@ class RedisBus:
             reply = await self.serve(method, path, body)
         answer = {"re": call_id, "from": self.name, "status": reply.status, "body": reply.body}
         with suppress(Exception):  # the caller times out on its own
-            await self._redis.publish(reply_to, _dumps(answer))
+            await self._redis.publish(reply_to, self.signer.seal(reply_to, answer))
 
     # --- members -------------------------------------------------------------------------------
 
@@ -269,10 +289,6 @@ class RedisBus:
         task = asyncio.get_running_loop().create_task(run(), name="vixio-bus-call")
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
-
-
-def _dumps(message: dict[str, Any]) -> str:
-    return json.dumps(message, separators=(",", ":"), default=str)
 
 
 def _text(value: bytes | str) -> str:

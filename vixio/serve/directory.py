@@ -6,6 +6,14 @@ session ends, and sends a heartbeat every `server.directory_ttl / 3` seconds: th
 process killed outright are left out `server.directory_ttl` seconds after its last one. The
 supervisor forgets a dead worker's entries at once (vixio/serve/lifecycle.py).
 
+The heartbeat also carries this process's live entries, and the store writes again those it
+lost (a Redis restarted without persistence, a FLUSHALL): one write per beat whatever the number
+of sessions. An entry written again is checked like a new one, from the other side, at each beat
+for `RECHECK_S` seconds: when the device has connected elsewhere meanwhile (its newer session
+found nothing to close while the store was empty, or could not reach this process while the
+fleet's bus was still reconnecting), this process closes its own, so two processes do not both
+act for one device for longer than a beat once Redis is back.
+
 One device, one session. When a device connects while the directory lists an earlier device
 session of the same id (on this worker, another, or another instance), that session is closed: the
 device has reconnected (a Wi-Fi drop leaves the old TCP connection half-open for minutes), so the
@@ -54,6 +62,10 @@ COMPANION = "companion:"
 """Session ids of the entries that list a companion under the id of the device it waits for."""
 REPLACED = "replaced by a newer connection of this device"
 """The close reason the stale session gets."""
+RECHECK_S = 30.0
+"""Seconds an entry the store had lost is checked for a newer session of its device at each beat:
+longer than the fleet's bus takes to subscribe again after Redis is back (at most 10 s) plus a
+call's timeout (5 s), the window in which a newer session elsewhere cannot close this one."""
 
 CloseHere = Callable[[str, str], Awaitable[bool]]
 """(session id, reason) -> whether this process had that session."""
@@ -91,6 +103,12 @@ class SessionDirectory:
         """How a session another worker holds is closed (set by vixio/serve/worker.py)."""
         self._recorded: dict[str, asyncio.Task[None]] = {}
         """Sessions by id: the task recording each (its end waits for it, so the order holds)."""
+        self._live: dict[str, LiveSession] = {}
+        """This process's entries, by session id: what each heartbeat asserts."""
+        self._beat: asyncio.Future[list[str]] | None = None
+        """The heartbeat's write under way (a session's removal waits for it, or it would list it again)."""
+        self._recheck: dict[str, float] = {}
+        """Entries the store had lost -> until when (time.monotonic()) each beat checks them."""
         self._tasks: set[asyncio.Task[Any]] = set()
         self._beating: asyncio.Task[None] | None = None
         self._failures = LogThrottle(first=1, every=60.0)
@@ -146,6 +164,7 @@ class SessionDirectory:
         """List the companion session `session_id` under the device it waits for, until
         `unlist_companion`; the task is the write (awaited before looking the device up)."""
         entry = LiveSession(COMPANION + session_id, device_id, self.holder, time.time())
+        self._live[entry.session_id] = entry
         self._recorded[entry.session_id] = task = self._spawn(self._record(entry, replace=False))
         return task
 
@@ -158,9 +177,11 @@ class SessionDirectory:
         if not device_id:
             return
         entry = LiveSession(session_id, device_id, self.holder, time.time())
+        self._live[session_id] = entry
         self._recorded[session_id] = self._spawn(self._record(entry, replace=not companion))
 
     def session_ended(self, session_id: str) -> None:
+        self._live.pop(session_id, None)
         recording = self._recorded.pop(session_id, None)
         if recording is not None:
             self._spawn(self._remove(session_id, recording))
@@ -194,6 +215,8 @@ class SessionDirectory:
     async def _remove(self, session_id: str, recording: asyncio.Task[None]) -> None:
         with suppress(Exception):
             await recording
+        if self._beat is not None and not self._beat.done():
+            await asyncio.wait({self._beat})
         try:
             await self.store.session_ended(session_id)
         except StoreError as exc:
@@ -202,10 +225,37 @@ class SessionDirectory:
     async def _beat_forever(self) -> None:
         while True:
             await asyncio.sleep(self.ttl / 3)
+            # Only entries already recorded: one whose first write is still queued is not "lost".
+            live = [entry for session_id, entry in self._live.items()
+                    if (recording := self._recorded.get(session_id)) is not None and recording.done()]
+            self._beat = asyncio.ensure_future(self.store.heartbeat(self.holder, self.ttl, live))
             try:
-                await self.store.heartbeat(self.holder, self.ttl)
+                again = await self._beat
             except StoreError as exc:
                 self._failed("send its heartbeat", exc)
+                continue
+            if again:
+                log.warning("the session directory had lost {} of this process's {} session(s) (the store restarted "
+                            "empty?): listed again", len(again), len(self._live))
+            now = time.monotonic()
+            self._recheck.update((i, now + RECHECK_S) for i in again if not i.startswith(COMPANION))
+            for session_id, until in list(self._recheck.items()):
+                entry = self._live.get(session_id)
+                if entry is None or until < now:
+                    del self._recheck[session_id]
+                else:
+                    self._spawn(self._listed_again(entry))
+
+    async def _listed_again(self, entry: LiveSession) -> None:
+        """`entry` was lost by the store: if its device has a newer session, this one is stale."""
+        try:
+            listed = await self.store.live_sessions(entry.device_id)
+        except StoreError as exc:
+            self._failed("look a device up", exc)
+            return
+        if any(not _is_companion(other) and (other.started, other.session_id) > (entry.started, entry.session_id)
+               for other in listed):
+            await self._close(entry)
 
     def _failed(self, what: str, exc: StoreError) -> None:
         if self._failures.hit() is not None:

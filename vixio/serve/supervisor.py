@@ -56,6 +56,7 @@ from vixio.profiles import ProfileBook
 from vixio.state import StoreError, open_store
 from vixio.state.memory import prune_history_forever
 from vixio.state.pairings import StorePairings
+from vixio.state.redis_link import unprotected
 from vixio.transports.xiaozhi.http_limits import install_accept_error_throttle
 from vixio.transports.xiaozhi.auth import DeviceAuthenticator
 from vixio.transports.xiaozhi.hosts import VISION_PATH
@@ -161,6 +162,8 @@ class Supervisor(WorkerLifecycle):
             worker.socket_path = os.path.join(self._run_dir, f"w{worker.index}.sock")
         install_accept_error_throttle()  # the HTTP port: one line per second when descriptors run out
         warn_about_open_tokens(self.config)
+        if in_fleet(self.config) and (open_redis := unprotected(self.config.state.url, self.config.state.password)):
+            logger.warning(open_redis)
         warn_about_trusted_macs(self.config.xiaozhi)
         warn_when_model_has_no_tools(self.config)
         try:

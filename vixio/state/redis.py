@@ -1,6 +1,7 @@
 """The Redis store: the state of a whole fleet of vixio instances on one Redis or Valkey server.
 
-    state: {backend: redis, url: "redis://redis.internal:6379/0", password: "${REDIS_PASSWORD}"}
+    state: {backend: redis, url: "redis://redis.internal:6379/0", password: "${REDIS_PASSWORD}",
+            fleet_secret: "${VIXIO_FLEET_SECRET}"}
 
 Keys (P is `state.prefix`, "vixio:" by default, so several fleets can share one server; values
 are JSON arrays, times unix seconds):
@@ -350,8 +351,13 @@ class RedisStore(Store):
                                                                 int(SESSION_TTL * 1000), self.prefix,
                                                                 session.device_id]), write=True)
 
-    async def heartbeat(self, worker: str, ttl: float = SESSION_TTL) -> None:
-        await self._call(self._script("HEARTBEAT", [self.prefix + "workers"], [worker, int(ttl * 1000)]), write=True)
+    async def heartbeat(self, worker: str, ttl: float = SESSION_TTL,
+                        sessions: Sequence[LiveSession] = ()) -> list[str]:
+        args: list[Any] = [worker, int(ttl * 1000), self.prefix]
+        for s in sessions:
+            args += [s.session_id, json.dumps([s.device_id, s.worker, s.started], ensure_ascii=False), s.device_id]
+        keys = [self.prefix + "workers", self.prefix + "sessions"]
+        return list(await self._call(self._script("HEARTBEAT", keys, args), write=True) or [])
 
     async def session_ended(self, session_id: str) -> None:
         await self._call(self._script("SESSION_ENDED", [self.prefix + "sessions"], [self.prefix, session_id]),

@@ -26,6 +26,7 @@ import re
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
+from urllib.parse import urlsplit
 
 from loguru import logger
 
@@ -232,6 +233,19 @@ def _settle(future: asyncio.Future[Any], *, result: Any = None, error: BaseExcep
         future.set_exception(error)
     else:
         future.set_result(result)
+
+
+def unprotected(url: str, password: str | None) -> str | None:
+    """The warning for a Redis that takes commands without a password, or None. Anyone who can
+    reach such a server reads every conversation and rewrites memories, profiles, pairings and
+    admissions (docs/security.md#redis)."""
+    if password or urlsplit(url).password:
+        return None
+    scheme = urlsplit(url).scheme
+    where = "a Unix socket: every local user allowed to open it" if scheme == "unix" else "anyone who can reach it"
+    return (f"state.url {url} has no password: {where} can read every device's conversations and rewrite their "
+            "memory, profiles, pairings and admissions; set requirepass on the server and state.password "
+            "(e.g. ${REDIS_PASSWORD}), and use rediss:// across machines (docs/security.md#redis)")
 
 
 def unusable(where: str, exc: BaseException) -> str:

@@ -178,10 +178,18 @@ return count
 """
 
 HEARTBEAT = """
--- KEYS: workers (hash); ARGV: worker, ttl ms
+-- KEYS: workers (hash), sessions (hash); ARGV: worker, ttl ms, prefix, then session id, json, device of each
+-- of the worker's live sessions. Returns the ids of the sessions that were missing (written again).
 local now = redis.call('TIME')
 redis.call('HSET', KEYS[1], ARGV[1], tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000) + tonumber(ARGV[2]))
+local again = {}
+for i = 4, #ARGV, 3 do
+  if redis.call('HSETNX', KEYS[2], ARGV[i], ARGV[i + 1]) == 1 then again[#again + 1] = ARGV[i] end
+  redis.call('SADD', ARGV[3] .. 'device-sessions:' .. ARGV[i + 2], ARGV[i])
+end
+return again
 """
+"""A worker is alive; its live sessions the server lost (restarted empty, FLUSHALL) are written again."""
 
 SESSION_ENDED = """
 -- KEYS: sessions; ARGV: prefix, session id

@@ -297,11 +297,22 @@ class SqliteStore(Store):
 
         await self._call(work, write=True)
 
-    async def heartbeat(self, worker: str, ttl: float = SESSION_TTL) -> None:
+    async def heartbeat(self, worker: str, ttl: float = SESSION_TTL,
+                        sessions: Sequence[LiveSession] = ()) -> list[str]:
         until = time.time() + ttl
-        await self._call(lambda c: c.execute(
-            "INSERT INTO workers (worker, alive_until) VALUES (?, ?) "
-            "ON CONFLICT (worker) DO UPDATE SET alive_until = excluded.alive_until", (worker, until)), write=True)
+        rows = [(s.session_id, s.device_id, s.worker, s.started) for s in sessions]
+
+        def work(c: sqlite3.Connection) -> list[str]:
+            c.execute("INSERT INTO workers (worker, alive_until) VALUES (?, ?) "
+                      "ON CONFLICT (worker) DO UPDATE SET alive_until = excluded.alive_until", (worker, until))
+            again = []
+            for row in rows:
+                if c.execute("INSERT OR IGNORE INTO live_sessions (session_id, device_id, worker, started) "
+                             "VALUES (?, ?, ?, ?)", row).rowcount:
+                    again.append(row[0])
+            return again
+
+        return list(await self._call(work, write=True))
 
     async def session_ended(self, session_id: str) -> None:
         await self._call(lambda c: c.execute(

@@ -287,10 +287,13 @@ class Store(ABC):
         `SESSION_TTL` seconds unless a heartbeat already said for how long."""
 
     @abstractmethod
-    async def heartbeat(self, worker: str, ttl: float = SESSION_TTL) -> None:
+    async def heartbeat(self, worker: str, ttl: float = SESSION_TTL,
+                        sessions: Sequence[LiveSession] = ()) -> list[str]:
         """`worker` is alive for `ttl` more seconds: its sessions stay in `live_sessions`. A worker
         that stops calling this (killed, its machine gone) has its sessions drop out `ttl` seconds
-        after its last call; call it every `ttl / 3` or so."""
+        after its last call; call it every `ttl / 3` or so. `sessions` (the worker's live ones)
+        are recorded again where the store lost them (a Redis restarted empty, a FLUSHALL), in
+        the same write; returns the ids of those it had to record again."""
 
     @abstractmethod
     async def session_ended(self, session_id: str) -> None:

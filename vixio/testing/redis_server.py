@@ -18,6 +18,8 @@ import subprocess
 import time
 from pathlib import Path
 
+FLEET_SECRET = "fleet-secret-of-the-tests-0123456789"
+"""`state.fleet_secret` of the fleets tests and benchmarks start (a fleet refuses to start without one)."""
 PACKAGE = "redis-server"
 """The Debian package (and binary) tests need; `make test` installs it as root (scripts/ensure_test_packages.sh)."""
 
