@@ -18,7 +18,7 @@ import pytest
 
 from vixio.serve.supervisor import reuse_port_supported
 from vixio.state.redis import RedisStore
-from vixio.testing.redis_server import RedisServer
+from vixio.testing.redis_server import FLEET_SECRET, RedisServer
 from vixio.testing.serve import ServeProcess, start_serve
 
 pytestmark = pytest.mark.skipif(not reuse_port_supported(), reason="workers are Linux only")
@@ -36,7 +36,7 @@ async def start_instance(tmp_path: Path, name: str, redis: RedisServer) -> Serve
     return await start_serve(folder, None, "--workers", "1",
                              xiaozhi=f"activation: {{enabled: true, device_keys: {{{SERIAL}: {KEY.hex()}}}}}",
                              server=f"instance: {name}", extra=f"""
-state: {{backend: redis, url: "{redis.url}", prefix: "fleet:"}}
+state: {{backend: redis, url: "{redis.url}", prefix: "fleet:", fleet_secret: "{FLEET_SECRET}"}}
 """)
 
 
