@@ -80,6 +80,7 @@ async def test_healthz_answers_503_while_the_only_worker_is_frozen_and_200_once_
             await asyncio.sleep(0.1)
         os.kill(worker, signal.SIGCONT)
         await until(lambda: answers(200), 10, "/healthz to answer 200 again")
+        assert await waited(lambda: "/healthz answers 200 again" in serve.text(), 5), serve.text()  # checked every 0.5 s
         log = serve.text()
         assert log.count("no worker's event loop turns") == 1, log
         assert log.count("worker w0's event loop has not turned") == 1, log
