@@ -4,13 +4,14 @@ next session's agent starts from: the turns as the user heard them."""
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 from vixio.config.memory import MemoryConfig
 from vixio.core.chunk import TextChunk
 from vixio.core.pipeline import Pipeline
 from vixio.stations import AgentStation
-from vixio.state.memory import ConversationMemory
-from vixio.state.store import Store
+from vixio.state.memory import Conversation, ConversationMemory
+from vixio.state.store import Store, StoredTurn
 
 from ..stations.fakes import ScriptedAgent
 
@@ -49,3 +50,79 @@ async def test_an_interrupted_reply_is_stored_and_restored_as_heard(store: Store
     async with Pipeline([station], session_id="s2"):
         pass
     assert next_agent.history == resumed.history_items()  # restored at start
+
+
+async def test_a_turn_in_progress_is_stored_as_it_goes(store: Store) -> None:
+    # What a worker killed mid-reply leaves behind: the question at once, then the sentences the
+    # device was given, marked interrupted until the turn settles.
+    memory = ConversationMemory(store, MemoryConfig())
+    conversation = await memory.resume(DEVICE)
+    agent = ScriptedAgent("one two three four five six seven eight nine ten", delay=0.1)
+    station = AgentStation(agent)
+    station.on_turn = conversation.record
+    pipeline = Pipeline([station], session_id="s1")
+
+    async def stored() -> tuple[str, str, bool]:
+        for _ in range(100):
+            turns = await store.recent_turns(DEVICE, limit=10)
+            if turns:
+                return turns[-1].user, turns[-1].assistant, turns[-1].interrupted
+            await asyncio.sleep(0.01)
+        raise AssertionError("no turn stored")
+
+    async def stored_as(expected: tuple[str, str, bool]) -> None:
+        for _ in range(100):
+            if await stored() == expected:
+                return
+            await asyncio.sleep(0.01)
+        assert await stored() == expected
+
+    async with pipeline:
+        await pipeline.push(TextChunk(text="count to ten", role="user"))
+        await stored_as(("count to ten", "", True))
+        pipeline.state.hear("one two")  # the downlink gave the device a sentence
+        await stored_as(("count to ten", "one two", True))
+        pipeline.state.hear("three four")
+        await stored_as(("count to ten", "one two three four", True))
+        assert station._generating  # all of it while the model was still answering
+        for _ in range(300):
+            if not station._generating:
+                break
+            await asyncio.sleep(0.01)
+        pipeline.state.hear("five six")  # still playing after the turn settled: nothing more to store
+        await conversation.close()
+    assert await stored() == ("count to ten", "one two three four five six seven eight nine ten", False)
+    assert len(await store.recent_turns(DEVICE, limit=10)) == 1
+
+
+class SlowWrites:
+    """The store, each turn's write taking 50 ms (a busy disk); counts the writes."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.writes: list[StoredTurn] = []
+
+    async def put_turn(self, device_id: str, turn: StoredTurn) -> None:
+        self.writes.append(turn)
+        await asyncio.sleep(0.05)
+        await self.store.put_turn(device_id, turn)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.store, name)
+
+
+async def test_a_turn_recorded_sentence_by_sentence_costs_a_bounded_number_of_writes(store: Store) -> None:
+    slow = SlowWrites(store)
+    conversation = Conversation(slow, DEVICE, [])  # type: ignore[arg-type]
+    reply = ""
+    for n in range(50):  # a long reply heard faster than the store writes
+        reply += f"sentence {n}. "
+        conversation.record(1, "tell me a story", reply, True)
+        await asyncio.sleep(0.005)
+    conversation.record(1, "tell me a story", reply, False)
+    conversation.record(2, "and another", "", True)
+    await conversation.close()
+    assert len(slow.writes) <= 8, [t.assistant[-12:] for t in slow.writes]
+    turns = await store.recent_turns(DEVICE, limit=10)
+    assert [(t.seq, t.user, t.assistant, t.interrupted) for t in turns] == [
+        (0, "tell me a story", reply.strip(), False), (1, "and another", "", True)]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -61,12 +62,20 @@ class SessionState:
     bot_speaking: bool = False
     """True from the first audio of a reply until the device was told to stop (barge-in needs it)."""
     heard: list[str] = field(default_factory=list)
-    """Sentences of the current reply that reached the device, in order."""
+    """Sentences of the current reply that reached the device, in order (`hear` adds one)."""
+    on_heard: Callable[[], None] | None = None
+    """Called after each sentence added to `heard` (the agent stores the reply so far)."""
     audio_until: float = 0.0
     """`time.monotonic()` at which the reply audio made so far ends if played from when it was made
     (the TTS station keeps it; the agent bounds a reply's silence with it)."""
     turns: deque[TurnMetrics] = field(default_factory=lambda: deque(maxlen=50))
     """Latency marks of the recent turns, newest last."""
+
+    def hear(self, sentence: str) -> None:
+        """A sentence of the current reply reached the device."""
+        self.heard.append(sentence)
+        if self.on_heard is not None:
+            self.on_heard()
 
     def add_message(self, message: Message) -> None:
         self.history.append(message)

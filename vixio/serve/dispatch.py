@@ -12,12 +12,20 @@ handshake and every frame are the worker's.
 
     supervisor: Dispatcher(listener) ─ accept ─► least-loaded worker's channel ─► fd
     worker:     Adopter(channel, adopt) ─ recv fd ─► adopt_into(websocket server, socket) ─ closed ─► b"-"
+                                        ─ every BEAT_EVERY s, from its event loop ─────────────────► b"+"
+
+A worker whose loop is stuck (frozen, or blocked in a call that never returns) still has its
+process and its channel, but would adopt nothing: its beats stop, and once none came for
+`STALE_AFTER` s it gets no new device while another worker's loop turns, and the supervisor's
+`/healthz` answers 503 when no worker's does (`Dispatcher.turning`), so a balancer sends the
+devices to another instance. Each change is one log line.
 """
 
 from __future__ import annotations
 
 import asyncio
 import socket
+import time
 from collections.abc import Awaitable, Callable
 from contextlib import suppress
 from dataclasses import dataclass, field
@@ -32,6 +40,12 @@ log = logger.bind(component="vixio.dispatch")
 
 CLOSED = b"-"
 """What a worker writes back, one byte per adopted connection that closed."""
+BEAT = b"+"
+"""What a worker's event loop writes every `BEAT_EVERY` seconds: it turns."""
+BEAT_EVERY = 0.5
+STALE_AFTER = 3.0
+"""Seconds without a beat after which a worker's loop counts as stuck: a busy 2-core machine
+delays a beat by a few hundred ms at most; a balancer's check then sees it within one interval."""
 
 
 @dataclass
@@ -44,6 +58,14 @@ class Channel:
     ready: bool = False
     handed: int = field(default=0)
     """Connections handed to this worker since it started (for logs and tests)."""
+    last_beat: float = 0.0
+    """time.monotonic() of the latest byte from the worker (a beat or a closed report)."""
+    stuck: bool = False
+    """No byte for `STALE_AFTER` s (as last checked, for the log lines)."""
+
+    def turning(self, now: float) -> bool:
+        """Ready, and its event loop wrote within `STALE_AFTER` s."""
+        return self.ready and now - self.last_beat <= STALE_AFTER
 
 
 class Dispatcher:
@@ -54,6 +76,8 @@ class Dispatcher:
         self.listener = listener
         self.channels: dict[int, Channel] = {}
         self._task: asyncio.Task[None] | None = None
+        self._watch: asyncio.Task[None] | None = None
+        self._none_turning = False
         self._worker_ready = asyncio.Event()
         self._accept_errors = LogThrottle(first=1, every=10.0)
 
@@ -72,7 +96,16 @@ class Dispatcher:
         channel = self.channels.get(index)
         if channel is not None:
             channel.ready = True
+            channel.last_beat = time.monotonic()
             self._worker_ready.set()
+
+    def turning(self, index: int | None = None) -> bool:
+        """Whether worker `index`'s event loop turns (any worker's without `index`)."""
+        now = time.monotonic()
+        if index is not None:
+            channel = self.channels.get(index)
+            return channel is not None and channel.turning(now)
+        return any(c.turning(now) for c in self.channels.values())
 
     def detach(self, index: int) -> None:
         """Worker `index` is gone: its connections died with it."""
@@ -87,19 +120,51 @@ class Dispatcher:
     def start(self) -> None:
         if self._task is None:
             self._task = asyncio.create_task(self._accept_forever(), name="vixio-dispatch")
+            self._watch = asyncio.create_task(self._watch_beats(), name="vixio-dispatch-beats")
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-            self._task = None
+        for task in (self._task, self._watch):
+            if task is not None:
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+        self._task = self._watch = None
         for index in list(self.channels):
             self.detach(index)
         self.listener.close()
 
     def least_loaded(self, skip: frozenset[int] = frozenset()) -> Channel | None:
+        """The ready worker with the fewest connections among those whose loop turns; when none
+        turns, among all ready ones (the connection waits in its channel until that loop turns)."""
         ready = [c for c in self.channels.values() if c.ready and c.index not in skip]
+        now = time.monotonic()
+        ready = [c for c in ready if c.turning(now)] or ready
         return min(ready, key=lambda c: (c.open_connections, c.index)) if ready else None
+
+    async def _watch_beats(self) -> None:
+        """One log line when a worker's loop stops or starts turning again, and when none turns."""
+        while True:
+            await asyncio.sleep(BEAT_EVERY)
+            now = time.monotonic()
+            for channel in list(self.channels.values()):
+                if not channel.ready:
+                    continue
+                stuck = not channel.turning(now)
+                if stuck and not channel.stuck:
+                    log.warning("worker w{}'s event loop has not turned for {:.1f} s; it gets no new device "
+                                "until it does", channel.index, now - channel.last_beat)
+                elif channel.stuck and not stuck:
+                    log.info("worker w{}'s event loop turns again", channel.index)
+                channel.stuck = stuck
+            ready = [c for c in self.channels.values() if c.ready]
+            none_turning = bool(ready) and not any(c.turning(now) for c in ready)
+            if not ready:  # none started yet or all restarting: their own log lines say so
+                self._none_turning = False
+            elif none_turning != self._none_turning:
+                if none_turning:
+                    log.error("no worker's event loop turns: /healthz answers 503 until one does")
+                else:
+                    log.info("a worker's event loop turns: /healthz answers 200 again")
+                self._none_turning = none_turning
 
     async def _accept_forever(self) -> None:
         loop = asyncio.get_running_loop()
@@ -149,6 +214,7 @@ class Dispatcher:
         if not data:  # the worker's end closed: it exited (its watcher restarts it)
             self.detach(index)
             return
+        channel.last_beat = time.monotonic()
         channel.open_connections = max(0, channel.open_connections - data.count(CLOSED))
 
 
@@ -177,7 +243,8 @@ async def adopt_into(server: Server, sock: socket.socket, on_closed: Callable[[]
 
 
 class Adopter:
-    """The worker's end: adopts every socket the supervisor passes, reports each one closed."""
+    """The worker's end: adopts every socket the supervisor passes, reports each one closed, and
+    beats while its event loop turns."""
 
     def __init__(self, channel: socket.socket, adopt: Adopt) -> None:
         channel.setblocking(False)
@@ -187,11 +254,20 @@ class Adopter:
         self._loop = asyncio.get_running_loop()
         self._loop.add_reader(channel.fileno(), self._receive)
         self.adopted = 0
+        self._beats = self._loop.create_task(self._beat_forever(), name="vixio-dispatch-beat")
 
     def close(self) -> None:
+        self._beats.cancel()
         with suppress(ValueError, OSError):
             self._loop.remove_reader(self.channel.fileno())
         self.channel.close()
+
+    async def _beat_forever(self) -> None:
+        """Written from this loop, so a beat comes only while the loop turns."""
+        while True:
+            with suppress(OSError):  # a full channel (supervisor hung) or gone: the next one
+                self.channel.send(BEAT)
+            await asyncio.sleep(BEAT_EVERY)
 
     def _receive(self) -> None:
         while True:

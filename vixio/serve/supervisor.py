@@ -6,6 +6,8 @@
     │   (vixio/serve/dispatch.py)                 │
     ├── HTTP port: OTA, activation, /healthz,      │
     │   /metrics, /metrics.json from every worker  │
+    │   (/healthz: 503 while no worker's event     │
+    │   loop turns: dispatch.py)                   │
     ├── starts, watches and restarts workers       ├── serve their sessions
     └── stops them all on SIGTERM / Ctrl-C         └── answer session routes on RUN_DIR/w<i>.sock
 
@@ -95,7 +97,7 @@ class Supervisor(WorkerLifecycle):
         if self.bus is not None and self.ota.activations is not None:  # a code confirmed on any instance
             self.bus.serve = FleetActivation(self.ota.activations, self.bus, self.instance).serve
         # Operator routes (vixio/transports/xiaozhi/admin.py): the JSON view has live device ids.
-        self.ota.ready = lambda: any(worker.ready for worker in self.workers)  # /healthz: 503 until then
+        self.ota.ready = self._serving  # /healthz: 503 until then
         self.metrics = InstanceMetrics(self.workers, self.peers)
         guard = self.ota.admin  # one guard for the port's routes: one wrong-token throttle
         self.ota.add_route("GET", metrics.PATH, guard.protect(self.metrics.prometheus))
@@ -224,6 +226,11 @@ class Supervisor(WorkerLifecycle):
             shutil.rmtree(self._run_dir, ignore_errors=True)
         if running:
             logger.info("all workers stopped")
+
+    def _serving(self) -> bool:
+        """A worker is ready and its event loop turns (a stuck one still has its process: dispatch.py)."""
+        dispatch = self._dispatch
+        return dispatch is not None and any(w.ready and dispatch.turning(w.index) for w in self.workers)
 
     # --- HTTP routes answered from every worker -----------------------------------------------
 

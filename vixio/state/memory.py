@@ -12,6 +12,9 @@ A device that reconnects within `memory.resume_minutes` of its last turn continu
 conversation (at most `memory.max_turns` turns, as the user heard them: an interrupted reply only
 up to where it was cut off). Writes never hold a turn up: `record` queues the write and returns;
 a write the store cannot make (disk full) is logged once by the store and the session goes on.
+A turn is recorded several times (its question at once, its reply so far at each sentence, then
+as it settled): one write at a time per conversation, and a newer version of a turn replaces the
+one still waiting, so a long reply on a slow store costs at most two writes in flight and queued.
 
 An operator's edit in the store (the console) reaches the device's live conversations through
 `ConversationMemory.changed`: an edited memory is in the instructions from the next turn on, a
@@ -183,7 +186,10 @@ class Conversation:
         self._next_seq = restored[-1].seq + 1 if restored else 0
         self._turns: dict[int, tuple[int, float]] = {}
         """The session's turn key -> (seq, start time), for the recent turns only."""
-        self._writes: set[asyncio.Task[None]] = set()
+        self._queued: dict[int, StoredTurn] = {}
+        """Turns waiting to be written, by seq, oldest first (the newest version of each)."""
+        self._writer: asyncio.Task[None] | None = None
+        """Writes `_queued` (done once it found nothing left)."""
 
     def memory_text(self) -> str:
         """The memory as it is now (instructions call this at every turn)."""
@@ -218,19 +224,21 @@ class Conversation:
             self.session_turns[-1] = turn
         else:
             self.session_turns = [*self.session_turns[-(KEPT_SESSION_TURNS - 1):], turn]
-        # Tasks start in creation order and each queues its write on its first step, so two writes
-        # of one turn reach the store in order.
-        task = asyncio.create_task(self._put(turn), name=f"vixio-memory-{self.device_id}")
-        self._writes.add(task)
-        task.add_done_callback(self._writes.discard)
+        self._queued[seq] = turn
+        if self._writer is None or self._writer.done():
+            self._writer = asyncio.create_task(self._write_queued(), name=f"vixio-memory-{self.device_id}")
 
-    async def _put(self, turn: StoredTurn) -> None:
-        try:
-            await self.store.put_turn(self.device_id, turn)
-        except StoreWriteError:
-            pass  # the store logged it (once per episode); the conversation goes on
-        except StoreError as exc:
-            logger.bind(device=self.device_id).warning("turn {} not stored: {}", turn.seq, exc)
+    async def _write_queued(self) -> None:
+        """Write the queued turns one at a time, in order, until none is left."""
+        while self._queued:
+            seq = next(iter(self._queued))
+            turn = self._queued.pop(seq)
+            try:
+                await self.store.put_turn(self.device_id, turn)
+            except StoreWriteError:
+                pass  # the store logged it (once per episode); the conversation goes on
+            except StoreError as exc:
+                logger.bind(device=self.device_id).warning("turn {} not stored: {}", turn.seq, exc)
 
     def drop_turn(self, conversation: str, seq: int) -> None:
         """An operator deleted this turn from the store: the model forgets it too (this session's
@@ -259,8 +267,8 @@ class Conversation:
     async def forget(self) -> None:
         """Erase what the store keeps of the device (after the writes under way) and start afresh:
         nothing of this session so far is remembered either."""
-        if self._writes:
-            await asyncio.gather(*self._writes, return_exceptions=True)
+        if self._writer is not None:
+            await asyncio.gather(self._writer, return_exceptions=True)
         await self.store.forget_device(self.device_id)
         self.restored, self.session_turns, self.memory, self._turns = [], [], "", {}
         self.id, self._next_seq = uuid.uuid4().hex[:16], 0
@@ -268,8 +276,8 @@ class Conversation:
     async def close(self) -> None:
         """Wait for the writes still under way, so a device reconnecting at once finds its turns;
         then the long-term memory is updated (behind)."""
-        if self._writes:
-            await asyncio.gather(*self._writes, return_exceptions=True)
+        if self._writer is not None:
+            await asyncio.gather(self._writer, return_exceptions=True)
         if self._on_close is not None:
             on_close, self._on_close = self._on_close, None
             on_close(self)

@@ -6,8 +6,10 @@ ends the reply. When a background (async) tool finishes, `announce()` queues its
 station starts a turn of its own to speak it as soon as the current one is done, and a result
 not spoken yet (the user barged in) travels with the user's next message. On an interrupt the
 provider keeps only what the device actually played. A resumed session's earlier turns
-(`history`) seed the provider at start, and `on_turn` hears every settled turn, an interrupted
-one again with what was heard (vixio/state/memory.py stores them).
+(`history`) seed the provider at start, and `on_turn` hears every turn, an interrupted one again
+with what was heard (vixio/state/memory.py stores them). A turn in progress is told as interrupted
+at its start (the question) and again at each sentence the device is given, so a worker killed
+mid-reply, or a stop that cuts the reply off, leaves the question and the reply so far stored.
 
 Unhappy paths: a failing agent (or one that misses a `ReplyTimeouts` limit) is logged in one
 ERROR line and becomes an ErrorChunk, so the sentence aggregator drops the cut-off fragment and
@@ -103,10 +105,13 @@ class AgentStation(Station):
         self.history = list(history)
         """Earlier turns of this conversation (a resumed session): the provider starts from them."""
         self.on_turn: Callable[[int, str, str, bool], None] | None = None
-        """Told every settled turn: (key, what the user said, the reply, interrupted). A turn whose
-        reply is cut off after it was told comes again with the same key and only what was heard."""
+        """Told every turn: (key, what the user said, the reply, interrupted). The same key comes
+        again for the same turn: while it is in progress (interrupted, with the sentences heard so
+        far), when it settles, and when its reply is cut off later (only what was heard)."""
         self._turn_key = 0
         self._said = ""
+        self._in_progress = False
+        """The turn's reply is being made: each sentence heard is told to `on_turn`."""
         self.intercept: Callable[[str], Awaitable[str | None]] | None = None
         """Asked first with each user text: a reply given here is said instead of the model's
         (e.g. a spoken request to forget and its confirmation); neither reaches the model."""
@@ -137,8 +142,14 @@ class AgentStation(Station):
         self.provider.record_interrupted_reply(heard)
         state.add_message(Message(role="assistant", content=heard, interrupted=True, turn_id=self.current_turn_id))
         self.logger.info("reply interrupted; kept what was heard: {!r}", heard)
-        self._generating = False
+        self._generating = self._in_progress = False
         self._settled(heard, interrupted=True)
+
+    def _heard_more(self) -> None:
+        """A sentence of the reply in progress reached the device: store the reply so far, as
+        interrupted until the turn settles (one write per sentence, coalesced by the recorder)."""
+        if self._in_progress:
+            self._settled(" ".join(self.session_state.heard).strip(), interrupted=True)
 
     def _settled(self, reply: str, *, interrupted: bool) -> None:
         """Tell `on_turn` about the latest turn (its memory); a failing listener costs no turn."""
@@ -297,6 +308,10 @@ class AgentStation(Station):
         self._turn_key += 1
         self._said = said
         self._reply = []
+        self._in_progress = True
+        state.on_heard = self._heard_more
+        if said:  # the question is stored now, before any reply
+            self._settled("", interrupted=True)
         # Stays set when the turn is cancelled, so on_interrupt knows a reply was cut off.
         self._generating = True
         timeouts = self.timeouts if self.filler else replace(self.timeouts, filler_after=None)
@@ -316,15 +331,15 @@ class AgentStation(Station):
                     for out in self._translate(event, metrics):
                         yield out
         except AgentError as exc:
-            self._generating = False
+            self._generating = self._in_progress = False
             count_provider_error("agent", exc)
             self.logger.error("turn {} failed: {}", turn_id, exc)
             yield ErrorChunk(source=self.name, message=str(exc), exception=exc)
             return
         except Exception:
-            self._generating = False
+            self._generating = self._in_progress = False
             raise
-        self._generating = False
+        self._generating = self._in_progress = False
         reply = "".join(self._reply)
         if not reply.strip() and self.empty_reply:
             self.logger.warning("turn {}: the model answered nothing; saying {!r}", turn_id, self.empty_reply)

@@ -130,7 +130,7 @@ class Downlink:
                 if message.get("type") == xp.AUDIO:
                     self.connection.session.state.metrics(self._reply_turn).mark("first_frame_sent")
                 elif message.get("state") == "sentence_start":
-                    self.connection.session.state.heard.append(message.get("text", ""))
+                    self.connection.session.state.hear(message.get("text", ""))
         await self.connection.write(messages)
 
     def _send_frames(self, frames: list[bytes]) -> None:
