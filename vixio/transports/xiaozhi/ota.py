@@ -146,7 +146,7 @@ class OtaServer(HttpPort):
         self._app.router.add_post(OTA_PATH + "activate/confirm", self._handle_confirm)
         self._app.router.add_get("/healthz", self._handle_health)
         self.ready: Callable[[], bool] = lambda: True
-        """Whether devices can be served now (with workers: one is ready); `/healthz` says so to
+        """Whether devices can be served now (with workers: one is ready and its loop turning); `/healthz` says so to
         load balancers and Kubernetes probes."""
 
     @property
