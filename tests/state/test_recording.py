@@ -126,3 +126,28 @@ async def test_a_turn_recorded_sentence_by_sentence_costs_a_bounded_number_of_wr
     turns = await store.recent_turns(DEVICE, limit=10)
     assert [(t.seq, t.user, t.assistant, t.interrupted) for t in turns] == [
         (0, "tell me a story", reply.strip(), False), (1, "and another", "", True)]
+
+
+async def test_an_operators_erase_is_not_undone_by_a_write_under_way(store: Store) -> None:
+    # The console erases in the store, then tells the live conversations: a version of a turn
+    # being written (or queued) at that moment must not bring the words back.
+    slow = SlowWrites(store)
+    memory = ConversationMemory(slow, MemoryConfig())  # type: ignore[arg-type]
+    conversation = await memory.resume(DEVICE)
+    for key, what in enumerate(("forget", "history", "turn")):
+        conversation.record(key, "the alarm code is 4711", "", True)  # the question, at once
+        conversation.record(key, "the alarm code is 4711", "Noted.", False)  # settled: queued behind it
+        await asyncio.sleep(0.01)  # the first write is under way
+        seq = conversation.session_turns[-1].seq
+        if what == "forget":
+            await store.forget_device(DEVICE)
+        elif what == "history":
+            await store.clear_history(DEVICE)
+        else:
+            await store.delete_turn(DEVICE, conversation.id, seq)
+        assert await memory.changed(DEVICE, what, conversation.id, seq) == 1
+        conversation.record(key, "the alarm code is 4711", "Noted.", False)  # the turn settles after the erase
+        await asyncio.sleep(0.15)  # every write that was coming has come
+        assert [t.user for t in await store.recent_turns(DEVICE, limit=10)] == [], what
+        assert [t.user for t in conversation.session_turns] == [], what
+    await conversation.close()

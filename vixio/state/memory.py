@@ -48,6 +48,9 @@ KEPT_SESSION_TURNS = 50
 """A session's latest turns handed to the long-term memory update when it ends."""
 
 
+LATE_WRITE_WAIT = 5.0
+"""Seconds an operator's erase waits for a live conversation's write under way before erasing again."""
+
 class ConversationMemory:
     """One per process: opens each new session's conversation, and updates the device's long-term
     memory with `updater` when a conversation ends (vixio/state/long_term.py)."""
@@ -100,13 +103,30 @@ class ConversationMemory:
         if live and what == "memory":
             remembered = await self.store.memory(device_id)
             text = remembered.text if remembered is not None else ""
+        in_flight: list[asyncio.Task[None]] = []
         for each in live:
             if what == "memory":
                 each.memory = text
             elif what == "turn":
-                each.drop_turn(conversation, seq)
+                in_flight += each.drop_turn(conversation, seq)
             else:
-                each.start_afresh(keep_memory=what == "history")
+                in_flight += each.start_afresh(keep_memory=what == "history")
+        if live and what != "memory":
+            # A live conversation's write queued before this call may have landed after the
+            # operator's erase (the console erases, then tells us): erase again once the writes
+            # under way are done (each erase is idempotent), so nothing said comes back.
+            if in_flight:
+                await asyncio.wait(in_flight, timeout=LATE_WRITE_WAIT)
+            try:
+                if what == "turn":
+                    await self.store.delete_turn(device_id, conversation, seq)
+                elif what == "history":
+                    await self.store.clear_history(device_id)
+                else:
+                    await self.store.forget_device(device_id)
+            except StoreError as exc:
+                logger.bind(device=device_id).warning("the {} erase could not be repeated after a late write: {}",
+                                                      what, exc)
         if live:
             logger.bind(device=device_id).info("an operator changed the stored {}: {} live conversation(s) follow",
                                                what, len(live))
@@ -186,6 +206,9 @@ class Conversation:
         self._next_seq = restored[-1].seq + 1 if restored else 0
         self._turns: dict[int, tuple[int, float]] = {}
         """The session's turn key -> (seq, start time), for the recent turns only."""
+        self._erased: dict[int, None] = {}
+        """Turn keys an operator erased (the recent ones): a turn still settling when its words were
+        erased is not stored again."""
         self._queued: dict[int, StoredTurn] = {}
         """Turns waiting to be written, by seq, oldest first (the newest version of each)."""
         self._writer: asyncio.Task[None] | None = None
@@ -211,6 +234,8 @@ class Conversation:
     def record(self, key: int, user: str, assistant: str, interrupted: bool) -> None:
         """Store a settled turn; the same `key` again replaces it (its reply was cut off later).
         Returns at once: the write happens behind."""
+        if key in self._erased:
+            return  # said before an operator erased it: its later versions are erased too
         known = self._turns.get(key)
         if known is None:
             known = self._turns[key] = (self._next_seq, time.time())
@@ -240,29 +265,48 @@ class Conversation:
             except StoreError as exc:
                 logger.bind(device=self.device_id).warning("turn {} not stored: {}", turn.seq, exc)
 
-    def drop_turn(self, conversation: str, seq: int) -> None:
+    def _drop_writes(self, seqs: set[int] | None = None) -> list[asyncio.Task[None]]:
+        """Forget the queued writes (of `seqs`; None: all); the writer still under way, if any,
+        whose write in progress may land after an operator's erase."""
+        for seq in list(self._queued) if seqs is None else seqs:
+            self._queued.pop(seq, None)
+        return [self._writer] if self._writer is not None and not self._writer.done() else []
+
+    def _erase_keys(self, keys: list[int]) -> None:
+        self._erased.update(dict.fromkeys(keys))
+        while len(self._erased) > KEPT_TURN_IDS:
+            del self._erased[next(iter(self._erased))]
+
+    def drop_turn(self, conversation: str, seq: int) -> list[asyncio.Task[None]]:
         """An operator deleted this turn from the store: the model forgets it too (this session's
-        tool calls go with the rebuilt history)."""
+        tool calls go with the rebuilt history). Its queued writes go; returns the writer under way."""
         if conversation != self.id:
-            return
+            return []
+        in_flight = self._drop_writes({seq})
+        self._erase_keys([key for key, known in self._turns.items() if known[0] == seq])
         kept = [t for t in self.restored if t.seq != seq]
         session = [t for t in self.session_turns if t.seq != seq]
         if len(kept) + len(session) == len(self.restored) + len(self.session_turns):
-            return
+            return in_flight
         self.restored, self.session_turns = kept, session
         self._turns = {key: known for key, known in self._turns.items() if known[0] != seq}
         if self.on_history is not None:
             self.on_history(self.history_items(with_session=True))
+        return in_flight
 
-    def start_afresh(self, *, keep_memory: bool) -> None:
+    def start_afresh(self, *, keep_memory: bool) -> list[asyncio.Task[None]]:
         """An operator cleared the device's history (and its memory unless `keep_memory`): a new
-        conversation begins, the model's history is emptied."""
+        conversation begins, the model's history is emptied, the queued writes go; returns the
+        writer under way."""
+        in_flight = self._drop_writes()
+        self._erase_keys(list(self._turns))
         self.restored, self.session_turns, self._turns = [], [], {}
         self.id, self._next_seq = uuid.uuid4().hex[:16], 0
         if not keep_memory:
             self.memory = ""
         if self.on_history is not None:
             self.on_history([])
+        return in_flight
 
     async def forget(self) -> None:
         """Erase what the store keeps of the device (after the writes under way) and start afresh:
