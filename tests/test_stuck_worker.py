@@ -62,7 +62,7 @@ async def test_healthz_answers_503_while_the_only_worker_is_frozen_and_200_once_
         tmp_path: Path, redis: redis_server.RedisServer) -> None:
     # A fleet member runs the supervisor even with one worker: it answers /healthz for it.
     serve = await start_serve(tmp_path, None, "--workers", "1", server="instance: solo",
-                              extra=f"state: {{backend: redis, url: '{redis.url}'}}\n")
+                              extra=f"state: {{backend: redis, url: '{redis.url}', fleet_secret: '{redis_server.FLEET_SECRET}'}}\n")
     try:
         await serve.wait_ready()
         [worker] = worker_pids(serve)
@@ -113,7 +113,7 @@ async def test_with_one_of_two_workers_frozen_every_new_device_gets_its_hello(tm
 async def test_haproxy_sends_no_new_device_to_an_instance_whose_only_worker_is_frozen(
         tmp_path: Path, redis: redis_server.RedisServer) -> None:
     async with Fleet(tmp_path, None, instances=2, workers=1,
-                     extra=f"state: {{backend: redis, url: '{redis.url}'}}\n") as fleet:
+                     extra=f"state: {{backend: redis, url: '{redis.url}', fleet_secret: '{redis_server.FLEET_SECRET}'}}\n") as fleet:
         stuck = fleet.instances[0]
         [worker] = worker_pids(stuck)
         os.kill(worker, signal.SIGSTOP)
