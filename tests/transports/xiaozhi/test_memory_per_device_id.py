@@ -27,7 +27,6 @@ LIMIT_BYTES_PER_ID = 512
 
 
 async def visit(server: VixioServer, device_ids: list[str]) -> None:
-    ws = f"ws://127.0.0.1:{server.transport.port}/xiaozhi/v1/"
     ota = f"http://127.0.0.1:{server.ota.port}/xiaozhi/ota/"
     for device_id in device_ids:
         async with SimulatedDevice(ota_url=ota, device_id=device_id, client_id=f"client-{device_id}") as device:
