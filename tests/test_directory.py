@@ -14,13 +14,13 @@ import pytest
 from vixio.config.models import VixioConfig
 from vixio.core.pipeline import Pipeline
 from vixio.serve.directory import COMPANION, REPLACED, holder_name, resolve_instance
-from vixio.server import VixioServer
+from vixio.app.server import VixioServer
 from vixio.state.store import LiveSession
 from vixio.testing.device import SimulatedDevice
 from vixio.testing.redis_server import FLEET_SECRET, RedisServer
 from vixio.testing.register_client import RegisterClient
 from vixio.testing.serve import until
-from vixio.transports.xiaozhi.transport import DeviceContext
+from vixio.transports.xiaozhi.websocket.transport import DeviceContext
 
 MAC = "aa:bb:cc:00:00:01"
 

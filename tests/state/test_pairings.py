@@ -13,7 +13,7 @@ import pytest
 from vixio.state.pairings import StorePairings
 from vixio.state.sqlite import SqliteStore
 from vixio.state.store import StoreWriteError
-from vixio.transports.xiaozhi.pairing_store import CompanionKey
+from vixio.transports.xiaozhi.companions.store import CompanionKey
 
 from .conftest import StoreFactory
 

@@ -1,6 +1,6 @@
 """What a config needs from the machine: the pip extras of its providers, and API keys.
 
-`provider_needs` maps a config to the rows of `vixio.extras.PROVIDER_EXTRAS` it runs; the
+`provider_needs` maps a config to the rows of `vixio.config.extras.PROVIDER_EXTRAS` it runs; the
 extras it prints and the modules `vixio serve` and `vixio config check` look for come from there.
 
 `vixio config extras --config FILE` prints the extras (what `make serve CONFIG=FILE` installs);
@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from vixio.config.languages import language_pack
 from vixio.config.models import VixioConfig
 from vixio.config.vision import VisionConfig
-from vixio.config.voice import (
+from vixio.config.pipeline import (
     EdgeTTSConfig,
     EspeakTTSConfig,
     FasterWhisperASRConfig,
@@ -29,7 +29,7 @@ from vixio.config.voice import (
     PiperTTSConfig,
     TTSConfig,
 )
-from vixio.extras import PROVIDER_EXTRAS
+from vixio.config.extras import PROVIDER_EXTRAS
 
 # litellm reads these when the config gives no key; local servers (ollama...) need none.
 _KEY_VARIABLES = {

@@ -25,8 +25,8 @@ from vixio.console.pairing import LocalPairing, PairingApi
 from vixio.console.profiles import ProfileApi
 
 if TYPE_CHECKING:
-    from vixio.server import VixioServer
-    from vixio.session_tools import SessionTools
+    from vixio.app.server import VixioServer
+    from vixio.voice.session_tools import SessionTools
 
 __all__ = ["Console", "ConsoleApi", "ConsoleBackend", "ConsoleError", "FanOutBackend", "LocalBackend"]
 

@@ -23,9 +23,9 @@ from vixio.core.tools.toolset import ToolSet
 from vixio.core.tools.types import ToolCallRequest, ToolCallResult, ToolDefinition
 
 if TYPE_CHECKING:
-    from vixio.server import VixioServer
-    from vixio.session_tools import SessionTools
-    from vixio.transports.xiaozhi.connection import XiaozhiConnection
+    from vixio.app.server import VixioServer
+    from vixio.voice.session_tools import SessionTools
+    from vixio.transports.xiaozhi.session.connection import XiaozhiConnection
 
 MAX_SAY_CHARS = 1000
 """Longest sentence the Say box may type into a session."""

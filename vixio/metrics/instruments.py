@@ -55,7 +55,7 @@ for _kind in ("unavailable", "write"):
 
 
 def reply_ended(marks: Mapping[str, float], outcome: TurnOutcome) -> None:
-    """One reply ended; `marks` are its turn's latency marks (vixio.core.state.TurnMetrics)."""
+    """One reply ended; `marks` are its turn's latency marks (vixio.core.session_state.TurnMetrics)."""
     TURNS.labels(outcome).inc()
     spoken, first_frame = marks.get("speech_end"), marks.get("first_frame_sent")
     if spoken is not None and first_frame is not None and first_frame >= spoken:

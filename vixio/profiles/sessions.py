@@ -9,7 +9,7 @@ from typing import Any
 from loguru import logger
 
 from vixio.profiles.book import ProfileBook, ProfileChoice
-from vixio.profiles.live import SessionProfile
+from vixio.app.profile_switch import SessionProfile
 from vixio.state.store import Store, StoreError
 
 

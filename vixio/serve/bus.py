@@ -74,7 +74,7 @@ def fleet_bus(config: VixioConfig, name: str, serve: Serve | None = None, member
     if not in_fleet(config):
         return None
     state = config.state
-    if not state.fleet_secret:  # `vixio serve` refused this config already (vixio/preflight.py)
+    if not state.fleet_secret:  # `vixio serve` refused this config already (vixio/config/preflight.py)
         raise ValueError(FLEET_SECRET_MISSING)
     return RedisBus(state.url, name, password=state.password, prefix=state.prefix, serve=serve, member=member,
                     ttl=config.server.directory_ttl, secret=state.fleet_secret,

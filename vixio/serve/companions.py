@@ -33,14 +33,14 @@ from aiohttp import web
 from loguru import logger
 
 from vixio.core.tools.types import ToolCallResult, ToolDefinition
-from vixio.transports.xiaozhi.pairing_relay import CompanionLink, RemoteCompanion, RemoteHost
+from vixio.transports.xiaozhi.companions.relay import CompanionLink, RemoteCompanion, RemoteHost
 from vixio.serve.peers import PeerReply, Peers
 
 if TYPE_CHECKING:
     from vixio.serve.directory import SessionDirectory
-    from vixio.transports.xiaozhi.pairing_store import CompanionKey
-    from vixio.transports.xiaozhi.register_tools import RegisterToolsClient
-    from vixio.transports.xiaozhi.transport import XiaozhiTransport
+    from vixio.transports.xiaozhi.companions.store import CompanionKey
+    from vixio.transports.xiaozhi.mcp.register_tools import RegisterToolsClient
+    from vixio.transports.xiaozhi.websocket.transport import XiaozhiTransport
 
 PATH = "/internal/companions"
 REPLY_MARGIN = 2.0

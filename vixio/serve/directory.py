@@ -45,14 +45,14 @@ from typing import TYPE_CHECKING, Any
 
 from loguru import logger
 
-from vixio.console.workers import internal_call_route
+from vixio.console.worker_calls import internal_call_route
 from vixio.core.log_throttle import LogThrottle
 from vixio.state.store import LiveSession, Store, StoreError
 
 if TYPE_CHECKING:
     from vixio.config.models import VixioConfig
     from vixio.serve.peers import Peers
-    from vixio.transports.xiaozhi.transport import XiaozhiTransport
+    from vixio.transports.xiaozhi.websocket.transport import XiaozhiTransport
 
 log = logger.bind(component="vixio.directory")
 

@@ -1,7 +1,7 @@
 """Activation codes confirmed on any instance of a fleet.
 
 A device's pending code lives in the supervisor of the instance that answered its OTA request
-(vixio/transports/xiaozhi/activation.py). An operator may confirm it on any instance (the load
+(vixio/transports/xiaozhi/http/activation.py). An operator may confirm it on any instance (the load
 balancer picks one): a code this instance did not give out is asked of every other instance's
 supervisor over the fleet's bus, and the one that gave it out admits the device in the shared
 store, where every instance's next OTA answer finds it.
@@ -23,8 +23,8 @@ from typing import Any
 from vixio.serve.bus import RedisBus
 from vixio.serve.peers import PeerReply, instance_of
 from vixio.state.store import StoreWriteError
-from vixio.transports.xiaozhi.activation import ActivationRegistry
-from vixio.transports.xiaozhi.activation_proof import ActivationRefused, DeviceProof
+from vixio.transports.xiaozhi.http.activation import ActivationRegistry
+from vixio.transports.xiaozhi.http.activation_proof import ActivationRefused, DeviceProof
 
 PATH = "/internal/activation"
 SUPERVISOR = "supervisor"

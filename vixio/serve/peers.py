@@ -1,5 +1,5 @@
 """The supervisor's client for its workers' session routes (`vixio serve --workers N`), and a
-worker's for its siblings' (vixio/serve/companions.py, vixio/task_results.py).
+worker's for its siblings' (vixio/serve/companions.py, vixio/app/task_results.py).
 
 Each worker serves its `VixioServer.session_routes` on a private Unix socket in the supervisor's
 run directory (mode 0700). The supervisor answers the HTTP port; a route there that needs live

@@ -28,7 +28,7 @@ from typing import Any, Protocol
 from loguru import logger
 
 from vixio.config.models import VixioConfig
-from vixio.config.voice import LitellmAgentConfig
+from vixio.config.pipeline import LitellmAgentConfig
 from vixio.state.store import StoredTurn
 
 MEMORY_NOTE = "What you remember about this user from earlier conversations (use it when it helps):\n{memory}"
@@ -120,7 +120,7 @@ def _openai_completion(model: str, api_base: str | None, api_key: str | None,
                        timeout: float | None) -> Callable[..., Any]:
     """`openai/...` models through the openai SDK, as the agent calls them (no litellm import), on
     the client the agent uses for that server (its pool, closed when the server stops)."""
-    from vixio.providers.agent.openai_clients import shared_openai_client
+    from vixio.providers.agent.openai_agents.clients import shared_openai_client
 
     async def complete(messages: list[dict[str, str]]) -> str:
         client = shared_openai_client(api_base, api_key, timeout)

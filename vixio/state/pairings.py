@@ -1,6 +1,6 @@
 """Companion pairing approvals in the state store, behind the transport's `PairingStore`.
 
-Pairing decisions are synchronous (vixio/transports/xiaozhi/pairing.py), so each process keeps
+Pairing decisions are synchronous (vixio/transports/xiaozhi/companions/pairing.py), so each process keeps
 the approvals in memory: loaded at startup, changed here at once and written behind, and read
 again by `sync()` — which the console calls after an approval or revocation, in the process
 that made it (to wait for the write) and then in every worker (to see it). The JSON file in
@@ -18,7 +18,7 @@ from pathlib import Path
 from loguru import logger
 
 from vixio.state.store import PairingApproval, Store, StoreError
-from vixio.transports.xiaozhi.pairing_store import MAX_APPROVALS, Approval, CompanionKey, PairingFile
+from vixio.transports.xiaozhi.companions.store import MAX_APPROVALS, Approval, CompanionKey, PairingFile
 
 
 class StorePairings:

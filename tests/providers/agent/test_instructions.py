@@ -130,7 +130,7 @@ async def test_a_text_tool_protocol_keeps_the_clock_fresh(server: ScriptedLLMSer
 
 
 async def test_the_clock_tools_tell_the_time_in_agent_timezone() -> None:
-    from vixio.voice import VoiceStack
+    from vixio.voice.stack import VoiceStack
 
     stack = VoiceStack(config_with_agent({"provider": "local-llama", "timezone": "Asia/Kathmandu"}))
     tools = {tool.name: tool for tool in stack.local_tools}

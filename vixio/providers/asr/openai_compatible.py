@@ -21,7 +21,7 @@ from typing import Any
 
 from loguru import logger
 
-from vixio.extras import install_hint
+from vixio.config.extras import install_hint
 from vixio.providers import http_eager
 from vixio.providers.asr.base import ASRError, ASRProvider, check_pcm
 from vixio.providers.failure import describe_failure
