@@ -1,4 +1,4 @@
-"""The live-session directory in one process (vixio/serve/directory.py): a real server, real
+"""The live-session directory in one process (vixio/fleet/directory.py): a real server, real
 WebSockets, the real SQLite store (and a real redis-server where Redis forgets it). Two
 processes are in tests/test_directory_workers.py."""
 
@@ -13,7 +13,7 @@ import pytest
 
 from vixio.config.models import VixioConfig
 from vixio.core.pipeline import Pipeline
-from vixio.serve.directory import COMPANION, REPLACED, holder_name, resolve_instance
+from vixio.fleet.directory import COMPANION, REPLACED, holder_name, resolve_instance
 from vixio.app.server import VixioServer
 from vixio.state.store import LiveSession
 from vixio.testing.device import SimulatedDevice

@@ -165,7 +165,7 @@ def _serve_command(args: argparse.Namespace) -> int:
         return 1
     config.server.workers = workers  # resolved: each process knows how many share the cores
     level = args.log_level or config.log.level
-    from vixio.serve.directory import in_fleet
+    from vixio.fleet.directory import in_fleet
 
     # A fleet member runs the supervisor even with one worker: its workers reach the other instances.
     one_process = workers == 1 and not in_fleet(config)
@@ -178,7 +178,7 @@ def _serve_command(args: argparse.Namespace) -> int:
         print(f"vixio: {problem}", file=sys.stderr)
     if problems:
         return 1
-    from vixio.serve.plan import raise_open_file_limit
+    from vixio.fleet.plan import raise_open_file_limit
 
     too_few_files = raise_open_file_limit(config.xiaozhi.max_connections)
     if too_few_files:

@@ -17,7 +17,7 @@ from vixio.config.vision import VisionConfig
 from vixio.config.pipeline import LitellmAgentConfig, OpenAIASRConfig, OpenAITTSConfig
 from vixio.providers.agent.base import AgentError
 from vixio.providers.asr import ASRError, OpenAICompatibleASR
-from vixio.providers.failure import describe_failure, failure_kind, host_port
+from vixio.core.failure import describe_failure, failure_kind, host_port
 from vixio.providers.tts import OpenAICompatibleTTS, TTSError
 from vixio.app.server import VixioServer
 from vixio.testing.device import SimulatedDevice

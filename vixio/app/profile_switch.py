@@ -102,7 +102,7 @@ class SessionProfile:
 
     async def _switch_agent(self, agent: AgentStation, stack: VoiceStack) -> None:
         """A provider of the profile's model continues the conversation under its instructions."""
-        from vixio.state.long_term import with_memory
+        from vixio.memory.long_term import with_memory
 
         parts = stack.agent_parts(self._tools)
         old = agent.provider

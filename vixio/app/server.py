@@ -9,7 +9,7 @@ text, vixio/metrics/), `/metrics.json`, and any
 route that reports on or acts on live sessions) need this process's sessions: in one process they
 are served on the HTTP port too; in a worker process (`vixio serve --workers N`) they are served on
 the worker's private socket, and the supervisor answers the HTTP port from every worker
-(vixio/serve/supervisor.py, vixio/serve/peers.py). What the process does and says as it starts (heap
+(vixio/serve/supervisor.py, vixio/fleet/peers.py). What the process does and says as it starts (heap
 freeze, config warnings, the banner) is vixio/app/startup.py, shared with the supervisor.
 """
 
@@ -49,18 +49,18 @@ from vixio.app.startup import freeze_startup_heap, log_http_urls, warn_about_ope
 from vixio.app.task_results import TaskResults
 from vixio.state import open_store
 from vixio.state.limits import StoreRate
-from vixio.state.long_term import long_term_updater
-from vixio.state.memory import ConversationMemory, prune_history_forever
-from vixio.state.pairings import StorePairings
+from vixio.memory.long_term import long_term_updater
+from vixio.memory.conversation import ConversationMemory, prune_history_forever
+from vixio.transports.xiaozhi.companions.stored import StorePairings
 from vixio.profiles import ProfileBook
 from vixio.profiles.book import DEFAULT
 from vixio.app.profile_switch import SessionProfile
-from vixio.profiles.sessions import LiveProfiles
+from vixio.app.live_profiles import LiveProfiles
 from vixio.transports.xiaozhi.http.hosts import VISION_PATH
 from vixio.app.vision import VisionRoute
 from vixio.voice.stack import VoiceStack
-from vixio.serve.directory import SessionDirectory, holder_name, in_fleet, resolve_instance
-from vixio.serve.plan import cpu_count
+from vixio.fleet.directory import SessionDirectory, holder_name, in_fleet, resolve_instance
+from vixio.fleet.plan import cpu_count
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -99,7 +99,7 @@ class VixioServer:
         """The config's profiles, and which one a device gets (vixio/profiles/)."""
         self._memories: dict[str, ConversationMemory | None] = {}
         self.profiles = LiveProfiles(self.book, self.store)
-        """Live sessions' profiles (vixio/profiles/sessions.py)."""
+        """Live sessions' profiles (vixio/app/live_profiles.py)."""
         self._pruner: asyncio.Task[None] | None = None
         self.ota = OtaServer(config.xiaozhi, self.authenticator, websocket_port=lambda: self.transport.port,
                              store=self.store)
@@ -123,7 +123,7 @@ class VixioServer:
         self.instance = resolve_instance(config.server.instance, in_fleet(config))
         self.directory = SessionDirectory(self.store, holder_name(self.instance, worker_index),
                                           ttl=config.server.directory_ttl, close_here=self.transport.close_session)
-        """Records this process's sessions and closes a device's stale one (vixio/serve/directory.py)."""
+        """Records this process's sessions and closes a device's stale one (vixio/fleet/directory.py)."""
         self.transport.sessions_seen = self.directory
         # Who each device is, pinned in the store (vixio/transports/xiaozhi/session/identity.py); OTA pins through the same store.
         self.transport.identities = IdentityPins(self.store)

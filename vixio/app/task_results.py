@@ -5,7 +5,7 @@ back on whichever worker has the fewest connections. A background (async) tool i
 running when its session ends (`SessionTaskRunner.release`, each bounded by its timeout); when it
 finishes, its result goes to the device's live session — in this process, or on a sibling worker
 over the workers' private sockets or, in a fleet, on another instance (`POST /internal/task-results`,
-as vixio/serve/companions.py; the live-session directory names the holder)
+as vixio/fleet/companions.py; the live-session directory names the holder)
 — and the agent there tells the user. A device that is not connected then has the result held in
 the state store for `memory.resume_minutes` (the window in which it continues its conversation;
 at most `MAX_HELD_PER_DEVICE`): its next session, on any worker and after a restart too, takes it
@@ -27,12 +27,12 @@ from loguru import logger
 
 from vixio.core.tools.context import AsyncTaskRecord
 from vixio.core.tools.tasks import SessionTaskRunner
-from vixio.serve.peers import PeerReply
+from vixio.fleet.peers import PeerReply
 from vixio.state.store import StoreError
 
 if TYPE_CHECKING:
     from vixio.app.server import VixioServer
-    from vixio.serve.peers import Peers
+    from vixio.fleet.peers import Peers
 
 PATH = "/internal/task-results"
 MAX_HELD_PER_DEVICE = 16

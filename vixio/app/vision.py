@@ -29,7 +29,7 @@ from loguru import logger
 from vixio.config.needs import missing_key
 from vixio.config.vision import VisionConfig
 from vixio.metrics import count_provider_error
-from vixio.providers.failure import describe_failure
+from vixio.core.failure import describe_failure
 from vixio.transports.xiaozhi.session.auth import AuthError, DeviceAuthenticator
 
 MAX_QUESTION_CHARS = 2000

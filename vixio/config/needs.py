@@ -30,6 +30,7 @@ from vixio.config.pipeline import (
     TTSConfig,
 )
 from vixio.config.extras import PROVIDER_EXTRAS
+from vixio.config.profiles import ProfileErrors, effective_config
 
 # litellm reads these when the config gives no key; local servers (ollama...) need none.
 _KEY_VARIABLES = {
@@ -77,9 +78,12 @@ def provider_needs(config: VixioConfig) -> list[tuple[str, str, str]]:
 
 def profile_config(config: VixioConfig, name: str) -> VixioConfig:
     """Profile `name` of a validated config as a whole config."""
-    from vixio.profiles.book import ProfileBook
-
-    return ProfileBook(config).effective(name)
+    errors: list[str] = []
+    source = config.model_dump(mode="json", by_alias=True, exclude={"profiles", "devices"})
+    found = effective_config(config, source, name, errors)
+    if found is None:  # the config was validated: only a profile changed since could fail
+        raise ProfileErrors(errors)
+    return found
 
 
 def _tts_need(tts: TTSConfig) -> str:

@@ -6,7 +6,9 @@ out (no `asr`: typed text only; no `tts`: subtitles only; no `agent`: nothing an
 
 from __future__ import annotations
 
+from datetime import tzinfo
 from typing import Annotated, Any, Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import Field, field_validator
 
@@ -110,8 +112,6 @@ class _AgentCommon(StrictModel):
     @field_validator("timezone")
     @classmethod
     def _known_zone(cls, value: str | None) -> str | None:
-        from vixio.providers.agent.instructions import resolve_timezone
-
         resolve_timezone(value)  # ValueError names the zone
         return value
 
@@ -227,3 +227,14 @@ class SpeechConfig(StrictModel):
     """Seconds of waiting for the model before the filler is spoken."""
     unfinished_after: float = Field(default=1.5, gt=0)
     """Seconds without new text from the model after which the sentence it left unfinished is spoken as it stands (a slow model is heard as it goes, not when the sentence ends)."""
+
+
+def resolve_timezone(name: str | None) -> tzinfo | None:
+    """The IANA zone `name`; None keeps the server's local zone (read at each use, so a DST change
+    or a new TZ is followed). Raises ValueError naming an unknown zone."""
+    if not name:
+        return None
+    try:
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError) as exc:
+        raise ValueError(f"unknown time zone {name!r} (an IANA name such as Europe/Berlin or Asia/Shanghai)") from exc

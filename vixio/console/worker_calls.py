@@ -15,11 +15,10 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 
 from vixio.console.backend import ConsoleBackend, ConsoleError
-from vixio.core.json_limits import loads_bounded
-from vixio.serve.peers import instance_of, worker_number
+from vixio.fleet.peers import instance_of, internal_call_route, worker_number
 
 if TYPE_CHECKING:
-    from vixio.serve.peers import Peers
+    from vixio.fleet.peers import Peers
 
 PATH = "/internal/console"
 _CALLS = ("sessions", "session", "tools", "execute", "say", "reassign", "memory_changed")
@@ -28,31 +27,6 @@ _CALLS = ("sessions", "session", "tools", "execute", "say", "reassign", "memory_
 def worker_route(backend: ConsoleBackend) -> Any:
     """The worker's handler for `POST /internal/console` (a `SessionRoute` of `VixioServer`)."""
     return internal_call_route(backend, _CALLS)
-
-
-def internal_call_route(backend: Any, calls: tuple[str, ...]) -> Any:
-    """A worker's handler for `POST {"call": NAME, "args": {...}}` on its private socket: awaits
-    `backend.NAME(**args)` for a NAME in `calls` and answers `{"result": ...}` or `{"error": ...}`."""
-
-    async def handle(request: web.Request) -> web.Response:
-        try:
-            body = loads_bounded(await request.read())
-        except ValueError as exc:  # JsonTooDeep included
-            return web.json_response({"error": f"the body is not JSON: {exc}"}, status=400)
-        if not isinstance(body, dict):
-            return web.json_response({"error": "the body must be a JSON object"}, status=400)
-        call, args = body.get("call"), body.get("args") or {}
-        if call not in calls or not isinstance(args, dict):
-            return web.json_response({"error": f"call must be one of {calls}"}, status=400)
-        try:
-            result = await getattr(backend, call)(**args)
-        except ConsoleError as exc:
-            return web.json_response({"error": exc.message}, status=exc.status)
-        except TypeError as exc:
-            return web.json_response({"error": f"bad arguments for {call}: {exc}"}, status=400)
-        return web.json_response({"result": result})
-
-    return handle
 
 
 class WorkerBackend:

@@ -11,7 +11,7 @@ from typing import Literal
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from vixio.providers.failure import FAILURE_KINDS, failure_kind
+from vixio.core.failure import FAILURE_KINDS, failure_kind
 
 ProviderKind = Literal["agent", "asr", "tts", "vision"]
 PROVIDER_KINDS: tuple[ProviderKind, ...] = ("agent", "asr", "tts", "vision")
@@ -63,7 +63,7 @@ def reply_ended(marks: Mapping[str, float], outcome: TurnOutcome) -> None:
 
 
 def count_provider_error(provider: ProviderKind, exc: BaseException) -> None:
-    """A request to the `provider` failed with `exc` (its cause kind: vixio/providers/failure.py)."""
+    """A request to the `provider` failed with `exc` (its cause kind: vixio/core/failure.py)."""
     PROVIDER_ERRORS.labels(provider, failure_kind(exc)).inc()
 
 

@@ -15,7 +15,7 @@ from aiohttp import web
 
 from vixio import metrics
 from vixio.metrics.merge import Family
-from vixio.serve.peers import PeerReply, Peers, worker_number
+from vixio.fleet.peers import PeerReply, Peers, worker_number
 from vixio.app.server import rss_mb
 
 if TYPE_CHECKING:

@@ -12,7 +12,8 @@ from loguru import logger
 from vixio.config.languages import language_pack
 from vixio.config.models import VixioConfig
 from vixio.config.pipeline import LitellmAgentConfig, LocalLlamaAgentConfig
-from vixio.providers.agent.instructions import TurnInstructions, resolve_timezone
+from vixio.config.pipeline import resolve_timezone
+from vixio.providers.agent.instructions import TurnInstructions
 from vixio.providers.agent.no_tools_guard import RULES, NoToolsGuard
 from vixio.providers.agent.tool_support import TOOL_MODELS_HINT, ToolSupport, gguf_takes_tools, litellm_function_calling
 

@@ -28,7 +28,7 @@ from vixio.core.tools.context import AsyncTaskRecord
 from vixio.core.tools.local import ToolLoadError, builtin_tool, func_to_tool_definition, load_tool_function
 from vixio.core.tools.tasks import AsyncTaskQueue, SessionTaskRunner, task_status_tool
 from vixio.core.tools.types import ToolDefinition
-from vixio.providers.agent.instructions import resolve_timezone
+from vixio.config.pipeline import resolve_timezone
 from vixio.providers.agent.openai_agents.clients import close_openai_clients
 from vixio.providers.prewarm import Prewarmer
 from vixio.providers.asr.base import ASRProvider
@@ -59,7 +59,7 @@ from vixio.voice.providers import (
 
 if TYPE_CHECKING:
     from vixio.providers.tools.mcp_servers import McpServerPool
-    from vixio.state.memory import Conversation
+    from vixio.memory.conversation import Conversation
 
 
 class VoiceStack:
@@ -240,7 +240,7 @@ class VoiceStack:
         Without `tools`, the session gets its own `session_tools()` (local tools only unless
         the caller feeds it device tools). With `conversation` (memory on), the agent starts from
         its restored turns and records each new one; `on_forgotten` is called after the user had
-        it all erased by voice (vixio/state/forget.py), the model's history emptied first.
+        it all erased by voice (vixio/memory/forget.py), the model's history emptied first.
         """
         config = self.config
         if self.prewarm is not None:  # the device just connected: its user speaks in a second
@@ -265,12 +265,12 @@ class VoiceStack:
             if conversation is not None:
                 station.history = conversation.history_items()
                 station.on_turn = conversation.record
-                from vixio.state.long_term import with_memory
+                from vixio.memory.long_term import with_memory
 
                 # Read at every turn: an operator's edit (the console) applies from the next one.
                 station.system_prompt = with_memory(station.system_prompt, conversation.memory_text)
                 conversation.on_history = history_setter(station)
-                from vixio.state.forget import ForgetRequest
+                from vixio.memory.forget import ForgetRequest
 
                 policy = tools.toolset.policy if tools is not None else config.tools.policy()
                 forget = ForgetRequest(conversation, language=config.language, confirms=policy.confirms)

@@ -10,7 +10,8 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from vixio.config.languages import language_pack
-from vixio.providers.agent.instructions import TurnInstructions, resolve_timezone
+from vixio.config.pipeline import resolve_timezone
+from vixio.providers.agent.instructions import TurnInstructions
 from vixio.providers.agent.text_tools import TextToolAgentProvider
 from vixio.testing.llm_server import Reply, ScriptedLLMServer
 

@@ -20,7 +20,7 @@ import pytest
 from tests.state.test_long_term import FACTS, system
 from tests.state.test_resume import ALICE, conversation, hang_up, say, start, until, url
 from vixio.app.server import VixioServer
-from vixio.state.long_term import MEMORY_NOTE
+from vixio.memory.long_term import MEMORY_NOTE
 from vixio.testing.device import SimulatedDevice
 from vixio.testing.llm_server import Reply, ScriptedLLMServer
 from vixio.transports.xiaozhi.session.auth import issue_token

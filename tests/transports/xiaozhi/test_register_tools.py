@@ -18,7 +18,7 @@ from vixio.core.station import Station
 from vixio.core.tools import ToolCallRequest, ToolDefinition, ToolExecutor, ToolSet
 from vixio.app.server import VixioServer
 from vixio.testing.register_client import ClientTool, RegisterClient, ToolFailure
-from vixio.transports.xiaozhi import protocol as xp
+from vixio.transports.xiaozhi.protocol import messages as xp
 from vixio.transports.xiaozhi.mcp.ai_messages import join_sentences
 from vixio.transports.xiaozhi.mcp.register_tools import RegisterToolsClient, parse_tools
 from vixio.transports.xiaozhi.websocket.transport import DeviceContext

@@ -24,7 +24,7 @@ from loguru import logger
 from vixio.config.extras import install_hint
 from vixio.providers import http_eager
 from vixio.providers.asr.base import ASRError, ASRProvider, check_pcm
-from vixio.providers.failure import describe_failure
+from vixio.core.failure import describe_failure
 from vixio.providers.prewarm import Warmth, head
 
 _EXTRA_HINT = install_hint("xiaozhi")

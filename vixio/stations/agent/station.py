@@ -7,7 +7,7 @@ station starts a turn of its own to speak it as soon as the current one is done,
 not spoken yet (the user barged in) travels with the user's next message. On an interrupt the
 provider keeps only what the device actually played. A resumed session's earlier turns
 (`history`) seed the provider at start, and `on_turn` hears every turn, an interrupted one again
-with what was heard (vixio/state/memory.py stores them). A turn in progress is told as interrupted
+with what was heard (vixio/memory/conversation.py stores them). A turn in progress is told as interrupted
 at its start (the question) and again at each sentence the device is given, so a worker killed
 mid-reply, or a stop that cuts the reply off, leaves the question and the reply so far stored.
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from agents import MaxTurnsExceeded, ModelTimeoutError
 
 from vixio.providers.agent.openai_agents.model_deadline import ModelCallTimeout
-from vixio.providers.failure import connection_failure, describe_failure
+from vixio.core.failure import connection_failure, describe_failure
 
 _LITELLM_PREFIX = re.compile(r"^litellm\.\w+:\s*(\w+:\s*)?(\w+Exception\s*-\s*)?")
 

@@ -3,7 +3,7 @@
 The supervisor hands each connection to a worker before a byte of it is read, so a companion
 and the device it names often land on different workers. `CompanionRegistry` (pairing.py) pairs
 what it holds itself; for the rest it asks its `CompanionRelay`, which reaches the other
-processes (vixio/serve/companions.py relays over the workers' private sockets):
+processes (vixio/fleet/companions.py relays over the workers' private sockets):
 
     companion's worker                               device's worker
     CompanionRegistry ─ relay.pair(companion) ─────► a RemoteCompanion joins the device's host

@@ -70,7 +70,7 @@ class Approval:
 
 
 class PairingStore(Protocol):
-    """Where approvals live: the state store (vixio/state/pairings.py) in a server, this file otherwise."""
+    """Where approvals live: the state store (vixio/transports/xiaozhi/companions/stored.py) in a server, this file otherwise."""
 
     def is_approved(self, key: CompanionKey) -> bool:
         """Whether an operator approved `key` (now or in an earlier run, in any process)."""

@@ -101,7 +101,7 @@ class ActivationRegistry:
         self.keys = DeviceKeys.load(config.device_keys, config.device_keys_file)
         """The owner's device keys (activation v2); empty: every device waits for its code."""
         self.elsewhere: Callable[[str], Awaitable[str | None]] | None = None
-        """A fleet: confirms a code another instance gave its device (vixio/serve/fleet_activation.py)."""
+        """A fleet: confirms a code another instance gave its device (vixio/fleet/activation.py)."""
         self.prove_elsewhere: Callable[[str, DeviceProof], Awaitable[None]] | None = None
         """A fleet: checks a proof of a challenge another instance issued (raises ActivationRefused)."""
 

@@ -25,7 +25,7 @@ from vixio.core.realtime_budget import RealTimeBudget
 from vixio.core.chunk import UNSET_TURN, AudioChunk, Chunk, StreamCompleteChunk, TextChunk, TurnEndChunk, TurnStartChunk
 from vixio.core.protocol import Message
 from vixio.core.session import Session
-from vixio.transports.xiaozhi import protocol as xp
+from vixio.transports.xiaozhi.protocol import messages as xp
 from vixio.transports.xiaozhi.protocol.codec import UPLINK_SAMPLE_RATE, CodecError, OpusDecoder, packet_duration
 from vixio.config.xiaozhi import XiaozhiConfig
 from vixio.transports.xiaozhi.session.downlink import Downlink

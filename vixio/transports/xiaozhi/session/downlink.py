@@ -24,7 +24,7 @@ from vixio.core.chunk import (
 from vixio.core.protocol import Message
 from vixio.metrics import LATE_FRAMES, reply_ended
 from vixio.metrics.instruments import TurnOutcome
-from vixio.transports.xiaozhi import protocol as xp
+from vixio.transports.xiaozhi.protocol import messages as xp
 from vixio.transports.xiaozhi.protocol.codec import DOWNLINK_SAMPLE_RATE, FRAME_DURATION_MS, OpusEncoder, ReplyFramer
 from vixio.transports.xiaozhi.session.pacing import DownlinkPacer
 

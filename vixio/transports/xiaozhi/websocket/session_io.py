@@ -16,7 +16,7 @@ from websockets.asyncio.server import ServerConnection
 
 from vixio.core.protocol import Message
 from vixio.core.transport import ConnectionClosed, TransportBase
-from vixio.transports.xiaozhi import protocol as xp
+from vixio.transports.xiaozhi.protocol import messages as xp
 from vixio.transports.xiaozhi.mcp.register_tools import RegisterToolsClient
 from vixio.transports.xiaozhi.websocket.send import can_send_now, send_now, send_together
 

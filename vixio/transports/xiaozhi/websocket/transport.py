@@ -29,7 +29,7 @@ from vixio.core.protocol import Message
 from vixio.core.session import Session, fan_out
 from vixio.core.tools.limits import ToolBudget
 from vixio.metrics import SESSIONS, SESSIONS_STARTED
-from vixio.transports.xiaozhi import protocol as xp
+from vixio.transports.xiaozhi.protocol import messages as xp
 from vixio.transports.xiaozhi.session.auth import (AuthError, BadDeviceId, DeviceAuthenticator, DeviceIdentity,
                                           anonymous_identity)
 from vixio.config.xiaozhi import XiaozhiConfig

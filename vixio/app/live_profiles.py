@@ -1,5 +1,5 @@
 """The profiles of one process's live sessions: chosen when a session starts, switched when the
-device is reassigned (the console) or forgets everything (vixio/state/forget.py)."""
+device is reassigned (the console) or forgets everything (vixio/memory/forget.py)."""
 
 from __future__ import annotations
 

@@ -20,8 +20,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from vixio.serve.bus import RedisBus
-from vixio.serve.peers import PeerReply, instance_of
+from vixio.fleet.bus import RedisBus
+from vixio.fleet.peers import PeerReply, instance_of
 from vixio.state.store import StoreWriteError
 from vixio.transports.xiaozhi.http.activation import ActivationRegistry
 from vixio.transports.xiaozhi.http.activation_proof import ActivationRefused, DeviceProof

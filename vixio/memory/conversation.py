@@ -38,7 +38,7 @@ from vixio.providers.agent.base import mark_interrupted
 from vixio.state.store import DeviceMemory, Store, StoredTurn, StoreError, StoreWriteError
 
 if TYPE_CHECKING:
-    from vixio.state.long_term import MemoryUpdater
+    from vixio.memory.long_term import MemoryUpdater
 
 MAX_TEXT_CHARS = 4000
 """Longest user text or reply stored per turn (longer ones keep their start); bounds what one device can store."""
@@ -53,7 +53,7 @@ LATE_WRITE_WAIT = 5.0
 
 class ConversationMemory:
     """One per process: opens each new session's conversation, and updates the device's long-term
-    memory with `updater` when a conversation ends (vixio/state/long_term.py)."""
+    memory with `updater` when a conversation ends (vixio/memory/long_term.py)."""
 
     def __init__(self, store: Store, config: MemoryConfig, updater: MemoryUpdater | None = None) -> None:
         self.store = store

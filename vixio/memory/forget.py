@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 from loguru import logger
 
-from vixio.state.memory import Conversation
+from vixio.memory.conversation import Conversation
 from vixio.state.store import StoreError
 
 PHRASES = {

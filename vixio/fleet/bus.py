@@ -36,8 +36,8 @@ from loguru import logger
 
 from vixio.config.memory import FLEET_SECRET_MISSING
 from vixio.core.log_throttle import LogThrottle
-from vixio.serve.bus_auth import BusSigner, Refused
-from vixio.serve.peers import PeerReply
+from vixio.fleet.bus_auth import BusSigner, Refused
+from vixio.fleet.peers import PeerReply
 
 if TYPE_CHECKING:
     from vixio.config.models import VixioConfig
@@ -69,7 +69,7 @@ class BusNameTaken(RuntimeError):
 def fleet_bus(config: VixioConfig, name: str, serve: Serve | None = None, member: bool | None = None
               ) -> RedisBus | None:
     """This process's bus when the config makes a fleet (`state.backend: redis`), else None."""
-    from vixio.serve.directory import in_fleet
+    from vixio.fleet.directory import in_fleet
 
     if not in_fleet(config):
         return None

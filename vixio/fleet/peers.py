@@ -1,5 +1,5 @@
 """The supervisor's client for its workers' session routes (`vixio serve --workers N`), and a
-worker's for its siblings' (vixio/serve/companions.py, vixio/app/task_results.py).
+worker's for its siblings' (vixio/fleet/companions.py, vixio/app/task_results.py).
 
 Each worker serves its `VixioServer.session_routes` on a private Unix socket in the supervisor's
 run directory (mode 0700). The supervisor answers the HTTP port; a route there that needs live
@@ -29,6 +29,9 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 import aiohttp
+from aiohttp import web
+
+from vixio.core.json_limits import loads_bounded
 
 DEFAULT_TIMEOUT = 5.0
 """Seconds a worker has to answer; a worker busy longer than that is reported, not waited for."""
@@ -52,7 +55,7 @@ class PeerReply:
 
 
 class RemotePeers(Protocol):
-    """The workers of the other instances of a fleet (vixio/serve/bus.py reaches them over Redis)."""
+    """The workers of the other instances of a fleet (vixio/fleet/bus.py reaches them over Redis)."""
 
     def holders(self) -> list[str]:
         """The other instances' workers that are alive now."""
@@ -182,3 +185,38 @@ class Peers:
             return PeerReply("", 503, {"error": "no worker is ready"})
         worker = workers[next(self._turn) % len(workers)]
         return await self.request(worker, method, path, body=body, headers=headers)
+
+
+class CallError(Exception):
+    """A call a worker's route refuses; `status` is the HTTP status to answer with (the console's
+    `ConsoleError` is one)."""
+
+    def __init__(self, message: str, status: int = 400) -> None:
+        super().__init__(message)
+        self.message = message
+        self.status = status
+
+
+def internal_call_route(backend: Any, calls: tuple[str, ...]) -> Any:
+    """A worker's handler for `POST {"call": NAME, "args": {...}}` on its private socket: awaits
+    `backend.NAME(**args)` for a NAME in `calls` and answers `{"result": ...}` or `{"error": ...}`."""
+
+    async def handle(request: web.Request) -> web.Response:
+        try:
+            body = loads_bounded(await request.read())
+        except ValueError as exc:  # JsonTooDeep included
+            return web.json_response({"error": f"the body is not JSON: {exc}"}, status=400)
+        if not isinstance(body, dict):
+            return web.json_response({"error": "the body must be a JSON object"}, status=400)
+        call, args = body.get("call"), body.get("args") or {}
+        if call not in calls or not isinstance(args, dict):
+            return web.json_response({"error": f"call must be one of {calls}"}, status=400)
+        try:
+            result = await getattr(backend, call)(**args)
+        except CallError as exc:
+            return web.json_response({"error": exc.message}, status=exc.status)
+        except TypeError as exc:
+            return web.json_response({"error": f"bad arguments for {call}: {exc}"}, status=400)
+        return web.json_response({"result": result})
+
+    return handle

@@ -34,10 +34,10 @@ from loguru import logger
 
 from vixio.core.tools.types import ToolCallResult, ToolDefinition
 from vixio.transports.xiaozhi.companions.relay import CompanionLink, RemoteCompanion, RemoteHost
-from vixio.serve.peers import PeerReply, Peers
+from vixio.fleet.peers import PeerReply, Peers
 
 if TYPE_CHECKING:
-    from vixio.serve.directory import SessionDirectory
+    from vixio.fleet.directory import SessionDirectory
     from vixio.transports.xiaozhi.companions.store import CompanionKey
     from vixio.transports.xiaozhi.mcp.register_tools import RegisterToolsClient
     from vixio.transports.xiaozhi.websocket.transport import XiaozhiTransport

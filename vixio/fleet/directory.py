@@ -25,7 +25,7 @@ several connections under one id.
 
 Companions waiting for a device are listed too, under the device's id with the session id
 `companion:<their session id>`: a worker where a device connects tells only the workers listed
-for its id (vixio/serve/companions.py), not every worker of the fleet. Such entries are never a
+for its id (vixio/fleet/companions.py), not every worker of the fleet. Such entries are never a
 device's holder and never stale.
 
     directory = SessionDirectory(store, "host-2/w0", close_here=transport.close_session,
@@ -45,13 +45,13 @@ from typing import TYPE_CHECKING, Any
 
 from loguru import logger
 
-from vixio.console.worker_calls import internal_call_route
+from vixio.fleet.peers import internal_call_route
 from vixio.core.log_throttle import LogThrottle
 from vixio.state.store import LiveSession, Store, StoreError
 
 if TYPE_CHECKING:
     from vixio.config.models import VixioConfig
-    from vixio.serve.peers import Peers
+    from vixio.fleet.peers import Peers
     from vixio.transports.xiaozhi.websocket.transport import XiaozhiTransport
 
 log = logger.bind(component="vixio.directory")
