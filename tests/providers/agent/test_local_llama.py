@@ -136,7 +136,7 @@ def test_amx_builds_load_without_extra_buffer_types(monkeypatch: pytest.MonkeyPa
     import llama_cpp
     import llama_cpp.llama_cpp as low_level
 
-    from vixio.providers.agent.llama.weights import amx_kernels_disabled
+    from vixio.patches.llama_cpp import amx_kernels_disabled
 
     original = low_level.llama_model_default_params
     monkeypatch.setattr(llama_cpp, "llama_print_system_info", lambda: b"CPU : AVX2 = 1 | AMX_INT8 = 1 |")

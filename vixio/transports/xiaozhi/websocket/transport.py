@@ -44,7 +44,7 @@ from vixio.transports.xiaozhi.companions.store import PairingStore
 from vixio.transports.xiaozhi.mcp.register_tools import RegisterToolsClient, ServerTools
 from vixio.transports.xiaozhi.websocket.session_io import XiaozhiSessionIO
 from vixio.transports.xiaozhi.websocket.log import websockets_logger
-from vixio.transports.xiaozhi.websocket.receive import DirectConnection, connection_class
+from vixio.patches.websockets import DirectConnection, connection_class
 
 COMPANION_HELLO_GRACE = 1.0
 """Seconds a client that registered tools has left to send a hello before it is served as a
