@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 import websockets
 
-from capacity_load import Device, build_clips
+from capacity.load import Device, build_clips
 
 REGISTER_TOOLS = 600
 LIST_TOOLS = 1000
