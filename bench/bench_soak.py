@@ -213,7 +213,7 @@ def main(argv: list[str] | None = None) -> int:
     last = [s for s in samples if s["cycles"] >= 0.75 * args.cycles]
     fits: dict[str, dict[str, float]] = {}
     for name in list(samples[-1]["rss_mb"]) + ["total"]:
-        def series(rows: list[dict[str, Any]]) -> list[tuple[int, float]]:
+        def series(rows: list[dict[str, Any]], name: str = name) -> list[tuple[int, float]]:
             return [(row["cycles"], sum(row["rss_mb"].values()) if name == "total" else row["rss_mb"].get(name, 0.0))
                     for row in rows if name == "total" or name in row["rss_mb"]]
         fits[name] = {"after_warmup": round(slope_per_1000(series(warm)), 2),
