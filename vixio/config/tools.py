@@ -16,6 +16,7 @@ from vixio.core.settings import StrictModel
 from vixio.core.tools.policy import ToolPolicy
 
 BuiltinTool = Literal["get_time", "get_date"]
+BUILTIN_DEFAULT: tuple[BuiltinTool, ...] = ("get_time", "get_date")
 SubTypeName = Literal["control", "query"]
 
 
@@ -61,7 +62,7 @@ class ToolsConfig(StrictModel):
 
     enabled: bool = True
     """Master switch: false gives the model no tools at all."""
-    builtin: list[BuiltinTool] = Field(default_factory=lambda: ["get_time", "get_date"])
+    builtin: list[BuiltinTool] = Field(default_factory=lambda: list(BUILTIN_DEFAULT))
     """Local tools offered to every session."""
     local: list[str | LocalToolConfig] = Field(default_factory=list)
     """Your own Python functions as tools: "package.module:function", "path/to/file.py:function", or {function, name, description, async, timeout, sub_type}; loaded at startup."""

@@ -25,12 +25,11 @@ of openai 3.x), each where it is installed and of a checked version.
 
 from __future__ import annotations
 
-import importlib
 from typing import Any
 
 from loguru import logger
 
-from vixio.patches import allowed, installed_version
+from vixio.patches import allowed, installed_version, load
 
 CHECKED = {"httpcore2": ("2.",), "httpcore": ("1.0.",)}
 """Versions checked (prefixes) per distribution: the fork (httpcore2 2.16) and httpcore 1.0.9."""
@@ -58,10 +57,10 @@ def _install_readable_check(backends: list[str]) -> bool:
     patched = False
     for name in backends:
         try:
-            module = importlib.import_module(name)
+            module = load(name)
             stream_type = module.AnyIOStream
             is_readable = module.is_socket_readable
-            raw_socket = importlib.import_module("anyio.abc").SocketAttribute.raw_socket
+            raw_socket = load("anyio.abc").SocketAttribute.raw_socket
         except (ImportError, AttributeError):
             continue
         original = stream_type.get_extra_info
@@ -76,13 +75,13 @@ def _install_direct_write(backends: list[str]) -> bool:
     """httpcore's `AnyIOStream.write` without anyio's trailing checkpoint when the bytes can go
     at once; True when at least one httpcore is patched."""
     try:
-        socket_stream = importlib.import_module("anyio._backends._asyncio").SocketStream
+        socket_stream = load("anyio._backends._asyncio").SocketStream
     except (ImportError, AttributeError):
         return False
     patched = False
     for name in backends:
         try:
-            stream_type = importlib.import_module(name).AnyIOStream
+            stream_type = load(name).AnyIOStream
         except (ImportError, AttributeError):
             continue
         original = stream_type.write
@@ -93,7 +92,7 @@ def _install_direct_write(backends: list[str]) -> bool:
     return patched
 
 
-def _direct_write(original: Any, socket_stream: type) -> Any:
+def _direct_write(original: Any, socket_stream: Any) -> Any:
     async def write(self: Any, buffer: bytes, timeout: float | None = None) -> None:
         stream = self._stream
         if buffer and type(stream) is socket_stream and _writable_now(stream):

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-import importlib
 import types
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -27,7 +26,7 @@ from typing import Any
 from loguru import logger
 
 from vixio.core.eager import continuation
-from vixio.patches import allowed
+from vixio.patches import allowed, load
 
 DISTRIBUTION = "openai-agents"
 CHECKED = ("0.24.",)
@@ -74,8 +73,8 @@ class _NotPlain(Exception):
 def _install_copies() -> bool:
     """Patch both copies once; True when the direct paths are in place."""
     try:
-        json_module = importlib.import_module("agents.util._json")
-        state_module = importlib.import_module("agents.run_state")
+        json_module = load("agents.util._json")
+        state_module = load("agents.run_state")
     except ImportError:
         return False
     dump = json_module._to_dump_compatible_internal
@@ -169,8 +168,8 @@ _MODULES = ("agents.run_internal.run_loop", "agents.run_internal.turn_preparatio
 def _install_gather() -> bool:
     """Patch the hook gathers once; True when the fast path is in place."""
     try:
-        tasks_module = importlib.import_module("agents.util._asyncio_tasks")
-        modules = [importlib.import_module(name) for name in _MODULES]
+        tasks_module = load("agents.util._asyncio_tasks")
+        modules = [load(name) for name in _MODULES]
     except ImportError:
         return False
     original = tasks_module.gather_with_cancel
@@ -231,7 +230,7 @@ async def eager_gather_with_cancel(
         raise failure
     if not pending:
         return tuple(results)
-    tasks_module = importlib.import_module("agents.util._asyncio_tasks")
+    tasks_module = load("agents.util._asyncio_tasks")
     gathered = await tasks_module.gather_with_cancel(*(future for _, future in pending),
                                                      on_child_failure=on_child_failure)
     for (index, _), value in zip(pending, gathered, strict=True):
@@ -268,8 +267,8 @@ _IMPORTERS = ("agents.run_internal.tool_use_tracker", "agents.run_state")
 def _install_identity() -> bool:
     """Patch the identity map once; True when the direct path is in place."""
     try:
-        identity = importlib.import_module(_IDENTITY_MODULE)
-        importers = [importlib.import_module(name) for name in _IMPORTERS]
+        identity = load(_IDENTITY_MODULE)
+        importers = [load(name) for name in _IMPORTERS]
         original = identity._build_agent_identity_map
         iterate = identity._iter_agent_graph
     except (ImportError, AttributeError):

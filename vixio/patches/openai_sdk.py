@@ -31,14 +31,13 @@ pydantic's validator, keeping `construct_type` as the fallback for off-spec valu
 from __future__ import annotations
 
 import contextlib
-import importlib
 import sys
 import typing
 from typing import Any
 
 from loguru import logger
 
-from vixio.patches import allowed
+from vixio.patches import allowed, load
 
 DISTRIBUTION = "openai"
 CHECKED = ("3.",)
@@ -89,13 +88,13 @@ def prebuild_stream_models() -> int:
     return built
 
 
-def stream_models() -> list[type]:
+def stream_models() -> list[Any]:
     """The openai SDK models named by the chat-completions streaming modules that are not built yet."""
     try:
-        base_model = importlib.import_module("pydantic").BaseModel
+        base_model = load("pydantic").BaseModel
     except ImportError:
         return []
-    found: dict[int, type] = {}
+    found: dict[int, Any] = {}
     modules = [_try_import(name) for name in _STREAM_MODULES]
     modules += [sys.modules.get(name) for name in _STREAM_MODULES_IF_LOADED]
     for module in filter(None, modules):
@@ -108,16 +107,16 @@ def stream_models() -> list[type]:
 
 def _try_import(name: str) -> Any:
     try:
-        return importlib.import_module(name)
+        return load(name)
     except ImportError:
         return None
 
 
 def _install_chunk_validation() -> bool:
     try:
-        base_client = importlib.import_module("openai._base_client")
-        chunk_type = importlib.import_module("openai.types.chat").ChatCompletionChunk
-        validation_error = importlib.import_module("pydantic").ValidationError
+        base_client = load("openai._base_client")
+        chunk_type = load("openai.types.chat").ChatCompletionChunk
+        validation_error = load("pydantic").ValidationError
     except (ImportError, AttributeError):
         return False
     owner = base_client.BaseClient
@@ -159,8 +158,8 @@ def _as_constructed(model: Any) -> Any:
 
 def _install_transform() -> bool:
     try:
-        module = importlib.import_module(_MODULE)
-        transform_module = importlib.import_module("openai._utils._transform")
+        module = load(_MODULE)
+        transform_module = load("openai._utils._transform")
     except ImportError:
         return False
     original = module.async_maybe_transform
@@ -184,7 +183,7 @@ def _install_transform() -> bool:
     return True
 
 
-def _is_identity(expected_type: object, property_info: type) -> bool:
+def _is_identity(expected_type: object, property_info: Any) -> bool:
     known = _identity_types.get(expected_type)
     if known is None:
         try:
@@ -195,7 +194,7 @@ def _is_identity(expected_type: object, property_info: type) -> bool:
     return known
 
 
-def _declares_transform(tp: Any, property_info: type, seen: set[int]) -> bool:
+def _declares_transform(tp: Any, property_info: Any, seen: set[int]) -> bool:
     """True when an alias or a format appears anywhere in the type tree of `tp`."""
     if id(tp) in seen:
         return False

@@ -177,7 +177,8 @@ class RegisterClient:
     async def wait_for_ai(self, kind: str, *, count: int = 1, timeout: float = 5.0) -> str:
         """Content of the `count`-th `mcp/ai/message` of type `kind`."""
         await self._wait(lambda: len([m for m in self.ai_messages if m.get("type") == kind]) >= count, timeout)
-        return [m for m in self.ai_messages if m.get("type") == kind][count - 1]["content"]
+        content: str = [m for m in self.ai_messages if m.get("type") == kind][count - 1]["content"]
+        return content
 
     async def wait_for_pairing(self, status: str, *, timeout: float = 5.0) -> dict[str, Any]:
         """The first `mcp/pairing` notification with this status."""

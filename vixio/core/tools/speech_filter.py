@@ -154,7 +154,7 @@ class SpeechFilter:
                 if sink is not None:
                     sink.append(buffer[pos:found.start()])
                 if self._inside is None:
-                    self._inside = markers.rule[found.lastgroup]
+                    self._inside = markers.rule[found.lastgroup or ""]  # every alternative is a named group
                     self.markup_seen = self.markup_seen or not self.rules[self._inside].thought
                 else:
                     self._inside = None

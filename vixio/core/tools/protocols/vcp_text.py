@@ -106,7 +106,8 @@ class ResultFormatter(string.Formatter):
     def format_field(self, value: Any, format_spec: str) -> str:
         if format_spec == "field":
             return field_value(str(value))
-        return super().format_field(value, format_spec)
+        formatted: str = super().format_field(value, format_spec)
+        return formatted
 
 
 def definition(tool: ToolDefinition) -> str:
@@ -145,7 +146,7 @@ def _example_value(spec: dict[str, Any]) -> Any:
     kind = spec.get("type")
     kind = kind[0] if isinstance(kind, list) and kind else kind
     minimum = spec.get("minimum")
-    examples = {"integer": minimum if isinstance(minimum, int) else 1, "number": minimum if isinstance(
+    examples: dict[str, Any] = {"integer": minimum if isinstance(minimum, int) else 1, "number": minimum if isinstance(
         minimum, int | float) else 1.5, "boolean": True, "array": [], "object": {}}
     return examples.get(str(kind), "...")
 

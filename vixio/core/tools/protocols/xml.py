@@ -204,10 +204,11 @@ def render_calls(calls: Iterable[tuple[str, Mapping[str, Any]]]) -> str:
 
 def _render_value(value: Any) -> str:
     if isinstance(value, str):
-        if "<" not in value and _ENTITY.search(value):  # the parser would decode it
-            value = value.replace("&", "&amp;")
+        text: str = value
+        if "<" not in text and _ENTITY.search(text):  # the parser would decode it
+            text = text.replace("&", "&amp;")
         # The parser strips one newline at each end, so a value's own edge newline gets a spare.
-        return ("\n" if value.startswith("\n") else "") + value + ("\n" if value.endswith("\n") else "")
+        return ("\n" if text.startswith("\n") else "") + text + ("\n" if text.endswith("\n") else "")
     return json.dumps(value, ensure_ascii=False)
 
 
