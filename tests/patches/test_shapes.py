@@ -145,3 +145,10 @@ async def test_aiohttp_runner_builds_the_chosen_server_class_with_aiohttps_setti
         assert server._kwargs.get("keepalive_timeout") == 7, "aiohttp's server settings no longer in _kwargs"
     finally:
         await runner.cleanup()
+
+
+def test_aiohttp_request_writer_shape() -> None:
+    module = importlib.import_module("aiohttp.client_reqrep")
+    assert hasattr(module, "asyncio"), "aiohttp.client_reqrep no longer imports asyncio: the eager writer patch needs a look"
+    assert "asyncio.create_task" in inspect.getsource(module) or "create_task" in inspect.getsource(module), \
+        "aiohttp.client_reqrep no longer starts its body writer with create_task"

@@ -3,11 +3,14 @@ library alone with one log line."""
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 from loguru import logger
 from websockets.asyncio.server import ServerConnection
 
 import vixio.patches as patches
+from vixio.patches import aiohttp as aiohttp_patch
 from vixio.patches import httpcore, llama_cpp, openai_agents, openai_sdk
 from vixio.patches import websockets as ws_patch
 
@@ -40,6 +43,7 @@ def test_switched_off_no_module_installs_and_one_line_says_so(switched_off: None
     assert openai_agents.install() is False
     assert openai_sdk.install() is False
     assert httpcore.install() is False
+    assert aiohttp_patch.install() is (sys.version_info >= (3, 12))  # 3.12+ needs no patch
     assert ws_patch.connection_class() is ServerConnection
     assert ws_patch.batching_available(object()) is False  # type: ignore[arg-type]
     assert openai_agents.install() is False  # again: no second line

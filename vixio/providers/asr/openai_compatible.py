@@ -22,7 +22,7 @@ from typing import Any
 from loguru import logger
 
 from vixio.config.extras import install_hint
-from vixio.providers import http_eager
+from vixio.patches import aiohttp as http_eager
 from vixio.providers.asr.base import ASRError, ASRProvider, check_pcm
 from vixio.core.failure import describe_failure
 from vixio.providers.prewarm import Warmth, head

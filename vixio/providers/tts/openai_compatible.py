@@ -19,7 +19,7 @@ import numpy as np
 from loguru import logger
 
 from vixio.config.extras import install_hint
-from vixio.providers import http_eager
+from vixio.patches import aiohttp as http_eager
 from vixio.core.failure import describe_failure
 from vixio.providers.prewarm import Warmth, head
 from vixio.providers.tts.base import TTSError, TTSProvider
