@@ -87,9 +87,9 @@ def run_turns(variant: str, turns: int) -> dict[str, Any]:
 
 
 async def run_frames(variant: str, sessions: int, port: int) -> dict[str, float]:
-    import bench_transport as transport
     import numpy as np
 
+    import bench_transport as transport
     from vixio.transports.xiaozhi.protocol.codec import OpusEncoder
 
     previous = os.environ.get(SWITCH)

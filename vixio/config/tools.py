@@ -1,4 +1,4 @@
-"""Configuration of the agent's tools: built-ins, policy (seed 001 ToolCallConfig), MCP servers.
+"""Configuration of the agent's tools: built-ins, policy (docs/tool-systems.md §5), MCP servers.
 
 Tool names in `toggles`, `sub_types`, `timeouts` and `require_confirmation` are a tool's
 original name (`self.audio_speaker.set_volume`) or its public name, or a shell-style pattern

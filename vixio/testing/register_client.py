@@ -1,4 +1,4 @@
-"""A small `mcp/registerTools` client (seed 002): a robot, a web page or a test that offers tools.
+"""A small `mcp/registerTools` client (docs/tool-systems.md §3): a robot, a web page or a test that offers tools.
 
 It opens a Xiaozhi WebSocket session (hello, then typed text with `listen detect`), registers
 its tools, runs `mcp/tool/execute` requests with their handlers and records the assistant's
@@ -293,7 +293,7 @@ class RegisterClient:
 
 
 def demo_tools() -> list[ClientTool]:
-    """Two tools in the shape of seed 002's examples: a control tool and a query tool."""
+    """Two tools in the shape of the registerTools design's examples: a control tool and a query tool."""
     state = {"level": 50}
 
     def set_volume(args: dict[str, Any]) -> dict[str, Any]:

@@ -1,7 +1,7 @@
 """Tool arguments: parsed, coerced to the tool's JSON Schema, then validated.
 
 Models write `"50"` for an integer and `"true"` for a boolean; the device firmware rejects both
-(reference §3.1). So arguments are coerced where the schema says what they should be, then
+(docs/xiaozhi-protocol.md §5). So arguments are coerced where the schema says what they should be, then
 validated with `jsonschema`; a failure goes back to the model as a tool error and the call
 never reaches the device.
 

@@ -91,7 +91,7 @@ status:{{status:field}}
 duration_ms:{{duration_ms:field}}
 content:{{content:field}}
 {RESULT_END}"""
-"""`duration_ms` is seed 001 §8.1's `durationMs`: how long the call took, in whole milliseconds."""
+"""`duration_ms` is the `durationMs` of docs/tool-systems.md §4.2: how long the call took, in whole milliseconds."""
 
 SUMMARY_TEMPLATE = f"""\
 {SUMMARY_START}
@@ -111,7 +111,7 @@ class ResultFormatter(string.Formatter):
 
 
 def definition(tool: ToolDefinition) -> str:
-    """One tool's definition block (seed 001 §4.2.5): tool_name, command (the source's own
+    """One tool's definition block (docs/tool-systems.md §4.1): tool_name, command (the source's own
     name), description, the parameters as a JSON list (name, type, required, default) and one
     readable line each (with description and allowed values), and an example call's fields."""
     schema = normalize_schema(tool.parameters)
