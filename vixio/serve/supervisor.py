@@ -63,6 +63,8 @@ from vixio.transports.xiaozhi.http_limits import install_accept_error_throttle
 from vixio.transports.xiaozhi.auth import DeviceAuthenticator
 from vixio.transports.xiaozhi.hosts import VISION_PATH
 from vixio.transports.xiaozhi.ota import OtaServer
+from vixio.server_mqtt import PATH as MQTT_PUSH_PATH
+from vixio.server_mqtt import MqttService
 from vixio.transports.xiaozhi.pairing_policy import warn_about_trusted_macs
 from vixio.vision import UPLOAD_TIMEOUT
 from vixio.serve.dispatch import Dispatcher
@@ -103,6 +105,12 @@ class Supervisor(WorkerLifecycle):
         self.ota.add_route("GET", metrics.PATH, guard.protect(self.metrics.prometheus))
         self.ota.add_route("GET", metrics.JSON_PATH, guard.protect(self.metrics.json))
         self.ota.add_route("POST", VISION_PATH, self._forward_to_any)
+        # MQTT: OTA hands out the credentials here; worker w0 runs the broker (vixio/server_mqtt.py).
+        self.mqtt = MqttService(config, None, owner=False)
+        self.mqtt.peers = self.peers
+        if self.mqtt.enabled:
+            self.ota.mqtt_section = self.mqtt.ota_section
+            self.ota.add_route("POST", MQTT_PUSH_PATH, guard.protect(self.mqtt.handle_operator_push))
         # The operator console over every worker's sessions (vixio/console/workers.py).
         agent = config.agent
         self.console = ConsoleApi(FanOutBackend(lambda: [WorkerBackend(self.peers, w) for w in self.peers.workers]),

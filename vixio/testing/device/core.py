@@ -23,6 +23,7 @@ from vixio.testing.device.audio import ReceivedFrame, Speaker
 from vixio.testing.device.errors import DeviceError
 from vixio.testing.device.mcp import DeviceMcpServer, DeviceStatus, DeviceTool, default_tools
 from vixio.testing.device.ota import DeviceIdentity, OtaResult, run_ota, system_info
+from vixio.testing.device.mqtt_protocol import DeviceMqttProtocol
 from vixio.testing.device.protocol import CHANNEL_TIMEOUT_S, DeviceProtocol
 from vixio.testing.device.recording import DeviceRecording, ReceivedMessage, SentMessage
 from vixio.transports.xiaozhi.codec import UPLINK_SAMPLE_RATE, OpusEncoder
@@ -79,12 +80,17 @@ class DeviceCore:
         activation_poll_interval: float = 3.0,
         activation_error_interval: float = 10.0,
         language: str = "zh-CN",
+        mqtt: bool = False,
     ) -> None:
         """Configure the device; nothing connects until `run_ota()` / `connect()`.
 
         `token` is what OTA would have stored (OTA replaces it); it is sent as
         `Authorization: Bearer <token>` only when non-empty. `client_id` defaults to the board's
         own (`board_client_id`: one per MAC, as in flash); another one is another board claiming the MAC.
+
+        `mqtt=True` speaks MQTT + UDP as the firmware does when OTA hands out `mqtt`
+        (mqtt_protocol.py): it needs `ota_url`, stays connected to the broker while idle
+        (`shutdown()` leaves it), and sends `goodbye` when it closes its audio channel.
 
         `clock` timestamps everything and drives the playback model; sleeps use asyncio,
         so it must advance in real time (time.monotonic or the loop's time).
@@ -129,9 +135,11 @@ class DeviceCore:
         self.received: list[ReceivedMessage] = self.recording.received
         self.sent: list[SentMessage] = self.recording.sent
         self.audio_frames: list[ReceivedFrame] = self.recording.audio_frames
-        self.protocol = DeviceProtocol(device_id=self.device_id, client_id=self.client_id, recording=self.recording,
-                                       clock=clock, on_json=self._on_json, on_binary=self._on_binary,
-                                       on_closed=self._on_closed, report=self._report)
+        self.mqtt = mqtt
+        layer = DeviceMqttProtocol if mqtt else DeviceProtocol
+        self.protocol: DeviceProtocol | DeviceMqttProtocol = layer(
+            device_id=self.device_id, client_id=self.client_id, recording=self.recording, clock=clock,
+            on_json=self._on_json, on_binary=self._on_binary, on_closed=self._on_closed, report=self._report)
         self.protocol.url, self.protocol.token, self.protocol.version = ws_url, token, protocol_version
         builtin = default_tools(self.status, lambda: system_info(self._identity), self._schedule_reboot)
         self._mcp = (DeviceMcpServer([*builtin, *tools], board=board, firmware_version=firmware_version,
@@ -188,7 +196,12 @@ class DeviceCore:
         if not self.ota_url:
             raise ValueError("run_ota() needs ota_url")
         poll, error = self._activation_intervals
-        self.ota = await run_ota(self.ota_url, self._identity, poll_interval=poll, error_interval=error)
+        self.ota = await run_ota(self.ota_url, self._identity, poll_interval=poll, error_interval=error,
+                                 mqtt=self.mqtt)
+        if self.ota.mqtt is not None and isinstance(self.protocol, DeviceMqttProtocol):
+            self.protocol.settings = self.ota.mqtt
+            self.warnings.extend(self.ota.warnings)
+            return self.ota.reply
         self.protocol.url = self.ota.websocket_url
         if self.ota.token is not None:  # an omitted key keeps its stored value (NVS)
             self.protocol.token = self.ota.token
@@ -205,6 +218,10 @@ class DeviceCore:
         if self._mcp is not None:
             features["mcp"] = True
         features["glyph_push"] = False
+        if self.mqtt:  # MqttProtocol::GetHelloMessage: version 3, transport udp, whatever the WebSocket settings
+            return {"type": "hello", "version": 3, "transport": "udp", "features": features,
+                    "audio_params": {"format": "opus", "sample_rate": UPLINK_SAMPLE_RATE, "channels": 1,
+                                     "frame_duration": self.uplink_frame_ms}}
         return {"type": "hello", "version": self.protocol_version, "features": features, "transport": "websocket",
                 "audio_params": {"format": "opus", "sample_rate": UPLINK_SAMPLE_RATE, "channels": 1,
                                  "frame_duration": self.uplink_frame_ms}}
@@ -221,7 +238,11 @@ class DeviceCore:
         return hello
 
     async def _open_channel(self) -> dict[str, Any]:
-        if self.ws_url is None:
+        if self.mqtt and isinstance(self.protocol, DeviceMqttProtocol) and not self.protocol.settings:
+            if not self.ota_url:
+                raise ValueError("a SimulatedDevice(mqtt=True) needs ota_url (the MQTT settings come from OTA)")
+            await self.run_ota()
+        elif self.ws_url is None:
             if not self.ota_url:
                 raise ValueError("SimulatedDevice needs ws_url or ota_url")
             await self.run_ota()
@@ -294,7 +315,7 @@ class DeviceCore:
                 self._report("alert ignored: `status`, `message` and `emotion` must all be strings", False)
         elif kind == "custom":
             self.custom_messages.append(data.get("payload"))
-        elif kind == "goodbye":
+        elif kind == "goodbye" and not self.mqtt:
             self._report("`goodbye` is MQTT-only; the firmware ignores it on WebSocket (close the socket)", False)
         else:
             self._report(f"message type {kind!r} ignored", False)
