@@ -17,12 +17,12 @@ import pytest
 
 from vixio.config.models import VixioConfig
 from vixio.metrics.instruments import MQTT_REFUSED, UDP_DROPPED
-from vixio.server import VixioServer
+from vixio.app.server import VixioServer
 from vixio.testing.device import SimulatedDevice
 from vixio.testing.device.mqtt_protocol import DeviceMqttProtocol
 from vixio.testing.llm_server import Reply, ScriptedLLMServer
 from vixio.testing.speech_servers import SlowSpeechServer
-from vixio.transports.xiaozhi.codec import OpusDecoder
+from vixio.transports.xiaozhi.protocol.codec import OpusDecoder
 from vixio.transports.xiaozhi.mqtt import packets as mp
 
 pytestmark = pytest.mark.integration

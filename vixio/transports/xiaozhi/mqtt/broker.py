@@ -26,7 +26,7 @@ from loguru import logger
 from vixio.config.mqtt import MqttConfig
 from vixio.core.log_throttle import LogThrottle
 from vixio.metrics.instruments import MQTT_CLIENTS, MQTT_REFUSED
-from vixio.transports.xiaozhi.auth import DeviceIdentity
+from vixio.transports.xiaozhi.session.auth import DeviceIdentity
 from vixio.transports.xiaozhi.mqtt import packets as mp
 from vixio.transports.xiaozhi.mqtt.credentials import MqttCredentials, Topics
 

@@ -25,7 +25,7 @@ from typing import Any
 
 from vixio.core.transport import ConnectionClosed
 from vixio.metrics.instruments import UDP_DROPPED
-from vixio.transports.xiaozhi.auth import DeviceIdentity
+from vixio.transports.xiaozhi.session.auth import DeviceIdentity
 from vixio.transports.xiaozhi.mqtt.audio_packets import AudioCipher
 
 READ_QUEUE = 128

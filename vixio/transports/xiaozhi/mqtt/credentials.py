@@ -1,6 +1,6 @@
 """Per-device MQTT credentials: what OTA hands a device, and how the broker checks them.
 
-    client_id  "<device id>|<Client-Id>"        the pinned pair (vixio/transports/xiaozhi/identity.py)
+    client_id  "<device id>|<Client-Id>"        the pinned pair (vixio/transports/xiaozhi/session/identity.py)
     username   "<device key>"                   12 hex digits of the MAC, or "x" + a digest for other ids
     password   base64url(HMAC-SHA256(secret, "mqtt|" + client_id))[:32]
     topics     "<prefix>/<device key>/up"       the device publishes here (its `publish_topic`)
@@ -24,7 +24,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from vixio.transports.xiaozhi.auth import DeviceIdentity
+from vixio.transports.xiaozhi.session.auth import DeviceIdentity
 
 _MAC = re.compile(r"^[0-9a-f]{2}(:[0-9a-f]{2}){5}$")
 MAX_CLIENT_ID_CHARS = 200

@@ -29,7 +29,7 @@ from vixio.transports.xiaozhi.mqtt.broker import DeviceLink, EmbeddedBroker
 from vixio.transports.xiaozhi.mqtt.channel import MqttUdpChannel
 from vixio.transports.xiaozhi.mqtt.credentials import MqttCredentials
 from vixio.transports.xiaozhi.mqtt.udp import AudioSocket, open_audio_socket
-from vixio.transports.xiaozhi.transport import XiaozhiTransport
+from vixio.transports.xiaozhi.websocket.transport import XiaozhiTransport
 
 
 class MqttFront:
