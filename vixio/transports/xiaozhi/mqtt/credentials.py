@@ -1,7 +1,7 @@
 """Per-device MQTT credentials: what OTA hands a device, and how the broker checks them.
 
     client_id  "<device id>|<Client-Id>"        the pinned pair (vixio/transports/xiaozhi/session/identity.py)
-    username   "<device key>"                   12 hex digits of the MAC, or "x" + a digest for other ids
+    username   "<device key>"                   12 hex digits of the MAC, or "x" + the id in hex
     password   base64url(HMAC-SHA256(secret, "mqtt|" + client_id))[:32]
     topics     "<prefix>/<device key>/up"       the device publishes here (its `publish_topic`)
                "<prefix>/<device key>/down"     what is delivered to it (its `subscribe_topic`)
@@ -32,10 +32,22 @@ MAX_CLIENT_ID_CHARS = 200
 
 
 def device_key(device_id: str) -> str:
-    """A topic-safe, unambiguous name of `device_id` (no '+', '#', '/')."""
+    """A topic-safe name of `device_id` (no '+', '#', '/') that gives it back (`device_of_key`)."""
     if _MAC.match(device_id):
         return device_id.replace(":", "")
-    return "x" + hashlib.sha256(device_id.encode()).hexdigest()[:20]
+    return "x" + device_id.encode().hex()
+
+
+def device_of_key(key: str) -> str | None:
+    """The device id a key names, or None for anything `device_key` does not make."""
+    if len(key) == 12 and all(c in "0123456789abcdef" for c in key):
+        return ":".join(key[i:i + 2] for i in range(0, 12, 2))
+    if key.startswith("x") and len(key) <= 2 * MAX_CLIENT_ID_CHARS:
+        try:
+            return bytes.fromhex(key[1:]).decode()
+        except ValueError:
+            return None
+    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,10 +72,10 @@ class MqttCredentials:
         return Topics(f"{self.prefix}/{key}/up", f"{self.prefix}/{key}/down")
 
     def device_of_topic(self, topic: str) -> str | None:
-        """The device key of an uplink topic (`<prefix>/<key>/up`), else None."""
+        """The device id of an uplink topic (`<prefix>/<key>/up`), else None."""
         parts = topic.split("/")
         if len(parts) == 3 and parts[0] == self.prefix and parts[2] == "up":
-            return parts[1]
+            return device_of_key(parts[1])
         return None
 
     def _password(self, client_id: str) -> str:
