@@ -15,19 +15,32 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from aiohttp import web
 
 from vixio.config.models import VixioConfig
 from vixio.transports.xiaozhi.mqtt.credentials import MqttCredentials, load_secret
-from vixio.transports.xiaozhi.mqtt.front import MqttFront
-from vixio.transports.xiaozhi.websocket.transport import XiaozhiTransport
+from vixio.config.extras import install_hint
+
+if TYPE_CHECKING:
+    from vixio.transports.xiaozhi.mqtt.front import MqttFront
+    from vixio.transports.xiaozhi.websocket.transport import XiaozhiTransport
 
 PATH = "/api/mqtt/push"
 """Session route: `{"device_id": ..., "message": {...}}` -> 200 `{"delivered": true}`, or 404 when
 this process's broker does not hold the device."""
 MAX_PUSH_BYTES = 64 * 1024
+
+
+def front_class() -> type[MqttFront]:
+    """The embedded broker's front, imported when `mqtt.enabled` (AES-CTR needs the `mqtt` extra)."""
+    try:
+        from vixio.transports.xiaozhi.mqtt.front import MqttFront
+    except ImportError as exc:
+        raise ImportError(f"mqtt.enabled needs the 'mqtt' extra ({exc.name} missing): "
+                          f"{install_hint('mqtt')}") from exc
+    return MqttFront
 
 
 class Forwarder(Protocol):
@@ -53,7 +66,7 @@ class MqttService:
             state_dir = Path(config.state.path).parent if config.state.backend == "sqlite" else Path(".vixio")
             self._credentials = MqttCredentials(load_secret(self.config.secret, state_dir), self.config.topic_prefix)
             if owner and transport is not None:
-                self.front = MqttFront(self.config, transport, self._credentials)
+                self.front = front_class()(self.config, transport, self._credentials)
 
     async def start(self) -> None:
         if self.front is not None:

@@ -54,6 +54,9 @@ PROVIDER_EXTRAS: dict[str, ExtraNeed] = {
     "vision": ExtraNeed("", ("litellm", "aiohttp")),
     # The state store on Redis/Valkey (state.backend: redis).
     "state:redis": ExtraNeed("redis", ("redis",)),
+    # MQTT + UDP for Xiaozhi devices (mqtt.enabled): the UDP audio's AES-CTR (its sessions are the
+    # WebSocket transport's, whose Opus and resampling `transport:xiaozhi` installs).
+    "transport:mqtt": ExtraNeed("mqtt", ("cryptography",), optional=("opuslib_next", "soxr")),
 }
 
 

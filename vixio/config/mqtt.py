@@ -2,8 +2,7 @@
 reachable, and the UDP port its audio uses (docs/mqtt.md).
 
 `mqtt: {enabled: true}` is all a household sets: vixio then runs its own broker on `port` and
-its UDP audio on `udp_port`, and OTA hands devices MQTT credentials. `broker_url` points at an
-external broker instead (a fleet's mosquitto or EMQX); vixio then connects to it as a client.
+its UDP audio on `udp_port`, and OTA hands devices MQTT credentials.
 """
 
 from __future__ import annotations
@@ -32,8 +31,6 @@ class MqttConfig(StrictModel):
     """The broker port handed to devices when it is not `port` (a TLS terminator on 8883 in front, a NAT)."""
     public_udp_port: int | None = Field(default=None, ge=1, le=65535)
     """The UDP port handed to devices when it is not `udp_port` (a NAT in front)."""
-    broker_url: str | None = None
-    """An external broker instead of the embedded one, e.g. `mqtt://vixio:${VIXIO_MQTT_PASSWORD}@broker:1883` (docs/mqtt.md, "External broker"); vixio subscribes to every device's publish topic and publishes to each device's subscribe topic. null: the embedded broker."""
     topic_prefix: str = "vixio"
     """First level of every device topic: `<prefix>/<device key>/up` (the device publishes) and `<prefix>/<device key>/down` (it is delivered)."""
     secret: str = ""
