@@ -1,4 +1,4 @@
-"""Every config.yaml example in the tool docs is valid config, and `tools.local` examples load."""
+"""Every config.yaml example in the tool and MQTT docs is valid config, and `tools.local` examples load."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from vixio.config.loader import parse_config
 from vixio.config.models import VixioConfig
 
 ROOT = Path(__file__).resolve().parents[2]
-DOCS = ["docs/tools.md", "docs/tool-protocols.md"]
+DOCS = ["docs/tools.md", "docs/tool-protocols.md", "docs/mqtt.md"]
 _BLOCK = re.compile(r"```yaml\n(.*?)```", re.S)
 
 
