@@ -81,8 +81,7 @@ class MqttService:
         assert self._credentials is not None
         if self.front is not None:
             return self.front.ota_section(device_id, client_id, host)
-        port = self.config.public_port or self.config.port
-        return self._credentials.issue(device_id, client_id, f"{self.config.public_host or host}:{port}",
+        return self._credentials.issue(device_id, client_id, self.config.device_endpoint(host, self.config.broker_port()),
                                        self.config.keepalive)
 
     async def push_to_idle_device(self, device_id: str, message: dict[str, Any]) -> bool:

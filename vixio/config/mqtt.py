@@ -2,7 +2,8 @@
 reachable, and the UDP port its audio uses (docs/mqtt.md).
 
 `mqtt: {enabled: true}` is all a household sets: vixio then runs its own broker on `port` and
-its UDP audio on `udp_port`, and OTA hands devices MQTT credentials.
+its UDP audio on `udp_port`, and OTA hands devices MQTT credentials. `broker_url` points at an
+external broker instead (a mosquitto with vixio's plugin); vixio then connects to it as a client.
 """
 
 from __future__ import annotations
@@ -31,6 +32,10 @@ class MqttConfig(StrictModel):
     """The broker port handed to devices when it is not `port` (a TLS terminator on 8883 in front, a NAT)."""
     public_udp_port: int | None = Field(default=None, ge=1, le=65535)
     """The UDP port handed to devices when it is not `udp_port` (a NAT in front)."""
+    broker_url: str | None = None
+    """An external broker instead of the embedded one: `mqtt://<user>:<password>@<host>:<port>`, a mosquitto running deploy/mosquitto/vixio_devices.c with the same user, password and `secret` (docs/mqtt.md, "An external broker"). vixio connects as that user from worker w0; `public_host` (or `public_endpoint`) must then say where devices reach the broker and vixio's UDP port. null: the embedded broker."""
+    public_endpoint: str | None = None
+    """`host:port` handed to devices as the broker when it is not `public_host` with `public_port` (an external broker on another machine)."""
     topic_prefix: str = "vixio"
     """First level of every device topic: `<prefix>/<device key>/up` (the device publishes) and `<prefix>/<device key>/down` (it is delivered)."""
     secret: str = ""
@@ -50,6 +55,27 @@ class MqttConfig(StrictModel):
         if not value or any(c in value for c in "+#/\0") or len(value) > 64:
             raise ValueError(f"mqtt.topic_prefix is {value!r}: 1-64 characters, no '+', '#', '/'")
         return value
+
+    @field_validator("broker_url")
+    @classmethod
+    def _url(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith("mqtt://"):
+            raise ValueError(f"mqtt.broker_url must be mqtt://user:password@host:port, got {value.split('@')[-1]!r}")
+        return value
+
+    def device_endpoint(self, host: str, broker_port: int) -> str:
+        """The `endpoint` OTA hands out, for a device that reached OTA at `host`."""
+        if self.public_endpoint:
+            return self.public_endpoint
+        return f"{self.public_host or host}:{self.public_port or broker_port}"
+
+    def broker_port(self) -> int:
+        """The broker's port as configured (the URL's for an external broker)."""
+        if self.broker_url:
+            from urllib.parse import urlsplit
+
+            return urlsplit(self.broker_url).port or 1883
+        return self.port
 
     @field_validator("secret")
     @classmethod

@@ -37,17 +37,20 @@ IDLE_KEEPALIVE_FACTOR = 1.5
 
 @dataclass(eq=False, slots=True)
 class DeviceLink:
-    """One device's MQTT connection."""
+    """One device's MQTT connection (on an external broker: what vixio knows of it, `writer` None)."""
 
     identity: DeviceIdentity
     topics: Topics
-    writer: asyncio.StreamWriter
-    peer_host: str
+    writer: asyncio.StreamWriter | None
+    peer_host: str | None
+    """The device's address; None behind an external broker (which does not tell)."""
     keepalive: int = 0
     """Seconds, from its CONNECT (0: none asked; `mqtt.keepalive` applies)."""
+    local_host: str = "127.0.0.1"
+    """The address the device reached the broker at: where it reaches the UDP socket too."""
 
     def send(self, data: bytes) -> bool:
-        if self.writer.is_closing():
+        if self.writer is None or self.writer.is_closing():
             return False
         self.writer.write(data)
         return True
@@ -86,7 +89,8 @@ class EmbeddedBroker:
         if self._server is not None:
             self._server.close()
             for link in list(self.links.values()):
-                link.writer.close()
+                if link.writer is not None:
+                    link.writer.close()
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self._server.wait_closed(), 2.0)
             self._server = None
@@ -141,10 +145,13 @@ class EmbeddedBroker:
             self._refuse("credentials", peer, f"client id {connect.client_id[:60]!r}")
             writer.write(mp.connack(mp.BAD_CREDENTIALS))
             return None
-        link = DeviceLink(identity, self.credentials.topics(identity.device_id), writer, peer, connect.keepalive)
+        sockname = writer.get_extra_info("sockname")
+        link = DeviceLink(identity, self.credentials.topics(identity.device_id), writer, peer, connect.keepalive,
+                          str(sockname[0]) if sockname else "127.0.0.1")
         previous = self.links.get(identity.device_id)
         if previous is not None:  # the same client again (a reboot, a NAT timeout): it replaces the old link
-            previous.writer.close()
+            if previous.writer is not None:
+                previous.writer.close()
         else:
             MQTT_CLIENTS.inc()
         self.links[identity.device_id] = link

@@ -28,6 +28,7 @@ from vixio.transports.xiaozhi.mqtt.audio_packets import AudioCipher, new_key, ne
 from vixio.transports.xiaozhi.mqtt.broker import DeviceLink, EmbeddedBroker
 from vixio.transports.xiaozhi.mqtt.channel import MqttUdpChannel
 from vixio.transports.xiaozhi.mqtt.credentials import MqttCredentials
+from vixio.transports.xiaozhi.mqtt.external import ExternalBroker
 from vixio.transports.xiaozhi.mqtt.udp import AudioSocket, open_audio_socket
 from vixio.transports.xiaozhi.websocket.transport import XiaozhiTransport
 
@@ -39,7 +40,9 @@ class MqttFront:
         self.config = config
         self.transport = transport
         self.credentials = credentials
-        self.broker = EmbeddedBroker(config, credentials, self._on_message, self._on_gone)
+        self.broker: EmbeddedBroker | ExternalBroker = (
+            EmbeddedBroker(config, credentials, self._on_message, self._on_gone) if config.broker_url is None
+            else ExternalBroker(config, credentials, self._on_message, self._on_gone))
         self.audio: AudioSocket | None = None
         self.channels: dict[str, MqttUdpChannel] = {}
         """The open audio session of each device, by device id."""
@@ -49,8 +52,9 @@ class MqttFront:
     async def start(self) -> None:
         self.audio = await open_audio_socket(self.config.host, self.config.udp_port, self.config.max_audio_bytes)
         await self.broker.start()
-        logger.info("MQTT broker on {}:{}, UDP audio on {}:{}", self.config.host, self.broker.port,
-                    self.config.host, self.audio.port)
+        where = (f"embedded broker on {self.config.host}:{self.broker.port}" if self.config.broker_url is None
+                 else f"the broker at {self.config.broker_url.split('@')[-1]}")
+        logger.info("MQTT: {}, UDP audio on {}:{}", where, self.config.host, self.audio.port)
 
     async def stop(self) -> None:
         for channel in list(self.channels.values()):
@@ -72,9 +76,8 @@ class MqttFront:
 
     def ota_section(self, device_id: str, client_id: str, host: str) -> dict[str, Any]:
         """The OTA reply's `mqtt` object for a pinned, admitted device that reached OTA at `host`."""
-        public = self.config.public_host or host
-        port = self.config.public_port or self.broker_port
-        return self.credentials.issue(device_id, client_id, f"{public}:{port}", self.config.keepalive)
+        endpoint = self.config.device_endpoint(host, self.broker_port)
+        return self.credentials.issue(device_id, client_id, endpoint, self.config.keepalive)
 
     def reachable(self, device_id: str) -> bool:
         """Whether `device_id` is connected to this process's broker now."""
@@ -130,8 +133,7 @@ class MqttFront:
         while ssrc in self.audio.sessions:
             ssrc = secrets.randbits(32)
         cipher = AudioCipher(new_key(), new_nonce(ssrc))
-        sockname = link.writer.get_extra_info("sockname")
-        local = str(sockname[0]) if sockname else "127.0.0.1"
+        local = link.local_host
         udp_block = {"server": self.config.public_host or local, "port": self.config.public_udp_port or self.udp_port,
                      "key": cipher.key.hex(), "nonce": cipher.nonce.hex()}
         channel = MqttUdpChannel(link.identity, lambda data: self.broker.deliver(link.identity.device_id, data),
