@@ -39,14 +39,14 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from capacity_floor import cpu_model, measure_floor  # noqa: E402
-from capacity_load import build_clips  # noqa: E402
+from capacity_floor import cpu_model, measure_floor
+from capacity_load import build_clips
 
-from vixio.testing.device import SimulatedDevice  # noqa: E402
-from vixio.testing.llm_server import Reply, ScriptedLLMServer  # noqa: E402
-from vixio.testing.serve import ServeProcess, start_serve  # noqa: E402
-from vixio.transports.xiaozhi.mqtt import packets as mp  # noqa: E402
-from vixio.transports.xiaozhi.mqtt.credentials import MqttCredentials  # noqa: E402
+from vixio.testing.device import SimulatedDevice
+from vixio.testing.llm_server import Reply, ScriptedLLMServer
+from vixio.testing.serve import ServeProcess, start_serve
+from vixio.transports.xiaozhi.mqtt import packets as mp
+from vixio.transports.xiaozhi.mqtt.credentials import MqttCredentials
 
 SECRET = "bench-mqtt-secret-0123456789abcdef"
 FRAME_S = 0.060

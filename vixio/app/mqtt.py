@@ -19,9 +19,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from aiohttp import web
 
+from vixio.config.extras import install_hint
 from vixio.config.models import VixioConfig
 from vixio.transports.xiaozhi.mqtt.credentials import MqttCredentials, load_secret
-from vixio.config.extras import install_hint
 
 if TYPE_CHECKING:
     from vixio.transports.xiaozhi.mqtt.front import MqttFront

@@ -56,7 +56,8 @@ PROVIDER_EXTRAS: dict[str, ExtraNeed] = {
     "state:redis": ExtraNeed("redis", ("redis",)),
     # MQTT + UDP for Xiaozhi devices (mqtt.enabled): the UDP audio's AES-CTR (its sessions are the
     # WebSocket transport's, whose Opus and resampling `transport:xiaozhi` installs).
-    "transport:mqtt": ExtraNeed("mqtt", ("cryptography",), optional=("opuslib_next", "soxr")),
+    # aiomqtt only with `mqtt.broker_url` (vixio as a client of an external broker).
+    "transport:mqtt": ExtraNeed("mqtt", ("cryptography",), optional=("opuslib_next", "soxr", "aiomqtt")),
 }
 
 

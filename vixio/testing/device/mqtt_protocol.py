@@ -27,7 +27,11 @@ from typing import Any
 from loguru import logger
 
 from vixio.testing.device.errors import DeviceDisconnected, DeviceError, HelloError
-from vixio.testing.device.protocol import CHANNEL_TIMEOUT_S, DEFAULT_FRAME_DURATION_MS, DEFAULT_SAMPLE_RATE
+from vixio.testing.device.protocol import (
+    CHANNEL_TIMEOUT_S,
+    DEFAULT_FRAME_DURATION_MS,
+    DEFAULT_SAMPLE_RATE,
+)
 from vixio.testing.device.recording import DeviceRecording, SentMessage
 from vixio.transports.xiaozhi.mqtt.audio_packets import HEADER_BYTES, crypt
 
@@ -118,7 +122,7 @@ class DeviceMqttProtocol:
         if client is not None:
             try:
                 await client.__aexit__(None, None, None)
-            except Exception as exc:  # already gone: the broker dropped it
+            except Exception as exc:  # noqa: BLE001 - already gone: the broker dropped it
                 self._log.debug("MQTT disconnect: {}", exc)
         if self._reader is not None:
             self._reader.cancel()
@@ -145,7 +149,7 @@ class DeviceMqttProtocol:
                 await self._on_text(bytes(message.payload))
         except aiomqtt.MqttError:
             pass
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - a simulator bug must fail the test, not hang it
             self._log.exception("MQTT receive loop crashed")
             self._report(f"simulated device crashed: {exc!r}", True)
         finally:

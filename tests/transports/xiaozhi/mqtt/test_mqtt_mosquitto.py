@@ -47,8 +47,8 @@ def free_port(kind: int = socket.SOCK_STREAM) -> int:
 @pytest.fixture
 async def mosquitto(tmp_path: Path) -> AsyncIterator[int]:
     plugin = tmp_path / "vixio_devices.so"
-    subprocess.run(["cc", "-shared", "-fPIC", "-O2", "-Wall", "-Werror", "-o", str(plugin), str(PLUGIN), "-lcrypto"],
-                   check=True, capture_output=True, timeout=120)
+    await asyncio.to_thread(subprocess.run, ["cc", "-shared", "-fPIC", "-O2", "-Wall", "-Werror", "-o", str(plugin),
+                                              str(PLUGIN), "-lcrypto"], check=True, capture_output=True, timeout=120)
     port = free_port()
     conf = tmp_path / "mosquitto.conf"
     conf.write_text(f"""listener {port} 127.0.0.1

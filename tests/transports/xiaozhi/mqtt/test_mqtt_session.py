@@ -13,17 +13,18 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 
+from vixio.app.server import VixioServer
 from vixio.config.models import VixioConfig
 from vixio.metrics.instruments import MQTT_REFUSED, UDP_DROPPED
-from vixio.app.server import VixioServer
 from vixio.testing.device import SimulatedDevice
 from vixio.testing.device.mqtt_protocol import DeviceMqttProtocol
 from vixio.testing.llm_server import Reply, ScriptedLLMServer
 from vixio.testing.speech_servers import SlowSpeechServer
-from vixio.transports.xiaozhi.protocol.codec import OpusDecoder
 from vixio.transports.xiaozhi.mqtt import packets as mp
+from vixio.transports.xiaozhi.protocol.codec import OpusDecoder
 
 pytestmark = pytest.mark.integration
 
@@ -98,6 +99,11 @@ async def test_ota_mqtt_hello_udp_audio_reply_goodbye_and_an_idle_push(
         await device.send_text("hi there")
         await device.wait_for("tts", state="stop", after=mark, timeout=15)
         assert device.sentences[-1] == "Hello from the broker side."
+        # The console sees the MQTT session as any other (a caller on this machine needs no token).
+        async with aiohttp.ClientSession() as http, \
+                http.get(f"http://127.0.0.1:{server.ota.port}/api/sessions") as response:
+            listed = (await response.json())["sessions"]
+        assert [s["device_id"] for s in listed] == [DEVICE]
         frames = [f for f in device.audio_frames if f.played]
         assert len(frames) >= 3 and device.faults == []
         assert mqtt_layer(device).drops == {}

@@ -10,8 +10,18 @@ import pytest
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
 from vixio.transports.xiaozhi.mqtt import packets as mp
-from vixio.transports.xiaozhi.mqtt.audio_packets import AudioCipher, BadPacket, new_nonce, parse_header
-from vixio.transports.xiaozhi.mqtt.credentials import MqttCredentials, device_key, device_of_key, load_secret
+from vixio.transports.xiaozhi.mqtt.audio_packets import (
+    AudioCipher,
+    BadPacket,
+    new_nonce,
+    parse_header,
+)
+from vixio.transports.xiaozhi.mqtt.credentials import (
+    MqttCredentials,
+    device_key,
+    device_of_key,
+    load_secret,
+)
 
 pytestmark = pytest.mark.unit
 

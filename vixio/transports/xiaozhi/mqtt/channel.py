@@ -25,8 +25,8 @@ from typing import Any
 
 from vixio.core.transport import ConnectionClosed
 from vixio.metrics.instruments import UDP_DROPPED
-from vixio.transports.xiaozhi.session.auth import DeviceIdentity
 from vixio.transports.xiaozhi.mqtt.audio_packets import AudioCipher
+from vixio.transports.xiaozhi.session.auth import DeviceIdentity
 
 READ_QUEUE = 128
 """Messages and audio packets waiting for the session's reader (8 s of audio); more are dropped."""

@@ -54,6 +54,10 @@ class ExternalBroker:
         return self._port
 
     async def start(self) -> None:
+        try:
+            import aiomqtt  # noqa: F401
+        except ImportError as exc:
+            raise ImportError("mqtt.broker_url needs aiomqtt, which the 'mqtt' extra installs") from exc
         self._runner = asyncio.create_task(self._run(), name="vixio-mqtt-external")
         with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(self._connected.wait(), 10.0)
@@ -76,7 +80,7 @@ class ExternalBroker:
         return True
 
     async def _run(self) -> None:
-        import aiomqtt  # the `mqtt` extra
+        import aiomqtt
 
         prefix = self.config.topic_prefix
         while True:

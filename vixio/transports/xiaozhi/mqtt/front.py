@@ -90,7 +90,7 @@ class MqttFront:
         device's connection, False when the device is not connected to this broker (WebSocket-only,
         offline, or on another process: VixioServer.push_to_idle_device asks the others)."""
         if not isinstance(message.get("type"), str):
-            raise ValueError("a pushed message needs a string `type` (the firmware ignores it otherwise)")
+            raise TypeError("a pushed message needs a string `type` (the firmware ignores it otherwise)")
         payload = json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode()
         return self.broker.deliver(device_id, payload)
 

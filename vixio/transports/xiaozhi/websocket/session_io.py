@@ -89,12 +89,14 @@ class XiaozhiSessionIO(TransportBase):
 
     async def _do_write_batch(self, session_id: str, frames: list[bytes | str]) -> None:
         socket = self._sockets.get(session_id)
-        if socket is not None and not isinstance(socket, ServerConnection):
+        if socket is None:
+            raise ConnectionClosed(session_id)
+        if not isinstance(socket, ServerConnection):
             await socket.send_many(frames)
             return
         try:
-            await send_together(self._sockets[session_id], frames)  # one socket write
-        except (websockets.ConnectionClosed, KeyError) as exc:
+            await send_together(socket, frames)  # one socket write
+        except websockets.ConnectionClosed as exc:
             raise ConnectionClosed(session_id) from exc
 
     # --- each session's protocol -------------------------------------------------------------

@@ -215,7 +215,7 @@ class XiaozhiTransport(XiaozhiSessionIO):
 
     async def _handle(self, socket: ServerConnection | SessionChannel) -> None:
         accepted = time.perf_counter()
-        identity: DeviceIdentity = socket.vixio_identity  # type: ignore[attr-defined]
+        identity: DeviceIdentity = socket.vixio_identity  # type: ignore[union-attr]
         if self.identities is not None:  # before anything keyed by the device id
             try:
                 identity = await self.identities.resolve(identity)
