@@ -24,6 +24,7 @@ from vixio.testing.device.mqtt_protocol import DeviceMqttProtocol
 from vixio.testing.llm_server import Reply, ScriptedLLMServer
 from vixio.testing.speech_servers import SlowSpeechServer
 from vixio.transports.xiaozhi.mqtt import packets as mp
+from vixio.transports.xiaozhi.mqtt.front import HELLO_INTERVAL
 from vixio.transports.xiaozhi.protocol.codec import OpusDecoder
 
 pytestmark = pytest.mark.integration
@@ -131,6 +132,11 @@ async def test_a_server_goodbye_ends_the_devices_channel_and_a_new_hello_opens_a
         assert first["session_id"] == session_id
         assert await server.transport.close_session(session_id, "test")
         await until(lambda: not device.connected)  # goodbye with its session id: the UDP channel closed
+        # A hello sooner than HELLO_INTERVAL after the last is dropped and counted (a flood builds no pipelines).
+        before = counted(MQTT_REFUSED, "hello_flood")
+        await mqtt_layer(device).send_json({"type": "hello", "version": 3, "transport": "udp"})
+        await until(lambda: counted(MQTT_REFUSED, "hello_flood") == before + 1)
+        await asyncio.sleep(HELLO_INTERVAL)
         second = await device.connect()
         assert second["session_id"] != session_id and second["udp"]["key"] != first["udp"]["key"]
         await until(lambda: list(server.transport.connections) == [second["session_id"]])

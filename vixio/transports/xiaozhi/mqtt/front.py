@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import json
 import secrets
+import time
 from typing import Any
 
 from loguru import logger
@@ -24,6 +25,7 @@ from loguru import logger
 from vixio.config.mqtt import MqttConfig
 from vixio.core.json_limits import JsonTooDeep, loads_bounded
 from vixio.core.log_throttle import LogThrottle
+from vixio.metrics.instruments import MQTT_REFUSED
 from vixio.transports.xiaozhi.mqtt.audio_packets import AudioCipher, new_key, new_nonce
 from vixio.transports.xiaozhi.mqtt.broker import DeviceLink, EmbeddedBroker
 from vixio.transports.xiaozhi.mqtt.channel import MqttUdpChannel
@@ -31,6 +33,11 @@ from vixio.transports.xiaozhi.mqtt.credentials import MqttCredentials
 from vixio.transports.xiaozhi.mqtt.external import ExternalBroker
 from vixio.transports.xiaozhi.mqtt.udp import AudioSocket, open_audio_socket
 from vixio.transports.xiaozhi.websocket.transport import XiaozhiTransport
+
+
+HELLO_INTERVAL = 1.0
+"""Seconds between two sessions a device may open (the firmware opens one per wake word or button
+press); a hello sooner is dropped and counted (`vixio_mqtt_refused{reason="hello_flood"}`)."""
 
 
 class MqttFront:
@@ -48,6 +55,8 @@ class MqttFront:
         """The open audio session of each device, by device id."""
         self._tasks: set[asyncio.Task[None]] = set()
         self._ignored = LogThrottle(first=3, every=30.0)
+        self._hellos: dict[str, float] = {}
+        """When each connected device last opened a session: a hello flood must not build a pipeline each."""
 
     async def start(self) -> None:
         self.audio = await open_audio_socket(self.config.host, self.config.udp_port, self.config.max_audio_bytes)
@@ -107,6 +116,12 @@ class MqttFront:
         kind = message.get("type") if isinstance(message, dict) else None
         channel = self.channels.get(device_id)
         if kind == "hello":
+            now = time.monotonic()
+            if now - self._hellos.get(device_id, -HELLO_INTERVAL) < HELLO_INTERVAL:
+                MQTT_REFUSED.labels("hello_flood").inc()
+                self._ignore(device_id, f"a hello within {HELLO_INTERVAL:g} s of the last one")
+                return
+            self._hellos[device_id] = now
             if channel is not None:  # a new audio channel: the firmware reset its sequences
                 channel.end(send_goodbye=False)
             self._open_session(link, message)
@@ -123,6 +138,7 @@ class MqttFront:
             logger.bind(device=device_id, component="mqtt").info("ignored {} from {}", what, device_id)
 
     def _on_gone(self, link: DeviceLink) -> None:
+        self._hellos.pop(link.identity.device_id, None)
         channel = self.channels.get(link.identity.device_id)
         if channel is not None:
             channel.end(send_goodbye=False)
