@@ -208,3 +208,19 @@ async def test_replayed_reordered_foreign_and_garbage_datagrams_are_dropped_and_
         layer.send_datagram(layer.seal(silence, sequence=10**6 + 1))
         await until(lambda: connection.audio_frames_in > frames or audio.dropped.get("replay", 0) > base.get("replay", 0) + 2)
         assert audio.dropped.get("replay", 0) - base.get("replay", 0) == 2
+
+
+async def test_vixio_device_mqtt_runs_one_exchange(server: VixioServer, llm: ScriptedLLMServer,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    import argparse
+
+    from vixio.testing.device.cli import add_device_parser
+
+    llm.expect(Reply.text("Hi from the command line."))
+    parser = argparse.ArgumentParser(prog="vixio")
+    add_device_parser(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(["device", "--ota", ota_url(server), "--mqtt", "--text", "hello", "--timeout", "15",
+                              "--device-id", "aa:bb:cc:00:47:31"])
+    assert await asyncio.to_thread(args.func, args) == 0  # it runs its own event loop, as the CLI does
+    out = capsys.readouterr().out
+    assert '"transport":"udp"' in out and '"text":"Hi from the command line."' in out
