@@ -9,7 +9,10 @@ version}` from the reply and, if the reply carries `activation`, polls
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
+import random
+import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -50,6 +53,21 @@ class OtaResult:
     warnings: list[str] = field(default_factory=list)
     mqtt: dict[str, Any] | None = None
     """The reply's `mqtt` object, for a device that speaks MQTT + UDP (`run_ota(mqtt=True)`)."""
+
+
+def random_device_id() -> str:
+    """A random lowercase MAC (locally administered, unicast), e.g. `06:1f:a2:...`."""
+    octets = [random.randrange(256) for _ in range(6)]
+    octets[0] = (octets[0] & 0xFC) | 0x02
+    return ":".join(f"{o:02x}" for o in octets)
+
+
+def board_client_id(device_id: str) -> str:
+    """The Client-Id a simulated board keeps in flash: a UUID v4 like the firmware's, the same for the
+    same MAC in every run (the firmware keeps it across reboots and updates), so a reconnecting
+    board is the same device."""
+    digest = hashlib.sha256(f"vixio-simulated-board:{device_id}".encode()).digest()
+    return str(uuid.UUID(bytes=digest[:16], version=4))
 
 
 def system_info(identity: DeviceIdentity) -> dict[str, Any]:

@@ -34,7 +34,6 @@ from vixio.transports.xiaozhi.mqtt.external import ExternalBroker
 from vixio.transports.xiaozhi.mqtt.udp import AudioSocket, open_audio_socket
 from vixio.transports.xiaozhi.websocket.transport import XiaozhiTransport
 
-
 HELLO_INTERVAL = 1.0
 """Seconds between two sessions a device may open (the firmware opens one per wake word or button
 press); a hello sooner is dropped and counted (`vixio_mqtt_refused{reason="hello_flood"}`)."""

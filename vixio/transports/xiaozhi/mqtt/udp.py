@@ -11,7 +11,6 @@ while, never raising into the loop.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 
 from loguru import logger
 
@@ -83,5 +82,3 @@ async def open_audio_socket(host: str, port: int, max_payload: int) -> AudioSock
     _, protocol = await loop.create_datagram_endpoint(lambda: AudioSocket(max_payload), local_addr=(host, port))
     return protocol
 
-
-SendTo = Callable[[bytes, tuple[str, int]], None]
