@@ -224,3 +224,29 @@ async def test_vixio_device_mqtt_runs_one_exchange(server: VixioServer, llm: Scr
     assert await asyncio.to_thread(args.func, args) == 0  # it runs its own event loop, as the CLI does
     out = capsys.readouterr().out
     assert '"transport":"udp"' in out and '"text":"Hi from the command line."' in out
+
+
+async def test_the_console_executes_a_device_tool_and_types_into_an_mqtt_session(
+        server: VixioServer, llm: ScriptedLLMServer) -> None:
+    llm.expect(Reply.text("Enjoy your dinner."))
+    base = f"http://127.0.0.1:{server.ota.port}"
+    async with SimulatedDevice(ota_url=ota_url(server), device_id=DEVICE, mqtt=True) as device, \
+            aiohttp.ClientSession() as http:
+        await device.connect()
+        await device.start_listening("manual")
+        await device.stream_audio(bytes(9600), realtime=False)  # the UDP address, as a button press gives it
+        await until(lambda: server.transport.connections)
+        session_id = next(iter(server.transport.connections))
+        execute = {"session": session_id, "tool": "self_audio_speaker_set_volume", "arguments": {"volume": "30"}}
+        for _ in range(50):  # the device's tools are listed over MQTT after its hello
+            async with http.post(base + "/api/execute", json=execute) as response:
+                answer = await response.json()
+            if answer.get("success"):
+                break
+            await asyncio.sleep(0.1)
+        assert answer["success"] and device.status.volume == 30, answer
+        mark = device.mark()
+        async with http.post(base + "/api/say", json={"session": session_id, "text": "Dinner is ready."}) as response:
+            assert response.status == 200, await response.text()  # typed in, as the device's `listen detect`
+        await device.wait_for("tts", state="stop", after=mark, timeout=15)
+        assert device.sentences[-1] == "Enjoy your dinner." and device.faults == []
