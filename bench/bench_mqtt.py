@@ -17,7 +17,8 @@ of one uplink frame) and the CPU model.
 Idle: `--idle` MQTT connections (raw CONNECT with credentials the server issues, then a PINGREQ
 every keep-alive, 30 s, spread over the period) held on the MQTT server: RSS per idle device
 (server RSS after, minus before, over the count) and the server's CPU over `--idle-seconds`
-(the keep-alive traffic) as a share of a core and per device.
+(the keep-alive traffic: minus the server's own idle CPU, measured for half as long before the
+devices connect) as a share of a core and per device per keep-alive.
 
 The host is shared (load average printed): latencies stretch on a busy machine, CPU seconds less.
 """
@@ -162,6 +163,9 @@ async def idle(serve: ServeProcess, pid: int, broker: int, count: int | None = N
     issuer = MqttCredentials(SECRET)
     await asyncio.sleep(2.0)
     rss0 = proc_rss_kb(pid)
+    base_cpu0, base_t0 = proc_cpu(pid), time.monotonic()  # the server's own idle CPU, without these devices
+    await asyncio.sleep(ARGS.idle_seconds / 2)
+    baseline = (proc_cpu(pid) - base_cpu0) / (time.monotonic() - base_t0)
     links: list[asyncio.StreamWriter] = []
     for index in range(count):
         device_id = f"06:00:{index // 65536:02x}:{index // 256 % 256:02x}:{index % 256:02x}:01"
@@ -186,12 +190,14 @@ async def idle(serve: ServeProcess, pid: int, broker: int, count: int | None = N
     cpu0, t0 = proc_cpu(pid), time.monotonic()
     await asyncio.sleep(ARGS.idle_seconds)
     cpu, wall = proc_cpu(pid) - cpu0, time.monotonic() - t0
+    cpu = max(0.0, cpu - baseline * wall)
     for task in pingers:
         task.cancel()
     for writer in links:
         writer.close()
     return {"devices": count, "rss_before_mb": round(rss0 / 1024, 1), "rss_after_mb": round(rss1 / 1024, 1),
             "kb_per_idle_device": round((rss1 - rss0) / count, 2), "keepalive_s": IDLE_KEEPALIVE,
+            "server_idle_cpu_share_without_them": round(baseline, 4),
             "cpu_share_of_a_core": round(cpu / wall, 4), "cpu_us_per_device_per_keepalive":
             round(1e6 * cpu / count / (wall / IDLE_KEEPALIVE), 1)}
 

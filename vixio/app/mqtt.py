@@ -72,6 +72,11 @@ class MqttService:
         if self.front is not None:
             await self.front.start()
 
+    def stop_accepting(self) -> None:
+        """A graceful stop's drain: no new audio session (idle devices stay connected until `stop`)."""
+        if self.front is not None:
+            self.front.accepting = False
+
     async def stop(self) -> None:
         if self.front is not None:
             await self.front.stop()

@@ -291,6 +291,7 @@ class VixioServer:
         no new device, and let the replies being made or spoken finish, for at most `timeout` s."""
         await self.ota.stop()
         self.transport.stop_accepting()
+        self.mqtt.stop_accepting()
         deadline = time.monotonic() + timeout
         if busy := self.replying():
             logger.info("draining: {} repl{} being made or spoken; waiting up to {:g} s", busy,

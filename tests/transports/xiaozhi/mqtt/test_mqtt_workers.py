@@ -1,7 +1,8 @@
-"""`vixio serve --workers 2` with `mqtt.enabled`: the supervisor's OTA hands out MQTT credentials,
-worker w0's embedded broker and UDP socket serve the MQTT device's session (OTA -> MQTT -> hello
--> UDP audio -> spoken reply), a WebSocket device is served beside it, and a push posted to the
-supervisor reaches the idle MQTT device through the worker that holds it."""
+"""`vixio serve --workers 2` with `mqtt.enabled`, on the embedded broker and on mosquitto with
+vixio's plugin: the supervisor's OTA hands out MQTT credentials, worker w0 (its embedded broker,
+or its client of mosquitto, and its UDP socket) serves the MQTT device's session (OTA -> MQTT ->
+hello -> UDP audio -> spoken reply), a WebSocket device is served beside it, and a push posted to
+the supervisor reaches the idle MQTT device through the worker that holds it."""
 
 from __future__ import annotations
 
@@ -16,22 +17,26 @@ from vixio.testing.device import SimulatedDevice
 from vixio.testing.llm_server import Reply, ScriptedLLMServer
 from vixio.testing.serve import start_serve, until
 
+from .conftest import NEEDS_MOSQUITTO, SECRET, SERVER_PASSWORD, free_port
+
 pytestmark = [pytest.mark.process,
               pytest.mark.skipif(sys.platform != "linux", reason="several workers run on Linux only")]
 
 
-def free_port(kind: int) -> int:
-    with socket.socket(socket.AF_INET, kind) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
+@pytest.mark.parametrize("broker", ["embedded", pytest.param("mosquitto", marks=NEEDS_MOSQUITTO)])
 async def test_an_mqtt_device_and_a_websocket_device_on_two_workers_and_a_push_through_the_supervisor(
-        llm: ScriptedLLMServer, tmp_path: Path) -> None:
+        broker: str, llm: ScriptedLLMServer, tmp_path: Path, request: pytest.FixtureRequest) -> None:
     llm.expect(Reply.text("Over UDP."), Reply.text("Over the socket."))
-    broker, udp = free_port(socket.SOCK_STREAM), free_port(socket.SOCK_DGRAM)
+    udp = free_port(socket.SOCK_DGRAM)
+    if broker == "mosquitto":
+        port = request.getfixturevalue("mosquitto")
+        settings = (f"broker_url: 'mqtt://vixio:{SERVER_PASSWORD}@127.0.0.1:{port}', secret: {SECRET}, "
+                    "public_host: 127.0.0.1")
+    else:
+        port = free_port(socket.SOCK_STREAM)
+        settings = f"port: {port}"
     extra = f"""
-mqtt: {{enabled: true, host: 127.0.0.1, port: {broker}, udp_port: {udp}}}
+mqtt: {{enabled: true, host: 127.0.0.1, udp_port: {udp}, {settings}}}
 state: {{path: {tmp_path / "state.db"}}}
 """
     serve = await start_serve(tmp_path, llm, "--workers", "2", extra=extra)
@@ -39,7 +44,7 @@ state: {{path: {tmp_path / "state.db"}}}
         await serve.wait_ready()
         async with SimulatedDevice(ota_url=serve.ota_url, device_id="aa:bb:cc:00:47:10", mqtt=True, mcp=False) as mqtt:
             reply = await mqtt.run_ota()
-            assert reply["mqtt"]["endpoint"] == f"127.0.0.1:{broker}"
+            assert reply["mqtt"]["endpoint"] == f"127.0.0.1:{port}"
             hello = await mqtt.connect()
             assert hello["udp"]["port"] == udp
             # The server learns the device's UDP address from its first uplink packet, as behind a NAT:

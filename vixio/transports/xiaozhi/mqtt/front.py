@@ -54,6 +54,8 @@ class MqttFront:
         """The open audio session of each device, by device id."""
         self._tasks: set[asyncio.Task[None]] = set()
         self._ignored = LogThrottle(first=3, every=30.0)
+        self.accepting = True
+        """False while the server drains: a hello opens no new session (the devices stay connected)."""
         self._hellos: dict[str, float] = {}
         """When each connected device last opened a session: a hello flood must not build a pipeline each."""
 
@@ -115,6 +117,9 @@ class MqttFront:
         kind = message.get("type") if isinstance(message, dict) else None
         channel = self.channels.get(device_id)
         if kind == "hello":
+            if not self.accepting:
+                self._ignore(device_id, "a hello while the server is stopping")
+                return
             now = time.monotonic()
             if now - self._hellos.get(device_id, -HELLO_INTERVAL) < HELLO_INTERVAL:
                 MQTT_REFUSED.labels("hello_flood").inc()
