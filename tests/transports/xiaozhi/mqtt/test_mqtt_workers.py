@@ -23,18 +23,21 @@ pytestmark = [pytest.mark.process,
               pytest.mark.skipif(sys.platform != "linux", reason="several workers run on Linux only")]
 
 
-@pytest.mark.parametrize("broker", ["embedded", pytest.param("mosquitto", marks=NEEDS_MOSQUITTO)])
-async def test_an_mqtt_device_and_a_websocket_device_on_two_workers_and_a_push_through_the_supervisor(
-        broker: str, llm: ScriptedLLMServer, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+async def test_on_the_embedded_broker(llm: ScriptedLLMServer, tmp_path: Path) -> None:
+    port = free_port(socket.SOCK_STREAM)
+    await two_workers(llm, tmp_path, port, f"port: {port}")
+
+
+@NEEDS_MOSQUITTO
+async def test_on_mosquitto(llm: ScriptedLLMServer, tmp_path: Path, mosquitto: int) -> None:
+    await two_workers(llm, tmp_path, mosquitto, f"broker_url: 'mqtt://vixio:{SERVER_PASSWORD}@127.0.0.1:{mosquitto}', "
+                                               f"secret: {SECRET}, public_host: 127.0.0.1")
+
+
+async def two_workers(llm: ScriptedLLMServer, tmp_path: Path, port: int, settings: str) -> None:
+    """An MQTT device and a WebSocket device on two workers, and a push through the supervisor."""
     llm.expect(Reply.text("Over UDP."), Reply.text("Over the socket."))
     udp = free_port(socket.SOCK_DGRAM)
-    if broker == "mosquitto":
-        port = request.getfixturevalue("mosquitto")
-        settings = (f"broker_url: 'mqtt://vixio:{SERVER_PASSWORD}@127.0.0.1:{port}', secret: {SECRET}, "
-                    "public_host: 127.0.0.1")
-    else:
-        port = free_port(socket.SOCK_STREAM)
-        settings = f"port: {port}"
     extra = f"""
 mqtt: {{enabled: true, host: 127.0.0.1, udp_port: {udp}, {settings}}}
 state: {{path: {tmp_path / "state.db"}}}
