@@ -48,6 +48,7 @@ class ExternalBroker:
         self._client: object | None = None
         self._runner: asyncio.Task[None] | None = None
         self._connected = asyncio.Event()
+        self._publishing: set[asyncio.Task[None]] = set()
 
     @property
     def port(self) -> int:
@@ -76,8 +77,15 @@ class ExternalBroker:
         link, client = self.links.get(device_id), self._client
         if link is None or client is None:
             return False
-        asyncio.get_running_loop().create_task(client.publish(link.topics.subscribe, payload, qos=0))  # type: ignore[attr-defined]
+        task = asyncio.get_running_loop().create_task(client.publish(link.topics.subscribe, payload, qos=0))  # type: ignore[attr-defined]
+        self._publishing.add(task)
+        task.add_done_callback(self._published)
         return True
+
+    def _published(self, task: asyncio.Task[None]) -> None:
+        self._publishing.discard(task)
+        if not task.cancelled() and task.exception() is not None:  # the connection went: the device's session ends
+            logger.bind(component="mqtt").debug("publish to the broker failed: {}", task.exception())
 
     async def _run(self) -> None:
         import aiomqtt
