@@ -149,6 +149,7 @@ async def test_a_device_publishing_to_another_devices_topic_is_cut_off_and_count
         await other.run_ota()
         await mqtt_layer(other).start()
         await device.connect()
+        await until(lambda: server.transport.connections)  # the hello is answered before the session is listed
         hello = json.dumps({"type": "hello", "version": 3, "transport": "udp"})
         await mqtt_layer(other).publish_raw(mqtt_layer(device).settings["publish_topic"], hello)
         await until(lambda: counted(MQTT_REFUSED, "topic") == before + 1)
