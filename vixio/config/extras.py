@@ -55,6 +55,10 @@ PROVIDER_EXTRAS: dict[str, ExtraNeed] = {
     "vision": ExtraNeed("", ("litellm", "aiohttp")),
     # The state store on Redis/Valkey (state.backend: redis).
     "state:redis": ExtraNeed("redis", ("redis",)),
+    # MQTT + UDP for Xiaozhi devices (mqtt.enabled): the UDP audio's AES-CTR (its sessions are the
+    # WebSocket transport's, whose Opus and resampling `transport:xiaozhi` installs).
+    # aiomqtt only with `mqtt.broker_url` (vixio as a client of an external broker).
+    "transport:mqtt": ExtraNeed("mqtt", ("cryptography",), optional=("opuslib_next", "soxr", "aiomqtt")),
 }
 
 

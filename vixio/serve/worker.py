@@ -96,6 +96,7 @@ async def run_worker(config: VixioConfig, index: int, socket_path: str, http_por
     relay = WorkerCompanionRelay(server.transport, holder, siblings, directory=server.directory)
     server.transport.companions.relay = relay
     server.task_results.siblings, server.task_results.worker = siblings, holder
+    server.mqtt.peers = siblings  # a push reaches the worker whose broker holds the device (vixio/app/mqtt.py)
     server.task_results.locate = server.directory.holders_of
     sessions = DirectoryRoute(server.transport, siblings)
     server.directory.close_elsewhere = sessions.close_elsewhere

@@ -42,7 +42,7 @@ from vixio.transports.xiaozhi.companions.pairing import CompanionRegistry
 from vixio.transports.xiaozhi.companions.policy import PairingPolicy
 from vixio.transports.xiaozhi.companions.store import PairingStore
 from vixio.transports.xiaozhi.mcp.register_tools import RegisterToolsClient, ServerTools
-from vixio.transports.xiaozhi.websocket.session_io import XiaozhiSessionIO
+from vixio.transports.xiaozhi.websocket.session_io import SessionChannel, XiaozhiSessionIO
 from vixio.transports.xiaozhi.websocket.log import websockets_logger
 from vixio.patches.websockets import DirectConnection, connection_class
 
@@ -208,9 +208,14 @@ class XiaozhiTransport(XiaozhiSessionIO):
 
     # --- one connection -----------------------------------------------------------------------
 
-    async def _handle(self, socket: ServerConnection) -> None:
+    async def serve_channel(self, channel: SessionChannel) -> None:
+        """Serve one session over a non-WebSocket channel (mqtt/channel.py) from its hello on,
+        exactly as a WebSocket session; returns when it ends."""
+        await self._handle(channel)
+
+    async def _handle(self, socket: ServerConnection | SessionChannel) -> None:
         accepted = time.perf_counter()
-        identity: DeviceIdentity = socket.vixio_identity  # type: ignore[attr-defined]
+        identity: DeviceIdentity = socket.vixio_identity  # type: ignore[union-attr]
         if self.identities is not None:  # before anything keyed by the device id
             try:
                 identity = await self.identities.resolve(identity)
@@ -225,7 +230,7 @@ class XiaozhiTransport(XiaozhiSessionIO):
                                                              max_json_depth=self.config.max_json_depth)
         budget = ToolBudget(self.config.mcp.limits)  # shared by the session's peer tool sources
         self.open_session_io(session_id, identity.device_id)
-        if isinstance(socket, DirectConnection):
+        if isinstance(socket, DirectConnection) or not isinstance(socket, ServerConnection):
             socket.receiver = lambda data: self.receive_now(session_id, data)
         # Before the hello wait: the read worker routes MCP frames as they arrive, so a
         # registration sent with (or before) the hello reaches its client.
@@ -307,7 +312,7 @@ class XiaozhiTransport(XiaozhiSessionIO):
             await socket.close()
 
     def _start_device_tools(self, session_id: str, identity: DeviceIdentity, context: DeviceContext,
-                            socket: ServerConnection, budget: ToolBudget) -> None:
+                            socket: ServerConnection | SessionChannel, budget: ToolBudget) -> None:
         """Start listing the device's MCP tools in the background (after the pipeline factory,
         so its tools callback is registered first). A peer the factory set itself is kept."""
         if not context.features.get("mcp") or self._io[session_id].mcp_peer is not None:
