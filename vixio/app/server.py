@@ -46,6 +46,7 @@ from vixio.transports.xiaozhi.websocket.transport import DeviceContext, Pipeline
 from vixio.core.tools.types import ToolDefinition
 from vixio.voice.session_tools import SessionTools
 from vixio.app.startup import freeze_startup_heap, log_http_urls, warn_about_open_tokens
+from vixio.app.reminders import attach_reminders
 from vixio.app.task_results import TaskResults
 from vixio.state import open_store
 from vixio.state.limits import StoreRate
@@ -134,6 +135,9 @@ class VixioServer:
         self._accept_throttle: AcceptErrorThrottle | None = None
         self.console = Console(self)
         """The operator console at /console/ and its /api/ (vixio.console)."""
+        self.reminders = attach_reminders(self)
+        """Reminders that fire, operator messages, `notify` (vixio/app/reminders.py); `reminders.idle_push`
+        is where a transport that reaches idle devices (MQTT) plugs in."""
         if not serve_http:  # a worker: the supervisor's console and /metrics reach this one over its private socket
             self.session_routes.append(SessionRoute("GET", metrics.SAMPLES_PATH, self._samples))
             self.session_routes.append(SessionRoute("POST", console_workers.PATH, console_workers.worker_route(self.console.local)))
@@ -255,6 +259,7 @@ class VixioServer:
             warn_about_trusted_macs(self.config.xiaozhi)
             warn_when_model_has_no_tools(self.config)
         await self.transport.start()
+        self.reminders.start()
         if not self.serve_http:
             logger.info("worker ready: WebSocket port {}", self.transport.port)
             return
@@ -290,6 +295,7 @@ class VixioServer:
         await self.ota.stop()  # safe when it never started (a worker)
         await self.transport.stop()
         await self.task_results.close()
+        await self.reminders.close()
         await self.directory.close()  # the closed sessions' entries are removed
         await self.console.close()
         await self.voice.close()
