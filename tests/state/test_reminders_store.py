@@ -108,3 +108,15 @@ def test_weekday_recurrence_follows_its_zone() -> None:
     friday_evening = 1764288000.0 + 12 * 3600  # 2025-11-28 12:00 UTC, a Friday: 20:00 in Shanghai
     following = next_occurrence((0, 1, 2, 3, 4), "06:30", "Asia/Shanghai", friday_evening)
     assert following == 1764288000.0 + 2 * 86400 + 22.5 * 3600  # Monday 06:30 CST = Sunday 22:30 UTC
+
+
+async def test_forgetting_a_device_erases_its_reminders_and_fired_ones(store: Store) -> None:
+    now = time.time()
+    fired = Reminder.once(DEVICE, "fired while away", now - 5)
+    await store.put_reminder(fired, per_device=20)
+    assert await store.fire_reminder(fired, None, keep=16)
+    await store.put_reminder(Reminder.once(DEVICE, "later", now + 60), per_device=20)
+    await store.put_reminder(Reminder.once(OTHER, "another device's", now + 60), per_device=20)
+    await store.forget_device(DEVICE)
+    assert await store.reminders(DEVICE) == [] and await store.take_fired(DEVICE) == []
+    assert [r.text for r in await store.reminders()] == ["another device's"]

@@ -347,10 +347,14 @@ class Store(ReminderStore, ABC):
 
     async def forget_device(self, device_id: str) -> None:
         """Erase what the device said and what was learnt about it: history, memory, profile
-        assignment, results held for it, and its identity pin (the next contact pins again); its
-        admission and pairings stay: they are the operator's decisions."""
+        assignment, results held for it, its reminders (and those that fired while it was away),
+        and its identity pin (the next contact pins again); its admission and pairings stay: they
+        are the operator's decisions."""
         await self.clear_history(device_id)
         await self.take_results(device_id)
+        for reminder in await self.reminders(device_id):
+            await self.cancel_reminder(device_id, reminder.id)
+        await self.take_fired(device_id)
         await self.set_memory(device_id, "")
         await self.assign_profile(device_id, None)
         await self.unpin_identity(device_id)
