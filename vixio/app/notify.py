@@ -11,7 +11,8 @@ process that serves the HTTP port answers the URL: the supervisor with `--worker
 instance of a fleet behind one address. The token is 32 random bytes (`secrets.token_urlsafe`);
 a file lives `reminders.notify.ttl_seconds`, at most `max_clips` are kept, and at most
 `max_seconds` of audio is rendered per message. Synthesis streams from the TTS provider; the
-Opus encoding runs on a worker thread (about 2 ms of CPU per second of audio), never on the loop.
+Opus encoding runs on a worker thread, never on the loop: 7.2 ms of CPU per second of audio,
+measured on a loaded AMD EPYC core (20 s clips, median of 5; the pure-Python page CRC is 0.3 ms of it).
 """
 
 from __future__ import annotations

@@ -131,7 +131,7 @@ class Reminders:
                     delay = min(delay, max(0.0, due - time.time()))
             except StoreError as exc:
                 log.warning("reminders not checked (the state store): {}; again in {:g} s", exc, delay)
-            except Exception:  # noqa: BLE001 - the scheduler must outlive one bad reminder
+            except Exception:  # the scheduler must outlive one bad reminder
                 log.exception("reminders: the check failed; again in {:g} s", delay)
             with suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), delay)
@@ -140,14 +140,16 @@ class Reminders:
         while True:
             now = time.time()
             due = await self.store.due_reminders(now, BATCH)
+            claimed = 0
             for reminder in due:
                 if await self.store.fire_reminder(reminder, reminder.following(now), self.config.keep_missed):
+                    claimed += 1
                     self.fired_here += 1
                     log.bind(device=reminder.device_id).info("{} {} fired ({:.1f} s after its time): {!r}",
                                                              reminder.kind, reminder.id, now - reminder.due,
                                                              reminder.text[:60])
                     self._spawn(self.deliver(reminder.fired()))
-            if len(due) < BATCH:
+            if len(due) < BATCH or not claimed:  # a full batch someone else claimed: look again later
                 return
 
     # --- delivery -----------------------------------------------------------------------------
@@ -237,7 +239,7 @@ class Reminders:
         async def run() -> None:
             try:
                 await work
-            except Exception:  # noqa: BLE001 - one delivery that fails must not stop the others
+            except Exception:  # one delivery that fails must not stop the others
                 log.exception("delivering a reminder failed (it stays in the store for the next session)")
 
         task = asyncio.get_running_loop().create_task(run(), name="vixio-reminder-delivery")

@@ -67,12 +67,14 @@ def ogg_opus(packets: Sequence[bytes], sample_rate: int, frame_ms: int = 60, *, 
     serial = secrets.randbits(32) if serial is None else serial
     out = [_page([opus_head(sample_rate)], 0, serial, 0, 0x02), _page([opus_tags()], 0, serial, 1, 0)]
     step = 48 * frame_ms  # granule positions count 48 kHz samples whatever the encoder's rate
-    granule, sequence, page_packets, segments = PRE_SKIP, 2, [], 0
+    granule, sequence, segments = PRE_SKIP, 2, 0
+    page_packets: list[bytes] = []
     for index, packet in enumerate(packets):
         need = len(packet) // 255 + 1
         if page_packets and segments + need > _MAX_SEGMENTS:
             out.append(_page(page_packets, granule, serial, sequence, 0))
-            sequence, page_packets, segments = sequence + 1, [], 0
+            sequence, segments = sequence + 1, 0
+            page_packets = []
         page_packets.append(packet)
         segments += need
         granule += step

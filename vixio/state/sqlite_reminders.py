@@ -79,9 +79,9 @@ class SqliteReminders:
         return bool(await self._call(fire, write=True))
 
     async def take_fired(self, device_id: str, occurrence: str | None = None) -> list[FiredReminder]:
-        where, arguments = "device_id = ?", (device_id,)
+        where, arguments = "device_id = ?", [device_id]
         if occurrence is not None:
-            where, arguments = where + " AND occurrence = ?", (device_id, occurrence)
+            where, arguments = where + " AND occurrence = ?", [device_id, occurrence]
 
         def take(c: sqlite3.Connection) -> list[FiredReminder]:
             rows = c.execute("SELECT occurrence, device_id, reminder_id, text, kind, due, zone FROM fired_reminders "
