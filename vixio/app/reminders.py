@@ -46,7 +46,8 @@ BATCH = 50
 LATE_AFTER = 90.0
 """Seconds past its time after which a reminder is said as missed."""
 PAUSE_QUIET = 1.5
-"""Seconds without speech either way that make a pause in a conversation."""
+"""Seconds since the last reply audio or typed/wake-word text (`connection.last_activity`) that make
+a pause; the microphone's VAD is not consulted."""
 PAUSE_WAIT = 120.0
 """Longest wait for a pause; then it is said between two turns anyway."""
 
@@ -248,8 +249,8 @@ class Reminders:
 
 
 async def _pause(connection: XiaozhiConnection) -> None:
-    """Until the conversation pauses: nothing being said or worked on, nobody spoke for a moment
-    (bounded by `PAUSE_WAIT`, so a device that never falls silent still hears it)."""
+    """Until the conversation pauses: no reply being sent or made for `PAUSE_QUIET` seconds
+    (bounded by `PAUSE_WAIT`, so a conversation that never pauses still hears it)."""
     deadline = time.monotonic() + PAUSE_WAIT
     while time.monotonic() < deadline and connection.session is not None:
         busy = connection.speaking or connection.session.pipeline.turn_in_progress
