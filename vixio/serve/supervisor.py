@@ -279,8 +279,13 @@ async def serve_workers(config: VixioConfig, workers: int) -> int:
     stop = asyncio.Event()
     signals: list[int] = []
     loop = asyncio.get_running_loop()
+
+    def on_signal(sig: int) -> None:
+        signals.append(sig)
+        stop.set()
+
     for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, lambda sig=sig: (signals.append(sig), stop.set()))
+        loop.add_signal_handler(sig, on_signal, sig)
     supervisor = Supervisor(config, workers)
     starting = asyncio.create_task(supervisor.start(), name="vixio-supervisor-start")
     stopping = asyncio.create_task(stop.wait(), name="vixio-stop-signal")

@@ -112,7 +112,12 @@ async def run_worker(config: VixioConfig, index: int, socket_path: str, http_por
     adopter = Adopter(socket.socket(fileno=dispatch_fd), lambda sock, closed: adopt_into(websockets, sock, closed))
     draining = asyncio.Event()
     loop.add_signal_handler(signal.SIGTERM, stop.set)
-    loop.add_signal_handler(signal.SIGUSR1, lambda: (draining.set(), stop.set()))
+
+    def drain() -> None:
+        draining.set()
+        stop.set()
+
+    loop.add_signal_handler(signal.SIGUSR1, drain)
     runner = await _serve_session_routes(server, socket_path)
     # A fleet: the other instances' workers over Redis, their calls answered by this worker's routes.
     own = Peers()

@@ -1,6 +1,6 @@
 """A firmware-faithful simulated Xiaozhi device, for people without hardware and for tests.
 
-It behaves like firmware 2.4.2 (reference §1-§4), quirks included, and records
+It behaves like firmware 2.4.2 (docs/xiaozhi-protocol.md §1-§5), quirks included, and records
 everything so a test can assert what a server did:
 
     device = SimulatedDevice(ws_url="ws://127.0.0.1:8000/xiaozhi/v1/")

@@ -1,4 +1,4 @@
-"""The OTA / activation exchange a Xiaozhi device runs at every boot (reference §1, §2).
+"""The OTA / activation exchange a Xiaozhi device runs at every boot (docs/xiaozhi-protocol.md §1).
 
 The device POSTs its system-info JSON to the OTA URL, reads `websocket{url, token,
 version}` from the reply and, if the reply carries `activation`, polls

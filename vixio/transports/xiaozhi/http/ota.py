@@ -41,7 +41,7 @@ from yarl import URL
 
 from vixio.core.device_ids import DeviceIdError, loggable, normalize_device_id
 from vixio.core.json_limits import DEFAULT_MAX_DEPTH, JsonTooDeep, check_depth
-from vixio.state.store import Store, StoreWriteError
+from vixio.state.store import Store, StoreError, StoreWriteError
 from vixio.transports.xiaozhi.http.activation import ActivationRegistry, AdmissionStore
 from vixio.transports.xiaozhi.http.activation_proof import ActivationRefused, DeviceProof
 from vixio.transports.xiaozhi.session.auth import DeviceAuthenticator, parse_bearer

@@ -18,7 +18,7 @@ from vixio.core.protocol import Message
 from vixio.core.transport import ConnectionClosed, TransportBase
 from vixio.transports.xiaozhi.protocol import messages as xp
 from vixio.transports.xiaozhi.mcp.register_tools import RegisterToolsClient
-from vixio.transports.xiaozhi.websocket.send import can_send_now, send_now, send_together
+from vixio.patches.websockets import can_send_now, send_now, send_together
 
 
 class XiaozhiSessionIO(TransportBase):

@@ -44,11 +44,11 @@ from vixio.transports.xiaozhi.companions.store import PairingStore
 from vixio.transports.xiaozhi.mcp.register_tools import RegisterToolsClient, ServerTools
 from vixio.transports.xiaozhi.websocket.session_io import XiaozhiSessionIO
 from vixio.transports.xiaozhi.websocket.log import websockets_logger
-from vixio.transports.xiaozhi.websocket.receive import DirectConnection, connection_class
+from vixio.patches.websockets import DirectConnection, connection_class
 
 COMPANION_HELLO_GRACE = 1.0
 """Seconds a client that registered tools has left to send a hello before it is served as a
-seed 002 companion (no hello, no audio)."""
+registerTools companion (no hello, no audio)."""
 
 
 @dataclass(slots=True)
@@ -244,7 +244,7 @@ class XiaozhiTransport(XiaozhiSessionIO):
         try:
             hello = await self._wait_for_hello(session_id, register.registered_event)
             if hello is None and register.registered and register.is_companion:
-                hello = {"type": "hello", "version": identity.protocol_version, "features": {}}  # seed 002 only
+                hello = {"type": "hello", "version": identity.protocol_version, "features": {}}  # registerTools only
                 log.info("a registerTools companion for {} without a hello: served without audio", register.mac_addr)
             if hello is None:
                 log.info("closed: no hello within {}s", self.config.hello_timeout)
@@ -339,7 +339,7 @@ class XiaozhiTransport(XiaozhiSessionIO):
 
         hello = asyncio.ensure_future(first_hello())
         waiters: set[asyncio.Future[Any]] = {hello}
-        if registered is not None:  # a seed 002 companion registers and never says hello
+        if registered is not None:  # a registerTools companion registers and never says hello
             waiters.add(asyncio.ensure_future(registered.wait()))
         try:
             await asyncio.wait(waiters, timeout=self.config.hello_timeout, return_when=asyncio.FIRST_COMPLETED)
