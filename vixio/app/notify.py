@@ -59,13 +59,17 @@ def lan_address() -> str:
         probe.close()
 
 
-def url_base(config: NotifyConfig, public_url: str | None, http_port: int) -> str:
-    """Where devices fetch notify files (see `NotifyConfig.url_base`)."""
+def url_base(config: NotifyConfig, public_url: str | None, http_port: int, http_host: str = "") -> str:
+    """Where devices fetch notify files (see `NotifyConfig.url_base`): the configured base, the
+    public URL's host, the one address the HTTP port is bound to, else this machine's LAN address."""
     if config.url_base:
         return config.url_base.rstrip("/")
     if public_url:
         parts = urlsplit(public_url)
         return f"{'https' if parts.scheme in ('wss', 'https') else 'http'}://{parts.netloc}"
+    if http_host not in ("", "0.0.0.0", "::"):  # bound to one address: the only one that answers
+        host = f"[{http_host}]" if ":" in http_host else http_host
+        return f"http://{host}:{http_port}"
     return f"http://{lan_address()}:{http_port}"
 
 

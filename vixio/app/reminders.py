@@ -283,7 +283,8 @@ def attach_reminders(server: VixioServer) -> Reminders:
     settings = config.reminders
     notify = NotifyAudio(server.store, settings.notify, lambda: server.voice.tts,
                          lambda: url_base(settings.notify, config.xiaozhi.public_url,
-                                          server.transport.http_port or config.xiaozhi.http.port))
+                                          server.transport.http_port or config.xiaozhi.http.port,
+                                          config.xiaozhi.http.host))
     reminders = Reminders(server.store, settings, config.language, lambda: server.transport.connections, notify)
     if "reminders" in config.tools.builtin and config.agent is not None:
         server.voice.reminder_tools = reminder_tools(server.store, settings, config.agent.timezone or "",

@@ -17,7 +17,7 @@ class NotifyConfig(StrictModel):
     max_seconds: float = Field(default=30.0, gt=0, le=300)
     """Longest audio rendered for one notify; a longer text is cut at a sentence."""
     url_base: str | None = None
-    """Origin devices fetch the file from (e.g. http://192.168.1.10:8003); null: the origin of `xiaozhi.public_url`, else http://<this machine's LAN address>:<xiaozhi.http.port>."""
+    """Origin devices fetch the file from (e.g. http://192.168.1.10:8003); null: the origin of `xiaozhi.public_url`, else the one address `xiaozhi.http.host` binds, else http://<this machine's LAN address>:<xiaozhi.http.port>."""
 
 
 class RemindersConfig(StrictModel):
