@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from vixio.state.sqlite_thread import SqliteThread, Work
+from vixio.state.sqlite_voiceprints import SqliteVoiceprints
 from vixio.state.store import (
     PIN_SEEN_EVERY,
     SESSION_TTL,
@@ -29,7 +30,7 @@ from vixio.state.store import (
 )
 
 
-class SqliteStore(Store):
+class SqliteStore(SqliteVoiceprints, Store):
     """`Store` on an SQLite file (see vixio/state/sqlite_thread.py for threads, batches and failures)."""
 
     def __init__(self, path: str | Path, *, lock_timeout: float = 5.0, max_bytes: int | None = None) -> None:

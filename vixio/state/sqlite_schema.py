@@ -63,6 +63,11 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
             device_id TEXT NOT NULL, client_id TEXT NOT NULL, first REAL NOT NULL, last REAL NOT NULL,
             attempts INTEGER NOT NULL, PRIMARY KEY (device_id, client_id)) WITHOUT ROWID""",
     ),
+    (  # 7: voiceprints, one per person per device (vixio/state/voiceprints.py)
+        """CREATE TABLE voiceprints (
+            device_id TEXT NOT NULL, person TEXT NOT NULL, vector BLOB NOT NULL, samples INTEGER NOT NULL,
+            at REAL NOT NULL, PRIMARY KEY (device_id, person)) WITHOUT ROWID""",
+    ),
 )
 """Migration n (from 1) takes a file from version n-1 to n."""
 

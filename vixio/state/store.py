@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from vixio.metrics.instruments import count_store_error
+from vixio.state.voiceprints import VoiceprintStore
 
 AdmissionKind = Literal["activation", "allow-list"]
 
@@ -156,7 +157,7 @@ class LiveSession:
     started: float
 
 
-class Store(ABC):
+class Store(VoiceprintStore, ABC):
     """What vixio keeps beyond a session. Device ids are lowercase MACs or other printable ids."""
 
     location: str = ""
@@ -346,12 +347,13 @@ class Store(ABC):
 
     async def forget_device(self, device_id: str) -> None:
         """Erase what the device said and what was learnt about it: history, memory, profile
-        assignment, results held for it, and its identity pin (the next contact pins again); its
-        admission and pairings stay: they are the operator's decisions."""
+        assignment, results held for it, its voiceprints, and its identity pin (the next contact
+        pins again); its admission and pairings stay: they are the operator's decisions."""
         await self.clear_history(device_id)
         await self.take_results(device_id)
         await self.set_memory(device_id, "")
         await self.assign_profile(device_id, None)
+        await self.clear_voiceprints(device_id)
         await self.unpin_identity(device_id)
 
 
