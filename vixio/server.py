@@ -231,6 +231,12 @@ class VixioServer:
         live = SessionProfile(session_id, choice, stack, pipeline, tools, resolve=self.voice.for_profile,
                               memory_note=conversation.memory_text if conversation is not None else "")
         context.greeting = live.greeting
+        if self.config.speakers.people and conversation is not None and stack.speaker_encoder is not None:
+            state, people = pipeline.state, self.config.speakers
+            live.speaker_profile = lambda: people.profile_of(state.person) if state.person else None
+        if tools is not None:
+            state = pipeline.state
+            tools.executor.person = lambda: state.person
         if tools is not None:
             self.profiles.add(live)
         if choice.name != DEFAULT:
