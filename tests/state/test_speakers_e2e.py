@@ -83,13 +83,13 @@ async def turn(device: SimulatedDevice, pcm: bytes) -> str:
 
 
 async def test_two_voices_on_one_device_get_their_own_person_profile_and_tool_rights(
-        llm: ScriptedLLMServer, tmp_path: Path, state_config: dict[str, Any], spoken: dict[str, list[bytes]]) -> None:
+        llm: ScriptedLLMServer, tmp_path: Path, spoken: dict[str, list[bytes]]) -> None:
     UNLOCKED.clear()
     llm.expect(Reply.tool_call("unlock_door"), Reply.text("I cannot do that for you."),
                Reply.tool_call("unlock_door"), Reply.text("The door is open."),
-               Reply.text("Once upon a time, a cat."), Reply.text("Once upon a time, a dog."))
+               Reply.tool_call("unlock_door"), Reply.text("Open for you, Tom."), Reply.text("Once upon a time, a dog."))
     server = await start(
-        llm, tmp_path, state=state_config,
+        llm, tmp_path,  # SQLite; both backends keep voiceprints alike (test_store_contract.py)
         asr={"provider": "faster-whisper", "model": "tiny.en"},
         speakers={"enabled": True, "threshold": 0.8, "people": {"tom": {"profile": "kids"}}},
         tools={"local": [f"{__name__}:unlock_door"], "require_speaker": ["unlock_door"]},
@@ -117,9 +117,10 @@ async def test_two_voices_on_one_device_get_their_own_person_profile_and_tool_ri
             encoder = SpeakerEncoder()
             await SpeakerBook(server.store, device.device_id).enrol(
                 "Tom", [encoder.embed(np.frombuffer(pcm, dtype="<i2")) for pcm in tom[:3]])
-            await turn(device, tom[4])
-            assert "You talk with a child." in system(llm.messages(4))
+            assert await turn(device, tom[3]) == "Open for you, Tom."
+            assert UNLOCKED == ["Alice", "Tom"]  # each voice its own person key
+            assert "You talk with a child." in system(llm.messages(4))  # Tom's voice: the kids profile
             await turn(device, alice[4])
-            assert "You talk with a child." not in system(llm.messages(5))
+            assert "You talk with a child." not in system(llm.messages(6))  # Alice's: the device's
     finally:
         await server.stop()
