@@ -10,6 +10,7 @@
     vixio pairing list | approve ID | revoke ID     # companions asking to pair with a device
     vixio identity list | approve DEVICE CLIENT_ID | dismiss DEVICE CLIENT_ID   # a re-flashed board's re-bind
     vixio memory show|clear DEVICE              # what the state store keeps about a device
+    vixio speakers list|enrol|delete            # voiceprints: who is speaking (docs/speakers.md)
     vixio profile list | show DEVICE | assign DEVICE PROFILE | clear DEVICE   # each device's assistant
 """
 
@@ -72,6 +73,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_memory_parser(commands)
     add_profile_parser(commands)
+    from vixio.state.speakers_cli import add_speakers_parser
+
+    add_speakers_parser(commands)
     return parser
 
 
@@ -118,6 +122,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         setup_logging(args.log_level or "WARNING")
         return run_memory(args)
+    if args.command == "speakers":
+        from vixio.state.speakers_cli import run_speakers
+
+        setup_logging(args.log_level or "WARNING")
+        return run_speakers(args)
     parser.error(f"unknown command {args.command!r}")
     return 2
 

@@ -176,3 +176,24 @@ class VoiceEnrolment:
             logger.bind(device=self.book.device_id).error("voiceprint of {} not stored: {}", name, exc)
             return self._say("failed")
         return self._say("done", name=stored.person)
+
+
+def embed_recordings(model: str, recordings: list[tuple[np.ndarray, int]]) -> list[np.ndarray]:
+    """Embeddings of mono recordings (samples, rate) for an enrolment from files or the console's
+    upload; CPU-bound: call it in a thread. Each recording is resampled to 16 kHz."""
+    import soxr
+
+    from vixio.providers.speaker.encoder import SAMPLE_RATE, SpeakerEncoder
+
+    encoder = SpeakerEncoder(model)
+    vectors = []
+    for samples, rate in recordings:
+        audio = samples.astype(np.float32) / (32768.0 if samples.dtype == np.int16 else 1.0)
+        if audio.ndim > 1:
+            audio = audio.mean(axis=1)
+        if rate != SAMPLE_RATE:
+            audio = soxr.resample(audio, rate, SAMPLE_RATE).astype(np.float32)
+        if len(audio) < SAMPLE_RATE:
+            raise ValueError(f"a recording of {len(audio) / SAMPLE_RATE:.1f} s is too short: at least 1 s of speech")
+        vectors.append(encoder.embed(audio))
+    return vectors
