@@ -37,6 +37,7 @@ from vixio.console import pairing as console_pairing
 from vixio.console import workers as console_workers
 from vixio.core.batching import worker_stats
 from vixio.core.pipeline import Pipeline
+from vixio.core.state import SessionState
 from vixio.transports.xiaozhi.auth import DeviceAuthenticator
 from vixio.transports.xiaozhi.http_limits import AcceptErrorThrottle, install_accept_error_throttle
 from vixio.transports.xiaozhi.identity import IdentityPins
@@ -235,8 +236,7 @@ class VixioServer:
             state, people = pipeline.state, self.config.speakers
             live.speaker_profile = lambda: people.profile_of(state.person) if state.person else None
         if tools is not None:
-            state = pipeline.state
-            tools.executor.person = lambda: state.person
+            tools.executor.person = partial(_trusted_person, pipeline.state, self.config.speakers.tool_threshold)
         if tools is not None:
             self.profiles.add(live)
         if choice.name != DEFAULT:
@@ -348,3 +348,10 @@ async def serve(config: VixioConfig) -> None:
         from vixio.providers.agent.llama_weights import close_models
 
         close_models()
+
+
+def _trusted_person(state: SessionState, threshold: float) -> str:
+    """Who may run a `require_speaker` tool this turn: the recognised person when the voice matched
+    at `speakers.tool_threshold` or more, else "" (docs/speakers.md)."""
+    match = state.speaker
+    return match.person if match is not None and match.score >= threshold else ""

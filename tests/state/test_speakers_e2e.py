@@ -91,7 +91,8 @@ async def test_two_voices_on_one_device_get_their_own_person_profile_and_tool_ri
     server = await start(
         llm, tmp_path,  # SQLite; both backends keep voiceprints alike (test_store_contract.py)
         asr={"provider": "faster-whisper", "model": "tiny.en"},
-        speakers={"enabled": True, "threshold": 0.8, "people": {"tom": {"profile": "kids"}}},
+        # Synthetic voices, 1.7 s utterances: thresholds for them, not the defaults for real people.
+        speakers={"enabled": True, "threshold": 0.8, "tool_threshold": 0.8, "people": {"tom": {"profile": "kids"}}},
         tools={"local": [f"{__name__}:unlock_door"], "require_speaker": ["unlock_door"]},
         profiles={"kids": {"instructions": "You talk with a child."}})
     alice, tom = spoken["alice"], spoken["tom"]
