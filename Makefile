@@ -31,6 +31,9 @@ $(VENV)/.installed-test: pyproject.toml | $(PY)
 	# The BFCL function-calling corpus for the text-protocol round-trip tests: data files only
 	# (its own dependencies are a whole evaluation stack vixio does not need).
 	$(PY) -m pip install --no-deps "bfcl-eval==2026.3.23"
+	# Resemblyzer's speaker-encoder weights (17 MB, inside the package) for speakers.enabled:
+	# the file only; its own code wants torch, which vixio does not use (docs/speakers.md).
+	$(PY) -m pip install --no-deps "resemblyzer==0.1.4"
 	touch $@ $(VENV)/.installed
 
 install: $(VENV)/.installed
