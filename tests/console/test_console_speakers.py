@@ -20,7 +20,7 @@ from vixio.config.models import VixioConfig  # noqa: E402
 from vixio.console import Console  # noqa: E402
 from vixio.console.speakers import mulaw_to_float  # noqa: E402
 from vixio.providers.speaker import encoder as enc  # noqa: E402
-from vixio.server import VixioServer  # noqa: E402
+from vixio.app.server import VixioServer  # noqa: E402
 
 from ..providers.speaker.test_encoder_small_model import small_state  # noqa: E402
 

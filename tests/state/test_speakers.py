@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from vixio.core.state import SessionState, SpeakerMatch
-from vixio.state.speakers import ENROL, FORGET, SAY, SpeakerBook, VoiceEnrolment, _says, spoken_name
+from vixio.core.session_state import SessionState, SpeakerMatch
+from vixio.memory.speakers import ENROL, FORGET, SAY, SpeakerBook, VoiceEnrolment, _says, spoken_name
 from vixio.state.sqlite import SqliteStore
 from vixio.state.voiceprints import MAX_PEOPLE
 

@@ -23,7 +23,7 @@ pytest.importorskip("onnxruntime")
 from vixio.core.tools.context import current_tool_context  # noqa: E402
 from vixio.core.tools.executor import SPEAKER_REFUSAL  # noqa: E402
 from vixio.providers.speaker.encoder import SpeakerEncoder, bundled_weights  # noqa: E402
-from vixio.state.speakers import SAY, SpeakerBook  # noqa: E402
+from vixio.memory.speakers import SAY, SpeakerBook  # noqa: E402
 from vixio.testing.device import SimulatedDevice  # noqa: E402
 from vixio.testing.llm_server import Reply, ScriptedLLMServer  # noqa: E402
 
@@ -47,7 +47,7 @@ def voices() -> dict[str, list[bytes]]:
     """Each line spoken by both voices, 16 kHz int16, with silence around it."""
     from vixio.providers.tts.espeak import EspeakTTS
     from vixio.providers.tts.piper import PiperTTS
-    from vixio.transports.xiaozhi.codec import resample
+    from vixio.transports.xiaozhi.protocol.codec import resample
 
     lines = ["Remember my voice, I'm Alice.", "The quick brown fox jumps over the lazy dog.",
              "I like green tea in the morning.", "Please unlock the front door.", "Tell me a story about a cat."]

@@ -16,7 +16,7 @@ pytest.importorskip("onnxruntime")
 pytest.importorskip("onnx")
 
 from vixio.providers.speaker import encoder as enc  # noqa: E402
-from vixio.stations.speaker_id import SpeakerIdentifier, best_match  # noqa: E402
+from vixio.stations.asr.speaker_id import SpeakerIdentifier, best_match  # noqa: E402
 
 from ..providers.speaker.test_encoder_small_model import small_state  # noqa: E402
 

@@ -7,7 +7,7 @@
 An upload is one recording of 16 kHz mono G.711 µ-law (8 bits a sample): the console's HTTP port
 takes bodies of at most 64 KiB (what a device sends is small), which holds about 3 s of it; the
 page cuts a longer file into such pieces and sends each, and each adds to the person's voiceprint
-(vixio/state/speakers.py averages them). µ-law keeps about 38 dB of signal to noise, enough for
+(vixio/memory/speakers.py averages them). µ-law keeps about 38 dB of signal to noise, enough for
 the encoder. No audio is kept: only the averaged embedding (docs/privacy.md). Operators only.
 """
 
@@ -72,7 +72,7 @@ class SpeakersApi:
         return json_reply({"deleted": person})
 
     async def _enrol(self, request: web.Request) -> web.Response:
-        from vixio.state.speakers import SpeakerBook, embed_recordings
+        from vixio.memory.speakers import SpeakerBook, embed_recordings
 
         device_id = checked_device_id(request.match_info["device_id"], "the device id in the path")
         body = await json_body(request, '{"person": "Alice", "mulaw": "<base64 16 kHz mono µ-law>"}')

@@ -47,7 +47,7 @@ class ToolPolicy:
     """Tools (names or patterns) without side effects: they may run before a preemptive turn is
     confirmed, whatever their source."""
     require_speaker: tuple[str, ...] = ()
-    """Tools (names or patterns) only a recognised enrolled voice may run (vixio/stations/speaker_id.py)."""
+    """Tools (names or patterns) only a recognised enrolled voice may run (vixio/stations/asr/speaker_id.py)."""
 
     def confirms(self, text: str) -> bool:
         """Whether the user's reply approves the calls that asked for confirmation."""
