@@ -1,8 +1,9 @@
 """A speaker encoder on ONNX Runtime: 16 kHz speech in, a unit vector out (cosine = similarity).
 
 The default weights are Resemblyzer's (`pip install --no-deps resemblyzer==0.1.4`: a 17 MB
-`pretrained.pt` inside the package, Apache-2.0; its own code needs torch, about 4 GB with CUDA on
-Linux, so only the file is used). `torch_legacy.py` reads it with numpy; `_graph` rebuilds the
+`pretrained.pt` inside the package, Apache-2.0; installed in 3 s. Its own code needs torch, and
+with its dependencies pip resolves torch, triton and 18 NVIDIA CUDA packages on Linux, so only the
+file is used). `torch_legacy.py` reads it with numpy; `_graph` rebuilds the
 network (3 LSTM layers, a linear layer, ReLU, L2 norm) as an ONNX graph, so inference runs on
 the onnxruntime vixio already ships for Silero and Piper. The mel front end is librosa's
 (`melspectrogram`, Slaney filters, 25 ms Hann windows every 10 ms) in numpy.

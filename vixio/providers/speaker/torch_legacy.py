@@ -1,6 +1,6 @@
 """Reads the tensors of a legacy-format PyTorch checkpoint (`torch.save` before 1.6: a run of
 pickles followed by raw storages) with numpy alone, so weights shipped as a `.pt` file in a pip
-package load without installing torch (about 4 GB with its CUDA wheels on Linux).
+package load without installing torch (which brings triton and 18 NVIDIA CUDA packages on Linux).
 
 Only what a state dict of float tensors needs is understood; anything else (another storage
 type, the zip format of torch >= 1.6, a non-little-endian file) raises `ValueError` naming the file.
