@@ -162,8 +162,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tests", type=int, default=6, help="held-out test utterances per speaker")
     parser.add_argument("--repeats", type=int, default=5, help="latency repeats over the fixtures")
-    parser.add_argument("--threshold", type=float, default=0.85, help="the identification threshold to score "
-                        "(speakers.threshold's default)")
+    parser.add_argument("--threshold", type=float, nargs="+", default=[0.9, 0.94],
+                        help="thresholds to score (speakers.threshold's and tool_threshold's defaults)")
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args()
     if not VOICES.is_dir():
@@ -173,13 +173,15 @@ def main() -> None:
     print(f"encoder {encoder.source} loaded in {(time.perf_counter() - started) * 1000:.0f} ms")
     floor = measure_floor(build_clips())
     print(f"CPU: {cpu_model()}; in-run floor {floor['ms_per_frame']:.3f} ms per 60 ms frame (Opus + Silero)")
-    result = measure_eer(encoder, args.tests, args.threshold, args.seed)
+    for n, threshold in enumerate(args.threshold):
+        result = measure_eer(encoder, args.tests, threshold, args.seed)
+        if n == 0:
+            print(f"{result['speakers']} speakers, {result['tests']} held-out utterances: EER "
+                  f"{result['eer'] * 100:.1f} % (at cosine {result['eer_threshold']:.3f})")
+        print(f"at threshold {threshold}: enrolled voices identified {result['identified'] * 100:.1f} % "
+              f"(rejected as unknown {result['false_reject'] * 100:.1f} %); a stranger taken for an enrolled voice "
+              f"{result['strangers_taken'] * 100:.1f} % (each speaker's utterances against the others' prints)")
     cpu = result["cpu_ms_per_audio_s"]
-    print(f"{result['speakers']} speakers, {result['tests']} held-out utterances: EER {result['eer'] * 100:.1f} % "
-          f"(at cosine {result['eer_threshold']:.3f})")
-    print(f"at threshold {args.threshold}: enrolled voices identified {result['identified'] * 100:.1f} % "
-          f"(rejected as unknown {result['false_reject'] * 100:.1f} %); a stranger taken for an enrolled voice "
-          f"{result['strangers_taken'] * 100:.1f} % (each speaker's utterances against the others' prints)")
     print(f"CPU per second of speech: {cpu:.1f} ms ({cpu / floor['ms_per_frame']:.0f} x the floor's frame)")
     latency = measure_latency(encoder, args.repeats)
     print(f"fixtures {latency['clip_seconds']:.1f} s each: ASR alone {latency['asr_ms']:.0f} ms, "
