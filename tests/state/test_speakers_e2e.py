@@ -87,6 +87,7 @@ async def test_two_voices_on_one_device_get_their_own_person_profile_and_tool_ri
     UNLOCKED.clear()
     llm.expect(Reply.tool_call("unlock_door"), Reply.text("I cannot do that for you."),
                Reply.tool_call("unlock_door"), Reply.text("The door is open."),
+               Reply.tool_call("unlock_door"), Reply.text("Typed, so no."),
                Reply.tool_call("unlock_door"), Reply.text("Open for you, Tom."), Reply.text("Once upon a time, a dog."))
     server = await start(
         llm, tmp_path,  # SQLite; both backends keep voiceprints alike (test_store_contract.py)
@@ -113,6 +114,11 @@ async def test_two_voices_on_one_device_get_their_own_person_profile_and_tool_ri
             # Alice's voice may.
             assert await turn(device, alice[3]) == "The door is open."
             assert UNLOCKED == ["Alice"]
+            # Typed text has no voice: after Alice spoke, it is nobody's.
+            mark = device.mark()
+            await device.send_text("please unlock the front door")
+            await device.wait_for("tts", state="stop", after=mark, timeout=30)
+            assert UNLOCKED == ["Alice"]
 
             # Tom enrolled from recordings, as the console and `vixio speakers enrol` do.
             encoder = SpeakerEncoder()
@@ -120,8 +126,8 @@ async def test_two_voices_on_one_device_get_their_own_person_profile_and_tool_ri
                 "Tom", [encoder.embed(np.frombuffer(pcm, dtype="<i2")) for pcm in tom[:3]])
             assert await turn(device, tom[3]) == "Open for you, Tom."
             assert UNLOCKED == ["Alice", "Tom"]  # each voice its own person key
-            assert "You talk with a child." in system(llm.messages(4))  # Tom's voice: the kids profile
+            assert "You talk with a child." in system(llm.messages(6))  # Tom's voice: the kids profile
             await turn(device, alice[4])
-            assert "You talk with a child." not in system(llm.messages(6))  # Alice's: the device's
+            assert "You talk with a child." not in system(llm.messages(8))  # Alice's: the device's
     finally:
         await server.stop()

@@ -60,7 +60,7 @@ class _Draft:
 
 
 class ASRStation(Station):
-    handles = (TurnStartChunk, AudioChunk, TurnEndChunk, VADPauseChunk, VADResumeChunk)
+    handles = (TurnStartChunk, AudioChunk, TurnEndChunk, VADPauseChunk, VADResumeChunk, TextChunk)
 
     def __init__(self, provider: ASRProvider, *, language: str | None = None, max_seconds: float = 30.0,
                  endpointing: EndpointRules | None = None, min_silence_ms: int = 500, max_drafts: int = 4,
@@ -96,6 +96,11 @@ class ASRStation(Station):
         self._reset()
 
     async def process(self, chunk: Chunk) -> AsyncIterator[Chunk]:
+        if isinstance(chunk, TextChunk):
+            if chunk.role == "user" and self.speaker is not None:
+                self.session_state.speaker = None  # typed text: no voice, so nobody is recognised
+            yield chunk
+            return
         if isinstance(chunk, AudioChunk):
             if chunk.role != "user":
                 yield chunk
