@@ -15,6 +15,7 @@ import pytest
 pytest.importorskip("onnxruntime")
 pytest.importorskip("onnx")
 
+from vixio.core.session_state import SpeakerMatch  # noqa: E402
 from vixio.providers.speaker import encoder as enc  # noqa: E402
 from vixio.stations.asr.speaker_id import SpeakerIdentifier, best_match  # noqa: E402
 
@@ -61,6 +62,9 @@ async def test_the_embedding_is_made_off_the_loop_and_matched(encoder: ThreadNot
     assert encoder.threads[-1].startswith("vixio-speaker")
     assert identifier.begin(speech(0.3, 1), 16000) is None  # too short to tell voices apart
     assert identifier.begin(speech(2, 1), 8000) is None  # the encoder's rate only
+    # A "yes" too short to tell: the conversation's person carries over, trusted for nothing.
+    assert await identifier.settle(None, match) == SpeakerMatch("Alice", 0.0)
+    assert await identifier.settle(None, SpeakerMatch("", 0.4)) is None
 
 
 async def test_a_turn_waits_at_most_wait_for_a_late_identification(encoder: ThreadNotingEncoder) -> None:

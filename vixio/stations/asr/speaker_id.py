@@ -80,8 +80,17 @@ class SpeakerIdentifier:
         return PendingIdentification(loop.run_in_executor(_embed_pool(), self.encoder.embed, samples),
                                      asyncio.ensure_future(self.voiceprints()))
 
-    async def settle(self, pending: PendingIdentification | None) -> SpeakerMatch | None:
-        """Who spoke, waiting at most `wait` seconds more; None when it could not be told."""
+    async def settle(self, pending: PendingIdentification | None,
+                     previous: SpeakerMatch | None = None) -> SpeakerMatch | None:
+        """Who spoke, waiting at most `wait` seconds more. When it cannot be told (too short, too
+        late), the `previous` turn's person carries over at similarity 0: a "yes" keeps the
+        profile and memory of the conversation, but runs no `require_speaker` tool."""
+        match = await self._settle(pending)
+        if match is None and previous is not None and previous.person:
+            return SpeakerMatch(previous.person, 0.0)
+        return match
+
+    async def _settle(self, pending: PendingIdentification | None) -> SpeakerMatch | None:
         if pending is None:
             return None
         try:

@@ -145,7 +145,8 @@ class ASRStation(Station):
                     raise
             metrics.mark("asr_final")
             if self.speaker is not None:
-                match = self.session_state.speaker = await self.speaker.settle(identification)
+                state = self.session_state
+                match = state.speaker = await self.speaker.settle(identification, state.speaker)
                 metrics.mark("speaker_id")
                 if match is not None:
                     self.logger.info("speaker: {} (similarity {:.2f})", match.person or "unknown voice", match.score)
