@@ -37,6 +37,7 @@ from vixio.console import pairing as console_pairing
 from vixio.console import worker_calls as console_workers
 from vixio.core.batching import worker_stats
 from vixio.core.pipeline import Pipeline
+from vixio.core.session_state import SessionState
 from vixio.transports.xiaozhi.session.auth import DeviceAuthenticator
 from vixio.transports.xiaozhi.http.limits import AcceptErrorThrottle, install_accept_error_throttle
 from vixio.transports.xiaozhi.session.identity import IdentityPins
@@ -246,6 +247,11 @@ class VixioServer:
         live = SessionProfile(session_id, choice, stack, pipeline, tools, resolve=self.voice.for_profile,
                               memory_note=conversation.memory_text if conversation is not None else "")
         context.greeting = live.greeting
+        if self.config.speakers.people and conversation is not None and stack.speaker_encoder is not None:
+            state, people = pipeline.state, self.config.speakers
+            live.speaker_profile = lambda: people.profile_of(state.person) if state.person else None
+        if tools is not None:
+            tools.executor.person = partial(_trusted_person, pipeline.state, self.config.speakers.tool_threshold)
         if tools is not None:
             self.profiles.add(live)
         if choice.name != DEFAULT:
@@ -368,3 +374,10 @@ async def serve(config: VixioConfig) -> None:
         from vixio.providers.agent.llama.weights import close_models
 
         close_models()
+
+
+def _trusted_person(state: SessionState, threshold: float) -> str:
+    """Who may run a `require_speaker` tool this turn: the recognised person when the voice matched
+    at `speakers.tool_threshold` or more, else "" (docs/speakers.md)."""
+    match = state.speaker
+    return match.person if match is not None and match.score >= threshold else ""

@@ -82,6 +82,8 @@ class ToolsConfig(StrictModel):
     require_confirmation: bool | list[str] = False
     """true: every tool needs the user's yes first; or a list of tool names (patterns) that do."""
     confirm_words: ConfirmWordsConfig = Field(default_factory=ConfirmWordsConfig)
+    require_speaker: list[str] = Field(default_factory=list)
+    """Tools (names or patterns) only an enrolled voice may run (`speakers.enabled`), e.g. ["unlock_door"]; an unknown voice, or typed text, is refused aloud (docs/speakers.md)."""
     default_sub_type: SubTypeName = "query"
     """query: the model waits for the result; control: answered "success" at once, the device is not waited for."""
     sub_types: dict[str, SubTypeName] = Field(default_factory=dict)
@@ -116,4 +118,5 @@ class ToolsConfig(StrictModel):
             confirm_yes=tuple(self.confirm_words.yes),
             confirm_no=tuple(self.confirm_words.no),
             read_only=tuple(self.read_only),
+            require_speaker=tuple(self.require_speaker),
         )

@@ -21,6 +21,7 @@ from vixio.console.backend import ConsoleBackend, ConsoleError, LocalBackend
 from vixio.console.fan_out import FanOutBackend
 from vixio.console.identity import IdentityApi
 from vixio.console.memory import MemoryApi
+from vixio.console.speakers import SpeakersApi
 from vixio.console.pairing import LocalPairing, PairingApi
 from vixio.console.profiles import ProfileApi
 from vixio.console.reminders import ReminderApi
@@ -52,6 +53,8 @@ class Console:
         self.profiles.register(server.ota.add_route, self.api._protect)
         self.memory = MemoryApi(server.store, server.config.memory, lambda: self.api.backend)
         self.memory.register(server.ota.add_route, self.api._protect)
+        self.speakers = SpeakersApi(server.store, server.config.speakers)
+        self.speakers.register(server.ota.add_route, self.api._protect)
         self.identities = IdentityApi(server.store)
         self.identities.register(server.ota.add_route, self.api._protect)
         agent = server.config.agent

@@ -25,6 +25,8 @@ are JSON arrays, times unix seconds):
     P rebind-order               zset  the same members scored by their latest attempt (bounds them)
     P reminders:DEVICE, P reminder-due, P fired:DEVICE, P clip:TOKEN, P clips: reminders
                                  (vixio/state/redis_reminders.py)
+    P voiceprints:DEVICE         hash  person -> [vector, samples, at] (vixio/state/redis_voiceprints.py)
+    P voiceprint-devices         set   the devices that hold voiceprints
 
 Bounds: a device keeps its newest `state.max_turns` turns; its two turn keys expire
 `memory.history_days` after its newest turn (the hourly prune also drops older turns of devices
@@ -53,6 +55,7 @@ from urllib.parse import urlsplit, urlunsplit
 from vixio.state import redis_scripts as scripts
 from vixio.state.redis_link import Op, RedisLink, unusable
 from vixio.state.redis_reminders import RedisReminders
+from vixio.state.redis_voiceprints import RedisVoiceprints
 from vixio.state.store import (
     PIN_SEEN_EVERY,
     SESSION_TTL,
@@ -88,7 +91,7 @@ def redacted(url: str) -> str:
     return urlunsplit((parts.scheme, f"{user}:***@{host}", parts.path, parts.query, parts.fragment))
 
 
-class RedisStore(RedisReminders, Store):
+class RedisStore(RedisReminders, RedisVoiceprints, Store):
     """`Store` on a Redis server (see the module docstring for keys, bounds and failures)."""
 
     def __init__(self, url: str, *, password: str | None = None, prefix: str = "vixio:", timeout: float = 1.0,

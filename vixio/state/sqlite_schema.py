@@ -75,6 +75,11 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "CREATE INDEX fired_reminders_by_device ON fired_reminders (device_id, due)",
         "CREATE TABLE clips (token TEXT PRIMARY KEY, data BLOB NOT NULL, until REAL NOT NULL)",
     ),
+    (  # 8: voiceprints, one per person per device (vixio/state/voiceprints.py)
+        """CREATE TABLE voiceprints (
+            device_id TEXT NOT NULL, person TEXT NOT NULL, vector BLOB NOT NULL, samples INTEGER NOT NULL,
+            at REAL NOT NULL, PRIMARY KEY (device_id, person)) WITHOUT ROWID""",
+    ),
 )
 """Migration n (from 1) takes a file from version n-1 to n."""
 

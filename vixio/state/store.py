@@ -36,6 +36,7 @@ from typing import Any, Literal
 
 from vixio.metrics.instruments import count_store_error
 from vixio.state.reminders import ReminderStore
+from vixio.state.voiceprints import VoiceprintStore
 
 AdmissionKind = Literal["activation", "allow-list"]
 
@@ -157,7 +158,7 @@ class LiveSession:
     started: float
 
 
-class Store(ReminderStore, ABC):
+class Store(ReminderStore, VoiceprintStore, ABC):
     """What vixio keeps beyond a session. Device ids are lowercase MACs or other printable ids."""
 
     location: str = ""
@@ -348,8 +349,8 @@ class Store(ReminderStore, ABC):
     async def forget_device(self, device_id: str) -> None:
         """Erase what the device said and what was learnt about it: history, memory, profile
         assignment, results held for it, its reminders (and those that fired while it was away),
-        and its identity pin (the next contact pins again); its admission and pairings stay: they
-        are the operator's decisions."""
+        its voiceprints, and its identity pin (the next contact pins again); its admission and
+        pairings stay: they are the operator's decisions."""
         await self.clear_history(device_id)
         await self.take_results(device_id)
         for reminder in await self.reminders(device_id):
@@ -357,6 +358,7 @@ class Store(ReminderStore, ABC):
         await self.take_fired(device_id)
         await self.set_memory(device_id, "")
         await self.assign_profile(device_id, None)
+        await self.clear_voiceprints(device_id)
         await self.unpin_identity(device_id)
 
 

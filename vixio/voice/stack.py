@@ -99,6 +99,8 @@ class VoiceStack:
         """Providers this stack made (and closes)."""
         self.prewarm: Prewarmer | None = None
         """Opens the cloud APIs' connections ahead of a turn (`pipeline.prewarm`), made in `load()`."""
+        self.speaker_encoder: Any = None
+        """The speaker encoder (`speakers.enabled`), loaded in `load()` and shared by the profiles."""
 
     def for_profile(self, name: str) -> VoiceStack:
         """The stack of profile `name` (`default` or an unknown name: this one)."""
@@ -132,6 +134,12 @@ class VoiceStack:
             self.tts_circuit = TTSCircuit(self.tts, self.tts_fallback, first_audio_timeout=waits,
                                           breaks=online or self.tts_fallback is not None)
         self.prewarm = make_prewarmer(config, self.asr, self.tts)
+        if base is not None:
+            self.speaker_encoder = base.speaker_encoder
+        elif config.speakers.enabled and config.asr is not None:
+            from vixio.providers.speaker.encoder import SpeakerEncoder
+
+            self.speaker_encoder = SpeakerEncoder(config.speakers.model)
         if config.agent is not None and (base is None or not _same(config.agent, base.config.agent)):
             await make_agent(config).initialize(system_prompt="")  # loads local weights once
         if base is not None:
@@ -250,6 +258,7 @@ class VoiceStack:
         if self.prewarm is not None:  # the device just connected: its user speaks in a second
             self.prewarm()
         stations: list[Station] = []
+        speakers = _speakers(self, conversation)
         if self.vad is not None and self.asr is not None and config.asr is not None:
             vad, turn = config.vad, config.turn
             rules = EndpointRules(punctuation=turn.confirm_on_punctuation, hanging_words=turn.hanging_words,
@@ -261,7 +270,8 @@ class VoiceStack:
                            quiet_below_dbfs=vad.quiet_below_dbfs),
                 TurnDetectorStation(min_speech_ms=turn.min_speech_ms),
                 ASRStation(self.asr, language=config.asr.language, endpointing=rules,
-                           min_silence_ms=vad.min_silence_ms, on_speech=self.prewarm),
+                           min_silence_ms=vad.min_silence_ms, on_speech=self.prewarm,
+                           speaker=speakers[0] if speakers is not None else None),
             ]
         stations.append(TextAggregatorStation())
         if config.agent is not None:
@@ -285,6 +295,9 @@ class VoiceStack:
 
                 forget.on_forgotten = forgotten
                 station.intercept = forget.intercept
+                if speakers is not None:
+                    station.intercept = _first_answer(speakers[1](lambda: station.session_state).intercept,
+                                                      forget.intercept)
             stations.append(station)
         stations.append(SentenceAggregatorStation(first_clause_min_chars=config.speech.first_clause_min_chars,
                                                   default_emotion=config.speech.default_emotion))
@@ -310,6 +323,33 @@ async def _open_session_mcp(pool: McpServerPool, tools: SessionTools) -> None:
     tools.add_closer(servers.close)
     for key, definitions in servers.tools().items():
         await tools.update_source(key, definitions)
+
+
+def _speakers(stack: VoiceStack, conversation: Conversation | None) -> tuple[Any, Any] | None:
+    """A session's speaker identifier and a maker of its spoken enrolment (given the session state),
+    when voiceprints are on: they need the encoder and the device's store (memory on)."""
+    settings = stack.config.speakers
+    if stack.speaker_encoder is None or conversation is None or not settings.enabled:
+        return None
+    from vixio.stations.asr.speaker_id import SpeakerIdentifier
+    from vixio.memory.speakers import SpeakerBook, VoiceEnrolment
+
+    book = SpeakerBook(conversation.store, conversation.device_id)
+    identifier = SpeakerIdentifier(stack.speaker_encoder, voiceprints=book.prints, threshold=settings.threshold,
+                                   wait=settings.wait_ms / 1000)
+    return identifier, partial(VoiceEnrolment, book, language=stack.config.language,
+                               utterances=settings.enrol_utterances)
+
+
+def _first_answer(*intercepts: Callable[[str], Awaitable[str | None]]) -> Callable[[str], Awaitable[str | None]]:
+    """One agent intercept from several: the first that answers a turn answers it."""
+    async def intercept(text: str) -> str | None:
+        for each in intercepts:
+            if (answer := await each(text)) is not None:
+                return answer
+        return None
+
+    return intercept
 
 
 def _same(section: Any, other: Any, *, but: str = "") -> bool:
