@@ -263,7 +263,7 @@ class VixioServer:
         await self.ota.start()
         self.transport.http_port = self.ota.port  # for the vision URL given to devices
         logger.info("WebSocket server on {}:{} (any path)", self.config.xiaozhi.host, self.transport.port)
-        log_http_urls(self.config.xiaozhi.http.host, self.ota.port)
+        log_http_urls(self.config.xiaozhi.http.host, self.ota.port, self.config)
 
     def replying(self) -> int:
         """Sessions whose reply is being made or spoken now."""
