@@ -49,7 +49,7 @@ def right(expect: list[str], reject: list[str], answer: str, now: datetime, week
             return weekdays[now.weekday()].lower() in low and all(
                 day.lower() not in low for day in weekdays if day != weekdays[now.weekday()])
         if word == "$TIME":
-            for hour, minute in re.findall(r"\b(\d{1,2}):(\d{2})", answer):
+            for hour, minute in re.findall(r"(?<!\d)(\d{1,2}):(\d{2})", answer):
                 for said in (int(hour) % 12, int(hour) % 12 + 12):
                     if abs((said * 60 + int(minute)) - (now.hour * 60 + now.minute)) <= 2:
                         return True
@@ -87,8 +87,9 @@ async def run_model(path: Path | None, rounds: int, threads: int) -> dict:
                 first = None
                 text = ""
                 async for event in agent.chat(turn["say"]):
-                    if isinstance(event, AgentTextDelta) and event.text.strip():
-                        first = first if first is not None else time.perf_counter() - asked
+                    if isinstance(event, AgentTextDelta):
+                        if event.text.strip() and first is None:
+                            first = time.perf_counter() - asked
                         text += event.text
                 firsts.append(first if first is not None else float("nan"))
                 verdict = right(turn["expect"], turn.get("reject", []), text, datetime.now(), pack.weekdays)

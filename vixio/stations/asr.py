@@ -11,6 +11,10 @@ twice); speech after the pause (VADResumeChunk) voids it, and the next pause tra
 everything said. Each pause transcribes the whole turn so far, so a turn gets at most
 `max_drafts` (a long monologue with many pauses must not cost a local Whisper its square).
 
+Whatever the cut, the recogniser hears `speech_span` of it (vixio.core.utterance): the same speech
+gives the same samples, so the same words, whether it was transcribed at a pause or at the end, and
+wherever the VAD's window grid fell.
+
 The pause's transcription and the end's share one deadline, the provider's `timeout` from the
 start of the first of them since the user last spoke: when a hanging service made the pause's
 fail, the end tries again only with what is left, so the apology is heard `asr.timeout` after
@@ -38,6 +42,7 @@ from vixio.core.chunk import (
     VADResumeChunk,
 )
 from vixio.core.station import Station
+from vixio.core.utterance import speech_span
 from vixio.metrics import count_provider_error
 from vixio.providers.asr.base import ASRError, ASRProvider
 from vixio.stations.endpointing import EndpointRules
@@ -123,7 +128,7 @@ class ASRStation(Station):
                 metrics.notes["asr_saved_ms"] = round(draft.seconds * 1000, 1)
             else:
                 try:
-                    text = await self._transcribe_by(pcm, rate, failed_since, failure)
+                    text = await self._transcribe_by(speech_span(pcm, rate), rate, failed_since, failure)
                 except ASRError as exc:
                     count_provider_error("asr", exc)
                     raise
@@ -160,7 +165,8 @@ class ASRStation(Station):
         metrics.remark("speech_pause", chunk.created_at)  # the latest pause: the one the turn may end at
         started = time.monotonic()
         try:
-            text = (await self.provider.transcribe(b"".join(self._pcm), self._rate, language=self.language)).strip()
+            heard = speech_span(b"".join(self._pcm), self._rate)
+            text = (await self.provider.transcribe(heard, self._rate, language=self.language)).strip()
         except Exception as exc:  # the turn's end transcribes again (and apologises if that fails)
             if isinstance(exc, ASRError):
                 count_provider_error("asr", exc)
