@@ -63,7 +63,7 @@ async def run_model(path: Path | None, rounds: int, threads: int) -> dict:
     from vixio.config.languages import language_pack
     from vixio.providers.agent.base import AgentTextDelta
     from vixio.providers.agent.instructions import TurnInstructions
-    from vixio.providers.agent.local_llama import LocalLlamaAgentProvider
+    from vixio.providers.agent.llama.provider import LocalLlamaAgentProvider
 
     base = rss_mb()
     data = json.loads((HERE / "household.json").read_text())

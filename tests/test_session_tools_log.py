@@ -9,7 +9,7 @@ from loguru import logger
 from vixio.core.tools.policy import ToolPolicy
 from vixio.core.tools.types import ToolDefinition
 from vixio.providers.agent.text_tools import ToolDefinitionConverter
-from vixio.session_tools import SessionTools
+from vixio.voice.session_tools import SessionTools
 
 pytestmark = pytest.mark.unit
 

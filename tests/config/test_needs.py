@@ -62,7 +62,7 @@ def test_startup_warns_once_last_in_the_banner_in_the_configs_language(monkeypat
     test command; it is the banner's last line now, in Mandarin for a Mandarin config."""
     from loguru import logger
 
-    from vixio.startup import log_http_urls
+    from vixio.app.startup import log_http_urls
 
     monkeypatch.delenv("DEEPSEEK_API_KEY", raising=False)
     config = load_config(ROOT / "config.zh.yaml", environ={})
@@ -82,7 +82,7 @@ def test_startup_warns_once_last_in_the_banner_in_the_configs_language(monkeypat
 async def test_loading_the_voice_stack_says_nothing_of_keys(monkeypatch: pytest.MonkeyPatch) -> None:
     from loguru import logger
 
-    from vixio.voice import VoiceStack
+    from vixio.voice.stack import VoiceStack
 
     monkeypatch.delenv("DEEPSEEK_API_KEY", raising=False)
     config = parse_config({"language": "zh", "agent": {"provider": "litellm", "model": "deepseek/deepseek-chat",
@@ -137,7 +137,7 @@ async def test_without_an_offline_voice_the_server_says_so_once_at_startup(monke
     from loguru import logger
 
     from vixio.config import needs
-    from vixio.voice_providers import load_tts_fallback as _tts_fallback
+    from vixio.voice.providers import load_tts_fallback as _tts_fallback
 
     monkeypatch.setattr(needs, "_installed", lambda module: False)
     lines: list[str] = []
