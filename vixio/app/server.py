@@ -228,6 +228,8 @@ class VixioServer:
             tools.add_closer(conversation.close)  # the last turn is stored before the session is gone
         pipeline = stack.build_pipeline(context.session_id, tools=tools, conversation=conversation,
                                         on_forgotten=partial(self.profiles.forgotten, session_id, device_id))
+        if conversation is not None:  # a reconnect goes on with its conversation: so do its turn numbers
+            pipeline.continue_turns(conversation.turns_before)
         live = SessionProfile(session_id, choice, stack, pipeline, tools, resolve=self.voice.for_profile,
                               memory_note=conversation.memory_text if conversation is not None else "")
         context.greeting = live.greeting
