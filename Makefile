@@ -40,7 +40,9 @@ install-test: $(VENV)/.installed-test
 # A config error stops here, in one line, before pip sees an empty extra.
 $(CONFIG_STAMP): pyproject.toml $(CONFIG) | $(PY)
 	$(PY) -m pip install -e .
-	extras=$$($(VENV)/bin/vixio config extras --config $(CONFIG)) && $(PY) -m pip install -e ".[$$extras]"
+	extras=$$($(VENV)/bin/vixio config extras --config $(CONFIG)) && \
+	case ",$$extras," in *,local-llm,*) $(PY) -c 'import llama_cpp' 2>/dev/null || echo "vixio: llama-cpp-python has no wheel on PyPI: without one in pip's cache it compiles, 15 minutes on 2 cores (pip prints 'still running...' meanwhile)";; esac && \
+	$(PY) -m pip install -e ".[$$extras]"
 	touch $@
 
 install-config: $(CONFIG_STAMP)
