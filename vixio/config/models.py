@@ -8,12 +8,14 @@ from pydantic import Field, ModelWrapValidatorHandler, field_validator, model_va
 
 from vixio.config.languages import Language, apply_language, language_pack
 from vixio.config.memory import MemoryConfig, StateConfig
+from vixio.config.reminders import RemindersConfig
 from vixio.config.profiles import DevicesConfig, ProfilesConfig, lower_device_keys, materialize
 from vixio.config.tools import ToolsConfig
 from vixio.config.vision import VisionConfig
 from vixio.config.pipeline import AgentConfig, ASRConfig, SpeechConfig, TTSConfig, TurnConfig, VADConfig
 from vixio.core.settings import StrictModel
 from vixio.config.xiaozhi import XiaozhiConfig
+from vixio.config.mqtt import MqttConfig
 
 LogLevel = Literal["TRACE", "DEBUG", "INFO", "SUCCESS", "WARNING", "ERROR", "CRITICAL"]
 
@@ -65,6 +67,8 @@ class VixioConfig(StrictModel):
     server: ServerConfig = Field(default_factory=ServerConfig)
     pipeline: PipelineConfig = Field(default_factory=PipelineConfig)
     xiaozhi: XiaozhiConfig = Field(default_factory=XiaozhiConfig)
+    mqtt: MqttConfig = Field(default_factory=MqttConfig)
+    """MQTT + UDP for Xiaozhi devices: keeps idle devices reachable (docs/mqtt.md); off unless `enabled`."""
     vad: VADConfig = Field(default_factory=VADConfig)
     turn: TurnConfig = Field(default_factory=TurnConfig)
     asr: ASRConfig | None = None
@@ -80,6 +84,7 @@ class VixioConfig(StrictModel):
     """The model that answers the device's camera tool; null answers it with HTTP 501 (no vision)."""
     state: StateConfig = Field(default_factory=StateConfig)
     memory: MemoryConfig = Field(default_factory=MemoryConfig)
+    reminders: RemindersConfig = Field(default_factory=RemindersConfig)
     profiles: ProfilesConfig = Field(default_factory=dict)
     """Per-device assistants by name: each names only what differs from this top-level config, which is the default profile (see docs/config.md, "Profiles")."""
     devices: DevicesConfig = Field(default_factory=dict)

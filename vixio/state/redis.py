@@ -23,6 +23,8 @@ are JSON arrays, times unix seconds):
     P pins-seen                  hash  device -> when its pinned pair was last seen
     P rebinds                    hash  [device, client_id] -> [first, last, attempts]: re-binds pending
     P rebind-order               zset  the same members scored by their latest attempt (bounds them)
+    P reminders:DEVICE, P reminder-due, P fired:DEVICE, P clip:TOKEN, P clips: reminders
+                                 (vixio/state/redis_reminders.py)
 
 Bounds: a device keeps its newest `state.max_turns` turns; its two turn keys expire
 `memory.history_days` after its newest turn (the hourly prune also drops older turns of devices
@@ -50,6 +52,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from vixio.state import redis_scripts as scripts
 from vixio.state.redis_link import Op, RedisLink, unusable
+from vixio.state.redis_reminders import RedisReminders
 from vixio.state.store import (
     PIN_SEEN_EVERY,
     SESSION_TTL,
@@ -85,7 +88,7 @@ def redacted(url: str) -> str:
     return urlunsplit((parts.scheme, f"{user}:***@{host}", parts.path, parts.query, parts.fragment))
 
 
-class RedisStore(Store):
+class RedisStore(RedisReminders, Store):
     """`Store` on a Redis server (see the module docstring for keys, bounds and failures)."""
 
     def __init__(self, url: str, *, password: str | None = None, prefix: str = "vixio:", timeout: float = 1.0,
@@ -215,8 +218,10 @@ class RedisStore(Store):
         pattern = _glob_escape(self.prefix) + glob
         cursor, removed = 0, 0
         while True:
-            cursor, found = await self._call(
-                lambda r, at=cursor: r.scan(at, match=pattern, count=PRUNE_BATCH), write=False)
+            def scan(r: Any, at: int = cursor) -> Any:
+                return r.scan(at, match=pattern, count=PRUNE_BATCH)
+
+            cursor, found = await self._call(scan, write=False)
             keys = [key for name in found for key in keys_of(name)]
             if keys:
                 removed += int(await self._call(self._script(script, keys, [repr(before)]), write=True))
@@ -287,7 +292,8 @@ class RedisStore(Store):
 
     async def pairings(self, device_id: str | None = None) -> list[PairingApproval]:
         entries = await self._call(lambda r: r.hgetall(self.prefix + "pairings"), write=False)
-        approvals = [PairingApproval(*json.loads(field), at=float(at)) for field, at in entries.items()]
+        approvals = [PairingApproval(device, companion, client, at=float(at))
+                     for (device, companion, client), at in ((json.loads(field), at) for field, at in entries.items())]
         if device_id is not None:
             approvals = [a for a in approvals if a.device_id == device_id]
         return sorted(approvals, key=lambda a: (a.at, a.device_id, a.companion, a.client_id))
@@ -303,7 +309,8 @@ class RedisStore(Store):
         value, seen = await self._call(self._script("PIN_IDENTITY", self._pin_keys()[:2],
                                                     [device_id, client_id, pin, repr(now), PIN_SEEN_EVERY]),
                                        write=True)
-        return IdentityPin(device_id, *json.loads(value), seen=float(seen))
+        client_id, at = json.loads(value)
+        return IdentityPin(device_id, client_id, at, seen=float(seen))
 
     async def identity_pin(self, device_id: str) -> IdentityPin | None:
         keys = self._pin_keys()
