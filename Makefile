@@ -55,7 +55,9 @@ install-dev: $(VENV)/.installed-dev
 # A config error stops here, in one line, before pip sees an empty extra.
 $(CONFIG_STAMP): pyproject.toml constraints.txt $(CONFIG) | $(PY)
 	$(PIP_INSTALL) -e .
-	extras=$$($(VENV)/bin/vixio config extras --config $(CONFIG)) && $(PIP_INSTALL) -e ".[$$extras]"
+	extras=$$($(VENV)/bin/vixio config extras --config $(CONFIG)) && \
+	case ",$$extras," in *,local-llm,*) $(PY) -c 'import llama_cpp' 2>/dev/null || echo "vixio: llama-cpp-python has no wheel on PyPI: without one in pip's cache it compiles, 15 minutes on 2 cores (pip prints 'still running...' meanwhile)";; esac && \
+	$(PIP_INSTALL) -e ".[$$extras]"
 	touch $@
 
 install-config: $(CONFIG_STAMP)

@@ -163,7 +163,12 @@ def _config_command(args: argparse.Namespace) -> int:
     if problems:
         print(ConfigError(args.config, problems), file=sys.stderr)
         return 1
-    print(f"OK: {args.config}")
+    from vixio.config.needs import missing_keys
+
+    # Valid, but a cloud service without its key fails every turn: not "OK" (the exit stays 0).
+    for warning in missing_keys(config):
+        print(f"warning: {warning}")
+    print(f"OK: {args.config}" + (" (with the warnings above)" if missing_keys(config) else ""))
     return 0
 
 

@@ -45,7 +45,7 @@ def test_extras_of_a_broken_config_print_the_errors(tmp_path: Path, capsys: pyte
 def test_missing_llm_key_is_named_with_its_variable() -> None:
     config = load_config(ROOT / "config.zh.yaml", environ={})
     (problem,) = missing_keys(config, environ={})
-    assert "DEEPSEEK_API_KEY is not set" in problem
+    assert "DEEPSEEK_API_KEY 未设置" in problem  # config.zh.yaml: said in Mandarin
     assert missing_keys(config, environ={"DEEPSEEK_API_KEY": "sk-1"}) == []
     keyed = load_config(ROOT / "config.zh.yaml", environ={"DEEPSEEK_API_KEY": "sk-1"})
     assert keyed.agent.api_key == "sk-1" and missing_keys(keyed, environ={}) == []
@@ -57,23 +57,56 @@ def test_missing_llm_key_is_named_with_its_variable() -> None:
     assert missing_keys(cloud_tts, environ={})[0].startswith("tts.api_key is empty")
 
 
-async def test_startup_warns_when_the_llm_key_is_unset(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_startup_warns_once_last_in_the_banner_in_the_configs_language(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 46: the warning came twice, 17 lines above the banner, in English, with an English
+    test command; it is the banner's last line now, in Mandarin for a Mandarin config."""
+    from loguru import logger
+
+    from vixio.app.startup import log_http_urls
+
+    monkeypatch.delenv("DEEPSEEK_API_KEY", raising=False)
+    config = load_config(ROOT / "config.zh.yaml", environ={})
+    lines: list[tuple[str, str]] = []
+    sink = logger.add(lambda message: lines.append((message.record["level"].name, message.record["message"])),
+                      level="INFO")
+    try:
+        log_http_urls("127.0.0.1", 8003, config)
+    finally:
+        logger.remove(sink)
+    assert [level for level, _ in lines].count("WARNING") == 1
+    level, last = lines[-1]
+    assert level == "WARNING" and "DEEPSEEK_API_KEY" in last and "没有 API 密钥" in last
+    assert any('--text "现在几点了"' in message for _, message in lines)
+
+
+async def test_loading_the_voice_stack_says_nothing_of_keys(monkeypatch: pytest.MonkeyPatch) -> None:
     from loguru import logger
 
     from vixio.voice.stack import VoiceStack
 
     monkeypatch.delenv("DEEPSEEK_API_KEY", raising=False)
     config = parse_config({"language": "zh", "agent": {"provider": "litellm", "model": "deepseek/deepseek-chat",
-                                                       "api_key": "${DEEPSEEK_API_KEY:-}"}}, environ={})
+                                                       "api_key": "${DEEPSEEK_API_KEY:-}"}, "asr": None,
+                           "tts": None}, environ={})
     warnings: list[str] = []
     sink = logger.add(lambda message: warnings.append(message.record["message"]), level="WARNING")
     stack = VoiceStack(config)
     try:
-        await stack.load()
+        await stack.load()  # once per worker: two workers warned twice
     finally:
         logger.remove(sink)
         await stack.close()
-    assert any("DEEPSEEK_API_KEY is not set" in warning for warning in warnings), warnings
+    assert not any("DEEPSEEK_API_KEY" in warning for warning in warnings), warnings
+
+
+def test_config_check_warns_of_a_missing_key(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.delenv("DEEPSEEK_API_KEY", raising=False)
+    assert main(["config", "check", "--config", str(ROOT / "config.zh.yaml")]) == 0
+    out = capsys.readouterr().out
+    assert "warning:" in out and "DEEPSEEK_API_KEY" in out and "with the warnings above" in out
+    monkeypatch.setenv("DEEPSEEK_API_KEY", "sk-1")
+    assert main(["config", "check", "--config", str(ROOT / "config.zh.yaml")]) == 0
+    assert "warning" not in capsys.readouterr().out
 
 
 def test_an_online_tts_brings_the_offline_voice_that_speaks_while_it_fails() -> None:

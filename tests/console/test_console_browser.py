@@ -32,7 +32,8 @@ def _first(paths: tuple[str, ...], name: str) -> str | None:
     return next((path for path in paths if os.access(path, os.X_OK)), None) or shutil.which(name)
 
 
-def _browser() -> Any:
+def _browser(*, logs: bool = False) -> Any:
+    """Headless Chromium; with `logs`, its console (errors such as a 404) is kept for `get_log("browser")`."""
     try:
         from selenium import webdriver
         from selenium.webdriver.chrome.service import Service
@@ -49,6 +50,8 @@ def _browser() -> Any:
                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
                  "--disable-dev-shm-usage", "--window-size=1360,900"):
         options.add_argument(flag)
+    if logs:
+        options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     return webdriver.Chrome(service=Service(executable_path=driver), options=options)
 
 

@@ -224,3 +224,19 @@ async def test_text_only_apology_shows_the_apology_and_completes_the_turn() -> N
     assert out[1].text == "Sorry about that." and out[1].role == "assistant"
     silent = await run_station(ApologyStation(apology=""), [error, TextChunk(text="next", role="assistant")])
     assert [type(c) for c in silent] == [ErrorChunk, StreamCompleteChunk, TextChunk]  # the reply still ends
+
+
+@pytest.mark.parametrize("before, after", [("It is now 10:", "56 PM on Sunday."), ("That costs 3.", "50 euros."),
+                                           ("The answer is 1", "44."), ("现在是10:", "56。")])
+async def test_a_pause_never_splits_a_number(before: str, after: str) -> None:
+    """A model pausing inside "10:56" had "…at 10:" and, 3.6 s later, "56 PM…" spoken apart."""
+    pause = TextDeltaChunk(text="", role="assistant", ends_text=True, paused=True)
+    out = await run_station(SentenceAggregatorStation(), [*deltas(before), pause, *deltas(after),
+                                                          StreamCompleteChunk(source="agent")])
+    said = spoken(out)
+    assert "".join(said).replace(" ", "") == (before + after).replace(" ", "")
+    number = (before.split()[-1] if " " in before else before) + after.split()[0]
+    assert any(number.strip("。.") in text for text in said), said
+    # What came before the number is still spoken at the pause.
+    if " " in before:
+        assert said[0] == before.rsplit(" ", 1)[0]

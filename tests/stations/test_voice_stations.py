@@ -76,7 +76,9 @@ async def test_asr_transcribes_the_turn_and_consumes_its_audio() -> None:
         TurnStartChunk(), *frames(loud(0.6)), TurnEndChunk(),
         TurnStartChunk(), *frames(loud(0.3)), TurnEndChunk(),  # nothing recognised
     ])
-    assert asr.calls == [(0.6 * 16000 * 2, 16000), (0.3 * 16000 * 2, 16000)]
+    # The recogniser hears the speech between 0.2 s of silence either side (vixio.core.utterance),
+    # a tone's first sample (zero) being silence.
+    assert asr.calls == [((0.6 + 0.4) * 16000 * 2 - 2, 16000), ((0.3 + 0.4) * 16000 * 2 - 2, 16000)]
     assert [c.kind for c in out if c.kind != "metrics"] == ["turn_start", "text", "turn_end", "turn_start", "turn_end"]
     text = next(c for c in out if isinstance(c, TextChunk))
     assert (text.text, text.role) == ("turn the volume up", "user")
@@ -129,7 +131,7 @@ async def test_asr_drafts_at_a_pause_reuses_it_for_the_turn_and_forgets_it_when_
         VADPauseChunk(), *frames(quiet(0.3)), TurnEndChunk(),
     ])
     # Two pauses, two drafts; the turn's text is the second, not transcribed a third time.
-    assert asr.calls == [(int(0.6 * 32000), 16000), (int(0.9 * 32000), 16000)]
+    assert asr.calls == [(int((0.6 + 0.4) * 32000) - 2, 16000), (int((0.9 + 0.4) * 32000) - 2, 16000)]  # speech_span
     assert [(c.kind, getattr(c, "text", "")) for c in out if c.kind in ("draft_text", "text", "vad_resume")] == [
         ("draft_text", "set the volume to"), ("vad_resume", ""), ("draft_text", "set the volume to thirty."),
         ("text", "set the volume to thirty.")]

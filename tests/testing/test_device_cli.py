@@ -161,3 +161,17 @@ async def test_a_401_is_one_line_with_the_reason(capsys: pytest.CaptureFixture[s
     assert "device aa:bb:cc:00:11:22" in refused[0]["message"] and refused[0]["extra"]["device"] == "aa:bb:cc:00:11:22"
     errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and errors[0].startswith("error: the server refused the connection with HTTP 401 (unauthorized")
+
+
+async def test_a_reply_longer_than_the_timeout_is_waited_for_while_it_streams(
+    server: LoopbackServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 46: `vixio device` gave up after 30 s, in the middle of a long answer. `--timeout`
+    bounds the silence, not the reply: 3 s of audio paced at real time against a 1 s timeout."""
+    args = parse("--ws", server.ws_url, "--text", "tell me a long story", "--timeout", "1")
+    running = asyncio.create_task(run_in_thread(args))
+    connection = await server.accept()
+    await connection.handshake()
+    await connection.next_json("listen")
+    await answer(connection, frames=55)  # 5 at once, then one per 60 ms: ~3 s
+    assert await running == 0, capsys.readouterr().err

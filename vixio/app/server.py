@@ -244,6 +244,8 @@ class VixioServer:
             tools.add_closer(conversation.close)  # the last turn is stored before the session is gone
         pipeline = stack.build_pipeline(context.session_id, tools=tools, conversation=conversation,
                                         on_forgotten=partial(self.profiles.forgotten, session_id, device_id))
+        if conversation is not None:  # a reconnect goes on with its conversation: so do its turn numbers
+            pipeline.continue_turns(conversation.turns_before)
         live = SessionProfile(session_id, choice, stack, pipeline, tools, resolve=self.voice.for_profile,
                               memory_note=conversation.memory_text if conversation is not None else "")
         context.greeting = live.greeting
@@ -286,7 +288,7 @@ class VixioServer:
         await self.ota.start()
         self.transport.http_port = self.ota.port  # for the vision URL given to devices
         logger.info("WebSocket server on {}:{} (any path)", self.config.xiaozhi.host, self.transport.port)
-        log_http_urls(self.config.xiaozhi.http.host, self.ota.port)
+        log_http_urls(self.config.xiaozhi.http.host, self.ota.port, self.config)
 
     async def push_to_idle_device(self, device_id: str, message: dict[str, Any]) -> bool:
         """Send a JSON message to a device over MQTT, from any worker or instance (vixio/app/mqtt.py,

@@ -14,7 +14,9 @@ from pathlib import Path
 
 from loguru import logger
 
+from vixio.config.languages import language_pack
 from vixio.config.models import VixioConfig
+from vixio.config.needs import missing_keys
 
 
 GC_GEN0_THRESHOLD = 10_000
@@ -60,15 +62,19 @@ def lan_addresses() -> list[str]:
     return [a for a in dict.fromkeys(found) if not a.startswith(("127.", "0."))]
 
 
-def log_http_urls(host: str, port: int) -> None:
-    """The startup banner: the OTA URL for devices, the console's URL and a device smoke command."""
+def log_http_urls(host: str, port: int, config: VixioConfig | None = None) -> None:
+    """The startup banner: the OTA URL for devices, the console's URL and a device smoke command in
+    the config's language, then — last, once per server, where a person reads — a missing API key."""
     hosts = (lan_addresses() or ["127.0.0.1"]) if host in ("0.0.0.0", "::", "") else [host]
     urls = " or ".join(f"http://{address}:{port}/xiaozhi/ota/" for address in hosts)
     logger.info("OTA server on {}:{}. Put this OTA URL into your device: {}", host, port, urls)
     local = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
     logger.info("Operator console: http://{}:{}/console/", local, port)
-    logger.info('No device at hand? Try: {} device --ota http://{}:{}/xiaozhi/ota/ --text "what time is it"',
-                vixio_command(), local, port)
+    question = language_pack(config.language).smoke_question if config is not None else "what time is it"
+    logger.info('No device at hand? Try: {} device --ota http://{}:{}/xiaozhi/ota/ --text "{}"',
+                vixio_command(), local, port, question)
+    for problem in missing_keys(config) if config is not None else ():
+        logger.warning(problem)
 
 
 def vixio_command() -> str:

@@ -73,3 +73,11 @@ def install_hint(extra: str) -> str:
         return f".venv/bin/pip install -e '.{target}'"
     pip = Path(sys.executable).parent / "pip"
     return f"{pip if pip.exists() else 'pip'} install -e '{_ROOT}{target}'"
+
+
+def missing_extra(exc: ImportError) -> ImportError:
+    """`exc` (whose message names the extra to install), also written to stderr: a library's log
+    is off until its user turns it on, and a missing module must never go unsaid (a TTSStation
+    without soxr produced no audio and logged nothing)."""
+    print(f"vixio: {exc}", file=sys.stderr, flush=True)
+    return exc

@@ -47,6 +47,8 @@ class LanguagePack:
     """Monday first."""
     no_tools_note: str
     """Told to a model offered no tools: it cannot act or look anything up, and must say so."""
+    smoke_question: str = "what time is it"
+    """The question the startup banner's `vixio device --text` example asks."""
 
 
 LANGUAGES: Mapping[str, LanguagePack] = {
@@ -102,6 +104,7 @@ LANGUAGES: Mapping[str, LanguagePack] = {
         weekdays=("星期一", "星期二", "星期三", "星期四", "星期五", "星期六", "星期日"),
         no_tools_note=("你没有任何工具：不能更改设备上的任何东西（音量、亮度、灯光、设置），也不能查询任何信息（天气、新闻、"
                        "网络）。用户要求这类事情时，请直接说明你在这里做不到，绝不要说或暗示你已经做了。"),
+        smoke_question="现在几点了",
     ),
 }
 

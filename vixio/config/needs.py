@@ -126,17 +126,23 @@ def _installed(module: str) -> bool:
 def missing_keys(config: VixioConfig, environ: Mapping[str, str] | None = None) -> list[str]:
     """One sentence per cloud provider that has no API key to send."""
     environ = os.environ if environ is None else environ
+    zh = config.language == "zh"  # said in the config's language: its reader set `language`
     problems = []
     agent = config.agent
     if isinstance(agent, LitellmAgentConfig) and missing_key(agent, "agent", environ):
         variable = _litellm_key_variable(agent.model)
-        problems.append(f"agent.model {agent.model}: no API key — {variable} is not set and agent.api_key is "
-                        f"empty, so every answer will fail (the user hears speech.apology). "
-                        f"Set it: export {variable}=...")
+        problems.append(
+            f"agent.model {agent.model}：没有 API 密钥——{variable} 未设置，agent.api_key 也为空，所以每个回答都会失败"
+            f"（用户只会听到 speech.apology）。请先设置：export {variable}=..." if zh else
+            f"agent.model {agent.model}: no API key — {variable} is not set and agent.api_key is "
+            f"empty, so every answer will fail (the user hears speech.apology). Set it: export {variable}=...")
     for section, name in ((config.asr, "asr"), (config.tts, "tts")):
         if isinstance(section, OpenAIASRConfig | OpenAITTSConfig) and missing_key(section, name, environ):
-            problems.append(f"{name}.api_key is empty for {section.api_base}; most cloud APIs will refuse "
-                            f"(HTTP 401). Set it, e.g. api_key: ${{SILICONFLOW_API_KEY}}")
+            problems.append(
+                f"{name}.api_key 为空（{section.api_base}）：大多数云端 API 会拒绝（HTTP 401）。"
+                f"请设置，例如 api_key: ${{SILICONFLOW_API_KEY}}" if zh else
+                f"{name}.api_key is empty for {section.api_base}; most cloud APIs will refuse "
+                f"(HTTP 401). Set it, e.g. api_key: ${{SILICONFLOW_API_KEY}}")
     return problems
 
 

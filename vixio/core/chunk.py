@@ -74,6 +74,9 @@ class TextDeltaChunk(BaseChunk):
     role: Role = "assistant"
     ends_text: bool = False
     """The text so far is complete (a model call ended): a sentence still buffered is whole."""
+    paused: bool = False
+    """With `ends_text`: the model only paused (more may follow), so a number it was writing
+    ("10:" of "10:56") is not spoken apart from its rest."""
 
 
 @dataclass(kw_only=True, slots=True)

@@ -84,6 +84,13 @@ class Pipeline:
         """The turn that new input is stamped with."""
         return self._turn
 
+    def continue_turns(self, earlier: int) -> None:
+        """Number this session's turns on from `earlier` turns of the same conversation (a device
+        that reconnected): its first turn is `earlier + 1`, not 1 again. Before any turn began."""
+        if self._turn:
+            raise RuntimeError(f"continue_turns({earlier}) after turn {self._turn} began")
+        self._turn = self._floor = max(0, earlier)
+
     def begin_turn(self) -> int:
         """Start a new turn without cancelling the previous one (nothing is dropped)."""
         self._turn += 1

@@ -204,6 +204,8 @@ class Conversation:
         self._on_close = on_close
         self.id = restored[-1].conversation if restored else uuid.uuid4().hex[:16]
         self._next_seq = restored[-1].seq + 1 if restored else 0
+        self.turns_before = self._next_seq
+        """Turns this conversation had before this session (the session's turns are numbered on)."""
         self._turns: dict[int, tuple[int, float]] = {}
         """The session's turn key -> (seq, start time), for the recent turns only."""
         self._erased: dict[int, None] = {}

@@ -10,6 +10,7 @@ from loguru import logger
 
 from vixio.config.models import VixioConfig
 from vixio.config.profiles import DEFAULT_NAME, ProfileErrors, effective_config, profile_for
+from vixio.config.tools import ToolsConfig
 
 DEFAULT = DEFAULT_NAME
 """The top-level config as a profile: `devices: {ID: default}` or `vixio profile assign ID default`."""
@@ -86,7 +87,19 @@ class ProfileBook:
             "model": getattr(agent, "model", None) or getattr(agent, "model_path", None) or getattr(agent, "provider", None),
             "voice": f"{tts.provider}:{getattr(tts, 'voice', None) or 'built-in'}" if tts is not None else None,
             "instructions": agent.system_prompt if agent is not None else None,
-            "tools": "on" if config.tools.enabled else "off",
+            "tools": tools_summary(config.tools),
             "memory": "on" if config.memory.enabled else "off",
             "devices": sorted(key for key, value in self.config.devices.items() if value == name),
         }
+
+
+def tools_summary(tools: ToolsConfig) -> str:
+    """Which tools a profile offers, in a few words: "on" said of a profile whose toggles let one
+    tool through read as every tool."""
+    if not tools.enabled:
+        return "off"
+    on = sorted(name for name, enabled in tools.toggles.items() if enabled)
+    off = sorted(name for name, enabled in tools.toggles.items() if not enabled)
+    if not tools.default_enabled:
+        return f"only {', '.join(on)}" if on else "none"
+    return f"all but {', '.join(off)}" if off else "on"

@@ -220,7 +220,7 @@ class Supervisor(WorkerLifecycle):
         logger.info("{} workers ready in {:.1f} s", len(self.workers), time.perf_counter() - started)
         logger.info("WebSocket server on {}:{} (any path), shared by {} workers", xiaozhi.host, self.websocket_port,
                     len(self.workers))
-        log_http_urls(http.host, self.ota.port)
+        log_http_urls(http.host, self.ota.port, self.config)
 
     async def stop(self, *, drain: bool = False) -> None:
         """Stop the HTTP port and every worker (bounded), then release the port and run dir;

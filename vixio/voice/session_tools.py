@@ -64,7 +64,14 @@ class SessionTools:
         if self.closed:
             return
         public = await self.toolset.update(key, tools)
-        self._logger.info("tools from {}: {} ({} offered in all)", key, len(tools or ()), len(public))
+        self._logger.info("tools from {}: {} ({})", key, len(tools or ()), self.offered_summary(len(public)))
+
+    def offered_summary(self, public: int) -> str:
+        """How many tools the model is offered: none when its agent is bound without tools (a model
+        that cannot call them), however many the policy lets through."""
+        if self._agent is not None and not self._agent[1]:
+            return f"the model is offered none; {public} callable from the console"
+        return f"{public} offered in all"
 
     def expect_device_tools(self) -> None:
         """The device announced MCP: its tool list is on its way (see `wait_for_device_tools`)."""

@@ -20,7 +20,6 @@ from loguru import logger
 
 from vixio.voice.agent_model import tool_support
 from vixio.config.models import VixioConfig
-from vixio.config.needs import missing_keys
 from vixio.config.pipeline import EdgeTTSConfig, OpenAITTSConfig
 from vixio.core.pipeline import Pipeline
 from vixio.core.station import Station
@@ -111,9 +110,6 @@ class VoiceStack:
         started = time.perf_counter()
         config = self.config
         base = self.base
-        if base is None:
-            for problem in missing_keys(config):
-                logger.warning(problem)
         if config.asr is not None:
             self.vad = base.vad if base is not None and base.vad is not None else make_vad(config)
             if base is not None and _same(config.asr, base.config.asr, but="language"):

@@ -149,7 +149,8 @@ function renderDetail(d) {
     : [el("p", {class: "muted"}, "Nothing said yet.")];
   const runs = d.console_calls.slice().reverse().map(renderCall);
   $("session-detail").replaceChildren(head, el("h2", {}, "Conversation (newest first)"), el("div", {id: "conversation"}, turns),
-    runs.length ? el("h2", {}, "Run from the console (newest first)") : null, el("div", {id: "console-calls"}, runs));
+    // replaceChildren prints a null argument as the word "null": pass only the nodes there are.
+    ...(runs.length ? [el("h2", {}, "Run from the console (newest first)")] : []), el("div", {id: "console-calls"}, runs));
 }
 
 function renderCall(call) {
@@ -274,8 +275,9 @@ function renderInputs() {
   const required = new Set((state.schema && state.schema.required) || []);
   const names = Object.keys(props);
   if (!names.length) {
-    $("exec-form").replaceChildren(el("p", {class: "muted"}, state.schema ? "This tool takes no arguments."
-      : "Unknown tool here: use JSON mode for its arguments."));
+    const picked = $("exec-tool").value.trim();
+    $("exec-form").replaceChildren(el("p", {class: "muted"}, !picked ? "Pick a tool: its arguments appear here."
+      : state.schema ? "This tool takes no arguments." : "Unknown tool here: use JSON mode for its arguments."));
   } else {
     $("exec-form").replaceChildren(...names.map((name) => field(name, props[name] || {}, required.has(name))));
   }

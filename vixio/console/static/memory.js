@@ -13,7 +13,11 @@ async function loadMemoryDevices() {
   try {
     const data = await api(`/api/devices?limit=${MEMORY_PAGE}&offset=${memoryState.offset}`);
     memoryState.more = data.more;
-    const rows = data.devices.map((d) => el("tr", {
+    // A connected device with nothing stored yet is listed too (first page): its memory can be written.
+    const stored = new Set(data.devices.map((d) => d.device_id));
+    const unstored = memoryState.offset ? [] : data.live.filter((l) => !stored.has(l.device_id))
+      .map((l) => ({device_id: l.device_id, turns: 0, last_turn: null, memory_chars: 0, live: l.sessions}));
+    const rows = [...unstored, ...data.devices].map((d) => el("tr", {
       "data-device": d.device_id, class: d.device_id === memoryState.device ? "selected" : "",
       onclick: () => loadMemoryDetail(d.device_id),
     }, el("td", {}, el("code", {}, d.device_id)), el("td", {}, d.turns), el("td", {}, when(d.last_turn)),
@@ -23,7 +27,7 @@ async function loadMemoryDevices() {
     $("memory-devices").tBodies[0].replaceChildren(...rows);
     $("memory-prev").disabled = memoryState.offset === 0;
     $("memory-next").disabled = !data.more;
-    $("memory-page").textContent = `${memoryState.offset + 1}–${memoryState.offset + data.devices.length}`;
+    $("memory-page").textContent = `${memoryState.offset + 1}–${memoryState.offset + unstored.length + data.devices.length}`;
     $("memory-error").textContent = data.enabled ? "" : "memory.enabled is false: nothing new is stored.";
   } catch (err) { $("memory-error").textContent = err.message; }
 }
@@ -47,7 +51,8 @@ async function loadMemoryDetail(device, status) {
     return;
   }
   if (device !== memoryState.device) return;
-  const text = el("textarea", {id: "memory-text", rows: 6, maxlength: d.max_chars, spellcheck: "false"});
+  const text = el("textarea", {id: "memory-text", rows: 6, maxlength: d.max_chars, spellcheck: "false",
+    placeholder: "Nothing remembered about this device yet: write here what the assistant should know."});
   text.value = d.memory ? d.memory.text : "";
   const count = el("span", {id: "memory-count", class: "muted"}, `${text.value.length} / ${d.max_chars}`);
   text.addEventListener("input", () => { count.textContent = `${text.value.length} / ${d.max_chars}`; });

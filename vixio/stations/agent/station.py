@@ -369,7 +369,7 @@ class AgentStation(Station):
         ends the text makes the sentence aggregator speak its buffer)."""
         if self._pipeline is None:
             return
-        pause = TextDeltaChunk(text="", role="assistant", ends_text=True, turn_id=turn_id)
+        pause = TextDeltaChunk(text="", role="assistant", ends_text=True, paused=True, turn_id=turn_id)
         task = asyncio.create_task(self._pipeline.emit(self, pause), name=f"vixio-{self.session_id}-pause")
         self._pauses.add(task)
         task.add_done_callback(self._pauses.discard)

@@ -15,6 +15,10 @@ With a `speaker` identifier, the speaker of the same audio is identified in a wo
 while it is transcribed (vixio/stations/asr/speaker_id.py); `session_state.speaker` is set before the
 turn's text goes on.
 
+Whatever the cut, the recogniser hears `speech_span` of it (vixio.core.utterance): the same speech
+gives the same samples, so the same words, whether it was transcribed at a pause or at the end, and
+wherever the VAD's window grid fell.
+
 The pause's transcription and the end's share one deadline, the provider's `timeout` from the
 start of the first of them since the user last spoke: when a hanging service made the pause's
 fail, the end tries again only with what is left, so the apology is heard `asr.timeout` after
@@ -42,6 +46,7 @@ from vixio.core.chunk import (
     VADResumeChunk,
 )
 from vixio.core.station import Station
+from vixio.core.utterance import speech_span
 from vixio.metrics import count_provider_error
 from vixio.providers.asr.base import ASRError, ASRProvider
 from vixio.stations.asr.endpointing import EndpointRules
@@ -139,7 +144,7 @@ class ASRStation(Station):
                 metrics.notes["asr_saved_ms"] = round(draft.seconds * 1000, 1)
             else:
                 try:
-                    text = await self._transcribe_by(pcm, rate, failed_since, failure)
+                    text = await self._transcribe_by(speech_span(pcm, rate), rate, failed_since, failure)
                 except ASRError as exc:
                     count_provider_error("asr", exc)
                     raise
@@ -184,7 +189,8 @@ class ASRStation(Station):
         pcm = b"".join(self._pcm)
         identification = self._identify(pcm, self._rate)
         try:
-            text = (await self.provider.transcribe(pcm, self._rate, language=self.language)).strip()
+            text = (await self.provider.transcribe(speech_span(pcm, self._rate), self._rate,
+                                                   language=self.language)).strip()
         except Exception as exc:  # the turn's end transcribes again (and apologises if that fails)
             if isinstance(exc, ASRError):
                 count_provider_error("asr", exc)

@@ -10,6 +10,7 @@ sent once per reply before the first sentence.
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator
 
 from vixio.core.chunk import (
@@ -24,6 +25,17 @@ from vixio.core.chunk import (
 from vixio.core.station import Station
 from vixio.core.tools.speech_filter import SpeechFilter
 from vixio.stations.sentences.text import find_sentence_end, leading_emotion, speakable, starts_with_pictograph
+
+
+OPEN_NUMBER = re.compile(r"\S*\d[\d:.,]*\s?$")
+"""A number, time or amount the text ends in, which more digits may continue ("10:", "3.", "1,")."""
+
+
+def split_open_number(text: str) -> tuple[str, str]:
+    """`text` without the number it may still be writing at its end, and that number: spoken at
+    a pause, "at 10:" then "56 PM" were heard 3.6 s apart as two sentences."""
+    found = OPEN_NUMBER.search(text)
+    return (text[:found.start()], text[found.start():]) if found else (text, "")
 
 
 def _soft_break(text: str, limit: int) -> int:
@@ -70,8 +82,12 @@ class SentenceAggregatorStation(Station):
                 # The model call ended: the buffered sentence is whole, say it now (the reply's
                 # end comes only after the agent's bookkeeping). Open markup stays held back.
                 self._buffer += filtered.speech
+                held = ""
+                if chunk.paused:  # a pause inside "10:56" must not say "10:" alone
+                    self._buffer, held = split_open_number(self._buffer)
                 for out in self._flush_buffer():
                     yield out
+                self._buffer = held
                 return
             if not filtered.speech:
                 return

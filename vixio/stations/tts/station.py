@@ -20,6 +20,7 @@ from collections.abc import AsyncIterator
 from vixio.core.audio import Resampler
 from vixio.core.chunk import AudioChunk, Chunk, ErrorChunk, StreamCompleteChunk, TextChunk
 from vixio.core.station import Station
+from vixio.config.extras import missing_extra
 from vixio.metrics import count_provider_error
 from vixio.providers.tts.base import TTSError, TTSProvider
 from vixio.stations.tts.circuit import TTSCircuit
@@ -56,6 +57,14 @@ class TTSStation(Station):
         await self.provider.initialize()
         if self.fallback is not None:
             await self.fallback.initialize()
+        # Resampling needs soxr (the `xiaozhi` extra): missing, it is an error now, not a reply
+        # that is silently never heard.
+        for provider in (self.provider, self.fallback):
+            if provider is not None and self.output_sample_rate not in (None, provider.sample_rate):
+                try:
+                    Resampler(provider.sample_rate, self.output_sample_rate)
+                except ImportError as exc:
+                    raise missing_extra(exc) from None
 
     async def on_interrupt(self) -> None:
         self.session_state.audio_until = 0.0  # what was not played yet was dropped

@@ -32,6 +32,8 @@ _SILENCE_CHUNK_S = 0.6
 """Trailing silence is streamed in chunks like this after a WAV, so the server VAD can end the turn."""
 _WAKE_GREETING_GRACE_S = 1.5
 """After a wake word, how long to wait for a greeting to start before moving on."""
+_ACTIVITY_POLL_S = 0.5
+"""How often a reply that is still streaming is looked at again (its `--timeout` restarts then)."""
 
 
 def add_device_parser(subparsers: Any) -> None:
@@ -59,7 +61,8 @@ def add_device_parser(subparsers: Any) -> None:
                         help="start with a wake word (default text 你好小智)")
     parser.add_argument("--record", metavar="DIR", help="save messages.json and received.wav here")
     parser.add_argument("--timeout", type=float, default=30.0, metavar="S",
-                        help="seconds to wait for each reply's `tts stop` (default 30)")
+                        help="seconds without any message or audio from the server before giving up on a "
+                             "reply (default 30; a long answer that keeps speaking is waited for)")
     parser.set_defaults(func=run_device)
 
 
@@ -177,8 +180,25 @@ async def _speak(device: SimulatedDevice, wav: str, mark: int, timeout: float) -
 
 
 async def _reply(device: SimulatedDevice, mark: int, timeout: float) -> None:
-    """Wait for the reply's `tts stop` and for playback to finish."""
-    await device.wait_for("tts", state="stop", timeout=timeout, after=mark)
+    """Wait for the reply's `tts stop` and for playback to finish. `timeout` bounds the wait for
+    something to arrive, not the whole reply: a long answer keeps streaming audio for longer than
+    any fixed limit (30 s cut off a long story halfway)."""
+    loop = asyncio.get_running_loop()
+    recording = device.recording
+    seen, since = -1, loop.time()
+    while True:
+        arrived = len(recording.received) + len(recording.audio_frames)
+        if arrived != seen:
+            seen, since = arrived, loop.time()
+        left = since + timeout - loop.time()
+        if left <= 0:
+            raise TimeoutError(f"message 'tts stop' did not happen within {timeout:g} s of the last message or "
+                               f"audio (received {recording.types_since(mark)})")
+        try:
+            await device.wait_for("tts", state="stop", timeout=min(left, _ACTIVITY_POLL_S), after=mark)
+            break
+        except TimeoutError:
+            continue
     await device.wait_until_idle(timeout=timeout)
 
 
