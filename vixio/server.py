@@ -49,8 +49,9 @@ from vixio.startup import freeze_startup_heap, log_http_urls, warn_about_open_to
 from vixio.task_results import TaskResults
 from vixio.state import open_store
 from vixio.state.limits import StoreRate
-from vixio.state.long_term import long_term_updater
-from vixio.state.memory import ConversationMemory, prune_history_forever
+from vixio.state.long_term import fact_model, long_term_updater
+from vixio.state.memory import ConversationMemory
+from vixio.state.prune import prune_history_forever
 from vixio.state.pairings import StorePairings
 from vixio.profiles import ProfileBook
 from vixio.profiles.book import DEFAULT
@@ -189,7 +190,8 @@ class VixioServer:
         with its `memory.enabled: false`."""
         if profile not in self._memories:
             config = self.book.effective(profile)
-            self._memories[profile] = (ConversationMemory(self.store, config.memory, long_term_updater(config))
+            self._memories[profile] = (ConversationMemory(self.store, config.memory, long_term_updater(config),
+                                                          fact_model(config))
                                        if config.memory.enabled else None)
         return self._memories[profile]
 

@@ -56,7 +56,7 @@ from vixio.console.workers import WorkerBackend
 from vixio.startup import log_http_urls, warn_about_open_tokens
 from vixio.profiles import ProfileBook
 from vixio.state import StoreError, open_store
-from vixio.state.memory import prune_history_forever
+from vixio.state.prune import prune_history_forever
 from vixio.state.pairings import StorePairings
 from vixio.state.redis_link import unprotected
 from vixio.transports.xiaozhi.http_limits import install_accept_error_throttle

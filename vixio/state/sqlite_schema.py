@@ -63,6 +63,12 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
             device_id TEXT NOT NULL, client_id TEXT NOT NULL, first REAL NOT NULL, last REAL NOT NULL,
             attempts INTEGER NOT NULL, PRIMARY KEY (device_id, client_id)) WITHOUT ROWID""",
     ),
+    (  # 7: facts about each device's people (vixio/state/facts.py); `person` "" is the household
+        """CREATE TABLE facts (
+            device_id TEXT NOT NULL, person TEXT NOT NULL DEFAULT '', key TEXT NOT NULL, kind TEXT NOT NULL,
+            value TEXT NOT NULL, at REAL NOT NULL, source TEXT NOT NULL, updated REAL NOT NULL,
+            PRIMARY KEY (device_id, person, key))""",
+    ),
 )
 """Migration n (from 1) takes a file from version n-1 to n."""
 
