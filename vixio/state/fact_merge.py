@@ -29,7 +29,9 @@ LABELS = {"name": "Name", "home": "Lives in", "birthday": "Birthday", "family": 
           "dislike": "Dislikes", "date": "Date", "note": "Asked to remember"}
 _WORDS = re.compile(r"[a-z0-9']+|[\u4e00-\u9fff]")
 _STOP = {"i", "my", "me", "the", "a", "an", "and", "of", "to", "is", "it", "you", "what", "do", "that", "about",
-         "like", "your", "in", "on", "for", "with"}
+         "like", "likes", "love", "loves", "your", "in", "on", "for", "with", "am", "are", "was", "called", "named",
+         "anymore", "please", "我", "你", "的", "了", "是", "喜", "欢", "在", "这", "那", "个", "件", "事", "说", "过",
+         "吧", "呢", "啊", "请"}
 
 
 def key_of(finding: Finding) -> str:

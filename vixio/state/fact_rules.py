@@ -42,7 +42,9 @@ _QUESTION = re.compile(r"^\s*(?:what|who|where|when|how|why|which|do|does|did|is
                        re.I)
 _NEGATED = re.compile(r"\b(?:don'?t|do not|didn'?t|never|not|no longer|can'?t|cannot)\s*$", re.I)
 _TRAILING = re.compile(r"(?:\s+(?:now|too|as well|also|very much|so much|a lot|anymore|any more|these days|"
-                       r"again|though|actually|please|right|ok|okay))+\s*$", re.I)
+                       r"again|though|actually|please|right|ok|okay|last year|this year|recently|since \w+|"
+                       r"a (?:few|couple of) (?:days|weeks|months|years) ago|\w+ (?:days|weeks|months|years) ago))+\s*$",
+                       re.I)
 _STOP_NAMES = {"not", "no", "sorry", "here", "back", "fine", "good", "ok", "okay", "tired", "busy", "going", "just",
                "a", "the", "your", "what", "who", "sure", "ready", "done", "home", "happy", "sad", "hungry", "it"}
 _NAME = r"([A-Za-z][A-Za-z'\-]{0,30}(?:\s+[A-Z][A-Za-z'\-]{0,30}){0,2})"
@@ -71,9 +73,11 @@ _EN_RULES: tuple[tuple[re.Pattern[str], str], ...] = tuple((re.compile(p, re.I),
 ))
 _DATE_WORDS = re.compile(r"\d|january|february|march|april|may|june|july|august|september|october|november|"
                          r"december|jan\b|feb\b|mar\b|apr\b|jun\b|jul\b|aug\b|sep\b|oct\b|nov\b|dec\b", re.I)
+_PRONOUNS = {"it", "this", "that", "them", "him", "her", "you", "these", "those", "one", "so", "too"}
+"""An object that only points ("I like it"): what it is, the conversation knows, a fact does not."""
 _NOT_OBJECT = re.compile(r",?\s+(?:not|instead of|rather than|more than)\s+(.+)$", re.I)
 
-_ZH_STOP = r"(?=[，,。！？!?、\s]|我|和|而且|但|今年|住|喜欢|的|呢|啊|吧|了|$)"
+_ZH_STOP = r"(?=[，,。！？!?、\s]|我|和|而且|但|今年|住|喜欢|的|呢|啊|吧|了|就|哦|呀|好了|$)"
 _ZH_NAME = r"([\u4e00-\u9fff·]{1,5}?|[A-Za-z][A-Za-z\-]{0,30})" + _ZH_STOP
 _ZH_FAMILY = ("妻子", "老婆", "丈夫", "老公", "儿子", "女儿", "妈妈", "母亲", "爸爸", "父亲", "哥哥", "姐姐", "弟弟",
               "妹妹", "孩子", "爷爷", "奶奶", "外公", "外婆", "男朋友", "女朋友")
@@ -167,6 +171,8 @@ def _zh(text: str) -> list[Finding]:
             value = groups[-1].strip() if groups else ""
             if not value or _ZH_QUESTION.search(value) or match.start() > 0 and text[match.start() - 1] in "不别没":
                 continue
+            if value[0] in "的得地" or value in ("它", "这个", "那个", "这", "那"):  # "最喜欢的…": the favourite rule's
+                continue
             if kind == "name":
                 found.append(Finding("name", value))
             elif kind == "family":
@@ -192,7 +198,8 @@ def _name(said: str) -> str:
     words = said.strip().split()
     kept: list[str] = []
     for word in words:
-        if word.lower() in _STOP_NAMES or word.lower() in ("and", "but", "so", "i", "from", "by"):
+        if word.lower() in _STOP_NAMES or word.lower() in ("and", "but", "so", "i", "from", "by", "please", "thanks",
+                                                             "now", "then", "instead"):
             break
         kept.append(word.strip("'-"))
     name = " ".join(kept)
@@ -203,7 +210,7 @@ def _value(said: str, keep: int = 60) -> str:
     """A stated object without its trailing fillers and punctuation, or "" when too long to be one."""
     value = _TRAILING.sub("", said.strip().strip(",.;:!?\"'")).strip(",.;:!?\"' ")
     value = re.sub(r"^(?:very much|a lot|so much)\s+", "", value, flags=re.I)
-    if not value or len(value) > keep or _QUESTION.match(value):
+    if not value or len(value) > keep or _QUESTION.match(value) or value.lower() in _PRONOUNS:
         return ""
     return value.lower() if not any(w[:1].isupper() for w in value.split()[1:]) and not value[:1].isupper() else value
 
