@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from vixio.state.forget import ASK, FORGOT_FACT, KEPT
+from vixio.memory.forget import ASK, FORGOT_FACT, KEPT
 from vixio.state.store import Store
 from vixio.testing.device import SimulatedDevice
 from vixio.testing.llm_server import Reply, ScriptedLLMServer

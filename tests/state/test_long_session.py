@@ -7,8 +7,10 @@ learnt nothing from turn 0 of a 56-turn one (it saw the last 50 turns)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
+import time
 from pathlib import Path
 from typing import Any
 
@@ -57,8 +59,15 @@ async def test_the_name_and_the_tea_of_turn_1_reach_turn_60(llm: ScriptedLLMServ
         instructions = system(agent[-1]["messages"])
         assert "- Name: Alice (" in instructions and "- Likes: green tea (" in instructions, instructions
         assert len(instructions.split("earlier conversations")[1]) < 400 + 200  # the budget held
+        deadline = time.monotonic() + 10  # facts are written behind the turns
+
+        async def hobbies() -> list[str]:
+            return [f.value for f in await server.store.facts(device.device_id) if f.value.startswith("hobby number")]
+
+        while len(await hobbies()) < 29 and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        assert len(await hobbies()) == 29  # every turn was learnt from
         facts = await server.store.facts(device.device_id)
-        assert len([f for f in facts if f.value.startswith("hobby number")]) == 29  # every turn was learnt from
         if mode == "model":
             assert sum("lasting facts" in str(b["messages"][0]["content"]) for b in llm.requests) >= TURNS // 10
             assert next(f for f in facts if f.value == "green tea").source == "model"

@@ -6,7 +6,7 @@
 A fact deleted while the turn that said it stays would come back: the next resume puts the turn
 in the model's history, and the rules would learn it again. So the user's turns whose words hold
 the fact's value go with it (only those: the rest of the conversation stays). Used by the spoken
-request (vixio/state/forget.py), the console and `vixio memory forget-fact`; each delete is an
+request (vixio/memory/forget.py), the console and `vixio memory forget-fact`; each delete is an
 erase (the SQLite WAL is truncated after it).
 """
 

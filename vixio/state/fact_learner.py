@@ -81,9 +81,20 @@ class FactLearner:
 
     async def _write(self) -> None:
         while self._queued:
-            puts, drops = self._queued.pop(0)
+            # Everything queued meanwhile goes in one write (in order: a later put or drop wins),
+            # so a slow store (each write truncates the WAL) never falls turns behind.
+            merged: dict[FactKey, Fact] = {}
+            dropped: dict[FactKey, None] = {}
+            for puts, drops in self._queued:
+                for owner in drops:
+                    merged.pop(owner, None)
+                    dropped[owner] = None
+                for fact in puts:
+                    merged[fact.owner] = fact
+                    dropped.pop(fact.owner, None)
+            self._queued.clear()
             try:
-                await self.store.put_facts(self.device_id, puts, drops)
+                await self.store.put_facts(self.device_id, list(merged.values()), list(dropped))
             except StoreWriteError:
                 pass  # the store logged it once
             except StoreError as exc:

@@ -114,7 +114,7 @@ def rank(facts: Sequence[Fact], query: str = "") -> list[Fact]:
 
 
 def facts_note(facts: Sequence[Fact], budget: int, query: str = "") -> str:
-    """The facts the instructions carry (under vixio/state/long_term.py `MEMORY_NOTE`): ranked
+    """The facts the instructions carry (under vixio/memory/long_term.py `MEMORY_NOTE`): ranked
     (`rank`), whole lines, at most `budget` characters."""
     if not facts:
         return ""

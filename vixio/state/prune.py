@@ -16,7 +16,7 @@ from vixio.state.store import Store, StoreError
 
 async def prune_history_forever(store: Store, config: MemoryConfig, every: float = 3600.0) -> None:
     """Delete turns older than `memory.history_days` and background results held past their time
-    (vixio/task_results.py), now and every `every` seconds (run as a task)."""
+    (vixio/app/task_results.py), now and every `every` seconds (run as a task)."""
     while True:
         try:
             removed = await store.prune_history(time.time() - config.history_days * 86400)

@@ -27,7 +27,7 @@ are JSON arrays, times unix seconds):
 
 Bounds: a device keeps its newest `state.max_turns` turns; its two turn keys expire
 `memory.history_days` after its newest turn (the hourly prune also drops older turns of devices
-still talking). A turn's texts are bounded by the recorder (vixio/state/memory.py), the long-term
+still talking). A turn's texts are bounded by the recorder (vixio/memory/conversation.py), the long-term
 memory by `memory.max_chars`, facts by `MAX_FACTS_PER_DEVICE` (the merge in fact_merge.py).
 An erased key is gone from the server's memory at once; what persistence (RDB snapshots, the
 AOF) and replicas keep is docs/privacy.md#redis. A device's held results expire with the latest of them (at most
