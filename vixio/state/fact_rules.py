@@ -73,8 +73,9 @@ _EN_RULES: tuple[tuple[re.Pattern[str], str], ...] = tuple((re.compile(p, re.I),
 ))
 _DATE_WORDS = re.compile(r"\d|january|february|march|april|may|june|july|august|september|october|november|"
                          r"december|jan\b|feb\b|mar\b|apr\b|jun\b|jul\b|aug\b|sep\b|oct\b|nov\b|dec\b", re.I)
-_PRONOUNS = {"it", "this", "that", "them", "him", "her", "you", "these", "those", "one", "so", "too"}
-"""An object that only points ("I like it"): what it is, the conversation knows, a fact does not."""
+_PRONOUNS = {"it", "this", "that", "them", "him", "her", "you", "these", "those", "one", "so", "too", "most",
+             "more", "best", "the most", "much", "it most", "it more", "it a lot", "that most"}
+"""An object that only points ("I like it") or is a degree ("what I love most"): no fact in it."""
 _NOT_OBJECT = re.compile(r",?\s+(?:not|instead of|rather than|more than)\s+(.+)$", re.I)
 
 _ZH_STOP = r"(?=[，,。！？!?、\s]|我|和|而且|但|今年|住|喜欢|的|呢|啊|吧|了|就|哦|呀|好了|$)"
