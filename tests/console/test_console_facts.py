@@ -11,6 +11,7 @@ import pytest
 from tests.console.conftest import Live
 from tests.console.test_console_memory import said, system, turn, until_stored
 from tests.state.erased import assert_in_no_file
+from vixio.memory.forget import ASK, DONE
 
 pytestmark = pytest.mark.integration
 
@@ -65,3 +66,16 @@ async def test_forget_everything_empties_the_sessions_pane_too(live: Live) -> No
     assert status == 200 and "Alice" not in str(session["conversation"]), session["conversation"]
     assert await store.facts(device) == []
     await assert_in_no_file(store, "Alice")
+
+
+async def test_forget_everything_by_voice_empties_the_sessions_pane_too(live: Live) -> None:
+    await turn(live, "my name is Alice", "Hello Alice!")
+    for text, answer in (("Forget everything about me", ASK["en"]), ("yes", DONE["en"])):
+        mark = live.device.mark()
+        await live.device.send_text(text)
+        told = await live.device.wait_for("tts", state="sentence_start", after=mark, timeout=30)
+        assert answer.startswith(told["text"])  # its first sentence
+        await live.device.wait_for("tts", state="stop", after=mark, timeout=30)
+    status, session = await live.get(f"/api/sessions/{live.session_id}")
+    assert status == 200 and "Alice" not in str(session["conversation"]), session["conversation"]
+
