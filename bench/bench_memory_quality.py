@@ -35,7 +35,6 @@ import asyncio
 import json
 import random
 import sqlite3
-import statistics
 import sys
 import tempfile
 import time
@@ -46,16 +45,16 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from capacity_floor import cpu_model, measure_floor  # noqa: E402
-from capacity_load import build_clips  # noqa: E402
+from capacity_floor import cpu_model, measure_floor
+from capacity_load import build_clips
 
-from vixio.memory.long_term import VerbatimMemory  # noqa: E402
-from vixio.state.fact_learner import FactLearner  # noqa: E402
-from vixio.state.fact_merge import facts_note, words  # noqa: E402
-from vixio.state.fact_model import ModelFacts  # noqa: E402
-from vixio.state.fact_rules import extract  # noqa: E402
-from vixio.state.sqlite import SqliteStore  # noqa: E402
-from vixio.state.store import StoredTurn  # noqa: E402
+from vixio.memory.long_term import VerbatimMemory
+from vixio.state.fact_learner import FactLearner
+from vixio.state.fact_merge import facts_note, words
+from vixio.state.fact_model import ModelFacts
+from vixio.state.fact_rules import extract
+from vixio.state.sqlite import SqliteStore
+from vixio.state.store import StoredTurn
 
 EXTRA_SECTIONS: list[tuple[str, Callable[[argparse.Namespace], dict[str, Any]]]] = []
 """More sections of this report: (title, function of the arguments -> figures)."""

@@ -36,7 +36,7 @@ def extractor(body: dict[str, Any]) -> Reply | None:
         return Reply.text("OK.")
     said = "\n".join(line[6:] for line in str(messages[-1]["content"]).splitlines() if line.startswith("User: "))
     facts = [{"kind": "name", "value": name} for name in re.findall(r"my name is (\w+)", said)]
-    facts += [{"kind": "like", "value": v} for v in re.findall(r"(?:I like|^|and) ([a-z ]+?) is what I drink", said, re.M)]
+    facts += [{"kind": "like", "value": v} for v in re.findall(r"(?:I like|^|and) ([a-z ]+?) is what I drink", said, re.MULTILINE)]
     facts += [{"kind": "like", "value": v.strip()} for v in re.findall(r"I like ([a-z0-9 ]+)", said)]
     return Reply.text(json.dumps({"facts": facts}))
 

@@ -39,12 +39,18 @@ from loguru import logger
 
 from vixio.config.memory import MemoryConfig
 from vixio.providers.agent.base import mark_interrupted
-from vixio.state.store import DeviceMemory, Store, StoredTurn, StoreError, StoreWriteError
+from vixio.state.store import (
+    DeviceMemory,
+    Store,
+    StoredTurn,
+    StoreError,
+    StoreWriteError,
+)
 
 if TYPE_CHECKING:
+    from vixio.memory.long_term import MemoryUpdater
     from vixio.state.fact_learner import FactLearner
     from vixio.state.fact_model import ModelFacts
-    from vixio.memory.long_term import MemoryUpdater
 
 MAX_TEXT_CHARS = 4000
 """Longest user text or reply stored per turn (longer ones keep their start); bounds what one device can store."""

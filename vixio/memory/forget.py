@@ -23,9 +23,9 @@ from collections.abc import Callable
 
 from loguru import logger
 
+from vixio.memory.conversation import Conversation
 from vixio.state.fact_forget import facts_named, forget_facts
 from vixio.state.fact_merge import spoken
-from vixio.memory.conversation import Conversation
 from vixio.state.spoken import Request, understand
 from vixio.state.store import StoreError
 
@@ -39,7 +39,7 @@ NO_FACTS_KEPT = {"en": "I keep no separate facts here; say \"forget everything\"
                  "zh": "我这里没有单独记着的事；说“忘掉我说过的话”可以全部删除。"}
 FAILED = {"en": "Sorry, I could not erase it just now. Please try again.", "zh": "抱歉，现在删不掉，请再试一次。"}
 _YES = re.compile(r"^\W*(?:yes|yeah|yep|sure|ok|okay|confirm|do it|go ahead|是|是的|好|好的|对|确认|确定|可以)\W*$",
-                  re.I)
+                  re.IGNORECASE)
 
 
 def asks_to_forget(text: str, language: str = "en") -> bool:

@@ -21,7 +21,13 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from vixio.state.fact_rules import Finding
-from vixio.state.facts import MAX_FACTS_PER_DEVICE, MAX_VALUE_CHARS, SINGLE, Fact, FactKey
+from vixio.state.facts import (
+    MAX_FACTS_PER_DEVICE,
+    MAX_VALUE_CHARS,
+    SINGLE,
+    Fact,
+    FactKey,
+)
 
 IDENTITY = ("name", "home", "birthday", "family")
 """Kinds always carried first, whatever was asked."""

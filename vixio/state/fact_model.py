@@ -37,7 +37,7 @@ EXTRACT_TIMEOUT = 60.0
 """Seconds the model has to answer; then nothing is learnt from the batch but the rules' facts."""
 MAX_FINDINGS = 30
 """Facts taken from one answer at most."""
-_JSON = re.compile(r"\{.*\}", re.S)
+_JSON = re.compile(r"\{.*\}", re.DOTALL)
 
 
 class ModelFacts:

@@ -37,14 +37,14 @@ class Finding:
 
 _CJK = re.compile(r"[\u4e00-\u9fff]")
 _CLAUSES = re.compile(r"[.!?;。！？；\n]+|,\s*(?=(?:and\s+)?(?:i|my|i'm)\b)|\s+(?:and|but)\s+(?=(?:i|my|i'm|i've)\b)",
-                      re.I)
+                      re.IGNORECASE)
 _QUESTION = re.compile(r"^\s*(?:what|who|where|when|how|why|which|do|does|did|is|are|can|could|will|would|should)\b",
-                       re.I)
-_NEGATED = re.compile(r"\b(?:don'?t|do not|didn'?t|never|not|no longer|can'?t|cannot)\s*$", re.I)
+                       re.IGNORECASE)
+_NEGATED = re.compile(r"\b(?:don'?t|do not|didn'?t|never|not|no longer|can'?t|cannot)\s*$", re.IGNORECASE)
 _TRAILING = re.compile(r"(?:\s+(?:now|too|as well|also|very much|so much|a lot|anymore|any more|these days|"
                        r"again|though|actually|please|right|ok|okay|last year|this year|recently|since \w+|"
                        r"a (?:few|couple of) (?:days|weeks|months|years) ago|\w+ (?:days|weeks|months|years) ago))+\s*$",
-                       re.I)
+                       re.IGNORECASE)
 _STOP_NAMES = {"not", "no", "sorry", "here", "back", "fine", "good", "ok", "okay", "tired", "busy", "going", "just",
                "a", "the", "your", "what", "who", "sure", "ready", "done", "home", "happy", "sad", "hungry", "it"}
 _NAME = r"([A-Za-z][A-Za-z'\-]{0,30}(?:\s+[A-Z][A-Za-z'\-]{0,30}){0,2})"
@@ -52,7 +52,7 @@ _NAME = r"([A-Za-z][A-Za-z'\-]{0,30}(?:\s+[A-Z][A-Za-z'\-]{0,30}){0,2})"
 _EN_FAMILY = ("wife", "husband", "son", "daughter", "mother", "mom", "mum", "father", "dad", "brother", "sister",
               "partner", "boyfriend", "girlfriend", "grandmother", "grandma", "grandfather", "grandpa", "child",
               "kid", "baby", "dog", "cat")
-_EN_RULES: tuple[tuple[re.Pattern[str], str], ...] = tuple((re.compile(p, re.I), kind) for p, kind in (
+_EN_RULES: tuple[tuple[re.Pattern[str], str], ...] = tuple((re.compile(p, re.IGNORECASE), kind) for p, kind in (
     (r"\bmy name(?:'s| is)\s+" + _NAME, "name"),
     (r"\b(?:call me|i'?m called|i am called|people call me)\s+" + _NAME, "name"),
     (r"\bmy (" + "|".join(_EN_FAMILY) + r")(?:'s name is|'s called| is called| is named| is|'s)\s+" + _NAME, "family"),
@@ -72,11 +72,11 @@ _EN_RULES: tuple[tuple[re.Pattern[str], str], ...] = tuple((re.compile(p, re.I),
     (r"\bremember that (.+)", "note"),
 ))
 _DATE_WORDS = re.compile(r"\d|january|february|march|april|may|june|july|august|september|october|november|"
-                         r"december|jan\b|feb\b|mar\b|apr\b|jun\b|jul\b|aug\b|sep\b|oct\b|nov\b|dec\b", re.I)
+                         r"december|jan\b|feb\b|mar\b|apr\b|jun\b|jul\b|aug\b|sep\b|oct\b|nov\b|dec\b", re.IGNORECASE)
 _PRONOUNS = {"it", "this", "that", "them", "him", "her", "you", "these", "those", "one", "so", "too", "most",
              "more", "best", "the most", "much", "it most", "it more", "it a lot", "that most"}
 """An object that only points ("I like it") or is a degree ("what I love most"): no fact in it."""
-_NOT_OBJECT = re.compile(r",?\s+(?:not|instead of|rather than|more than)\s+(.+)$", re.I)
+_NOT_OBJECT = re.compile(r",?\s+(?:not|instead of|rather than|more than)\s+(.+)$", re.IGNORECASE)
 
 _ZH_STOP = r"(?=[，,。！？!?、\s]|我|和|而且|但|今年|住|喜欢|的|呢|啊|吧|了|就|哦|呀|好了|$)"
 _ZH_NAME = r"([\u4e00-\u9fff·]{1,5}?|[A-Za-z][A-Za-z\-]{0,30})" + _ZH_STOP
@@ -118,7 +118,7 @@ def _en(clause: str) -> list[Finding]:
         match = pattern.search(clause)
         if match is None or match.start() < taken or _NEGATED.search(clause[:match.start()]):
             continue
-        if kind in ("like", "dislike", "unlike") and re.search(r"\b(?:i'd|i would|would you)\s*$", clause[:match.start()], re.I):
+        if kind in ("like", "dislike", "unlike") and re.search(r"\b(?:i'd|i would|would you)\s*$", clause[:match.start()], re.IGNORECASE):
             continue
         if kind == "name":
             name = _name(match.group(1))
@@ -210,7 +210,7 @@ def _name(said: str) -> str:
 def _value(said: str, keep: int = 60) -> str:
     """A stated object without its trailing fillers and punctuation, or "" when too long to be one."""
     value = _TRAILING.sub("", said.strip().strip(",.;:!?\"'")).strip(",.;:!?\"' ")
-    value = re.sub(r"^(?:very much|a lot|so much)\s+", "", value, flags=re.I)
+    value = re.sub(r"^(?:very much|a lot|so much)\s+", "", value, flags=re.IGNORECASE)
     if not value or len(value) > keep or _QUESTION.match(value) or value.lower() in _PRONOUNS:
         return ""
     return value.lower() if not any(w[:1].isupper() for w in value.split()[1:]) and not value[:1].isupper() else value

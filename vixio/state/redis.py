@@ -66,8 +66,8 @@ from vixio.state.store import (
     PairingApproval,
     RebindRequest,
     Store,
-    StoreError,
     StoredTurn,
+    StoreError,
 )
 
 LAYOUT_VERSION = 1

@@ -13,7 +13,6 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from vixio.state import redis_scripts as scripts
 from vixio.state.facts import Fact, FactKey, FactStore
 
 
