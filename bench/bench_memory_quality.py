@@ -23,7 +23,7 @@ utterance, the WAL checkpoint after an erase (ms, percentiles), and the residue 
 word in state.db/-wal/-shm with and without the erase path.
 
 Every figure is printed beside the CPU model and the in-run floor (Opus decode + Silero per
-60 ms frame, bench/capacity_floor.py). `EXTRA_SECTIONS` is the hook for more figures in this
+60 ms frame, bench/capacity/floor.py). `EXTRA_SECTIONS` is the hook for more figures in this
 report (speaker identification's EER, CPU and added latency): append (title, function) and the
 function's dict is printed and put in the JSON.
 """
@@ -45,8 +45,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from capacity_floor import cpu_model, measure_floor
-from capacity_load import build_clips
+from capacity.floor import cpu_model, measure_floor
+from capacity.load import build_clips
 
 from vixio.memory.long_term import VerbatimMemory
 from vixio.state.fact_learner import FactLearner

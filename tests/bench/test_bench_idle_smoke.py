@@ -13,7 +13,7 @@ BENCH = ROOT / "bench"
 sys.path.insert(0, str(BENCH))
 
 from bench_idle import slope_per_1000  # noqa: E402
-from capacity_server import server_config  # noqa: E402
+from capacity.server import server_config  # noqa: E402
 
 
 def test_overrides_merge_key_by_key(tmp_path: Path) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
@@ -13,7 +13,7 @@ from vixio.providers.agent.instructions import TurnInstructions
 from vixio.providers.agent.no_tools_guard import RULES, NoToolsGuard
 from vixio.testing.llm_server import Reply, ScriptedLLMServer
 
-NOW = datetime(2026, 11, 25, 13, 5, tzinfo=timezone.utc)  # a Wednesday
+NOW = datetime(2026, 11, 25, 13, 5, tzinfo=UTC)  # a Wednesday
 
 
 def guard(language: str = "en", zone: str = "Europe/Berlin") -> NoToolsGuard:
