@@ -87,9 +87,9 @@ class ConversationMemory:
         window = self.config.resume_minutes * 60
         # Both reads at once: one round trip on Redis (calls made together share a pipeline).
         recent_read, memory_read, facts_read = await asyncio.gather(
-            self.store.recent_turns(device_id, self.config.max_turns) if window > 0 else _nothing(),
-            self.store.memory(device_id) if self.reads_memory else _nothing(),
-            self.store.facts(device_id) if self.learns else _nothing(), return_exceptions=True)
+            self.store.recent_turns(device_id, self.config.max_turns) if window > 0 else asyncio.sleep(0),
+            self.store.memory(device_id) if self.reads_memory else asyncio.sleep(0),
+            self.store.facts(device_id) if self.learns else asyncio.sleep(0), return_exceptions=True)
         if isinstance(recent_read, StoreError):
             logger.bind(device=device_id).warning("the conversation starts afresh: {}", recent_read)
         elif isinstance(recent_read, BaseException):
@@ -239,10 +239,9 @@ class Conversation:
         last set it (the instructions read it at every turn)."""
         self.learner: FactLearner | None = None
         """Its facts (`memory.long_term: facts` or `model`), else None."""
-        self.budget = 600
-        """Characters of facts the instructions carry at most (`memory.max_chars`)."""
-        self.latest_user = ""
-        """What the user said last: the facts about it come first after identity."""
+        self.budget, self.latest_user = 600, ""
+        """At most this many characters of facts in the instructions (`memory.max_chars`), those
+        about what the user said last first after identity."""
         self.on_history: Callable[[list[dict[str, Any]]], None] | None = None
         """Called with the history the model should have now, when an operator removed turns."""
         self.session_turns: list[StoredTurn] = []
@@ -376,6 +375,11 @@ class Conversation:
         self.latest_user = ""
         self.id, self._next_seq = uuid.uuid4().hex[:16], 0
 
+    async def written(self) -> None:
+        """Wait for the queued writes, so an erase that follows finds every turn it must erase."""
+        while self._writer is not None and not self._writer.done():
+            await asyncio.gather(self._writer, return_exceptions=True)
+
     async def close(self) -> None:
         """Wait for the writes still under way, so a device reconnecting at once finds its turns;
         then the long-term memory is updated (behind)."""
@@ -384,10 +388,6 @@ class Conversation:
         if self._on_close is not None:
             on_close, self._on_close = self._on_close, None
             on_close(self)
-
-
-async def _nothing() -> None:
-    return None
 
 
 def _last_conversation(turns: list[StoredTurn]) -> list[StoredTurn]:

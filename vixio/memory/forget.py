@@ -89,6 +89,7 @@ class ForgetRequest:
             return NO_FACT[language].format(request.topic)
         log = logger.bind(device=conversation.device_id)
         try:
+            await conversation.written()  # the turns that said it are all in the store to be erased
             await learner.forget(named)
             _, turns = await forget_facts(conversation.store, conversation.device_id, named)
         except StoreError as exc:
