@@ -351,3 +351,27 @@ async def test_a_hundred_turns_at_once_do_not_stall_the_event_loop(store: Store,
         stop.set()
         await ticker
     assert worst < 0.020, f"the loop spent {worst * 1000:.1f} ms between two ticks"
+
+
+async def test_voiceprints_are_per_device_and_person_replaced_and_deleted(store: Store) -> None:
+    import numpy as np
+
+    alice = np.linspace(-1, 1, 256, dtype="<f4").tobytes()
+    bob = np.linspace(1, -1, 256, dtype="<f4").tobytes()
+    assert await store.voiceprints(DEVICE) == []
+    await store.put_voiceprint(DEVICE, "Alice", bob, 1)
+    await store.put_voiceprint(DEVICE, "Alice", alice, 3)  # a later enrolment replaces hers
+    await store.put_voiceprint(DEVICE, "Bob", bob, 2)
+    await store.put_voiceprint(OTHER, "Alice", bob, 1)  # another device's Alice is someone else
+    prints = await store.voiceprints(DEVICE)
+    assert [(p.person, p.samples, p.vector) for p in prints] == [("Alice", 3, alice), ("Bob", 2, bob)]
+    assert prints[0].array()[0] == -1.0 and prints[0].at <= time.time()
+    assert [(p.device_id, p.person) for p in await store.voiceprints()] == [
+        (OTHER, "Alice"), (DEVICE, "Alice"), (DEVICE, "Bob")]
+    assert await store.delete_voiceprint(DEVICE, "Bob") is True
+    assert await store.delete_voiceprint(DEVICE, "Bob") is False
+    assert [p.person for p in await store.voiceprints(DEVICE)] == ["Alice"]
+    await store.forget_device(DEVICE)  # biometric data goes with the device's record
+    assert await store.voiceprints(DEVICE) == []
+    assert await store.clear_voiceprints(OTHER) == 1
+    assert await store.voiceprints() == []

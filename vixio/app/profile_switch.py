@@ -41,6 +41,11 @@ class SessionProfile:
         self._resolve = resolve
         self._memory_note = memory_note
         self._pending: ProfileChoice | None = None
+        self._device_choice = choice
+        """The device's own profile, which an unknown voice gets back."""
+        self.speaker_profile: Callable[[], str | None] | None = None
+        """The profile the current turn's recognised voice selects (`speakers.people`), None for the
+        device's; asked before every turn (vixio/memory/speakers.py)."""
         self._logger = logger.bind(session=session_id, component="profile")
         self._agent = _station(pipeline, AgentStation)
         self._then: Callable[[], Awaitable[None]] | None = None
@@ -58,6 +63,8 @@ class SessionProfile:
 
     def reassign(self, choice: ProfileChoice) -> None:
         """Switch to `choice` at the start of the next turn (the same profile: only its source changes)."""
+        if choice.source != "speaker":
+            self._device_choice = choice
         if choice.name == self.choice.name and self._pending is None:
             self.choice = choice
             return
@@ -65,6 +72,11 @@ class SessionProfile:
         self._logger.info("profile {} from the next turn ({})", choice.name, choice.source)
 
     async def _before_turn(self) -> None:
+        if self.speaker_profile is not None and self._pending is None:
+            wanted = self.speaker_profile()
+            target = ProfileChoice(wanted, "speaker") if wanted else self._device_choice
+            if target.name != self.choice.name:
+                self._pending = target
         pending = self._pending
         if pending is not None:
             self._pending = None

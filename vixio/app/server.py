@@ -37,6 +37,7 @@ from vixio.console import pairing as console_pairing
 from vixio.console import worker_calls as console_workers
 from vixio.core.batching import worker_stats
 from vixio.core.pipeline import Pipeline
+from vixio.core.session_state import SessionState
 from vixio.transports.xiaozhi.session.auth import DeviceAuthenticator
 from vixio.transports.xiaozhi.http.limits import AcceptErrorThrottle, install_accept_error_throttle
 from vixio.transports.xiaozhi.session.identity import IdentityPins
@@ -46,6 +47,7 @@ from vixio.transports.xiaozhi.websocket.transport import DeviceContext, Pipeline
 from vixio.core.tools.types import ToolDefinition
 from vixio.voice.session_tools import SessionTools
 from vixio.app.startup import freeze_startup_heap, log_http_urls, warn_about_open_tokens
+from vixio.app.reminders import attach_reminders
 from vixio.app.task_results import TaskResults
 from vixio.app.mqtt import PATH as MQTT_PUSH_PATH
 from vixio.app.mqtt import MqttService
@@ -144,6 +146,11 @@ class VixioServer:
         self._accept_throttle: AcceptErrorThrottle | None = None
         self.console = Console(self)
         """The operator console at /console/ and its /api/ (vixio.console)."""
+        self.reminders = attach_reminders(self)
+        """Reminders that fire, operator messages, `notify` (vixio/app/reminders.py); `reminders.idle_push`
+        is where a transport that reaches idle devices (MQTT) plugs in."""
+        if self.mqtt.enabled:  # idle devices on MQTT hear reminders and operator messages at once
+            self.reminders.idle_push = self
         if not serve_http:  # a worker: the supervisor's console and /metrics reach this one over its private socket
             self.session_routes.append(SessionRoute("GET", metrics.SAMPLES_PATH, self._samples))
             self.session_routes.append(SessionRoute("POST", console_workers.PATH, console_workers.worker_route(self.console.local)))
@@ -242,6 +249,11 @@ class VixioServer:
         live = SessionProfile(session_id, choice, stack, pipeline, tools, resolve=self.voice.for_profile,
                               memory_note=conversation.memory_text if conversation is not None else "")
         context.greeting = live.greeting
+        if self.config.speakers.people and conversation is not None and stack.speaker_encoder is not None:
+            state, people = pipeline.state, self.config.speakers
+            live.speaker_profile = lambda: people.profile_of(state.person) if state.person else None
+        if tools is not None:
+            tools.executor.person = partial(_trusted_person, pipeline.state, self.config.speakers.tool_threshold)
         if tools is not None:
             self.profiles.add(live)
         if choice.name != DEFAULT:
@@ -267,6 +279,7 @@ class VixioServer:
             warn_when_model_has_no_tools(self.config)
         await self.transport.start()
         await self.mqtt.start()
+        self.reminders.start()
         if not self.serve_http:
             logger.info("worker ready: WebSocket port {}", self.transport.port)
             return
@@ -310,6 +323,7 @@ class VixioServer:
         await self.mqtt.stop()  # its sessions get `goodbye` before the transport closes them
         await self.transport.stop()
         await self.task_results.close()
+        await self.reminders.close()
         await self.directory.close()  # the closed sessions' entries are removed
         await self.console.close()
         await self.voice.close()
@@ -362,3 +376,10 @@ async def serve(config: VixioConfig) -> None:
         from vixio.providers.agent.llama.weights import close_models
 
         close_models()
+
+
+def _trusted_person(state: SessionState, threshold: float) -> str:
+    """Who may run a `require_speaker` tool this turn: the recognised person when the voice matched
+    at `speakers.tool_threshold` or more, else "" (docs/speakers.md)."""
+    match = state.speaker
+    return match.person if match is not None and match.score >= threshold else ""

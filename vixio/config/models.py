@@ -8,6 +8,8 @@ from pydantic import Field, ModelWrapValidatorHandler, field_validator, model_va
 
 from vixio.config.languages import Language, apply_language, language_pack
 from vixio.config.memory import MemoryConfig, StateConfig
+from vixio.config.reminders import RemindersConfig
+from vixio.config.speakers import SpeakersConfig
 from vixio.config.profiles import DevicesConfig, ProfilesConfig, lower_device_keys, materialize
 from vixio.config.tools import ToolsConfig
 from vixio.config.vision import VisionConfig
@@ -83,6 +85,9 @@ class VixioConfig(StrictModel):
     """The model that answers the device's camera tool; null answers it with HTTP 501 (no vision)."""
     state: StateConfig = Field(default_factory=StateConfig)
     memory: MemoryConfig = Field(default_factory=MemoryConfig)
+    reminders: RemindersConfig = Field(default_factory=RemindersConfig)
+    speakers: SpeakersConfig = Field(default_factory=SpeakersConfig)
+    """Who is speaking: voiceprints per device, per-person profiles and memory (docs/speakers.md)."""
     profiles: ProfilesConfig = Field(default_factory=dict)
     """Per-device assistants by name: each names only what differs from this top-level config, which is the default profile (see docs/config.md, "Profiles")."""
     devices: DevicesConfig = Field(default_factory=dict)

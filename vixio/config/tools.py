@@ -15,7 +15,8 @@ from vixio.config.mcp import McpServersConfig
 from vixio.core.settings import StrictModel
 from vixio.core.tools.policy import ToolPolicy
 
-BuiltinTool = Literal["get_time", "get_date"]
+BuiltinTool = Literal["get_time", "get_date", "reminders"]
+"""`reminders`: set_reminder, list_reminders and cancel_reminder (docs/reminders.md)."""
 BUILTIN_DEFAULT: tuple[BuiltinTool, ...] = ("get_time", "get_date")
 SubTypeName = Literal["control", "query"]
 
@@ -63,7 +64,7 @@ class ToolsConfig(StrictModel):
     enabled: bool = True
     """Master switch: false gives the model no tools at all."""
     builtin: list[BuiltinTool] = Field(default_factory=lambda: list(BUILTIN_DEFAULT))
-    """Local tools offered to every session."""
+    """Local tools offered to every session; add `reminders` for set_reminder, list_reminders and cancel_reminder (docs/reminders.md)."""
     local: list[str | LocalToolConfig] = Field(default_factory=list)
     """Your own Python functions as tools: "package.module:function", "path/to/file.py:function", or {function, name, description, async, timeout, sub_type}; loaded at startup."""
     default_enabled: bool = True
@@ -81,12 +82,15 @@ class ToolsConfig(StrictModel):
     require_confirmation: bool | list[str] = False
     """true: every tool needs the user's yes first; or a list of tool names (patterns) that do."""
     confirm_words: ConfirmWordsConfig = Field(default_factory=ConfirmWordsConfig)
+    require_speaker: list[str] = Field(default_factory=list)
+    """Tools (names or patterns) only an enrolled voice may run (`speakers.enabled`), e.g. ["unlock_door"]; an unknown voice, or typed text, is refused aloud (docs/speakers.md)."""
     default_sub_type: SubTypeName = "query"
     """query: the model waits for the result; control: answered "success" at once, the device is not waited for."""
     sub_types: dict[str, SubTypeName] = Field(default_factory=dict)
     """Per-tool sub_type, e.g. {"self.audio_speaker.set_volume": "control"}."""
     async_tools: AsyncToolsConfig = Field(default_factory=AsyncToolsConfig)
-    read_only: list[str] = Field(default_factory=lambda: ["self.get_device_status", "get_time", "get_date"])
+    read_only: list[str] = Field(default_factory=lambda: ["self.get_device_status", "get_time", "get_date",
+                                                           "list_reminders"])
     """Tools (names or patterns) without side effects, which may run during a preemptive turn (before the user's turn is confirmed). Besides these, MCP tools marked `readOnlyHint` and local query tools may; control, async and confirmation-bound tools, and the device's and companions' tools, wait for the confirmation."""
     mcp_servers: McpServersConfig = Field(default_factory=dict)
     """Third-party MCP servers by name, in the `mcpServers` shape of desktop MCP clients (see examples/mcp_servers.yaml)."""
@@ -114,4 +118,5 @@ class ToolsConfig(StrictModel):
             confirm_yes=tuple(self.confirm_words.yes),
             confirm_no=tuple(self.confirm_words.no),
             read_only=tuple(self.read_only),
+            require_speaker=tuple(self.require_speaker),
         )

@@ -21,8 +21,10 @@ from vixio.console.backend import ConsoleBackend, ConsoleError, LocalBackend
 from vixio.console.fan_out import FanOutBackend
 from vixio.console.identity import IdentityApi
 from vixio.console.memory import MemoryApi
+from vixio.console.speakers import SpeakersApi
 from vixio.console.pairing import LocalPairing, PairingApi
 from vixio.console.profiles import ProfileApi
+from vixio.console.reminders import ReminderApi
 
 if TYPE_CHECKING:
     from vixio.console.host import ConsoleHost
@@ -51,8 +53,15 @@ class Console:
         self.profiles.register(server.ota.add_route, self.api._protect)
         self.memory = MemoryApi(server.store, server.config.memory, lambda: self.api.backend)
         self.memory.register(server.ota.add_route, self.api._protect)
+        self.speakers = SpeakersApi(server.store, server.config.speakers)
+        self.speakers.register(server.ota.add_route, self.api._protect)
         self.identities = IdentityApi(server.store)
         self.identities.register(server.ota.add_route, self.api._protect)
+        agent = server.config.agent
+        self.reminders = ReminderApi(server.store, server.config.reminders,
+                                     agent.timezone or "" if agent is not None else "")
+        self.reminders.register(server.ota.add_route, self.api._protect)
+        self.api.say_to_device = self.reminders.say
 
     def use_backend(self, backend: ConsoleBackend) -> None:
         """Serve another backend's sessions (e.g. a `FanOutBackend` over every worker)."""

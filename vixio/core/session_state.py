@@ -48,6 +48,18 @@ class TurnMetrics:
         return {name: round((at - origin) * 1000, 1) for name, at in ordered}
 
 
+@dataclass(frozen=True, slots=True)
+class SpeakerMatch:
+    """Who spoke one utterance, as the voiceprints tell (vixio/stations/asr/speaker_id.py)."""
+
+    person: str
+    """The enrolled name, or "" for a voice none of the device's voiceprints matches."""
+    score: float
+    """Cosine similarity to the closest voiceprint (0 without any)."""
+    embedding: Any = None
+    """The utterance's unit vector (numpy float32), for an enrolment under way."""
+
+
 @dataclass(slots=True)
 class SessionState:
     """What belongs to one conversation rather than to one station."""
@@ -70,6 +82,13 @@ class SessionState:
     (the TTS station keeps it; the agent bounds a reply's silence with it)."""
     turns: deque[TurnMetrics] = field(default_factory=lambda: deque(maxlen=50))
     """Latency marks of the recent turns, newest last."""
+    speaker: SpeakerMatch | None = None
+    """Who spoke the current turn (set before its text goes on); None: not identified (off, or no audio)."""
+
+    @property
+    def person(self) -> str:
+        """The memory owner key of the current turn: the recognised person, "" for the household."""
+        return self.speaker.person if self.speaker is not None else ""
 
     def hear(self, sentence: str) -> None:
         """A sentence of the current reply reached the device."""

@@ -1,1 +1,1 @@
-"""What a device remembers between sessions: the conversation kept per device, its long-term summary, and forgetting."""
+"""What a device remembers between sessions: the conversation kept per device, its long-term summary, forgetting, and who is speaking (voiceprints: speakers.py, `vixio speakers`: speakers_cli.py)."""

@@ -14,7 +14,7 @@ from vixio.config.profiles import DEFAULT_NAME, ProfileErrors, effective_config,
 DEFAULT = DEFAULT_NAME
 """The top-level config as a profile: `devices: {ID: default}` or `vixio profile assign ID default`."""
 
-ProfileSource = Literal["assigned", "config", "default"]
+ProfileSource = Literal["assigned", "config", "default", "speaker"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,7 +24,7 @@ class ProfileChoice:
     name: str
     """A name under `profiles:`, or `default` (the top-level config)."""
     source: ProfileSource
-    """assigned: at run time (console, `vixio profile assign`); config: `devices:`; default: neither names the device."""
+    """assigned: at run time (console, `vixio profile assign`); config: `devices:`; default: neither names the device; speaker: the recognised voice's (`speakers.people`), for its turns."""
 
     def to_json(self) -> dict[str, Any]:
         return {"profile": self.name, "profile_source": self.source}

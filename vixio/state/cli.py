@@ -97,8 +97,8 @@ async def _run(store: Store, args: argparse.Namespace, device: str, max_chars: i
         if args.memory_command == "clear":
             before = len(await store.recent_turns(device, limit=1_000_000))
             await store.forget_device(device)
-            print(f"{device}: {before} turn(s), the facts, the long-term memory, the profile assignment and held "
-                  f"background results erased from {store.location}")
+            print(f"{device}: {before} turn(s), the facts, the long-term memory, the profile assignment, held "
+                  f"background results and voiceprints erased from {store.location}")
             return 0
         memory = await store.memory(device)
         turns = await store.recent_turns(device, limit=max(0, args.turns))

@@ -9,8 +9,7 @@ are JSON arrays, times unix seconds):
     P schema                     "1": the layout version (a newer one is refused)
     P admissions                 hash  device -> [via, at]
     P profiles                   hash  device -> [profile, at]
-    P memories                   hash  device -> [text, at]
-    P facts:DEVICE               hash  [person, key] -> [kind, value, at, source]: its facts (vixio/state/facts.py)
+    P memories, P facts:DEVICE   hash  device -> [text, at]; [person, key] -> [kind, value, at, source] (redis_facts.py)
     P pairings                   hash  [device, companion, client_id] -> at
     P turns:DEVICE               zset  "SEQ|CONVERSATION" scored by the turn's start time
     P turn-text:DEVICE           hash  "SEQ|CONVERSATION" -> [conversation, seq, user, assistant, interrupted, at]
@@ -24,22 +23,23 @@ are JSON arrays, times unix seconds):
     P pins-seen                  hash  device -> when its pinned pair was last seen
     P rebinds                    hash  [device, client_id] -> [first, last, attempts]: re-binds pending
     P rebind-order               zset  the same members scored by their latest attempt (bounds them)
+    P reminders:DEVICE, P reminder-due, P fired:DEVICE, P clip:TOKEN, P clips: reminders
+                                 (vixio/state/redis_reminders.py)
+    P voiceprints:DEVICE         hash  person -> [vector, samples, at] (vixio/state/redis_voiceprints.py)
+    P voiceprint-devices         set   the devices that hold voiceprints
 
 Bounds: a device keeps its newest `state.max_turns` turns; its two turn keys expire
 `memory.history_days` after its newest turn (the hourly prune also drops older turns of devices
 still talking). A turn's texts are bounded by the recorder (vixio/memory/conversation.py), the long-term
-memory by `memory.max_chars`, facts by `MAX_FACTS_PER_DEVICE` (the merge in fact_merge.py).
-An erased key is gone from the server's memory at once; what persistence (RDB snapshots, the
-AOF) and replicas keep is docs/privacy.md#redis. A device's held results expire with the latest of them (at most
+memory by `memory.max_chars`, facts by `MAX_FACTS_PER_DEVICE` (what RDB/AOF keep: docs/privacy.md#redis). A device's held results expire with the latest of them (at most
 `keep`). `devices` drops a device whose turns expired and memory is gone when it meets it.
 Sessions are listed while their worker's heartbeat is current (`Store.heartbeat`); a worker
 silent for a day has its entries deleted when sessions are next listed.
 
-Every call is one command, or one Lua script from redis_scripts.py where it must be atomic; calls
-made at the same moment share one round trip (redis_link.py: pipelines, and what an outage does).
-A turn is one call; a session start's two reads (turns, long-term memory) share one round trip. Nothing is cached
-here: every instance reads what another just wrote. Standalone Redis/Valkey (or a primary), not
-Redis Cluster: the session scripts reach keys they find on the way.
+Every call is one command, or one Lua script from redis_scripts.py where it must be atomic; calls made at the
+same moment share one round trip (redis_link.py: pipelines, and what an outage does). A turn is one call; a
+session start's reads share one round trip. Nothing is cached here: every instance reads what another just
+wrote. Standalone Redis/Valkey (or a primary), not Redis Cluster: the session scripts reach keys they find.
 """
 
 from __future__ import annotations
@@ -54,6 +54,8 @@ from urllib.parse import urlsplit, urlunsplit
 from vixio.state import redis_scripts as scripts
 from vixio.state.redis_facts import RedisFacts
 from vixio.state.redis_link import Op, RedisLink, unusable
+from vixio.state.redis_reminders import RedisReminders
+from vixio.state.redis_voiceprints import RedisVoiceprints
 from vixio.state.store import (
     PIN_SEEN_EVERY,
     SESSION_TTL,
@@ -89,7 +91,7 @@ def redacted(url: str) -> str:
     return urlunsplit((parts.scheme, f"{user}:***@{host}", parts.path, parts.query, parts.fragment))
 
 
-class RedisStore(RedisFacts, Store):
+class RedisStore(RedisFacts, RedisReminders, RedisVoiceprints, Store):
     """`Store` on a Redis server (see the module docstring for keys, bounds and failures)."""
 
     def __init__(self, url: str, *, password: str | None = None, prefix: str = "vixio:", timeout: float = 1.0,

@@ -13,7 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from vixio.state.sqlite_facts import SqliteFacts
+from vixio.state.sqlite_reminders import SqliteReminders
 from vixio.state.sqlite_thread import SqliteThread, Work
+from vixio.state.sqlite_voiceprints import SqliteVoiceprints
 from vixio.state.store import (
     PIN_SEEN_EVERY,
     SESSION_TTL,
@@ -30,7 +32,7 @@ from vixio.state.store import (
 )
 
 
-class SqliteStore(SqliteFacts, Store):
+class SqliteStore(SqliteFacts, SqliteReminders, SqliteVoiceprints, Store):
     """`Store` on an SQLite file (see vixio/state/sqlite_thread.py for threads, batches and failures)."""
 
     def __init__(self, path: str | Path, *, lock_timeout: float = 5.0, max_bytes: int | None = None) -> None:

@@ -63,7 +63,24 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
             device_id TEXT NOT NULL, client_id TEXT NOT NULL, first REAL NOT NULL, last REAL NOT NULL,
             attempts INTEGER NOT NULL, PRIMARY KEY (device_id, client_id)) WITHOUT ROWID""",
     ),
-    (  # 7: facts about each device's people (vixio/state/facts.py); `person` "" is the household
+    (  # 7: reminders, their fired occurrences waiting for delivery, notify clips (vixio/state/reminders.py)
+        """CREATE TABLE reminders (
+            id TEXT PRIMARY KEY, device_id TEXT NOT NULL, text TEXT NOT NULL, due REAL NOT NULL,
+            kind TEXT NOT NULL, repeat TEXT NOT NULL, at TEXT NOT NULL, zone TEXT NOT NULL, created REAL NOT NULL)""",
+        "CREATE INDEX reminders_by_due ON reminders (due)",
+        "CREATE INDEX reminders_by_device ON reminders (device_id, due)",
+        """CREATE TABLE fired_reminders (
+            occurrence TEXT PRIMARY KEY, device_id TEXT NOT NULL, reminder_id TEXT NOT NULL, text TEXT NOT NULL,
+            kind TEXT NOT NULL, due REAL NOT NULL, zone TEXT NOT NULL)""",
+        "CREATE INDEX fired_reminders_by_device ON fired_reminders (device_id, due)",
+        "CREATE TABLE clips (token TEXT PRIMARY KEY, data BLOB NOT NULL, until REAL NOT NULL)",
+    ),
+    (  # 8: voiceprints, one per person per device (vixio/state/voiceprints.py)
+        """CREATE TABLE voiceprints (
+            device_id TEXT NOT NULL, person TEXT NOT NULL, vector BLOB NOT NULL, samples INTEGER NOT NULL,
+            at REAL NOT NULL, PRIMARY KEY (device_id, person)) WITHOUT ROWID""",
+    ),
+    (  # 9: facts about each device's people (vixio/state/facts.py); `person` "" is the household
         """CREATE TABLE facts (
             device_id TEXT NOT NULL, person TEXT NOT NULL DEFAULT '', key TEXT NOT NULL, kind TEXT NOT NULL,
             value TEXT NOT NULL, at REAL NOT NULL, source TEXT NOT NULL, updated REAL NOT NULL,

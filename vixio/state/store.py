@@ -36,6 +36,8 @@ from typing import Any, Literal
 
 from vixio.metrics.instruments import count_store_error
 from vixio.state.facts import FactStore
+from vixio.state.reminders import ReminderStore
+from vixio.state.voiceprints import VoiceprintStore
 
 AdmissionKind = Literal["activation", "allow-list"]
 
@@ -159,7 +161,7 @@ class LiveSession:
     started: float
 
 
-class Store(FactStore, ABC):
+class Store(FactStore, ReminderStore, VoiceprintStore, ABC):
     """What vixio keeps beyond a session (facts: vixio/state/facts.py). Device ids are lowercase MACs or other printable ids."""
 
     location: str = ""
@@ -350,13 +352,18 @@ class Store(FactStore, ABC):
 
     async def forget_device(self, device_id: str) -> None:
         """Erase what the device said and what was learnt about it: history, facts, memory, profile
-        assignment, results held for it, and its identity pin (the next contact pins again); its
-        admission and pairings stay: they are the operator's decisions."""
+        assignment, results held for it, its reminders (and those that fired while it was away),
+        its voiceprints, and its identity pin (the next contact pins again); its admission and
+        pairings stay: they are the operator's decisions."""
         await self.forget_facts(device_id)
         await self.clear_history(device_id)
         await self.take_results(device_id)
+        for reminder in await self.reminders(device_id):
+            await self.cancel_reminder(device_id, reminder.id)
+        await self.take_fired(device_id)
         await self.set_memory(device_id, "")
         await self.assign_profile(device_id, None)
+        await self.clear_voiceprints(device_id)
         await self.unpin_identity(device_id)
 
 

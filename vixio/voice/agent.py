@@ -13,6 +13,7 @@ from vixio.voice.agent_model import no_tools_guard, turn_instructions
 from vixio.config.models import VixioConfig
 from vixio.core.tools.context import AsyncTaskRecord
 from vixio.core.tools.converter import ToolConverterBase
+from vixio.core.tools.executor import SPEAKER_REFUSAL
 from vixio.core.tools.tasks import SessionTaskRunner
 from vixio.providers.agent.base import AgentProvider
 from vixio.providers.agent.instructions import TurnInstructions
@@ -80,6 +81,7 @@ def agent_station(config: VixioConfig, support: ToolSupport, tools: SessionTools
         # Not offered: the tools stay the console's and the policy's, never the model's.
         station.tools = tools.bind_agent(parts.converter, station.update_tools, offered=parts.offered)
         tools.executor.speaker = station.say
+        tools.executor.speaker_refusal = SPEAKER_REFUSAL.get(config.language, SPEAKER_REFUSAL["en"])
         runner = tools.executor.async_runner
         if isinstance(runner, SessionTaskRunner):
             async def speak_result(record: AsyncTaskRecord) -> None:

@@ -79,10 +79,12 @@ class VoiceStack:
         """Whether `tts` or its fallback speaks, shared by every session of the process."""
         zone = resolve_timezone(config.agent.timezone) if config.agent is not None else None
         self.local_tools: list[ToolDefinition] = [func_to_tool_definition(builtin_tool(name, zone))
-                                                  for name in config.tools.builtin]
+                                                  for name in _clock_tools(config)]
         """Local tools every session gets (built-ins, `tools.local`; add your own before the first session)."""
-        self.local_tools += (base.local_tools[len(base.config.tools.builtin):] if base is not None
+        self.local_tools += (base.local_tools[len(_clock_tools(base.config)):] if base is not None
                              else self._configured_local_tools())
+        self.reminder_tools: list[ToolDefinition] = []
+        """set/list/cancel_reminder, bound to the store by the server when `tools.builtin` has `reminders`."""
         self._task_queue: AsyncTaskQueue | None = None
         self.results_after_session: Callable[[str, AsyncTaskRecord], Awaitable[None]] | None = None
         """Gets (device id, record) for each background task that finishes after its session
@@ -97,6 +99,8 @@ class VoiceStack:
         """Providers this stack made (and closes)."""
         self.prewarm: Prewarmer | None = None
         """Opens the cloud APIs' connections ahead of a turn (`pipeline.prewarm`), made in `load()`."""
+        self.speaker_encoder: Any = None
+        """The speaker encoder (`speakers.enabled`), loaded in `load()` and shared by the profiles."""
 
     def for_profile(self, name: str) -> VoiceStack:
         """The stack of profile `name` (`default` or an unknown name: this one)."""
@@ -130,6 +134,12 @@ class VoiceStack:
             self.tts_circuit = TTSCircuit(self.tts, self.tts_fallback, first_audio_timeout=waits,
                                           breaks=online or self.tts_fallback is not None)
         self.prewarm = make_prewarmer(config, self.asr, self.tts)
+        if base is not None:
+            self.speaker_encoder = base.speaker_encoder
+        elif config.speakers.enabled and config.asr is not None:
+            from vixio.providers.speaker.encoder import SpeakerEncoder
+
+            self.speaker_encoder = SpeakerEncoder(config.speakers.model)
         if config.agent is not None and (base is None or not _same(config.agent, base.config.agent)):
             await make_agent(config).initialize(system_prompt="")  # loads local weights once
         if base is not None:
@@ -194,6 +204,8 @@ class VoiceStack:
             tools.add_closer(partial(runner.release, partial(self.results_after_session, device_id)))
         else:
             tools.add_closer(runner.cancel_all)
+        if reminder_tools := (self.base or self).reminder_tools:
+            tools.add_source("reminders", reminder_tools)
         if self.config.tools.async_tools.tools or any(tool.is_async for tool in self.local_tools):
             tools.add_source("tasks", [task_status_tool(runner)])
         if self.mcp is not None:
@@ -246,6 +258,7 @@ class VoiceStack:
         if self.prewarm is not None:  # the device just connected: its user speaks in a second
             self.prewarm()
         stations: list[Station] = []
+        speakers = _speakers(self, conversation)
         if self.vad is not None and self.asr is not None and config.asr is not None:
             vad, turn = config.vad, config.turn
             rules = EndpointRules(punctuation=turn.confirm_on_punctuation, hanging_words=turn.hanging_words,
@@ -257,7 +270,8 @@ class VoiceStack:
                            quiet_below_dbfs=vad.quiet_below_dbfs),
                 TurnDetectorStation(min_speech_ms=turn.min_speech_ms),
                 ASRStation(self.asr, language=config.asr.language, endpointing=rules,
-                           min_silence_ms=vad.min_silence_ms, on_speech=self.prewarm),
+                           min_silence_ms=vad.min_silence_ms, on_speech=self.prewarm,
+                           speaker=speakers[0] if speakers is not None else None),
             ]
         stations.append(TextAggregatorStation())
         if config.agent is not None:
@@ -282,6 +296,9 @@ class VoiceStack:
 
                 forget.on_forgotten = forgotten
                 station.intercept = forget.intercept
+                if speakers is not None:
+                    station.intercept = _first_answer(speakers[1](lambda: station.session_state).intercept,
+                                                      forget.intercept)
             stations.append(station)
         stations.append(SentenceAggregatorStation(first_clause_min_chars=config.speech.first_clause_min_chars,
                                                   default_emotion=config.speech.default_emotion))
@@ -309,6 +326,33 @@ async def _open_session_mcp(pool: McpServerPool, tools: SessionTools) -> None:
         await tools.update_source(key, definitions)
 
 
+def _speakers(stack: VoiceStack, conversation: Conversation | None) -> tuple[Any, Any] | None:
+    """A session's speaker identifier and a maker of its spoken enrolment (given the session state),
+    when voiceprints are on: they need the encoder and the device's store (memory on)."""
+    settings = stack.config.speakers
+    if stack.speaker_encoder is None or conversation is None or not settings.enabled:
+        return None
+    from vixio.stations.asr.speaker_id import SpeakerIdentifier
+    from vixio.memory.speakers import SpeakerBook, VoiceEnrolment
+
+    book = SpeakerBook(conversation.store, conversation.device_id)
+    identifier = SpeakerIdentifier(stack.speaker_encoder, voiceprints=book.prints, threshold=settings.threshold,
+                                   wait=settings.wait_ms / 1000)
+    return identifier, partial(VoiceEnrolment, book, language=stack.config.language,
+                               utterances=settings.enrol_utterances)
+
+
+def _first_answer(*intercepts: Callable[[str], Awaitable[str | None]]) -> Callable[[str], Awaitable[str | None]]:
+    """One agent intercept from several: the first that answers a turn answers it."""
+    async def intercept(text: str) -> str | None:
+        for each in intercepts:
+            if (answer := await each(text)) is not None:
+                return answer
+        return None
+
+    return intercept
+
+
 def _same(section: Any, other: Any, *, but: str = "") -> bool:
     """Whether two config sections name the same provider with the same settings (`but` aside)."""
     if section is None or other is None or type(section) is not type(other):
@@ -320,3 +364,8 @@ def _same(section: Any, other: Any, *, but: str = "") -> bool:
 def _profile_name(stack: VoiceStack) -> str:
     base = stack.base
     return next((name for name, each in base.profiles.items() if each is stack), "?") if base is not None else "default"
+
+
+def _clock_tools(config: VixioConfig) -> list[str]:
+    """The built-ins made here (`reminders` needs the store: the server binds those)."""
+    return [name for name in config.tools.builtin if name != "reminders"]

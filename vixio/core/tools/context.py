@@ -269,6 +269,8 @@ class ToolContext:
     calls: ToolCallContext = field(default_factory=ToolCallContext)
     """The session's record of calls, results and background tasks."""
     speaker: Say | None = None
+    person: str = ""
+    """Who is speaking: the enrolled name their voice matched, "" for an unknown voice (docs/speakers.md)."""
 
     async def say(self, text: str) -> None:
         """Speak `text` to the user now (e.g. "one moment, looking that up"); no-op without a voice."""

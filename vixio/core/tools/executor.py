@@ -41,6 +41,10 @@ CONTROL_RESULT = "success"
 
 _call_numbers = itertools.count(1)
 
+SPEAKER_REFUSAL = {"en": "Sorry, I only do that for a voice I know. Enrol your voice first.",
+                   "zh": "抱歉，这件事我只为认识的声音做。请先录入你的声音。"}
+"""Spoken to a voice that is not enrolled when the model calls a `require_speaker` tool."""
+
 CallObserver = Callable[[ToolCallRequest, ToolCallResult, float], None]
 """Called with each finished call, its result and how long it took (ms)."""
 
@@ -90,6 +94,10 @@ class ToolExecutor:
         """The session's device, handed to tools that take a `ToolContext`."""
         self.speaker: Say | None = None
         """Speaks to the user (`ToolContext.say`); the app layer sets it when there is a voice."""
+        self.person: Callable[[], str] = lambda: ""
+        """Who is speaking this turn: an enrolled name, "" for an unknown voice (`require_speaker`)."""
+        self.speaker_refusal = SPEAKER_REFUSAL["en"]
+        """What an unknown voice hears when it asks for a `require_speaker` tool."""
         self._logger = logger.bind(session=session_id or "-", component="tools")
         self._refusals = LogThrottle()
         self._held: _Confirmation | None = None
@@ -118,7 +126,8 @@ class ToolExecutor:
         # Tasks the call starts (control, async) copy this, so they see the same caller.
         token = current_tool_context.set(ToolContext(
             session_id=self.session_id, device_id=self.device_id, call_id=request.call_id,
-            tool_name=request.tool_name, calls=self.context, speaker=self.speaker))
+            tool_name=request.tool_name, calls=self.context, speaker=self.speaker,
+            person=self.person()))
         refused = False
         try:
             result = await self._execute(request)
@@ -164,6 +173,11 @@ class ToolExecutor:
             await held.decided.wait()
             if not held.confirmed:
                 raise _CallRefused(f"{tool.name} was not run: the user was still speaking")
+        if policy.needs_speaker(tool) and not self.person():
+            if self.speaker is not None:
+                await self.speaker(self.speaker_refusal)
+            raise _CallRefused(f"{tool.name} was not run: only an enrolled voice may use it and this voice was not "
+                               "recognised. The user has been told so; do not try again or another way.")
         if policy.needs_confirmation(tool):
             key = confirmation_key(tool.name, arguments)
             if not self.context.take_approval(key):

@@ -46,6 +46,8 @@ class ToolPolicy:
     read_only: tuple[str, ...] = ()
     """Tools (names or patterns) without side effects: they may run before a preemptive turn is
     confirmed, whatever their source."""
+    require_speaker: tuple[str, ...] = ()
+    """Tools (names or patterns) only a recognised enrolled voice may run (vixio/stations/asr/speaker_id.py)."""
 
     def confirms(self, text: str) -> bool:
         """Whether the user's reply approves the calls that asked for confirmation."""
@@ -89,6 +91,9 @@ class ToolPolicy:
     def timeout_for(self, tool: ToolDefinition) -> float:
         configured = self.configured_timeout(tool)
         return self.timeout if configured is None else configured
+
+    def needs_speaker(self, tool: ToolDefinition) -> bool:
+        return _lookup(dict.fromkeys(self.require_speaker, True), _names(tool)) is True
 
     def needs_confirmation(self, tool: ToolDefinition) -> bool:
         rule = self.require_confirmation

@@ -11,6 +11,10 @@ twice); speech after the pause (VADResumeChunk) voids it, and the next pause tra
 everything said. Each pause transcribes the whole turn so far, so a turn gets at most
 `max_drafts` (a long monologue with many pauses must not cost a local Whisper its square).
 
+With a `speaker` identifier, the speaker of the same audio is identified in a worker thread
+while it is transcribed (vixio/stations/asr/speaker_id.py); `session_state.speaker` is set before the
+turn's text goes on.
+
 The pause's transcription and the end's share one deadline, the provider's `timeout` from the
 start of the first of them since the user last spoke: when a hanging service made the pause's
 fail, the end tries again only with what is left, so the apology is heard `asr.timeout` after
@@ -41,6 +45,7 @@ from vixio.core.station import Station
 from vixio.metrics import count_provider_error
 from vixio.providers.asr.base import ASRError, ASRProvider
 from vixio.stations.asr.endpointing import EndpointRules
+from vixio.stations.asr.speaker_id import PendingIdentification, SpeakerIdentifier
 
 
 @dataclass(slots=True)
@@ -50,16 +55,21 @@ class _Draft:
     text: str
     seconds: float
     """How long transcribing it took (saved when the turn ends on it)."""
+    speaker: PendingIdentification | None = None
+    """The identification of the same audio, begun with the transcription."""
 
 
 class ASRStation(Station):
-    handles = (TurnStartChunk, AudioChunk, TurnEndChunk, VADPauseChunk, VADResumeChunk)
+    handles = (TurnStartChunk, AudioChunk, TurnEndChunk, VADPauseChunk, VADResumeChunk, TextChunk)
 
     def __init__(self, provider: ASRProvider, *, language: str | None = None, max_seconds: float = 30.0,
                  endpointing: EndpointRules | None = None, min_silence_ms: int = 500, max_drafts: int = 4,
-                 on_speech: Callable[[], None] | None = None, name: str | None = None) -> None:
+                 on_speech: Callable[[], None] | None = None, speaker: SpeakerIdentifier | None = None,
+                 name: str | None = None) -> None:
         super().__init__(name)
         self.provider = provider
+        self.speaker = speaker
+        """Identifies who spoke each turn, in parallel with its transcription (None: not identified)."""
         self.on_speech = on_speech
         """Called as a user turn starts (the user began speaking): e.g. `VoiceStack.prewarm`, so
         the cloud APIs' connections are open by the time the turn needs them. Must not block."""
@@ -86,6 +96,11 @@ class ASRStation(Station):
         self._reset()
 
     async def process(self, chunk: Chunk) -> AsyncIterator[Chunk]:
+        if isinstance(chunk, TextChunk):
+            if chunk.role == "user" and self.speaker is not None:
+                self.session_state.speaker = None  # typed text: no voice, so nobody is recognised
+            yield chunk
+            return
         if isinstance(chunk, AudioChunk):
             if chunk.role != "user":
                 yield chunk
@@ -118,6 +133,7 @@ class ASRStation(Station):
         metrics.mark("speech_end", chunk.created_at)
         if pcm:
             started = time.monotonic()
+            identification = draft.speaker if draft is not None else self._identify(pcm, rate)
             if draft is not None:  # only silence since the pause: its transcript is the turn's
                 text = draft.text
                 metrics.notes["asr_saved_ms"] = round(draft.seconds * 1000, 1)
@@ -127,9 +143,15 @@ class ASRStation(Station):
                 except ASRError as exc:
                     count_provider_error("asr", exc)
                     raise
+            metrics.mark("asr_final")
+            if self.speaker is not None:
+                state = self.session_state
+                match = state.speaker = await self.speaker.settle(identification, state.speaker)
+                metrics.mark("speaker_id")
+                if match is not None:
+                    self.logger.info("speaker: {} (similarity {:.2f})", match.person or "unknown voice", match.score)
             # Before anything of this turn is yielded: is an earlier turn's reply still running?
             busy = self._busy(chunk.turn_id)
-            metrics.mark("asr_final")
             seconds = len(pcm) / (2 * rate)
             if draft is not None:
                 self.logger.info("heard {:.1f} s, as transcribed at the pause {:.0f} ms earlier: {!r}", seconds,
@@ -159,15 +181,17 @@ class ASRStation(Station):
         metrics = self.session_state.metrics(chunk.turn_id)
         metrics.remark("speech_pause", chunk.created_at)  # the latest pause: the one the turn may end at
         started = time.monotonic()
+        pcm = b"".join(self._pcm)
+        identification = self._identify(pcm, self._rate)
         try:
-            text = (await self.provider.transcribe(b"".join(self._pcm), self._rate, language=self.language)).strip()
+            text = (await self.provider.transcribe(pcm, self._rate, language=self.language)).strip()
         except Exception as exc:  # the turn's end transcribes again (and apologises if that fails)
             if isinstance(exc, ASRError):
                 count_provider_error("asr", exc)
             self.logger.warning("transcribing at the pause failed: {}: {}", type(exc).__name__, exc)
             self._failed_since, self._failure = started, f"{type(exc).__name__}: {exc}"
             return
-        self._draft = _Draft(text, time.monotonic() - started)
+        self._draft = _Draft(text, time.monotonic() - started, identification)
         if not text:
             return
         metrics.remark("asr_draft")
@@ -205,6 +229,9 @@ class ASRStation(Station):
                 return (await self.provider.transcribe(pcm, rate, language=self.language)).strip()
         except TimeoutError:
             raise ASRError(given_up) from None
+
+    def _identify(self, pcm: bytes, rate: int) -> PendingIdentification | None:
+        return self.speaker.begin(pcm, rate) if self.speaker is not None else None
 
     def _busy(self, turn_id: int) -> bool:
         return self._pipeline is not None and not self._pipeline.quiet_after(self, output=False, before_turn=turn_id)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -251,3 +252,36 @@ async def test_the_console_executes_a_device_tool_and_types_into_an_mqtt_session
             assert response.status == 200, await response.text()  # typed in, as the device's `listen detect`
         await device.wait_for("tts", state="stop", after=mark, timeout=15)
         assert device.sentences[-1] == "Enjoy your dinner." and device.faults == []
+
+
+async def test_a_reminder_and_an_operator_message_reach_an_idle_mqtt_device_as_alert_then_notify(
+        server: VixioServer) -> None:
+    """The reminder chain's idle branch over the real broker: the device, idle on MQTT after its
+    goodbye, gets an `alert` (what every 2.x firmware shows) and a `notify` whose file it can fetch."""
+    from vixio.state.reminders import Reminder
+
+    async with SimulatedDevice(ota_url=ota_url(server), device_id=DEVICE, mqtt=True, mcp=False) as device:
+        await device.run_ota()
+        await device.connect()
+        await until(lambda: server.transport.connections)
+        await device.close()
+        await until(lambda: not server.transport.connections)
+        mark = device.mark()
+        await server.store.put_reminder(Reminder.once(DEVICE, "take the bread out", time.time() + 0.3, zone="UTC"),
+                                        per_device=20)
+        server.reminders.changed()
+        alert = await device.wait_for("alert", after=mark, timeout=20)
+        notify = await device.wait_for("notify", after=mark, timeout=20)
+        assert alert["status"] == "Reminder" and "take the bread out" in alert["message"]
+        assert [s["start_ms"] for s in notify["subtitles"]][0] == 0
+        async with aiohttp.ClientSession() as http, http.get(notify["audio_url"]) as response:
+            assert response.status == 200 and (await response.read())[:4] == b"OggS"
+        assert await server.store.take_fired(DEVICE) == []  # delivered, not kept for the next session
+        # An operator's message to the idle device takes the same way.
+        mark = device.mark()
+        async with aiohttp.ClientSession() as http, http.post(
+                f"http://127.0.0.1:{server.ota.port}/api/say", json={"device": DEVICE, "text": "dinner is ready"}) as r:
+            assert r.status == 200, await r.text()
+        alert = await device.wait_for("alert", after=mark, timeout=20)
+        assert "dinner is ready" in alert["message"]
+        await device.wait_for("notify", after=mark, timeout=20)
