@@ -17,11 +17,11 @@ import pytest
 
 from tests.state.test_alice_workers import requests
 from tests.state.test_forget import exchange
-from tests.state.test_long_term import FACTS, system
+from tests.state.test_long_term import system
 from tests.state.test_resume import ALICE, conversation
 from vixio.fleet.directory import REPLACED
 from vixio.serve.supervisor import reuse_port_supported
-from vixio.memory.long_term import MEMORY_NOTE
+from vixio.state.fact_merge import spoken
 from vixio.testing.device import SimulatedDevice
 from vixio.testing.llm_server import Reply, ScriptedLLMServer
 from vixio.testing.serve import ServeProcess, start_serve
@@ -46,24 +46,27 @@ async def talk(serve: ServeProcess, client_id: str, text: str) -> None:
 
 async def test_a_claimant_on_any_worker_gets_nothing_and_an_approved_rebind_gets_everything(
         tmp_path: Path, llm: ScriptedLLMServer) -> None:
-    serve = await start_serve(tmp_path, llm, "--workers", "2", extra="memory: {long_term: model}\n")
+    serve = await start_serve(tmp_path, llm, "--workers", "2")  # facts: the default
     try:
         await serve.wait_ready()
-        llm.expect(Reply.text("Nice to meet you, Alice."), Reply.text(FACTS))
+        llm.expect(Reply.text("Nice to meet you, Alice."))
         await talk(serve, V_CLIENT, ALICE)
-        await requests(llm, 2, "the victim's memory update")
+        await requests(llm, 1, "the victim's turn")
 
-        llm.expect(Reply.text("Nothing yet."), Reply.text("The user asked what I remember."))
-        await talk(serve, NEW_BOARD, "what do you remember about me")
-        await requests(llm, 4, "the claimant's memory update")
-        assert "Alice" not in json.dumps(llm.messages(2)) and "Alice" not in json.dumps(llm.messages(3))
-        assert conversation(llm.messages(2)) == [("user", "what do you remember about me")]
+        async with SimulatedDevice(ota_url=serve.ota_url, device_id=VICTIM, client_id=NEW_BOARD, mcp=False) as device:
+            await device.connect()
+            assert await exchange(device, "what do you remember about me") == spoken([], "en")  # nothing of hers
+        llm.expect(Reply.text("I do not know."))
+        await talk(serve, NEW_BOARD, "what is my name")
+        await requests(llm, 2, "the claimant's question")
+        assert "Alice" not in json.dumps(llm.messages(1))
+        assert conversation(llm.messages(1)) == [("user", "what is my name")]
 
-        llm.expect(Reply.text("Your name is Alice."), Reply.text(FACTS))
+        llm.expect(Reply.text("Your name is Alice."))
         await talk(serve, V_CLIENT, "what is my name")
-        await requests(llm, 6, "the victim's second memory update")
-        assert MEMORY_NOTE.format(memory=FACTS) in system(llm.messages(4))
-        assert ("user", ALICE) in conversation(llm.messages(4))
+        await requests(llm, 3, "the victim's question")
+        assert "- Name: Alice (" in system(llm.messages(2))
+        assert ("user", ALICE) in conversation(llm.messages(2))
 
         listed = await identity_cli(serve, "list", "--json")
         assert listed.returncode == 0, listed.stderr
@@ -75,10 +78,10 @@ async def test_a_claimant_on_any_worker_gets_nothing_and_an_approved_rebind_gets
         assert approved.returncode == 0 and f"{VICTIM} is pinned to Client-Id {NEW_BOARD}" in approved.stdout
         assert "none" in (await identity_cli(serve, "list")).stdout
 
-        llm.expect(Reply.text("Your name is Alice."), Reply.text(FACTS))
+        llm.expect(Reply.text("Your name is Alice."))
         await talk(serve, NEW_BOARD, "what is my name")  # the re-flashed board is the device now
-        await requests(llm, 8, "the re-bound board's memory update")
-        assert MEMORY_NOTE.format(memory=FACTS) in system(llm.messages(6))
+        await requests(llm, 4, "the re-bound board's question")
+        assert "- Name: Alice (" in system(llm.messages(3))
 
         # Live on some worker, the device is not closed by claimants landing on either worker; its own
         # reconnection (its Client-Id) still replaces its older session, wherever that is.

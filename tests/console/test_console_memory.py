@@ -58,7 +58,7 @@ async def test_memory_and_history_seen_edited_and_followed_by_the_live_session(l
     rows = {row["device_id"]: row for row in listed["devices"]}
     assert rows[AWAY]["turns"] == 1 and rows[AWAY]["memory_chars"] == len("The user likes trains.")
     assert rows[AWAY]["live"] == [] and rows[device]["live"] == [live.session_id] and rows[device]["turns"] == 2
-    assert listed["max_chars"] == 600 and listed["long_term"] == "verbatim" and listed["more"] is False
+    assert listed["max_chars"] == 600 and listed["long_term"] == "facts" and listed["more"] is False
     status, page = await live.get("/api/devices", params={"limit": "1", "offset": "1"})
     assert status == 200 and len(page["devices"]) == 1 and page["devices"][0]["device_id"] == listed["devices"][1][
         "device_id"] and page["more"] is False

@@ -53,8 +53,9 @@ from vixio.app.mqtt import PATH as MQTT_PUSH_PATH
 from vixio.app.mqtt import MqttService
 from vixio.state import open_store
 from vixio.state.limits import StoreRate
-from vixio.memory.long_term import long_term_updater
-from vixio.memory.conversation import ConversationMemory, prune_history_forever
+from vixio.memory.long_term import fact_model, long_term_updater
+from vixio.memory.conversation import ConversationMemory
+from vixio.state.prune import prune_history_forever
 from vixio.transports.xiaozhi.companions.stored import StorePairings
 from vixio.profiles import ProfileBook
 from vixio.profiles.book import DEFAULT
@@ -205,7 +206,8 @@ class VixioServer:
         with its `memory.enabled: false`."""
         if profile not in self._memories:
             config = self.book.effective(profile)
-            self._memories[profile] = (ConversationMemory(self.store, config.memory, long_term_updater(config))
+            self._memories[profile] = (ConversationMemory(self.store, config.memory, long_term_updater(config),
+                                                          fact_model(config))
                                        if config.memory.enabled else None)
         return self._memories[profile]
 

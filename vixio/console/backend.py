@@ -299,6 +299,10 @@ class LocalBackend:
                 followed += await memory.changed(str(device_id), str(what), str(conversation), int(seq))
             except ValueError as exc:
                 raise ConsoleError(str(exc)) from None
+        if what in ("forget", "history"):  # the Sessions pane shows the live words: they go too
+            for connection in list(self.server.transport.connections.values()):
+                if connection.device_id == device_id and connection.session is not None:
+                    connection.session.state.history.clear()
         return followed
 
 

@@ -6,6 +6,10 @@
     POST /api/devices/{device}/turns/delete        {"conversation": ..., "seq": n} deletes one turn
     POST /api/devices/{device}/history/clear       deletes every turn
     POST /api/devices/{device}/forget              all of it, as `vixio memory clear` (docs/privacy.md)
+    POST /api/devices/{device}/facts/{delete,edit,add}   one fact (vixio/console/memory_facts.py)
+
+`GET /api/devices` lists the connected devices too, with nothing stored yet (zeros), so an
+operator finds a device that just connected. Its detail lists the facts, identity first.
 
 It reads and writes the state store itself, so devices that are not connected are there too and
 every worker sees the change (the store is shared). Then the device's live sessions, on whichever
@@ -24,9 +28,11 @@ from loguru import logger
 
 from vixio.config.memory import MemoryConfig
 from vixio.console.backend import ConsoleBackend, ConsoleError
+from vixio.console.memory_facts import FactRoutes, fact_json
 from vixio.console.replies import checked_device_id as _checked_device_id
 from vixio.console.replies import json_body as _body
 from vixio.console.replies import json_reply as _json
+from vixio.state.fact_merge import rank
 from vixio.state.store import Store, StoredTurn, StoreError
 
 DEVICE_PAGE, MAX_DEVICE_PAGE = 50, 200
@@ -51,6 +57,7 @@ class MemoryApi:
             ("POST", "/api/devices/{device_id}/turns/delete", self._delete_turn),
             ("POST", "/api/devices/{device_id}/history/clear", self._clear_history),
             ("POST", "/api/devices/{device_id}/forget", self._forget),
+            *FactRoutes(self.store, self._changed, self._write, _device_id).routes(),
         ):
             add_route(method, path, protect(handler))
 
@@ -61,9 +68,14 @@ class MemoryApi:
         offset = _count(request, "offset", 0, 10**9)
         records = await self._read(self.store.devices(limit + 1, offset))
         live = await self._live()
-        return _json({"devices": [{"device_id": r.device_id, "turns": r.turns, "last_turn": r.last_turn,
-                                   "memory_chars": r.memory_chars, "updated": r.updated,
-                                   "live": live.get(r.device_id, [])} for r in records[:limit]],
+        rows = [{"device_id": r.device_id, "turns": r.turns, "last_turn": r.last_turn, "memory_chars": r.memory_chars,
+                 "facts": r.facts, "updated": r.updated, "live": live.get(r.device_id, [])} for r in records[:limit]]
+        if offset == 0:  # connected, nothing stored yet: listed first, so the operator finds them
+            known = {r.device_id for r in records}
+            rows[:0] = [{"device_id": device, "turns": 0, "last_turn": None, "memory_chars": 0, "facts": 0,
+                         "updated": None, "live": sessions} for device, sessions in sorted(live.items())
+                        if device not in known]
+        return _json({"devices": rows,
                       "limit": limit, "offset": offset, "more": len(records) > limit,
                       "live": [{"device_id": device, "sessions": sessions} for device, sessions in sorted(live.items())],
                       **self._settings()})
@@ -73,9 +85,11 @@ class MemoryApi:
         limit = _count(request, "turns", TURN_PAGE, MAX_TURN_PAGE)
         memory = await self._read(self.store.memory(device_id))
         turns = await self._read(self.store.recent_turns(device_id, limit))
+        facts = await self._read(self.store.facts(device_id))
         live = await self._live()
         return _json({"device_id": device_id, "memory": None if memory is None else {"text": memory.text,
                                                                                         "at": memory.at},
+                      "facts": [fact_json(fact) for fact in rank(facts)],
                       "turns": [_turn(t) for t in turns], "turn_limit": limit, "live": live.get(device_id, []),
                       **self._settings()})
 

@@ -60,7 +60,7 @@ from vixio.app.reminders import PATH as REMINDERS_PATH
 from vixio.app.startup import log_http_urls, warn_about_open_tokens
 from vixio.profiles import ProfileBook
 from vixio.state import StoreError, open_store
-from vixio.memory.conversation import prune_history_forever
+from vixio.state.prune import prune_history_forever
 from vixio.transports.xiaozhi.companions.stored import StorePairings
 from vixio.state.redis_link import unprotected
 from vixio.transports.xiaozhi.http.limits import install_accept_error_throttle

@@ -4,8 +4,12 @@
 
 `store.py` is the interface and its records, `sqlite.py` the default backend (`sqlite_thread.py`
 the thread that owns its connection, `sqlite_schema.py` its migrations), `redis.py` the fleet's
-(`redis_scripts.py` its atomic calls), `memory.py` what a session remembers and restores through
-it, `pairings.py` companion approvals for the transport, `cli.py` `vixio memory`.
+(`redis_scripts.py` its atomic calls), `cli.py` `vixio memory`. Facts (docs/memory.md):
+`facts.py` the record and its store methods (`sqlite_facts.py`, `redis_facts.py`), `fact_rules.py`
+what the rules extract, `fact_model.py` a model's checked JSON, `fact_merge.py` merging and the
+instructions' note, `fact_learner.py` one conversation's learning, `fact_forget.py` forgetting one
+fact, `spoken.py` which utterances ask about memory, `prune.py` the hourly prune. What a session
+remembers and restores is vixio/memory/.
 """
 
 from __future__ import annotations

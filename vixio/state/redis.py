@@ -9,7 +9,7 @@ are JSON arrays, times unix seconds):
     P schema                     "1": the layout version (a newer one is refused)
     P admissions                 hash  device -> [via, at]
     P profiles                   hash  device -> [profile, at]
-    P memories                   hash  device -> [text, at]
+    P memories, P facts:DEVICE   hash  device -> [text, at]; [person, key] -> [kind, value, at, source] (redis_facts.py)
     P pairings                   hash  [device, companion, client_id] -> at
     P turns:DEVICE               zset  "SEQ|CONVERSATION" scored by the turn's start time
     P turn-text:DEVICE           hash  "SEQ|CONVERSATION" -> [conversation, seq, user, assistant, interrupted, at]
@@ -31,16 +31,15 @@ are JSON arrays, times unix seconds):
 Bounds: a device keeps its newest `state.max_turns` turns; its two turn keys expire
 `memory.history_days` after its newest turn (the hourly prune also drops older turns of devices
 still talking). A turn's texts are bounded by the recorder (vixio/memory/conversation.py), the long-term
-memory by `memory.max_chars`. A device's held results expire with the latest of them (at most
+memory by `memory.max_chars`, facts by `MAX_FACTS_PER_DEVICE` (what RDB/AOF keep: docs/privacy.md#redis). A device's held results expire with the latest of them (at most
 `keep`). `devices` drops a device whose turns expired and memory is gone when it meets it.
 Sessions are listed while their worker's heartbeat is current (`Store.heartbeat`); a worker
 silent for a day has its entries deleted when sessions are next listed.
 
-Every call is one command, or one Lua script from redis_scripts.py where it must be atomic; calls
-made at the same moment share one round trip (redis_link.py: pipelines, and what an outage does).
-A turn is one call; a session start's two reads (turns, long-term memory) share one round trip. Nothing is cached
-here: every instance reads what another just wrote. Standalone Redis/Valkey (or a primary), not
-Redis Cluster: the session scripts reach keys they find on the way.
+Every call is one command, or one Lua script from redis_scripts.py where it must be atomic; calls made at the
+same moment share one round trip (redis_link.py: pipelines, and what an outage does). A turn is one call; a
+session start's reads share one round trip. Nothing is cached here: every instance reads what another just
+wrote. Standalone Redis/Valkey (or a primary), not Redis Cluster: the session scripts reach keys they find.
 """
 
 from __future__ import annotations
@@ -53,6 +52,7 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from vixio.state import redis_scripts as scripts
+from vixio.state.redis_facts import RedisFacts
 from vixio.state.redis_link import Op, RedisLink, unusable
 from vixio.state.redis_reminders import RedisReminders
 from vixio.state.redis_voiceprints import RedisVoiceprints
@@ -68,8 +68,8 @@ from vixio.state.store import (
     PairingApproval,
     RebindRequest,
     Store,
-    StoreError,
     StoredTurn,
+    StoreError,
 )
 
 LAYOUT_VERSION = 1
@@ -91,7 +91,7 @@ def redacted(url: str) -> str:
     return urlunsplit((parts.scheme, f"{user}:***@{host}", parts.path, parts.query, parts.fragment))
 
 
-class RedisStore(RedisReminders, RedisVoiceprints, Store):
+class RedisStore(RedisFacts, RedisReminders, RedisVoiceprints, Store):
     """`Store` on a Redis server (see the module docstring for keys, bounds and failures)."""
 
     def __init__(self, url: str, *, password: str | None = None, prefix: str = "vixio:", timeout: float = 1.0,
@@ -237,11 +237,11 @@ class RedisStore(RedisReminders, RedisVoiceprints, Store):
         flat = await self._call(self._script("DEVICES", [self.prefix + "devices", self.prefix + "memories"],
                                              [self.prefix, max(0, offset), limit]), write=True)
         records = []
-        for i in range(0, len(flat), 5):
-            device, turns, newest, memory, updated = flat[i:i + 5]
+        for i in range(0, len(flat), 6):
+            device, turns, newest, memory, updated, facts = flat[i:i + 6]
             text = json.loads(memory)[0] if memory else ""
             records.append(DeviceRecord(device, int(turns), float(newest) if newest else None, len(text),
-                                        float(updated)))
+                                        float(updated), int(facts)))
         return records
 
     # --- long-term memory ---------------------------------------------------------------------

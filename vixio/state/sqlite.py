@@ -1,6 +1,6 @@
 """The SQLite store: one file (`state.path`) shared by every worker process.
 
-The queries of `Store`; vixio/state/sqlite_thread.py runs them on the one thread per process that
+The queries of `Store` (its facts: vixio/state/sqlite_facts.py); vixio/state/sqlite_thread.py runs them on the one thread per process that
 owns the connection (batched transactions, WAL, how failures are reported).
 """
 
@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from vixio.state.sqlite_facts import SqliteFacts
 from vixio.state.sqlite_reminders import SqliteReminders
 from vixio.state.sqlite_thread import SqliteThread, Work
 from vixio.state.sqlite_voiceprints import SqliteVoiceprints
@@ -31,7 +32,7 @@ from vixio.state.store import (
 )
 
 
-class SqliteStore(SqliteReminders, SqliteVoiceprints, Store):
+class SqliteStore(SqliteFacts, SqliteReminders, SqliteVoiceprints, Store):
     """`Store` on an SQLite file (see vixio/state/sqlite_thread.py for threads, batches and failures)."""
 
     def __init__(self, path: str | Path, *, lock_timeout: float = 5.0, max_bytes: int | None = None) -> None:
@@ -50,8 +51,13 @@ class SqliteStore(SqliteReminders, SqliteVoiceprints, Store):
         """The most CPU seconds the store thread spent on one batch of queued calls."""
         return self._thread.busiest_batch_cpu
 
-    async def _call(self, work: Work, *, write: bool) -> Any:
-        return await self._thread.call(work, write=write)
+    @property
+    def checkpoints(self) -> list[float]:
+        """Seconds each erase's WAL checkpoint took (the latest 100)."""
+        return self._thread.checkpoints
+
+    async def _call(self, work: Work, *, write: bool, erase: bool = False) -> Any:
+        return await self._thread.call(work, write=write, erase=erase)
 
     # --- who is let in ------------------------------------------------------------------------
 
@@ -111,26 +117,28 @@ class SqliteStore(SqliteReminders, SqliteVoiceprints, Store):
 
     async def clear_history(self, device_id: str) -> int:
         return int(await self._call(lambda c: c.execute(
-            "DELETE FROM turns WHERE device_id = ?", (device_id,)).rowcount, write=True))
+            "DELETE FROM turns WHERE device_id = ?", (device_id,)).rowcount, write=True, erase=True))
 
     async def delete_turn(self, device_id: str, conversation: str, seq: int) -> bool:
         return bool(await self._call(lambda c: c.execute(
             "DELETE FROM turns WHERE device_id = ? AND conversation = ? AND seq = ?",
-            (device_id, conversation, seq)).rowcount, write=True))
+            (device_id, conversation, seq)).rowcount, write=True, erase=True))
 
     async def prune_history(self, before: float) -> int:
         return int(await self._call(lambda c: c.execute(
-            "DELETE FROM turns WHERE at < ?", (before,)).rowcount, write=True))
+            "DELETE FROM turns WHERE at < ?", (before,)).rowcount, write=True, erase=True))
 
     async def devices(self, limit: int, offset: int = 0) -> list[DeviceRecord]:
         rows = await self._call(lambda c: c.execute(
-            "SELECT device_id, SUM(turns), MAX(last_turn), SUM(memory_chars), MAX(updated) FROM ("
-            " SELECT device_id, COUNT(*) AS turns, MAX(at) AS last_turn, 0 AS memory_chars, MAX(at) AS updated"
+            "SELECT device_id, SUM(turns), MAX(last_turn), SUM(memory_chars), MAX(updated), SUM(facts) FROM ("
+            " SELECT device_id, COUNT(*) AS turns, MAX(at) AS last_turn, 0 AS memory_chars, MAX(at) AS updated,"
+            " 0 AS facts"
             " FROM turns GROUP BY device_id"
-            " UNION ALL SELECT device_id, 0, NULL, LENGTH(text), at FROM memories"
+            " UNION ALL SELECT device_id, 0, NULL, LENGTH(text), at, 0 FROM memories"
+            " UNION ALL SELECT device_id, 0, NULL, 0, MAX(updated), COUNT(*) FROM facts GROUP BY device_id"
             ") GROUP BY device_id ORDER BY MAX(updated) DESC, device_id LIMIT ? OFFSET ?",
             (max(0, limit), max(0, offset))).fetchall(), write=False)
-        return [DeviceRecord(row[0], int(row[1]), row[2], int(row[3]), row[4]) for row in rows]
+        return [DeviceRecord(row[0], int(row[1]), row[2], int(row[3]), row[4], int(row[5])) for row in rows]
 
     # --- long-term memory ---------------------------------------------------------------------
 
@@ -142,7 +150,8 @@ class SqliteStore(SqliteReminders, SqliteVoiceprints, Store):
     async def set_memory(self, device_id: str, text: str) -> None:
         at = time.time()
         if not text:
-            await self._call(lambda c: c.execute("DELETE FROM memories WHERE device_id = ?", (device_id,)), write=True)
+            await self._call(lambda c: c.execute("DELETE FROM memories WHERE device_id = ?", (device_id,)), write=True,
+                             erase=True)
             return
         await self._call(lambda c: c.execute(
             "INSERT INTO memories (device_id, text, at) VALUES (?, ?, ?) "

@@ -6,6 +6,16 @@ once cost about one commit, not 100). WAL mode lets the other workers read while
 `synchronous=NORMAL` keeps commits off fsync (a power cut may lose the last moments, never the
 file).
 
+Erasing really erases: `secure_delete` makes SQLite overwrite deleted rows with zeros in the
+pages it writes, and a batch holding an erase (`call(..., erase=True)`) is followed by
+`wal_checkpoint(TRUNCATE)`, so the pages that still held the words (the earlier versions in the
+WAL) are copied over and the WAL is emptied: afterwards the words are in neither `state.db` nor
+its `-wal` (the `-shm` index holds page numbers, never rows). Without it "Alice" stayed in the
+WAL for ~195 turns, and in `state.db` after pruning on a build that does not zero freed pages.
+A checkpoint costs a few ms (bench/bench_memory_quality.py measures it); another process
+reading at that moment makes it wait (its busy handler, `lock_timeout`); one that could not
+finish is logged and retried after the next erase.
+
 When a batch fails, each of its jobs is run again alone, so one bad write takes no other with
 it. A write that still fails (disk full, `state.max_mb` reached) raises `StoreWriteError`; the
 first of an episode logs one ERROR naming the file and what to do, the next ones log nothing
@@ -43,6 +53,7 @@ class _Job:
     work: Work
     write: bool
     future: asyncio.Future[Any]
+    erase: bool = False
 
 
 class SqliteThread:
@@ -57,6 +68,8 @@ class SqliteThread:
         self._thread: threading.Thread | None = None
         self._failing = False
         """A write failed and no write has worked since (the ERROR is logged once per episode)."""
+        self.checkpoints: list[float] = []
+        """Seconds each erase's checkpoint took (the latest 100), for benchmarks."""
         self.busiest_batch_cpu = 0.0
         """The most CPU seconds the thread spent on one batch (bounds how long it could hold the
         GIL from the event loop; the SQL itself runs without it)."""
@@ -85,12 +98,13 @@ class SqliteThread:
             self._jobs.put(None)  # after every job already queued
             await asyncio.to_thread(thread.join)
 
-    async def call(self, work: Work, *, write: bool) -> Any:
-        """Run `work(connection)` on the thread (in a transaction when `write`); its result."""
+    async def call(self, work: Work, *, write: bool, erase: bool = False) -> Any:
+        """Run `work(connection)` on the thread (in a transaction when `write`); its result. With
+        `erase` the WAL is checkpointed and truncated once it committed (see the module docstring)."""
         if self._thread is None:
             raise StoreError(f"state store {self.location} is not open")
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self._jobs.put(_Job(work, write, future))
+        self._jobs.put(_Job(work, write, future, erase))
         return await future
 
     def _connect(self) -> sqlite3.Connection:
@@ -105,6 +119,7 @@ class SqliteThread:
                 raise StoreError(f"state.path {self.path}: SQLite cannot use WAL mode there (journal mode {mode}); "
                                  "put state.path on a local disk")
             connection.execute("PRAGMA synchronous = NORMAL")
+            connection.execute("PRAGMA secure_delete = ON")  # deleted rows are zeroed, not left in free space
             if self._max_bytes is not None:
                 page = int(connection.execute("PRAGMA page_size").fetchone()[0])
                 connection.execute(f"PRAGMA max_page_count = {max(16, self._max_bytes // page)}")
@@ -200,7 +215,24 @@ class SqliteThread:
         if writes and self._failing:
             self._failing = False
             logger.info("state store {}: writes work again", self.location)
+        if any(job.erase for job in batch):
+            self._checkpoint(connection)
         return [(job.future, result, None) for job, result in zip(batch, results, strict=True)]
+
+    def _checkpoint(self, connection: sqlite3.Connection) -> None:
+        """Copy the WAL into the file and truncate it: the erased words leave the WAL now."""
+        started = time.perf_counter()
+        try:
+            busy = connection.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
+        except sqlite3.Error as exc:
+            logger.warning("state store {}: the WAL was not emptied after an erase ({}); erased words stay in "
+                           "{}-wal until the next erase or checkpoint", self.location, exc, self.path.name)
+            return
+        self.checkpoints = [*self.checkpoints[-99:], time.perf_counter() - started]
+        if busy:
+            logger.warning("state store {}: another process kept reading through the checkpoint after an erase "
+                           "(for more than state.lock_timeout); erased words stay in {}-wal until the next erase",
+                           self.location, self.path.name)
 
     def _failure(self, job: _Job, exc: Exception) -> BaseException:
         if not isinstance(exc, sqlite3.Error):

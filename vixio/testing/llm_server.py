@@ -17,6 +17,10 @@ Fault modes act out what real servers do wrong: `Reply.faulty("reset", text, aft
 five deltas and then drops the connection; "stall" stops sending, "malformed" sends broken SSE;
 `Reply.empty()` answers nothing; `Reply.hang()` never answers.
 
+`server.rule = lambda body: Reply.text(...) or None` answers by a fixed rule instead (consulted
+before the queue; None falls through to it): a long session whose every request cannot be
+scripted in order, e.g. a model that also extracts memory facts (tests/state/test_long_session.py).
+
 Fails loudly: a request with no scripted reply left, a reply whose `check` rejects the
 request, or an unknown route gets HTTP 500/404 with the reason in the body *and* lands in
 `.errors`, which `assert_all_consumed()` raises on.
@@ -159,6 +163,8 @@ class ScriptedLLMServer(LoopbackServer):
         """Streams the client closed before the last chunk (e.g. a cancelled run)."""
         self.faults_served = 0
         """Scripted faults (`Reply.faulty`) that were acted out."""
+        self.rule: Callable[[dict[str, Any]], Reply | None] | None = None
+        """Answers a request (its body) by a fixed rule, before the queue; None falls through to it."""
 
     # --- lifecycle ----------------------------------------------------------------------------
 
@@ -221,6 +227,9 @@ class ScriptedLLMServer(LoopbackServer):
             return self._reject(400, f"request body is not JSON: {exc}")
         self.requests.append(body)
         number = len(self.requests)
+        ruled = self.rule(body) if self.rule is not None else None
+        if ruled is not None:
+            self._replies.appendleft(ruled)
         if not self._replies:
             last = body.get("messages", [{}])[-1] if body.get("messages") else {}
             reason = f"unexpected request #{number}: no scripted reply left (last message: {last})"

@@ -286,6 +286,7 @@ class VoiceStack:
                 forget = ForgetRequest(conversation, language=config.language, confirms=policy.confirms)
                 def forgotten() -> None:
                     station.provider.clear_history()  # the provider of now (a profile switch replaces it)
+                    station.session_state.history.clear()  # the console's Sessions pane shows these words
                     if on_forgotten is not None:
                         on_forgotten()
 

@@ -11,7 +11,7 @@ from loguru import logger
 from vixio.core.tools.context import AsyncTaskRecord, ToolCallContext
 from vixio.core.tools.executor import ToolExecutor
 from vixio.core.tools.local import func_to_tool_definition
-from vixio.core.tools.tasks import AsyncTaskQueue, SessionTaskRunner, task_status_tool
+from vixio.core.tools.tasks import STOPPED_BY_RESTART, AsyncTaskQueue, SessionTaskRunner, task_status_tool
 from vixio.core.tools.toolset import ToolSet
 from vixio.core.tools.types import ToolCallRequest, ToolDefinition
 
@@ -367,12 +367,25 @@ async def test_queue_shutdown_cancels_every_session_and_refuses_new_tasks(no_lea
 
     await queue.shutdown()
 
-    assert [runner.tasks()[0].status for runner in runners] == ["cancelled", "cancelled"]
+    # Running or waiting, each is reported as stopped by the restart, not dropped in silence.
+    assert [runner.tasks()[0].status for runner in runners] == ["failed", "failed"]
+    assert all("server restarted" in (runner.tasks()[0].error or "") for runner in runners)
     assert len(queue) == 0 and queue.closed
     refused = runners[0].submit(Gate().tool, request("again"))
     assert refused.status == "failed"
     with pytest.raises(RuntimeError, match="shut down"):
         queue.submit(AsyncTaskRecord("t", "c", "x"), Gate().tool)
+
+
+async def test_a_task_running_at_a_restart_reaches_the_reporter_of_its_released_session(no_leaked_tasks) -> None:
+    queue, gate, reports = AsyncTaskQueue(), Gate(), Reports()
+    runner = SessionTaskRunner(queue, ToolCallContext(), session_id="s1")
+    runner.submit(gate.tool, request())
+    await asyncio.wait_for(gate.started.wait(), WAIT)
+    await runner.release(reports)  # the session ended; its device may come back
+    await queue.shutdown()  # the server stops before the tool answered
+    assert gate.cancelled and reports.statuses == ["failed"]
+    assert reports.records[0].error == STOPPED_BY_RESTART.format(tool="slow_search")
 
 
 async def test_task_cancelled_before_its_first_step_is_cancelled(no_leaked_tasks) -> None:

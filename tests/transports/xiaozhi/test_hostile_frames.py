@@ -13,6 +13,7 @@ import pytest
 import websockets
 
 from vixio.testing.device import SimulatedDevice
+from vixio.transports.xiaozhi.protocol.messages import TEXT_TOO_LONG
 from vixio.transports.xiaozhi.session.auth import issue_token
 
 from .conftest import ws_url
@@ -116,7 +117,11 @@ async def test_messages_before_the_hello_are_logged_a_few_times_only(make_server
 async def test_an_oversize_typed_utterance_is_dropped_not_sent_to_the_model(make_server) -> None:
     server = await make_server(reply_seconds=0.2)
     async with captured_logs("INFO") as logs, Bystander(server) as bystander:
+        mark = bystander.device.mark()
         await bystander.device.send_json({"type": "listen", "state": "detect", "text": "x" * 100_000})
+        told = await bystander.device.wait_for("tts", state="sentence_start", after=mark, timeout=10)
+        assert told["text"] == TEXT_TOO_LONG["en"]  # the user is told, not left waiting
+        await bystander.device.wait_for("tts", state="stop", after=mark, timeout=10)
         assert await bystander.turn("short one") < TURN_BOUND
     station = server.stations[-1]  # type: ignore[attr-defined]
     assert station.heard == ["short one"]

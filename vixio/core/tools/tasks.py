@@ -8,8 +8,10 @@ session's `ToolCallContext` and hands each finished record (completed or failed)
 `on_complete`, where the app layer reports it to the conversation against the original call id.
 When the session ends, `cancel_all` cancels its tasks; or, when its device may come back (the
 app layer decides), `release` lets them finish (each still bounded by its timeout) and hands each
-result to another reporter, which gives it to the device's next session. The model may also ask
-with `get_task_status`.
+result to another reporter, which gives it to the device's next session. A task still running
+when the server stops is reported as failed ("stopped because the server restarted"), so a user
+told it was pending hears that it stopped at their next session instead of nothing. The model
+may also ask with `get_task_status`.
 
     queue = AsyncTaskQueue(max_concurrent=4)                     # once, at server start
     runner = SessionTaskRunner(queue, context, session_id=sid, on_complete=report)
@@ -23,6 +25,7 @@ with `get_task_status`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import time
 from collections.abc import Awaitable, Callable
@@ -41,6 +44,11 @@ DEFAULT_MAX_CONCURRENT = 4
 DEFAULT_TASK_TIMEOUT = 300.0
 """Seconds one background run may take (waiting for a slot not counted) before it fails."""
 TASK_STATUS_TOOL = "get_task_status"
+STOPPED_BY_RESTART = ("{tool} was stopped before it finished because the server restarted; it did not complete. "
+                      "Ask for it again if it is still wanted.")
+"""The error a task still running when the server stops is reported with (`AsyncTaskQueue.shutdown`)."""
+REPORT_AT_SHUTDOWN = 5.0
+"""Seconds each such report may take (it is held in the state store for an away device)."""
 
 TaskCallback = Callable[[AsyncTaskRecord], Awaitable[None]]
 """Gets a finished task's record (completed or failed)."""
@@ -104,7 +112,9 @@ class AsyncTaskQueue:
         return entry is not None and entry[1].cancel()
 
     async def shutdown(self) -> None:
-        """Refuse new tasks and cancel every task of every session."""
+        """Refuse new tasks and cancel every task of every session; each that was running or
+        waiting is reported to its `on_done` as failed with `STOPPED_BY_RESTART` (bounded), so
+        the user who was told it is pending hears that it stopped."""
         self._closed = True
         tasks = [task for _, task in self._entries.values()]
         for task in tasks:
@@ -124,6 +134,16 @@ class AsyncTaskQueue:
                          record.call_id, waited)
                 status, text = await _invoke(tool, record.arguments, timeout, log)
         except asyncio.CancelledError:
+            if self._closed and on_done is not None and not record.finished:
+                # The server stops (a restart): the user was told the task is under way, so its
+                # reporter says it stopped (held for the device's next session when it is away)
+                # rather than it vanishing.
+                record.finish("failed", error=STOPPED_BY_RESTART.format(tool=record.tool_name))
+                log.info("task {} stopped by the server stopping: {} (call {}); reported", record.task_id,
+                         record.tool_name, record.call_id)
+                with contextlib.suppress(Exception, asyncio.TimeoutError):
+                    await asyncio.wait_for(on_done(record), REPORT_AT_SHUTDOWN)
+                raise
             if not record.finished:
                 record.finish("cancelled")
             log.info("task {} cancelled: {} (call {})", record.task_id, record.tool_name, record.call_id)

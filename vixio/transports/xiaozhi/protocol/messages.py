@@ -34,6 +34,9 @@ ENVELOPE = "envelope"
 LISTEN_MODES = ("auto", "manual", "realtime")
 MAX_TYPED_TEXT = 2000
 """Longest `listen detect` text taken as a typed utterance (a wake word is a few characters)."""
+TEXT_TOO_LONG = {"en": "That message is too long for me: I take at most 2,000 characters. Please send a shorter one.",
+                 "zh": "这条消息太长了，我最多只能读两千个字。请发短一点的。"}
+"""Said to a device whose typed text was past `MAX_TYPED_TEXT` (a silent drop left the user waiting)."""
 
 # The firmware shows emotions from this vocabulary (FW Application::OnIncomingJson, XS displays).
 EMOTIONS = (
@@ -82,8 +85,10 @@ class XiaozhiProtocol(ProtocolBase):
         text = message.get("text")
         if message["type"] == "listen" and isinstance(text, str) and len(text) > MAX_TYPED_TEXT:
             # Typed text becomes a user turn the model reads: a megabyte "utterance" would be a
-            # megabyte prompt on every following turn.
-            raise ProtocolError(f"listen text of {len(text)} characters; at most {MAX_TYPED_TEXT} are taken")
+            # megabyte prompt on every following turn. The text goes; the connection tells the
+            # user why (TEXT_TOO_LONG), in the language the text began in.
+            zh = any("\u4e00" <= c <= "\u9fff" for c in text[:200])
+            return {"type": "listen", "state": message.get("state"), "too_long": len(text), "language": "zh" if zh else "en"}
         return message
 
     def encode(self, message: Message) -> bytes | str:

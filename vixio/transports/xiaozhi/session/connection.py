@@ -189,6 +189,14 @@ class XiaozhiConnection:
             self._log_ignored("ignored listen message with state {!r}", state if not isinstance(state, str) else state[:40])
 
     async def _on_detect(self, message: Message) -> None:
+        too_long = message.get("too_long")
+        if isinstance(too_long, int):  # protocol/messages.py kept only its length
+            self.logger.warning("listen text of {} characters; at most {} are taken: the device is told", too_long,
+                                xp.MAX_TYPED_TEXT)
+            self.touch()
+            await self._new_user_turn("typed_text")
+            await self.say(xp.TEXT_TOO_LONG.get(str(message.get("language")), xp.TEXT_TOO_LONG["en"]))
+            return
         text = message.get("text")
         if not isinstance(text, str) or not text.strip():
             self._log_ignored("ignored listen detect without text")
