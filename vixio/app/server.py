@@ -251,6 +251,8 @@ class VixioServer:
         live = SessionProfile(session_id, choice, stack, pipeline, tools, resolve=self.voice.for_profile,
                               memory_note=conversation.memory_text if conversation is not None else "")
         context.greeting = live.greeting
+        if conversation is not None and conversation.learner is not None and stack.speaker_encoder is not None:
+            conversation.learner.person_source = partial(getattr, pipeline.state, "person")  # Alice's facts are Alice's
         if self.config.speakers.people and conversation is not None and stack.speaker_encoder is not None:
             state, people = pipeline.state, self.config.speakers
             live.speaker_profile = lambda: people.profile_of(state.person) if state.person else None

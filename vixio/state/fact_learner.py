@@ -17,7 +17,7 @@ never learnt.) Writes are queued, one at a time, in the order they were merged. 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from loguru import logger
 
@@ -43,7 +43,11 @@ class FactLearner:
         """What the store holds of the device's facts, as this conversation last merged or read them."""
         self.model = model
         self.person = ""
-        """Whose utterances these are ("" the household); speaker identification sets it per turn."""
+        """Whose utterances these are ("" the household) when no `person_source` says it per turn."""
+        self.person_source: Callable[[], str] | None = None
+        """The recognised speaker of the current turn (the session's `SessionState.person`), when
+        speaker identification runs: what they say becomes their facts, and they are sent their own
+        facts and the household's, never another person's."""
         self._pending: list[tuple[int, str, str, float]] = []
         """(seq, person, text, at) said since the model's last batch."""
         self.conversation = ""
@@ -62,9 +66,10 @@ class FactLearner:
             return
         if conversation != self.conversation:
             self.conversation, self._pending = conversation, []
-        self._learn(extract(text), at, "rules", self.person)
+        person = self.current_person
+        self._learn(extract(text), at, "rules", person)
         if self.model is not None:
-            self._pending.append((seq, self.person, text, at))
+            self._pending.append((seq, person, text, at))
             if len(self._pending) >= MODEL_EVERY:
                 self._ask_model()
 
@@ -146,9 +151,16 @@ class FactLearner:
 
     # --- reading -----------------------------------------------------------------------------------
 
+    @property
+    def current_person(self) -> str:
+        """Who is speaking now, as the memory's owner key ("" the household, an unknown voice)."""
+        return self.person_source() if self.person_source is not None else self.person
+
     def note(self, query: str, budget: int) -> str:
-        """The facts for the instructions now (identity first, then what `query` is about)."""
-        return facts_note(self.facts, budget, query)
+        """The facts for the instructions now (identity first, then what `query` is about): the
+        speaker's own and the household's."""
+        person = self.current_person
+        return facts_note([fact for fact in self.facts if fact.person in ("", person)], budget, query)
 
     def matching(self, topic: str) -> list[Fact]:
         """The facts `topic` names ("green tea" -> likes green tea)."""
