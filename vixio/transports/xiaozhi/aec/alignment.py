@@ -82,14 +82,19 @@ class DownlinkReference:
 class UplinkClock:
     """Uplink sample index → downlink clock position, from the frames' timestamps."""
 
-    def __init__(self, history: int = 9) -> None:
+    def __init__(self, history: int = 9, new_reply: int = 3 * 960) -> None:
         self._offsets: deque[int] = deque(maxlen=history)
+        self._new_reply = new_reply
         self.offset: int | None = None
 
     def observe(self, uplink_start: int, downlink_position: int) -> None:
         """A frame starting at uplink sample `uplink_start` was stamped with the frame that
-        starts at `downlink_position`."""
-        self._offsets.append(downlink_position - uplink_start)
+        starts at `downlink_position`. An offset far from the current one is a new reply (the
+        downlink clock stood still between replies while the uplink ran on): history restarts."""
+        offset = downlink_position - uplink_start
+        if self.offset is not None and abs(offset - self.offset) > self._new_reply:
+            self._offsets.clear()
+        self._offsets.append(offset)
         self.offset = int(statistics.median(self._offsets))
 
     def reset(self) -> None:
@@ -117,9 +122,10 @@ class DelayEstimator:
         self._since = 0
 
     def due(self, samples: int) -> bool:
-        """Count `samples` more of reply audio; True when a new estimate is due."""
+        """Count `samples` more of reply audio; True when a new estimate is due (every
+        `every_s`, or every quarter of that until two estimates agreed on a first delay)."""
         self._since += samples
-        if self._since >= self.every:
+        if self._since >= (self.every if self.delay is not None else self.every // 4):
             self._since = 0
             return True
         return False
@@ -133,8 +139,8 @@ class DelayEstimator:
             return self.delay
         self.estimates += 1
         delay = self.max_lag - lag  # lag counts from ref's start, which leads mic by max_lag
-        if self.delay is None or abs(delay - self.delay) <= self.agree:
-            self.delay = delay if self.delay is None else (self.delay + delay) // 2
+        if self.delay is not None and abs(delay - self.delay) <= self.agree:
+            self.delay = (self.delay + delay) // 2
             self._candidate = None
         elif self._candidate is not None and abs(delay - self._candidate) <= self.agree:
             self.delay, self._candidate = delay, None

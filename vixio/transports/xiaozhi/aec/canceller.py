@@ -25,9 +25,10 @@ import numpy as np
 
 from vixio.transports.xiaozhi.aec.alignment import RATE, DelayEstimator, DownlinkReference, UplinkClock
 
-LEAD_MS = 24
+LEAD_MS = 30
 """The reference is fed this much ahead of the estimated echo: inside AEC3's own delay search,
-and enough margin for the ±20 ms the device's delay wanders between two estimates."""
+and margin for the ±20 ms the device's delay wanders. Measured over 20 benchmark replies: 8 ms
+left 7 false pauses, 100 ms 10, 30 ms 3 (all on a session's first reply, while AEC3 converges)."""
 TAIL_S = 1.0
 """After the last reply audio the canceller keeps running this long (the room's echo tail and
 the device's queue); after that the microphone passes untouched and costs nothing."""
@@ -92,7 +93,7 @@ class SessionEchoCanceller:
         if self.clock.offset is None or start - self._last_active > TAIL_S * RATE:
             return pcm  # no reply playing: nothing to cancel
         base = start + self.clock.offset
-        if self.estimator.due(n) or self.estimator.delay is None:
+        if self.estimator.due(n):
             self._estimate(base + n)
         delay = self.estimator.delay if self.estimator.delay is not None else 0
         far = self.reference.read(base - delay + LEAD_MS * RATE // 1000, n)
@@ -110,8 +111,9 @@ class SessionEchoCanceller:
         window = len(self._mic_ring)
         first = end_base - window
         ref = self.reference.read(first - est.max_lag, window + est.max_lag - est.min_lag)
-        if np.abs(ref).max(initial=0) < 64:
-            return  # the reference is silence here: nothing to correlate
+        active = np.abs(ref[est.max_lag - est.min_lag:].reshape(-1, 160)).max(axis=1) >= 64
+        if active.mean() < 0.5:
+            return  # the reply is mostly silence here: too little to correlate
         est.update(self._mic_ring, ref)
 
     def _account(self, mic: np.ndarray, out: np.ndarray, delay: int) -> None:

@@ -1,0 +1,108 @@
+"""Barge-in on a single-microphone board that hears its own reply: today, then with server AEC.
+
+Run: .venv/bin/python bench/bench_barge_in.py [--replies 200] [--barge-ins 200] [--echo-db -12]
+
+Each reply is a trial of `vixio.testing.barge_in.Harness` (read its docstring: simulated board,
+Piper replies in one voice and users in another, firmware-style v2 stamps and Opus uplink, vixio's
+decoder, canceller, Silero VAD and interruption logic on the audio's clock). Five replies share a
+board (one session: the canceller converges once). Rows:
+
+- false interruptions: replies with no user that paused or stopped at least once (and events in all);
+- missed interruptions: user questions over a reply that did not stop it within 1.5 s, or that a
+  reply had already stopped itself before (today's rule cancels the reply at its first echo);
+- onset → `tts stop`: from the user's first voiced sample to the frame at which the server stops
+  the reply (the pause); p50 / p95;
+- ERLE: echo-only replies, from 2 s into each reply, microphone as decoded over canceller output;
+- CPU per 60 ms frame: the canceller's thread CPU, beside the in-run floor (the same run's Opus
+  decode + Silero VAD per frame), on the CPU model printed.
+
+Needs vixio[aec] and vixio[silero]. Not run by the tests (tests/bench/test_barge_in.py runs a small one).
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from vixio.providers.vad.silero_onnx import SileroOnnxVAD  # noqa: E402
+from vixio.testing.barge_in import Harness, Trial, Voices  # noqa: E402
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def pct(values: list[float], q: float) -> float:
+    return float(np.percentile(values, q)) if values else float("nan")
+
+
+def summarise(name: str, harness: Harness, echo: list[Trial], barge: list[Trial]) -> dict[str, object]:
+    false_replies = sum(1 for t in echo if t.false_events)
+    events = sum(t.false_events for t in echo)
+    late = [t for t in barge if t.stopped_s is not None and t.onset_s is not None
+            and t.stopped_s - t.onset_s <= 1.5 and t.confirmed and (harness.arbiter or t.false_events == 0)]
+    latencies = [1000 * (t.stopped_s - t.onset_s) for t in late]  # type: ignore[operator]
+    erles = [t.erle_db for t in echo if t.erle_db is not None]
+    c = harness.costs
+    return {
+        "mode": name,
+        "false": f"{false_replies}/{len(echo)} replies ({100 * false_replies / max(len(echo), 1):.1f} %), {events} events",
+        "missed": f"{len(barge) - len(late)}/{len(barge)} ({100 * (len(barge) - len(late)) / max(len(barge), 1):.1f} %)",
+        "onset_to_stop": f"{pct(latencies, 50):.0f} / {pct(latencies, 95):.0f} ms",
+        "erle": f"{statistics.median(erles):.1f} dB median, {pct(erles, 10):.1f} dB p10" if harness.aec and erles else "-",
+        "cpu": f"{1000 * c.aec_s / max(c.frames, 1):.3f} ms (floor {1000 * (c.decode_s + c.vad_s) / max(c.frames, 1):.3f} ms)",
+    }
+
+
+def run(vad: SileroOnnxVAD, voices: Voices, aec: bool, replies: int, barge_ins: int, echo_db: float,
+        pause_ms: int = 250) -> dict[str, object]:
+    harness = Harness(vad, voices, aec=aec, arbiter=aec, echo_gain_db=echo_db, pause_min_speech_ms=pause_ms)
+    # Echo-only and barge-in replies alternate on the same boards, as a session has both.
+    echo, barge = [], []
+    for i in range(max(replies, barge_ins) * 2):
+        if i % 2 == 0 and len(echo) < replies:
+            echo.append(harness.trial(i, barge_in=False))
+        elif i % 2 == 1 and len(barge) < barge_ins:
+            barge.append(harness.trial(i, barge_in=True))
+    name = "server AEC + pause/resume" if aec else "today (no AEC, VAD start = barge-in)"
+    return summarise(name, harness, echo, barge)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--replies", type=int, default=200)
+    parser.add_argument("--barge-ins", type=int, default=200)
+    parser.add_argument("--echo-db", type=float, default=-12.0)
+    parser.add_argument("--pause-min-speech-ms", type=int, default=250,
+                        help="VAD min_speech_ms with AEC + pause/resume (today's rule keeps 250)")
+    args = parser.parse_args()
+    vad, voices = SileroOnnxVAD(16000), Voices.from_fixtures()
+    print(f"CPU: {cpu_model()}; replies {args.replies}, barge-ins {args.barge_ins}, echo {args.echo_db} dB")
+    started = time.perf_counter()
+    rows = [run(vad, voices, aec, args.replies, args.barge_ins, args.echo_db, args.pause_min_speech_ms)
+            for aec in (False, True)]
+    print("| measured | " + " | ".join(str(r["mode"]) for r in rows) + " |")
+    print("|---|" + "---|" * len(rows))
+    for key, label in (("false", "false interruptions (echo only)"), ("missed", "missed interruptions"),
+                       ("onset_to_stop", "onset → tts stop p50 / p95"), ("erle", "ERLE after 2 s"),
+                       ("cpu", "CPU per 60 ms frame added (in-run floor)")):
+        print(f"| {label} | " + " | ".join(str(r[key]) for r in rows) + " |")
+    print(f"({time.perf_counter() - started:.0f} s)")
+
+
+if __name__ == "__main__":
+    main()

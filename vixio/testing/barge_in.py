@@ -1,0 +1,199 @@
+"""Barge-in trials: a device that hears its own reply, and the server's uplink path deciding.
+
+One trial is one reply (Piper's zh voice, 2–3 fixture sentences) played by a simulated board
+(`echo_path.EchoPath`: small speaker, room, 40–250 ms wandering delay, noise), with or without
+a user (Piper's en voice, a fixture question) speaking over it. The board stamps its uplink as
+the firmware does (`device_stamps`) and encodes it as the firmware does (Opus 16 kHz, 60 ms,
+complexity 0); the server side is vixio's own parts, run on the audio's clock (faster than real
+time): `OpusDecoder`, then `SessionEchoCanceller` (with `aec`), then the Silero VAD with
+VADStation's default rules, then either today's rule (VAD start while speaking = barge-in) or
+`InterruptionArbiter` (pause, then confirm or resume). No ASR runs, so a short utterance is
+judged by its length alone (the arbiter resumes when no transcript comes).
+
+Simplification, stated: the reply's audio keeps playing in the simulation after a pause (a
+resumed reply sounds the same to the microphone), so the echo-only figures are, if anything,
+pessimistic.
+"""
+
+from __future__ import annotations
+
+import time
+import wave
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from vixio.providers.vad.detector import VoiceActivityDetector
+from vixio.stations.interruption import InterruptionArbiter
+from vixio.testing.echo_path import RATE, EchoPath, device_stamps, erle_db
+from vixio.transports.xiaozhi.codec import OpusDecoder, OpusEncoder
+
+FRAME = 960
+"""60 ms at 16 kHz: the firmware's uplink frame."""
+FIXTURES = Path(__file__).resolve().parents[2] / "tests" / "fixtures"
+LEAD_S, TAIL_S = 0.6, 1.5
+
+
+def _load(path: Path) -> np.ndarray:
+    with wave.open(str(path)) as w:
+        return np.frombuffer(w.readframes(w.getnframes()), dtype="<i2")
+
+
+@dataclass(slots=True)
+class Voices:
+    replies: list[np.ndarray]
+    users: list[np.ndarray]
+
+    @classmethod
+    def from_fixtures(cls) -> Voices:
+        return cls([_load(p) for p in sorted((FIXTURES / "speech_zh").glob("*.wav"))],
+                   [_load(p) for p in sorted((FIXTURES / "speech").glob("*.wav"))])
+
+
+@dataclass(slots=True)
+class Trial:
+    """What one reply produced."""
+
+    false_events: int = 0
+    """Pauses or interruptions before any user spoke (echo, noise)."""
+    barge_in: bool = False
+    onset_s: float | None = None
+    stopped_s: float | None = None
+    """When the reply stopped for the user (`tts stop`: the pause, or today's interrupt)."""
+    confirmed: bool = False
+    erle_db: float | None = None
+
+
+@dataclass(slots=True)
+class Costs:
+    frames: int = 0
+    aec_s: float = 0.0
+    decode_s: float = 0.0
+    vad_s: float = 0.0
+
+
+@dataclass(slots=True)
+class Harness:
+    vad: object
+    """A VADProvider (the model is shared, streams are per trial)."""
+    voices: Voices
+    aec: bool = False
+    arbiter: bool = False
+    echo_gain_db: float = -12.0
+    pause_min_speech_ms: int = 250
+    """The VAD's `min_speech_ms` with the arbiter: a pause is cheap (it resumes), so it may start sooner."""
+    replies_per_session: int = 5
+    """Replies one board (one echo path, one canceller) plays: a session converges once."""
+    costs: Costs = field(default_factory=Costs)
+    _cancellers: dict[int, object] = field(default_factory=dict)
+
+    def trial(self, seed: int, barge_in: bool) -> Trial:
+        rng = np.random.default_rng(seed)
+        parts = [self.voices.replies[i] for i in rng.choice(len(self.voices.replies), 3, replace=False)]
+        gap = np.zeros(int(0.15 * RATE), np.int16)
+        reply = np.concatenate([np.concatenate([p, gap]) for p in parts])
+        reply = reply[: len(reply) // FRAME * FRAME]
+        p0 = int(LEAD_S * RATE) // FRAME * FRAME
+        total = p0 + len(reply) + int(TAIL_S * RATE)
+        played = np.zeros(total, np.int16)
+        played[p0:p0 + len(reply)] = reply
+        user = None
+        onset = None
+        if barge_in:
+            onset = p0 + int(rng.uniform(1.5, 4.0) * RATE)
+            speech = self.voices.users[int(rng.integers(len(self.voices.users)))]
+            user = np.zeros(total, np.int16)
+            take = min(len(speech), total - onset)
+            user[onset:onset + take] = speech[:take]
+            onset += _first_voiced(speech)
+        session = seed // self.replies_per_session
+        board = np.random.default_rng(10_000 + session)
+        path = EchoPath(seed=seed, delay_ms=float(board.uniform(40, 250)), echo_gain_db=self.echo_gain_db)
+        mic = path.mic(played, user)
+        return self._run(mic, reply, p0, seed, onset, rng, session)
+
+    def _run(self, mic: np.ndarray, reply: np.ndarray, p0: int, seed: int, onset: int | None,
+             rng: np.random.Generator, session: int) -> Trial:
+        from vixio.transports.xiaozhi.aec.canceller import SessionEchoCanceller
+
+        frames = len(mic) // FRAME
+        base_stamp = 1 + 60 * 1000 * (seed % 10_000)
+        played_at = [(p0 + j * FRAME + 80, base_stamp + 60 * j) for j in range(len(reply) // FRAME)]
+        stamps = device_stamps(played_at, frames, FRAME, phase=int(rng.integers(0, FRAME)))
+        encoder = OpusEncoder(RATE, frame_duration_ms=60, complexity=0)
+        decoder = OpusDecoder(RATE)
+        canceller = None
+        if self.aec:
+            canceller = self._cancellers.get(session)
+            if canceller is None:
+                canceller = self._cancellers[session] = SessionEchoCanceller()
+        detector = VoiceActivityDetector(self.vad.create_stream(), threshold=0.5,
+                                         min_speech_ms=self.pause_min_speech_ms if self.arbiter else 250,
+                                         min_silence_ms=500, speech_pad_ms=100)
+        arbiter = InterruptionArbiter()
+        trial = Trial(barge_in=onset is not None, onset_s=None if onset is None else onset / RATE)
+        reply_end = p0 + len(reply)
+        sent = 0
+        heard, cleaned = [], []
+        for k in range(frames):
+            now = (k + 1) * FRAME / RATE
+            frame = mic[k * FRAME:(k + 1) * FRAME]
+            # the server sent each reply frame ~5 frames before the board played it (pre-buffer)
+            while canceller is not None and sent < len(played_at) and played_at[sent][0] <= (k + 6) * FRAME:
+                canceller.sent(played_at[sent][1], reply[sent * FRAME:(sent + 1) * FRAME])
+                sent += 1
+            t0 = time.thread_time()
+            pcm = decoder.decode(encoder.encode(frame.tobytes()))
+            t1 = time.thread_time()
+            decoded = pcm
+            if canceller is not None:
+                pcm = canceller.process(pcm, stamps[k])
+            t2 = time.thread_time()
+            events = detector.feed(pcm)
+            t3 = time.thread_time()
+            self.costs.frames += 1
+            self.costs.decode_s += t1 - t0
+            self.costs.aec_s += t2 - t1
+            self.costs.vad_s += t3 - t2
+            if p0 + 2 * RATE <= k * FRAME < reply_end and (onset is None):
+                heard.append(np.frombuffer(decoded, dtype="<i2"))
+                cleaned.append(np.frombuffer(pcm, dtype="<i2"))
+            speaking_bot = p0 <= k * FRAME < reply_end + 2 * FRAME
+            self._decide(trial, arbiter, events, now, speaking_bot, detector.speaking, onset)
+        if heard:
+            trial.erle_db = erle_db(np.concatenate(heard), np.concatenate(cleaned))
+        return trial
+
+    def _decide(self, trial: Trial, arbiter: InterruptionArbiter, events: list, now: float, bot: bool,
+                speaking: bool, onset: int | None) -> None:
+        user_on = onset is not None and now * RATE >= onset
+        for event in events:
+            if event.type == "start":
+                if not self.arbiter:
+                    if bot:
+                        self._stopped(trial, now, user_on, confirmed=True)
+                    continue
+                if arbiter.speech_started(now, event.sample / RATE, bot) == "pause":
+                    self._stopped(trial, now, user_on, confirmed=False)
+            elif event.type == "end" and self.arbiter:
+                if arbiter.speech_ended(now) == "interrupt" and user_on:
+                    trial.confirmed = True
+        if self.arbiter and arbiter.tick(now, speaking) == "interrupt" and user_on:
+            trial.confirmed = True
+
+    @staticmethod
+    def _stopped(trial: Trial, now: float, user_on: bool, confirmed: bool) -> None:
+        if not user_on:
+            trial.false_events += 1
+        elif trial.stopped_s is None:
+            trial.stopped_s = now
+            trial.confirmed = trial.confirmed or confirmed
+
+
+def _first_voiced(speech: np.ndarray) -> int:
+    """Sample where the fixture's speech starts (the Piper clips begin with a little silence)."""
+    frames = len(speech) // 160
+    power = (speech[: frames * 160].astype(np.float64).reshape(frames, 160) ** 2).mean(axis=1)
+    loud = np.nonzero(power > power.max() * 0.01)[0]
+    return int(loud[0]) * 160 if len(loud) else 0
