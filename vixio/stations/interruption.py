@@ -72,9 +72,9 @@ class InterruptionArbiter:
         if not self.paused:
             return None
         assert self._onset is not None and self._paused_at is not None
-        if speaking and not self._ended and now - self._onset >= self.confirm_ms / 1000:
+        if speaking and not self._ended and now - self._onset + 1e-9 >= self.confirm_ms / 1000:
             return self._decide("interrupt")
-        if now - self._paused_at >= self.resume_after_ms / 1000 and (self._ended or not speaking):
+        if now - self._paused_at + 1e-9 >= self.resume_after_ms / 1000 and (self._ended or not speaking):
             return self._decide("resume")
         return None
 
@@ -84,7 +84,7 @@ class InterruptionArbiter:
             return None
         assert self._onset is not None
         self._ended = True
-        if now - self._onset >= self.confirm_ms / 1000:
+        if now - self._onset + 1e-9 >= self.confirm_ms / 1000:
             return self._decide("interrupt")
         return None
 
