@@ -7,7 +7,8 @@ Piper replies in one voice and users in another, firmware-style v2 stamps and Op
 decoder, canceller, Silero VAD and interruption logic on the audio's clock). Five replies share a
 board (one session: the canceller converges once). Rows:
 
-- false interruptions: replies with no user that paused or stopped at least once (and events in all);
+- false interruptions: replies with no user that paused or stopped at least once (and events in all),
+  and of those, replies the echo cancelled outright (today every stop cancels; paused ones resume);
 - missed interruptions: user questions over a reply that did not stop it within 1.5 s, or that a
   reply had already stopped itself before (today's rule cancels the reply at its first echo);
 - onset → `tts stop`: from the user's first voiced sample to the frame at which the server stops
@@ -53,6 +54,7 @@ def pct(values: list[float], q: float) -> float:
 def summarise(name: str, harness: Harness, echo: list[Trial], barge: list[Trial]) -> dict[str, object]:
     false_replies = sum(1 for t in echo if t.false_events)
     events = sum(t.false_events for t in echo)
+    cancelled = sum(1 for t in echo if t.false_cancels)
     late = [t for t in barge if t.stopped_s is not None and t.onset_s is not None
             and t.stopped_s - t.onset_s <= 1.5 and t.confirmed and (harness.arbiter or t.false_events == 0)]
     latencies = [1000 * (t.stopped_s - t.onset_s) for t in late]  # type: ignore[operator]
@@ -61,6 +63,7 @@ def summarise(name: str, harness: Harness, echo: list[Trial], barge: list[Trial]
     return {
         "mode": name,
         "false": f"{false_replies}/{len(echo)} replies ({100 * false_replies / max(len(echo), 1):.1f} %), {events} events",
+        "cancelled": f"{cancelled}/{len(echo)} replies ({100 * cancelled / max(len(echo), 1):.1f} %)",
         "missed": f"{len(barge) - len(late)}/{len(barge)} ({100 * (len(barge) - len(late)) / max(len(barge), 1):.1f} %)",
         "onset_to_stop": f"{pct(latencies, 50):.0f} / {pct(latencies, 95):.0f} ms",
         "erle": f"{statistics.median(erles):.1f} dB median, {pct(erles, 10):.1f} dB p10" if harness.aec and erles else "-",
@@ -69,8 +72,9 @@ def summarise(name: str, harness: Harness, echo: list[Trial], barge: list[Trial]
 
 
 def run(vad: SileroOnnxVAD, voices: Voices, aec: bool, replies: int, barge_ins: int, echo_db: float,
-        pause_ms: int = 250) -> dict[str, object]:
-    harness = Harness(vad, voices, aec=aec, arbiter=aec, echo_gain_db=echo_db, pause_min_speech_ms=pause_ms)
+        pause_ms: int = 250, arbiter: bool | None = None) -> dict[str, object]:
+    arbiter = aec if arbiter is None else arbiter
+    harness = Harness(vad, voices, aec=aec, arbiter=arbiter, echo_gain_db=echo_db, pause_min_speech_ms=pause_ms)
     # Echo-only and barge-in replies alternate on the same boards, as a session has both.
     echo, barge = [], []
     for i in range(max(replies, barge_ins) * 2):
@@ -78,7 +82,8 @@ def run(vad: SileroOnnxVAD, voices: Voices, aec: bool, replies: int, barge_ins: 
             echo.append(harness.trial(i, barge_in=False))
         elif i % 2 == 1 and len(barge) < barge_ins:
             barge.append(harness.trial(i, barge_in=True))
-    name = "server AEC + pause/resume" if aec else "today (no AEC, VAD start = barge-in)"
+    name = ("server AEC + pause/resume" if aec else "no AEC, pause/resume" if arbiter
+            else "today (no AEC, VAD start = barge-in)")
     return summarise(name, harness, echo, barge)
 
 
@@ -93,11 +98,12 @@ def main() -> None:
     vad, voices = SileroOnnxVAD(16000), Voices.from_fixtures()
     print(f"CPU: {cpu_model()}; replies {args.replies}, barge-ins {args.barge_ins}, echo {args.echo_db} dB")
     started = time.perf_counter()
-    rows = [run(vad, voices, aec, args.replies, args.barge_ins, args.echo_db, args.pause_min_speech_ms)
-            for aec in (False, True)]
+    rows = [run(vad, voices, aec, args.replies, args.barge_ins, args.echo_db, args.pause_min_speech_ms, arbiter)
+            for aec, arbiter in ((False, False), (False, True), (True, True))]
     print("| measured | " + " | ".join(str(r["mode"]) for r in rows) + " |")
     print("|---|" + "---|" * len(rows))
-    for key, label in (("false", "false interruptions (echo only)"), ("missed", "missed interruptions"),
+    for key, label in (("false", "false interruptions heard (echo only: the reply paused/stopped)"),
+                       ("cancelled", "replies cancelled by echo"), ("missed", "missed interruptions"),
                        ("onset_to_stop", "onset → tts stop p50 / p95"), ("erle", "ERLE after 2 s"),
                        ("cpu", "CPU per 60 ms frame added (in-run floor)")):
         print(f"| {label} | " + " | ".join(str(r[key]) for r in rows) + " |")

@@ -26,7 +26,7 @@ def test_no_pause_when_the_assistant_is_silent_or_already_paused() -> None:
 
 @pytest.mark.parametrize("text", ["", "uh-huh", "Yeah.", "ok", "嗯", "mm hmm"])
 def test_a_short_backchannel_or_cough_resumes(text: str) -> None:
-    arb = InterruptionArbiter()
+    arb = InterruptionArbiter(wait_for_transcript=True)
     arb.speech_started(5.25, 5.0, bot_speaking=True)
     assert arb.speech_ended(5.4) is None  # short: waits for its words
     assert arb.transcript(text) == "resume"
@@ -35,14 +35,14 @@ def test_a_short_backchannel_or_cough_resumes(text: str) -> None:
 
 @pytest.mark.parametrize("text", ["Stop.", "wait", "what time is it", "停", "别说了"])
 def test_a_short_command_or_question_interrupts(text: str) -> None:
-    arb = InterruptionArbiter()
+    arb = InterruptionArbiter(wait_for_transcript=True)
     arb.speech_started(5.25, 5.0, bot_speaking=True)
     arb.speech_ended(5.45)
     assert arb.transcript(text) == "interrupt"
 
 
 def test_no_verdict_resumes_after_the_timeout() -> None:
-    arb = InterruptionArbiter(resume_after_ms=1500)
+    arb = InterruptionArbiter(resume_after_ms=1500, wait_for_transcript=True)
     arb.speech_started(3.0, 2.75, bot_speaking=True)
     arb.speech_ended(3.2)
     assert arb.tick(4.0, speaking=False) is None
@@ -60,3 +60,11 @@ def test_is_interrupting_counts_real_words() -> None:
     assert not is_interrupting("yeah okay")
     assert is_interrupting("tell me more")
     assert is_interrupting("okay no")
+
+
+def test_without_transcripts_short_speech_resumes_at_its_end() -> None:
+    arb = InterruptionArbiter(confirm_ms=600)
+    arb.speech_started(2.25, 2.0, bot_speaking=True)
+    assert arb.tick(2.4, speaking=True) is None
+    assert arb.speech_ended(2.5) == "resume"
+    assert arb.counts.false == 1 and not arb.paused

@@ -14,6 +14,9 @@ after onset: the device hears `tts stop` then, so the user is not talked over), 
   transcribes as nothing), or no transcript comes within `resume_after_ms`: a false
   interruption, the reply resumes where the device stopped hearing it.
 
+Without `wait_for_transcript` (how VADStation runs it today: no transcript of held speech is
+made yet) short speech resumes at its end, so a short "stop" is heard as a backchannel.
+
 Pure logic on a clock it is given (`now`, seconds): the caller performs the actions.
 """
 
@@ -51,6 +54,8 @@ class InterruptionArbiter:
     """A shorter utterance interrupts when its transcript has this many non-backchannel words (or a command word)."""
     resume_after_ms: int = 1500
     """A paused reply resumes if no verdict came this long after the pause."""
+    wait_for_transcript: bool = False
+    """Short speech waits for `transcript` (up to `resume_after_ms`); False: it resumes at its end."""
     counts: InterruptionCounts = field(default_factory=InterruptionCounts)
     _paused_at: float | None = None
     _onset: float | None = None
@@ -68,7 +73,8 @@ class InterruptionArbiter:
         return "pause"
 
     def tick(self, now: float, speaking: bool) -> Action | None:
-        """Called as audio arrives: confirms long speech, gives up on a verdict that never came."""
+        """Called as audio arrives (`speaking`: the latest audio is voiced, not the silence
+        before an end): confirms long speech, gives up on a verdict that never came."""
         if not self.paused:
             return None
         assert self._onset is not None and self._paused_at is not None
@@ -78,15 +84,16 @@ class InterruptionArbiter:
             return self._decide("resume")
         return None
 
-    def speech_ended(self, now: float) -> Action | None:
-        """The VAD's end of the speech: short speech waits for its transcript (`transcript`)."""
+    def speech_ended(self, now: float, end: float | None = None) -> Action | None:
+        """The VAD's end of the speech (decided at `now`, after its silence window; the speech
+        itself ended at `end`): short speech waits for its transcript (`transcript`) or resumes."""
         if not self.paused:
             return None
         assert self._onset is not None
         self._ended = True
-        if now - self._onset + 1e-9 >= self.confirm_ms / 1000:
+        if (now if end is None else end) - self._onset + 1e-9 >= self.confirm_ms / 1000:
             return self._decide("interrupt")
-        return None
+        return None if self.wait_for_transcript else self._decide("resume")
 
     def transcript(self, text: str) -> Action | None:
         """The short utterance's words: a command or enough real words interrupt; else resume."""

@@ -56,7 +56,9 @@ class Trial:
     """What one reply produced."""
 
     false_events: int = 0
-    """Pauses or interruptions before any user spoke (echo, noise)."""
+    """Pauses (or, today, interruptions) before any user spoke (echo, noise): each one is heard."""
+    false_cancels: int = 0
+    """Of those, the ones that cancelled the reply (today: all; with the arbiter: not resumed)."""
     barge_in: bool = False
     onset_s: float | None = None
     stopped_s: float | None = None
@@ -160,7 +162,8 @@ class Harness:
                 heard.append(np.frombuffer(decoded, dtype="<i2"))
                 cleaned.append(np.frombuffer(pcm, dtype="<i2"))
             speaking_bot = p0 <= k * FRAME < reply_end + 2 * FRAME
-            self._decide(trial, arbiter, events, now, speaking_bot, detector.speaking, onset)
+            voiced = detector.speaking and detector.silence_start is None
+            self._decide(trial, arbiter, events, now, speaking_bot, voiced, onset)
         if heard:
             trial.erle_db = erle_db(np.concatenate(heard), np.concatenate(cleaned))
         return trial
@@ -168,19 +171,26 @@ class Harness:
     def _decide(self, trial: Trial, arbiter: InterruptionArbiter, events: list, now: float, bot: bool,
                 speaking: bool, onset: int | None) -> None:
         user_on = onset is not None and now * RATE >= onset
+        verdicts = []
         for event in events:
             if event.type == "start":
                 if not self.arbiter:
                     if bot:
                         self._stopped(trial, now, user_on, confirmed=True)
+                        trial.false_cancels += not user_on
                     continue
                 if arbiter.speech_started(now, event.sample / RATE, bot) == "pause":
                     self._stopped(trial, now, user_on, confirmed=False)
             elif event.type == "end" and self.arbiter:
-                if arbiter.speech_ended(now) == "interrupt" and user_on:
+                verdicts.append(arbiter.speech_ended(now, event.sample / RATE))
+        if self.arbiter:
+            verdicts.append(arbiter.tick(now, speaking))
+        for verdict in verdicts:
+            if verdict == "interrupt":
+                if user_on:
                     trial.confirmed = True
-        if self.arbiter and arbiter.tick(now, speaking) == "interrupt" and user_on:
-            trial.confirmed = True
+                else:
+                    trial.false_cancels += 1
 
     @staticmethod
     def _stopped(trial: Trial, now: float, user_on: bool, confirmed: bool) -> None:
