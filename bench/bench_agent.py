@@ -45,8 +45,8 @@ async def repeat(runs: int, once: Callable[[], Awaitable[float]]) -> list[float]
 async def bench_local(runs: int, n_threads: int | None) -> None:
     """SmolLM2 load, raw streaming, and the provider on top."""
     from vixio.providers.agent.base import AgentTextDelta
-    from vixio.providers.agent.llama_weights import load_llama, smollm2_model_path
-    from vixio.providers.agent.local_llama import LocalLlamaAgentProvider
+    from vixio.providers.agent.llama.weights import load_llama, smollm2_model_path
+    from vixio.providers.agent.llama.provider import LocalLlamaAgentProvider
 
     path = smollm2_model_path()
     started = time.perf_counter()
@@ -90,7 +90,7 @@ async def bench_local(runs: int, n_threads: int | None) -> None:
 async def bench_remote(runs: int) -> None:
     """OpenAIAgentProvider overhead over a bare HTTP streaming request."""
     from vixio.providers.agent.base import AgentTextDelta
-    from vixio.providers.agent.openai_agent import OpenAIAgentProvider
+    from vixio.providers.agent.openai_agents.provider import OpenAIAgentProvider
     from vixio.testing.llm_server import Reply, ScriptedLLMServer
 
     answer = "Paris is the capital of France, and it is lovely in spring."

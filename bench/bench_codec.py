@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from vixio.transports.xiaozhi.codec import (
+from vixio.transports.xiaozhi.protocol.codec import (
     DOWNLINK_SAMPLE_RATE,
     FRAME_DURATION_MS,
     UPLINK_SAMPLE_RATE,
@@ -27,7 +27,7 @@ from vixio.transports.xiaozhi.codec import (
     OpusEncoder,
     Resampler,
 )
-from vixio.transports.xiaozhi.framing import pack, unpack
+from vixio.transports.xiaozhi.protocol.framing import pack, unpack
 
 WARMUP_CALLS = 100
 FRAME_BUDGET_US = FRAME_DURATION_MS * 1000

@@ -22,10 +22,10 @@ sys.path.insert(0, str(ROOT))
 
 from vixio.config.models import VixioConfig  # noqa: E402
 from vixio.core.pipeline import Pipeline  # noqa: E402
-from vixio.log import setup_logging  # noqa: E402
-from vixio.server import VixioServer  # noqa: E402
+from vixio.app.log import setup_logging  # noqa: E402
+from vixio.app.server import VixioServer  # noqa: E402
 from vixio.testing.device import DeviceTool, SimulatedDevice  # noqa: E402
-from vixio.transports.xiaozhi.transport import DeviceContext  # noqa: E402
+from vixio.transports.xiaozhi.websocket.transport import DeviceContext  # noqa: E402
 
 TARGET_MS = 50.0
 

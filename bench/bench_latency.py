@@ -53,7 +53,7 @@ from capacity_load import Clip
 from capacity_procs import Children, ProcessTree
 from capacity_server import free_port
 
-from vixio.config.voice import VADConfig
+from vixio.config.pipeline import VADConfig
 from vixio.testing.device import SimulatedDevice
 from vixio.testing.device.audio import encode_uplink
 from vixio.testing.turn_services import Utterance, UtteranceServices
@@ -99,7 +99,7 @@ async def synthesize(utterances: list[Utterance]) -> dict[str, bytes]:
     """Each part as 16 kHz int16 PCM: Piper for English, espeak-ng `cmn` for Mandarin."""
     from vixio.providers.tts.espeak import EspeakTTS
     from vixio.providers.tts.piper import PiperTTS
-    from vixio.transports.xiaozhi.codec import resample
+    from vixio.transports.xiaozhi.protocol.codec import resample
 
     piper, espeak = PiperTTS(noise_scale=0.0, noise_w_scale=0.0), EspeakTTS(voice="cmn")
     await piper.initialize()

@@ -219,7 +219,7 @@ def cpu_model() -> str:
 
 async def main(args: argparse.Namespace) -> int:
     from vixio.config.loader import load_config
-    from vixio.server import VixioServer
+    from vixio.app.server import VixioServer
 
     config = load_config(args.config)
     config.xiaozhi.host = config.xiaozhi.http.host = "127.0.0.1"
@@ -259,7 +259,7 @@ async def main(args: argparse.Namespace) -> int:
                       flush=True)
     finally:
         await server.stop()
-        from vixio.providers.agent.llama_weights import close_models
+        from vixio.providers.agent.llama.weights import close_models
 
         close_models()
     untaken = sum(o.untaken_claim for o in outcomes)

@@ -25,10 +25,10 @@ sys.path.insert(0, str(ROOT))
 from vixio.config import load_config  # noqa: E402
 from vixio.config.models import VixioConfig  # noqa: E402
 from vixio.core.pipeline import Pipeline  # noqa: E402
-from vixio.log import setup_logging  # noqa: E402
+from vixio.app.log import setup_logging  # noqa: E402
 from vixio.providers.agent.base import AgentEvent, AgentProvider, AgentTextDelta  # noqa: E402
 from vixio.providers.tts.base import TTSProvider  # noqa: E402
-from vixio.server import VixioServer  # noqa: E402
+from vixio.app.server import VixioServer  # noqa: E402
 from vixio.stations import AgentStation, SentenceAggregatorStation, TextAggregatorStation, TTSStation  # noqa: E402
 
 
@@ -114,7 +114,7 @@ async def overhead(sessions: int, port: int = 18770, *, stagger: float = 0.0) ->
 
 async def offline() -> None:
     from vixio.providers.tts.piper import PiperTTS
-    from vixio.transports.xiaozhi.codec import resample
+    from vixio.transports.xiaozhi.protocol.codec import resample
 
     tts = PiperTTS()
     pcm = b"".join([c async for c in tts.synthesize("What is the capital of France?")])

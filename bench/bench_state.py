@@ -37,9 +37,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from vixio.config.memory import MemoryConfig  # noqa: E402
-from vixio.startup import freeze_startup_heap  # noqa: E402
-from vixio.state.long_term import VerbatimMemory  # noqa: E402
-from vixio.state.memory import ConversationMemory  # noqa: E402
+from vixio.app.startup import freeze_startup_heap  # noqa: E402
+from vixio.memory.long_term import VerbatimMemory  # noqa: E402
+from vixio.memory.conversation import ConversationMemory  # noqa: E402
 from vixio.state.sqlite import SqliteStore  # noqa: E402
 from vixio.state.store import Store, StoredTurn  # noqa: E402
 

@@ -26,9 +26,9 @@ from agents.tool_context import ToolContext  # noqa: E402
 
 from vixio.config.models import VixioConfig  # noqa: E402
 from vixio.core.tools import ToolCallRequest, ToolExecutor, ToolSet, func_to_tool_definition  # noqa: E402
-from vixio.log import setup_logging  # noqa: E402
-from vixio.providers.agent.tools import OpenAIAgentToolConverter  # noqa: E402
-from vixio.server import VixioServer  # noqa: E402
+from vixio.app.log import setup_logging  # noqa: E402
+from vixio.providers.agent.openai_agents.tools import OpenAIAgentToolConverter  # noqa: E402
+from vixio.app.server import VixioServer  # noqa: E402
 from vixio.testing.device import SimulatedDevice  # noqa: E402
 
 RUNS = 500

@@ -28,7 +28,7 @@ import websockets
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from vixio.transports.xiaozhi.codec import OpusEncoder  # noqa: E402
+from vixio.transports.xiaozhi.protocol.codec import OpusEncoder  # noqa: E402
 
 TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -41,8 +41,8 @@ async def run_server(port: int, reply_seconds: float) -> None:
     from vixio.core.chunk import AudioChunk, Chunk, StreamCompleteChunk, TextChunk
     from vixio.core.pipeline import Pipeline
     from vixio.core.station import Station
-    from vixio.log import setup_logging
-    from vixio.server import VixioServer
+    from vixio.app.log import setup_logging
+    from vixio.app.server import VixioServer
 
     setup_logging("WARNING")
     rate = 24000

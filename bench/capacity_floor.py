@@ -140,7 +140,7 @@ class _Meter:
     windows (the rest waits for the next frame), by the `silero-onnx` model as the server loads it."""
 
     def __init__(self, vad: Any) -> None:
-        from vixio.transports.xiaozhi.codec import OpusDecoder
+        from vixio.transports.xiaozhi.protocol.codec import OpusDecoder
 
         self._window = vad.window_samples
         self._decoder = OpusDecoder(16000, 1)

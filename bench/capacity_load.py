@@ -39,7 +39,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from vixio.testing.device.mcp import DeviceMcpServer, DeviceStatus, default_tools  # noqa: E402
-from vixio.transports.xiaozhi.codec import OpusEncoder  # noqa: E402
+from vixio.transports.xiaozhi.protocol.codec import OpusEncoder  # noqa: E402
 
 SPEECH_DIR = ROOT / "tests" / "fixtures" / "speech"
 RATE = 16000

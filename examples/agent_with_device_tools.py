@@ -29,15 +29,15 @@ from pathlib import Path
 
 from vixio.config import load_config
 from vixio.config.models import VixioConfig
-from vixio.config.voice import LocalLlamaAgentConfig
+from vixio.config.pipeline import LocalLlamaAgentConfig
 from vixio.providers.agent.base import AgentProvider
 from vixio.core.pipeline import Pipeline
 from vixio.core.station import Station
 from vixio.core.tools.local import BUILTIN_LOCAL_TOOLS, func_to_tool_definition
-from vixio.providers.agent.openai_agent import OpenAIAgentProvider
-from vixio.providers.agent.tools import OpenAIAgentToolConverter
-from vixio.server import VixioServer
-from vixio.session_tools import SessionTools
+from vixio.providers.agent.openai_agents.provider import OpenAIAgentProvider
+from vixio.providers.agent.openai_agents.tools import OpenAIAgentToolConverter
+from vixio.app.server import VixioServer
+from vixio.voice.session_tools import SessionTools
 from vixio.stations import (
     AgentStation,
     ASRStation,
@@ -47,8 +47,8 @@ from vixio.stations import (
     TurnDetectorStation,
     VADStation,
 )
-from vixio.transports.xiaozhi.transport import DeviceContext
-from vixio.voice import VoiceStack
+from vixio.transports.xiaozhi.websocket.transport import DeviceContext
+from vixio.voice.stack import VoiceStack
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from my_tools import read_notes, take_note  # noqa: E402  (this directory's example tools)
@@ -70,7 +70,7 @@ def create_agent_provider(config: VixioConfig) -> AgentProvider:
     agent_config = config.agent
     assert agent_config is not None
     if isinstance(agent_config, LocalLlamaAgentConfig):
-        from vixio.providers.agent.local_llama import LocalLlamaAgentProvider
+        from vixio.providers.agent.llama.provider import LocalLlamaAgentProvider
 
         return LocalLlamaAgentProvider(agent_config.model_path, n_ctx=agent_config.n_ctx, timeout=agent_config.timeout)
     return OpenAIAgentProvider(agent_config.model, api_base=agent_config.api_base, api_key=agent_config.api_key,
@@ -127,7 +127,7 @@ def main() -> None:
         pass
     finally:
         if isinstance(config.agent, LocalLlamaAgentConfig):
-            from vixio.providers.agent.llama_weights import close_models
+            from vixio.providers.agent.llama.weights import close_models
 
             close_models()  # now: left to the interpreter's exit, llama-cpp's __del__ prints a traceback
 

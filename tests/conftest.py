@@ -31,7 +31,7 @@ def _next_handler_id() -> int:
 
 @pytest.fixture(autouse=True)
 def _log_sinks_end_with_their_test() -> Iterator[None]:
-    """A sink a test adds (e.g. `vixio.log.setup_logging` on pytest's captured stderr, which is
+    """A sink a test adds (e.g. `vixio.app.log.setup_logging` on pytest's captured stderr, which is
     closed after the test) is removed with it: left behind, every later record would fail to
     write and print a traceback ("I/O operation on closed file"), slowing the tests after it."""
     first = _next_handler_id()
@@ -62,7 +62,7 @@ def pytest_sessionfinish(session: object, exitstatus: int) -> None:
     prints a traceback otherwise)."""
     import sys
 
-    module = sys.modules.get("vixio.providers.agent.llama_weights")
+    module = sys.modules.get("vixio.providers.agent.llama.weights")
     if module is not None:
         module.close_models()
 

@@ -17,10 +17,10 @@ import pytest
 from loguru import logger
 
 from tests.providers.agent.test_tool_support import CHATML_TEMPLATE, QWEN_LIKE_TEMPLATE, model_file
-from vixio.agent_model import NOT_OFFERED_LABEL, tool_support, turn_instructions, warn_when_model_has_no_tools
+from vixio.voice.agent_model import NOT_OFFERED_LABEL, tool_support, turn_instructions, warn_when_model_has_no_tools
 from vixio.config.models import VixioConfig
 from vixio.providers.agent.no_tools_guard import RULES
-from vixio.server import VixioServer
+from vixio.app.server import VixioServer
 from vixio.testing.device import SimulatedDevice
 from vixio.testing.llm_server import Reply, ScriptedLLMServer
 

@@ -1,4 +1,4 @@
-"""The fleet's bus (vixio/serve/bus.py) in one process against a real redis-server: calls and
+"""The fleet's bus (vixio/fleet/bus.py) in one process against a real redis-server: calls and
 answers, members, a name used twice, Redis restarted under it, and what a client of Redis
 without the fleet's secret can publish (nothing that is acted on); the signatures themselves
 (bus_auth.py) on a virtual clock. Two whole instances talking
@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 from loguru import logger
 
-from vixio.serve import bus_auth
-from vixio.serve.bus import BusNameTaken, RedisBus
-from vixio.serve.bus_auth import SEAL, WINDOW, BusSigner, Refused
-from vixio.serve.peers import PeerReply, Peers
+from vixio.fleet import bus_auth
+from vixio.fleet.bus import BusNameTaken, RedisBus
+from vixio.fleet.bus_auth import SEAL, WINDOW, BusSigner, Refused
+from vixio.fleet.peers import PeerReply, Peers
 from vixio.testing.redis_server import FLEET_SECRET, RedisServer
 from vixio.testing.serve import until
 
@@ -99,7 +99,7 @@ async def _is(value: bool) -> bool:
     return value
 
 
-# --- signatures (vixio/serve/bus_auth.py) ------------------------------------------------------
+# --- signatures (vixio/fleet/bus_auth.py) ------------------------------------------------------
 
 class Clock:
     """A virtual clock: the window and the memory of ids are checked without sleeping."""

@@ -1,4 +1,4 @@
-"""The live-session directory in one process (vixio/serve/directory.py): a real server, real
+"""The live-session directory in one process (vixio/fleet/directory.py): a real server, real
 WebSockets, the real SQLite store (and a real redis-server where Redis forgets it). Two
 processes are in tests/test_directory_workers.py."""
 
@@ -13,14 +13,14 @@ import pytest
 
 from vixio.config.models import VixioConfig
 from vixio.core.pipeline import Pipeline
-from vixio.serve.directory import COMPANION, REPLACED, holder_name, resolve_instance
-from vixio.server import VixioServer
+from vixio.fleet.directory import COMPANION, REPLACED, holder_name, resolve_instance
+from vixio.app.server import VixioServer
 from vixio.state.store import LiveSession
 from vixio.testing.device import SimulatedDevice
 from vixio.testing.redis_server import FLEET_SECRET, RedisServer
 from vixio.testing.register_client import RegisterClient
 from vixio.testing.serve import until
-from vixio.transports.xiaozhi.transport import DeviceContext
+from vixio.transports.xiaozhi.websocket.transport import DeviceContext
 
 MAC = "aa:bb:cc:00:00:01"
 

@@ -1,4 +1,4 @@
-"""The live-session directory with `vixio serve --workers 2` (vixio/serve/directory.py): real
+"""The live-session directory with `vixio serve --workers 2` (vixio/fleet/directory.py): real
 processes, real WebSockets, the SQLite file the workers share, read here as another client.
 
 Placement is deterministic: the supervisor hands each connection to the worker with the fewest,
@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.test_workers_companions import worker_of
-from vixio.serve.directory import REPLACED
+from vixio.fleet.directory import REPLACED
 from vixio.serve.supervisor import reuse_port_supported
 from vixio.state.sqlite import SqliteStore
 from vixio.testing.device import SimulatedDevice

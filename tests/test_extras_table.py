@@ -1,4 +1,4 @@
-"""`vixio.extras.PROVIDER_EXTRAS` against what the providers really import.
+"""`vixio.config.extras.PROVIDER_EXTRAS` against what the providers really import.
 
 Two ways: every import written in a provider's code (followed through vixio's own modules) is
 in its row or comes with vixio's core dependencies; and loading the provider as `vixio serve`
@@ -26,7 +26,7 @@ import pytest
 from vixio.cli import main
 from vixio.config import parse_config
 from vixio.config.needs import provider_needs, required_extras
-from vixio.extras import PROVIDER_EXTRAS
+from vixio.config.extras import PROVIDER_EXTRAS
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -40,15 +40,15 @@ CODE = {
     "asr:faster-whisper:base": ["vixio.providers.asr.faster_whisper"],
     "asr:faster-whisper:directory": ["vixio.providers.asr.faster_whisper"],
     "asr:openai": ["vixio.providers.asr.openai_compatible"],
-    "agent:local-llama:smollm2": ["vixio.providers.agent.local_llama"],
-    "agent:local-llama:file": ["vixio.providers.agent.local_llama"],
-    "agent:litellm": ["vixio.providers.agent.openai_agent"],
+    "agent:local-llama:smollm2": ["vixio.providers.agent.llama.provider"],
+    "agent:local-llama:file": ["vixio.providers.agent.llama.provider"],
+    "agent:litellm": ["vixio.providers.agent.openai_agents.provider"],
     "tts:piper:joe": ["vixio.providers.tts.piper"],
     "tts:piper:file": ["vixio.providers.tts.piper"],
     "tts:espeak": ["vixio.providers.tts.espeak"],
     "tts:edge": ["vixio.providers.tts.edge"],
     "tts:openai": ["vixio.providers.tts.openai_compatible"],
-    "vision": ["vixio.vision"],
+    "vision": ["vixio.app.vision"],
     "state:redis": ["vixio.state.redis"],
 }
 
@@ -90,20 +90,20 @@ sys.modules[sys.argv[1]] = None  # `import` of it (and of its submodules) now fa
 config = json.loads(sys.argv[2])
 try:
     if config is None:  # the transport: its servers' modules, an Opus encoder, a resampler
-        import vixio.server
+        import vixio.app.server
         from vixio.core.audio import resample
-        from vixio.transports.xiaozhi.codec import OpusEncoder
+        from vixio.transports.xiaozhi.protocol.codec import OpusEncoder
         OpusEncoder()
         resample(bytes(320), 16000, 24000)
     else:
         from vixio.config import parse_config
-        from vixio.voice import VoiceStack
+        from vixio.voice.stack import VoiceStack
         parsed = parse_config(config, environ={})
         if parsed.state.backend != "sqlite":  # the store's client: opened as serve does, before any model
             from vixio.state import open_store
             open_store(parsed.state, parsed.memory)
         elif parsed.vision is not None:
-            from vixio.vision import VisionModel
+            from vixio.app.vision import VisionModel
             asyncio.run(VisionModel(parsed.vision).load())
         else:
             asyncio.run(VoiceStack(parsed).load())
@@ -169,7 +169,7 @@ def test_loading_a_provider_without_one_of_its_modules_fails_naming_its_extra() 
 
 @pytest.mark.parametrize("row", sorted(row for row, need in PROVIDER_EXTRAS.items() if need.extra))
 def test_the_preflight_names_the_extra_of_each_missing_module(row: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    from vixio import preflight
+    from vixio.config import preflight
 
     need = PROVIDER_EXTRAS[row]
     config = parse_config(CONFIGS.get(row, _OFF), environ={})

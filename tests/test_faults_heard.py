@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from vixio.config.models import VixioConfig
-from vixio.server import VixioServer
+from vixio.app.server import VixioServer
 from vixio.testing.device import SimulatedDevice
 from vixio.testing.fault_servers import SpeechFaultServer
 from vixio.testing.llm_server import Reply, ScriptedLLMServer

@@ -1,5 +1,5 @@
 """Two `vixio serve` instances (one worker each) on one real redis-server: the live-session
-directory and the calls routed between instances over Redis (vixio/serve/bus.py). Real processes,
+directory and the calls routed between instances over Redis (vixio/fleet/bus.py). Real processes,
 real WebSockets, the scripted model on loopback (shared by both instances), espeak.
 
 Devices connect straight to an instance's port, as a load balancer would have placed them.
@@ -19,7 +19,7 @@ import aiohttp
 import pytest
 
 from tests.test_bus import published
-from vixio.serve.directory import COMPANION, REPLACED
+from vixio.fleet.directory import COMPANION, REPLACED
 from vixio.serve.supervisor import reuse_port_supported
 from vixio.state.redis import RedisStore
 from vixio.testing.device import SimulatedDevice
@@ -238,7 +238,7 @@ async def test_a_client_of_redis_without_the_fleet_secret_cannot_make_an_instanc
     volume of a live device and made it speak. Unsigned, forged and replayed calls now do nothing."""
     import redis.asyncio as aioredis
 
-    from vixio.serve.bus import RedisBus
+    from vixio.fleet.bus import RedisBus
 
     async with AsyncExitStack() as stack:
         a = await start_instance(tmp_path, "a", redis, llm)

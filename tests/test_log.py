@@ -4,7 +4,7 @@ import io
 
 from loguru import logger
 
-from vixio import log
+from vixio.app import log
 
 
 def test_one_line_per_event_with_session_and_device(monkeypatch) -> None:

@@ -9,7 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-from vixio.serve.plan import SPARE_DESCRIPTORS, raise_open_file_limit
+from vixio.fleet.plan import SPARE_DESCRIPTORS, raise_open_file_limit
 from vixio.testing.serve import OTA_LINE, serve_config
 
 

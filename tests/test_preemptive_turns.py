@@ -18,12 +18,12 @@ from loguru import logger  # noqa: E402
 
 from vixio.config.models import VixioConfig  # noqa: E402
 from vixio.console.backend import LocalBackend  # noqa: E402
-from vixio.server import VixioServer  # noqa: E402
+from vixio.app.server import VixioServer  # noqa: E402
 from vixio.stations import AgentStation  # noqa: E402
 from vixio.testing.device import SimulatedDevice  # noqa: E402
 from vixio.testing.llm_server import Reply, ScriptedLLMServer  # noqa: E402
 from vixio.testing.turn_services import Utterance, UtteranceServices  # noqa: E402
-from vixio.transports.xiaozhi.codec import resample  # noqa: E402
+from vixio.transports.xiaozhi.protocol.codec import resample  # noqa: E402
 
 RATE = 16000
 WEATHER = Utterance(("What is the weather in", "Beijing?"))

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from vixio import preflight
+from vixio.config import preflight
 from vixio.cli import main
 from vixio.config.models import VixioConfig
 
@@ -94,11 +94,11 @@ def test_serve_defaults_to_config_yaml_and_refuses_a_port_in_use_in_one_line(tmp
 
 
 def test_importing_vixio_prints_nothing() -> None:
-    code = ("import vixio, vixio.server, vixio.voice\n"
+    code = ("import vixio, vixio.app.server, vixio.voice.stack\n"
             "from vixio.core.pipeline import Pipeline\n"
             "from loguru import logger\n"
             "logger.bind().info('from the application')\n"
-            "import vixio.providers.agent.openai_agent\n")
+            "import vixio.providers.agent.openai_agents.provider\n")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
                             env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
     assert result.returncode == 0, result.stderr

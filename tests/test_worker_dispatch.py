@@ -9,7 +9,7 @@ from collections.abc import Callable
 import pytest
 
 from vixio.serve.dispatch import Adopter, Dispatcher
-from vixio.serve.plan import listen_port, reuse_port_supported
+from vixio.fleet.plan import listen_port, reuse_port_supported
 
 pytestmark = pytest.mark.skipif(not reuse_port_supported(), reason="workers are Linux only")
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from aiohttp import web
 
-from vixio.serve.peers import PeerReply, Peers, holder_order
+from vixio.fleet.peers import PeerReply, Peers, holder_order
 from vixio.serve.lifecycle import WorkerProcess
 from vixio.serve.supervisor import listen_port, merge_metrics
 

@@ -1,5 +1,5 @@
 """A companion and its device on different workers of `vixio serve --workers 2` are paired
-(vixio/serve/companions.py): real processes, real WebSockets, the scripted model on loopback.
+(vixio/fleet/companions.py): real processes, real WebSockets, the scripted model on loopback.
 
 Placement is deterministic: the supervisor hands each connection to the worker with the fewest,
 the lower index on a tie, so the first connection goes to w0 and the second to w1.

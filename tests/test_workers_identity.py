@@ -19,9 +19,9 @@ from tests.state.test_alice_workers import requests
 from tests.state.test_forget import exchange
 from tests.state.test_long_term import FACTS, system
 from tests.state.test_resume import ALICE, conversation
-from vixio.serve.directory import REPLACED
+from vixio.fleet.directory import REPLACED
 from vixio.serve.supervisor import reuse_port_supported
-from vixio.state.long_term import MEMORY_NOTE
+from vixio.memory.long_term import MEMORY_NOTE
 from vixio.testing.device import SimulatedDevice
 from vixio.testing.llm_server import Reply, ScriptedLLMServer
 from vixio.testing.serve import ServeProcess, start_serve

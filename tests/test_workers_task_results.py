@@ -1,5 +1,5 @@
 """A background (async) tool's result reaches its device after the device reconnected onto the
-other worker of `vixio serve --workers 2` (vixio/task_results.py): real processes, real
+other worker of `vixio serve --workers 2` (vixio/app/task_results.py): real processes, real
 WebSockets, the scripted model on loopback, espeak.
 
 Placement is deterministic: the supervisor hands each connection to the worker with the fewest,

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 
 from vixio import __version__
 from vixio.config import ConfigError, load_config
-from vixio.log import setup_logging
+from vixio.app.log import setup_logging
 
 LOG_LEVELS = ("TRACE", "DEBUG", "INFO", "SUCCESS", "WARNING", "ERROR", "CRITICAL")
 
@@ -67,7 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
     from vixio.console.identity_cli import add_identity_parser
 
     add_identity_parser(commands)
-    from vixio.profiles.cli import add_profile_parser
+    from vixio.console.profiles_cli import add_profile_parser
     from vixio.state.cli import add_memory_parser
 
     add_memory_parser(commands)
@@ -110,7 +110,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return run_identity(args)
     if args.command == "profile":
-        from vixio.profiles.cli import run_profile
+        from vixio.console.profiles_cli import run_profile
 
         return run_profile(args)
     if args.command == "memory":
@@ -138,7 +138,7 @@ def _config_command(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(exc, file=sys.stderr)
         return 1
-    from vixio.preflight import config_problems, extra_problems
+    from vixio.config.preflight import config_problems, extra_problems
 
     problems = [*config_problems(config), *extra_problems(config)]
     if problems:
@@ -165,12 +165,12 @@ def _serve_command(args: argparse.Namespace) -> int:
         return 1
     config.server.workers = workers  # resolved: each process knows how many share the cores
     level = args.log_level or config.log.level
-    from vixio.serve.directory import in_fleet
+    from vixio.fleet.directory import in_fleet
 
     # A fleet member runs the supervisor even with one worker: its workers reach the other instances.
     one_process = workers == 1 and not in_fleet(config)
     setup_logging(level, tracebacks=config.log.tracebacks, process="" if one_process else "main")
-    from vixio.preflight import startup_problems
+    from vixio.config.preflight import startup_problems
     from vixio.state import StoreError
 
     problems = startup_problems(config)  # before any model loads: one line each, naming the key
@@ -178,14 +178,14 @@ def _serve_command(args: argparse.Namespace) -> int:
         print(f"vixio: {problem}", file=sys.stderr)
     if problems:
         return 1
-    from vixio.serve.plan import raise_open_file_limit
+    from vixio.fleet.plan import raise_open_file_limit
 
     too_few_files = raise_open_file_limit(config.xiaozhi.max_connections)
     if too_few_files:
         print(f"vixio: warning: {too_few_files}", file=sys.stderr)
     try:
         if one_process:
-            from vixio.server import serve
+            from vixio.app.server import serve
 
             asyncio.run(serve(config))
             return 0

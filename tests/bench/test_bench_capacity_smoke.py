@@ -57,7 +57,7 @@ def test_clips_end_their_speech_where_the_question_section_ends() -> None:
 def test_the_room_level_sets_the_noise_around_each_question() -> None:
     import math
 
-    from vixio.transports.xiaozhi.codec import OpusDecoder
+    from vixio.transports.xiaozhi.protocol.codec import OpusDecoder
 
     def lead_dbfs(noise_dbfs: float | None) -> float:
         clip, decoder = build_clips(noise_dbfs)[0], OpusDecoder(16000, 1)

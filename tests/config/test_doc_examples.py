@@ -34,7 +34,7 @@ def test_doc_yaml_example_is_valid_config(where: str, block: str, monkeypatch: p
     environ = {name: "x" for name in re.findall(r"\$\{([A-Za-z_][A-Za-z0-9_]*)", block)}
     config = parse_config(data, source=where, environ=environ)
     if config.tools.local:  # the entries must import from the repository root
-        from vixio.voice import VoiceStack
+        from vixio.voice.stack import VoiceStack
 
         monkeypatch.chdir(ROOT)
         voice = VoiceStack(config.model_copy(update={"agent": None}))

@@ -6,7 +6,7 @@ import pytest
 
 from vixio.config import ConfigError, parse_config
 from vixio.config.languages import LANGUAGES
-from vixio.config.voice import SpeechConfig
+from vixio.config.pipeline import SpeechConfig
 
 CLOUD_AGENT = {"provider": "litellm", "model": "deepseek/deepseek-chat"}
 _LATIN_WORD = re.compile(r"[A-Za-z]{3,}")

@@ -60,7 +60,7 @@ def test_missing_llm_key_is_named_with_its_variable() -> None:
 async def test_startup_warns_when_the_llm_key_is_unset(monkeypatch: pytest.MonkeyPatch) -> None:
     from loguru import logger
 
-    from vixio.voice import VoiceStack
+    from vixio.voice.stack import VoiceStack
 
     monkeypatch.delenv("DEEPSEEK_API_KEY", raising=False)
     config = parse_config({"language": "zh", "agent": {"provider": "litellm", "model": "deepseek/deepseek-chat",
@@ -104,7 +104,7 @@ async def test_without_an_offline_voice_the_server_says_so_once_at_startup(monke
     from loguru import logger
 
     from vixio.config import needs
-    from vixio.voice_providers import load_tts_fallback as _tts_fallback
+    from vixio.voice.providers import load_tts_fallback as _tts_fallback
 
     monkeypatch.setattr(needs, "_installed", lambda module: False)
     lines: list[str] = []

@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from vixio.config import parse_config
-from vixio.config.voice import EdgeTTSConfig, LitellmAgentConfig, OpenAIASRConfig, OpenAITTSConfig
+from vixio.config.pipeline import EdgeTTSConfig, LitellmAgentConfig, OpenAIASRConfig, OpenAITTSConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = (ROOT / "docs" / "providers.md").read_text(encoding="utf-8")

@@ -12,7 +12,7 @@ import aiohttp
 import pytest
 
 from vixio.config.models import VixioConfig
-from vixio.server import VixioServer
+from vixio.app.server import VixioServer
 from vixio.testing.device import SimulatedDevice
 from vixio.testing.llm_server import ScriptedLLMServer
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import aiohttp
 
 from tests.console.conftest import config, wait_for_tool
-from vixio.server import VixioServer
+from vixio.app.server import VixioServer
 from vixio.testing.device import SimulatedDevice
 from vixio.testing.llm_server import Reply, ScriptedLLMServer
 from vixio.testing.register_client import ClientTool, RegisterClient

@@ -13,7 +13,7 @@ import pytest
 
 from tests.console.conftest import Live, config
 from vixio.console import api as console_api
-from vixio.server import VixioServer
+from vixio.app.server import VixioServer
 from vixio.testing.llm_server import Reply, ScriptedLLMServer
 
 VCP_BLOCK = """Sure, let me turn it down.

@@ -13,7 +13,7 @@ import pytest
 from tests.console.conftest import Live
 from tests.transports.xiaozhi.hostile import captured_logs
 from vixio.state.store import StoredTurn
-from vixio.transports.xiaozhi.admin import ADDRESS_BURST
+from vixio.transports.xiaozhi.http.admin import ADDRESS_BURST
 
 TOKEN = "s3cret-token-for-tests"
 OPERATOR = {"Authorization": f"Bearer {TOKEN}"}

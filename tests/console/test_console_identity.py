@@ -13,7 +13,7 @@ import pytest
 from tests.console.conftest import Live
 from tests.console.test_console_browser import WAIT, _browser
 from vixio.testing.device import SimulatedDevice
-from vixio.transports.xiaozhi.identity import claimant_device_id
+from vixio.transports.xiaozhi.session.identity import claimant_device_id
 
 
 async def claim(live: Live, client_id: str) -> None:

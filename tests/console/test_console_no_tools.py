@@ -6,9 +6,9 @@ import asyncio
 from typing import Any
 
 from tests.console.test_console_browser import WAIT, _browser
-from vixio.agent_model import NOT_OFFERED_LABEL
+from vixio.voice.agent_model import NOT_OFFERED_LABEL
 from vixio.config.models import VixioConfig
-from vixio.server import VixioServer
+from vixio.app.server import VixioServer
 from vixio.testing.device import SimulatedDevice
 from vixio.testing.llm_server import ScriptedLLMServer
 

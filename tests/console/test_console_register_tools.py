@@ -8,7 +8,7 @@ from typing import Any
 import aiohttp
 
 from tests.console.conftest import config
-from vixio.server import VixioServer
+from vixio.app.server import VixioServer
 from vixio.testing.llm_server import ScriptedLLMServer
 from vixio.testing.register_client import ClientTool, RegisterClient
 

@@ -9,7 +9,7 @@ import pytest
 
 from tests.console.conftest import config, wait_for_tool
 from vixio.console import FanOutBackend
-from vixio.server import VixioServer
+from vixio.app.server import VixioServer
 from vixio.testing.device import SimulatedDevice
 from vixio.testing.llm_server import Reply, ScriptedLLMServer
 

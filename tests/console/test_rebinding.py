@@ -17,7 +17,7 @@ import pytest
 
 from tests.console.conftest import Live, config
 from tests.transports.xiaozhi.hostile import captured_logs
-from vixio.server import VixioServer
+from vixio.app.server import VixioServer
 from vixio.testing.device import SimulatedDevice
 from vixio.testing.llm_server import Reply, ScriptedLLMServer
 from vixio.testing.serve import start_serve, until

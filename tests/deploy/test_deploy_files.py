@@ -17,10 +17,10 @@ import yaml
 from vixio.config import ConfigError
 from vixio.config.loader import load_config
 from vixio.config.models import VixioConfig
-from vixio.preflight import config_problems
+from vixio.config.preflight import config_problems
 from vixio.testing.fleet import MISSING, haproxy_path
-from vixio.transports.xiaozhi.auth import DeviceAuthenticator
-from vixio.transports.xiaozhi.ota import OtaServer
+from vixio.transports.xiaozhi.session.auth import DeviceAuthenticator
+from vixio.transports.xiaozhi.http.ota import OtaServer
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 ENVIRONMENT = {"VIXIO_PUBLIC_URL": "ws://voice.example.com:8000/xiaozhi/v1/", "VIXIO_ADMIN_TOKEN": "an-operator-token-for-tests",

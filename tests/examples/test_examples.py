@@ -214,7 +214,7 @@ def test_my_tools_load_from_the_config_its_docstring_shows(monkeypatch: pytest.M
     import yaml
 
     from vixio.config.models import VixioConfig
-    from vixio.voice import VoiceStack
+    from vixio.voice.stack import VoiceStack
 
     docstring = (EXAMPLES / "my_tools.py").read_text(encoding="utf-8").split('"""')[1]
     snippet = docstring.split("\n\n")[1]  # the indented `tools:` block

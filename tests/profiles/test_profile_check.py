@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from vixio import preflight
+from vixio.config import preflight
 from vixio.cli import main
 from vixio.config.loader import parse_config
 

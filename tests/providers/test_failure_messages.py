@@ -14,16 +14,16 @@ from loguru import logger
 from vixio.config.models import VixioConfig
 from vixio.config.needs import missing_key
 from vixio.config.vision import VisionConfig
-from vixio.config.voice import LitellmAgentConfig, OpenAIASRConfig, OpenAITTSConfig
+from vixio.config.pipeline import LitellmAgentConfig, OpenAIASRConfig, OpenAITTSConfig
 from vixio.providers.agent.base import AgentError
 from vixio.providers.asr import ASRError, OpenAICompatibleASR
-from vixio.providers.failure import describe_failure, failure_kind, host_port
+from vixio.core.failure import describe_failure, failure_kind, host_port
 from vixio.providers.tts import OpenAICompatibleTTS, TTSError
-from vixio.server import VixioServer
+from vixio.app.server import VixioServer
 from vixio.testing.device import SimulatedDevice
 from vixio.testing.fault_servers import SpeechFaultServer
 from vixio.testing.llm_server import Reply, ScriptedLLMServer
-from vixio.vision import VisionError, VisionModel
+from vixio.app.vision import VisionError, VisionModel
 
 KEY = "the.api_key is empty (TEST_API_KEY unset)"
 Condition = str  # "refused", "dns" or "401"
@@ -73,7 +73,7 @@ CONDITIONS = ["refused", "dns", "401"]
 @pytest.mark.parametrize("model", ["openai/test-model", "hosted_vllm/test-model"])  # openai SDK, litellm
 @pytest.mark.parametrize("condition", CONDITIONS)
 async def test_agent(condition: Condition, model: str) -> None:
-    from vixio.providers.agent.openai_agent import OpenAIAgentProvider
+    from vixio.providers.agent.openai_agents.provider import OpenAIAgentProvider
 
     async def call(base: str) -> None:
         agent = OpenAIAgentProvider(model, api_base=base, api_key="k", timeout=10, missing_key=KEY)

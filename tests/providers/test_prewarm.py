@@ -15,12 +15,12 @@ from aiohttp import web
 
 from vixio.config.models import VixioConfig
 from vixio.core.chunk import TurnStartChunk
-from vixio.providers.agent.openai_clients import close_openai_clients, warm_openai_client
+from vixio.providers.agent.openai_agents.clients import close_openai_clients, warm_openai_client
 from vixio.providers.asr.openai_compatible import OpenAICompatibleASR
 from vixio.providers.prewarm import Warmth
 from vixio.providers.tts.openai_compatible import OpenAICompatibleTTS
-from vixio.stations.asr import ASRStation
-from vixio.voice import VoiceStack
+from vixio.stations.asr.station import ASRStation
+from vixio.voice.stack import VoiceStack
 
 
 class Recorder:
@@ -111,7 +111,7 @@ async def test_the_agents_pool_is_warmed_for_its_chat_endpoint(recorder: Recorde
     try:
         assert await warm_openai_client(recorder.base_url, "k", 30.0)
         assert not await warm_openai_client(recorder.base_url, "k", 30.0)  # warm: no second request
-        from vixio.providers.agent.openai_agent import OpenAIAgentProvider
+        from vixio.providers.agent.openai_agents.provider import OpenAIAgentProvider
 
         agent = OpenAIAgentProvider("openai/m", api_base=recorder.base_url, api_key="k", timeout=30.0)
         await agent.initialize()

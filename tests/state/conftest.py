@@ -82,7 +82,7 @@ def server_gc() -> Iterator[None]:
     and every imported module's (60-130 ms of loop time otherwise, nothing to do with the store)."""
     import gc
 
-    from vixio.startup import freeze_startup_heap
+    from vixio.app.startup import freeze_startup_heap
 
     threshold = gc.get_threshold()
     freeze_startup_heap()

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from vixio.serve.supervisor import reuse_port_supported
-from vixio.state.forget import ASK, DONE
-from vixio.state.long_term import MEMORY_NOTE
+from vixio.memory.forget import ASK, DONE
+from vixio.memory.long_term import MEMORY_NOTE
 from vixio.state.sqlite import SqliteStore
 from vixio.testing.device import SimulatedDevice
 from vixio.testing.llm_server import Reply, ScriptedLLMServer

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from vixio.state.forget import ASK, DONE, KEPT, asks_to_forget
+from vixio.memory.forget import ASK, DONE, KEPT, asks_to_forget
 from vixio.testing.device import SimulatedDevice
 from vixio.testing.llm_server import Reply, ScriptedLLMServer
 

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 from vixio.config.memory import MemoryConfig
-from vixio.state.memory import ConversationMemory
+from vixio.memory.conversation import ConversationMemory
 from vixio.state.sqlite import SqliteStore
 from vixio.testing.loop_ticks import LoopStalls
 

@@ -10,11 +10,11 @@ import pytest
 
 from vixio.config.models import VixioConfig
 from vixio.core.pipeline import Pipeline
-from vixio.server import VixioServer
+from vixio.app.server import VixioServer
 from vixio.state.limits import StoreRate
 from vixio.state.store import StoreError
 from vixio.testing.register_client import RegisterClient
-from vixio.transports.xiaozhi.transport import DeviceContext
+from vixio.transports.xiaozhi.websocket.transport import DeviceContext
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from vixio.state.long_term import MEMORY_NOTE, VerbatimMemory
+from vixio.memory.long_term import MEMORY_NOTE, VerbatimMemory
 from vixio.state.store import StoredTurn
 from vixio.testing.device import SimulatedDevice
 from vixio.testing.llm_server import Reply, ScriptedLLMServer

@@ -1,4 +1,4 @@
-"""Companion approvals in the state store (vixio/state/pairings.py): what the transport's
+"""Companion approvals in the state store (vixio/transports/xiaozhi/companions/stored.py): what the transport's
 PairingStore promises, across two processes' views of one store (both backends), and the JSON file
 imported once."""
 
@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from vixio.state.pairings import StorePairings
+from vixio.transports.xiaozhi.companions.stored import StorePairings
 from vixio.state.sqlite import SqliteStore
 from vixio.state.store import StoreWriteError
-from vixio.transports.xiaozhi.pairing_store import CompanionKey
+from vixio.transports.xiaozhi.companions.store import CompanionKey
 
 from .conftest import StoreFactory
 

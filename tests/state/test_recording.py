@@ -10,7 +10,7 @@ from vixio.config.memory import MemoryConfig
 from vixio.core.chunk import TextChunk
 from vixio.core.pipeline import Pipeline
 from vixio.stations import AgentStation
-from vixio.state.memory import Conversation, ConversationMemory
+from vixio.memory.conversation import Conversation, ConversationMemory
 from vixio.state.store import Store, StoredTurn
 
 from ..stations.fakes import ScriptedAgent

@@ -89,9 +89,9 @@ async def test_ota_with_activation_answers_503_while_redis_is_down_and_no_traceb
     import aiohttp
 
     from vixio.state.redis import RedisStore
-    from vixio.transports.xiaozhi.auth import DeviceAuthenticator
-    from vixio.transports.xiaozhi.config import XiaozhiConfig
-    from vixio.transports.xiaozhi.ota import OtaServer
+    from vixio.transports.xiaozhi.session.auth import DeviceAuthenticator
+    from vixio.config.xiaozhi import XiaozhiConfig
+    from vixio.transports.xiaozhi.http.ota import OtaServer
 
     from ..transports.xiaozhi.test_ota import DEVICE, post_ota
 

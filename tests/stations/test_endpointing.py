@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from vixio.stations.endpointing import EndpointRules, hanging_ending
+from vixio.stations.asr.endpointing import EndpointRules, hanging_ending
 
 
 @pytest.mark.parametrize("text", ["What is the weather in.", "Set the volume to", "Call my mom and.",

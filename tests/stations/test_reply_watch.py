@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from vixio.providers.agent.base import AgentEvent, AgentTextDelta, AgentTextEnd, AgentToolCall, AgentToolResult
-from vixio.stations.reply_watch import FILLER, ReplyTimeout, ReplyTimeouts, watch_reply
+from vixio.stations.agent.reply_watch import FILLER, ReplyTimeout, ReplyTimeouts, watch_reply
 
 
 class Scripted:

@@ -17,7 +17,7 @@ from vixio.core.chunk import (
     TurnEndChunk,
 )
 from vixio.stations import ApologyStation, SentenceAggregatorStation, TextAggregatorStation, TTSStation
-from vixio.stations.text import find_sentence_end, speakable
+from vixio.stations.sentences.text import find_sentence_end, speakable
 from vixio.testing.harness import run_station
 
 from .fakes import ToneTTS

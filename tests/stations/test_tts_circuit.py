@@ -15,7 +15,7 @@ from loguru import logger
 from vixio.core.chunk import AudioChunk, StreamCompleteChunk, TextChunk
 from vixio.providers.tts.base import TTSError, TTSProvider
 from vixio.stations import TTSStation
-from vixio.stations.tts_circuit import TTSCircuit
+from vixio.stations.tts.circuit import TTSCircuit
 from vixio.testing.harness import run_station
 
 from .fakes import ToneTTS

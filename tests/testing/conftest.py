@@ -19,8 +19,8 @@ from aiohttp import web
 from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 
-from vixio.transports.xiaozhi.codec import OpusEncoder
-from vixio.transports.xiaozhi.framing import pack
+from vixio.transports.xiaozhi.protocol.codec import OpusEncoder
+from vixio.transports.xiaozhi.protocol.framing import pack
 
 SESSION = "5f0c9a7e-session"
 SERVER_HELLO: dict[str, Any] = {

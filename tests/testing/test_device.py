@@ -19,8 +19,8 @@ from multidict import CIMultiDict
 from tests.testing.conftest import SERVER_HELLO, SESSION, DeviceConnection, LoopbackServer, StartHttp, downlink_packets
 from vixio.testing.device import DeviceDisconnected, DeviceError, HelloError, OtaError, SimulatedDevice
 from vixio.testing.device.audio import tone
-from vixio.transports.xiaozhi.codec import OpusDecoder
-from vixio.transports.xiaozhi.framing import unpack
+from vixio.transports.xiaozhi.protocol.codec import OpusDecoder
+from vixio.transports.xiaozhi.protocol.framing import unpack
 
 MAC = re.compile(r"[0-9a-f]{2}(:[0-9a-f]{2}){5}")
 DEVICE_HELLO = {

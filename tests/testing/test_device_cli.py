@@ -136,7 +136,7 @@ async def test_an_ota_host_that_does_not_resolve_is_one_line(capsys: pytest.Capt
 
 async def test_a_401_is_one_line_with_the_reason(capsys: pytest.CaptureFixture[str]) -> None:
     from vixio.config.models import VixioConfig
-    from vixio.server import VixioServer
+    from vixio.app.server import VixioServer
 
     config = VixioConfig.model_validate({
         "xiaozhi": {"host": "127.0.0.1", "port": 0, "http": {"host": "127.0.0.1", "port": 0},

@@ -14,7 +14,7 @@ from vixio.core.chunk import Chunk, StreamCompleteChunk, TextChunk
 from vixio.core.pipeline import Pipeline
 from vixio.core.tools.local import func_to_tool_definition
 from vixio.testing.llm_server import Reply, ScriptedLLMServer
-from vixio.voice import VoiceStack
+from vixio.voice.stack import VoiceStack
 
 release: asyncio.Event
 

@@ -13,7 +13,7 @@ from typing import Any
 
 
 from vixio.config.models import VixioConfig
-from vixio.server import VixioServer
+from vixio.app.server import VixioServer
 from vixio.testing.device import SimulatedDevice
 from vixio.testing.device.mcp import DeviceTool, hang_forever
 from vixio.testing.llm_server import Reply, ScriptedLLMServer

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from vixio.config.models import VixioConfig
-from vixio.server import VixioServer
+from vixio.app.server import VixioServer
 from vixio.testing.llm_server import Reply, ScriptedLLMServer
 from vixio.testing.register_client import RegisterClient
 

@@ -20,10 +20,10 @@ from vixio.config.loader import ConfigError
 from vixio.config.models import VixioConfig
 from vixio.core.tools.context import ToolCallRecord, ToolContext
 from vixio.core.tools.local import func_to_tool_definition
-from vixio.server import VixioServer
+from vixio.app.server import VixioServer
 from vixio.testing.device import SimulatedDevice
 from vixio.testing.llm_server import Reply, ScriptedLLMServer
-from vixio.voice import VoiceStack
+from vixio.voice.stack import VoiceStack
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 

@@ -15,11 +15,11 @@ from typing import Any
 import aiohttp
 
 from vixio.config.models import VixioConfig
-from vixio.server import VixioServer
+from vixio.app.server import VixioServer
 from vixio.testing.device import SimulatedDevice
 from vixio.testing.device.camera import SimulatedCamera
 from vixio.testing.llm_server import Reply, ScriptedLLMServer
-from vixio.transports.xiaozhi.auth import issue_token
+from vixio.transports.xiaozhi.session.auth import issue_token
 
 PHOTO = b"\xff\xd8\xff\xe0\x00\x10JFIF\x00" + os.urandom(3000) + b"\xff\xd9"
 SECRET = "vision-test-secret"

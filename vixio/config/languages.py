@@ -113,7 +113,7 @@ def language_pack(language: str) -> LanguagePack:
 def apply_language(config: VixioConfig) -> VixioConfig:
     """Fill every key the config file left out with `config.language`'s text; refuse
     combinations that would speak or hear the wrong language."""
-    from vixio.config.voice import (
+    from vixio.config.pipeline import (
         EdgeTTSConfig,
         EspeakTTSConfig,
         FasterWhisperASRConfig,

@@ -15,7 +15,7 @@ FLEET_SECRET_MISSING = (
     "(closing a device's stale session, the console, pairing, activation) and these calls are signed with it; "
     "set the same random secret on every instance, e.g. `fleet_secret: ${VIXIO_FLEET_SECRET}` with "
     "VIXIO_FLEET_SECRET=$(openssl rand -hex 32) (docs/security.md#redis)")
-"""What `vixio config check` and `vixio serve` say about a fleet without its secret (vixio/preflight.py)."""
+"""What `vixio config check` and `vixio serve` say about a fleet without its secret (vixio/config/preflight.py)."""
 
 
 class StateConfig(StrictModel):

@@ -11,9 +11,9 @@ from vixio.config.memory import MemoryConfig, StateConfig
 from vixio.config.profiles import DevicesConfig, ProfilesConfig, lower_device_keys, materialize
 from vixio.config.tools import ToolsConfig
 from vixio.config.vision import VisionConfig
-from vixio.config.voice import AgentConfig, ASRConfig, SpeechConfig, TTSConfig, TurnConfig, VADConfig
+from vixio.config.pipeline import AgentConfig, ASRConfig, SpeechConfig, TTSConfig, TurnConfig, VADConfig
 from vixio.core.settings import StrictModel
-from vixio.transports.xiaozhi.config import XiaozhiConfig
+from vixio.config.xiaozhi import XiaozhiConfig
 
 LogLevel = Literal["TRACE", "DEBUG", "INFO", "SUCCESS", "WARNING", "ERROR", "CRITICAL"]
 

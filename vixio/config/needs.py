@@ -1,6 +1,6 @@
 """What a config needs from the machine: the pip extras of its providers, and API keys.
 
-`provider_needs` maps a config to the rows of `vixio.extras.PROVIDER_EXTRAS` it runs; the
+`provider_needs` maps a config to the rows of `vixio.config.extras.PROVIDER_EXTRAS` it runs; the
 extras it prints and the modules `vixio serve` and `vixio config check` look for come from there.
 
 `vixio config extras --config FILE` prints the extras (what `make serve CONFIG=FILE` installs);
@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from vixio.config.languages import language_pack
 from vixio.config.models import VixioConfig
 from vixio.config.vision import VisionConfig
-from vixio.config.voice import (
+from vixio.config.pipeline import (
     EdgeTTSConfig,
     EspeakTTSConfig,
     FasterWhisperASRConfig,
@@ -29,7 +29,8 @@ from vixio.config.voice import (
     PiperTTSConfig,
     TTSConfig,
 )
-from vixio.extras import PROVIDER_EXTRAS
+from vixio.config.extras import PROVIDER_EXTRAS
+from vixio.config.profiles import ProfileErrors, effective_config
 
 # litellm reads these when the config gives no key; local servers (ollama...) need none.
 _KEY_VARIABLES = {
@@ -77,9 +78,12 @@ def provider_needs(config: VixioConfig) -> list[tuple[str, str, str]]:
 
 def profile_config(config: VixioConfig, name: str) -> VixioConfig:
     """Profile `name` of a validated config as a whole config."""
-    from vixio.profiles.book import ProfileBook
-
-    return ProfileBook(config).effective(name)
+    errors: list[str] = []
+    source = config.model_dump(mode="json", by_alias=True, exclude={"profiles", "devices"})
+    found = effective_config(config, source, name, errors)
+    if found is None:  # the config was validated: only a profile changed since could fail
+        raise ProfileErrors(errors)
+    return found
 
 
 def _tts_need(tts: TTSConfig) -> str:

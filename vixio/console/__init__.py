@@ -25,16 +25,16 @@ from vixio.console.pairing import LocalPairing, PairingApi
 from vixio.console.profiles import ProfileApi
 
 if TYPE_CHECKING:
-    from vixio.server import VixioServer
-    from vixio.session_tools import SessionTools
+    from vixio.console.host import ConsoleHost
+    from vixio.voice.session_tools import SessionTools
 
 __all__ = ["Console", "ConsoleApi", "ConsoleBackend", "ConsoleError", "FanOutBackend", "LocalBackend"]
 
 
 class Console:
-    """The console of one `VixioServer`: a `LocalBackend` and its routes on the OTA server."""
+    """The console of one server (a `ConsoleHost`): a `LocalBackend` and its routes on the OTA server."""
 
-    def __init__(self, server: VixioServer, backend: ConsoleBackend | None = None) -> None:
+    def __init__(self, server: ConsoleHost, backend: ConsoleBackend | None = None) -> None:
         self.local = LocalBackend(server)
         agent = server.config.agent
         self.api = ConsoleApi(backend or self.local, server.ota.admin,  # one guard: one wrong-token throttle

@@ -35,7 +35,7 @@ from vixio.console.parse import PROTOCOLS, check_reply
 from vixio.console.replies import json_body as _body
 from vixio.console.replies import json_reply as _json
 from vixio.core.json_limits import loads_bounded
-from vixio.transports.xiaozhi.admin import COOKIE_NAME, AdminGuard, Handler, is_foreign_origin, is_local_direct
+from vixio.transports.xiaozhi.http.admin import COOKIE_NAME, AdminGuard, Handler, is_foreign_origin, is_local_direct
 
 STATIC_TYPES = {".html": "text/html", ".js": "text/javascript", ".css": "text/css", ".png": "image/png",
                 ".svg": "image/svg+xml"}

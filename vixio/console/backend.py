@@ -17,15 +17,16 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+from vixio.fleet.peers import CallError
 from vixio.core.tools.executor import ToolExecutor
 from vixio.core.tools.policy import ToolPolicy
 from vixio.core.tools.toolset import ToolSet
 from vixio.core.tools.types import ToolCallRequest, ToolCallResult, ToolDefinition
 
 if TYPE_CHECKING:
-    from vixio.server import VixioServer
-    from vixio.session_tools import SessionTools
-    from vixio.transports.xiaozhi.connection import XiaozhiConnection
+    from vixio.console.host import ConsoleHost
+    from vixio.voice.session_tools import SessionTools
+    from vixio.transports.xiaozhi.session.connection import XiaozhiConnection
 
 MAX_SAY_CHARS = 1000
 """Longest sentence the Say box may type into a session."""
@@ -44,13 +45,8 @@ CONSOLE_CALL_PREFIX = "console"
 """Call ids of calls run from the console start with this."""
 
 
-class ConsoleError(Exception):
+class ConsoleError(CallError):
     """A request the backend cannot serve; `status` is the HTTP status to answer with."""
-
-    def __init__(self, message: str, status: int = 400) -> None:
-        super().__init__(message)
-        self.message = message
-        self.status = status
 
 
 class ConsoleBackend(Protocol):
@@ -96,9 +92,9 @@ class _SessionLog:
 
 
 class LocalBackend:
-    """The sessions and tools of this process (`VixioServer`)."""
+    """The sessions and tools of this process (its `ConsoleHost`, the `VixioServer`)."""
 
-    def __init__(self, server: VixioServer) -> None:
+    def __init__(self, server: ConsoleHost) -> None:
         self.server = server
         self._logs: dict[str, _SessionLog] = {}
         self._connected_at: dict[str, float] = {}

@@ -6,7 +6,7 @@
                                         memory and history go with it); D's other requests go
     POST /api/identities/dismiss        {"device_id": D, "client_id": C} → that request is dropped
 
-A device id is pinned to the Client-Id it was first seen with (vixio/transports/xiaozhi/identity.py);
+A device id is pinned to the Client-Id it was first seen with (vixio/transports/xiaozhi/session/identity.py);
 a contact with another Client-Id is served as another device and asks here. A re-flashed board
 has a new Client-Id: approving its request makes it the device again. Only a pending request
 can be approved (a typo pins nothing). It reads and writes the state store itself, so every

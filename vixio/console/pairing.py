@@ -24,13 +24,13 @@ from loguru import logger
 
 from vixio.console.backend import ConsoleError
 from vixio.console.replies import json_body, json_reply
-from vixio.console.workers import internal_call_route
-from vixio.serve.peers import instance_of, worker_number
-from vixio.transports.xiaozhi.pairing import CompanionRegistry
-from vixio.transports.xiaozhi.pairing_store import CompanionKey, PairingStore
+from vixio.fleet.peers import internal_call_route
+from vixio.fleet.peers import instance_of, worker_number
+from vixio.transports.xiaozhi.companions.pairing import CompanionRegistry
+from vixio.transports.xiaozhi.companions.store import CompanionKey, PairingStore
 
 if TYPE_CHECKING:
-    from vixio.serve.peers import Peers
+    from vixio.fleet.peers import Peers
 
 T = TypeVar("T")
 WORKER_PATH = "/internal/pairing"

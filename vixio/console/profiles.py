@@ -8,7 +8,7 @@
 
 The assignment is written here (the only process, or the supervisor of `vixio serve --workers N`);
 the sessions live in the workers, so the console backend tells every worker (`reassign`,
-vixio/console/workers.py). Operator routes only (the console API's guard).
+vixio/console/worker_calls.py). Operator routes only (the console API's guard).
 """
 
 from __future__ import annotations

@@ -29,7 +29,7 @@ from loguru import logger as root_logger
 
 from vixio.core.chunk import UNSET_TURN, AudioChunk, BaseChunk, Chunk, ErrorChunk, InterruptChunk
 from vixio.core.queue import ChunkQueue
-from vixio.core.state import SessionState
+from vixio.core.session_state import SessionState
 from vixio.core.station import Station
 
 if TYPE_CHECKING:

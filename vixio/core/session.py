@@ -16,7 +16,7 @@ from loguru import logger
 from vixio.core.chunk import Chunk, InterruptChunk
 from vixio.core.eager import eager_task
 from vixio.core.pipeline import Pipeline
-from vixio.core.state import Message, SessionState
+from vixio.core.session_state import Message, SessionState
 
 __all__ = ["Message", "OutputHandler", "Session", "SessionState", "fan_out"]
 

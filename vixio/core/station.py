@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from loguru import Logger
 
     from vixio.core.pipeline import Pipeline
-    from vixio.core.state import SessionState
+    from vixio.core.session_state import SessionState
 
 
 class Station(ABC):

@@ -11,7 +11,7 @@ from typing import Literal
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from vixio.providers.failure import FAILURE_KINDS, failure_kind
+from vixio.core.failure import FAILURE_KINDS, failure_kind
 
 ProviderKind = Literal["agent", "asr", "tts", "vision"]
 PROVIDER_KINDS: tuple[ProviderKind, ...] = ("agent", "asr", "tts", "vision")
@@ -70,7 +70,7 @@ for _kind in ("unavailable", "write"):
 
 
 def reply_ended(marks: Mapping[str, float], outcome: TurnOutcome) -> None:
-    """One reply ended; `marks` are its turn's latency marks (vixio.core.state.TurnMetrics)."""
+    """One reply ended; `marks` are its turn's latency marks (vixio.core.session_state.TurnMetrics)."""
     TURNS.labels(outcome).inc()
     spoken, first_frame = marks.get("speech_end"), marks.get("first_frame_sent")
     if spoken is not None and first_frame is not None and first_frame >= spoken:
@@ -78,7 +78,7 @@ def reply_ended(marks: Mapping[str, float], outcome: TurnOutcome) -> None:
 
 
 def count_provider_error(provider: ProviderKind, exc: BaseException) -> None:
-    """A request to the `provider` failed with `exc` (its cause kind: vixio/providers/failure.py)."""
+    """A request to the `provider` failed with `exc` (its cause kind: vixio/core/failure.py)."""
     PROVIDER_ERRORS.labels(provider, failure_kind(exc)).inc()
 
 

@@ -22,11 +22,11 @@ import aiohttp
 from loguru import logger
 
 from vixio.config.models import VixioConfig
-from vixio.serve.directory import holder_name
+from vixio.fleet.directory import holder_name
 from vixio.serve.dispatch import Dispatcher
-from vixio.serve.peers import Peers
+from vixio.fleet.peers import Peers
 from vixio.state import Store, StoreError
-from vixio.transports.xiaozhi.ota import OtaServer
+from vixio.transports.xiaozhi.http.ota import OtaServer
 
 READY_TIMEOUT = 300.0
 """Seconds a starting worker has to load its models and bind; then it is killed (and retried)."""

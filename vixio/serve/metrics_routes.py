@@ -15,8 +15,8 @@ from aiohttp import web
 
 from vixio import metrics
 from vixio.metrics.merge import Family
-from vixio.serve.peers import PeerReply, Peers, worker_number
-from vixio.server import rss_mb
+from vixio.fleet.peers import PeerReply, Peers, worker_number
+from vixio.app.server import rss_mb
 
 if TYPE_CHECKING:
     from vixio.serve.lifecycle import WorkerProcess

@@ -14,7 +14,7 @@
 Why the HTTP port stays in the supervisor: OTA is stateless, activation codes live in one
 registry, and tokens are issued in one place, so every device gets the same answers whichever
 worker it lands on. Routes about live sessions (`/metrics`: vixio/serve/metrics_routes.py, the operator console's `/api/`) are
-answered from every worker through `Peers` (vixio/serve/peers.py explains how a new route uses
+answered from every worker through `Peers` (vixio/fleet/peers.py explains how a new route uses
 it). The WebSocket port is the supervisor's: it accepts there and passes each connection,
 unread, to the ready worker holding the fewest (SO_REUSEPORT's hashing left workers ±7 devices
 apart per 200, and the busier one slower: dispatch.py), which does the handshake and
@@ -45,34 +45,34 @@ from aiohttp import web
 from loguru import logger
 
 from vixio import metrics
-from vixio.agent_model import warn_when_model_has_no_tools
+from vixio.voice.agent_model import warn_when_model_has_no_tools
 from vixio.config.models import VixioConfig
 from vixio.console import ConsoleApi, FanOutBackend
 from vixio.console.identity import IdentityApi
 from vixio.console.memory import MemoryApi
 from vixio.console.pairing import FanOutPairing, PairingApi, WorkerPairing
 from vixio.console.profiles import ProfileApi
-from vixio.console.workers import WorkerBackend
-from vixio.startup import log_http_urls, warn_about_open_tokens
+from vixio.console.worker_calls import WorkerBackend
+from vixio.app.startup import log_http_urls, warn_about_open_tokens
 from vixio.profiles import ProfileBook
 from vixio.state import StoreError, open_store
-from vixio.state.memory import prune_history_forever
-from vixio.state.pairings import StorePairings
+from vixio.memory.conversation import prune_history_forever
+from vixio.transports.xiaozhi.companions.stored import StorePairings
 from vixio.state.redis_link import unprotected
-from vixio.transports.xiaozhi.http_limits import install_accept_error_throttle
-from vixio.transports.xiaozhi.auth import DeviceAuthenticator
-from vixio.transports.xiaozhi.hosts import VISION_PATH
-from vixio.transports.xiaozhi.ota import OtaServer
-from vixio.transports.xiaozhi.pairing_policy import warn_about_trusted_macs
-from vixio.vision import UPLOAD_TIMEOUT
+from vixio.transports.xiaozhi.http.limits import install_accept_error_throttle
+from vixio.transports.xiaozhi.session.auth import DeviceAuthenticator
+from vixio.transports.xiaozhi.http.hosts import VISION_PATH
+from vixio.transports.xiaozhi.http.ota import OtaServer
+from vixio.transports.xiaozhi.companions.policy import warn_about_trusted_macs
+from vixio.app.vision import UPLOAD_TIMEOUT
 from vixio.serve.dispatch import Dispatcher
-from vixio.serve.bus import BusNameTaken, fleet_bus
-from vixio.serve.directory import in_fleet, resolve_instance
-from vixio.serve.fleet_activation import SUPERVISOR, FleetActivation
+from vixio.fleet.bus import BusNameTaken, fleet_bus
+from vixio.fleet.directory import in_fleet, resolve_instance
+from vixio.fleet.activation import SUPERVISOR, FleetActivation
 from vixio.serve.lifecycle import WorkerLifecycle, WorkerProcess, WorkerStartError
 from vixio.serve.metrics_routes import InstanceMetrics, merge_metrics
-from vixio.serve.peers import PeerReply, Peers
-from vixio.serve.plan import cpu_count, listen_port, resolve_workers, reuse_port_supported
+from vixio.fleet.peers import PeerReply, Peers
+from vixio.fleet.plan import cpu_count, listen_port, resolve_workers, reuse_port_supported
 
 __all__ = ["Supervisor", "WorkerProcess", "WorkerStartError", "cpu_count", "listen_port", "merge_metrics",
            "resolve_workers", "reuse_port_supported", "serve_workers"]
@@ -96,14 +96,14 @@ class Supervisor(WorkerLifecycle):
                              websocket_port=lambda: self.websocket_port, store=self.store)
         if self.bus is not None and self.ota.activations is not None:  # a code confirmed on any instance
             self.bus.serve = FleetActivation(self.ota.activations, self.bus, self.instance).serve
-        # Operator routes (vixio/transports/xiaozhi/admin.py): the JSON view has live device ids.
+        # Operator routes (vixio/transports/xiaozhi/http/admin.py): the JSON view has live device ids.
         self.ota.ready = self._serving  # /healthz: 503 until then
         self.metrics = InstanceMetrics(self.workers, self.peers)
         guard = self.ota.admin  # one guard for the port's routes: one wrong-token throttle
         self.ota.add_route("GET", metrics.PATH, guard.protect(self.metrics.prometheus))
         self.ota.add_route("GET", metrics.JSON_PATH, guard.protect(self.metrics.json))
         self.ota.add_route("POST", VISION_PATH, self._forward_to_any)
-        # The operator console over every worker's sessions (vixio/console/workers.py).
+        # The operator console over every worker's sessions (vixio/console/worker_calls.py).
         agent = config.agent
         self.console = ConsoleApi(FanOutBackend(lambda: [WorkerBackend(self.peers, w) for w in self.peers.workers]),
                                   guard,

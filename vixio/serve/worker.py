@@ -9,8 +9,8 @@ worker outlives it. The worker loads its models once, serves the devices the sup
 over on the dispatch socket (each to the worker with the fewest: vixio/serve/dispatch.py), and answers
 `VixioServer.session_routes` plus `GET /healthz` on its Unix socket, where its siblings reach
 it too: a companion and its device on different workers are paired through them
-(vixio/serve/companions.py), and a background result reaches its device's next session on
-another worker (vixio/task_results.py). SIGTERM: close every
+(vixio/fleet/companions.py), and a background result reaches its device's next session on
+another worker (vixio/app/task_results.py). SIGTERM: close every
 session, then exit 0. SIGUSR1 (the supervisor's graceful stop): take no new device, let the
 replies being made or spoken finish (`server.drain_timeout`), then as SIGTERM. SIGINT (Ctrl-C reaches the whole process group) is left to the
 supervisor, which stops the workers in order.
@@ -31,15 +31,15 @@ from aiohttp import web
 from loguru import logger
 
 from vixio.config.models import VixioConfig
-from vixio.log import setup_logging
-from vixio.server import SessionRoute, VixioServer, rss_mb
-from vixio.serve.companions import PATH as COMPANIONS_PATH
-from vixio.task_results import PATH as TASK_RESULTS_PATH
-from vixio.serve.companions import WorkerCompanionRelay
-from vixio.serve.bus import fleet_bus
-from vixio.serve.directory import PATH as DIRECTORY_PATH
-from vixio.serve.directory import DirectoryRoute, holder_name
-from vixio.serve.peers import Peers
+from vixio.app.log import setup_logging
+from vixio.app.server import SessionRoute, VixioServer, rss_mb
+from vixio.fleet.companions import PATH as COMPANIONS_PATH
+from vixio.app.task_results import PATH as TASK_RESULTS_PATH
+from vixio.fleet.companions import WorkerCompanionRelay
+from vixio.fleet.bus import fleet_bus
+from vixio.fleet.directory import PATH as DIRECTORY_PATH
+from vixio.fleet.directory import DirectoryRoute, holder_name
+from vixio.fleet.peers import Peers
 from vixio.serve.dispatch import Adopter, adopt_into
 
 log = logger.bind(component="vixio.serve.worker")

@@ -42,7 +42,7 @@ def open_store(config: StateConfig, memory: MemoryConfig | None = None) -> Store
         try:
             import redis.asyncio  # noqa: F401 - the extra's module, looked for before anything connects
         except ImportError as exc:
-            from vixio.extras import install_hint
+            from vixio.config.extras import install_hint
 
             raise StoreError(f"state.backend 'redis' needs the 'redis' extra, which is not installed ({exc.name or 'redis'} "
                              f"missing): {install_hint('redis')}") from None

@@ -26,7 +26,7 @@ are JSON arrays, times unix seconds):
 
 Bounds: a device keeps its newest `state.max_turns` turns; its two turn keys expire
 `memory.history_days` after its newest turn (the hourly prune also drops older turns of devices
-still talking). A turn's texts are bounded by the recorder (vixio/state/memory.py), the long-term
+still talking). A turn's texts are bounded by the recorder (vixio/memory/conversation.py), the long-term
 memory by `memory.max_chars`. A device's held results expire with the latest of them (at most
 `keep`). `devices` drops a device whose turns expired and memory is gone when it meets it.
 Sessions are listed while their worker's heartbeat is current (`Store.heartbeat`); a worker

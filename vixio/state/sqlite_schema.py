@@ -45,7 +45,7 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         """CREATE TABLE workers (
             worker TEXT PRIMARY KEY, alive_until REAL NOT NULL)""",
     ),
-    (  # 4: background results held for a device that is away (vixio/task_results.py)
+    (  # 4: background results held for a device that is away (vixio/app/task_results.py)
         """CREATE TABLE held_results (
             id INTEGER PRIMARY KEY, device_id TEXT NOT NULL, payload TEXT NOT NULL,
             at REAL NOT NULL, until REAL NOT NULL)""",

@@ -11,7 +11,7 @@ What it holds: who is let in (activation, run-time allow-list), profile assignme
 config, conversation turns, a short long-term memory per device, companion pairing approvals, the
 directory of live sessions (which worker holds which device), the counts of limits every
 process shares (vixio/state/limits.py), and who each device is: the Client-Id its id was first
-seen with, and the re-binds that wait for an operator (vixio/transports/xiaozhi/identity.py). Backends implement `Store`;
+seen with, and the re-binds that wait for an operator (vixio/transports/xiaozhi/session/identity.py). Backends implement `Store`;
 nothing else in vixio speaks SQL (vixio/state/sqlite.py) or a Redis command. Every method may be
 called from any task; writes never block the event loop. tests/state/ is the contract every
 backend passes.

@@ -4,12 +4,12 @@
     → SentenceAggregatorStation → TTSStation (or, text only, ApologyStation)
 """
 
-from vixio.stations.agent import AgentStation
+from vixio.stations.agent.station import AgentStation
 from vixio.stations.apology import ApologyStation
-from vixio.stations.asr import ASRStation
-from vixio.stations.sentence_aggregator import SentenceAggregatorStation
+from vixio.stations.asr.station import ASRStation
+from vixio.stations.sentences.aggregator import SentenceAggregatorStation
 from vixio.stations.text_aggregator import TextAggregatorStation
-from vixio.stations.tts import TTSStation
+from vixio.stations.tts.station import TTSStation
 from vixio.stations.turn_detector import TurnDetectorStation
 from vixio.stations.vad import VADStation
 

@@ -18,7 +18,7 @@ async def server() -> AsyncIterator[ScriptedLLMServer]:
 @pytest.fixture
 def make_provider(server: ScriptedLLMServer) -> Callable[..., Any]:
     """Build an OpenAIAgentProvider talking litellm -> HTTP -> the scripted server."""
-    from vixio.providers.agent.openai_agent import OpenAIAgentProvider
+    from vixio.providers.agent.openai_agents.provider import OpenAIAgentProvider
 
     def make(**kwargs: Any) -> OpenAIAgentProvider:
         return OpenAIAgentProvider("openai/test-model", api_base=server.base_url, api_key="test", **kwargs)

@@ -20,10 +20,10 @@ import openai
 import pytest
 from aiohttp import web
 
-from vixio.providers.agent.aiohttp_transport import AiohttpTransport
+from vixio.providers.agent.openai_agents.aiohttp_transport import AiohttpTransport
 from vixio.providers.agent.base import AgentError, AgentTextDelta
-from vixio.providers.agent.openai_agent import OpenAIAgentProvider
-from vixio.providers.agent.openai_clients import _CLIENTS, close_openai_clients, shared_openai_client
+from vixio.providers.agent.openai_agents.provider import OpenAIAgentProvider
+from vixio.providers.agent.openai_agents.clients import _CLIENTS, close_openai_clients, shared_openai_client
 from vixio.testing.llm_server import Reply, ScriptedLLMServer
 from vixio.testing.loopback import LoopbackServer
 
@@ -276,7 +276,7 @@ async def test_proxies_from_the_environment_are_used_unless_no_proxy_names_the_h
 
 
 def test_httpx2_timeouts_become_aiohttp_limits_per_read_not_for_the_whole() -> None:
-    from vixio.providers.agent.aiohttp_transport import _client_timeout
+    from vixio.providers.agent.openai_agents.aiohttp_transport import _client_timeout
 
     sdk_default = _client_timeout(5.0, 600.0, 600.0)  # openai.DEFAULT_TIMEOUT
     assert (sdk_default.total, sdk_default.sock_connect, sdk_default.sock_read, sdk_default.connect) == \
@@ -288,7 +288,7 @@ def test_httpx2_timeouts_become_aiohttp_limits_per_read_not_for_the_whole() -> N
 def test_each_aiohttp_failure_becomes_the_httpx2_error_for_what_happened() -> None:
     from aiohttp.client_reqrep import ConnectionKey
 
-    from vixio.providers.agent.aiohttp_transport import httpx_error
+    from vixio.providers.agent.openai_agents.aiohttp_transport import httpx_error
 
     request = httpx2.Request("POST", "http://127.0.0.1:9/v1/chat/completions")
     key = ConnectionKey("127.0.0.1", 9, False, True, None, None, None)
@@ -322,7 +322,7 @@ def ssl_error() -> Exception:
 
 async def test_the_voice_stack_closes_the_loops_pools_when_the_server_stops() -> None:
     from vixio.config.models import VixioConfig
-    from vixio.voice import VoiceStack
+    from vixio.voice.stack import VoiceStack
 
     session = await pool_after_a_turn()
     await VoiceStack(VixioConfig.model_validate({})).close()

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from vixio.providers.agent.base import INTERRUPTED_MARK, mark_interrupted
-from vixio.providers.agent.history import (
+from vixio.providers.agent.openai_agents.history import (
     drop_unpaired_tool_items,
     message_text,
     replace_last_reply,

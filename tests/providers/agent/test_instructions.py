@@ -10,7 +10,8 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from vixio.config.languages import language_pack
-from vixio.providers.agent.instructions import TurnInstructions, resolve_timezone
+from vixio.config.pipeline import resolve_timezone
+from vixio.providers.agent.instructions import TurnInstructions
 from vixio.providers.agent.text_tools import TextToolAgentProvider
 from vixio.testing.llm_server import Reply, ScriptedLLMServer
 
@@ -130,7 +131,7 @@ async def test_a_text_tool_protocol_keeps_the_clock_fresh(server: ScriptedLLMSer
 
 
 async def test_the_clock_tools_tell_the_time_in_agent_timezone() -> None:
-    from vixio.voice import VoiceStack
+    from vixio.voice.stack import VoiceStack
 
     stack = VoiceStack(config_with_agent({"provider": "local-llama", "timezone": "Asia/Kathmandu"}))
     tools = {tool.name: tool for tool in stack.local_tools}

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from vixio.providers.agent.base import AgentTextDelta
-from vixio.providers.agent.chatml import normalize_messages
+from vixio.providers.agent.llama.chatml import normalize_messages
 
 TOOL_TURN: list[dict[str, Any]] = [
     {"role": "system", "content": "You are a helpful assistant."},
@@ -58,7 +58,7 @@ needs_llama = pytest.mark.skipif(
 @pytest.fixture(scope="module")
 def llama() -> Any:
     """The process-wide SmolLM2 (loaded once for the module)."""
-    from vixio.providers.agent.llama_weights import load_llama, smollm2_model_path
+    from vixio.providers.agent.llama.weights import load_llama, smollm2_model_path
 
     return load_llama(smollm2_model_path(), 2048)
 
@@ -70,7 +70,7 @@ def english_ratio(text: str) -> float:
 
 @needs_llama
 async def test_smollm2_chat_turn_returns_english(llama: Any) -> None:
-    from vixio.providers.agent.local_llama import LocalLlamaAgentProvider
+    from vixio.providers.agent.llama.provider import LocalLlamaAgentProvider
 
     agent = LocalLlamaAgentProvider(max_tokens=48, temperature=0.0)
     await agent.initialize(system_prompt="You are a helpful assistant. Answer in one short sentence.")
@@ -94,7 +94,7 @@ def test_normalised_tool_turn_renders_through_the_real_template(llama: Any) -> N
 async def test_tool_items_in_history_do_not_break_a_local_run(llama: Any) -> None:
     from agents import Agent, Runner
 
-    from vixio.providers.agent.local_llama import LocalLlamaModel
+    from vixio.providers.agent.llama.provider import LocalLlamaModel
 
     history = [
         {"role": "user", "content": "What's the weather in Paris?"},
@@ -109,7 +109,7 @@ async def test_tool_items_in_history_do_not_break_a_local_run(llama: Any) -> Non
 
 @needs_llama
 async def test_cancel_stops_local_generation_promptly(llama: Any) -> None:
-    from vixio.providers.agent.local_llama import LocalLlamaAgentProvider
+    from vixio.providers.agent.llama.provider import LocalLlamaAgentProvider
 
     agent = LocalLlamaAgentProvider(max_tokens=256, temperature=0.7)
     await agent.initialize()
@@ -136,7 +136,7 @@ def test_amx_builds_load_without_extra_buffer_types(monkeypatch: pytest.MonkeyPa
     import llama_cpp
     import llama_cpp.llama_cpp as low_level
 
-    from vixio.providers.agent.llama_weights import amx_kernels_disabled
+    from vixio.providers.agent.llama.weights import amx_kernels_disabled
 
     original = low_level.llama_model_default_params
     monkeypatch.setattr(llama_cpp, "llama_print_system_info", lambda: b"CPU : AVX2 = 1 | AMX_INT8 = 1 |")
@@ -148,7 +148,7 @@ def test_amx_builds_load_without_extra_buffer_types(monkeypatch: pytest.MonkeyPa
 
 CLOSE_DURING_GENERATION = """
 import threading
-from vixio.providers.agent.llama_weights import INFERENCE, close_models, load_llama, smollm2_model_path
+from vixio.providers.agent.llama.weights import INFERENCE, close_models, load_llama, smollm2_model_path
 
 llama = load_llama(smollm2_model_path(), 2048)
 first_token = threading.Event()
@@ -185,7 +185,7 @@ def test_a_new_minute_does_not_make_the_model_read_the_conversation_again(llama:
 
     from vixio.config.languages import LANGUAGES
     from vixio.providers.agent.instructions import TurnInstructions
-    from vixio.providers.agent.local_llama import LocalLlamaModel
+    from vixio.providers.agent.llama.provider import LocalLlamaModel
 
     model = LocalLlamaModel()
     model._llama = llama
@@ -214,7 +214,7 @@ def test_a_new_minute_does_not_make_the_model_read_the_conversation_again(llama:
 
 def test_the_clock_moves_after_the_history_and_nothing_else_does() -> None:
     from vixio.config.languages import LANGUAGES
-    from vixio.providers.agent.chatml import clock_before_last_turn
+    from vixio.providers.agent.llama.chatml import clock_before_last_turn
 
     templates = [pack.clock_note for pack in LANGUAGES.values()]
     zh = "现在是2026年11月25日 星期三 14:05（Asia/Shanghai时间）。回答时间、日期和星期的问题时以此为准。"

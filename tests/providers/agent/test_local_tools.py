@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from vixio.providers.agent.local_tools import (
+from vixio.providers.agent.llama.tools import (
     forced_call_schema,
     parse_tool_calls,
     split_tool_calls,
@@ -114,8 +114,8 @@ async def test_a_forced_call_of_the_shipped_model_runs_a_real_tool_through_the_e
     from vixio.core.tools.policy import ToolPolicy
     from vixio.core.tools.toolset import ToolSet
     from vixio.providers.agent.base import AgentTextDelta, AgentToolCall, AgentToolResult
-    from vixio.providers.agent.local_llama import LocalLlamaAgentProvider
-    from vixio.providers.agent.tools import OpenAIAgentToolConverter
+    from vixio.providers.agent.llama.provider import LocalLlamaAgentProvider
+    from vixio.providers.agent.openai_agents.tools import OpenAIAgentToolConverter
 
     volumes: list[int] = []
 

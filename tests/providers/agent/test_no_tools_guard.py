@@ -8,7 +8,8 @@ import pytest
 
 from vixio.config.languages import language_pack
 from vixio.providers.agent.base import AgentTextDelta
-from vixio.providers.agent.instructions import TurnInstructions, resolve_timezone
+from vixio.config.pipeline import resolve_timezone
+from vixio.providers.agent.instructions import TurnInstructions
 from vixio.providers.agent.no_tools_guard import RULES, NoToolsGuard
 from vixio.testing.llm_server import Reply, ScriptedLLMServer
 

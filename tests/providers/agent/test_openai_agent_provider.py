@@ -20,7 +20,7 @@ from vixio.providers.agent.base import (
     AgentToolCall,
     AgentToolResult,
 )
-from vixio.providers.agent.history import is_user_message, message_text
+from vixio.providers.agent.openai_agents.history import is_user_message, message_text
 from vixio.testing.llm_server import Reply, ScriptedLLMServer, split_deltas
 
 Factory = Callable[..., Any]
@@ -323,7 +323,7 @@ async def test_chat_before_initialize_is_an_agent_error(make_provider: Factory) 
 
 
 async def test_unreachable_server_is_an_agent_error() -> None:
-    from vixio.providers.agent.openai_agent import OpenAIAgentProvider
+    from vixio.providers.agent.openai_agents.provider import OpenAIAgentProvider
 
     gone = await ScriptedLLMServer().start()
     await gone.stop()  # nothing listens on its port any more

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
-from vixio.providers.agent.openai_agent import OpenAIAgentProvider
+from vixio.providers.agent.openai_agents.provider import OpenAIAgentProvider
 from vixio.testing.llm_server import Reply, ScriptedLLMServer
 
 

@@ -7,7 +7,7 @@ import sys
 import textwrap
 
 from vixio.providers.agent.base import AgentTextDelta, AgentToolCall, AgentToolResult
-from vixio.providers.agent.openai_agent import OpenAIAgentProvider
+from vixio.providers.agent.openai_agents.provider import OpenAIAgentProvider
 from vixio.testing.llm_server import Reply, ScriptedLLMServer
 
 
@@ -52,7 +52,7 @@ def _without_nulls(messages: list[dict]) -> list[dict]:
 def test_the_direct_path_never_imports_litellm() -> None:
     script = textwrap.dedent("""
         import asyncio, sys
-        from vixio.providers.agent.openai_agent import OpenAIAgentProvider
+        from vixio.providers.agent.openai_agents.provider import OpenAIAgentProvider
         from vixio.testing.llm_server import Reply, ScriptedLLMServer
 
         async def main():

@@ -2,8 +2,8 @@ from __future__ import annotations
 
 from agents import MaxTurnsExceeded
 
-from vixio.providers.agent.model_deadline import ModelCallTimeout
-from vixio.providers.agent.run_failure import RunFailureContext, describe_run_failure
+from vixio.providers.agent.openai_agents.model_deadline import ModelCallTimeout
+from vixio.providers.agent.openai_agents.run_failure import RunFailureContext, describe_run_failure
 
 CONTEXT = RunFailureContext(where="http://127.0.0.1:9/v1", api_base="http://127.0.0.1:9/v1", timeout=30.0, max_turns=5)
 

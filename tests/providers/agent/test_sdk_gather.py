@@ -8,7 +8,7 @@ import contextvars
 import pytest
 from agents.util._asyncio_tasks import gather_with_cancel
 
-from vixio.providers.agent.sdk_gather import eager_gather_with_cancel, install
+from vixio.patches.openai_agents_gather import eager_gather_with_cancel, install
 from vixio.testing.loop_ticks import LoopTicks
 
 GATHERS = pytest.mark.parametrize("gather", [gather_with_cancel, eager_gather_with_cancel], ids=["sdk", "eager"])

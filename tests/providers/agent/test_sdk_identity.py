@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from vixio.providers.agent import sdk_identity
-from vixio.providers.agent.openai_agent import with_tools
+from vixio.patches import openai_agents_identity as sdk_identity
+from vixio.providers.agent.openai_agents.provider import with_tools
 
 identity_module = pytest.importorskip("agents._run_state_agent_identity")
 tracker_module = pytest.importorskip("agents.run_internal.tool_use_tracker")

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from vixio.providers.agent import sdk_speedups
+from vixio.patches import openai_sdk as sdk_speedups
 from vixio.testing.loop_ticks import LoopTicks
 
 openai_completions = pytest.importorskip("openai.resources.chat.completions.completions")
@@ -283,7 +283,7 @@ import json, os
 os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
 from openai.types.chat import ChatCompletionChunk
 from openai.types.responses import Response, ResponseTextDeltaEvent, ResponseFunctionToolCall
-from vixio.providers.agent import sdk_speedups
+from vixio.patches import openai_sdk as sdk_speedups
 models = (Response, ResponseTextDeltaEvent, ResponseFunctionToolCall, ChatCompletionChunk)
 before = [m.__pydantic_complete__ for m in models]
 sdk_speedups.install()

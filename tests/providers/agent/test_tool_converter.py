@@ -8,7 +8,7 @@ from typing import Any
 
 from vixio.core.tools import ToolCallResult, ToolDefinition, ToolExecutor, ToolPolicy, ToolSet
 from vixio.providers.agent.base import AgentTextDelta, AgentToolCall, AgentToolResult
-from vixio.providers.agent.tools import OpenAIAgentToolConverter
+from vixio.providers.agent.openai_agents.tools import OpenAIAgentToolConverter
 from vixio.testing.llm_server import Reply, ScriptedLLMServer
 
 Factory = Callable[..., Any]

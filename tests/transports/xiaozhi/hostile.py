@@ -17,7 +17,7 @@ from typing import Any
 from aiohttp import web
 from loguru import logger
 
-from vixio.server import VixioServer
+from vixio.app.server import VixioServer
 from vixio.testing.device import SimulatedDevice
 
 from .conftest import ws_url

@@ -16,8 +16,8 @@ async def main(keepalive_timeout: float) -> None:
 
     from vixio.config.models import VixioConfig
     from vixio.core.pipeline import Pipeline
-    from vixio.server import VixioServer
-    from vixio.transports.xiaozhi.transport import DeviceContext
+    from vixio.app.server import VixioServer
+    from vixio.transports.xiaozhi.websocket.transport import DeviceContext
 
     logger.remove()
     logger.add(sys.stderr, level="INFO")

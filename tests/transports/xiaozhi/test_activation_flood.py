@@ -12,9 +12,9 @@ import pytest
 from loguru import logger
 
 from vixio.state.sqlite import SqliteStore
-from vixio.transports.xiaozhi import activation
-from vixio.transports.xiaozhi.activation import MAX_PENDING_ACTIVATIONS, ActivationRegistry
-from vixio.transports.xiaozhi.config import ActivationConfig
+from vixio.transports.xiaozhi.http import activation
+from vixio.transports.xiaozhi.http.activation import MAX_PENDING_ACTIVATIONS, ActivationRegistry
+from vixio.config.xiaozhi import ActivationConfig
 
 from .test_ota import DEVICE, HEADERS, SYSTEM_INFO, StartServer, http, start_server, store  # noqa: F401
 
@@ -28,7 +28,7 @@ class Clock:
 
 
 async def test_ten_thousand_ids_from_many_addresses_leave_a_waiting_devices_code(store: SqliteStore) -> None:
-    from vixio.transports.xiaozhi.activation_proof import ActivationRefused
+    from vixio.transports.xiaozhi.http.activation_proof import ActivationRefused
 
     clock = Clock()
     registry = ActivationRegistry(ActivationConfig(enabled=True), store, clock=clock)
@@ -64,7 +64,7 @@ async def test_codes_of_devices_that_stopped_asking_make_room(store: SqliteStore
 
 
 async def test_one_address_creates_a_bounded_number_of_codes_a_minute(store: SqliteStore) -> None:
-    from vixio.transports.xiaozhi.activation_proof import ActivationRefused
+    from vixio.transports.xiaozhi.http.activation_proof import ActivationRefused
 
     clock = Clock()
     registry = ActivationRegistry(ActivationConfig(enabled=True, new_codes_per_minute=5), store, clock=clock)
@@ -88,7 +88,7 @@ async def test_an_http_flood_from_one_address(
     server = await start_server(activation={"enabled": True})
     lines: list[str] = []
     sink = logger.add(lambda m: lines.append(m.record["message"]), level="INFO",
-                      filter="vixio.transports.xiaozhi.ota")
+                      filter="vixio.transports.xiaozhi.http.ota")
     try:
         async with http.post(server.url, headers=HEADERS, data=json.dumps(SYSTEM_INFO)) as response:
             code = (await response.json())["activation"]["code"]
@@ -115,7 +115,7 @@ async def test_an_http_flood_from_one_address(
 
 
 def test_a_flood_of_offers_is_logged_as_a_few_lines_and_counts() -> None:
-    from vixio.transports.xiaozhi.ota import LineBudget
+    from vixio.transports.xiaozhi.http.ota import LineBudget
 
     clock = Clock()
     budget = LineBudget(20, 10.0, clock=clock)

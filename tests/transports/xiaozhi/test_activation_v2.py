@@ -20,9 +20,9 @@ import pytest
 from loguru import logger
 
 from vixio.state.sqlite import SqliteStore
-from vixio.transports.xiaozhi.activation import ActivationRegistry
-from vixio.transports.xiaozhi.config import ActivationConfig
-from vixio.transports.xiaozhi.ota import OtaServer
+from vixio.transports.xiaozhi.http.activation import ActivationRegistry
+from vixio.config.xiaozhi import ActivationConfig
+from vixio.transports.xiaozhi.http.ota import OtaServer
 
 from .test_ota import CLIENT, DEVICE, HEADERS, SYSTEM_INFO, StartServer, http, start_server, store  # noqa: F401
 

@@ -8,7 +8,7 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from vixio.transports.xiaozhi.admin import ADDRESS_BURST, COOKIE_NAME, AdminGuard, TokenThrottle
+from vixio.transports.xiaozhi.http.admin import ADDRESS_BURST, COOKIE_NAME, AdminGuard, TokenThrottle
 
 
 async def _secret(request: web.Request) -> web.Response:

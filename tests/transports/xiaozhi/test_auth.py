@@ -9,7 +9,7 @@ import hmac
 import pytest
 from multidict import CIMultiDict
 
-from vixio.transports.xiaozhi.auth import (
+from vixio.transports.xiaozhi.session.auth import (
     AuthError,
     DeviceAuthenticator,
     DeviceIdentity,
@@ -17,7 +17,7 @@ from vixio.transports.xiaozhi.auth import (
     parse_bearer,
     verify_token,
 )
-from vixio.transports.xiaozhi.config import AuthConfig
+from vixio.config.xiaozhi import AuthConfig
 
 SECRET = "s3cret"
 CLIENT = "0f3c1a2b-1111-4222-8333-444455556666"

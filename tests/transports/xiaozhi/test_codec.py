@@ -9,8 +9,8 @@ import numpy as np
 import opuslib_next
 import pytest
 
-from vixio.transports.xiaozhi import codec
-from vixio.transports.xiaozhi.codec import (
+from vixio.transports.xiaozhi.protocol import codec
+from vixio.transports.xiaozhi.protocol.codec import (
     DOWNLINK_SAMPLE_RATE,
     FRAME_DURATION_MS,
     UPLINK_SAMPLE_RATE,
@@ -309,7 +309,7 @@ async def test_codec_thread_gives_the_same_packets_as_inline_calls_for_many_sess
     to each session encoding inline, in order (and decoding them gives the same PCM)."""
     import asyncio
 
-    from vixio.transports.xiaozhi.codec import codec_worker
+    from vixio.transports.xiaozhi.protocol.codec import codec_worker
 
     rng = np.random.default_rng(3)
     sessions = []
@@ -357,7 +357,7 @@ async def test_codec_thread_reports_a_bad_frame_to_its_session_only() -> None:
 
 def test_reply_framer_resamples_downmixes_and_pads_the_last_frame() -> None:
     from vixio.core.chunk import AudioChunk
-    from vixio.transports.xiaozhi.codec import ReplyFramer
+    from vixio.transports.xiaozhi.protocol.codec import ReplyFramer
 
     framer = ReplyFramer(frame_bytes=1440 * 2)  # 60 ms at 24 kHz
     mono = np.full(24000 // 10, 1000, dtype="<i2").tobytes()  # 100 ms at 24 kHz: 1 frame + 40 ms

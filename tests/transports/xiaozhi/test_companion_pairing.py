@@ -18,7 +18,7 @@ from vixio.testing.device import SimulatedDevice
 from vixio.testing.register_client import RegisterClient
 from loguru import logger
 
-from vixio.transports.xiaozhi.pairing import CompanionRegistry, normalize_mac
+from vixio.transports.xiaozhi.companions.pairing import CompanionRegistry, normalize_mac
 
 from .test_register_tools import Harness, harness, start_harness, until, volume_tools  # noqa: F401  (fixture)
 

@@ -15,12 +15,12 @@ import vixio
 from vixio.config.models import VixioConfig
 from vixio.core.pipeline import Pipeline
 from vixio.core.tools.types import ToolDefinition
-from vixio.server import VixioServer
+from vixio.app.server import VixioServer
 from vixio.testing.device import DeviceTool, McpToolResult, SimulatedDevice, hang_forever
 from vixio.testing.device.mcp import DeviceMcpServer
-from vixio.transports.xiaozhi.device_tools import XiaozhiDeviceToolClient, tool_call_result
-from vixio.transports.xiaozhi.hosts import derive_vision_url
-from vixio.transports.xiaozhi.transport import DeviceContext
+from vixio.transports.xiaozhi.mcp.device_tools import XiaozhiDeviceToolClient, tool_call_result
+from vixio.transports.xiaozhi.http.hosts import derive_vision_url
+from vixio.transports.xiaozhi.websocket.transport import DeviceContext
 
 from .conftest import ServerFactory, ws_url
 

@@ -7,7 +7,7 @@ import struct
 
 import pytest
 
-from vixio.transports.xiaozhi.framing import (
+from vixio.transports.xiaozhi.protocol.framing import (
     FRAME_TYPE_JSON,
     SUPPORTED_VERSIONS,
     BinaryFrame,

@@ -13,7 +13,7 @@ import pytest
 import websockets
 
 from vixio.testing.device import SimulatedDevice
-from vixio.transports.xiaozhi.auth import issue_token
+from vixio.transports.xiaozhi.session.auth import issue_token
 
 from .conftest import ws_url
 from .hostile import TURN_BOUND, Bystander, captured_logs

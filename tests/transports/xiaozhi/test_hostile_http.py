@@ -19,9 +19,9 @@ import aiohttp
 import pytest
 import websockets
 
-from vixio.server import VixioServer
+from vixio.app.server import VixioServer
 from vixio.testing.device import SimulatedDevice
-from vixio.transports.xiaozhi.auth import verify_token
+from vixio.transports.xiaozhi.session.auth import verify_token
 
 from .conftest import ws_url
 from .hostile import TURN_BOUND, Bystander, captured_logs

@@ -106,7 +106,7 @@ xiaozhi:
 
 
 def test_the_share_counts_ipv4_by_address_and_ipv6_by_its_64() -> None:
-    from vixio.transports.xiaozhi.http_limits import address_key
+    from vixio.transports.xiaozhi.http.limits import address_key
 
     assert address_key(("192.168.1.5", 4000)) == "192.168.1.5"
     assert address_key(("::ffff:192.168.1.5", 4000, 0, 0)) == "192.168.1.5"

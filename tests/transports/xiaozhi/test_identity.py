@@ -19,12 +19,12 @@ import pytest
 
 from tests.state.test_long_term import FACTS, system
 from tests.state.test_resume import ALICE, conversation, hang_up, say, start, until, url
-from vixio.server import VixioServer
-from vixio.state.long_term import MEMORY_NOTE
+from vixio.app.server import VixioServer
+from vixio.memory.long_term import MEMORY_NOTE
 from vixio.testing.device import SimulatedDevice
 from vixio.testing.llm_server import Reply, ScriptedLLMServer
-from vixio.transports.xiaozhi.auth import issue_token
-from vixio.transports.xiaozhi.identity import claimant_device_id
+from vixio.transports.xiaozhi.session.auth import issue_token
+from vixio.transports.xiaozhi.session.identity import claimant_device_id
 
 VICTIM = "02:00:00:00:a1:1c"
 V_CLIENT = "0b6a1c52-5d5e-4d8a-9f0e-1f2a3b4c5d6e"
@@ -37,7 +37,7 @@ SETUPS = {
 }
 HELD = json.dumps({"task_id": "t1", "call_id": "c1", "tool_name": "read_alarm", "status": "completed",
                    "result": "The alarm code is 4711."})
-"""A background result held for the victim while it is away (vixio/task_results.py)."""
+"""A background result held for the victim while it is away (vixio/app/task_results.py)."""
 
 
 async def serve(llm: ScriptedLLMServer, tmp_path: Path, **xiaozhi: Any) -> VixioServer:

@@ -1,4 +1,4 @@
-"""How a contact's identity is resolved (vixio/transports/xiaozhi/identity.py), on a real SQLite
+"""How a contact's identity is resolved (vixio/transports/xiaozhi/session/identity.py), on a real SQLite
 store: the pinned pair as it came, a claimant under its own id (also when someone pinned that id
 first), an invented id never pinned, no Client-Id pinned as "", an unreachable store serving
 everyone under ids of their own, and one log line per claimed device however often it is claimed."""
@@ -13,8 +13,8 @@ import pytest
 from loguru import logger
 
 from vixio.state.sqlite import SqliteStore
-from vixio.transports.xiaozhi.auth import DeviceIdentity, anonymous_identity
-from vixio.transports.xiaozhi.identity import IdentityPins, IdentityRefused, claimant_device_id
+from vixio.transports.xiaozhi.session.auth import DeviceIdentity, anonymous_identity
+from vixio.transports.xiaozhi.session.identity import IdentityPins, IdentityRefused, claimant_device_id
 
 MAC = "aa:bb:cc:dd:ee:ff"
 

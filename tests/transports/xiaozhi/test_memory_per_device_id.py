@@ -19,7 +19,7 @@ from typing import Any
 
 import vixio
 from vixio.config.models import VixioConfig
-from vixio.server import VixioServer
+from vixio.app.server import VixioServer
 from vixio.testing.device import SimulatedDevice
 
 CYCLES = 150

@@ -15,9 +15,9 @@ from aiohttp import web
 from loguru import logger
 
 from vixio.state.sqlite import SqliteStore
-from vixio.transports.xiaozhi.auth import DeviceAuthenticator, verify_token
-from vixio.transports.xiaozhi.config import XiaozhiConfig
-from vixio.transports.xiaozhi.ota import OtaServer
+from vixio.transports.xiaozhi.session.auth import DeviceAuthenticator, verify_token
+from vixio.config.xiaozhi import XiaozhiConfig
+from vixio.transports.xiaozhi.http.ota import OtaServer
 
 if TYPE_CHECKING:
     from loguru import Record
@@ -336,7 +336,7 @@ async def test_every_request_logs_one_line_with_device_path_status(
     server = await start_server()
     records: list[Record] = []
     sink = logger.add(
-        lambda message: records.append(message.record), level="INFO", filter="vixio.transports.xiaozhi.http_port"
+        lambda message: records.append(message.record), level="INFO", filter="vixio.transports.xiaozhi.http.port"
     )
     try:
         # The device id comes from the body here, so the log line must show the resolved id.

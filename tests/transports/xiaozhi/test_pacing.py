@@ -5,7 +5,7 @@ import asyncio
 import pytest
 
 from vixio.testing.loop_ticks import LoopTicks
-from vixio.transports.xiaozhi.pacing import DownlinkPacer
+from vixio.transports.xiaozhi.session.pacing import DownlinkPacer
 
 FRAME = 0.060
 

@@ -20,7 +20,7 @@ from vixio.cli import main as vixio_main
 from vixio.core.tools.types import ToolDefinition
 from vixio.testing.device import SimulatedDevice
 from vixio.testing.register_client import ClientTool, RegisterClient
-from vixio.transports.xiaozhi.auth import issue_token
+from vixio.transports.xiaozhi.session.auth import issue_token
 
 from .test_companion_pairing import ask, device_session
 from .test_register_tools import Harness, start_harness, until

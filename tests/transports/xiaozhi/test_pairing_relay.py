@@ -6,7 +6,7 @@ import asyncio
 from typing import Any
 
 from vixio.core.tools.types import ToolCallResult, ToolDefinition
-from vixio.transports.xiaozhi.pairing_relay import MAX_QUEUED_MESSAGES, CompanionLink, RemoteCompanion
+from vixio.transports.xiaozhi.companions.relay import MAX_QUEUED_MESSAGES, CompanionLink, RemoteCompanion
 
 
 class FakeLink:

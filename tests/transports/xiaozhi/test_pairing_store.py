@@ -9,13 +9,13 @@ from pathlib import Path
 import pytest
 
 from vixio.core.tools.types import ToolDefinition
-from vixio.transports.xiaozhi.auth import issue_token
+from vixio.transports.xiaozhi.session.auth import issue_token
 from vixio.testing.loop_ticks import LoopTicks
-from vixio.transports.xiaozhi.companion_tools import (
+from vixio.transports.xiaozhi.companions.tools import (
     PRESENT_SLICE, REMOVED, companion_label, neutralise, present, present_all)
-from vixio.transports.xiaozhi.config import AuthConfig, PairingConfig
-from vixio.transports.xiaozhi.pairing_policy import Credential, PairingPolicy
-from vixio.transports.xiaozhi.pairing_store import CompanionKey, PairingFile
+from vixio.config.xiaozhi import AuthConfig, PairingConfig
+from vixio.transports.xiaozhi.companions.policy import Credential, PairingPolicy
+from vixio.transports.xiaozhi.companions.store import CompanionKey, PairingFile
 
 KEY = CompanionKey("robot-a", "client-a", "aa:bb:cc:dd:ee:ff")
 

@@ -16,12 +16,12 @@ from vixio.core.pipeline import Pipeline
 from vixio.core.protocol import ProtocolError
 from vixio.core.station import Station
 from vixio.core.tools import ToolCallRequest, ToolDefinition, ToolExecutor, ToolSet
-from vixio.server import VixioServer
+from vixio.app.server import VixioServer
 from vixio.testing.register_client import ClientTool, RegisterClient, ToolFailure
-from vixio.transports.xiaozhi import protocol as xp
-from vixio.transports.xiaozhi.ai_messages import join_sentences
-from vixio.transports.xiaozhi.register_tools import RegisterToolsClient, parse_tools
-from vixio.transports.xiaozhi.transport import DeviceContext
+from vixio.transports.xiaozhi.protocol import messages as xp
+from vixio.transports.xiaozhi.mcp.ai_messages import join_sentences
+from vixio.transports.xiaozhi.mcp.register_tools import RegisterToolsClient, parse_tools
+from vixio.transports.xiaozhi.websocket.transport import DeviceContext
 
 from .conftest import tone, ws_url
 

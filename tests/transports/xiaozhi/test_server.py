@@ -9,15 +9,15 @@ import time
 import pytest
 import websockets
 
-import vixio.server
+import vixio.app.server
 from vixio.config.models import VixioConfig
 from vixio.core.batching import worker_stats
 from vixio.core.transport import ConnectionClosed
 
 from vixio.testing.device import SimulatedDevice
-from vixio.transports.xiaozhi.auth import issue_token
-from vixio.transports.xiaozhi.codec import OpusEncoder
-from vixio.transports.xiaozhi.downlink import PACED_FRAMES_PER_WAKEUP
+from vixio.transports.xiaozhi.session.auth import issue_token
+from vixio.transports.xiaozhi.protocol.codec import OpusEncoder
+from vixio.transports.xiaozhi.session.downlink import PACED_FRAMES_PER_WAKEUP
 
 from .conftest import ws_url
 
@@ -237,9 +237,9 @@ async def test_writes_to_a_closed_connection_raise_connection_closed_batched_or_
 
 @pytest.mark.parametrize(("cores", "workers", "on_thread"), [(2, 2, False), (2, None, True), (4, 2, True), (1, 1, False)])
 def test_the_server_encodes_on_the_loop_when_every_core_runs_a_worker(monkeypatch, cores, workers, on_thread) -> None:
-    monkeypatch.setattr(vixio.server, "cpu_count", lambda: cores)
+    monkeypatch.setattr(vixio.app.server, "cpu_count", lambda: cores)
     config = VixioConfig.model_validate({"server": {"workers": workers}})
-    assert vixio.server.VixioServer(config, lambda context: None).transport.encode_on_thread is on_thread
+    assert vixio.app.server.VixioServer(config, lambda context: None).transport.encode_on_thread is on_thread
 
 
 async def test_uplink_accepts_20ms_frames_and_tiny_dtx_packets(make_server) -> None:

@@ -10,10 +10,10 @@ from vixio.core.chunk import AudioChunk, BaseChunk, Chunk, TurnStartChunk
 from vixio.core.pipeline import Pipeline
 from vixio.core.session import Session
 from vixio.core.station import Station
-from vixio.transports.xiaozhi import protocol as xp
-from vixio.transports.xiaozhi.codec import OpusEncoder
-from vixio.transports.xiaozhi.config import XiaozhiConfig
-from vixio.transports.xiaozhi.connection import XiaozhiConnection
+from vixio.transports.xiaozhi.protocol import messages as xp
+from vixio.transports.xiaozhi.protocol.codec import OpusEncoder
+from vixio.config.xiaozhi import XiaozhiConfig
+from vixio.transports.xiaozhi.session.connection import XiaozhiConnection
 
 
 class Held(Station):

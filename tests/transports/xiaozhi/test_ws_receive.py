@@ -12,10 +12,10 @@ from websockets.asyncio.server import serve
 
 from vixio.core.protocol import Message
 from vixio.testing.device import SimulatedDevice
-from vixio.transports.xiaozhi import protocol as xp
-from vixio.transports.xiaozhi.codec import OpusEncoder
-from vixio.transports.xiaozhi.session_io import XiaozhiSessionIO
-from vixio.transports.xiaozhi.ws_receive import DirectConnection, connection_class
+from vixio.transports.xiaozhi.protocol import messages as xp
+from vixio.transports.xiaozhi.protocol.codec import OpusEncoder
+from vixio.transports.xiaozhi.websocket.session_io import XiaozhiSessionIO
+from vixio.transports.xiaozhi.websocket.receive import DirectConnection, connection_class
 
 from .conftest import ws_url
 

@@ -11,8 +11,8 @@ import pytest
 import websockets
 from websockets.asyncio.server import ServerConnection, serve
 
-from vixio.transports.xiaozhi import ws_send
-from vixio.transports.xiaozhi.ws_send import batching_available, can_send_now, send_now, send_together
+from vixio.transports.xiaozhi.websocket import send as ws_send
+from vixio.transports.xiaozhi.websocket.send import batching_available, can_send_now, send_now, send_together
 
 
 class WriteRecorder:

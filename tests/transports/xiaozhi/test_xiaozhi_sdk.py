@@ -23,8 +23,8 @@ import pytest
 
 from vixio.config.models import VixioConfig
 from vixio.core.pipeline import Pipeline
-from vixio.server import VixioServer
-from vixio.transports.xiaozhi.transport import DeviceContext, XiaozhiTransport
+from vixio.app.server import VixioServer
+from vixio.transports.xiaozhi.websocket.transport import DeviceContext, XiaozhiTransport
 
 from .conftest import ToneReply
 

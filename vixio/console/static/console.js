@@ -8,7 +8,7 @@ const state = {
   mode: "form", values: {}, schema: null, runs: [],
 };
 const RUNS_KEY = "vixio.console.runs";
-const NOT_OFFERED = "tools: not offered to this model";  // vixio.agent_model.NOT_OFFERED_LABEL
+const NOT_OFFERED = "tools: not offered to this model";  // vixio.voice.agent_model.NOT_OFFERED_LABEL
 const MARK_ORDER = ["speech_pause", "asr_draft", "preemptive_start", "agent_start", "speech_end", "asr_final",
   "turn_confirmed", "llm_first_token", "tts_first_audio", "first_frame_sent"];
 

@@ -20,9 +20,9 @@ from vixio.providers.agent.base import (
 )
 
 _BACKENDS = {
-    "OpenAIAgentProvider": "vixio.providers.agent.openai_agent",
-    "LocalLlamaAgentProvider": "vixio.providers.agent.local_llama",
-    "LocalLlamaModel": "vixio.providers.agent.local_llama",
+    "OpenAIAgentProvider": "vixio.providers.agent.openai_agents.provider",
+    "LocalLlamaAgentProvider": "vixio.providers.agent.llama.provider",
+    "LocalLlamaModel": "vixio.providers.agent.llama.provider",
 }
 
 __all__ = [

@@ -18,7 +18,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, tzinfo
 from pathlib import Path
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from vixio.config.pipeline import resolve_timezone  # noqa: F401 (importable from here too)
 
 MONTHS_EN = ("January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
              "November", "December")
@@ -48,17 +49,6 @@ def split_clock(system: str, templates: Sequence[str]) -> tuple[str, str]:
             rest = (system[:found.start()].rstrip() + "\n\n" + system[found.end():].lstrip()).strip()
             return rest, found.group(0)
     return system, ""
-
-
-def resolve_timezone(name: str | None) -> tzinfo | None:
-    """The IANA zone `name`; None keeps the server's local zone (read at each use, so a DST change
-    or a new TZ is followed). Raises ValueError naming an unknown zone."""
-    if not name:
-        return None
-    try:
-        return ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError) as exc:
-        raise ValueError(f"unknown time zone {name!r} (an IANA name such as Europe/Berlin or Asia/Shanghai)") from exc
 
 
 def local_zone_name() -> str:

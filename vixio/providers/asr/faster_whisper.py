@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 from loguru import logger
 
-from vixio.extras import install_hint
+from vixio.config.extras import install_hint
 from vixio.providers.asr.base import ASRError, ASRProvider, check_pcm
 from vixio.providers.inference import inference_workers, run_inference
 from vixio.providers.asr.whisper_models import resolve_whisper_model

@@ -21,10 +21,10 @@ from typing import Any
 
 from loguru import logger
 
-from vixio.extras import install_hint
+from vixio.config.extras import install_hint
 from vixio.providers import http_eager
 from vixio.providers.asr.base import ASRError, ASRProvider, check_pcm
-from vixio.providers.failure import describe_failure
+from vixio.core.failure import describe_failure
 from vixio.providers.prewarm import Warmth, head
 
 _EXTRA_HINT = install_hint("xiaozhi")

@@ -24,7 +24,7 @@ from importlib import metadata, resources
 from pathlib import Path
 
 from loguru import logger
-from vixio.extras import install_hint
+from vixio.config.extras import install_hint
 from vixio.providers.model_cache import cache_dir
 
 PACKAGED_MODELS = ("tiny.en", "base")

@@ -16,7 +16,7 @@ from types import ModuleType
 
 from loguru import logger
 
-from vixio.providers.failure import describe_failure
+from vixio.core.failure import describe_failure
 from vixio.providers.tts.base import TTSError, TTSProvider
 from vixio.providers.tts.mp3 import Mp3StreamDecoder
 

@@ -20,7 +20,7 @@ from typing import Any
 
 from loguru import logger
 
-from vixio.extras import install_hint
+from vixio.config.extras import install_hint
 from vixio.providers.tts._runtime import (
     load_shared,
     split_sentences,

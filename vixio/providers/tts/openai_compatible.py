@@ -18,9 +18,9 @@ from typing import Any, Literal
 import numpy as np
 from loguru import logger
 
-from vixio.extras import install_hint
+from vixio.config.extras import install_hint
 from vixio.providers import http_eager
-from vixio.providers.failure import describe_failure
+from vixio.core.failure import describe_failure
 from vixio.providers.prewarm import Warmth, head
 from vixio.providers.tts.base import TTSError, TTSProvider
 

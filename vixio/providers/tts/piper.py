@@ -19,7 +19,7 @@ from typing import Any
 
 from loguru import logger
 
-from vixio.extras import install_hint
+from vixio.config.extras import install_hint
 from vixio.providers.onnx_arena import shrinking_session
 from vixio.providers.malloc_trim import trim_soon
 from vixio.providers.onnx_external import external_weights_model

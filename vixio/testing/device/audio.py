@@ -18,7 +18,7 @@ from typing import Literal
 
 import numpy as np
 
-from vixio.transports.xiaozhi.codec import (
+from vixio.transports.xiaozhi.protocol.codec import (
     UPLINK_SAMPLE_RATE,
     CodecError,
     FrameSplitter,

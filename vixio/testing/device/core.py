@@ -25,8 +25,8 @@ from vixio.testing.device.mcp import DeviceMcpServer, DeviceStatus, DeviceTool, 
 from vixio.testing.device.ota import DeviceIdentity, OtaResult, run_ota, system_info
 from vixio.testing.device.protocol import CHANNEL_TIMEOUT_S, DeviceProtocol
 from vixio.testing.device.recording import DeviceRecording, ReceivedMessage, SentMessage
-from vixio.transports.xiaozhi.codec import UPLINK_SAMPLE_RATE, OpusEncoder
-from vixio.transports.xiaozhi.framing import FramingError, unpack
+from vixio.transports.xiaozhi.protocol.codec import UPLINK_SAMPLE_RATE, OpusEncoder
+from vixio.transports.xiaozhi.protocol.framing import FramingError, unpack
 
 ListeningMode = Literal["auto", "manual", "realtime"]
 DeviceState = Literal["idle", "connecting", "listening", "speaking"]

@@ -26,7 +26,7 @@ from vixio.testing.device.core import DeviceCore, DeviceState, ListeningMode, ra
 from vixio.testing.device.errors import DeviceDisconnected, DeviceError, HelloError, OtaError
 from vixio.testing.device.mcp import DeviceTool, McpStats, McpToolResult, hang_forever
 from vixio.testing.device.recording import ReceivedMessage, SentMessage
-from vixio.transports.xiaozhi.codec import UPLINK_SAMPLE_RATE, OpusEncoder
+from vixio.transports.xiaozhi.protocol.codec import UPLINK_SAMPLE_RATE, OpusEncoder
 
 DEFAULT_WAKE_WORD = "你好小智"
 

@@ -18,7 +18,7 @@ from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidURI
 
 from vixio.testing.device.errors import DeviceDisconnected, DeviceError, HelloError
 from vixio.testing.device.recording import DeviceRecording, SentMessage
-from vixio.transports.xiaozhi.framing import pack
+from vixio.transports.xiaozhi.protocol.framing import pack
 
 CHANNEL_TIMEOUT_S = 120.0
 """A channel with nothing received for 120 s counts as dead (`Protocol::IsTimeout`)."""

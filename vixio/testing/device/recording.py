@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 from vixio.testing.device.audio import ReceivedFrame, write_wav
 from vixio.testing.device.errors import DeviceDisconnected
-from vixio.transports.xiaozhi.codec import resample
+from vixio.transports.xiaozhi.protocol.codec import resample
 
 T = TypeVar("T")
 

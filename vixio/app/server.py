@@ -1,0 +1,344 @@
+"""The application layer: wires config, transport, OTA and the per-session pipeline together.
+
+This is the only module that knows both a transport and what goes into a pipeline; transports
+and providers never import each other (docs/architecture.md).
+
+HTTP routes come in two kinds. Front routes (OTA, activation, health) need no session and are
+answered by whoever serves the HTTP port. Session routes (`session_routes`: `/metrics` (Prometheus
+text, vixio/metrics/), `/metrics.json`, and any
+route that reports on or acts on live sessions) need this process's sessions: in one process they
+are served on the HTTP port too; in a worker process (`vixio serve --workers N`) they are served on
+the worker's private socket, and the supervisor answers the HTTP port from every worker
+(vixio/serve/supervisor.py, vixio/fleet/peers.py). What the process does and says as it starts (heap
+freeze, config warnings, the banner) is vixio/app/startup.py, shared with the supervisor.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import time
+from collections.abc import Awaitable, Callable
+from contextlib import suppress
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+from aiohttp import web
+from loguru import logger
+
+from vixio import metrics
+from vixio.voice.agent_model import warn_when_model_has_no_tools
+from vixio.config.models import VixioConfig
+from vixio.config.pipeline import LocalLlamaAgentConfig
+from vixio.console import Console
+from vixio.console import pairing as console_pairing
+from vixio.console import worker_calls as console_workers
+from vixio.core.batching import worker_stats
+from vixio.core.pipeline import Pipeline
+from vixio.transports.xiaozhi.session.auth import DeviceAuthenticator
+from vixio.transports.xiaozhi.http.limits import AcceptErrorThrottle, install_accept_error_throttle
+from vixio.transports.xiaozhi.session.identity import IdentityPins
+from vixio.transports.xiaozhi.http.ota import OtaServer
+from vixio.transports.xiaozhi.companions.policy import warn_about_trusted_macs
+from vixio.transports.xiaozhi.websocket.transport import DeviceContext, PipelineFactory, XiaozhiTransport
+from vixio.core.tools.types import ToolDefinition
+from vixio.voice.session_tools import SessionTools
+from vixio.app.startup import freeze_startup_heap, log_http_urls, warn_about_open_tokens
+from vixio.app.task_results import TaskResults
+from vixio.state import open_store
+from vixio.state.limits import StoreRate
+from vixio.memory.long_term import long_term_updater
+from vixio.memory.conversation import ConversationMemory, prune_history_forever
+from vixio.transports.xiaozhi.companions.stored import StorePairings
+from vixio.profiles import ProfileBook
+from vixio.profiles.book import DEFAULT
+from vixio.app.profile_switch import SessionProfile
+from vixio.app.live_profiles import LiveProfiles
+from vixio.transports.xiaozhi.http.hosts import VISION_PATH
+from vixio.app.vision import VisionRoute
+from vixio.voice.stack import VoiceStack
+from vixio.fleet.directory import SessionDirectory, holder_name, in_fleet, resolve_instance
+from vixio.fleet.plan import cpu_count
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+@dataclass(frozen=True, slots=True)
+class SessionRoute:
+    """An HTTP route answered from this process's live sessions."""
+
+    method: str
+    path: str
+    handler: Handler
+
+
+class VixioServer:
+    """The WebSocket server and the OTA/HTTP server of one process."""
+
+    def __init__(self, config: VixioConfig, pipeline_factory: PipelineFactory | None = None, *,
+                 serve_http: bool = True, worker_index: int = 0) -> None:
+        """`serve_http=False` (a worker process) starts no OTA/HTTP server: the supervisor answers
+        the HTTP port and reaches `session_routes` through the worker's private socket."""
+        self.config = config
+        self.serve_http = serve_http
+        self.worker_index = worker_index
+        self.authenticator = DeviceAuthenticator(config.xiaozhi.auth)
+        self.store = open_store(config.state, config.memory)
+        """What outlives a session (vixio/state/): activations, history, memory; opened in `start()`."""
+        self.pairings = StorePairings(self.store, config.xiaozhi.pairing.state_file)
+        """Companion approvals (loaded in `start()`)."""
+        self.transport = XiaozhiTransport(
+            config.xiaozhi, pipeline_factory or self._build_pipeline, authenticator=self.authenticator,
+            pairings=self.pairings,
+        )
+        # With a worker on every core there is no core to spare for encoding beside the loop.
+        self.transport.encode_on_thread = cpu_count() > (config.server.workers or 1)
+        self.book = ProfileBook(config)
+        """The config's profiles, and which one a device gets (vixio/profiles/)."""
+        self._memories: dict[str, ConversationMemory | None] = {}
+        self.profiles = LiveProfiles(self.book, self.store)
+        """Live sessions' profiles (vixio/app/live_profiles.py)."""
+        self._pruner: asyncio.Task[None] | None = None
+        self.ota = OtaServer(config.xiaozhi, self.authenticator, websocket_port=lambda: self.transport.port,
+                             store=self.store)
+        self.voice = VoiceStack(config)
+        self._custom_factory = pipeline_factory is not None
+        self.vision = VisionRoute(config.vision, self.authenticator)
+        self.session_routes: list[SessionRoute] = [
+            SessionRoute("GET", metrics.PATH, self._prometheus),
+            SessionRoute("GET", metrics.JSON_PATH, self._metrics),
+            SessionRoute("POST", VISION_PATH, self.vision.handle),  # the camera tool's upload
+        ]
+        """Routes that need this process's sessions (or models); add more before `start()`."""
+        self.transport.server_tools = self._server_tool  # registerTools main_type "local"
+        self.tools: dict[str, SessionTools] = {}
+        """Live sessions' tools by session id."""
+        memory = config.memory
+        self.task_results = TaskResults(self, memory.resume_minutes * 60 if memory.enabled else 0.0)
+        """Background results that finish after their session go to the device's next one (task_results.py)."""
+        self.voice.results_after_session = self.task_results.finished
+        self.transport.on_device_session = self.task_results.device_session
+        self.instance = resolve_instance(config.server.instance, in_fleet(config))
+        self.directory = SessionDirectory(self.store, holder_name(self.instance, worker_index),
+                                          ttl=config.server.directory_ttl, close_here=self.transport.close_session)
+        """Records this process's sessions and closes a device's stale one (vixio/fleet/directory.py)."""
+        self.transport.sessions_seen = self.directory
+        # Who each device is, pinned in the store (vixio/transports/xiaozhi/session/identity.py); OTA pins through the same store.
+        self.transport.identities = IdentityPins(self.store)
+        self.transport.companions.pinned_client = self.transport.identities.pinned_client
+        # registerTools per Device-Id over all its connections, counted machine- or fleet-wide.
+        self.transport.registration_rate = StoreRate(self.store, "register",
+                                                     config.xiaozhi.mcp.limits.registrations_per_minute).allow
+        self._accept_throttle: AcceptErrorThrottle | None = None
+        self.console = Console(self)
+        """The operator console at /console/ and its /api/ (vixio.console)."""
+        if not serve_http:  # a worker: the supervisor's console and /metrics reach this one over its private socket
+            self.session_routes.append(SessionRoute("GET", metrics.SAMPLES_PATH, self._samples))
+            self.session_routes.append(SessionRoute("POST", console_workers.PATH, console_workers.worker_route(self.console.local)))
+            self.session_routes.append(SessionRoute("POST", console_pairing.WORKER_PATH,
+                                                    console_pairing.worker_route(self.console.pairing_local)))
+
+    async def _prometheus(self, request: web.Request) -> web.Response:
+        """This process's series in the Prometheus text format; for operators (`xiaozhi.http.admin_token`)."""
+        if self.serve_http and (refusal := self.ota.admin.check(request)) is not None:
+            return refusal
+        families = metrics.local_families() + metrics.worker_families(ready=1, restarted=0)
+        return web.Response(body=metrics.render(families), headers={"Content-Type": metrics.CONTENT_TYPE})
+
+    async def _samples(self, request: web.Request) -> web.Response:
+        """This worker's series for the supervisor's `/metrics` (vixio/metrics/merge.py)."""
+        return web.json_response(metrics.samples_json())
+
+    async def _metrics(self, request: web.Request) -> web.Response:
+        """Live sessions and the latency marks of their recent turns (ms from the first mark).
+        Session and device ids are for operators (`xiaozhi.http.admin_token`); anyone else gets the
+        count. A worker answers on its private socket: there the supervisor has checked the caller."""
+        if self.serve_http and not self.ota.admin.is_operator(request):
+            return web.json_response({"sessions": len(self.transport.connections), "detail": [],
+                                      "note": "details need the operator token (xiaozhi.http.admin_token); "
+                                              "without one configured, ask from this machine"})
+        return web.json_response(self.metrics())
+
+    def metrics(self) -> dict[str, Any]:
+        """Live sessions and the latency marks of their recent turns (ms from the first mark),
+        plus this process as the one entry of `workers` (the supervisor merges several)."""
+        sessions: list[dict[str, Any]] = []
+        for session_id, connection in self.transport.connections.items():
+            session = connection.session
+            turns = [] if session is None else [
+                {"turn": turn.turn_id, "ms": turn.durations()} for turn in session.state.turns]
+            tools = self.tools.get(session_id)
+            sessions.append({"session_id": session_id, "device_id": connection.device_id,
+                             "speaking": connection.speaking, "turns": turns,
+                             "tools": tools.toolset.sources() if tools is not None else {}})
+        process = {"worker": self.worker_index, "pid": os.getpid(), "sessions": len(sessions), "rss_mb": rss_mb(),
+                   "batching": worker_stats()}
+        return {"sessions": len(sessions), "detail": sessions, "workers": [process]}
+
+    def _server_tool(self, name: str) -> ToolDefinition | None:
+        """A tool this server provides to every session (local, process-scoped MCP), by name."""
+        candidates = list(self.voice.local_tools)
+        if self.voice.mcp is not None:
+            candidates += [tool for tools in self.voice.mcp.process_tools().values() for tool in tools]
+        return next((tool for tool in candidates if tool.name == name), None)
+
+    def memory(self, profile: str = DEFAULT) -> ConversationMemory | None:
+        """Resumes and records the conversations of a profile's devices (made on first use); None
+        with its `memory.enabled: false`."""
+        if profile not in self._memories:
+            config = self.book.effective(profile)
+            self._memories[profile] = (ConversationMemory(self.store, config.memory, long_term_updater(config))
+                                       if config.memory.enabled else None)
+        return self._memories[profile]
+
+    def memories(self) -> list[ConversationMemory]:
+        """Every profile's conversation memory made so far (the live conversations are in them)."""
+        return [memory for memory in self._memories.values() if memory is not None]
+
+    def reassign(self, device_id: str, profile: str | None) -> list[dict[str, Any]]:
+        """The device's live sessions switch to `profile` (None: the config's) at their next turn."""
+        sessions = [(session_id, connection.device_id) for session_id, connection in self.transport.connections.items()]
+        return self.profiles.reassign(device_id, profile, sessions)
+
+    async def _build_pipeline(self, context: DeviceContext) -> Pipeline:
+        session_id = context.session_id
+        device_id = context.identity.device_id
+        choice = await self.profiles.choose(device_id)
+        stack = self.voice.for_profile(choice.name)
+        tools = stack.session_tools(session_id, device_id=device_id)
+        if tools is not None:
+            self.tools[session_id] = tools
+
+            async def forget() -> None:
+                self.tools.pop(session_id, None)
+                self.profiles.discard(session_id)
+
+            tools.add_closer(forget)
+            self.console.attach(session_id, tools)
+            # Device (MCP) and registerTools tools join the session's tools when they are known.
+            context.transport.set_device_tools_callback(context.session_id, tools.on_device_tools)
+            if context.features.get("mcp"):
+                tools.expect_device_tools()  # the first turn waits (bounded) for the device's list
+        conversation = None
+        memory = self.memory(choice.name)
+        if memory is not None and tools is not None and device_id:
+            conversation = await memory.resume(device_id)
+            tools.add_closer(conversation.close)  # the last turn is stored before the session is gone
+        pipeline = stack.build_pipeline(context.session_id, tools=tools, conversation=conversation,
+                                        on_forgotten=partial(self.profiles.forgotten, session_id, device_id))
+        live = SessionProfile(session_id, choice, stack, pipeline, tools, resolve=self.voice.for_profile,
+                              memory_note=conversation.memory_text if conversation is not None else "")
+        context.greeting = live.greeting
+        if tools is not None:
+            self.profiles.add(live)
+        if choice.name != DEFAULT:
+            logger.bind(session=session_id, device=device_id).info("profile {} ({})", choice.name, choice.source)
+        return pipeline
+
+    async def start(self) -> None:
+        await self.store.open()  # first: a damaged or locked state file stops the start before models load
+        await self.pairings.load(import_legacy=self.serve_http)  # a worker's supervisor imports
+        await self.directory.start(forget=self.serve_http)  # a worker's supervisor forgets its entries
+        if self.serve_http:  # with workers, the supervisor keeps the store tidy
+            self._pruner = asyncio.create_task(prune_history_forever(self.store, self.config.memory),
+                                               name="vixio-prune-history")
+        if not self._custom_factory:
+            await self.voice.load()  # models load once, before the first device connects
+        if self.vision.model is not None:
+            await self.vision.model.load()
+        freeze_startup_heap()
+        self._accept_throttle = install_accept_error_throttle()
+        if self.serve_http:  # with workers, the supervisor (which serves OTA) warns once
+            warn_about_open_tokens(self.config)
+            warn_about_trusted_macs(self.config.xiaozhi)
+            warn_when_model_has_no_tools(self.config)
+        await self.transport.start()
+        if not self.serve_http:
+            logger.info("worker ready: WebSocket port {}", self.transport.port)
+            return
+        for route in self.session_routes:
+            self.ota.add_route(route.method, route.path, route.handler)
+        await self.ota.start()
+        self.transport.http_port = self.ota.port  # for the vision URL given to devices
+        logger.info("WebSocket server on {}:{} (any path)", self.config.xiaozhi.host, self.transport.port)
+        log_http_urls(self.config.xiaozhi.http.host, self.ota.port)
+
+    def replying(self) -> int:
+        """Sessions whose reply is being made or spoken now."""
+        return sum(1 for connection in self.transport.connections.values()
+                   if connection.speaking or connection.session is not None and connection.session.pipeline.turn_in_progress)
+
+    async def drain(self, timeout: float) -> None:
+        """A graceful stop's first step (SIGTERM): close the HTTP port (health checks fail), take
+        no new device, and let the replies being made or spoken finish, for at most `timeout` s."""
+        await self.ota.stop()
+        self.transport.stop_accepting()
+        deadline = time.monotonic() + timeout
+        if busy := self.replying():
+            logger.info("draining: {} repl{} being made or spoken; waiting up to {:g} s", busy,
+                        "y" if busy == 1 else "ies", timeout)
+        while self.replying() and time.monotonic() < deadline:
+            await asyncio.sleep(0.1)
+        if busy := self.replying():
+            logger.warning("drain: {} repl{} still running after {:g} s (server.drain_timeout); cutting off", busy,
+                           "y" if busy == 1 else "ies", timeout)
+
+    async def stop(self) -> None:
+        self.console.stop_streams()  # open console pages would hold the HTTP server's shutdown
+        await self.ota.stop()  # safe when it never started (a worker)
+        await self.transport.stop()
+        await self.task_results.close()
+        await self.directory.close()  # the closed sessions' entries are removed
+        await self.console.close()
+        await self.voice.close()
+        if self._accept_throttle is not None:
+            self._accept_throttle.uninstall()
+            self._accept_throttle = None
+        if self._pruner is not None:
+            self._pruner.cancel()
+            with suppress(asyncio.CancelledError):
+                await self._pruner
+            self._pruner = None
+        for memory in self._memories.values():
+            if memory is not None:
+                await memory.close()  # the long-term memory of the sessions just closed
+        await self.store.close()  # last: closing sessions store their last turns
+
+    async def __aenter__(self) -> VixioServer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.stop()
+
+
+def rss_mb() -> float | None:
+    """This process's resident memory in MB (Linux /proc), or None where that is not available."""
+    try:
+        with open("/proc/self/statm", encoding="ascii") as statm:
+            pages = int(statm.read().split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+    return round(pages * os.sysconf("SC_PAGE_SIZE") / 2**20, 1)
+
+
+async def serve(config: VixioConfig) -> None:
+    """Run until SIGINT (stop now) or SIGTERM (let replies finish first: `server.drain_timeout`)."""
+    stop = asyncio.Event()
+    signals: list[int] = []
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with suppress(NotImplementedError):
+            loop.add_signal_handler(sig, lambda sig=sig: (signals.append(sig), stop.set()))
+    async with VixioServer(config) as server:
+        await stop.wait()
+        if signals[:1] == [signal.SIGTERM]:
+            await server.drain(config.server.drain_timeout)
+        logger.info("shutting down")
+    if isinstance(config.agent, LocalLlamaAgentConfig):
+        # Freed now: left to the interpreter's exit, llama-cpp's __del__ prints a traceback.
+        from vixio.providers.agent.llama.weights import close_models
+
+        close_models()

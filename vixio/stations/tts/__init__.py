@@ -1,0 +1,1 @@
+"""The TTS station and its helper (which voice speaks while a TTS fails)."""

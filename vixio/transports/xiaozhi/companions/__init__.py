@@ -1,0 +1,1 @@
+"""Companions (registerTools clients) paired with a device: who may pair, approvals kept, relays between workers, their tools."""

@@ -1,0 +1,282 @@
+"""One device connection after its hello: device messages in, pipeline output out.
+
+In: uplink Opus is decoded and pushed as 16 kHz audio while the device is listening (no faster
+than real time plus `audio_burst_seconds`: a flood is dropped before decoding); `listen`
+start/stop frame push-to-talk turns; `listen detect` is a wake word (greeting) or a typed
+utterance; `abort` cancels the turn and answers `tts stop` at once.
+
+Out: the session's output goes to the device through its `Downlink` (downlink.py): messages,
+paced Opus audio, `tts stop`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import string
+import time
+from collections.abc import Awaitable, Callable
+
+from loguru import logger
+
+from vixio.core.log_throttle import LogThrottle
+from vixio.core.realtime_budget import RealTimeBudget
+
+from vixio.core.chunk import UNSET_TURN, AudioChunk, Chunk, StreamCompleteChunk, TextChunk, TurnEndChunk, TurnStartChunk
+from vixio.core.protocol import Message
+from vixio.core.session import Session
+from vixio.transports.xiaozhi.protocol import messages as xp
+from vixio.transports.xiaozhi.protocol.codec import UPLINK_SAMPLE_RATE, CodecError, OpusDecoder, packet_duration
+from vixio.config.xiaozhi import XiaozhiConfig
+from vixio.transports.xiaozhi.session.downlink import Downlink
+
+Write = Callable[[list[Message]], Awaitable[None]]
+"""Sends messages to the device in order, together (one socket write) when it can."""
+
+_PUNCTUATION = str.maketrans("", "", string.punctuation + "，。！？、～ ")
+
+
+class XiaozhiConnection:
+    """Protocol state of one session: listening mode, speaking, codec, pacing, idle timer."""
+
+    def __init__(
+        self, session_id: str, device_id: str, config: XiaozhiConfig, protocol: xp.XiaozhiProtocol, write: Write,
+        *, encode_on_thread: bool = True,
+    ) -> None:
+        self.session_id = session_id
+        self.protocol = protocol
+        self.device_id = device_id
+        self.config = config
+        self.greeting: Callable[[], str] | None = None
+        """What the wake word is answered with (the session's profile); None: `config.greeting`."""
+        self.logger = logger.bind(session=session_id, device=device_id, component="xiaozhi")
+        self.session: Session | None = None
+        self.mode = "auto"
+        self.listening = False
+        self.stopping = False
+        """The server is stopping: nothing more is said (a reply's next sentence must not start one)."""
+        self.last_activity = time.monotonic()
+        self.write = write
+        """Sends messages to the device in order, in one socket write when it can."""
+        self._decoder: OpusDecoder | None = None
+        """libopus' uplink state (~22 KB), made at the first audio packet (most devices are silent)."""
+        self.downlink = Downlink(self, encode_on_thread=encode_on_thread)
+        self.on_output = self.downlink.on_output
+        """The session's output handler (see downlink.py)."""
+        self._wake_words = {_normalise(w) for w in config.wake_words}
+        self._bad_packets = 0
+        self._ignored = LogThrottle(first=5, every=10.0)
+        """Messages the session ignores: a client sending thousands must not write thousands of lines."""
+        self.audio_frames_in = 0
+        self._handling = 0
+        """`handle` calls in progress: `handle_now` leaves audio to them meanwhile (order)."""
+        self._uplink_budget = RealTimeBudget(config.audio_burst_seconds)
+        self._flooding = LogThrottle(first=1, every=10.0)
+
+    @property
+    def speaking(self) -> bool:
+        """A reply is being sent (from its first message to `tts stop`)."""
+        return self.downlink.speaking
+
+    def attach(self, session: Session) -> None:
+        self.session = session
+        self.downlink.pacer.start()
+
+    async def close(self) -> None:
+        await self.downlink.pacer.stop()
+
+    async def shutdown(self) -> bool:
+        """The server is stopping: a reply in progress ends with `tts stop` (bounded, best
+        effort). True when one was queued. The pipeline still runs until the connection closes:
+        what it says from now on is dropped."""
+        self.stopping = True
+        if not (self.speaking or self.downlink.pacer.pending):
+            return False
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(self.downlink.stop(), 1.0)
+            self.logger.info("server stopping: reply cut off, tts stop sent")
+            return True
+        return False
+
+    # --- device → server ----------------------------------------------------------------------
+
+    async def handle(self, message: Message) -> None:
+        self._handling += 1
+        try:
+            await self._dispatch(message)
+        finally:
+            self._handling -= 1
+
+    async def _dispatch(self, message: Message) -> None:
+        kind = message["type"]
+        if kind == xp.AUDIO:
+            await self._on_audio(message["data"])
+        elif kind == "listen":
+            await self._on_listen(message)
+        elif kind == "abort":
+            await self.abort(str(message.get("reason") or "abort"))
+        elif kind == "hello":
+            # A repeated hello is answered again: the firmware re-parses every server hello.
+            await self.write([xp.server_hello(self.session_id, message.get("version", 1))])
+        else:
+            self._log_ignored("ignored message of unknown type {!r}", kind[:40])
+
+    def _log_ignored(self, message: str, *args: object) -> None:
+        verdict = self._ignored.hit()
+        if verdict == 0:
+            self.logger.info(message, *args)
+        elif verdict:
+            self.logger.info("ignored {} more messages ({} in all); last: " + message, verdict, self._ignored.total, *args)
+
+    def handle_now(self, message: Message) -> bool:
+        """Uplink audio handled at once, without suspending (the transport's inline handler: an
+        audio frame skips the read queue and the reader task). False, with nothing done, for
+        anything else, while `handle` is still busy with an earlier message (order), or while
+        the pipeline is full (the reader waits for room instead)."""
+        if message["type"] != xp.AUDIO or self._handling:
+            return False
+        if not self.listening or self.session is None:
+            return True  # dropped, as `_on_audio` would
+        if not self.session.pipeline.can_push_nowait():
+            return False
+        chunk = self._uplink_chunk(message["data"])
+        if chunk is not None:
+            self.session.push_nowait(chunk)
+        return True
+
+    async def _on_audio(self, packet: bytes) -> None:
+        if not self.listening or self.session is None:
+            return  # wake-word audio before `listen detect`, or audio after push-to-talk release
+        chunk = self._uplink_chunk(packet)
+        if chunk is not None:
+            await self.session.push(chunk)
+
+    def _uplink_chunk(self, packet: bytes) -> AudioChunk | None:
+        """The packet's audio, or None when it is dropped (flooding, undecodable, DTX)."""
+        if not self._uplink_budget.take(packet_duration(packet)):
+            verdict = self._flooding.hit()
+            if verdict is not None:
+                self.logger.warning("dropped {} audio packet(s): the device sends faster than real time, more than "
+                                    "{:g} s ahead (xiaozhi.audio_burst_seconds)", verdict or 1, self._uplink_budget.burst)
+            return None
+        try:
+            pcm = self.decoder.decode(packet)  # ~45 us: cheaper here than a trip to the codec thread
+        except CodecError as exc:
+            self._bad_packets += 1
+            if self._bad_packets == 1 or self._bad_packets % 100 == 0:
+                self.logger.warning("dropped undecodable Opus packet #{} ({} bytes): {}", self._bad_packets, len(packet), exc)
+            return None
+        if not pcm:  # DTX: empty packets carry no audio
+            return None
+        self.audio_frames_in += 1
+        return AudioChunk(pcm=pcm, sample_rate=UPLINK_SAMPLE_RATE)
+
+    async def _on_listen(self, message: Message) -> None:
+        state = message.get("state")
+        if state == "start":
+            mode = message.get("mode", "auto")
+            self.mode = mode if mode in xp.LISTEN_MODES else "auto"
+            self.listening = True
+            if self.mode == "manual":
+                await self._new_user_turn("push_to_talk")
+                await self._push(TurnStartChunk(source="push_to_talk"))
+        elif state == "stop":
+            self.listening = False
+            await self._push(TurnEndChunk(source="push_to_talk"))
+        elif state == "detect":
+            await self._on_detect(message)
+        else:
+            self._log_ignored("ignored listen message with state {!r}", state if not isinstance(state, str) else state[:40])
+
+    async def _on_detect(self, message: Message) -> None:
+        text = message.get("text")
+        if not isinstance(text, str) or not text.strip():
+            self._log_ignored("ignored listen detect without text")
+            return
+        self.touch()
+        wake_word = self.is_wake_word(text)
+        if wake_word and self.speaking:
+            await self.abort("wake_word")
+        elif not wake_word:
+            await self._new_user_turn("typed_text")
+        if wake_word:
+            self.logger.info("wake word {!r}", text)
+            greeting = self.greeting() if self.greeting is not None else self.config.greeting
+            if greeting:
+                await self.say(greeting)
+            return
+        # Unstamped turn: the pipeline stamps the turn that is current when it arrives.
+        chunk = self.protocol.message_to_chunk(message, self.session_id, UNSET_TURN)
+        if chunk is not None:
+            await self._push(chunk)
+
+    async def _new_user_turn(self, reason: str) -> None:
+        """The user starts a turn: whatever the last one still does (speaking, waiting for a
+        device tool that may never answer) is cancelled, and the new turn gets its own id."""
+        if self.speaking:
+            await self.abort(reason)
+        elif self.session is not None and self.session.pipeline.turn_in_progress:
+            self.logger.info("new user turn ({}) while the last one is still running: cancelling it", reason)
+            await self.session.interrupt(reason)
+        elif self.session is not None:
+            self.session.pipeline.begin_turn()
+
+    def is_wake_word(self, text: str) -> bool:
+        return _normalise(text) in self._wake_words
+
+    async def abort(self, reason: str) -> None:
+        """Cancel the turn: drop unsent audio, `tts stop` at once, interrupt the pipeline."""
+        was_speaking = self.speaking
+        # Always answer: the device stays in `speaking` until it gets `tts stop`.
+        dropped = await self.downlink.stop()
+        self.logger.info("abort ({}): {} unsent frames dropped{}", reason, dropped, "" if was_speaking else ", was not speaking")
+        if self.session is not None:
+            # Stations still see `bot_speaking` in their interrupt hooks (what was heard matters).
+            await self.session.interrupt(reason)
+            self.session.state.bot_speaking = False
+
+    async def say(self, text: str) -> None:
+        """Speak `text` as the assistant (through the pipeline's TTS, if it has one)."""
+        await self._push(TextChunk(text=text, role="assistant"))
+        await self._push(StreamCompleteChunk(source="say"))
+
+    async def _push(self, chunk: Chunk) -> None:
+        if self.session is not None:
+            await self.session.push(chunk)
+
+    # --- codec -------------------------------------------------------------------------------
+
+    @property
+    def decoder(self) -> OpusDecoder:
+        """The uplink decoder, made at the device's first audio packet."""
+        if self._decoder is None:
+            self._decoder = OpusDecoder(UPLINK_SAMPLE_RATE)
+        return self._decoder
+
+    # --- idle ---------------------------------------------------------------------------------
+
+    def touch(self) -> None:
+        self.last_activity = time.monotonic()
+
+    async def wait_idle(self) -> None:
+        """Return once nobody spoke (and nothing was said) for `idle_timeout` seconds."""
+        timeout = self.config.idle_timeout
+        while True:
+            remaining = self.last_activity + timeout - time.monotonic()
+            if remaining <= 0 and not self.speaking:
+                return
+            await asyncio.sleep(max(remaining, 1.0))
+
+    async def say_goodbye(self, limit: float = 10.0) -> None:
+        """Speak the configured goodbye and wait (bounded) until it has been played."""
+        if not self.config.idle_goodbye:
+            return
+        await self.say(self.config.idle_goodbye)
+        deadline = time.monotonic() + limit
+        await asyncio.sleep(0.05)
+        while (self.speaking or self.downlink.pacer.pending) and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+
+
+def _normalise(text: str) -> str:
+    return text.casefold().translate(_PUNCTUATION)
