@@ -27,7 +27,7 @@ import numpy as np
 from vixio.providers.vad.detector import VoiceActivityDetector
 from vixio.stations.interruption import InterruptionArbiter
 from vixio.testing.echo_path import RATE, EchoPath, device_stamps, erle_db
-from vixio.transports.xiaozhi.codec import OpusDecoder, OpusEncoder
+from vixio.transports.xiaozhi.protocol.codec import OpusDecoder, OpusEncoder
 
 FRAME = 960
 """60 ms at 16 kHz: the firmware's uplink frame."""
