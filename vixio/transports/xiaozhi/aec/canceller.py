@@ -19,10 +19,12 @@ Everything here is CPU work for a worker thread (`aec_worker`): never call `proc
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
+from vixio.core.batching import BatchWorker
 from vixio.transports.xiaozhi.aec.alignment import RATE, DelayEstimator, DownlinkReference, UplinkClock
 
 LEAD_MS = 30
@@ -124,7 +126,7 @@ class SessionEchoCanceller:
         s.delay_ms = delay * 1000 / RATE
 
 
-def cancel_batch(jobs: list[tuple[SessionEchoCanceller, bytes, int]]) -> list[bytes | BaseException]:
+def cancel_batch(jobs: Sequence[tuple[SessionEchoCanceller, bytes, int]]) -> list[bytes | BaseException]:
     """BatchWorker body: each job is (canceller, frame, timestamp); jobs run in order."""
     out: list[bytes | BaseException] = []
     for canceller, pcm, stamp in jobs:
@@ -133,3 +135,23 @@ def cancel_batch(jobs: list[tuple[SessionEchoCanceller, bytes, int]]) -> list[by
         except Exception as exc:  # one session's bad frame must not fail the others'
             out.append(exc)
     return out
+
+
+_AEC_WORKER: BatchWorker[tuple[SessionEchoCanceller, bytes, int], bytes] | None = None
+
+
+def aec_worker() -> BatchWorker[tuple[SessionEchoCanceller, bytes, int], bytes]:
+    """One thread per process for every session's echo cancelling (AEC3 releases the GIL)."""
+    global _AEC_WORKER
+    if _AEC_WORKER is None:
+        _AEC_WORKER = BatchWorker(cancel_batch, name="aec")
+    return _AEC_WORKER
+
+
+def available() -> bool:
+    """Whether the aec extra is installed."""
+    try:
+        _webrtc()
+    except ImportError:
+        return False
+    return True
