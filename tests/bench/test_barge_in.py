@@ -1,0 +1,42 @@
+"""The barge-in benchmark, small (10 replies on two simulated boards): a regression fails CI.
+
+Every part is seeded (echo path, voices, stamps, Opus, AEC3, Silero), so the figures are the same
+on every run; the bounds leave room for a library update, not for a regression. The same trials
+with today's rule (VAD start = barge-in, no AEC) must fail them, so the test can fail.
+"""
+
+from __future__ import annotations
+
+import statistics
+
+import pytest
+
+pytestmark = pytest.mark.models
+
+pytest.importorskip("pywebrtc_audio", reason="needs vixio[aec]")
+
+
+def _trials(aec: bool, count: int) -> list:
+    from vixio.providers.vad.silero_onnx import SileroOnnxVAD
+    from vixio.testing.barge_in import Harness, Voices
+
+    harness = Harness(SileroOnnxVAD(16000), Voices.from_fixtures(), aec=aec, arbiter=aec)
+    return [harness.trial(i, barge_in=i % 2 == 1) for i in range(count)]
+
+
+def test_server_aec_keeps_the_reply_from_interrupting_itself_and_hears_the_user() -> None:
+    trials = _trials(aec=True, count=10)
+    echo = [t for t in trials if not t.barge_in]
+    barge = [t for t in trials if t.barge_in]
+    assert sum(1 for t in echo if t.false_cancels) == 0, "the reply's echo cancelled a reply"
+    assert sum(1 for t in echo if t.false_events) <= 1, [t.false_events for t in echo]
+    heard = [t for t in barge if t.confirmed and t.stopped_s is not None and t.stopped_s - t.onset_s <= 1.5]
+    assert len(heard) >= 4, "a user's question over the reply was missed"
+    assert statistics.median(1000 * (t.stopped_s - t.onset_s) for t in heard) <= 700
+    erle = [t.erle_db for t in echo if t.erle_db is not None]
+    assert statistics.median(erle) >= 12.0, erle
+
+
+def test_without_aec_the_same_replies_interrupt_themselves() -> None:
+    echo = [t for t in _trials(aec=False, count=3) if not t.barge_in]
+    assert all(t.false_cancels for t in echo)
