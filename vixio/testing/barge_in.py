@@ -85,6 +85,8 @@ class Harness:
     echo_gain_db: float = -12.0
     pause_min_speech_ms: int = 250
     """The VAD's `min_speech_ms` with the arbiter: a pause is cheap (it resumes), so it may start sooner."""
+    confirm_ms: int = 600
+    """`vad.barge_in_confirm_ms`: speech over the reply that lasts this long is a barge-in."""
     replies_per_session: int = 5
     """Replies one board (one echo path, one canceller) plays: a session converges once."""
     costs: Costs = field(default_factory=Costs)
@@ -133,7 +135,7 @@ class Harness:
         detector = VoiceActivityDetector(self.vad.create_stream(), threshold=0.5,
                                          min_speech_ms=self.pause_min_speech_ms if self.arbiter else 250,
                                          min_silence_ms=500, speech_pad_ms=100)
-        arbiter = InterruptionArbiter()
+        arbiter = InterruptionArbiter(confirm_ms=self.confirm_ms)
         trial = Trial(barge_in=onset is not None, onset_s=None if onset is None else onset / RATE)
         reply_end = p0 + len(reply)
         sent = 0
