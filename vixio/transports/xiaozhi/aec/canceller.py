@@ -3,9 +3,9 @@
 WebRTC's AEC3 (the `pywebrtc-audio` binding, vixio[aec]) does the cancelling. It was chosen by
 measurement (docs/barge-in.md, bench/bench_aec_candidates.py) over speex's canceller (`pyaec`)
 and livekit's AEC3 build: on the benchmark's echo path (small-speaker clipping, a 0.3 s room,
-40–250 ms wandering delay) AEC3 removed 18–30 dB where speex removed 8–10, at ~0.10 ms of CPU per
-10 ms (speex 0.21); livekit's build reached 23–33 dB at the same cost but is a 12 MB wheel with
-protobuf/aiofiles beside it, for one class.
+120 ms wandering delay) AEC3 removed 15–20 dB where speex removed 9–10, at ~0.10 ms of CPU per
+10 ms (speex 0.18–0.21); livekit's AEC3 build reached 25–33 dB at the same cost but is a 12 MB
+wheel with protobuf/aiofiles beside it, for one class.
 
 AEC3 finds small delays itself, but its filters need the reference to lead the echo by a
 bounded amount; the timestamps and `DelayEstimator` (alignment.py) line the reference up to
