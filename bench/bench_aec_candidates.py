@@ -27,7 +27,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from vixio.testing.echo_path import EchoPath, erle_db  # noqa: E402
+from vixio.testing.echo_path import EchoPath, erle_db
 
 Process = Callable[[np.ndarray, np.ndarray], np.ndarray]
 FIXTURES = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "speech_zh"

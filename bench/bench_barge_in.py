@@ -33,8 +33,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from vixio.providers.vad.silero_onnx import SileroOnnxVAD  # noqa: E402
-from vixio.testing.barge_in import Harness, Trial, Voices  # noqa: E402
+from vixio.providers.vad.silero_onnx import SileroOnnxVAD
+from vixio.testing.barge_in import Harness, Trial, Voices
 
 
 def cpu_model() -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 
 import numpy as np
 import pytest
@@ -32,7 +33,7 @@ async def test_v2_downlink_is_stamped_and_an_aec_device_is_cancelled_against_it(
     async with SimulatedDevice(ws_url=ws_url(server), protocol_version=2, aec=True) as device:
         stamps = await _reply(device)
         assert len(stamps) == 20 and stamps[0] > 0
-        assert all(b - a == 60 for a, b in zip(stamps, stamps[1:])), stamps  # the downlink clock in ms
+        assert all(b - a == 60 for a, b in itertools.pairwise(stamps)), stamps  # the downlink clock in ms
         (connection,) = server.transport.connections.values()
         assert connection.echo is not None
         assert connection.echo.reference.position == 20 * 960  # every frame sent, kept at 16 kHz
