@@ -168,6 +168,7 @@ class VADStation(Station):
                     if self.arbiter is not None and self._pause(now, event.sample):
                         self._held = pieces
                         continue
+                    self._count("real")
                     yield InterruptChunk(reason="barge_in")  # starts the new turn
                 else:
                     self.begin_turn()
