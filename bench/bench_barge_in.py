@@ -14,8 +14,12 @@ board (one session: the canceller converges once). Rows:
 - onset → `tts stop`: from the user's first voiced sample to the frame at which the server stops
   the reply (the pause); p50 / p95;
 - ERLE: echo-only replies, from 2 s into each reply, microphone as decoded over canceller output;
-- CPU per 60 ms frame: the canceller's thread CPU, beside the in-run floor (the same run's Opus
-  decode + Silero VAD per frame), on the CPU model printed.
+- coughs, backchannels ("Okay.", "Uh-huh.", "Mm-hmm.", "Yeah.") and commands ("Stop.", "Wait.")
+  over a reply (`--short N` trials of each): how many cancelled the reply (a cough or a
+  backchannel must not; a command should, though it is shorter than `confirm_ms`);
+- CPU: the canceller's thread CPU per 60 ms uplink frame over every frame fed (reply playing or
+  not) and per frame it worked on (a reply playing or its 1 s tail), beside the in-run floor (the
+  same run's Opus decode + Silero VAD per frame), on the CPU model printed.
 
 Needs vixio[aec] and vixio[silero]. Not run by the tests (tests/bench/test_barge_in.py runs a small one).
 """
@@ -23,6 +27,7 @@ Needs vixio[aec] and vixio[silero]. Not run by the tests (tests/bench/test_barge
 from __future__ import annotations
 
 import argparse
+import os
 import platform
 import statistics
 import sys
@@ -51,7 +56,12 @@ def pct(values: list[float], q: float) -> float:
     return float(np.percentile(values, q)) if values else float("nan")
 
 
-def summarise(name: str, harness: Harness, echo: list[Trial], barge: list[Trial]) -> dict[str, object]:
+def _share(hits: int, of: int) -> str:
+    return f"{hits}/{of} ({100 * hits / max(of, 1):.1f} %)" if of else "-"
+
+
+def summarise(name: str, harness: Harness, echo: list[Trial], barge: list[Trial],
+              short: list[Trial] = ()) -> dict[str, object]:  # type: ignore[assignment]
     false_replies = sum(1 for t in echo if t.false_events)
     events = sum(t.false_events for t in echo)
     cancelled = sum(1 for t in echo if t.false_cancels)
@@ -60,19 +70,27 @@ def summarise(name: str, harness: Harness, echo: list[Trial], barge: list[Trial]
     latencies = [1000 * (t.stopped_s - t.onset_s) for t in late]  # type: ignore[operator]
     erles = [t.erle_db for t in echo if t.erle_db is not None]
     c = harness.costs
+    cancelled_by = {kind: [t for t in short if t.kind == kind] for kind in ("cough", "backchannel", "command")}
     return {
+        "cough": _share(sum(1 for t in cancelled_by["cough"] if t.confirmed or t.false_cancels), len(cancelled_by["cough"])),
+        "backchannel": _share(sum(1 for t in cancelled_by["backchannel"] if t.confirmed or t.false_cancels),
+                              len(cancelled_by["backchannel"])),
+        "command": _share(sum(1 for t in cancelled_by["command"] if t.confirmed and t.stopped_s is not None
+                              and t.stopped_s - t.onset_s <= 1.5), len(cancelled_by["command"])),  # type: ignore[operator]
         "mode": name,
         "false": f"{false_replies}/{len(echo)} replies ({100 * false_replies / max(len(echo), 1):.1f} %), {events} events",
         "cancelled": f"{cancelled}/{len(echo)} replies ({100 * cancelled / max(len(echo), 1):.1f} %)",
         "missed": f"{len(barge) - len(late)}/{len(barge)} ({100 * (len(barge) - len(late)) / max(len(barge), 1):.1f} %)",
         "onset_to_stop": f"{pct(latencies, 50):.0f} / {pct(latencies, 95):.0f} ms",
         "erle": f"{statistics.median(erles):.1f} dB median, {pct(erles, 10):.1f} dB p10" if harness.aec and erles else "-",
-        "cpu": f"{1000 * c.aec_s / max(c.frames, 1):.3f} ms (floor {1000 * (c.decode_s + c.vad_s) / max(c.frames, 1):.3f} ms)",
+        "cpu": (f"{1000 * c.aec_s / max(c.frames, 1):.3f} ms per frame fed, {1000 * c.aec_s / max(c.aec_frames, 1):.3f} ms "
+                f"per frame cancelled ({100 * c.aec_frames / max(c.frames, 1):.0f} % of frames); floor "
+                f"{1000 * (c.decode_s + c.vad_s) / max(c.frames, 1):.3f} ms per frame"),
     }
 
 
 def run(vad: SileroOnnxVAD, voices: Voices, aec: bool, replies: int, barge_ins: int, echo_db: float,
-        pause_ms: int = 250, arbiter: bool | None = None) -> dict[str, object]:
+        pause_ms: int = 250, arbiter: bool | None = None, shorts: int = 0) -> dict[str, object]:
     arbiter = aec if arbiter is None else arbiter
     harness = Harness(vad, voices, aec=aec, arbiter=arbiter, echo_gain_db=echo_db, pause_min_speech_ms=pause_ms)
     # Echo-only and barge-in replies alternate on the same boards, as a session has both.
@@ -82,9 +100,10 @@ def run(vad: SileroOnnxVAD, voices: Voices, aec: bool, replies: int, barge_ins: 
             echo.append(harness.trial(i, barge_in=False))
         elif i % 2 == 1 and len(barge) < barge_ins:
             barge.append(harness.trial(i, barge_in=True))
+    short = [harness.trial(100_000 + i, kind=("cough", "backchannel", "command")[i % 3]) for i in range(3 * shorts)]
     name = ("server AEC + pause/resume" if aec else "no AEC, pause/resume" if arbiter
             else "today (no AEC, VAD start = barge-in)")
-    return summarise(name, harness, echo, barge)
+    return summarise(name, harness, echo, barge, short)
 
 
 def main() -> None:
@@ -94,18 +113,26 @@ def main() -> None:
     parser.add_argument("--echo-db", type=float, default=-12.0)
     parser.add_argument("--pause-min-speech-ms", type=int, default=250,
                         help="VAD min_speech_ms with AEC + pause/resume (today's rule keeps 250)")
+    parser.add_argument("--short", type=int, default=50, help="trials each of a cough, a backchannel, a command")
+    parser.add_argument("--modes", default="today,pause,aec", help="which of today,pause,aec to run")
     args = parser.parse_args()
-    vad, voices = SileroOnnxVAD(16000), Voices.from_fixtures()
-    print(f"CPU: {cpu_model()}; replies {args.replies}, barge-ins {args.barge_ins}, echo {args.echo_db} dB")
+    vad, voices = SileroOnnxVAD(16000), Voices.from_fixtures(short=args.short > 0)
+    print(f"CPU: {cpu_model()}; replies {args.replies}, barge-ins {args.barge_ins}, {args.short} each of "
+          f"cough/backchannel/command, echo {args.echo_db} dB; load average {os.getloadavg()[0]:.1f}")
     started = time.perf_counter()
-    rows = [run(vad, voices, aec, args.replies, args.barge_ins, args.echo_db, args.pause_min_speech_ms, arbiter)
-            for aec, arbiter in ((False, False), (False, True), (True, True))]
+    modes = {"today": (False, False), "pause": (False, True), "aec": (True, True)}
+    rows = [run(vad, voices, aec, args.replies, args.barge_ins, args.echo_db, args.pause_min_speech_ms, arbiter,
+                args.short)
+            for name, (aec, arbiter) in modes.items() if name in args.modes.split(",")]
     print("| measured | " + " | ".join(str(r["mode"]) for r in rows) + " |")
     print("|---|" + "---|" * len(rows))
     for key, label in (("false", "false interruptions heard (echo only: the reply paused/stopped)"),
                        ("cancelled", "replies cancelled by echo"), ("missed", "missed interruptions"),
                        ("onset_to_stop", "onset → tts stop p50 / p95"), ("erle", "ERLE after 2 s"),
-                       ("cpu", "CPU per 60 ms frame added (in-run floor)")):
+                       ("cough", "coughs that cancelled the reply"),
+                       ("backchannel", "backchannels that cancelled the reply"),
+                       ("command", "commands that stopped the reply within 1.5 s"),
+                       ("cpu", "CPU per 60 ms uplink frame added (in-run floor)")):
         print(f"| {label} | " + " | ".join(str(r[key]) for r in rows) + " |")
     print(f"({time.perf_counter() - started:.0f} s)")
 

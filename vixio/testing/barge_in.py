@@ -40,15 +40,59 @@ def _load(path: Path) -> np.ndarray:
         return np.frombuffer(w.readframes(w.getnframes()), dtype="<i2")
 
 
+BACKCHANNELS = ("Okay.", "Uh-huh.", "Mm-hmm.", "Yeah.")
+"""Said over a reply, these acknowledge it: the reply must go on (a pause that resumes is fine)."""
+COMMANDS = ("Stop.", "Wait.")
+"""Said over a reply, these stop it, though they last well under `confirm_ms`."""
+
+
 @dataclass(slots=True)
 class Voices:
     replies: list[np.ndarray]
     users: list[np.ndarray]
+    backchannels: list[np.ndarray] = field(default_factory=list)
+    commands: list[np.ndarray] = field(default_factory=list)
 
     @classmethod
-    def from_fixtures(cls) -> Voices:
-        return cls([_load(p) for p in sorted((FIXTURES / "speech_zh").glob("*.wav"))],
-                   [_load(p) for p in sorted((FIXTURES / "speech").glob("*.wav"))])
+    def from_fixtures(cls, short: bool = False) -> Voices:
+        """The Piper fixtures; with `short`, also backchannels and commands spoken by the
+        default Piper voice (vixio[piper]; the user's voice in the fixtures), deterministic."""
+        voices = cls([_load(p) for p in sorted((FIXTURES / "speech_zh").glob("*.wav"))],
+                     [_load(p) for p in sorted((FIXTURES / "speech").glob("*.wav"))])
+        if short:
+            voices.backchannels = [_speak(t) for t in BACKCHANNELS]
+            voices.commands = [_speak(t) for t in COMMANDS]
+        return voices
+
+
+def _speak(text: str) -> np.ndarray:
+    import asyncio
+
+    from vixio.core.audio import resample
+    from vixio.providers.tts.piper import PiperTTS
+
+    async def run() -> bytes:
+        tts = PiperTTS(noise_scale=0.0, noise_w_scale=0.0)
+        return resample(b"".join([c async for c in tts.synthesize(text)]), tts.sample_rate, RATE)
+
+    return np.frombuffer(asyncio.run(run()), dtype="<i2")
+
+
+def cough(seed: int) -> np.ndarray:
+    """A synthetic cough: one or two bursts (120–220 ms) of noise band-limited to ~300–3500 Hz,
+    with a 10 ms attack and an exponential decay, 0–10 dB below the fixtures' speech level."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(int(rng.integers(1, 3))):
+        n = int(rng.uniform(0.12, 0.22) * RATE)
+        t = np.arange(n) / RATE
+        noise = np.diff(rng.standard_normal(n + 1))  # tilted up: a cough's breathy top
+        noise = np.convolve(noise, np.ones(5) / 5, mode="same")  # and rolled off above ~3.5 kHz
+        env = np.minimum(t / 0.01, 1.0) * np.exp(-t / rng.uniform(0.04, 0.08))
+        burst = noise * env
+        burst *= 10 ** (-rng.uniform(0, 10) / 20) * 0.3 / np.abs(burst).max()
+        out += [burst, np.zeros(int(rng.uniform(0.08, 0.2) * RATE))]
+    return (np.concatenate(out) * 32767).astype(np.int16)
 
 
 @dataclass(slots=True)
@@ -65,11 +109,19 @@ class Trial:
     """When the reply stopped for the user (`tts stop`: the pause, or today's interrupt)."""
     confirmed: bool = False
     erle_db: float | None = None
+    kind: str = "echo"
+    """What the user did: `echo` (nothing), `barge` (a question), `cough`, `backchannel`, `command`."""
+
+
+KINDS = ("echo", "barge", "cough", "backchannel", "command")
 
 
 @dataclass(slots=True)
 class Costs:
     frames: int = 0
+    """Uplink frames (60 ms) the harness fed, reply playing or not."""
+    aec_frames: int = 0
+    """Of those, the frames the canceller worked on (a reply playing, or its 1 s tail)."""
     aec_s: float = 0.0
     decode_s: float = 0.0
     vad_s: float = 0.0
@@ -92,7 +144,12 @@ class Harness:
     costs: Costs = field(default_factory=Costs)
     _cancellers: dict[int, object] = field(default_factory=dict)
 
-    def trial(self, seed: int, barge_in: bool) -> Trial:
+    def trial(self, seed: int, barge_in: bool = False, kind: str | None = None) -> Trial:
+        """One reply; the user says nothing (`echo`), asks a question over it (`barge_in`, kind
+        `barge`), or coughs, backchannels or says a command over it (`kind`)."""
+        kind = kind or ("barge" if barge_in else "echo")
+        if kind not in KINDS:
+            raise ValueError(f"trial kind {kind!r}: expected one of {KINDS}")
         rng = np.random.default_rng(seed)
         parts = [self.voices.replies[i] for i in rng.choice(len(self.voices.replies), 3, replace=False)]
         gap = np.zeros(int(0.15 * RATE), np.int16)
@@ -104,9 +161,11 @@ class Harness:
         played[p0:p0 + len(reply)] = reply
         user = None
         onset = None
-        if barge_in:
+        if kind != "echo":
             onset = p0 + int(rng.uniform(1.5, 4.0) * RATE)
-            speech = self.voices.users[int(rng.integers(len(self.voices.users)))]
+            pool = {"barge": self.voices.users, "backchannel": self.voices.backchannels,
+                    "command": self.voices.commands}.get(kind)
+            speech = cough(seed) if pool is None else pool[int(rng.integers(len(pool)))]
             user = np.zeros(total, np.int16)
             take = min(len(speech), total - onset)
             user[onset:onset + take] = speech[:take]
@@ -115,7 +174,9 @@ class Harness:
         board = np.random.default_rng(10_000 + session)
         path = EchoPath(seed=seed, delay_ms=float(board.uniform(40, 250)), echo_gain_db=self.echo_gain_db)
         mic = path.mic(played, user)
-        return self._run(mic, reply, p0, seed, onset, rng, session)
+        trial = self._run(mic, reply, p0, seed, onset, rng, session)
+        trial.kind, trial.barge_in = kind, kind == "barge"
+        return trial
 
     def _run(self, mic: np.ndarray, reply: np.ndarray, p0: int, seed: int, onset: int | None,
              rng: np.random.Generator, session: int) -> Trial:
@@ -152,7 +213,9 @@ class Harness:
             t1 = time.thread_time()
             decoded = pcm
             if canceller is not None:
-                pcm = canceller.process(pcm, stamps[k])
+                out = canceller.process(pcm, stamps[k])
+                self.costs.aec_frames += out is not pcm
+                pcm = out
             t2 = time.thread_time()
             events = detector.feed(pcm)
             t3 = time.thread_time()

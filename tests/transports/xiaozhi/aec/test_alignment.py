@@ -85,3 +85,27 @@ def test_device_stamps_follow_the_firmware_queue() -> None:
     assert stamps[5:] == [0, 0, 0]  # nothing played: the firmware sends 0
     burst = device_stamps([(0, 1), (0, 2), (0, 3), (0, 4)], 2, frame=960)
     assert burst == [0, 2]  # more than 3 queued: the frame goes out unstamped, the stamp is dropped
+
+
+def test_a_new_reply_takes_a_whole_frame_shift_of_the_delay_at_once() -> None:
+    est = DelayEstimator(min_confidence=0.0)
+    played = _noise(4 * RATE, seed=4)
+
+    def estimate(delay: int) -> int | None:
+        window = est.current_window
+        mic = np.concatenate([np.zeros(delay, np.int16), played])[:len(played)]
+        first = 2 * RATE
+        m = mic[first:first + window]
+        r = played[first - est.max_lag:first - est.max_lag + window + est.max_lag - est.min_lag]
+        return est.update(m, r)
+
+    estimate(2400)
+    assert estimate(2400) == 2400
+    est.reacquire(960)
+    assert est.reacquiring and est.current_window < est.window
+    assert estimate(2400 - 960) == 2400 - 960  # the stamps moved by a frame: taken at once
+    assert not est.reacquiring
+    assert estimate(4000) == 2400 - 960  # afterwards a lone outlier does not move it again
+    est.reacquire(960)
+    assert estimate(4700) == 2400 - 960  # not a whole-frame shift: needs a second estimate to agree
+    assert estimate(4700) == 4700

@@ -86,6 +86,8 @@ class UplinkClock:
         self._offsets: deque[int] = deque(maxlen=history)
         self._new_reply = new_reply
         self.offset: int | None = None
+        self.restarts = 0
+        """New replies seen after the first: each one's stamps may place it a whole frame off the last."""
 
     def observe(self, uplink_start: int, downlink_position: int) -> None:
         """A frame starting at uplink sample `uplink_start` was stamped with the frame that
@@ -94,6 +96,7 @@ class UplinkClock:
         offset = downlink_position - uplink_start
         if self.offset is not None and abs(offset - self.offset) > self._new_reply:
             self._offsets.clear()
+            self.restarts += 1
         self._offsets.append(offset)
         self.offset = int(statistics.median(self._offsets))
 
@@ -106,6 +109,8 @@ class DelayEstimator:
     """Echo delay in samples (microphone lags the timestamp-aligned reference by it)."""
 
     DECIMATE = 4
+    REACQUIRE_WINDOW = int(0.6 * RATE)
+    """A new reply's first estimates use 0.6 s: the delay is only chosen among whole-frame shifts."""
 
     def __init__(self, *, min_ms: float = -80.0, max_ms: float = 400.0, window_s: float = 1.5,
                  every_s: float = 0.5, agree_ms: float = 6.0, min_confidence: float = 4.0) -> None:
@@ -120,12 +125,31 @@ class DelayEstimator:
         self.estimates = 0
         self._candidate: int | None = None
         self._since = 0
+        self._step: int | None = None  # while reacquiring after a new reply: the frame length
+
+    @property
+    def reacquiring(self) -> bool:
+        return self._step is not None
+
+    @property
+    def current_window(self) -> int:
+        """Microphone samples the next estimate should use: a short window while reacquiring."""
+        return self.window if self._step is None else min(self.window, self.REACQUIRE_WINDOW)
+
+    def reacquire(self, frame: int) -> None:
+        """A new reply began: its stamps fix it to the uplink only to within whole frames (the
+        firmware stamps with the oldest queued frame, and how many are queued depends on where
+        the speaker's and microphone's frames fall), while the device's own delay is unchanged.
+        So the next estimate that lands on the delay in force plus or minus whole `frame`s is
+        taken at once, from a short window, without waiting for a second one to agree."""
+        if self.delay is not None:
+            self._step, self._since = frame, 0
 
     def due(self, samples: int) -> bool:
         """Count `samples` more of reply audio; True when a new estimate is due (every
         `every_s`, or every quarter of that until two estimates agreed on a first delay)."""
         self._since += samples
-        if self._since >= (self.every if self.delay is not None else self.every // 4):
+        if self._since >= (self.every if self.delay is not None and self._step is None else self.every // 4):
             self._since = 0
             return True
         return False
@@ -139,6 +163,11 @@ class DelayEstimator:
             return self.delay
         self.estimates += 1
         delay = self.max_lag - lag  # lag counts from ref's start, which leads mic by max_lag
+        if self._step is not None and self.delay is not None:
+            shifts = [self.delay + k * self._step for k in (-1, 0, 1)]
+            if min(abs(delay - s) for s in shifts) <= self.agree:
+                self.delay, self._candidate, self._step = delay, None, None
+                return self.delay
         if self.delay is not None and abs(delay - self.delay) <= self.agree:
             self.delay = (self.delay + delay) // 2
             self._candidate = None

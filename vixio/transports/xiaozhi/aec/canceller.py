@@ -9,10 +9,25 @@ wheel with protobuf/aiofiles beside it, for one class.
 
 AEC3 finds small delays itself, but its filters need the reference to lead the echo by a
 bounded amount; the timestamps and `DelayEstimator` (alignment.py) line the reference up to
-within `LEAD_MS` of the echo first. Double-talk is AEC3's: its adaptive filter freezes on
-microphone energy the reference does not explain, and its suppressor keeps what it cannot
-attribute to the echo, so the user's voice passes (bench: −2 dB on the user's speech while the
-reply plays).
+within `LEAD_MS` of the echo first. How the alignment is held (measured, docs/barge-in.md):
+
+- Between moves it stays put: AEC3 follows the device's ±20 ms wander itself (fed a constant
+  alignment it removed 22–40 dB on every benchmark board), and each shift of the reference
+  under its converged filter costs it echo.
+- A move of more than `MOVE_MS` (the session's first delay estimate, a re-estimate) starts a
+  fresh AEC3 beside the old one (`_switch`): an AEC3 whose filter was adapted to the old
+  alignment often never re-found the echo within the reply (ERLE 2–5 dB on 5 of 6 sessions'
+  first replies; those replies paused and cancelled themselves).
+- A new reply's stamps place it within a frame either way of the last reply (the firmware
+  stamps with the oldest queued frame, and how many are queued depends on where the speaker's
+  and the microphone's frames fall). Until the estimator has picked the shift, the reference is
+  fed a frame further ahead, so it leads the echo whichever it is: this took echo-only replies
+  that paused from 13 in 60 to 2 (every remaining false pause had come 1.3–2 s into a reply,
+  when a misaligned start was corrected).
+
+Double-talk is AEC3's: its adaptive filter freezes on microphone energy the reference does not
+explain and its suppressor keeps what it cannot attribute to the echo; it does not always (the
+benchmark saw a user's 70–80 dB come out at 22–30 dB for a whole question: a missed barge-in).
 
 Everything here is CPU work for a worker thread (`aec_worker`): never call `process` on the loop.
 """
@@ -31,6 +46,11 @@ LEAD_MS = 30
 """The reference is fed this much ahead of the estimated echo: inside AEC3's own delay search,
 and margin for the ±20 ms the device's delay wanders. Measured over 20 benchmark replies: 8 ms
 left 7 false pauses, 100 ms 10, 30 ms 3 (all on a session's first reply, while AEC3 converges)."""
+MOVE_MS = 30
+"""An alignment change larger than this starts a fresh AEC3 (`_switch`); smaller ones are the
+device's wander, which AEC3 follows itself."""
+SWITCH_S = 1.5
+"""How long the old and the fresh AEC3 run side by side after a move (twice the CPU meanwhile)."""
 TAIL_S = 1.0
 """After the last reply audio the canceller keeps running this long (the room's echo tail and
 the device's queue); after that the microphone passes untouched and costs nothing."""
@@ -75,6 +95,10 @@ class SessionEchoCanceller:
         self._uplink = 0  # uplink samples seen
         self._mic_ring = np.zeros(self.estimator.window, dtype=np.int16)
         self._last_active = -10 * RATE  # uplink sample of the last frame with reply audio
+        self._align: int | None = None  # reference position minus uplink position, as `_aec` is fed
+        self._fresh: object | None = None  # a new AEC3 on a new alignment, while it converges
+        self._fresh_left = 0
+        self._fresh_align = 0
 
     def sent(self, timestamp_ms: int, pcm16k: np.ndarray) -> None:
         """A downlink frame was stamped `timestamp_ms` and sent (its audio resampled to 16 kHz).
@@ -90,7 +114,10 @@ class SessionEchoCanceller:
         if timestamp_ms:
             at = self.reference.where(timestamp_ms)
             if at is not None:
+                restarts = self.clock.restarts
                 self.clock.observe(start, at)
+                if self.clock.restarts != restarts:
+                    self.estimator.reacquire(n)
                 self._last_active = start
         if self.clock.offset is None or start - self._last_active > TAIL_S * RATE:
             return pcm  # no reply playing: nothing to cancel
@@ -98,10 +125,42 @@ class SessionEchoCanceller:
         if self.estimator.due(n):
             self._estimate(base + n)
         delay = self.estimator.delay if self.estimator.delay is not None else 0
-        far = self.reference.read(base - delay + LEAD_MS * RATE // 1000, n)
-        out = self._aec.process(mic, far)
+        out = self._cancel(mic, start, self.clock.offset - delay)
         self._account(mic, out, delay)
         return out.astype("<i2", copy=False).tobytes()
+
+    def _cancel(self, mic: np.ndarray, start: int, align: int) -> np.ndarray:
+        """AEC3 on `mic` (uplink sample `start`), the echo being at reference position
+        `start + align` by the stamps and the estimator."""
+        n, lead = len(mic), LEAD_MS * RATE // 1000
+        if self._align is None:
+            self._align = align
+        if self.estimator.reacquiring:
+            self._align = align + n  # a new reply, shift not yet known: lead by a frame more
+        elif abs(align - (self._align if self._fresh is None else self._fresh_align)) > MOVE_MS * RATE // 1000:
+            self._switch(align)
+        elif self._fresh is not None:
+            self._fresh_align = align
+        out = self._aec.process(mic, self.reference.read(start + self._align + lead, n))
+        if self._fresh is not None:
+            fresh = self._fresh.process(mic, self.reference.read(start + self._fresh_align + lead, n))
+            if np.square(fresh, dtype=np.float64).sum() < np.square(out, dtype=np.float64).sum():
+                out = fresh
+            self._fresh_left -= n
+            if self._fresh_left <= 0:
+                self._aec, self._fresh, self._align = self._fresh, None, self._fresh_align
+        return out
+
+    def _switch(self, align: int) -> None:
+        """The alignment moved: a fresh AEC3 starts on the new one and runs beside the old for
+        `SWITCH_S`, each frame going out from whichever leaves less (the user's voice is in both,
+        so the lower one is the one that removed more echo); then the fresh one takes over."""
+        if self._fresh is None:
+            self._fresh = _webrtc()(RATE, 1, 0)
+        else:  # moved again while converging: the converging one restarts on the newest alignment
+            self._fresh.reset()
+        self._fresh_left = int(SWITCH_S * RATE)
+        self._fresh_align = align
 
     def _remember(self, mic: np.ndarray) -> None:
         keep = len(self._mic_ring)
@@ -110,13 +169,13 @@ class SessionEchoCanceller:
     def _estimate(self, end_base: int) -> None:
         """Run the estimator over the last `window` of microphone audio ending at clock `end_base`."""
         est = self.estimator
-        window = len(self._mic_ring)
+        window = est.current_window
         first = end_base - window
         ref = self.reference.read(first - est.max_lag, window + est.max_lag - est.min_lag)
-        active = np.abs(ref[est.max_lag - est.min_lag:].reshape(-1, 160)).max(axis=1) >= 64
+        active = np.abs(ref[est.max_lag - est.min_lag:][: window // 160 * 160].reshape(-1, 160)).max(axis=1) >= 64
         if active.mean() < 0.5:
             return  # the reply is mostly silence here: too little to correlate
-        est.update(self._mic_ring, ref)
+        est.update(self._mic_ring[-window:], ref)
 
     def _account(self, mic: np.ndarray, out: np.ndarray, delay: int) -> None:
         s = self.stats
