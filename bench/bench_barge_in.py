@@ -90,9 +90,10 @@ def summarise(name: str, harness: Harness, echo: list[Trial], barge: list[Trial]
 
 
 def run(vad: SileroOnnxVAD, voices: Voices, aec: bool, replies: int, barge_ins: int, echo_db: float,
-        pause_ms: int = 250, arbiter: bool | None = None, shorts: int = 0) -> dict[str, object]:
+        pause_ms: int = 250, arbiter: bool | None = None, shorts: int = 0, confirm_ms: int = 600) -> dict[str, object]:
     arbiter = aec if arbiter is None else arbiter
-    harness = Harness(vad, voices, aec=aec, arbiter=arbiter, echo_gain_db=echo_db, pause_min_speech_ms=pause_ms)
+    harness = Harness(vad, voices, aec=aec, arbiter=arbiter, echo_gain_db=echo_db, pause_min_speech_ms=pause_ms,
+                      confirm_ms=confirm_ms)
     # Echo-only and barge-in replies alternate on the same boards, as a session has both.
     echo, barge = [], []
     for i in range(max(replies, barge_ins) * 2):
@@ -114,6 +115,7 @@ def main() -> None:
     parser.add_argument("--pause-min-speech-ms", type=int, default=250,
                         help="VAD min_speech_ms with AEC + pause/resume (today's rule keeps 250)")
     parser.add_argument("--short", type=int, default=50, help="trials each of a cough, a backchannel, a command")
+    parser.add_argument("--confirm-ms", type=int, default=600, help="vad.barge_in_confirm_ms")
     parser.add_argument("--modes", default="today,pause,aec", help="which of today,pause,aec to run")
     args = parser.parse_args()
     vad, voices = SileroOnnxVAD(16000), Voices.from_fixtures(short=args.short > 0)
@@ -122,7 +124,7 @@ def main() -> None:
     started = time.perf_counter()
     modes = {"today": (False, False), "pause": (False, True), "aec": (True, True)}
     rows = [run(vad, voices, aec, args.replies, args.barge_ins, args.echo_db, args.pause_min_speech_ms, arbiter,
-                args.short)
+                args.short, args.confirm_ms)
             for name, (aec, arbiter) in modes.items() if name in args.modes.split(",")]
     print("| measured | " + " | ".join(str(r["mode"]) for r in rows) + " |")
     print("|---|" + "---|" * len(rows))

@@ -10,6 +10,10 @@ VADStation's default rules, then either today's rule (VAD start while speaking =
 `InterruptionArbiter` (pause, then confirm or resume). No ASR runs, so a short utterance is
 judged by its length alone (the arbiter resumes when no transcript comes).
 
+Besides the echo alone and a question, a trial can put a cough (`cough`: synthetic noise bursts),
+a backchannel or a command (`BACKCHANNELS`, `COMMANDS`: spoken by the default Piper voice when
+`Voices.from_fixtures(short=True)`) over the reply.
+
 Simplification, stated: the reply's audio keeps playing in the simulation after a pause (a
 resumed reply sounds the same to the microphone), so the echo-only figures are, if anything,
 pessimistic.
