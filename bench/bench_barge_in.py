@@ -83,9 +83,10 @@ def summarise(name: str, harness: Harness, echo: list[Trial], barge: list[Trial]
         "missed": f"{len(barge) - len(late)}/{len(barge)} ({100 * (len(barge) - len(late)) / max(len(barge), 1):.1f} %)",
         "onset_to_stop": f"{pct(latencies, 50):.0f} / {pct(latencies, 95):.0f} ms",
         "erle": f"{statistics.median(erles):.1f} dB median, {pct(erles, 10):.1f} dB p10" if harness.aec and erles else "-",
-        "cpu": (f"{1000 * c.aec_s / max(c.frames, 1):.3f} ms per frame fed, {1000 * c.aec_s / max(c.aec_frames, 1):.3f} ms "
-                f"per frame cancelled ({100 * c.aec_frames / max(c.frames, 1):.0f} % of frames); floor "
-                f"{1000 * (c.decode_s + c.vad_s) / max(c.frames, 1):.3f} ms per frame"),
+        "cpu": (f"{1000 * c.aec_s / max(c.frames, 1):.3f} ms per frame fed"
+                + (f", {1000 * c.aec_s / c.aec_frames:.3f} ms per frame cancelled "
+                   f"({100 * c.aec_frames / max(c.frames, 1):.0f} % of frames)" if c.aec_frames else "")
+                + f"; floor {1000 * (c.decode_s + c.vad_s) / max(c.frames, 1):.3f} ms per frame"),
     }
 
 
