@@ -91,10 +91,11 @@ def summarise(name: str, harness: Harness, echo: list[Trial], barge: list[Trial]
 
 
 def run(vad: SileroOnnxVAD, voices: Voices, aec: bool, replies: int, barge_ins: int, echo_db: float,
-        pause_ms: int = 250, arbiter: bool | None = None, shorts: int = 0, confirm_ms: int = 600) -> dict[str, object]:
+        pause_ms: int = 250, arbiter: bool | None = None, shorts: int = 0, confirm_ms: int = 600,
+        board_stops: bool = False) -> dict[str, object]:
     arbiter = aec if arbiter is None else arbiter
     harness = Harness(vad, voices, aec=aec, arbiter=arbiter, echo_gain_db=echo_db, pause_min_speech_ms=pause_ms,
-                      confirm_ms=confirm_ms)
+                      confirm_ms=confirm_ms, board_stops=board_stops)
     # Echo-only and barge-in replies alternate on the same boards, as a session has both.
     echo, barge = [], []
     for i in range(max(replies, barge_ins) * 2):
@@ -117,15 +118,17 @@ def main() -> None:
                         help="VAD min_speech_ms with AEC + pause/resume (today's rule keeps 250)")
     parser.add_argument("--short", type=int, default=50, help="trials each of a cough, a backchannel, a command")
     parser.add_argument("--confirm-ms", type=int, default=600, help="vad.barge_in_confirm_ms")
+    parser.add_argument("--board-stops", action="store_true",
+                        help="the board stops playing at tts stop (and plays the rest at tts start)")
     parser.add_argument("--modes", default="today,pause,aec", help="which of today,pause,aec to run")
     args = parser.parse_args()
     vad, voices = SileroOnnxVAD(16000), Voices.from_fixtures(short=args.short > 0)
     print(f"CPU: {cpu_model()}; replies {args.replies}, barge-ins {args.barge_ins}, {args.short} each of "
-          f"cough/backchannel/command, echo {args.echo_db} dB; load average {os.getloadavg()[0]:.1f}")
+          f"cough/backchannel/command, echo {args.echo_db} dB, board stops at tts stop: {args.board_stops}; load average {os.getloadavg()[0]:.1f}")
     started = time.perf_counter()
     modes = {"today": (False, False), "pause": (False, True), "aec": (True, True)}
     rows = [run(vad, voices, aec, args.replies, args.barge_ins, args.echo_db, args.pause_min_speech_ms, arbiter,
-                args.short, args.confirm_ms)
+                args.short, args.confirm_ms, args.board_stops)
             for name, (aec, arbiter) in modes.items() if name in args.modes.split(",")]
     print("| measured | " + " | ".join(str(r["mode"]) for r in rows) + " |")
     print("|---|" + "---|" * len(rows))

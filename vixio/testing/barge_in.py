@@ -143,6 +143,10 @@ class Harness:
     """The VAD's `min_speech_ms` with the arbiter: a pause is cheap (it resumes), so it may start sooner."""
     confirm_ms: int = 600
     """`vad.barge_in_confirm_ms`: speech over the reply that lasts this long is a barge-in."""
+    board_stops: bool = False
+    """The board stops playing a few frames after `tts stop` (the frames already sent) and plays
+    the rest after `tts start`, as a real one does; False keeps the reply playing through a pause
+    (the published table's simplification: pessimistic for false and missed interruptions)."""
     replies_per_session: int = 5
     """Replies one board (one echo path, one canceller) plays: a session converges once."""
     costs: Costs = field(default_factory=Costs)
@@ -177,19 +181,17 @@ class Harness:
         session = seed // self.replies_per_session
         board = np.random.default_rng(10_000 + session)
         path = EchoPath(seed=seed, delay_ms=float(board.uniform(40, 250)), echo_gain_db=self.echo_gain_db)
-        mic = path.mic(played, user)
-        trial = self._run(mic, reply, p0, seed, onset, rng, session)
+        trial = self._run(BoardPlayback(path, played, user, reply, p0, seed), onset, rng, session)
         trial.kind, trial.barge_in = kind, kind == "barge"
         return trial
 
-    def _run(self, mic: np.ndarray, reply: np.ndarray, p0: int, seed: int, onset: int | None,
-             rng: np.random.Generator, session: int) -> Trial:
+    def _run(self, board: BoardPlayback, onset: int | None, rng: np.random.Generator, session: int) -> Trial:
         from vixio.transports.xiaozhi.aec.canceller import SessionEchoCanceller
 
-        frames = len(mic) // FRAME
-        base_stamp = 1 + 60 * 1000 * (seed % 10_000)
-        played_at = [(p0 + j * FRAME + 80, base_stamp + 60 * j) for j in range(len(reply) // FRAME)]
-        stamps = device_stamps(played_at, frames, FRAME, phase=int(rng.integers(0, FRAME)))
+        reply, p0, played_at = board.reply, board.p0, board.played_at
+        frames = len(board.mic) // FRAME
+        phase = int(rng.integers(0, FRAME))
+        stamps = device_stamps(played_at, frames, FRAME, phase=phase)
         encoder = OpusEncoder(RATE, frame_duration_ms=60, complexity=0)
         decoder = OpusDecoder(RATE)
         canceller = None
@@ -207,10 +209,11 @@ class Harness:
         heard, cleaned = [], []
         for k in range(frames):
             now = (k + 1) * FRAME / RATE
-            frame = mic[k * FRAME:(k + 1) * FRAME]
+            frame = board.mic[k * FRAME:(k + 1) * FRAME]
             # the server sent each reply frame ~5 frames before the board played it (pre-buffer)
-            while canceller is not None and sent < len(played_at) and played_at[sent][0] <= (k + 6) * FRAME:
-                canceller.sent(played_at[sent][1], reply[sent * FRAME:(sent + 1) * FRAME])
+            while sent < len(played_at) and played_at[sent][0] <= (k + 6) * FRAME:
+                if canceller is not None:
+                    canceller.sent(played_at[sent][1], reply[sent * FRAME:(sent + 1) * FRAME])
                 sent += 1
             t0 = time.thread_time()
             pcm = decoder.decode(encoder.encode(frame.tobytes()))
@@ -230,36 +233,43 @@ class Harness:
             if p0 + 2 * RATE <= k * FRAME < reply_end and (onset is None):
                 heard.append(np.frombuffer(decoded, dtype="<i2"))
                 cleaned.append(np.frombuffer(pcm, dtype="<i2"))
-            speaking_bot = p0 <= k * FRAME < reply_end + 2 * FRAME
+            speaking_bot = board.held or (not board.cancelled and p0 <= k * FRAME < reply_end + 2 * FRAME)
             voiced = detector.speaking and detector.silence_start is None
-            self._decide(trial, arbiter, events, now, speaking_bot, voiced, onset)
+            actions = self._decide(trial, arbiter, events, now, speaking_bot, voiced, onset)
+            if self.board_stops and actions and board.act(actions, sent, k):
+                stamps = device_stamps(played_at, frames, FRAME, phase=phase)  # the past is unchanged
+                reply_end = played_at[-1][0] - 80 + FRAME if played_at else p0
         if heard:
             trial.erle_db = erle_db(np.concatenate(heard), np.concatenate(cleaned))
         return trial
 
     def _decide(self, trial: Trial, arbiter: InterruptionArbiter, events: list, now: float, bot: bool,
-                speaking: bool, onset: int | None) -> None:
+                speaking: bool, onset: int | None) -> list[str]:
+        """Counts what the server did with this frame's VAD events; returns its actions on the reply."""
         user_on = onset is not None and now * RATE >= onset
-        verdicts = []
+        verdicts: list[str | None] = []
         for event in events:
             if event.type == "start":
                 if not self.arbiter:
                     if bot:
                         self._stopped(trial, now, user_on, confirmed=True)
                         trial.false_cancels += not user_on
+                        verdicts.append("interrupt")
                     continue
                 if arbiter.speech_started(now, event.sample / RATE, bot) == "pause":
                     self._stopped(trial, now, user_on, confirmed=False)
+                    verdicts.append("pause")
             elif event.type == "end" and self.arbiter:
                 verdicts.append(arbiter.speech_ended(now, event.sample / RATE))
         if self.arbiter:
             verdicts.append(arbiter.tick(now, speaking))
         for verdict in verdicts:
-            if verdict == "interrupt":
+            if verdict == "interrupt" and self.arbiter:
                 if user_on:
                     trial.confirmed = True
                 else:
                     trial.false_cancels += 1
+        return [v for v in verdicts if v is not None]
 
     @staticmethod
     def _stopped(trial: Trial, now: float, user_on: bool, confirmed: bool) -> None:
@@ -268,6 +278,47 @@ class Harness:
         elif trial.stopped_s is None:
             trial.stopped_s = now
             trial.confirmed = trial.confirmed or confirmed
+
+
+class BoardPlayback:
+    """What the board plays and its microphone hears, changed by the server's pause, resume and
+    interrupt (`act`); the microphone is recomputed whole, and its past comes out the same
+    (the echo path is causal and seeded)."""
+
+    def __init__(self, path: EchoPath, played: np.ndarray, user: np.ndarray | None, reply: np.ndarray,
+                 p0: int, seed: int) -> None:
+        self.path, self.user, self.reply, self.p0 = path, user, reply, p0
+        self.total = len(played)
+        base_stamp = 1 + 60 * 1000 * (seed % 10_000)
+        self.played_at = [(p0 + j * FRAME + 80, base_stamp + 60 * j) for j in range(len(reply) // FRAME)]
+        self._stamps = [stamp for _, stamp in self.played_at]
+        self.mic = path.mic(played, user)
+        self.held = self.cancelled = False
+
+    def act(self, actions: list[str], sent: int, k: int) -> bool:
+        """Apply the server's actions at uplink frame `k` (`sent` reply frames sent so far: the
+        board plays those out); True when what the board plays changed."""
+        changed = False
+        for action in actions:
+            if action in ("pause", "interrupt") and not self.held and not self.cancelled:
+                del self.played_at[sent:]
+                changed = True
+            if action == "pause":
+                self.held = True
+            elif action == "interrupt":
+                self.held, self.cancelled = False, True
+            elif action == "resume" and self.held:
+                self.held = False
+                start = (k + 6) * FRAME + 80  # a new burst, with a fresh pre-buffer
+                self.played_at += [(start + (j - sent) * FRAME, self._stamps[j]) for j in range(sent, len(self._stamps))]
+                changed = True
+        if changed:
+            played = np.zeros(self.total, np.int16)
+            for j, (at, _) in enumerate(self.played_at):
+                if at - 80 + FRAME <= self.total:
+                    played[at - 80:at - 80 + FRAME] = self.reply[j * FRAME:(j + 1) * FRAME]
+            self.mic = self.path.mic(played, self.user)
+        return changed
 
 
 def _first_voiced(speech: np.ndarray) -> int:
