@@ -21,7 +21,8 @@ board (one session: the canceller converges once). Rows:
   not) and per frame it worked on (a reply playing or its 1 s tail), beside the in-run floor (the
   same run's Opus decode + Silero VAD per frame), on the CPU model printed.
 
-Needs vixio[aec] and vixio[silero]. Not run by the tests (tests/bench/test_barge_in.py runs a small one).
+Needs vixio[aec] and vixio[silero], and vixio[piper] for the short sounds (`--short 0` without it).
+Not run by the tests (tests/bench/test_barge_in.py runs a small one).
 """
 
 from __future__ import annotations

@@ -30,6 +30,9 @@ def test_server_aec_keeps_the_reply_from_interrupting_itself_and_hears_the_user(
     barge = [t for t in trials if t.barge_in]
     assert sum(1 for t in echo if t.false_cancels) == 0, "the reply's echo cancelled a reply"
     assert sum(1 for t in echo if t.false_events) == 0, [t.false_events for t in echo]
+    # nor did a reply pause on its echo before its user spoke (a session's first replies, while
+    # the canceller finds the board's delay, are where this went wrong)
+    assert sum(t.false_events for t in barge) == 0, [t.false_events for t in barge]
     heard = [t for t in barge if t.confirmed and t.stopped_s is not None and t.stopped_s - t.onset_s <= 1.5]
     assert len(heard) >= 4, "a user's question over the reply was missed"
     assert statistics.median(1000 * (t.stopped_s - t.onset_s) for t in heard) <= 700

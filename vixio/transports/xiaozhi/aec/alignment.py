@@ -17,7 +17,10 @@ it fixes the two streams to within a frame. What is left, the I2S/DMA buffers an
 - `DelayEstimator`: GCC-PHAT between the microphone and the reference at 4 kHz (speech's echo
   energy is below 2 kHz; a quarter of the samples makes a 1.5 s estimate cost ~0.3 ms), re-run
   every 0.5 s of reply, switching to a new delay only when two estimates in a row agree, so
-  the user's voice (double-talk) or one noisy window cannot move it.
+  the user's voice (double-talk) or one noisy window cannot move it. A new reply's stamps may
+  place it a whole frame off the last one (which frame is the oldest queued depends on where
+  the speaker's and microphone's frames fall); `reacquire` then takes the first estimate, from
+  a 0.6 s window, that is the delay in force or one frame either side of it.
 """
 
 from __future__ import annotations
