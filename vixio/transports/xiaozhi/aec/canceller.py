@@ -36,6 +36,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -96,7 +97,7 @@ class SessionEchoCanceller:
         self._mic_ring = np.zeros(self.estimator.window, dtype=np.int16)
         self._last_active = -10 * RATE  # uplink sample of the last frame with reply audio
         self._align: int | None = None  # reference position minus uplink position, as `_aec` is fed
-        self._fresh: object | None = None  # a new AEC3 on a new alignment, while it converges
+        self._fresh: Any | None = None  # a new AEC3 on a new alignment, while it converges
         self._fresh_left = 0
         self._fresh_align = 0
 
