@@ -49,6 +49,7 @@ async def test_vad_barges_in_when_the_assistant_is_speaking() -> None:
         await pipeline.join()
         out = pipeline.drain_output()
     assert isinstance(out[0], InterruptChunk) and out[0].reason == "barge_in"
+    assert pipeline.state.interruptions == {"real": 1, "false": 0}
     assert isinstance(out[1], VADStartChunk) and out[1].turn_id > turn
     # the speech that caused the barge-in survived the interrupt (user audio is never stale)
     assert sum(c.duration for c in out if isinstance(c, AudioChunk)) >= 0.3

@@ -132,6 +132,8 @@ class XiaozhiConfig(_Strict):
     prebuffer_frames: int = Field(default=5, ge=1, le=30)
     """Downlink frames sent ahead of real time (then frames go out four at a time, so at times three
     more); the device drops packets past 40 queued."""
+    server_aec: bool = True
+    """Cancel the reply's echo in the microphone of devices whose hello has `features.aec` (firmware built with CONFIG_USE_SERVER_AEC, protocol v2) before the VAD hears it: WebRTC AEC3 on a worker thread, aligned by the v2 timestamps (docs/barge-in.md). Needs vixio[aec]; without it such devices are served uncancelled, with a warning. false: never."""
     max_message_bytes: int = Field(default=256 * 1024, ge=1024)
     """Larger WebSocket messages close the connection with code 1009 (protects the server); at most 16 MiB (16777216), since every connection may hold one such message in memory."""
     max_json_depth: int = Field(default=DEFAULT_MAX_DEPTH, ge=8, le=512)

@@ -189,7 +189,7 @@ class LocalBackend:
             if live is not None else {"profile": None, "profile_source": None, "profile_pending": None}
         version = (f"{len(state.history)}:{last.turn_id if last else 0}:{len(last.content) if last else 0}:"
                    f"{log.count if log else 0}:{marks}:{activity}:{connection.mode}:{profile['profile']}:"
-                   f"{profile['profile_pending']}")
+                   f"{profile['profile_pending']}:{state.interruptions}:{state.echo_erle_db}")
         return {
             "session_id": connection.session_id,
             "device_id": connection.device_id,
@@ -199,6 +199,8 @@ class LocalBackend:
             "turns": len({message.turn_id for message in state.history if message.role == "user"}),
             "tools": len(tools.tools) if tools is not None else 0,
             "tools_offered": self._tools_offered(),
+            "interruptions": dict(state.interruptions),
+            "echo_erle_db": state.echo_erle_db,
             **profile,
             "version": version,
         }

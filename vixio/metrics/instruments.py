@@ -40,6 +40,19 @@ VAD_QUIET_WINDOWS = Counter(
     "vixio_vad_quiet_windows",
     "Microphone windows (32 ms) left unscored by the VAD model: quieter than vad.quiet_below_dbfs while nobody "
     "spoke.", registry=REGISTRY)
+INTERRUPTIONS = Counter(
+    "vixio_interruptions",
+    "Speech over a reply that paused it, by verdict: real (a barge-in: the reply was cancelled) or false (echo, "
+    "a cough, a backchannel: the reply resumed).", ["verdict"], registry=REGISTRY)
+ECHO_FRAMES = Counter(
+    "vixio_echo_cancelled_frames",
+    "Uplink frames that went through server-side echo cancellation (devices whose hello has features.aec, while "
+    "a reply played).", registry=REGISTRY)
+ECHO_ERLE = Histogram(
+    "vixio_echo_erle_db",
+    "Per session at its end, server-side echo cancellation's echo return loss enhancement (dB) over the frames "
+    "it cancelled; the user's speech over the reply counts as residual, so a lower bound.",
+    buckets=(0.0, 5.0, 10.0, 15.0, 20.0, 25.0, 30.0, 40.0), registry=REGISTRY)
 PROVIDER_ERRORS = Counter("vixio_provider_errors", "Failed requests to a provider, by provider and kind of cause.",
                           ["provider", "cause"], registry=REGISTRY)
 STORE_ERRORS = Counter("vixio_store_errors", "Failed state-store calls: the store could not be used (unavailable) "
@@ -47,6 +60,8 @@ STORE_ERRORS = Counter("vixio_store_errors", "Failed state-store calls: the stor
 
 for _outcome in ("answered", "interrupted"):
     TURNS.labels(_outcome)
+for _verdict in ("real", "false"):
+    INTERRUPTIONS.labels(_verdict)
 for _provider in PROVIDER_KINDS:
     for _cause in FAILURE_KINDS:
         PROVIDER_ERRORS.labels(_provider, _cause)

@@ -35,6 +35,7 @@ from vixio.providers.tts.base import TTSProvider
 from vixio.providers.vad.base import VADProvider
 from vixio.voice.session_tools import SessionTools
 from vixio.stations.asr.endpointing import EndpointRules
+from vixio.stations.interruption import InterruptionArbiter
 from vixio.stations.tts.circuit import TTSCircuit
 from vixio.stations import (
     ApologyStation,
@@ -263,6 +264,7 @@ class VoiceStack:
                 VADStation(self.vad, threshold=vad.threshold, min_speech_ms=vad.min_speech_ms,
                            min_silence_ms=vad.min_silence_ms, speech_pad_ms=vad.speech_pad_ms,
                            early_silence_ms=vad.early_silence_ms, barge_in=vad.barge_in,
+                           arbiter=InterruptionArbiter(confirm_ms=vad.barge_in_confirm_ms) if vad.barge_in_pause else None,
                            quiet_below_dbfs=vad.quiet_below_dbfs),
                 TurnDetectorStation(min_speech_ms=turn.min_speech_ms),
                 ASRStation(self.asr, language=config.asr.language, endpointing=rules,

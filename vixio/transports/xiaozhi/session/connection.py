@@ -16,6 +16,7 @@ import contextlib
 import string
 import time
 from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
 
 from loguru import logger
 
@@ -25,10 +26,14 @@ from vixio.core.realtime_budget import RealTimeBudget
 from vixio.core.chunk import UNSET_TURN, AudioChunk, Chunk, StreamCompleteChunk, TextChunk, TurnEndChunk, TurnStartChunk
 from vixio.core.protocol import Message
 from vixio.core.session import Session
+from vixio.metrics import ECHO_ERLE, ECHO_FRAMES
 from vixio.transports.xiaozhi.protocol import messages as xp
 from vixio.transports.xiaozhi.protocol.codec import UPLINK_SAMPLE_RATE, CodecError, OpusDecoder, packet_duration
 from vixio.config.xiaozhi import XiaozhiConfig
 from vixio.transports.xiaozhi.session.downlink import Downlink
+
+if TYPE_CHECKING:
+    from vixio.transports.xiaozhi.aec.canceller import SessionEchoCanceller
 
 Write = Callable[[list[Message]], Awaitable[None]]
 """Sends messages to the device in order, together (one socket write) when it can."""
@@ -70,6 +75,8 @@ class XiaozhiConnection:
         self.audio_frames_in = 0
         self._handling = 0
         """`handle` calls in progress: `handle_now` leaves audio to them meanwhile (order)."""
+        self.echo: SessionEchoCanceller | None = None
+        """Server-side echo cancellation (`enable_echo_cancellation`): the uplink goes through it."""
         self._uplink_budget = RealTimeBudget(config.audio_burst_seconds)
         self._flooding = LogThrottle(first=1, every=10.0)
 
@@ -78,12 +85,32 @@ class XiaozhiConnection:
         """A reply is being sent (from its first message to `tts stop`)."""
         return self.downlink.speaking
 
+    def enable_echo_cancellation(self, version: int) -> bool:
+        """The device streams its microphone uncancelled (hello `features.aec`): with protocol v2
+        and vixio[aec], the downlink keeps what it sends and the uplink is cleaned before the VAD
+        hears it. False (with a warning) when it cannot be."""
+        from vixio.transports.xiaozhi.aec.canceller import SessionEchoCanceller, available
+
+        if version != 2:
+            self.logger.warning("features.aec over binary protocol v{}: no timestamps to align the echo with; not "
+                                "cancelled (the OTA answer's websocket.version 2 selects v2)", version)
+            return False
+        if not available():
+            self.logger.warning("features.aec: the aec extra is missing (pip install 'vixio[aec]'); echo not cancelled")
+            return False
+        self.echo = SessionEchoCanceller()
+        self.downlink.echo = self.echo
+        self.logger.info("server-side echo cancellation on (features.aec, protocol v2)")
+        return True
+
     def attach(self, session: Session) -> None:
         self.session = session
         self.downlink.pacer.start()
 
     async def close(self) -> None:
         await self.downlink.pacer.stop()
+        if self.echo is not None and self.echo.stats.erle_db is not None:
+            ECHO_ERLE.observe(self.echo.stats.erle_db)
 
     async def shutdown(self) -> bool:
         """The server is stopping: a reply in progress ends with `tts stop` (bounded, best
@@ -110,7 +137,7 @@ class XiaozhiConnection:
     async def _dispatch(self, message: Message) -> None:
         kind = message["type"]
         if kind == xp.AUDIO:
-            await self._on_audio(message["data"])
+            await self._on_audio(message["data"], message.get("timestamp_ms", 0))
         elif kind == "listen":
             await self._on_listen(message)
         elif kind == "abort":
@@ -133,8 +160,8 @@ class XiaozhiConnection:
         audio frame skips the read queue and the reader task). False, with nothing done, for
         anything else, while `handle` is still busy with an earlier message (order), or while
         the pipeline is full (the reader waits for room instead)."""
-        if message["type"] != xp.AUDIO or self._handling:
-            return False
+        if message["type"] != xp.AUDIO or self._handling or self.echo is not None:
+            return False  # echo cancelling is awaited (a worker thread): `handle` does it
         if not self.listening or self.session is None:
             return True  # dropped, as `_on_audio` would
         if not self.session.pipeline.can_push_nowait():
@@ -144,12 +171,29 @@ class XiaozhiConnection:
             self.session.push_nowait(chunk)
         return True
 
-    async def _on_audio(self, packet: bytes) -> None:
+    async def _on_audio(self, packet: bytes, timestamp_ms: int = 0) -> None:
         if not self.listening or self.session is None:
             return  # wake-word audio before `listen detect`, or audio after push-to-talk release
         chunk = self._uplink_chunk(packet)
+        if chunk is not None and self.echo is not None:
+            chunk = await self._cancel_echo(chunk, timestamp_ms)
         if chunk is not None:
             await self.session.push(chunk)
+
+    async def _cancel_echo(self, chunk: AudioChunk, timestamp_ms: int) -> AudioChunk | None:
+        assert self.echo is not None and self.session is not None
+        from vixio.transports.xiaozhi.aec.canceller import aec_worker
+
+        frames = self.echo.stats.frames
+        try:
+            pcm = await aec_worker().submit((self.echo, chunk.pcm, timestamp_ms))
+        except Exception as exc:  # a canceller fault must not silence the device: pass it on uncancelled
+            self.logger.warning("echo cancelling failed, frame passed on as heard: {}", exc)
+            return chunk
+        if self.echo.stats.frames != frames:
+            ECHO_FRAMES.inc()
+            self.session.state.echo_erle_db = self.echo.stats.erle_db
+        return AudioChunk(pcm=pcm, sample_rate=chunk.sample_rate)
 
     def _uplink_chunk(self, packet: bytes) -> AudioChunk | None:
         """The packet's audio, or None when it is dropped (flooding, undecodable, DTX)."""

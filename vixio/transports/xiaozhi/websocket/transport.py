@@ -265,6 +265,8 @@ class XiaozhiTransport(XiaozhiSessionIO):
                                            lambda messages: self.write_many(session_id, messages),
                                            encode_on_thread=self.encode_on_thread)
             features = hello.get("features") if isinstance(hello.get("features"), dict) else {}
+            if features.get("aec") is True and self.config.server_aec:
+                connection.enable_echo_cancellation(version)
             context = DeviceContext(session_id, identity, hello, version, self, dict(features))
             pipeline = await self._pipeline_factory(context)
             connection.greeting = context.greeting
