@@ -31,6 +31,20 @@ def _category_problem(module: pytest.Module) -> str | None:
             "in pyproject.toml: take the most expensive thing the module does.")
 
 
+# The order tests are handed to xdist's workers: the expensive categories first, so the minutes-long
+# tests start while the short ones are still queued to fill the gaps; last in line is then a
+# unit test of milliseconds, not a fleet of `vixio serve` processes one worker runs alone.
+_FIRST = {"browser": 0, "process": 0, "models": 1, "integration": 2, "unit": 3}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    def rank(item: pytest.Item) -> int:
+        marks = [mark.name for mark in item.iter_markers() if mark.name in _FIRST]
+        return _FIRST[marks[0]] if marks else 3
+
+    items.sort(key=rank)  # stable: within a category, the modules keep their order
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_make_collect_report(collector: pytest.Collector) -> pytest.CollectReport:
     """A module without its category fails collection (pytest then runs nothing), so `make test-fast`
