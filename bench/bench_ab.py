@@ -11,7 +11,7 @@ before leaves behind. (With the base always first, the second run had the higher
 all 5 pairs of one session, 2 of them a commit against itself: +33 %, CPU within 1 %.) It
 prints per load (shape, N): every run's CPU ms per session per frame and p95, and the paired
 differences (this − base) with their mean. A change is worth believing when every pair moves the
-same way. The host's own speed changes within minutes (and within a load: bench/capacity_floor.py),
+same way. The host's own speed changes within minutes (and within a load: bench/capacity/floor.py),
 so where both sides' bench_capacity probe the floor during the load, CPU per frame divided by that
 floor is compared too.
 

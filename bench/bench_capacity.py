@@ -7,7 +7,7 @@
 
 Three kinds of processes, so each is measured alone:
 
-1. fakes (bench/capacity_fakes.py): OpenAI-compatible ASR, LLM (streamed SSE, one sentence) and
+1. fakes (bench/capacity/fakes.py): OpenAI-compatible ASR, LLM (streamed SSE, one sentence) and
    TTS (1.5 s of 24 kHz PCM per sentence) on loopback, all answering at once (`--providers zero`,
    the default: only the voice server's own work is timed) or as remote services would
    (`slow`: 300 ms to the model's first token, 150 ms to the first TTS audio, bench_latency's
@@ -21,10 +21,10 @@ Three kinds of processes, so each is measured alone:
    `tts.provider: openai` and real Silero VAD (`silero-onnx`) and Opus; `--workers K` is passed
    on when `vixio serve --help` offers it. A fresh server for every N; its log goes to a file
    (WARNING/ERROR lines are counted; its last lines are printed when a turn failed);
-3. the load generator(s) (bench/capacity_load.py): N firmware-like devices, started over
+3. the load generator(s) (bench/capacity/load.py): N firmware-like devices, started over
    `--stagger` seconds, each doing `--turns` turns of real-time 60 ms Opus (0.3 s noise, a
    1.8 s spoken question, 1.5 s noise). One generator process per 100 devices unless
-   `--generators G` says otherwise (bench/capacity_selfcheck.py checks the generator alone).
+   `--generators G` says otherwise (bench/capacity/selfcheck.py checks the generator alone).
 
 Two load shapes, each run for every N (`--shape`, both by default):
 
@@ -44,7 +44,7 @@ resume) or `off` (memory.enabled false); `--memory on off` runs every load with 
 server's state file lives in the benchmark's temporary folder, never in the checkout.
 
 Before each load the server answers a typed warm-up turn (first-use imports are not timed),
-then its idle memory is read and the floor is measured in this process (bench/capacity_floor.py:
+then its idle memory is read and the floor is measured in this process (bench/capacity/floor.py:
 Opus decode + Silero VAD of one 60 ms uplink frame, single-threaded, the machine as it is at that
 moment). The CPU model, the machine's load average before and after, and the host's CPU during
 the load (% busy, and % stolen by the hypervisor: on a VM, a neighbour's load slows everything
@@ -86,7 +86,7 @@ every load. `--json FILE` writes every summary (with each turn's latency). A def
 `--isolation` instead times another session's typed turn (`listen detect` → first `stt`)
 while a neighbour registers 600 tools or lists 1,000 device tools, against the same round
 trip with no heavy neighbour, plus the worst `hello` round trip of a third session pinging
-every 20 ms (see bench/capacity_isolation.py). It runs one worker unless `--workers` says
+every 20 ms (see bench/capacity/isolation.py). It runs one worker unless `--workers` says
 otherwise: with several, the supervisor hands the neighbour and the timed session to different
 workers (the fewest connections first), and the isolation measured would be between processes.
 Exits 1 when any turn failed.
@@ -114,26 +114,26 @@ for path in (str(ROOT), str(BENCH)):
     if path not in sys.path:
         sys.path.insert(0, path)
 
-from capacity_fakes import PROVIDER_PAIRS  # noqa: E402
-from capacity_floor import FloorProbe, cpu_model, measure_floor, python_build  # noqa: E402
-from capacity_load import build_clips  # noqa: E402
-from capacity_procs import Children, HostCpu, ProcessTree, Sampler  # noqa: E402
-from capacity_report import print_ratios, print_summary, print_table, server_marks, server_stages, summarize  # noqa: E402
-from capacity_server import ServerUnderLoad, VixioServerProcess, shipped_voice_stack, start_fakes  # noqa: E402
+from capacity.fakes import PROVIDER_PAIRS  # noqa: E402
+from capacity.floor import FloorProbe, cpu_model, measure_floor, python_build  # noqa: E402
+from capacity.load import build_clips  # noqa: E402
+from capacity.procs import Children, HostCpu, ProcessTree, Sampler  # noqa: E402
+from capacity.report import print_ratios, print_summary, print_table, server_marks, server_stages, summarize  # noqa: E402
+from capacity.server import ServerUnderLoad, VixioServerProcess, shipped_voice_stack, start_fakes  # noqa: E402
 
 SHAPES = ("staggered", "burst")
 OFFLINE = "offline"
 """`--providers offline`: the shipped config.yaml's local voice stack instead of the fakes."""
 DEVICES_PER_GENERATOR = 100
 """Devices per generator process: on a busy 2-core machine one process kept real time for 100 devices
-(send lateness p99 12 ms) but not for 200 (77 ms; two processes: 8 ms). See bench/capacity_selfcheck.py."""
+(send lateness p99 12 ms) but not for 200 (77 ms; two processes: 8 ms). See bench/capacity/selfcheck.py."""
 
 
 def run_load(children: Children, server: ServerUnderLoad, fakes: ProcessTree, n: int, turns: int,
              stagger: float, generators: int, tmp: Path, *, burst: dict[str, float] | None = None,
              floor: dict[str, Any] | None = None, noise_dbfs: float | None = None) -> dict[str, Any]:
     """Run N devices against `server` and return the summary of that load: the staggered shape,
-    or the burst shape when `burst` (capacity_load.burst_slots) is given. `floor`: the in-run
+    or the burst shape when `burst` (capacity.load.burst_slots) is given. `floor`: the in-run
     floor measured just before (capacity_floor), put beside the server's CPU per frame."""
     generators = max(1, min(n, generators or math.ceil(n / DEVICES_PER_GENERATOR)))
     load_before = os.getloadavg()
@@ -148,7 +148,7 @@ def run_load(children: Children, server: ServerUnderLoad, fakes: ProcessTree, n:
         spec = {"url": server.ws_url, "indices": list(range(g, n, generators)), "total": n, "turns": turns,
                 "start_at": start_at, "stagger": stagger, "burst": burst, "noise_dbfs": noise_dbfs,
                 "out": str(outs[-1])}
-        procs.append(children.start([sys.executable, str(BENCH / "capacity_load.py"), json.dumps(spec)],
+        procs.append(children.start([sys.executable, str(BENCH / "capacity" / "load.py"), json.dumps(spec)],
                                     cwd=ROOT, env=_env()))
     loaded_pss = 0
     fakes_before = fakes.usage().cpu_s
@@ -291,7 +291,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             if args.isolation:
                 fakes_url, fakes = start_fakes(children, _env())
-                from capacity_isolation import run_isolation
+                from capacity.isolation import run_isolation
 
                 workers = 1 if args.workers is None else args.workers  # the neighbour in the same process
                 with VixioServerProcess(children, Path(tmp), fakes_url, _env(), workers=workers,
@@ -305,7 +305,7 @@ def main(argv: list[str] | None = None) -> int:
                 clips = build_clips(args.noise_dbfs)
                 print(f"CPU: {cpu_model()}, {os.cpu_count()} cores; Python: {python_build()}; floor = Opus decode + "
                       "Silero VAD of one 60 ms uplink frame, single-threaded, measured before each load and probed "
-                      "once a second during it (bench/capacity_floor.py)")
+                      "once a second during it (bench/capacity/floor.py)")
                 runs = [(pair, memory, shape) for pair in args.providers for memory in args.memory for shape in args.shape]
                 services: dict[str, tuple[str, ProcessTree]] = {}
                 for pair, memory, shape in runs:

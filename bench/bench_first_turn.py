@@ -5,18 +5,18 @@
 A Xiaozhi device connects when its wake word is heard and its user speaks at once; by then the
 server's pools of connections to the cloud APIs have gone cold (idle connections close after 5 s
 for the agent's model, 15 s for ASR and TTS). This runs two `vixio serve --workers 1` side by side,
-`pipeline.prewarm` on and off (providers/prewarm.py), against bench/capacity_fakes.py (ASR, LLM and
+`pipeline.prewarm` on and off (providers/prewarm.py), against bench/capacity/fakes.py (ASR, LLM and
 TTS answering at once) reached through a delaying proxy on loopback that stands for the network:
 every byte waits `--rtt-ms`/2 each way, and a new connection's first bytes wait `--setup-rtts`
 round trips more, as TCP's handshake and TLS 1.3's would (TLS 1.2: 3). The kernel's `netem` is
 not used: many hosts (this one) lack it.
 
-Each conversation: one firmware-like device per server (bench/capacity_load.py: 0.3 s of noise,
+Each conversation: one firmware-like device per server (bench/capacity/load.py: 0.3 s of noise,
 a 1.8 s spoken question, 1.5 s of noise, as 60 ms Opus) connects, asks two questions back to back,
 hangs up; then `--idle` seconds pass (the pools go cold) before the next. Printed: last speech
 frame sent → first answer audio at the device, p50 / p95 per turn and mode, the server's marks
 of the first turn (ms after the speech end), the warm-up requests the fakes saw, the CPU model
-and the in-run floor (Opus decode + Silero per 60 ms frame, bench/capacity_floor.py).
+and the in-run floor (Opus decode + Silero per 60 ms frame, bench/capacity/floor.py).
 """
 
 from __future__ import annotations
@@ -35,10 +35,10 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from capacity_floor import cpu_model, measure_floor
-from capacity_load import Device, build_clips
-from capacity_procs import Children
-from capacity_server import VixioServerProcess, start_fakes
+from capacity.floor import cpu_model, measure_floor
+from capacity.load import Device, build_clips
+from capacity.procs import Children
+from capacity.server import VixioServerProcess, start_fakes
 
 ROOT = Path(__file__).resolve().parents[1]
 MODES = {"prewarm": True, "cold": False}

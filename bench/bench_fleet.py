@@ -15,15 +15,15 @@ in Redis), the same load, two ways to spread it:
 - single: 1 × `vixio serve --workers 2`, the devices connecting to it directly.
 
 The load and its report are bench/bench_capacity.py's (bench/capacity_*.py): N firmware-like
-devices streaming real-time Opus through real Silero VAD, the fakes of bench/capacity_fakes.py
+devices streaming real-time Opus through real Silero VAD, the fakes of bench/capacity/fakes.py
 for ASR, LLM and TTS, latency = last speech frame sent → first answer audio, CPU per session per
 60 ms frame from /proc (for the fleet: both instances and HAProxy; HAProxy's share is printed
-too), the in-run floor (bench/capacity_floor.py) and the load average beside every figure.
+too), the in-run floor (bench/capacity/floor.py) and the load average beside every figure.
 
 Before each load, N other devices connect, say hello, answer MCP `initialize` and `tools/list`
-and leave (bench/capacity_idle.py, 100 handshakes in flight): the session start p95 (connect →
+and leave (bench/capacity/idle.py, 100 handshakes in flight): the session start p95 (connect →
 the server's hello) and what a session costs Redis (start and end). Redis's own counters
-(`INFO`: commands, read events, CPU; capacity_fleet.RedisCounters) are read around both: a read
+(`INFO`: commands, read events, CPU; capacity.fleet.RedisCounters) are read around both: a read
 event is one pipeline, i.e. one round trip, since vixio's store sends the calls of one moment
 together. Each figure is net of the idle traffic (the heartbeats and the bus's member refresh,
 measured first with no device connected) over the seconds it was taken in, waits for quiet
@@ -55,12 +55,12 @@ for path in (str(ROOT), str(BENCH)):
 
 from bench_capacity import _env, run_load  # noqa: E402
 from bench_idle import IdleClients  # noqa: E402
-from capacity_fleet import FleetProcess, LoopThread, RedisCounters, RedisSample  # noqa: E402
-from capacity_floor import cpu_model, measure_floor  # noqa: E402
-from capacity_load import build_clips  # noqa: E402
-from capacity_procs import Children  # noqa: E402
-from capacity_report import print_summary, server_marks, server_stages  # noqa: E402
-from capacity_server import ServerUnderLoad, VixioServerProcess, start_fakes  # noqa: E402
+from capacity.fleet import FleetProcess, LoopThread, RedisCounters, RedisSample  # noqa: E402
+from capacity.floor import cpu_model, measure_floor  # noqa: E402
+from capacity.load import build_clips  # noqa: E402
+from capacity.procs import Children  # noqa: E402
+from capacity.report import print_summary, server_marks, server_stages  # noqa: E402
+from capacity.server import ServerUnderLoad, VixioServerProcess, start_fakes  # noqa: E402
 
 CONFIGURATIONS = ("fleet", "single")
 

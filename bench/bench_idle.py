@@ -9,8 +9,8 @@ instances a fleet needs as much as the devices talking at once do.
 
 One `vixio serve --workers 1` (`xiaozhi.idle_timeout: 0`, as an operator keeping devices
 connected runs it; `max_connections` raised past `--devices`) with the fakes of
-bench/capacity_fakes.py and real Silero VAD and Opus, as bench/bench_capacity.py runs it. One
-client process (bench/capacity_idle.py) connects the idle devices `--step` at a time: each says
+bench/capacity/fakes.py and real Silero VAD and Opus, as bench/bench_capacity.py runs it. One
+client process (bench/capacity/idle.py) connects the idle devices `--step` at a time: each says
 hello, answers MCP `initialize` and `tools/list` with the firmware's six tools, then is silent.
 The server's figures come from /proc (its process and its workers), so the client's CPU is
 never counted:
@@ -21,12 +21,12 @@ never counted:
 - the idle CPU: server CPU over `--idle-seconds` with every device connected and silent, as a
   share of one core, against the same window before any device connected, and the server's
   wake-ups (voluntary context switches) per second in both;
-- a talking device's latency (bench/capacity_load.py, `--turns` turns back to back: last speech
+- a talking device's latency (bench/capacity/load.py, `--turns` turns back to back: last speech
   frame sent -> first answer audio, p50/p95, and the server's marks) with no idle device, then
   among all the idle ones;
 - the connect time of each step and the hello round trip p50/p95 of its devices.
 
-The CPU model, the in-run floor (bench/capacity_floor.py) and the load average go beside the
+The CPU model, the in-run floor (bench/capacity/floor.py) and the load average go beside the
 figures: the host is shared, and a busy machine lengthens latencies, not the CPU seconds.
 """
 
@@ -49,11 +49,11 @@ for path in (str(ROOT), str(BENCH)):
         sys.path.insert(0, path)
 
 from bench_capacity import _env, run_load  # noqa: E402
-from capacity_floor import cpu_model, measure_floor  # noqa: E402
-from capacity_load import build_clips  # noqa: E402
-from capacity_procs import Children, ProcessTree  # noqa: E402
-from capacity_report import server_marks  # noqa: E402
-from capacity_server import VixioServerProcess, start_fakes  # noqa: E402
+from capacity.floor import cpu_model, measure_floor  # noqa: E402
+from capacity.load import build_clips  # noqa: E402
+from capacity.procs import Children, ProcessTree  # noqa: E402
+from capacity.report import server_marks  # noqa: E402
+from capacity.server import VixioServerProcess, start_fakes  # noqa: E402
 
 MB = 2**20
 GB = 2**30
@@ -112,10 +112,10 @@ def slope_per_1000(points: list[tuple[int, int]]) -> float:
 
 
 class IdleClients:
-    """bench/capacity_idle.py as a child process, driven line by line."""
+    """bench/capacity/idle.py as a child process, driven line by line."""
 
     def __init__(self, children: Children, url: str) -> None:
-        self.proc = children.start([sys.executable, str(BENCH / "capacity_idle.py"), url], cwd=ROOT, env=_env(),
+        self.proc = children.start([sys.executable, str(BENCH / "capacity" / "idle.py"), url], cwd=ROOT, env=_env(),
                                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         self.children = children
 

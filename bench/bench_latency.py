@@ -20,7 +20,7 @@ agent starts when 500 ms of silence end the turn; `preemptive`: the defaults), i
 speech (the last loud sample sent) → first audio frame at the device, p50 / p95; premature
 replies; preemptive attempts cancelled; and the server's CPU per turn, whose difference between
 the modes is what preemptive turns cost. With the CPU model, the load average, and the in-run
-floor (Opus decode + Silero per 60 ms frame, bench/capacity_floor.py) measured in the same run.
+floor (Opus decode + Silero per 60 ms frame, bench/capacity/floor.py) measured in the same run.
 
 For N devices at once (bench/bench_capacity.py), `corpus()`, `synthesize()` and
 `utterance_audio()` give the same utterances as audio; `UtteranceServices.speak` follows one
@@ -47,11 +47,11 @@ from typing import Any
 import numpy as np
 import yaml
 
-from capacity_fakes import PROVIDER_PAIRS as PAIRS
-from capacity_floor import cpu_model, measure_floor
-from capacity_load import Clip
-from capacity_procs import Children, ProcessTree
-from capacity_server import free_port
+from capacity.fakes import PROVIDER_PAIRS as PAIRS
+from capacity.floor import cpu_model, measure_floor
+from capacity.load import Clip
+from capacity.procs import Children, ProcessTree
+from capacity.server import free_port
 
 from vixio.config.pipeline import VADConfig
 from vixio.testing.device import SimulatedDevice

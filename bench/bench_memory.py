@@ -41,8 +41,8 @@ from typing import Any
 import aiohttp
 import yaml
 
-from capacity_procs import TICKS, Children, _read_stat
-from capacity_server import free_port
+from capacity.procs import TICKS, Children, _read_stat
+from capacity.server import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 READY_TIMEOUT_S = 300.0

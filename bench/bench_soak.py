@@ -3,7 +3,7 @@ over thousands of short sessions?
 
     .venv/bin/python bench/bench_soak.py --cycles 5000 [--workers 2] [--concurrency 8] [--json out.json]
 
-The server runs as bench_capacity.py runs it (bench/capacity_server.py: fake ASR, LLM and TTS on
+The server runs as bench_capacity.py runs it (bench/capacity/server.py: fake ASR, LLM and TTS on
 loopback, real Silero VAD and Opus, a fresh `python -m vixio serve` of this checkout, its state
 database in a temporary folder). Each cycle opens three WebSocket connections, the three ways
 devices leave (as one of `--devices` devices that keep coming back):
@@ -42,9 +42,9 @@ BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))
 sys.path.insert(0, str(BENCH.parent))
 
-from capacity_fakes import QUESTION  # noqa: E402
-from capacity_procs import PAGE, Children, ProcessTree, _read_stat  # noqa: E402
-from capacity_server import READY_TIMEOUT_S, VixioServerProcess  # noqa: E402
+from capacity.fakes import QUESTION  # noqa: E402
+from capacity.procs import PAGE, Children, ProcessTree, _read_stat  # noqa: E402
+from capacity.server import READY_TIMEOUT_S, VixioServerProcess  # noqa: E402
 
 HELLO = {"type": "hello", "version": 1, "transport": "websocket",
          "audio_params": {"format": "opus", "sample_rate": 16000, "channels": 1, "frame_duration": 60}}
@@ -119,8 +119,8 @@ async def run_cycles(url: str, first: int, count: int, concurrency: int) -> list
 
 
 def start_fakes(children: Children, env: dict[str, str], tts_seconds: float) -> str:
-    """bench/capacity_fakes.py with `tts_seconds` of audio per sentence; its base URL."""
-    proc = children.start([sys.executable, str(BENCH / "capacity_fakes.py"), "--tts-seconds", str(tts_seconds)],
+    """bench/capacity/fakes.py with `tts_seconds` of audio per sentence; its base URL."""
+    proc = children.start([sys.executable, str(BENCH / "capacity" / "fakes.py"), "--tts-seconds", str(tts_seconds)],
                           cwd=BENCH.parent, env=env, stdout=subprocess.PIPE, text=True)
     assert proc.stdout is not None
     line = proc.stdout.readline()
@@ -213,7 +213,7 @@ def main(argv: list[str] | None = None) -> int:
     last = [s for s in samples if s["cycles"] >= 0.75 * args.cycles]
     fits: dict[str, dict[str, float]] = {}
     for name in list(samples[-1]["rss_mb"]) + ["total"]:
-        def series(rows: list[dict[str, Any]]) -> list[tuple[int, float]]:
+        def series(rows: list[dict[str, Any]], name: str = name) -> list[tuple[int, float]]:
             return [(row["cycles"], sum(row["rss_mb"].values()) if name == "total" else row["rss_mb"].get(name, 0.0))
                     for row in rows if name == "total" or name in row["rss_mb"]]
         fits[name] = {"after_warmup": round(slope_per_1000(series(warm)), 2),

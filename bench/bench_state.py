@@ -83,7 +83,7 @@ async def per_turn(store: Store, burst: int, rounds: int) -> dict[str, object]:
         queued_cpu += time.thread_time() - loop_before  # what on_turn costs the turn itself
         done: list[float] = []
 
-        async def stored(conversation: object) -> None:
+        async def stored(conversation: object, done: list[float] = done, started: float = started) -> None:
             await conversation.close()  # type: ignore[attr-defined]
             done.append((time.perf_counter() - started) * 1000)
 

@@ -11,7 +11,7 @@ Run: .venv/bin/python bench/bench_vad_asr.py [--frames 3000] [--runs 5] [--base]
   with `--base`).
 - ASR: `transcribe()` of a ~2 s fixture through the shared inference pool, median of `--runs`.
 
-Needs vixio[silero], vixio[silero-onnx] and vixio[whisper] (plus vixio[whisper-multilingual] for `--base`).
+Needs vixio[silero] and vixio[whisper] (plus vixio[whisper-multilingual] for `--base`).
 """
 
 from __future__ import annotations

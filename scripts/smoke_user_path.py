@@ -67,7 +67,7 @@ def main() -> int:
     try:
         with ThreadPoolExecutor(len(configs)) as pool:
             installs = [(name, pool.submit(install, name, folders[name])) for name in configs]
-            for name, future in installs:
+            for name, future in installs:  # noqa: B007 - the failing config's name is reported below
                 future.result()
         for name in configs:
             serve_and_ask(name, folders[name])

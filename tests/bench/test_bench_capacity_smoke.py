@@ -20,12 +20,12 @@ ROOT = Path(__file__).resolve().parents[2]
 BENCH = ROOT / "bench"
 sys.path.insert(0, str(BENCH))
 
-from capacity_fakes import PROVIDER_PAIRS, InstantSpeechServices, speech_like_pcm  # noqa: E402
-from capacity_floor import measure_floor  # noqa: E402
-from capacity_load import FRAME_S, build_clips, burst_slots, playback_end  # noqa: E402
-from capacity_procs import HostCpu  # noqa: E402
-from capacity_report import late_frames  # noqa: E402
-from capacity_server import server_config, shipped_voice_stack  # noqa: E402
+from capacity.fakes import PROVIDER_PAIRS, InstantSpeechServices, speech_like_pcm  # noqa: E402
+from capacity.floor import measure_floor  # noqa: E402
+from capacity.load import FRAME_S, build_clips, burst_slots, playback_end  # noqa: E402
+from capacity.procs import HostCpu  # noqa: E402
+from capacity.report import late_frames  # noqa: E402
+from capacity.server import server_config, shipped_voice_stack  # noqa: E402
 
 pytestmark = pytest.mark.process
 
@@ -169,7 +169,7 @@ def test_the_floor_is_opus_decode_plus_silero_per_frame() -> None:
 def test_the_floor_probe_measures_while_the_load_runs_and_keeps_its_window() -> None:
     import time
 
-    from capacity_floor import FloorProbe
+    from capacity.floor import FloorProbe
 
     started = time.monotonic()
     with FloorProbe(interval=0.3) as probe:
@@ -233,7 +233,7 @@ def test_two_devices_one_turn_end_to_end(tmp_path: Path) -> None:
 def test_the_generator_measures_a_known_answer_delay() -> None:
     """Against an answering machine that answers 600 ms after the question's last packet, the
     benchmark must read about 600 ms, every frame on time, nothing failed."""
-    run = subprocess.run([sys.executable, str(BENCH / "capacity_selfcheck.py"), "--n", "3", "--turns", "1"],
+    run = subprocess.run([sys.executable, str(BENCH / "capacity" / "selfcheck.py"), "--n", "3", "--turns", "1"],
                          cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stdout + run.stderr
     line = next(line for line in run.stdout.splitlines() if "latency" in line)

@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[2]
 BENCH = ROOT / "bench"
 sys.path.insert(0, str(BENCH))
 
-from capacity_fleet import RedisCounters, RedisSample  # noqa: E402
+from capacity.fleet import RedisCounters, RedisSample  # noqa: E402
 
 pytestmark = pytest.mark.process
 

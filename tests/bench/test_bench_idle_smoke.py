@@ -15,7 +15,7 @@ BENCH = ROOT / "bench"
 sys.path.insert(0, str(BENCH))
 
 from bench_idle import slope_per_1000  # noqa: E402
-from capacity_server import server_config  # noqa: E402
+from capacity.server import server_config  # noqa: E402
 
 pytestmark = pytest.mark.process
 

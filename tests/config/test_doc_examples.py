@@ -1,4 +1,4 @@
-"""Every config.yaml example in the tool docs is valid config, and `tools.local` examples load."""
+"""Every config.yaml example in the tool and MQTT docs is valid config, and `tools.local` examples load."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from vixio.config.models import VixioConfig
 pytestmark = pytest.mark.unit
 
 ROOT = Path(__file__).resolve().parents[2]
-DOCS = ["docs/tools.md", "docs/tool-protocols.md"]
+DOCS = ["docs/tools.md", "docs/tool-protocols.md", "docs/mqtt.md"]
 _BLOCK = re.compile(r"```yaml\n(.*?)```", re.S)
 
 
@@ -33,7 +33,7 @@ def test_doc_yaml_example_is_valid_config(where: str, block: str, monkeypatch: p
     assert isinstance(data, dict), where
     top = set(VixioConfig.model_fields)
     assert set(data) <= top, f"{where}: unknown top-level keys {set(data) - top}"
-    environ = {name: "x" for name in re.findall(r"\$\{([A-Za-z_][A-Za-z0-9_]*)", block)}
+    environ = {name: "x" * 32 for name in re.findall(r"\$\{([A-Za-z_][A-Za-z0-9_]*)", block)}
     config = parse_config(data, source=where, environ=environ)
     if config.tools.local:  # the entries must import from the repository root
         from vixio.voice.stack import VoiceStack

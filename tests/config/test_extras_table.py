@@ -52,6 +52,7 @@ CODE = {
     "tts:openai": ["vixio.providers.tts.openai_compatible"],
     "vision": ["vixio.app.vision"],
     "state:redis": ["vixio.state.redis"],
+    "transport:mqtt": ["vixio.transports.xiaozhi.mqtt"],
 }
 
 def _packaged(module: str, name: str) -> str:
@@ -83,6 +84,7 @@ CONFIGS: dict[str, dict[str, object]] = {
     "tts:openai": {**_OFF, "tts": {"provider": "openai", "api_base": LOOPBACK}},
     "vision": {**_OFF, "vision": {"model": "openai/x", "api_base": LOOPBACK}},
     "state:redis": {**_OFF, "state": {"backend": "redis", "url": "redis://127.0.0.1:9/0"}},
+    "transport:mqtt": {**_OFF, "mqtt": {"enabled": True}},
 }
 
 # In a fresh process: hide one module, then load what the row needs as `vixio serve` does.
@@ -104,6 +106,9 @@ try:
         if parsed.state.backend != "sqlite":  # the store's client: opened as serve does, before any model
             from vixio.state import open_store
             open_store(parsed.state, parsed.memory)
+        elif parsed.mqtt.enabled:  # the broker's front, imported as the owning process does
+            from vixio.app.mqtt import front_class
+            front_class()
         elif parsed.vision is not None:
             from vixio.app.vision import VisionModel
             asyncio.run(VisionModel(parsed.vision).load())

@@ -15,9 +15,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_extras_of_the_shipped_configs(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["config", "extras", "--config", str(ROOT / "config.yaml")]) == 0
-    assert capsys.readouterr().out.strip() == "xiaozhi,silero-onnx,whisper,local-llm,piper"
+    assert capsys.readouterr().out.strip() == "xiaozhi,silero,whisper,local-llm,piper"
     assert main(["config", "extras", "--config", str(ROOT / "config.zh.yaml")]) == 0
-    assert capsys.readouterr().out.strip() == "xiaozhi,silero-onnx,whisper-multilingual,espeak"
+    assert capsys.readouterr().out.strip() == "xiaozhi,silero,whisper-multilingual,espeak"
 
 
 def test_every_extra_named_exists_in_pyproject() -> None:

@@ -39,7 +39,7 @@ def test_a_profile_changes_only_what_it_names() -> None:
                                                  "memory": {"enabled": False}}}})
     kids = ProfileBook(config).effective("kids")
     assert kids.agent is not None and kids.agent.system_prompt == "Small words." and kids.agent.model == "openai/house"
-    assert getattr(kids.tts, "voice") == "en-us+f3" and getattr(config.tts, "voice") == "en-us"
+    assert kids.tts.voice == "en-us+f3" and config.tts.voice == "en-us"
     assert kids.tools.toggles == {"self.reboot": False, "get_time": False} and kids.tools.require_confirmation is True
     assert kids.memory.enabled is False and config.memory.enabled is True
     assert kids.speech == config.speech and kids.xiaozhi.greeting == config.xiaozhi.greeting
@@ -50,7 +50,7 @@ def test_a_language_brings_its_texts_and_keeps_them_on_the_way_to_a_worker() -> 
     worker = VixioConfig.model_validate_json(json.dumps(config.model_dump(mode="json", by_alias=True)))
     for each in (config, worker):  # a worker's config has every key set: the profile must say it all
         zh = ProfileBook(each).effective("zh")
-        assert zh.language == "zh" and zh.xiaozhi.greeting == "你好呀" and getattr(zh.tts, "voice") == "cmn"
+        assert zh.language == "zh" and zh.xiaozhi.greeting == "你好呀" and zh.tts.voice == "cmn"
         assert zh.agent is not None and "简体中文" in zh.agent.system_prompt
         assert "好的" in zh.tools.confirm_words.yes and zh.speech.apology.startswith("抱歉")
         assert each.language == "en" and each.speech.apology.startswith("Sorry")
@@ -60,7 +60,7 @@ def test_a_language_brings_its_texts_and_keeps_them_on_the_way_to_a_worker() -> 
 def test_another_provider_replaces_the_section() -> None:
     config = parse_config({**BASE, "profiles": {"cloud": {"tts": {"provider": "edge", "voice": "en-GB-SoniaNeural"}}}})
     cloud = ProfileBook(config).effective("cloud")
-    assert cloud.tts is not None and cloud.tts.provider == "edge" and getattr(cloud.tts, "voice") == "en-GB-SoniaNeural"
+    assert cloud.tts is not None and cloud.tts.provider == "edge" and cloud.tts.voice == "en-GB-SoniaNeural"
 
 
 def test_devices_map_ids_and_patterns_the_most_specific_winning() -> None:
@@ -108,4 +108,4 @@ def test_the_docs_example_is_valid_config() -> None:
     assert book.choose("11:22:33:44:55:66", None).to_json() == {"profile": "default", "profile_source": "config"}
     kids, kitchen = book.effective("kids"), book.effective("kitchen")
     assert kids.memory.long_term == "off" and kids.tools.require_confirmation == ["self.audio_speaker.*"]
-    assert kitchen.language == "zh" and getattr(kitchen.tts, "voice") == "zh-CN-YunxiNeural"
+    assert kitchen.language == "zh" and kitchen.tts.voice == "zh-CN-YunxiNeural"

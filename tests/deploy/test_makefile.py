@@ -42,7 +42,7 @@ def test_a_config_typo_stops_after_its_one_line_error(tmp_path: Path) -> None:
     assert result.returncode != 0
     assert "tts" in result.stderr and "pipr" in result.stderr
     assert "is not a valid editable requirement" not in result.stdout + result.stderr
-    assert calls.read_text().splitlines() == ["-m pip install -e ."]  # the core only, never ".[]"
+    assert calls.read_text().splitlines() == ["-m pip install -c constraints.txt -e ."]  # the core only, never ".[]"
     assert not list(venv.glob(".installed-config-*"))
 
 
@@ -52,4 +52,5 @@ def test_a_good_config_installs_the_core_then_its_extras(tmp_path: Path) -> None
     config.write_text("asr: null\nagent: null\ntts: {provider: espeak}\n")
     result = make_install_config(venv, config)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert calls.read_text().splitlines() == ["-m pip install -e .", "-m pip install -e .[xiaozhi,espeak]"]
+    assert calls.read_text().splitlines() == ["-m pip install -c constraints.txt -e .",
+                                            "-m pip install -c constraints.txt -e .[xiaozhi,espeak]"]

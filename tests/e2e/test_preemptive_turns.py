@@ -161,7 +161,7 @@ async def test_marks_show_the_preemptive_start_the_early_confirmation_and_what_w
                 assert turn["marks"] == ms and turn["notes"] == metrics.notes
                 (line,) = [line for line in lines if "latency (ms from first mark)" in line]
                 assert "'agent_saved_ms'" in line.partition(" latency")[0]  # the notes, before the marks
-                # The marks end the line as one literal, as bench/capacity_server.py reads them.
+                # The marks end the line as one literal, as bench/capacity/server.py reads them.
                 assert ast.literal_eval(line.partition("latency (ms from first mark): ")[2].strip()) == ms
         finally:
             await server.stop()

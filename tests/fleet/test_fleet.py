@@ -196,7 +196,7 @@ async def test_one_session_per_device_activation_anywhere_and_a_killed_instance_
         # The device reconnects through the load balancer to b while a still holds its old connection.
         fresh = await stack.enter_async_context(SimulatedDevice(ws_url=b.ws_url, device_id=V_MAC, mcp=False))
         await fresh.connect()
-        await until(lambda: _true(stale.close_code == 1000), 20, "a to close the stale session")
+        await until(lambda stale=stale: _true(stale.close_code == 1000), 20, "a to close the stale session")
         assert stale.protocol.close_reason == REPLACED and fresh.connected
         await until(lambda: _equal(listed(), sorted([(V_MAC, "b/w0"), (other.device_id, "a/w0")])), 20,
                     "the device listed on b only")
@@ -327,15 +327,16 @@ async def test_after_redis_forgot_the_directory_a_device_connecting_elsewhere_st
             stale = await stack.enter_async_context(SimulatedDevice(ws_url=a.ws_url, device_id=device_id,
                                                                     mcp=False))
             await stale.connect()
-            await until(lambda: _equal(listed(device_id), ["a/w0"]), 20, "the device listed on a")
+            await until(lambda device_id=device_id: _equal(listed(device_id), ["a/w0"]), 20, "the device listed on a")
             await forget()
             assert await listed(device_id) in ([], ["a/w0"])  # empty, unless a's heartbeat came first
-            await until(lambda: _equal(listed(device_id), ["a/w0"]), TTL + 10, "a's heartbeat to list it again")
+            await until(lambda device_id=device_id: _equal(listed(device_id), ["a/w0"]), TTL + 10,
+                        "a's heartbeat to list it again")
             fresh = await stack.enter_async_context(SimulatedDevice(ws_url=b.ws_url, device_id=device_id, mcp=False))
             await fresh.connect()
-            await until(lambda: _true(stale.close_code == 1000), 20, "a to close the stale session")
+            await until(lambda stale=stale: _true(stale.close_code == 1000), 20, "a to close the stale session")
             assert stale.protocol.close_reason == REPLACED and fresh.connected
-            await until(lambda: _equal(listed(device_id), ["b/w0"]), 20, "the device listed on b only")
+            await until(lambda device_id=device_id: _equal(listed(device_id), ["b/w0"]), 20, "the device listed on b only")
     assert "listed again" in a.text()
     for serve in (a, b):
         assert "Traceback" not in serve.text(), serve.text()

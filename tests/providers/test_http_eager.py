@@ -1,4 +1,4 @@
-"""http_eager: aiohttp's request-body writer starts at once on Python 3.11 (as on 3.12+)."""
+"""vixio.patches.aiohttp: aiohttp's request-body writer starts at once on Python 3.11 (as on 3.12+)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from vixio.providers import http_eager
+from vixio.patches import aiohttp as http_eager
 from vixio.testing.loop_ticks import LoopTicks
 
 pytestmark = pytest.mark.integration

@@ -1,4 +1,4 @@
-"""An async tool finishes after its turn and the agent speaks its result unprompted (seed 004).
+"""An async tool finishes after its turn and the agent speaks its result unprompted (docs/tool-systems.md §6).
 
 Real parts: the voice stack's per-session tools, the process task queue, an openai-agents agent
 over litellm against the scripted OpenAI-compatible server on loopback.

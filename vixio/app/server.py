@@ -47,6 +47,8 @@ from vixio.core.tools.types import ToolDefinition
 from vixio.voice.session_tools import SessionTools
 from vixio.app.startup import freeze_startup_heap, log_http_urls, warn_about_open_tokens
 from vixio.app.task_results import TaskResults
+from vixio.app.mqtt import PATH as MQTT_PUSH_PATH
+from vixio.app.mqtt import MqttService
 from vixio.state import open_store
 from vixio.state.limits import StoreRate
 from vixio.memory.long_term import long_term_updater
@@ -103,6 +105,12 @@ class VixioServer:
         self._pruner: asyncio.Task[None] | None = None
         self.ota = OtaServer(config.xiaozhi, self.authenticator, websocket_port=lambda: self.transport.port,
                              store=self.store)
+        self.mqtt = MqttService(config, self.transport, owner=worker_index == 0)
+        """MQTT + UDP (vixio/app/mqtt.py): the broker in the process that owns it, the push channel in every one."""
+        if self.mqtt.enabled:
+            self.ota.mqtt_section = self.mqtt.ota_section
+        if serve_http:
+            self.mqtt.operator_check = self.ota.admin.check
         self.voice = VoiceStack(config)
         self._custom_factory = pipeline_factory is not None
         self.vision = VisionRoute(config.vision, self.authenticator)
@@ -110,6 +118,7 @@ class VixioServer:
             SessionRoute("GET", metrics.PATH, self._prometheus),
             SessionRoute("GET", metrics.JSON_PATH, self._metrics),
             SessionRoute("POST", VISION_PATH, self.vision.handle),  # the camera tool's upload
+            SessionRoute("POST", MQTT_PUSH_PATH, self.mqtt.handle_push),
         ]
         """Routes that need this process's sessions (or models); add more before `start()`."""
         self.transport.server_tools = self._server_tool  # registerTools main_type "local"
@@ -255,6 +264,7 @@ class VixioServer:
             warn_about_trusted_macs(self.config.xiaozhi)
             warn_when_model_has_no_tools(self.config)
         await self.transport.start()
+        await self.mqtt.start()
         if not self.serve_http:
             logger.info("worker ready: WebSocket port {}", self.transport.port)
             return
@@ -264,6 +274,12 @@ class VixioServer:
         self.transport.http_port = self.ota.port  # for the vision URL given to devices
         logger.info("WebSocket server on {}:{} (any path)", self.config.xiaozhi.host, self.transport.port)
         log_http_urls(self.config.xiaozhi.http.host, self.ota.port)
+
+    async def push_to_idle_device(self, device_id: str, message: dict[str, Any]) -> bool:
+        """Send a JSON message to a device over MQTT, from any worker or instance (vixio/app/mqtt.py,
+        `MqttService.push_to_idle_device`): True once delivered to its MQTT connection, False when it
+        is not MQTT-reachable (WebSocket-only or offline; then deliver at its next session)."""
+        return await self.mqtt.push_to_idle_device(device_id, message)
 
     def replying(self) -> int:
         """Sessions whose reply is being made or spoken now."""
@@ -275,6 +291,7 @@ class VixioServer:
         no new device, and let the replies being made or spoken finish, for at most `timeout` s."""
         await self.ota.stop()
         self.transport.stop_accepting()
+        self.mqtt.stop_accepting()
         deadline = time.monotonic() + timeout
         if busy := self.replying():
             logger.info("draining: {} repl{} being made or spoken; waiting up to {:g} s", busy,
@@ -288,6 +305,7 @@ class VixioServer:
     async def stop(self) -> None:
         self.console.stop_streams()  # open console pages would hold the HTTP server's shutdown
         await self.ota.stop()  # safe when it never started (a worker)
+        await self.mqtt.stop()  # its sessions get `goodbye` before the transport closes them
         await self.transport.stop()
         await self.task_results.close()
         await self.directory.close()  # the closed sessions' entries are removed

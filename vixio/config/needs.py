@@ -67,6 +67,8 @@ def provider_needs(config: VixioConfig) -> list[tuple[str, str, str]]:
         needs.append(("vision", "litellm", "vision"))
     if config.state.backend == "redis":
         needs.append(("state", "redis", "state:redis"))
+    if config.mqtt.enabled:
+        needs.append(("mqtt", "embedded", "transport:mqtt"))
     rows = {row for _, _, row in needs}
     for name in config.profiles:  # what a profile runs that the top-level config does not
         for key, provider, row in provider_needs(profile_config(config, name)):

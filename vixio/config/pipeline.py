@@ -103,7 +103,7 @@ class _AgentCommon(StrictModel):
     vcp_fuzzy_markers: bool = False
     """vcp: also accept drifted markers (2-4 angle brackets, any case, {始} for 「始」)."""
     xml_results: Literal["function_results", "event"] = "function_results"
-    """xml: results as `<function_results>` markup, or as seed 003's `{"type":"tool_result",...}` event JSON."""
+    """xml: results as `<function_results>` markup, or as the `{"type":"tool_result",...}` event JSON (docs/tool-systems.md §4.4)."""
     no_tools_guard: bool = True
     """For a model offered no tools (the bundled SmolLM2): requests to change the device or look something up get an honest "I can't" and time/date questions are answered from the clock, without asking the model (keyword rules, see docs/providers.md); false leaves every answer to the model."""
     timezone: str | None = None

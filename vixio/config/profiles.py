@@ -86,7 +86,7 @@ class ProfileConfig(StrictModel):
     tts: dict[str, Any] = Field(default_factory=dict)
     """Any `tts:` key (rate, pitch, ...); with another `provider` (e.g. edge), the whole section."""
     tools: dict[str, Any] = Field(default_factory=dict)
-    """The tool policy (seed 001 §2.4): enabled, default_enabled, toggles, require_confirmation, confirm_words, max_iterations, timeout, timeouts, parallel, default_sub_type, sub_types. Which tools exist (builtin, local, mcp_servers, async_tools) is the top-level config's."""
+    """The tool policy (docs/tool-systems.md §5): enabled, default_enabled, toggles, require_confirmation, confirm_words, max_iterations, timeout, timeouts, parallel, default_sub_type, sub_types. Which tools exist (builtin, local, mcp_servers, async_tools) is the top-level config's."""
     memory: dict[str, Any] = Field(default_factory=dict)
     """Any `memory:` key but history_days (enabled, resume_minutes, max_turns, long_term, model, max_chars); applied from the device's next connection."""
     speech: dict[str, Any] = Field(default_factory=dict)

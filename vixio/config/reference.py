@@ -43,7 +43,7 @@ def _render(model: type[BaseModel], path: str, sections: list[str]) -> None:
             lines.append(f"| `{name}` | mapping | {_default(field)} | {_description(field)} Entries: {shapes} |")
             continue
         if len(variants) > 1:
-            tags = [v.model_fields["provider"].annotation.__args__[0] for v in variants]
+            tags = [getattr(v.model_fields["provider"].annotation, "__args__", ("?",))[0] for v in variants]
             for variant, tag in zip(variants, tags):
                 nested.append((variant, f"{key_path} (provider: {tag})"))
             choices = ", ".join(f"`{tag}`" for tag in tags)

@@ -1,4 +1,4 @@
-"""Configuration of the agent's tools: built-ins, policy (seed 001 ToolCallConfig), MCP servers.
+"""Configuration of the agent's tools: built-ins, policy (docs/tool-systems.md §5), MCP servers.
 
 Tool names in `toggles`, `sub_types`, `timeouts` and `require_confirmation` are a tool's
 original name (`self.audio_speaker.set_volume`) or its public name, or a shell-style pattern
@@ -16,6 +16,7 @@ from vixio.core.settings import StrictModel
 from vixio.core.tools.policy import ToolPolicy
 
 BuiltinTool = Literal["get_time", "get_date"]
+BUILTIN_DEFAULT: tuple[BuiltinTool, ...] = ("get_time", "get_date")
 SubTypeName = Literal["control", "query"]
 
 
@@ -61,7 +62,7 @@ class ToolsConfig(StrictModel):
 
     enabled: bool = True
     """Master switch: false gives the model no tools at all."""
-    builtin: list[BuiltinTool] = Field(default_factory=lambda: ["get_time", "get_date"])
+    builtin: list[BuiltinTool] = Field(default_factory=lambda: list(BUILTIN_DEFAULT))
     """Local tools offered to every session."""
     local: list[str | LocalToolConfig] = Field(default_factory=list)
     """Your own Python functions as tools: "package.module:function", "path/to/file.py:function", or {function, name, description, async, timeout, sub_type}; loaded at startup."""

@@ -58,10 +58,10 @@ class ActivationConfig(_Strict):
 
 
 class PairingConfig(_Strict):
-    """Who may pair a seed 002 companion with a device (docs/security.md, "Who may pair a companion")."""
+    """Who may pair a registerTools companion with a device (docs/security.md, "Who may pair a companion")."""
 
     trust_mac: bool = False
-    """Pair any client with the device its `mac_addr` names, as seed 002 does (no token, no approval); logged as a WARNING at startup. Off: a companion presents the device's own token (auth on) or waits for an operator's approval."""
+    """Pair any client with the device its `mac_addr` names, as the registerTools design does (docs/tool-systems.md §3) (no token, no approval); logged as a WARNING at startup. Off: a companion presents the device's own token (auth on) or waits for an operator's approval."""
     state_file: str = ".vixio/pairings.json"
     """The JSON file in which vixio before the state store kept operator-approved companions: imported into the store (`state.path`) at startup and renamed `<file>.imported`. `vixio serve` keeps approvals in the store."""
 

@@ -1,4 +1,4 @@
-"""The parser check (seed 001 §7.3): what vixio makes of a model's reply.
+"""The parser check (docs/tool-systems.md §7): what vixio makes of a model's reply.
 
 The same parsers the text-protocol agents use (VCP, XML) read the pasted reply, and the same
 speech filter the TTS path uses says what would be spoken of it.

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from aiohttp import web
 
 from vixio.console.backend import ConsoleBackend, ConsoleError
 from vixio.fleet.peers import instance_of, internal_call_route, worker_number

@@ -19,7 +19,8 @@ def _soxr() -> ModuleType:
         import soxr
     except ImportError as exc:
         raise ImportError(f"Resampling needs soxr ({exc}); vixio[xiaozhi] extra: pip install -e '.[xiaozhi]' in the vixio checkout") from exc
-    return soxr
+    module: ModuleType = soxr
+    return module
 
 
 def check_aligned(pcm: bytes, channels: int, what: str) -> None:

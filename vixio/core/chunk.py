@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 
@@ -224,7 +224,7 @@ class ToolCallChunk(BaseChunk):
     kind: Literal["tool_call"] = field(default="tool_call", init=False)
     call_id: str
     name: str
-    arguments: dict = field(default_factory=dict)
+    arguments: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(kw_only=True, slots=True)

@@ -313,7 +313,8 @@ class Pipeline:
 
     async def _process(self, index: int, station: Station, chunk: Chunk) -> None:
         try:
-            async with contextlib.aclosing(station.process(chunk)) as produced:
+            # `process` is an async generator (it has `aclose`), annotated as the iterator it returns.
+            async with contextlib.aclosing(station.process(chunk)) as produced:  # type: ignore[type-var]
                 async for out in produced:
                     self._stamp(out, chunk.session_id, chunk.turn_id)
                     if isinstance(out, InterruptChunk):

@@ -2,7 +2,7 @@
 
 A protocol is pure translation (no I/O): `decode`/`encode` between the wire and message dicts,
 `message_to_chunk`/`chunk_to_messages` between message dicts and pipeline chunks. MCP messages
-are not chunks: they bypass the pipeline to the session's device tool client (seed 000 §4), so
+are not chunks: they bypass the pipeline to the session's device tool client (docs/tool-systems.md §1.4), so
 the protocol only wraps and unwraps them.
 """
 

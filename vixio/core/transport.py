@@ -6,7 +6,7 @@ WebSocket, say) and calls `open_session_io` / `close_session_io` around it. The 
 - decodes every incoming frame with the protocol; a malformed frame is logged with the device
   id and dropped, the session goes on;
 - routes MCP messages straight to the session's MCP peer (the device tool client) — they never
-  enter the pipeline (seed 000 §4);
+  enter the pipeline (docs/tool-systems.md §1.4);
 - queues everything else for `read()` (or hands it to the session's inline handler, when
   one is set and nothing waits in that queue), and writes `write()`'s messages from a per-session
   queue, so a slow socket slows its own session only — what is queued together goes to

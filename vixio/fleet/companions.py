@@ -167,7 +167,8 @@ class WorkerCompanionRelay:
             return web.json_response({"error": f"expected {{\"call\": one of {_CALLS}, \"args\": {{...}}}}"},
                                      status=400)
         try:
-            return await handler(**args)
+            response: web.Response = await handler(**args)
+            return response
         except (TypeError, ValueError, KeyError) as exc:
             return web.json_response({"error": f"bad arguments for {call}: {exc}"}, status=400)
 

@@ -136,7 +136,7 @@ class Peers:
                 return await self.remote.request(worker, method, path, json=json,
                                                  timeout=timeout or self._default_timeout)
             return PeerReply(worker, 502, {"error": f"worker {worker} is not running"})
-        limit = {} if timeout is None else {"timeout": aiohttp.ClientTimeout(total=timeout)}
+        limit: dict[str, Any] = {} if timeout is None else {"timeout": aiohttp.ClientTimeout(total=timeout)}
         try:
             async with session.request(method, f"http://worker{path}", json=json, data=body,
                                        headers=headers, **limit) as response:

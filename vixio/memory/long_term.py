@@ -124,9 +124,11 @@ def _openai_completion(model: str, api_base: str | None, api_key: str | None,
 
     async def complete(messages: list[dict[str, str]]) -> str:
         client = shared_openai_client(api_base, api_key, timeout)
-        response = await client.chat.completions.create(model=model.removeprefix("openai/"), messages=messages,
-                                                        stream=False)  # type: ignore[arg-type]
-        return response.choices[0].message.content or ""
+        response = await client.chat.completions.create(model=model.removeprefix("openai/"),
+                                                        messages=messages,  # type: ignore[arg-type]
+                                                        stream=False)
+        content: str | None = response.choices[0].message.content  # type: ignore[union-attr]  # stream=False
+        return content or ""
 
     return complete
 

@@ -69,3 +69,12 @@ def count_provider_error(provider: ProviderKind, exc: BaseException) -> None:
 
 def count_store_error(kind: StoreErrorKind) -> None:
     STORE_ERRORS.labels(kind).inc()
+MQTT_REFUSED = Counter("vixio_mqtt_refused", "MQTT packets or connections the embedded broker refused, by reason "
+                       "(credentials, topic: a device publishing outside its own topic, malformed, busy, keepalive).",
+                       ["reason"], registry=REGISTRY)
+MQTT_CLIENTS = Gauge("vixio_mqtt_clients", "Devices connected to the embedded MQTT broker now (idle ones included).",
+                     registry=REGISTRY)
+UDP_DROPPED = Counter("vixio_udp_audio_dropped", "UDP audio packets dropped, by reason (short, type, length: not "
+                      "the firmware's format; unknown: no such session; address: from another sender than the "
+                      "session's; replay: sequence not above the last, a replay or reordered packet).",
+                      ["reason"], registry=REGISTRY)

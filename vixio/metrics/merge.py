@@ -127,7 +127,7 @@ class _Families:
 def render(families: Iterable[Family]) -> bytes:
     """`families` in the Prometheus text format (version 0.0.4)."""
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(_Families(families))  # type: ignore[arg-type]
+    registry.register(_Families(families))
     return generate_latest(registry)
 
 

@@ -17,42 +17,36 @@ own validator builds the same model in ~7 us; a chunk it refuses (an off-spec se
 e.g. an unknown `finish_reason`) is built by the SDK's walk as before, so nothing that streamed
 before is refused now.
 
-httpcore (under httpx, under the openai SDK) asks each idle pooled connection whether its socket
-has become readable (the server closed it) on every request and every response close. Its anyio
-stream finds the socket through anyio's typed attributes, which build a mapping of lambdas and
-call getpeername() every time: ~12 µs a connection instead of ~1.5 for the poll itself, times the
-idle connections of a pool shared by every session (one per concurrent turn, 50 at 100 devices
-on two workers), per request. The socket of a stream never changes, so it is looked up once.
-
-httpcore writes a request as two sends (headers, then body) on anyio's socket stream, and anyio
-ends every send with a checkpoint (`sleep(0)`) when the socket took the bytes at once: two loop
-iterations on the way to every model call's first token, each waiting behind every other
-session's work on a busy server (~10-15 ms apiece at 200 devices on 2 cores). A send that anyio
-would write at once (plain TCP, open, not paused by flow control) is written the same way without
-that checkpoint; anything else (TLS, a full buffer, a closed stream) takes anyio's own path.
-
 The openai SDK's response models are built lazily (`defer_build`): the first `Response`,
 `ResponseTextDeltaEvent`, `ChatCompletionChunk`... a process makes builds its pydantic schema,
 ~50-100 ms in all, on the event loop in the middle of the first turns, when every device that
 connected at once is waiting for its first answer. `install()` builds the models openai-agents'
 chat-completions path makes (those its stream handler and models name) once, before serving.
+
+Upstream would need `async_maybe_transform` to return a body unchanged when the params type
+declares no alias or format (decided once per type), and the stream to build chunks with
+pydantic's validator, keeping `construct_type` as the fallback for off-spec values.
 """
 
 from __future__ import annotations
 
 import contextlib
-import importlib
 import sys
 import typing
 from typing import Any
 
 from loguru import logger
 
+from vixio.patches import allowed, load
+
+DISTRIBUTION = "openai"
+CHECKED = ("3.",)
+"""openai SDK versions checked (prefixes; last checked 3.57)."""
+
 _MODULE = "openai.resources.chat.completions.completions"
 _PLAIN_SCALARS = (str, int, float, bool, type(None))
 _MAX_PLAIN_NODES = 200_000
 
-_POOL_BACKENDS = ("httpcore2._backends.anyio", "httpcore._backends.anyio")
 _STREAM_MODULES = (
     "agents.models.chatcmpl_stream_handler",
     "agents.models.openai_chatcompletions",
@@ -63,17 +57,16 @@ _STREAM_MODULES_IF_LOADED = ("agents.extensions.models.litellm_model",)
 """Looked at only when already imported (importing litellm takes seconds)."""
 _prebuilt = False
 _identity_types: dict[Any, bool] = {}
-_MISSING = object()
 
 
 def install() -> bool:
-    """Patch the SDK once; returns True when the fast paths are in place."""
+    """Install the patches once (and prebuild the stream models); True when all are in place."""
+    if not allowed(DISTRIBUTION, CHECKED, "request transforms and streamed chunks"):
+        return False
     transform = _install_transform()
     chunks = _install_chunk_validation()
-    readable = _install_readable_check()
-    writes = _install_direct_write()
     prebuild_stream_models()
-    return transform and chunks and readable and writes
+    return transform and chunks
 
 
 def prebuild_stream_models() -> int:
@@ -95,13 +88,13 @@ def prebuild_stream_models() -> int:
     return built
 
 
-def stream_models() -> list[type]:
+def stream_models() -> list[Any]:
     """The openai SDK models named by the chat-completions streaming modules that are not built yet."""
     try:
-        base_model = importlib.import_module("pydantic").BaseModel
+        base_model = load("pydantic").BaseModel
     except ImportError:
         return []
-    found: dict[int, type] = {}
+    found: dict[int, Any] = {}
     modules = [_try_import(name) for name in _STREAM_MODULES]
     modules += [sys.modules.get(name) for name in _STREAM_MODULES_IF_LOADED]
     for module in filter(None, modules):
@@ -114,94 +107,16 @@ def stream_models() -> list[type]:
 
 def _try_import(name: str) -> Any:
     try:
-        return importlib.import_module(name)
+        return load(name)
     except ImportError:
         return None
 
 
-def _install_readable_check() -> bool:
-    """`get_extra_info("is_readable")` of httpcore's anyio streams with the socket looked up once
-    (see the module doc); True when at least one httpcore is patched."""
-    patched = False
-    for name in _POOL_BACKENDS:
-        try:
-            module = importlib.import_module(name)
-            stream_type = module.AnyIOStream
-            is_readable = module.is_socket_readable
-            raw_socket = importlib.import_module("anyio.abc").SocketAttribute.raw_socket
-        except (ImportError, AttributeError):
-            continue
-        original = stream_type.get_extra_info
-        if not getattr(original, "vixio_fast_path", False):
-            stream_type.get_extra_info = _readable_check(original, is_readable, raw_socket)
-            logger.debug("{}: pooled connections' socket looked up once", name.partition(".")[0])
-        patched = True
-    return patched
-
-
-def _install_direct_write() -> bool:
-    """httpcore's `AnyIOStream.write` without anyio's trailing checkpoint when the bytes can go
-    at once (see the module doc); True when at least one httpcore is patched."""
-    try:
-        socket_stream = importlib.import_module("anyio._backends._asyncio").SocketStream
-    except (ImportError, AttributeError):
-        return False
-    patched = False
-    for name in _POOL_BACKENDS:
-        try:
-            stream_type = importlib.import_module(name).AnyIOStream
-        except (ImportError, AttributeError):
-            continue
-        original = stream_type.write
-        if not getattr(original, "vixio_fast_path", False):
-            stream_type.write = _direct_write(original, socket_stream)
-            logger.debug("{}: requests written without a checkpoint per send", name.partition(".")[0])
-        patched = True
-    return patched
-
-
-def _direct_write(original: Any, socket_stream: type) -> Any:
-    async def write(self: Any, buffer: bytes, timeout: float | None = None) -> None:
-        stream = self._stream
-        if buffer and type(stream) is socket_stream and _writable_now(stream):
-            with stream._send_guard:  # as anyio's send: one sender at a time
-                stream._transport.write(buffer)
-            return
-        await original(self, buffer, timeout)
-
-    write.vixio_fast_path = True  # type: ignore[attr-defined]
-    write.original = original  # type: ignore[attr-defined]
-    return write
-
-
-def _writable_now(stream: Any) -> bool:
-    """What anyio's `SocketStream.send` checks before writing, all passing without a wait."""
-    try:
-        return (stream._protocol.write_event.is_set() and not stream._closed
-                and stream._protocol.exception is None and not stream._transport.is_closing())
-    except AttributeError:  # another anyio: its own path
-        return False
-
-
-def _readable_check(original: Any, is_readable: Any, raw_socket: Any) -> Any:
-    def get_extra_info(self: Any, info: str) -> Any:
-        if info != "is_readable":
-            return original(self, info)
-        sock = self.__dict__.get("_vixio_socket", _MISSING)
-        if sock is _MISSING:
-            sock = self._vixio_socket = self._stream.extra(raw_socket, None)
-        return is_readable(sock)
-
-    get_extra_info.vixio_fast_path = True  # type: ignore[attr-defined]
-    get_extra_info.original = original  # type: ignore[attr-defined]
-    return get_extra_info
-
-
 def _install_chunk_validation() -> bool:
     try:
-        base_client = importlib.import_module("openai._base_client")
-        chunk_type = importlib.import_module("openai.types.chat").ChatCompletionChunk
-        validation_error = importlib.import_module("pydantic").ValidationError
+        base_client = load("openai._base_client")
+        chunk_type = load("openai.types.chat").ChatCompletionChunk
+        validation_error = load("pydantic").ValidationError
     except (ImportError, AttributeError):
         return False
     owner = base_client.BaseClient
@@ -243,8 +158,8 @@ def _as_constructed(model: Any) -> Any:
 
 def _install_transform() -> bool:
     try:
-        module = importlib.import_module(_MODULE)
-        transform_module = importlib.import_module("openai._utils._transform")
+        module = load(_MODULE)
+        transform_module = load("openai._utils._transform")
     except ImportError:
         return False
     original = module.async_maybe_transform
@@ -268,7 +183,7 @@ def _install_transform() -> bool:
     return True
 
 
-def _is_identity(expected_type: object, property_info: type) -> bool:
+def _is_identity(expected_type: object, property_info: Any) -> bool:
     known = _identity_types.get(expected_type)
     if known is None:
         try:
@@ -279,7 +194,7 @@ def _is_identity(expected_type: object, property_info: type) -> bool:
     return known
 
 
-def _declares_transform(tp: Any, property_info: type, seen: set[int]) -> bool:
+def _declares_transform(tp: Any, property_info: Any, seen: set[int]) -> bool:
     """True when an alias or a format appears anywhere in the type tree of `tp`."""
     if id(tp) in seen:
         return False

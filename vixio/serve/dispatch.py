@@ -35,6 +35,7 @@ from loguru import logger
 from websockets.asyncio.server import Server
 
 from vixio.core.log_throttle import LogThrottle
+from vixio.patches.websockets import protocol_factory
 
 log = logger.bind(component="vixio.dispatch")
 
@@ -224,7 +225,7 @@ Adopt = Callable[[socket.socket, Callable[[], None]], Awaitable[None]]
 async def adopt_into(server: Server, sock: socket.socket, on_closed: Callable[[], None]) -> None:
     """Serve `sock`, accepted by the supervisor, as if `server` had accepted it; `on_closed`
     runs when the connection closes."""
-    factory = server.server._protocol_factory  # websockets' per-connection factory
+    factory = protocol_factory(server)  # a private read: see vixio.patches.websockets
 
     def protocol() -> Any:
         connection = factory()

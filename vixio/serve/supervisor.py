@@ -65,6 +65,8 @@ from vixio.transports.xiaozhi.http.hosts import VISION_PATH
 from vixio.transports.xiaozhi.http.ota import OtaServer
 from vixio.transports.xiaozhi.companions.policy import warn_about_trusted_macs
 from vixio.app.vision import UPLOAD_TIMEOUT
+from vixio.app.mqtt import PATH as MQTT_PUSH_PATH
+from vixio.app.mqtt import MqttService
 from vixio.serve.dispatch import Dispatcher
 from vixio.fleet.bus import BusNameTaken, fleet_bus
 from vixio.fleet.directory import in_fleet, resolve_instance
@@ -103,6 +105,12 @@ class Supervisor(WorkerLifecycle):
         self.ota.add_route("GET", metrics.PATH, guard.protect(self.metrics.prometheus))
         self.ota.add_route("GET", metrics.JSON_PATH, guard.protect(self.metrics.json))
         self.ota.add_route("POST", VISION_PATH, self._forward_to_any)
+        # MQTT: OTA hands out the credentials here; worker w0 runs the broker (vixio/app/mqtt.py).
+        self.mqtt = MqttService(config, None, owner=False)
+        self.mqtt.peers = self.peers
+        if self.mqtt.enabled:
+            self.ota.mqtt_section = self.mqtt.ota_section
+            self.ota.add_route("POST", MQTT_PUSH_PATH, guard.protect(self.mqtt.handle_operator_push))
         # The operator console over every worker's sessions (vixio/console/worker_calls.py).
         agent = config.agent
         self.console = ConsoleApi(FanOutBackend(lambda: [WorkerBackend(self.peers, w) for w in self.peers.workers]),
@@ -266,8 +274,13 @@ async def serve_workers(config: VixioConfig, workers: int) -> int:
     stop = asyncio.Event()
     signals: list[int] = []
     loop = asyncio.get_running_loop()
+
+    def on_signal(sig: int) -> None:
+        signals.append(sig)
+        stop.set()
+
     for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, lambda sig=sig: (signals.append(sig), stop.set()))
+        loop.add_signal_handler(sig, on_signal, sig)
     supervisor = Supervisor(config, workers)
     starting = asyncio.create_task(supervisor.start(), name="vixio-supervisor-start")
     stopping = asyncio.create_task(stop.wait(), name="vixio-stop-signal")

@@ -96,6 +96,7 @@ async def run_worker(config: VixioConfig, index: int, socket_path: str, http_por
     relay = WorkerCompanionRelay(server.transport, holder, siblings, directory=server.directory)
     server.transport.companions.relay = relay
     server.task_results.siblings, server.task_results.worker = siblings, holder
+    server.mqtt.peers = siblings  # a push reaches the worker whose broker holds the device (vixio/app/mqtt.py)
     server.task_results.locate = server.directory.holders_of
     sessions = DirectoryRoute(server.transport, siblings)
     server.directory.close_elsewhere = sessions.close_elsewhere
@@ -108,7 +109,12 @@ async def run_worker(config: VixioConfig, index: int, socket_path: str, http_por
     adopter = Adopter(socket.socket(fileno=dispatch_fd), lambda sock, closed: adopt_into(websockets, sock, closed))
     draining = asyncio.Event()
     loop.add_signal_handler(signal.SIGTERM, stop.set)
-    loop.add_signal_handler(signal.SIGUSR1, lambda: (draining.set(), stop.set()))
+
+    def drain() -> None:
+        draining.set()
+        stop.set()
+
+    loop.add_signal_handler(signal.SIGUSR1, drain)
     runner = await _serve_session_routes(server, socket_path)
     # A fleet: the other instances' workers over Redis, their calls answered by this worker's routes.
     own = Peers()

@@ -215,8 +215,10 @@ class RedisStore(Store):
         pattern = _glob_escape(self.prefix) + glob
         cursor, removed = 0, 0
         while True:
-            cursor, found = await self._call(
-                lambda r, at=cursor: r.scan(at, match=pattern, count=PRUNE_BATCH), write=False)
+            def scan(r: Any, at: int = cursor) -> Any:
+                return r.scan(at, match=pattern, count=PRUNE_BATCH)
+
+            cursor, found = await self._call(scan, write=False)
             keys = [key for name in found for key in keys_of(name)]
             if keys:
                 removed += int(await self._call(self._script(script, keys, [repr(before)]), write=True))
@@ -287,7 +289,8 @@ class RedisStore(Store):
 
     async def pairings(self, device_id: str | None = None) -> list[PairingApproval]:
         entries = await self._call(lambda r: r.hgetall(self.prefix + "pairings"), write=False)
-        approvals = [PairingApproval(*json.loads(field), at=float(at)) for field, at in entries.items()]
+        approvals = [PairingApproval(device, companion, client, at=float(at))
+                     for (device, companion, client), at in ((json.loads(field), at) for field, at in entries.items())]
         if device_id is not None:
             approvals = [a for a in approvals if a.device_id == device_id]
         return sorted(approvals, key=lambda a: (a.at, a.device_id, a.companion, a.client_id))
@@ -303,7 +306,8 @@ class RedisStore(Store):
         value, seen = await self._call(self._script("PIN_IDENTITY", self._pin_keys()[:2],
                                                     [device_id, client_id, pin, repr(now), PIN_SEEN_EVERY]),
                                        write=True)
-        return IdentityPin(device_id, *json.loads(value), seen=float(seen))
+        client_id, at = json.loads(value)
+        return IdentityPin(device_id, client_id, at, seen=float(seen))
 
     async def identity_pin(self, device_id: str) -> IdentityPin | None:
         keys = self._pin_keys()

@@ -1,4 +1,4 @@
-"""A small `mcp/registerTools` client (seed 002): a robot, a web page or a test that offers tools.
+"""A small `mcp/registerTools` client (docs/tool-systems.md §3): a robot, a web page or a test that offers tools.
 
 It opens a Xiaozhi WebSocket session (hello, then typed text with `listen detect`), registers
 its tools, runs `mcp/tool/execute` requests with their handlers and records the assistant's
@@ -177,7 +177,8 @@ class RegisterClient:
     async def wait_for_ai(self, kind: str, *, count: int = 1, timeout: float = 5.0) -> str:
         """Content of the `count`-th `mcp/ai/message` of type `kind`."""
         await self._wait(lambda: len([m for m in self.ai_messages if m.get("type") == kind]) >= count, timeout)
-        return [m for m in self.ai_messages if m.get("type") == kind][count - 1]["content"]
+        content: str = [m for m in self.ai_messages if m.get("type") == kind][count - 1]["content"]
+        return content
 
     async def wait_for_pairing(self, status: str, *, timeout: float = 5.0) -> dict[str, Any]:
         """The first `mcp/pairing` notification with this status."""
@@ -292,7 +293,7 @@ class RegisterClient:
 
 
 def demo_tools() -> list[ClientTool]:
-    """Two tools in the shape of seed 002's examples: a control tool and a query tool."""
+    """Two tools in the shape of the registerTools design's examples: a control tool and a query tool."""
     state = {"level": 50}
 
     def set_volume(args: dict[str, Any]) -> dict[str, Any]:

@@ -84,7 +84,8 @@ class ServeProcess:
     async def metrics(self) -> dict[str, Any]:
         async with aiohttp.ClientSession() as http, http.get(self.metrics_url) as response:
             assert response.status == 200
-            return await response.json()
+            values: dict[str, Any] = await response.json()
+            return values
 
     def kill_group(self) -> None:
         """SIGKILL the supervisor and every worker (they share its process group)."""

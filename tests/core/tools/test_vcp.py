@@ -1,4 +1,4 @@
-"""VCP text protocol: parsing every shape reference §1.5 lists, rendering, result formatting."""
+"""VCP text protocol: parsing every shape docs/tool-protocols.md lists, rendering, result formatting."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """VCP round trip over the BFCL corpus: render every ground-truth call, corrupt the reply the
 way models and transports do, parse it back, coerce with the function's schema, and check
-BFCL's acceptable values (reference §6.1). Irrelevance questions are negative controls."""
+BFCL's acceptable values. Irrelevance questions are negative controls."""
 
 from __future__ import annotations
 

@@ -24,7 +24,7 @@ def ok(name: str, **arguments: object) -> tuple[str, dict[str, object], list[str
     return (name, arguments, [])
 
 
-# (id, reply, expected calls) — the malformed shapes of reference §4.2 and what models do.
+# (id, reply, expected calls) — the malformed shapes models write (docs/tool-protocols.md, "XML").
 CASES = [
     ("plain", '<function_calls>\n<invoke name="get_weather">\n<parameter name="city">Paris</parameter>\n'
               "</invoke>\n</function_calls>",

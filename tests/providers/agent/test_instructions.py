@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -18,7 +18,7 @@ from vixio.testing.llm_server import Reply, ScriptedLLMServer
 pytestmark = pytest.mark.integration
 
 # Wednesday 25 November 2026, 13:05 UTC = 14:05 in Berlin = 21:05 in Shanghai.
-NOON_UTC = datetime(2026, 11, 25, 13, 5, tzinfo=timezone.utc)
+NOON_UTC = datetime(2026, 11, 25, 13, 5, tzinfo=UTC)
 
 
 class Clock:
@@ -31,11 +31,11 @@ class Clock:
         return self.now
 
 
-def instructions(language: str = "en", zone: str | None = "Europe/Berlin", clock: Callable[[], datetime] = Clock(NOON_UTC),
+def instructions(language: str = "en", zone: str | None = "Europe/Berlin", clock: Callable[[], datetime] | None = None,
                  limits: str = "") -> TurnInstructions:
     pack = language_pack(language)
     return TurnInstructions("You are a voice assistant.", clock_note=pack.clock_note, weekdays=pack.weekdays,
-                            timezone=resolve_timezone(zone), limits=limits, clock=clock)
+                            timezone=resolve_timezone(zone), limits=limits, clock=clock or Clock(NOON_UTC))
 
 
 def test_english_names_the_weekday_date_time_and_zone() -> None:
@@ -50,7 +50,7 @@ def test_mandarin_uses_chinese_weekdays_and_a_24_hour_clock() -> None:
 
 
 def test_the_zone_moves_the_date_and_weekday() -> None:
-    late = Clock(datetime(2026, 11, 25, 23, 30, tzinfo=timezone.utc))  # already Thursday in Tokyo
+    late = Clock(datetime(2026, 11, 25, 23, 30, tzinfo=UTC))  # already Thursday in Tokyo
     assert "Thursday, 26 November 2026" in instructions(zone="Asia/Tokyo", clock=late)()
     assert "Wednesday, 25 November 2026" in instructions(zone="America/New_York", clock=late)()
 

@@ -10,6 +10,7 @@ import pytest
 
 from vixio.providers.agent.base import AgentTextDelta
 from vixio.providers.agent.llama.chatml import normalize_messages
+from datetime import UTC
 
 pytestmark = pytest.mark.process
 
@@ -138,7 +139,7 @@ def test_amx_builds_load_without_extra_buffer_types(monkeypatch: pytest.MonkeyPa
     import llama_cpp
     import llama_cpp.llama_cpp as low_level
 
-    from vixio.providers.agent.llama.weights import amx_kernels_disabled
+    from vixio.patches.llama_cpp import amx_kernels_disabled
 
     original = low_level.llama_model_default_params
     monkeypatch.setattr(llama_cpp, "llama_print_system_info", lambda: b"CPU : AVX2 = 1 | AMX_INT8 = 1 |")
@@ -181,7 +182,7 @@ def test_models_are_freed_after_the_generation_in_progress(tmp_path: Any) -> Non
 def test_a_new_minute_does_not_make_the_model_read_the_conversation_again(llama: Any) -> None:
     """The clock sentence comes after the history, so the next turn's prompt starts with the whole
     previous one (what llama.cpp keeps evaluated) even when the minute changed in between."""
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     from llama_cpp.llama_chat_format import Jinja2ChatFormatter
 
@@ -196,15 +197,15 @@ def test_a_new_minute_does_not_make_the_model_read_the_conversation_again(llama:
 
     def prompt(minute: int, turns: int) -> list[int]:
         instructions = TurnInstructions(pack.system_prompt, clock_note=pack.clock_note, weekdays=pack.weekdays,
-                                        timezone=timezone.utc,
-                                        clock=lambda: datetime(2026, 11, 25, 14, minute, tzinfo=timezone.utc))
+                                        timezone=UTC,
+                                        clock=lambda: datetime(2026, 11, 25, 14, minute, tzinfo=UTC))
         history: list[dict[str, Any]] = []
         for turn in range(turns):
             history += [{"role": "user", "content": f"Tell me fact number {turn} about green tea."},
                         {"role": "assistant", "content": f"Fact {turn}: green tea comes from Camellia sinensis."}]
         history.append({"role": "user", "content": "And what time is it?"})
         text = render(messages=model._messages(instructions(), history)).prompt
-        assert "It is now 2:%02d PM on Wednesday" % minute in text
+        assert f"It is now 2:{minute:02d} PM on Wednesday" in text
         return llama.tokenize(text.encode(), add_bos=False, special=True)
 
     before, after = prompt(5, 10), prompt(6, 11)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
@@ -15,7 +15,7 @@ from vixio.testing.llm_server import Reply, ScriptedLLMServer
 
 pytestmark = pytest.mark.integration
 
-NOW = datetime(2026, 11, 25, 13, 5, tzinfo=timezone.utc)  # a Wednesday
+NOW = datetime(2026, 11, 25, 13, 5, tzinfo=UTC)  # a Wednesday
 
 
 def guard(language: str = "en", zone: str = "Europe/Berlin") -> NoToolsGuard:

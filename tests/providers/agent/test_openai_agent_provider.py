@@ -388,7 +388,7 @@ async def test_streamed_tokens_cost_no_task_each(server: ScriptedLLMServer, make
 
 
 async def test_parallel_tool_calls_still_run_at_the_same_time(server: ScriptedLLMServer, make_provider: Factory) -> None:
-    """The SDK's gathers run eagerly (sdk_gather), yet two tool calls of one answer still run
+    """The SDK's gathers run eagerly (vixio.patches.openai_agents), yet two tool calls of one answer still run
     concurrently: each waits for the other to have started, which one at a time never could."""
     from vixio.testing.llm_server import ScriptedToolCall
 

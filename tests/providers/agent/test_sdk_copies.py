@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from vixio.patches import openai_agents_copies as sdk_copies
+from vixio.patches import openai_agents as sdk_copies
 
 json_module = pytest.importorskip("agents.util._json")
 state_module = pytest.importorskip("agents.run_state")

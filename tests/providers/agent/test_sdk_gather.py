@@ -8,7 +8,7 @@ import contextvars
 import pytest
 from agents.util._asyncio_tasks import gather_with_cancel
 
-from vixio.patches.openai_agents_gather import eager_gather_with_cancel, install
+from vixio.patches.openai_agents import eager_gather_with_cancel, install
 from vixio.testing.loop_ticks import LoopTicks
 
 pytestmark = pytest.mark.unit

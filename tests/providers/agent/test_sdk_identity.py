@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from vixio.patches import openai_agents_identity as sdk_identity
+from vixio.patches import openai_agents as sdk_identity
 from vixio.providers.agent.openai_agents.provider import with_tools
 
 identity_module = pytest.importorskip("agents._run_state_agent_identity")

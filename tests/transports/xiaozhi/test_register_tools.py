@@ -1,4 +1,4 @@
-"""`mcp/registerTools` clients (seed 002) against the real server, plus the pure parts alone."""
+"""`mcp/registerTools` clients (docs/tool-systems.md §3) against the real server, plus the pure parts alone."""
 
 from __future__ import annotations
 

@@ -12,13 +12,10 @@ import websockets
 from websockets.asyncio.server import serve
 
 from vixio.core.protocol import Message
+from vixio.patches.websockets import DirectConnection, connection_class
 from vixio.testing.device import SimulatedDevice
 from vixio.transports.xiaozhi.protocol import messages as xp
 from vixio.transports.xiaozhi.protocol.codec import OpusEncoder
-from vixio.transports.xiaozhi.websocket.receive import (
-    DirectConnection,
-    connection_class,
-)
 from vixio.transports.xiaozhi.websocket.session_io import XiaozhiSessionIO
 
 from .conftest import ws_url

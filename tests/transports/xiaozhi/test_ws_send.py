@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from types import SimpleNamespace
 
@@ -11,8 +11,8 @@ import pytest
 import websockets
 from websockets.asyncio.server import ServerConnection, serve
 
-from vixio.transports.xiaozhi.websocket import send as ws_send
-from vixio.transports.xiaozhi.websocket.send import batching_available, can_send_now, send_now, send_together
+from vixio.patches import websockets as ws_send
+from vixio.patches.websockets import batching_available, can_send_now, send_now, send_together
 
 pytestmark = pytest.mark.integration
 

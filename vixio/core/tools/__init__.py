@@ -1,4 +1,4 @@
-"""Tool abstractions (seed 000 §5): definitions, the call record, the executor.
+"""Tool abstractions (docs/tool-systems.md §1): definitions, the call record, the executor.
 
 Core stays free of any agent framework: providers convert `ToolDefinition`s into their own tool
 objects (`ToolConverterBase`), transports implement `DeviceToolClientBase`.

@@ -1,7 +1,7 @@
 """Tool arguments: parsed, coerced to the tool's JSON Schema, then validated.
 
 Models write `"50"` for an integer and `"true"` for a boolean; the device firmware rejects both
-(reference §3.1). So arguments are coerced where the schema says what they should be, then
+(docs/xiaozhi-protocol.md §5). So arguments are coerced where the schema says what they should be, then
 validated with `jsonschema`; a failure goes back to the model as a tool error and the call
 never reaches the device.
 
@@ -61,7 +61,7 @@ def parse_arguments(raw: str | dict[str, Any] | None) -> dict[str, Any]:
         value = json.loads(text)
     except JsonTooDeep as exc:
         raise ArgumentError(f"the arguments are refused: {exc}") from None
-    except ValueError as exc:
+    except json.JSONDecodeError as exc:
         raise ArgumentError(f"the arguments are not valid JSON ({exc.msg} at position {exc.pos}): {text[:200]}") from exc
     if not isinstance(value, dict):
         raise ArgumentError(f"the arguments must be a JSON object, not {type(value).__name__}")
@@ -117,7 +117,7 @@ def coerce_value(value: Any, schema: dict[str, Any]) -> Any:
 
 
 def coerce_object(arguments: dict[str, Any], schema: dict[str, Any]) -> dict[str, Any]:
-    properties = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
+    properties: dict[str, Any] = schema["properties"] if isinstance(schema.get("properties"), dict) else {}
     return {key: coerce_value(value, properties.get(key, {})) for key, value in arguments.items()}
 
 
@@ -185,7 +185,7 @@ def schema_problem(schema: dict[str, Any]) -> str | None:
 
 
 def _refuse_retrieval(uri: str) -> referencing.Resource[Any]:
-    raise referencing.exceptions.NoSuchResource(ref=uri)
+    raise referencing.exceptions.NoSuchResource(ref=uri)  # type: ignore[call-arg]  # attrs field, unseen by mypy
 
 
 _NO_RETRIEVAL: referencing.Registry[Any] = referencing.Registry(retrieve=_refuse_retrieval)  # type: ignore[call-arg]
@@ -262,7 +262,8 @@ def normalize_schema(schema: dict[str, Any] | None) -> dict[str, Any]:
     """An object schema with BFCL/Python type names ("dict", "float") mapped to JSON Schema."""
     if not isinstance(schema, dict) or not schema:
         return {"type": "object", "properties": {}}
-    return _normalize(schema)
+    normalized: dict[str, Any] = _normalize(schema)
+    return normalized
 
 
 def _normalize(schema: Any) -> Any:

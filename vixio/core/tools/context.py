@@ -1,4 +1,4 @@
-"""ToolCallContext: one session's record of tool calls and results, by call id (seed 004).
+"""ToolCallContext: one session's record of tool calls and results, by call id (docs/tool-systems.md §6).
 
 Every call the model makes (natively or through a text protocol) and every result lands here,
 so a later turn, a status query or a log can find them. It also holds the confirmations the
@@ -6,7 +6,7 @@ model asked the user for: a tool that needs confirmation runs only after the use
 said yes. Async tools' background runs (`vixio.core.tools.tasks`) are kept here too, as
 `AsyncTaskRecord`s by task id, each pointing back at the call that started it.
 
-Result observers (seed 004's `onToolCall` hooks) hear every result as it is recorded: a query's
+Result observers (the `onToolCall` hooks of docs/tool-systems.md §6.3) hear every result as it is recorded: a query's
 answer, a control call's "success", an async tool's task handle and, later, its final outcome.
 
 `ToolContext` is what a local tool that asks for it (a parameter annotated `ToolContext`)
@@ -55,7 +55,7 @@ class ToolCallRecord:
     request: ToolCallRequest
     result: ToolCallResult | None = None
     duration_ms: float | None = None
-    """How long the call took until its result was recorded (seed 001 `durationMs`)."""
+    """How long the call took until its result was recorded (docs/tool-systems.md §4.2)."""
     started: float = field(default_factory=time.perf_counter)
 
 
@@ -65,7 +65,7 @@ ResultObserver = Callable[[ToolCallRecord], Awaitable[None] | None]
 
 @dataclass(slots=True)
 class AsyncTaskRecord:
-    """One background run of an async tool (seed 004), found by task id or by its call's id."""
+    """One background run of an async tool (docs/tool-systems.md §6), found by task id or by its call's id."""
 
     task_id: str
     call_id: str
@@ -211,7 +211,7 @@ class ToolCallContext:
         self._listed.add(task_id)
 
     def task_overview(self) -> str:
-        """The background tasks the model should know of at the start of a turn (seed 004): every
+        """The background tasks the model should know of at the start of a turn (docs/tool-systems.md §6): every
         pending or running one, and each finished one once. Empty when there is nothing to list."""
         lines = []
         for task in self.tasks.values():
@@ -258,8 +258,8 @@ Say = Callable[[str], Awaitable[None]]
 
 @dataclass(slots=True)
 class ToolContext:
-    """Who called a local tool, for a tool that declares a parameter of this type (seed 004
-    `execute(params, agent)`). The parameter is not shown to the model."""
+    """Who called a local tool, for a tool that declares a parameter of this type (docs/tool-systems.md
+    §6.4). The parameter is not shown to the model."""
 
     session_id: str = ""
     device_id: str = ""

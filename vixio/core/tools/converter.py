@@ -1,4 +1,4 @@
-"""ToolConverterBase: from `ToolDefinition`s to an agent framework's tool objects (seed 000 §5.3).
+"""ToolConverterBase: from `ToolDefinition`s to an agent framework's tool objects (docs/tool-systems.md §1.3).
 
 Each agent provider ships its own converter (openai-agents: FunctionTool). Conversion is by
 source, as in the seed; every converted tool runs through the session's `ToolExecutor`, so

@@ -1,4 +1,4 @@
-"""DeviceToolClientBase: the tools a connected device offers (seed 000 §5.2).
+"""DeviceToolClientBase: the tools a connected device offers (docs/tool-systems.md §1.2).
 
 Each transport implements it over its own wire (Xiaozhi: MCP JSON-RPC inside `mcp` messages).
 It returns framework-agnostic `ToolDefinition`s; an agent provider's converter turns them

@@ -4,8 +4,8 @@ For each `ToolCallRequest` it resolves the tool, refuses what the policy does no
 reports parse errors back, coerces and validates the arguments, asks for confirmation when the
 policy wants it, then runs the tool:
 
-- control tools (seed 002) start and are answered "success" at once; their outcome is logged;
-- async tools (seed 004) are handed to the background task runner and answered with a task
+- control tools (docs/tool-systems.md §3) start and are answered "success" at once; their outcome is logged;
+- async tools (docs/tool-systems.md §6) are handed to the background task runner and answered with a task
   handle;
 - query tools are awaited up to the policy timeout, one at a time when `parallel` is off.
 
@@ -37,7 +37,7 @@ from vixio.core.tools.toolset import ToolSet
 from vixio.core.tools.types import ToolCallRequest, ToolCallResult, ToolDefinition
 
 CONTROL_RESULT = "success"
-"""What the model is told for a control call: the device is not waited for (seed 002)."""
+"""What the model is told for a control call: the device is not waited for (docs/tool-systems.md §3)."""
 
 _call_numbers = itertools.count(1)
 

@@ -151,7 +151,8 @@ def load_tool_function(spec: str, *, base_dir: Path | None = None) -> Callable[.
     if not callable(func):
         raise ToolLoadError(f"tools.local entry {spec!r}: {target}.{attribute} is a "
                             f"{type(func).__name__}, not a function")
-    return func
+    function: Callable[..., Any] = func
+    return function
 
 
 def _import_file(spec: str, target: str, base_dir: Path | None) -> Any:

@@ -1,4 +1,4 @@
-"""ToolPolicy: which tools the model may use and how calls run (seed 001 ToolCallConfig).
+"""ToolPolicy: which tools the model may use and how calls run (docs/tool-systems.md §5).
 
 Tool names in `toggles`, `sub_types`, `timeouts` and `require_confirmation` match a tool's
 original name (`self.audio_speaker.set_volume`) or its public name, and may be shell-style

@@ -1,8 +1,8 @@
 """SpeechFilter: keeps tool markup, results, code and thinking out of TTS while a reply streams.
 
 A text tool protocol puts its calls in the reply itself, and TTS must never read them — not even
-their first characters (xiaozhi-esp32-server spoke a leading `<tool` before it noticed the call,
-reference §3.5). The filter sits between the LLM stream and the sentence splitter:
+their first characters (xiaozhi-esp32-server spoke a leading `<tool` before it noticed the
+call). The filter sits between the LLM stream and the sentence splitter:
 
 - outside markup it releases every character up to the earliest complete start marker, and holds
   back only the longest tail that could still grow into one (`Hi <func` holds `<func`); a tail
@@ -154,7 +154,7 @@ class SpeechFilter:
                 if sink is not None:
                     sink.append(buffer[pos:found.start()])
                 if self._inside is None:
-                    self._inside = markers.rule[found.lastgroup]
+                    self._inside = markers.rule[found.lastgroup or ""]  # every alternative is a named group
                     self.markup_seen = self.markup_seen or not self.rules[self._inside].thought
                 else:
                     self._inside = None

@@ -1,4 +1,4 @@
-"""Background runs of async tools (seed 004): one queue per process, one runner per session.
+"""Background runs of async tools (docs/tool-systems.md §6): one queue per process, one runner per session.
 
 A call to an async tool is answered at once with a task handle
 (`{"type":"async_task","task_id":…,"status":"pending",…}`), so the turn goes on while the tool

@@ -1,4 +1,4 @@
-"""The framework-agnostic tool records (seed 000 §5.1): what a tool is, one call, one result.
+"""The framework-agnostic tool records (docs/tool-systems.md §1.1): what a tool is, one call, one result.
 
 Every tool source (local Python functions, the device's MCP tools, third-party MCP servers,
 `mcp/registerTools` clients) produces `ToolDefinition`s; every front end (native function
@@ -19,7 +19,7 @@ a client that registered it with `mcp/registerTools`."""
 
 SubType = Literal["control", "query"]
 """control: acts on something and is answered as success at once (the device is not waited
-for); query: the model needs the result, so the call is awaited (seed 002)."""
+for); query: the model needs the result, so the call is awaited (docs/tool-systems.md §3)."""
 
 CallProtocol = Literal["native", "vcp", "xml"]
 """How the model expressed a call: native function calling, or one of the text protocols."""
@@ -63,7 +63,7 @@ class ToolDefinition:
     """The source's own limit in seconds (a `tools.local` entry's `timeout`); the policy's
     `timeouts` by name override it, its default `timeout` applies when this is None."""
     is_async: bool = False
-    """Runs in the background; the call returns a task handle at once (seed 004)."""
+    """Runs in the background; the call returns a task handle at once (docs/tool-systems.md §6)."""
     hidden: bool = False
     """Not for the model (MCP `annotations.audience == ["user"]`)."""
     read_only: bool | None = None
@@ -125,7 +125,7 @@ class ToolCallResult:
     status: Literal["completed", "failed", "pending"] = "completed"
     """pending: an async tool's task handle, or a control tool still running on the device."""
     duration_ms: float | None = None
-    """Milliseconds the call took (seed 001 `durationMs`); set by the executor."""
+    """Milliseconds the call took (docs/tool-systems.md §4.2); set by the executor."""
 
     @classmethod
     def ok(cls, result: str, call_id: str = "") -> ToolCallResult:

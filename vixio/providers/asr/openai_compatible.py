@@ -22,12 +22,12 @@ from typing import Any
 from loguru import logger
 
 from vixio.config.extras import install_hint
-from vixio.providers import http_eager
+from vixio.patches import aiohttp as http_eager
 from vixio.providers.asr.base import ASRError, ASRProvider, check_pcm
 from vixio.core.failure import describe_failure
 from vixio.providers.prewarm import Warmth, head
 
-_EXTRA_HINT = install_hint("xiaozhi")
+_EXTRA_HINT = install_hint("")  # aiohttp is a core dependency
 _BODY_EXCERPT = 300  # characters of an error body worth putting in a log line
 
 

@@ -31,7 +31,8 @@ def _edge_tts() -> ModuleType:
         import edge_tts.communicate
     except ImportError as exc:
         raise ImportError(f"EdgeTTS needs edge-tts ({exc}); {_EXTRA_HINT}") from exc
-    return edge_tts
+    module: ModuleType = edge_tts
+    return module
 
 
 def use_service_url(url: str) -> None:

@@ -19,12 +19,12 @@ import numpy as np
 from loguru import logger
 
 from vixio.config.extras import install_hint
-from vixio.providers import http_eager
+from vixio.patches import aiohttp as http_eager
 from vixio.core.failure import describe_failure
 from vixio.providers.prewarm import Warmth, head
 from vixio.providers.tts.base import TTSError, TTSProvider
 
-_EXTRA_HINT = install_hint("xiaozhi")
+_EXTRA_HINT = install_hint("")  # aiohttp is a core dependency
 _BODY_EXCERPT = 300  # characters of an error body worth putting in a message
 _READ_SIZE = 23040
 """Most bytes per read from the response body (a read returns whatever has arrived, so a

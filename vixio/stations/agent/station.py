@@ -242,7 +242,7 @@ class AgentStation(Station):
         """What the model is sent for the user's words: pending background results first."""
         text = "\n".join([*self._notes, said]) if self._notes else said
         if self.executor is not None and (tasks := self.executor.context.task_overview()):
-            text = f"{tasks}\n{text}"  # seed 004: the model sees its background work every turn
+            text = f"{tasks}\n{text}"  # docs/tool-systems.md §6.2: the model sees its background work every turn
         return text
 
     async def _hold(self, draft: DraftTextChunk) -> None:

@@ -3,6 +3,7 @@
     vixio device --ws ws://127.0.0.1:8000/xiaozhi/v1/ --text "what time is it?"
     vixio device --ota http://127.0.0.1:8003/xiaozhi/ota/ --wav question.wav --record out/
     vixio device --ws ws://... --mode manual --wav question.wav      # push-to-talk
+    vixio device --ota http://127.0.0.1:8003/xiaozhi/ota/ --mqtt --text "hi"   # MQTT + UDP (mqtt.enabled)
 
 Every JSON message received is printed on one line with its arrival time; a summary of
 the downlink audio follows. The exit status is 0 when each input got a `tts stop` in
@@ -44,6 +45,8 @@ def add_device_parser(subparsers: Any) -> None:
     target = parser.add_mutually_exclusive_group(required=True)
     target.add_argument("--ota", metavar="URL", help="OTA URL to bootstrap from, like a real device at boot")
     target.add_argument("--ws", metavar="URL", help="WebSocket URL to connect to directly (skips OTA)")
+    parser.add_argument("--mqtt", action="store_true",
+                        help="speak MQTT + UDP as the firmware does when OTA hands out `mqtt` (needs --ota)")
     parser.add_argument("--token", default="", help="bearer token for --ws (OTA hands one out otherwise)")
     parser.add_argument("--device-id", metavar="MAC", help="lowercase MAC such as aa:bb:cc:dd:ee:ff (default: random)")
     parser.add_argument("--protocol-version", type=int, choices=(1, 2, 3), default=1,
@@ -62,6 +65,9 @@ def add_device_parser(subparsers: Any) -> None:
 
 def run_device(args: argparse.Namespace) -> int:
     """Run the exchange described by `args`; returns the process exit status."""
+    if args.mqtt and not args.ota:
+        print("error: --mqtt needs --ota (the MQTT credentials come from OTA)", file=sys.stderr)
+        return 2
     if args.wav is not None:
         from pathlib import Path
 
@@ -106,7 +112,7 @@ async def _exchange(args: argparse.Namespace) -> int:
     from vixio.testing.device import DeviceError, SimulatedDevice
 
     device = SimulatedDevice(ota_url=args.ota, ws_url=args.ws, token=args.token, device_id=args.device_id,
-                             protocol_version=args.protocol_version, listening_mode=args.mode)
+                             protocol_version=args.protocol_version, listening_mode=args.mode, mqtt=args.mqtt)
     started = time.monotonic()
 
     def show(message: ReceivedMessage) -> None:
@@ -122,6 +128,11 @@ async def _exchange(args: argparse.Namespace) -> int:
             await device.wake_word(args.wake_word)
             await _maybe_reply(device, mark, args.timeout)
         if args.text:
+            if args.mqtt:  # the server learns the UDP address from the microphone, as with a button press
+                from vixio.testing.device.audio import silence
+
+                await device.start_listening()
+                await device.stream_audio(silence(0.3))
             mark = device.mark()
             await device.send_text(args.text)
             await _reply(device, mark, args.timeout)
@@ -139,6 +150,7 @@ async def _exchange(args: argparse.Namespace) -> int:
         ok = False
     finally:
         await device.close()
+        await device.shutdown()  # an MQTT device leaves its broker
         if args.record:
             device.save_recording(args.record)
     if device.received or device.audio_frames or device.faults:  # nothing came back: the error line says why

@@ -10,10 +10,7 @@ playback has drained; a server hello without `transport` is a crash.
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import random
 import time
-import uuid
 from collections.abc import Callable
 from typing import Any, Literal
 
@@ -22,7 +19,9 @@ from loguru import logger
 from vixio.testing.device.audio import ReceivedFrame, Speaker
 from vixio.testing.device.errors import DeviceError
 from vixio.testing.device.mcp import DeviceMcpServer, DeviceStatus, DeviceTool, default_tools
-from vixio.testing.device.ota import DeviceIdentity, OtaResult, run_ota, system_info
+from vixio.testing.device.mqtt_protocol import DeviceMqttProtocol
+from vixio.testing.device.ota import (DeviceIdentity, OtaResult, board_client_id, random_device_id, run_ota,
+                                      system_info)
 from vixio.testing.device.protocol import CHANNEL_TIMEOUT_S, DeviceProtocol
 from vixio.testing.device.recording import DeviceRecording, ReceivedMessage, SentMessage
 from vixio.transports.xiaozhi.protocol.codec import UPLINK_SAMPLE_RATE, OpusEncoder
@@ -35,21 +34,6 @@ HELLO_TIMEOUT_S = 10.0
 """The firmware waits 10 s for the server hello, then shows "server timeout" and drops the socket."""
 REBOOT_DELAY_S = 1.0
 """`self.reboot` replies first and restarts about a second later."""
-
-
-def random_device_id() -> str:
-    """A random lowercase MAC (locally administered, unicast), e.g. `06:1f:a2:...`."""
-    octets = [random.randrange(256) for _ in range(6)]
-    octets[0] = (octets[0] & 0xFC) | 0x02
-    return ":".join(f"{o:02x}" for o in octets)
-
-
-def board_client_id(device_id: str) -> str:
-    """The Client-Id a simulated board keeps in flash: a UUID v4 like the firmware's, the same for the
-    same MAC in every run (the firmware keeps it across reboots and updates), so a reconnecting
-    board is the same device."""
-    digest = hashlib.sha256(f"vixio-simulated-board:{device_id}".encode()).digest()
-    return str(uuid.UUID(bytes=digest[:16], version=4))
 
 
 class DeviceCore:
@@ -79,12 +63,17 @@ class DeviceCore:
         activation_poll_interval: float = 3.0,
         activation_error_interval: float = 10.0,
         language: str = "zh-CN",
+        mqtt: bool = False,
     ) -> None:
         """Configure the device; nothing connects until `run_ota()` / `connect()`.
 
         `token` is what OTA would have stored (OTA replaces it); it is sent as
         `Authorization: Bearer <token>` only when non-empty. `client_id` defaults to the board's
         own (`board_client_id`: one per MAC, as in flash); another one is another board claiming the MAC.
+
+        `mqtt=True` speaks MQTT + UDP as the firmware does when OTA hands out `mqtt`
+        (mqtt_protocol.py): it needs `ota_url`, stays connected to the broker while idle
+        (`shutdown()` leaves it), and sends `goodbye` when it closes its audio channel.
 
         `clock` timestamps everything and drives the playback model; sleeps use asyncio,
         so it must advance in real time (time.monotonic or the loop's time).
@@ -129,10 +118,12 @@ class DeviceCore:
         self.received: list[ReceivedMessage] = self.recording.received
         self.sent: list[SentMessage] = self.recording.sent
         self.audio_frames: list[ReceivedFrame] = self.recording.audio_frames
-        self.protocol = DeviceProtocol(device_id=self.device_id, client_id=self.client_id, recording=self.recording,
-                                       clock=clock, on_json=self._on_json, on_binary=self._on_binary,
-                                       on_closed=self._on_closed, report=self._report)
-        self.protocol.url, self.protocol.token, self.protocol.version = ws_url, token, protocol_version
+        self.mqtt = mqtt
+        self.protocol: DeviceProtocol | DeviceMqttProtocol = (DeviceMqttProtocol if mqtt else DeviceProtocol)(
+            device_id=self.device_id, client_id=self.client_id, recording=self.recording, clock=clock,
+            on_json=self._on_json, on_binary=self._on_binary, on_closed=self._on_closed, report=self._report)
+        self.protocol.url, self.protocol.token = ws_url, token
+        self.protocol.version = 1 if mqtt else protocol_version  # UDP carries bare Opus
         builtin = default_tools(self.status, lambda: system_info(self._identity), self._schedule_reboot)
         self._mcp = (DeviceMcpServer([*builtin, *tools], board=board, firmware_version=firmware_version,
                                      send=self._send_mcp, device_id=self.device_id) if mcp else None)
@@ -188,13 +179,17 @@ class DeviceCore:
         if not self.ota_url:
             raise ValueError("run_ota() needs ota_url")
         poll, error = self._activation_intervals
-        self.ota = await run_ota(self.ota_url, self._identity, poll_interval=poll, error_interval=error)
+        self.ota = await run_ota(self.ota_url, self._identity, poll_interval=poll, error_interval=error,
+                                 mqtt=self.mqtt)
+        self.warnings.extend(self.ota.warnings)
+        if self.ota.mqtt is not None and isinstance(self.protocol, DeviceMqttProtocol):
+            self.protocol.settings = self.ota.mqtt
+            return self.ota.reply
         self.protocol.url = self.ota.websocket_url
         if self.ota.token is not None:  # an omitted key keeps its stored value (NVS)
             self.protocol.token = self.ota.token
         if self.ota.protocol_version is not None:
             self.protocol.version = self.ota.protocol_version
-        self.warnings.extend(self.ota.warnings)
         return self.ota.reply
 
     def hello_message(self) -> dict[str, Any]:
@@ -205,7 +200,9 @@ class DeviceCore:
         if self._mcp is not None:
             features["mcp"] = True
         features["glyph_push"] = False
-        return {"type": "hello", "version": self.protocol_version, "features": features, "transport": "websocket",
+        # MqttProtocol::GetHelloMessage says version 3 and transport udp, whatever the WebSocket settings.
+        version, transport = (3, "udp") if self.mqtt else (self.protocol_version, "websocket")
+        return {"type": "hello", "version": version, "features": features, "transport": transport,
                 "audio_params": {"format": "opus", "sample_rate": UPLINK_SAMPLE_RATE, "channels": 1,
                                  "frame_duration": self.uplink_frame_ms}}
 
@@ -221,9 +218,10 @@ class DeviceCore:
         return hello
 
     async def _open_channel(self) -> dict[str, Any]:
-        if self.ws_url is None:
+        unset = not self.protocol.settings if isinstance(self.protocol, DeviceMqttProtocol) else self.ws_url is None
+        if unset:
             if not self.ota_url:
-                raise ValueError("SimulatedDevice needs ws_url or ota_url")
+                raise ValueError("SimulatedDevice needs ota_url (or, over WebSocket, ws_url)")
             await self.run_ota()
         self._set_state("connecting")
         try:
@@ -294,7 +292,7 @@ class DeviceCore:
                 self._report("alert ignored: `status`, `message` and `emotion` must all be strings", False)
         elif kind == "custom":
             self.custom_messages.append(data.get("payload"))
-        elif kind == "goodbye":
+        elif kind == "goodbye" and not self.mqtt:
             self._report("`goodbye` is MQTT-only; the firmware ignores it on WebSocket (close the socket)", False)
         else:
             self._report(f"message type {kind!r} ignored", False)

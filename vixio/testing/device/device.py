@@ -1,6 +1,6 @@
 """A firmware-faithful simulated Xiaozhi device, for people without hardware and for tests.
 
-It behaves like firmware 2.4.2 (reference §1-§4), quirks included, and records
+It behaves like firmware 2.4.2 (docs/xiaozhi-protocol.md §1-§5), quirks included, and records
 everything so a test can assert what a server did:
 
     device = SimulatedDevice(ws_url="ws://127.0.0.1:8000/xiaozhi/v1/")
@@ -24,6 +24,7 @@ from typing import Any
 from vixio.testing.device.audio import WAKE_WORD_AUDIO_SECONDS, ReceivedFrame, encode_uplink, read_wav_16k_mono
 from vixio.testing.device.core import DeviceCore, DeviceState, ListeningMode, random_device_id
 from vixio.testing.device.errors import DeviceDisconnected, DeviceError, HelloError, OtaError
+from vixio.testing.device.mqtt_protocol import DeviceMqttProtocol
 from vixio.testing.device.mcp import DeviceTool, McpStats, McpToolResult, hang_forever
 from vixio.testing.device.recording import ReceivedMessage, SentMessage
 from vixio.transports.xiaozhi.protocol.codec import UPLINK_SAMPLE_RATE, OpusEncoder
@@ -60,6 +61,12 @@ class SimulatedDevice(DeviceCore):
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self.close()
+        await self.shutdown()
+
+    async def shutdown(self) -> None:
+        """Power off: an MQTT device also leaves its broker (a WebSocket one has nothing more to close)."""
+        if isinstance(self.protocol, DeviceMqttProtocol):
+            await self.protocol.shutdown()
 
     async def send_json(self, obj: Any) -> None:
         """Send any JSON object as is (no session_id added); for malformed-input tests."""
@@ -185,13 +192,18 @@ class SimulatedDevice(DeviceCore):
                        after: int = 0) -> dict[str, Any]:
         """The first received JSON message at index >= `after` with this `type` (and `state`).
 
-        Raises TimeoutError, or DeviceDisconnected as soon as the channel closes without it.
+        Raises TimeoutError, or DeviceDisconnected as soon as the channel closes without it (an MQTT
+        device idle on its broker connection still receives pushes).
         """
         label = type + (f" {state}" if state else "")
         return await self.recording.wait(
             lambda: self.recording.find(type, state, after), timeout,
-            give_up=lambda: None if self.connected else f"the channel closed (code {self.close_code})",
+            give_up=lambda: None if self._reachable() else f"the channel closed (code {self.close_code})",
             describe=lambda: f"message {label!r} (received {self.recording.types_since(after)})")
+
+    def _reachable(self) -> bool:
+        """Messages can still arrive: the channel is open, or (MQTT) the broker connection is."""
+        return self.connected or isinstance(self.protocol, DeviceMqttProtocol) and self.protocol.mqtt_connected
 
     async def wait_for_state(self, state: DeviceState, *, timeout: float = 10.0) -> None:
         """Wait until the device is in `state`."""

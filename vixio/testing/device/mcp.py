@@ -1,4 +1,4 @@
-"""The device-side MCP server of the simulated device (reference §4, FW `main/mcp_server.cc`).
+"""The device-side MCP server of the simulated device (docs/xiaozhi-protocol.md §5, FW `main/mcp_server.cc`).
 
 The device is the MCP *server*; the backend calls it with JSON-RPC 2.0 wrapped in
 `{"type":"mcp","payload":...}`. Firmware quirks kept on purpose:

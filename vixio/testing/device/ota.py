@@ -1,4 +1,4 @@
-"""The OTA / activation exchange a Xiaozhi device runs at every boot (reference §1, §2).
+"""The OTA / activation exchange a Xiaozhi device runs at every boot (docs/xiaozhi-protocol.md §1).
 
 The device POSTs its system-info JSON to the OTA URL, reads `websocket{url, token,
 version}` from the reply and, if the reply carries `activation`, polls
@@ -9,7 +9,10 @@ version}` from the reply and, if the reply carries `activation`, polls
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
+import random
+import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,6 +51,23 @@ class OtaResult:
     activation_polls: int = 0
     """POSTs to /activate (0 when the server asked for no activation)."""
     warnings: list[str] = field(default_factory=list)
+    mqtt: dict[str, Any] | None = None
+    """The reply's `mqtt` object, for a device that speaks MQTT + UDP (`run_ota(mqtt=True)`)."""
+
+
+def random_device_id() -> str:
+    """A random lowercase MAC (locally administered, unicast), e.g. `06:1f:a2:...`."""
+    octets = [random.randrange(256) for _ in range(6)]
+    octets[0] = (octets[0] & 0xFC) | 0x02
+    return ":".join(f"{o:02x}" for o in octets)
+
+
+def board_client_id(device_id: str) -> str:
+    """The Client-Id a simulated board keeps in flash: a UUID v4 like the firmware's, the same for the
+    same MAC in every run (the firmware keeps it across reboots and updates), so a reconnecting
+    board is the same device."""
+    digest = hashlib.sha256(f"vixio-simulated-board:{device_id}".encode()).digest()
+    return str(uuid.UUID(bytes=digest[:16], version=4))
 
 
 def system_info(identity: DeviceIdentity) -> dict[str, Any]:
@@ -121,6 +141,7 @@ async def run_ota(
     error_interval: float = 10.0,
     max_attempts: int = ACTIVATION_MAX_ATTEMPTS,
     http_timeout: float = 10.0,
+    mqtt: bool = False,
 ) -> OtaResult:
     """POST the OTA check, run activation if asked, and return the WebSocket settings.
 
@@ -155,7 +176,27 @@ async def run_ota(
             # the token a server gives only to activated devices) is the one kept.
         else:
             raise OtaError(f"OTA at {ota_url} still asks for activation after {max_attempts} checks")
+    if mqtt:
+        return _mqtt_settings(ota_url, reply, code, polls)
     return _websocket_settings(ota_url, reply, identity, code, polls)
+
+
+MQTT_KEYS = ("endpoint", "client_id", "username", "password", "publish_topic")
+
+
+def _mqtt_settings(ota_url: str, reply: dict[str, Any], code: str | None, polls: int) -> OtaResult:
+    """What firmware's MQTT path keeps (`Ota::CheckVersion` stores every string/number of `mqtt`)."""
+    section = reply.get("mqtt")
+    if not isinstance(section, dict):
+        raise OtaError(f"OTA reply from {ota_url} has no `mqtt` object (keys {sorted(reply)}): this device "
+                       "was asked to speak MQTT; is `mqtt.enabled` set on the server?")
+    missing = [key for key in MQTT_KEYS if not isinstance(section.get(key), str) or not section[key]]
+    if missing:
+        raise OtaError(f"OTA reply `mqtt` lacks {missing}; the firmware cannot connect without them")
+    websocket = reply.get("websocket") if isinstance(reply.get("websocket"), dict) else {}
+    url = websocket.get("url") if isinstance(websocket.get("url"), str) else ""
+    return OtaResult(reply=reply, websocket_url=url, token=None, protocol_version=None, activation_code=code,
+                     activation_polls=polls, mqtt=section)
 
 
 async def _post_ota(http: Any, url: str, headers: dict[str, str], body: str) -> dict[str, Any]:

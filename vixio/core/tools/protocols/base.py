@@ -1,4 +1,4 @@
-"""TextToolProtocol: what a text tool protocol must do (seed 001 ToolCallingProtocol)."""
+"""TextToolProtocol: what a text tool protocol must do (docs/tool-systems.md §4)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""VCP, the text tool protocol of VCPToolBox and AIO Hub (seed 001, reference §1).
+"""VCP, the text tool protocol of VCPToolBox and AIO Hub (docs/tool-systems.md §4.1).
 
 A call is a block of `key:「始」value「末」` fields in the model's reply:
 
@@ -8,7 +8,7 @@ A call is a block of `key:「始」value「末」` fields in the model's reply:
     <<<[END_TOOL_REQUEST]>>>
 
 Parsing follows VCPToolBox (`modules/vcpLoop/toolCallParser.js`) where the two public parsers
-disagree, plus AIO Hub's extras (reference §1.5):
+disagree, plus AIO Hub's extras (docs/tool-protocols.md, "VCP"):
 
 - blocks are found anywhere, including inside ``` fences (VCPToolBox prompts put them there);
   `<think>`/`<thinking>` regions are skipped (unclosed: the rest of the reply is), and so are

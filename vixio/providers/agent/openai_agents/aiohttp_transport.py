@@ -24,7 +24,7 @@ from typing import Any
 import aiohttp
 import httpx2
 
-from vixio.providers import http_eager
+from vixio.patches import aiohttp as http_eager
 from vixio.providers.prewarm import FRESH_FOR, Warmth, head
 
 _FAILURES = (aiohttp.ClientError, TimeoutError, OSError)

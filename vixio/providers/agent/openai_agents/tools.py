@@ -1,4 +1,4 @@
-"""OpenAIAgentToolConverter: vixio `ToolDefinition`s → openai-agents `FunctionTool`s (seed 000 §5.6).
+"""OpenAIAgentToolConverter: vixio `ToolDefinition`s → openai-agents `FunctionTool`s (docs/tool-systems.md §1.3).
 
 Device, MCP and registerTools tools become `FunctionTool`s with the source's JSON Schema as is
 (`strict_json_schema=False`: device schemas have optional parameters with defaults, which strict

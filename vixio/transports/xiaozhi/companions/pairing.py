@@ -1,6 +1,6 @@
-"""Pairing seed 002 companions with the Xiaozhi device of their `mac_addr`.
+"""Pairing registerTools companions with the Xiaozhi device of their `mac_addr`.
 
-A companion is a client that speaks only seed 002 — a robot app, a virtual-human display: it
+A companion is a client that speaks only registerTools (docs/tool-systems.md §3) — a robot app, a virtual-human display: it
 connects, sends `mcp/registerTools` with `params.mac_addr`, and never sends a Xiaozhi hello or
 audio. If it may pair (pairing_policy.py: the device's token, an operator's approval, or
 `pairing.trust_mac`) and a Xiaozhi device whose Device-Id is that MAC is connected (now, or
@@ -67,7 +67,7 @@ class CompanionRegistry:
 
     def __init__(self, policy: PairingPolicy | None = None) -> None:
         self.policy = policy
-        """None: every companion may pair (seed 002's trust in `mac_addr`)."""
+        """None: every companion may pair (the registerTools design's trust in `mac_addr`)."""
         self._hosts: dict[str, RegisterToolsClient] = {}
         """The register client of the live device session of each MAC."""
         self._companions: dict[str, list[RegisterToolsClient]] = {}

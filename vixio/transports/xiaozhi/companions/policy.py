@@ -9,7 +9,7 @@ proves nothing. A companion is let in by one of:
   token alone is not proof, OTA once handed one to whoever claimed a MAC;
 - `approved`: an operator approved this companion (its Device-Id and Client-Id) for this MAC
   once, in the console or with `vixio pairing approve`; remembered in `PairingStore`;
-- `trust_mac`: `xiaozhi.pairing.trust_mac` is on (seed 002's behaviour; a WARNING at startup).
+- `trust_mac`: `xiaozhi.pairing.trust_mac` is on (the registerTools design's behaviour; a WARNING at startup).
 
 Anything else waits for an operator's approval.
 """

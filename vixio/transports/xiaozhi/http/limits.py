@@ -32,6 +32,8 @@ from aiohttp import web
 from aiohttp.web_protocol import RequestHandler
 from loguru import logger
 
+from vixio.patches.aiohttp import ServerClassRunner
+
 _ACCEPT_ERROR_MESSAGES = ("socket.accept() out of system resource", "Error on transport creation")
 
 
@@ -176,22 +178,19 @@ class _CappedServer(web.Server):
         await super().shutdown(timeout)
 
 
-class CappedAppRunner(web.AppRunner):
+class CappedAppRunner(ServerClassRunner):
     """`web.AppRunner` whose server refuses connections beyond `max_connections` (and beyond
     `per_address` from one address) as they are accepted."""
+
+    server_class = _CappedServer
 
     def __init__(self, app: web.Application, *, max_connections: int, per_address: int = 0, **kwargs: Any) -> None:
         super().__init__(app, **kwargs)
         self._max_connections = max_connections
         self._per_address = per_address
 
-    async def _make_server(self) -> web.Server:
-        server = await super()._make_server()
-        capped = _CappedServer(server.request_handler, request_factory=server.request_factory,
-                               handler_cancellation=server.handler_cancellation,
-                               max_connections=self._max_connections, per_address=self._per_address,
-                               **server._kwargs)
-        return capped
+    def server_arguments(self) -> dict[str, Any]:
+        return {"max_connections": self._max_connections, "per_address": self._per_address}
 
 
 class AcceptErrorThrottle:

@@ -2,8 +2,9 @@
 
 At every boot the firmware POSTs its system info to its configured OTA URL and reads `websocket`,
 `server_time`, `firmware` and `activation` from the reply. The reply must be HTTP 200 with
-`websocket` and without `mqtt`; any `mqtt` key, or an error body sent with 200, makes the device
-fall back to MQTT, so failures here are always 4xx with `{"error": ...}`.
+`websocket`; an `mqtt` object makes the device use MQTT + UDP instead, which vixio hands out (with
+per-device credentials, beside `websocket`) only when `mqtt.enabled` (`mqtt_section`). An error body
+sent with 200 would send the device to MQTT too, so failures here are always 4xx with `{"error": ...}`.
 
 Routes:
     POST /xiaozhi/ota/                   device bootstrap (also without the trailing slash)
@@ -41,7 +42,7 @@ from yarl import URL
 
 from vixio.core.device_ids import DeviceIdError, loggable, normalize_device_id
 from vixio.core.json_limits import DEFAULT_MAX_DEPTH, JsonTooDeep, check_depth
-from vixio.state.store import Store, StoreWriteError
+from vixio.state.store import Store, StoreError, StoreWriteError
 from vixio.transports.xiaozhi.http.activation import ActivationRegistry, AdmissionStore
 from vixio.transports.xiaozhi.http.activation_proof import ActivationRefused, DeviceProof
 from vixio.transports.xiaozhi.session.auth import DeviceAuthenticator, parse_bearer
@@ -145,6 +146,9 @@ class OtaServer(HttpPort):
             self._app.router.add_post(path, self._handle_activate)
         self._app.router.add_post(OTA_PATH + "activate/confirm", self._handle_confirm)
         self._app.router.add_get("/healthz", self._handle_health)
+        self.mqtt_section: Callable[[str, str, str], dict[str, Any]] | None = None
+        """(device id, Client-Id, host the device reached OTA at) -> the reply's `mqtt` object, for an
+        admitted device; set by the app when `mqtt.enabled` (vixio/transports/xiaozhi/mqtt/)."""
         self.ready: Callable[[], bool] = lambda: True
         """Whether devices can be served now (with workers: one is ready and its loop turning); `/healthz` says so to
         load balancers and Kubernetes probes."""
@@ -211,6 +215,9 @@ class OtaServer(HttpPort):
             "firmware": {"version": version or "0.0.0", "url": ""},
             "websocket": {"url": self.websocket_url(request), "token": await self._token_for(client_id, device_id)},
         }
+        if self.mqtt_section is not None and await self._admitted(client_id, device_id):
+            # The firmware picks MQTT when both are present; it keeps `websocket` for when MQTT is turned off.
+            reply["mqtt"] = self.mqtt_section(device_id, client_id, self._request_host(request))
         activation = await self._activation_offer(request, device_id)
         if activation is not None:
             reply["activation"] = activation
@@ -221,15 +228,21 @@ class OtaServer(HttpPort):
         With neither activation nor an allow-list there is no such gate, and every caller gets one
         (the server warns about that at startup). Never for a Client-Id other than the one the
         device is pinned to (pinned here on first contact). "" tells the device to send no token."""
+        if not await self._admitted(client_id, device_id):
+            return ""
+        return self._authenticator.token_for(client_id, device_id)
+
+    async def _admitted(self, client_id: str, device_id: str) -> bool:
+        """Whether this pair gets credentials (a token, MQTT's): pinned, and let in when auth is on."""
         if self.identities is not None and not await self.identities.is_pinned(device_id, client_id, via="OTA"):
-            return ""  # a claimant; a re-flashed board waits for an operator's re-bind
+            return False  # a claimant; a re-flashed board waits for an operator's re-bind
         auth = self._config.auth
         if auth.enabled and not self._authenticator.is_allowed(device_id):
             if self._activations is not None and not await self._activations.is_confirmed(device_id):
-                return ""  # the firmware asks OTA again after activation and gets its token then
+                return False  # the firmware asks OTA again after activation and gets its credentials then
             if self._activations is None and auth.allowed_devices:
-                return ""
-        return self._authenticator.token_for(client_id, device_id)
+                return False
+        return True
 
     async def _activation_offer(self, request: web.Request, device_id: str) -> dict[str, Any] | None:
         if self._activations is None or await self._activations.is_confirmed(device_id):

@@ -1,4 +1,4 @@
-"""What a `mcp/registerTools` client hears from the server besides calls (seed 002): the
+"""What a `mcp/registerTools` client hears from the server besides calls (docs/tool-systems.md §3): the
 assistant's output as `mcp/ai/message` notifications, and `mcp/pairing` when an operator
 changes its pairing.
 
@@ -56,7 +56,7 @@ class AiMessageStream:
         await self._send(message, self.envelope)
 
     async def on_output(self, chunk: Chunk) -> None:
-        """Pipeline output → `mcp/ai/message` (seed 002): `chunk`s are stream fragments that,
+        """Pipeline output → `mcp/ai/message` (docs/tool-systems.md §3): `chunk`s are stream fragments that,
         concatenated in order, equal the reply's `final` exactly (a space between Latin-script
         sentences travels with the later one); `thought` for reasoning; a `final` closes every
         reply — when it completes or is interrupted — and is empty when nothing was said."""

@@ -1,8 +1,8 @@
-"""XiaozhiDeviceToolClient: one session's MCP client for the tools its device offers (seed 000 §5.4).
+"""XiaozhiDeviceToolClient: one session's MCP client for the tools its device offers (docs/tool-systems.md §1.2).
 
 The device is the MCP *server*; the backend calls it with JSON-RPC 2.0 inside
 `{"type":"mcp","payload":...}` messages on the session's WebSocket. Firmware facts that shape
-this client (reference xiaozhi-protocol §4):
+this client (docs/xiaozhi-protocol.md §5):
 
 - a request whose `id` is not a JSON number is dropped silently, so ids are integers from one
   counter per session;

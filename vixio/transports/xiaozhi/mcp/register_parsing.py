@@ -2,7 +2,7 @@
 
 Each entry is checked against the session's limits (`core/tools/limits.py`: name, description,
 schema size and depth, `$ref`, patterns) and its schema structurally (`core/tools/schema_check.py`,
-microseconds per tool); `main_type: "local"` names a tool the server provides (seed 002).
+microseconds per tool); `main_type: "local"` names a tool the server provides (docs/tool-systems.md §3).
 `parse_tools_in_slices` is what the client uses: hundreds of entries yield to the event loop
 every few, so one registration never holds up the other sessions.
 """
@@ -24,7 +24,7 @@ ServerTools = Callable[[str], "ToolDefinition | None"]
 def parse_tools(entries: list[Any], *, client: Any = None, limits: ToolLimitsConfig | None = None,
                 server_tools: ServerTools | None = None) -> tuple[list[ToolDefinition], list[dict[str, Any]]]:
     """`params.tools` → ToolDefinitions, and the entries skipped with why (`{"index", "name",
-    "reason"}`). main_type "local" names a tool the *server* provides (seed 002): it maps to the
+    "reason"}`). main_type "local" names a tool the *server* provides (docs/tool-systems.md §3): it maps to the
     server's tool of that name (returned as that definition, not run on the client) when
     `server_tools` knows one, else it is skipped. A tool beyond `limits` (name, description,
     schema size or depth, `$ref`, pattern) is skipped with the limit named."""

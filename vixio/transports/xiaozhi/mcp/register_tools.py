@@ -1,4 +1,4 @@
-"""RegisterToolsClient: tools a connected client declares with `mcp/registerTools` (seed 002).
+"""RegisterToolsClient: tools a connected client declares with `mcp/registerTools` (docs/tool-systems.md §3).
 
 Unlike the device MCP (the server lists the device's tools), here the client announces its
 tools itself and the server calls them. All JSON-RPC 2.0, in either envelope (see

@@ -1,4 +1,4 @@
-"""The device's JSON-RPC replies as text the model can act on (reference xiaozhi-protocol §4.4).
+"""The device's JSON-RPC replies as text the model can act on (docs/xiaozhi-protocol.md §5).
 
 Errors never raise: a JSON-RPC `error` (with or without `code`, as the firmware sends it) or an
 `isError` result becomes a failure text; every content block is kept, one per line.

@@ -1,1 +1,1 @@
-"""The WebSocket transport: the server, per-session socket I/O, the websockets library's log and its batched reads and writes."""
+"""The WebSocket transport: the server, per-session socket I/O and the websockets library's log (its per-frame fast paths are vixio/patches/websockets.py)."""

@@ -9,7 +9,7 @@ and fills `_sockets` and `_protocols`.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 import websockets
 from websockets.asyncio.server import ServerConnection
@@ -18,15 +18,38 @@ from vixio.core.protocol import Message
 from vixio.core.transport import ConnectionClosed, TransportBase
 from vixio.transports.xiaozhi.protocol import messages as xp
 from vixio.transports.xiaozhi.mcp.register_tools import RegisterToolsClient
-from vixio.transports.xiaozhi.websocket.send import can_send_now, send_now, send_together
+from vixio.patches.websockets import can_send_now, send_now, send_together
+
+
+class SessionChannel(Protocol):
+    """A session served over something else than a WebSocket (mqtt/channel.py: MQTT + UDP):
+    `recv`, `send` and `close` as a WebSocket's, raising ConnectionClosed once it is gone."""
+
+    vixio_identity: Any
+    """The DeviceIdentity the channel's credentials proved."""
+    request: Any
+    """None: no HTTP request (the vision URL falls back to the configured host)."""
+    local_address: Any
+    receiver: Callable[[bytes], bool] | None
+    """Set by the transport: takes one uplink audio packet at once (True) or leaves it to `recv` (False)."""
+
+    async def recv(self) -> bytes | str: ...
+
+    async def send(self, data: bytes | str) -> None: ...
+
+    async def send_many(self, frames: list[bytes | str]) -> None: ...
+
+    def writer_now(self) -> Callable[[list[bytes | str]], None] | None: ...
+
+    async def close(self, code: int = 1000, reason: str = "") -> None: ...
 
 
 class XiaozhiSessionIO(TransportBase):
-    """The per-session I/O half of XiaozhiTransport: one WebSocket per session id."""
+    """The per-session I/O half of XiaozhiTransport: one WebSocket (or SessionChannel) per session id."""
 
     def __init__(self, protocol: xp.XiaozhiProtocol) -> None:
         super().__init__(protocol)
-        self._sockets: dict[str, ServerConnection] = {}
+        self._sockets: dict[str, ServerConnection | SessionChannel] = {}
         self._protocols: dict[str, xp.XiaozhiProtocol] = {}
         """The protocol version each session negotiated (`protocol` until its hello)."""
 
@@ -58,14 +81,22 @@ class XiaozhiSessionIO(TransportBase):
 
     def _writer_now(self, session_id: str) -> Callable[[list[bytes | str]], None] | None:
         socket = self._sockets.get(session_id)
+        if socket is not None and not isinstance(socket, ServerConnection):
+            return socket.writer_now()
         if socket is None or not can_send_now(socket):
             return None
         return lambda frames: send_now(socket, frames)
 
     async def _do_write_batch(self, session_id: str, frames: list[bytes | str]) -> None:
+        socket = self._sockets.get(session_id)
+        if socket is None:
+            raise ConnectionClosed(session_id)
+        if not isinstance(socket, ServerConnection):
+            await socket.send_many(frames)
+            return
         try:
-            await send_together(self._sockets[session_id], frames)  # one socket write
-        except (websockets.ConnectionClosed, KeyError) as exc:
+            await send_together(socket, frames)  # one socket write
+        except websockets.ConnectionClosed as exc:
             raise ConnectionClosed(session_id) from exc
 
     # --- each session's protocol -------------------------------------------------------------

@@ -42,13 +42,13 @@ from vixio.transports.xiaozhi.companions.pairing import CompanionRegistry
 from vixio.transports.xiaozhi.companions.policy import PairingPolicy
 from vixio.transports.xiaozhi.companions.store import PairingStore
 from vixio.transports.xiaozhi.mcp.register_tools import RegisterToolsClient, ServerTools
-from vixio.transports.xiaozhi.websocket.session_io import XiaozhiSessionIO
+from vixio.transports.xiaozhi.websocket.session_io import SessionChannel, XiaozhiSessionIO
 from vixio.transports.xiaozhi.websocket.log import websockets_logger
-from vixio.transports.xiaozhi.websocket.receive import DirectConnection, connection_class
+from vixio.patches.websockets import DirectConnection, connection_class
 
 COMPANION_HELLO_GRACE = 1.0
 """Seconds a client that registered tools has left to send a hello before it is served as a
-seed 002 companion (no hello, no audio)."""
+registerTools companion (no hello, no audio)."""
 
 
 @dataclass(slots=True)
@@ -208,9 +208,14 @@ class XiaozhiTransport(XiaozhiSessionIO):
 
     # --- one connection -----------------------------------------------------------------------
 
-    async def _handle(self, socket: ServerConnection) -> None:
+    async def serve_channel(self, channel: SessionChannel) -> None:
+        """Serve one session over a non-WebSocket channel (mqtt/channel.py) from its hello on,
+        exactly as a WebSocket session; returns when it ends."""
+        await self._handle(channel)
+
+    async def _handle(self, socket: ServerConnection | SessionChannel) -> None:
         accepted = time.perf_counter()
-        identity: DeviceIdentity = socket.vixio_identity  # type: ignore[attr-defined]
+        identity: DeviceIdentity = socket.vixio_identity  # type: ignore[union-attr]
         if self.identities is not None:  # before anything keyed by the device id
             try:
                 identity = await self.identities.resolve(identity)
@@ -225,7 +230,7 @@ class XiaozhiTransport(XiaozhiSessionIO):
                                                              max_json_depth=self.config.max_json_depth)
         budget = ToolBudget(self.config.mcp.limits)  # shared by the session's peer tool sources
         self.open_session_io(session_id, identity.device_id)
-        if isinstance(socket, DirectConnection):
+        if isinstance(socket, DirectConnection) or not isinstance(socket, ServerConnection):
             socket.receiver = lambda data: self.receive_now(session_id, data)
         # Before the hello wait: the read worker routes MCP frames as they arrive, so a
         # registration sent with (or before) the hello reaches its client.
@@ -244,7 +249,7 @@ class XiaozhiTransport(XiaozhiSessionIO):
         try:
             hello = await self._wait_for_hello(session_id, register.registered_event)
             if hello is None and register.registered and register.is_companion:
-                hello = {"type": "hello", "version": identity.protocol_version, "features": {}}  # seed 002 only
+                hello = {"type": "hello", "version": identity.protocol_version, "features": {}}  # registerTools only
                 log.info("a registerTools companion for {} without a hello: served without audio", register.mac_addr)
             if hello is None:
                 log.info("closed: no hello within {}s", self.config.hello_timeout)
@@ -307,7 +312,7 @@ class XiaozhiTransport(XiaozhiSessionIO):
             await socket.close()
 
     def _start_device_tools(self, session_id: str, identity: DeviceIdentity, context: DeviceContext,
-                            socket: ServerConnection, budget: ToolBudget) -> None:
+                            socket: ServerConnection | SessionChannel, budget: ToolBudget) -> None:
         """Start listing the device's MCP tools in the background (after the pipeline factory,
         so its tools callback is registered first). A peer the factory set itself is kept."""
         if not context.features.get("mcp") or self._io[session_id].mcp_peer is not None:
@@ -339,7 +344,7 @@ class XiaozhiTransport(XiaozhiSessionIO):
 
         hello = asyncio.ensure_future(first_hello())
         waiters: set[asyncio.Future[Any]] = {hello}
-        if registered is not None:  # a seed 002 companion registers and never says hello
+        if registered is not None:  # a registerTools companion registers and never says hello
             waiters.add(asyncio.ensure_future(registered.wait()))
         try:
             await asyncio.wait(waiters, timeout=self.config.hello_timeout, return_when=asyncio.FIRST_COMPLETED)

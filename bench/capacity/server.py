@@ -16,19 +16,19 @@ from typing import Any
 import websockets
 import yaml
 
-from capacity_procs import Children, ProcessTree
+from capacity.procs import Children, ProcessTree
 
-ROOT = Path(__file__).resolve().parents[1]
-BENCH = Path(__file__).resolve().parent
+ROOT = Path(__file__).resolve().parents[2]
+BENCH = Path(__file__).resolve().parents[1]
 READY_TIMEOUT_S = 120.0
 """Loading Silero, litellm and openai-agents on a busy 2-core machine can take a while."""
 
 
 def start_fakes(children: Children, env: dict[str, str], delays: tuple[float, float] = (0.0, 0.0)) -> tuple[str, ProcessTree]:
-    """Start bench/capacity_fakes.py, answering after `delays` (seconds to the model's first token,
+    """Start bench/capacity/fakes.py, answering after `delays` (seconds to the model's first token,
     to the first TTS audio); returns its base URL (`http://127.0.0.1:<port>/v1`) and process."""
     waits = ["--first-token-ms", str(1000 * delays[0]), "--first-audio-ms", str(1000 * delays[1])]
-    proc = children.start([sys.executable, str(BENCH / "capacity_fakes.py"), *waits], cwd=ROOT, env=env,
+    proc = children.start([sys.executable, str(BENCH / "capacity" / "fakes.py"), *waits], cwd=ROOT, env=env,
                           stdout=subprocess.PIPE, text=True)
     assert proc.stdout is not None
     line = proc.stdout.readline()

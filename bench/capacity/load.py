@@ -14,7 +14,7 @@ The packets are encoded once (libopus, 16 kHz) before any device starts, so a de
 sleeps and sends: one process keeps real time for a few hundred devices. Its send lateness
 (actual send time − due time) is recorded so that claim is checked on every run.
 
-Run as a child of the benchmark: `python bench/capacity_load.py '<json spec>'` writes every
+Run as a child of the benchmark: `python bench/capacity/load.py '<json spec>'` writes every
 turn's record and the lateness figures as JSON to the spec's `out` file.
 """
 
@@ -34,7 +34,7 @@ import numpy as np
 import websockets
 from websockets.exceptions import ConnectionClosed
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 import websockets
 
-from capacity_load import Device, build_clips
+from capacity.load import Device, build_clips
 
 REGISTER_TOOLS = 600
 LIST_TOOLS = 1000
@@ -35,7 +35,7 @@ PING_INTERVAL_S = 0.020
 
 
 def registration_entries(count: int) -> list[dict[str, Any]]:
-    """`count` registerTools entries shaped like seed 002's examples."""
+    """`count` registerTools entries shaped like the registerTools design's examples."""
     return [{"name": f"bench_tool_{i:04d}", "description": f"Bench tool {i}: set a level (0-100) with a label.",
              "main_type": "remote", "sub_type": "query" if i % 2 else "control",
              "parameters": {"type": "object", "properties": {

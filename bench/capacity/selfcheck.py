@@ -1,6 +1,6 @@
 """Checks the capacity benchmark's own load generator: can it keep real time for N devices?
 
-    .venv/bin/python bench/capacity_selfcheck.py --n 200 [--generators G]
+    .venv/bin/python bench/capacity/selfcheck.py --n 200 [--generators G]
 
 Instead of vixio, a minimal answering machine (its own process, no VAD, no codec) answers each
 device's turn a fixed `ANSWER_DELAY_S` after the packet that ends the question arrives: `tts
@@ -23,11 +23,11 @@ from typing import Any
 
 import websockets
 
-BENCH = Path(__file__).resolve().parent
+BENCH = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(BENCH))
 
-from capacity_load import build_clips  # noqa: E402
-from capacity_procs import Children, ProcessTree  # noqa: E402
+from capacity.load import build_clips  # noqa: E402
+from capacity.procs import Children, ProcessTree  # noqa: E402
 
 ANSWER_DELAY_S = 0.6
 REPLY_FRAMES = 25
@@ -79,7 +79,7 @@ class AnsweringMachine:
     """The answering machine in its own process, shaped like VixioServerProcess for `run_load`."""
 
     def __init__(self, children: Children) -> None:
-        from capacity_server import free_port
+        from capacity.server import free_port
 
         port = free_port()
         self.ws_url = f"ws://127.0.0.1:{port}/"
@@ -101,7 +101,7 @@ def main() -> int:
         asyncio.run(serve_answering_machine(args.serve))
         return 0
     from bench_capacity import run_load
-    from capacity_report import print_summary
+    from capacity.report import print_summary
 
     children = Children()
     try:

@@ -6,7 +6,7 @@ the firmware's headers, sends its hello (`features.mcp`), answers the server's M
 keeps the socket open and sends nothing (the WebSocket library answers the server's pings, as
 the firmware's does). A device counts as connected once its last `tools/list` page is answered.
 
-Run as a child of the benchmark: `python bench/capacity_idle.py <ws url>`; it reads commands on
+Run as a child of the benchmark: `python bench/capacity/idle.py <ws url>`; it reads commands on
 stdin, one a line, and answers each with one JSON line on stdout:
 
 - `add K`: connect K more devices (at most `CONNECTING` at a time); answers
@@ -31,7 +31,7 @@ import numpy as np
 import websockets
 from websockets.exceptions import ConnectionClosed
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
@@ -42,7 +42,7 @@ CONNECTING = 100
 firmware's retry timers, not all in the same millisecond."""
 LISTED_TIMEOUT_S = 60.0
 FIRST_INDEX = 1 << 20
-"""Idle devices' ids start here, apart from the talking devices of bench/capacity_load.py."""
+"""Idle devices' ids start here, apart from the talking devices of bench/capacity/load.py."""
 
 
 def raise_nofile() -> int:

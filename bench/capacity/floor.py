@@ -42,7 +42,11 @@ from typing import Any
 
 import numpy as np
 
-from capacity_load import Clip
+if __name__ == "__main__":  # the probe, run as a script: the `capacity` package's parent on the path
+    sys.path[0] = str(Path(__file__).resolve().parents[1])
+    sys.path.insert(1, str(Path(__file__).resolve().parents[2]))
+
+from capacity.load import Clip  # noqa: E402
 
 PROBE_INTERVAL = 1.0
 """Seconds between the floor probes taken while a load runs (`FloorProbe`)."""
@@ -78,7 +82,7 @@ READY = "probe ready"
 
 
 class FloorProbe:
-    """The floor measured while a load runs, in a child process (`python capacity_floor.py --probe`):
+    """The floor measured while a load runs, in a child process (`python capacity.floor.py --probe`):
     use as a context manager around the load; `readings` holds (monotonic time, ms per frame)."""
 
     def __init__(self, interval: float = PROBE_INTERVAL) -> None:
@@ -125,7 +129,7 @@ class FloorProbe:
 
 def _probe(interval: float) -> None:
     """The probe process: one reading per line on stdout until SIGTERM."""
-    from capacity_load import build_clips
+    from capacity.load import build_clips
     from vixio.providers.vad.silero_onnx import SileroOnnxVAD
 
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
@@ -199,5 +203,4 @@ def measure_floor(clips: list[Clip], repeats: int = FLOOR_REPEATS) -> dict[str, 
 
 if __name__ == "__main__":
     if len(sys.argv) == 3 and sys.argv[1] == "--probe":
-        sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
         _probe(float(sys.argv[2]))

@@ -2,7 +2,7 @@
 
 `FleetProcess` is vixio/testing/fleet.py's `Fleet` (HAProxy with deploy/haproxy.cfg in front of N
 `vixio serve` instances) run on an event loop of its own thread, configured like
-bench/bench_capacity.py's server (capacity_server.server_config: the fakes, Silero VAD, Opus) and
+bench/bench_capacity.py's server (capacity.server.server_config: the fakes, Silero VAD, Opus) and
 read like it (`ServerUnderLoad`: one process tree over the instances and HAProxy, their logs).
 
 `RedisCounters` reads `INFO` of the shared redis-server before and after something: commands,
@@ -21,8 +21,8 @@ from typing import Any, TypeVar
 
 import yaml
 
-from capacity_procs import ProcessTree, ProcessTrees
-from capacity_server import ServerUnderLoad, server_config
+from capacity.procs import ProcessTree, ProcessTrees
+from capacity.server import ServerUnderLoad, server_config
 
 T = TypeVar("T")
 

@@ -15,7 +15,7 @@ only the voice server's own work:
 `--first-audio-ms` each speech body before its first byte: `PROVIDER_PAIRS["slow"]` is the
 300 ms / 150 ms pair bench/bench_latency.py also measures, as remote services answer.
 
-Run on its own: `python bench/capacity_fakes.py [--port 0]` prints one JSON line
+Run on its own: `python bench/capacity/fakes.py [--port 0]` prints one JSON line
 `{"port": ...}` when it listens, then serves until SIGINT/SIGTERM.
 """
 
