@@ -13,15 +13,7 @@ import pytest
 
 from tests.console.test_console_browser import WAIT, _browser
 from tests.transports.xiaozhi.test_pairing_authorization import (
-    A_ID,  # noqa: F401  (fixture)
-    V_MAC,
-    api,
-    companion,
-    connect_v,
-    serve,
-    servers,
-    v_tools,
-)
+    A_ID, V_MAC, api, companion, connect_v, serve, servers, v_tools)  # noqa: F401  (fixture)
 
 pytestmark = pytest.mark.browser
 
