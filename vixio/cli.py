@@ -11,6 +11,8 @@
     vixio identity list | approve DEVICE CLIENT_ID | dismiss DEVICE CLIENT_ID   # a re-flashed board's re-bind
     vixio memory show|clear DEVICE              # what the state store keeps about a device
     vixio profile list | show DEVICE | assign DEVICE PROFILE | clear DEVICE   # each device's assistant
+    vixio reminders list [DEVICE] | add DEVICE TEXT --in 10m | cancel DEVICE ID   # reminders, alarms, timers
+    vixio say DEVICE "dinner is ready"          # said to a device now, talking, idle or away
 """
 
 from __future__ import annotations
@@ -67,6 +69,10 @@ def build_parser() -> argparse.ArgumentParser:
     from vixio.console.identity_cli import add_identity_parser
 
     add_identity_parser(commands)
+    from vixio.console.reminders_cli import add_reminders_parser, add_say_parser
+
+    add_reminders_parser(commands)
+    add_say_parser(commands)
     from vixio.console.profiles_cli import add_profile_parser
     from vixio.state.cli import add_memory_parser
 
@@ -109,6 +115,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from vixio.console.identity_cli import run_identity
 
         return run_identity(args)
+    if args.command in ("reminders", "say"):
+        from vixio.console.reminders_cli import run_reminders, run_say
+
+        return run_reminders(args) if args.command == "reminders" else run_say(args)
     if args.command == "profile":
         from vixio.console.profiles_cli import run_profile
 

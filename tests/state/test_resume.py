@@ -187,11 +187,11 @@ async def test_a_full_state_file_costs_one_error_and_no_turn(llm: ScriptedLLMSer
     llm.expect(*(Reply.text("Still here. " * 300) for _ in range(8)))
     lines: list[tuple[str, str]] = []
     sink = logger.add(lambda m: lines.append((m.record["level"].name, m.record["message"])), level="INFO")
-    server = await start(llm, tmp_path, state={"path": str(tmp_path / "state.db"), "max_mb": 0.11})
+    server = await start(llm, tmp_path, state={"path": str(tmp_path / "state.db"), "max_mb": 0.16})
     try:
         async with SimulatedDevice(ws_url=url(server), mcp=False) as device:
             await device.connect()
-            for n in range(8):  # each turn about 4 KB, the cap 112 KB (a new file is 100): reached on the way
+            for n in range(8):  # each turn about 4 KB, the cap 164 KB (a new file is 144): reached on the way
                 await say(device, f"turn {n} " + "words " * 50)
         stored = await server.store.recent_turns(device.device_id, limit=100)
         assert 0 < len(stored) < 8 and len(llm.requests) == 8

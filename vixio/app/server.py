@@ -46,6 +46,7 @@ from vixio.transports.xiaozhi.websocket.transport import DeviceContext, Pipeline
 from vixio.core.tools.types import ToolDefinition
 from vixio.voice.session_tools import SessionTools
 from vixio.app.startup import freeze_startup_heap, log_http_urls, warn_about_open_tokens
+from vixio.app.reminders import attach_reminders
 from vixio.app.task_results import TaskResults
 from vixio.app.mqtt import PATH as MQTT_PUSH_PATH
 from vixio.app.mqtt import MqttService
@@ -143,6 +144,11 @@ class VixioServer:
         self._accept_throttle: AcceptErrorThrottle | None = None
         self.console = Console(self)
         """The operator console at /console/ and its /api/ (vixio.console)."""
+        self.reminders = attach_reminders(self)
+        """Reminders that fire, operator messages, `notify` (vixio/app/reminders.py); `reminders.idle_push`
+        is where a transport that reaches idle devices (MQTT) plugs in."""
+        if self.mqtt.enabled:  # idle devices on MQTT hear reminders and operator messages at once
+            self.reminders.idle_push = self
         if not serve_http:  # a worker: the supervisor's console and /metrics reach this one over its private socket
             self.session_routes.append(SessionRoute("GET", metrics.SAMPLES_PATH, self._samples))
             self.session_routes.append(SessionRoute("POST", console_workers.PATH, console_workers.worker_route(self.console.local)))
@@ -265,6 +271,7 @@ class VixioServer:
             warn_when_model_has_no_tools(self.config)
         await self.transport.start()
         await self.mqtt.start()
+        self.reminders.start()
         if not self.serve_http:
             logger.info("worker ready: WebSocket port {}", self.transport.port)
             return
@@ -308,6 +315,7 @@ class VixioServer:
         await self.mqtt.stop()  # its sessions get `goodbye` before the transport closes them
         await self.transport.stop()
         await self.task_results.close()
+        await self.reminders.close()
         await self.directory.close()  # the closed sessions' entries are removed
         await self.console.close()
         await self.voice.close()

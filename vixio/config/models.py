@@ -8,6 +8,7 @@ from pydantic import Field, ModelWrapValidatorHandler, field_validator, model_va
 
 from vixio.config.languages import Language, apply_language, language_pack
 from vixio.config.memory import MemoryConfig, StateConfig
+from vixio.config.reminders import RemindersConfig
 from vixio.config.profiles import DevicesConfig, ProfilesConfig, lower_device_keys, materialize
 from vixio.config.tools import ToolsConfig
 from vixio.config.vision import VisionConfig
@@ -83,6 +84,7 @@ class VixioConfig(StrictModel):
     """The model that answers the device's camera tool; null answers it with HTTP 501 (no vision)."""
     state: StateConfig = Field(default_factory=StateConfig)
     memory: MemoryConfig = Field(default_factory=MemoryConfig)
+    reminders: RemindersConfig = Field(default_factory=RemindersConfig)
     profiles: ProfilesConfig = Field(default_factory=dict)
     """Per-device assistants by name: each names only what differs from this top-level config, which is the default profile (see docs/config.md, "Profiles")."""
     devices: DevicesConfig = Field(default_factory=dict)

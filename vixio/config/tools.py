@@ -15,7 +15,8 @@ from vixio.config.mcp import McpServersConfig
 from vixio.core.settings import StrictModel
 from vixio.core.tools.policy import ToolPolicy
 
-BuiltinTool = Literal["get_time", "get_date"]
+BuiltinTool = Literal["get_time", "get_date", "reminders"]
+"""`reminders`: set_reminder, list_reminders and cancel_reminder (docs/reminders.md)."""
 BUILTIN_DEFAULT: tuple[BuiltinTool, ...] = ("get_time", "get_date")
 SubTypeName = Literal["control", "query"]
 
@@ -63,7 +64,7 @@ class ToolsConfig(StrictModel):
     enabled: bool = True
     """Master switch: false gives the model no tools at all."""
     builtin: list[BuiltinTool] = Field(default_factory=lambda: list(BUILTIN_DEFAULT))
-    """Local tools offered to every session."""
+    """Local tools offered to every session; add `reminders` for set_reminder, list_reminders and cancel_reminder (docs/reminders.md)."""
     local: list[str | LocalToolConfig] = Field(default_factory=list)
     """Your own Python functions as tools: "package.module:function", "path/to/file.py:function", or {function, name, description, async, timeout, sub_type}; loaded at startup."""
     default_enabled: bool = True
@@ -86,7 +87,8 @@ class ToolsConfig(StrictModel):
     sub_types: dict[str, SubTypeName] = Field(default_factory=dict)
     """Per-tool sub_type, e.g. {"self.audio_speaker.set_volume": "control"}."""
     async_tools: AsyncToolsConfig = Field(default_factory=AsyncToolsConfig)
-    read_only: list[str] = Field(default_factory=lambda: ["self.get_device_status", "get_time", "get_date"])
+    read_only: list[str] = Field(default_factory=lambda: ["self.get_device_status", "get_time", "get_date",
+                                                           "list_reminders"])
     """Tools (names or patterns) without side effects, which may run during a preemptive turn (before the user's turn is confirmed). Besides these, MCP tools marked `readOnlyHint` and local query tools may; control, async and confirmation-bound tools, and the device's and companions' tools, wait for the confirmation."""
     mcp_servers: McpServersConfig = Field(default_factory=dict)
     """Third-party MCP servers by name, in the `mcpServers` shape of desktop MCP clients (see examples/mcp_servers.yaml)."""

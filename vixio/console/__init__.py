@@ -23,6 +23,7 @@ from vixio.console.identity import IdentityApi
 from vixio.console.memory import MemoryApi
 from vixio.console.pairing import LocalPairing, PairingApi
 from vixio.console.profiles import ProfileApi
+from vixio.console.reminders import ReminderApi
 
 if TYPE_CHECKING:
     from vixio.console.host import ConsoleHost
@@ -53,6 +54,11 @@ class Console:
         self.memory.register(server.ota.add_route, self.api._protect)
         self.identities = IdentityApi(server.store)
         self.identities.register(server.ota.add_route, self.api._protect)
+        agent = server.config.agent
+        self.reminders = ReminderApi(server.store, server.config.reminders,
+                                     agent.timezone or "" if agent is not None else "")
+        self.reminders.register(server.ota.add_route, self.api._protect)
+        self.api.say_to_device = self.reminders.say
 
     def use_backend(self, backend: ConsoleBackend) -> None:
         """Serve another backend's sessions (e.g. a `FanOutBackend` over every worker)."""

@@ -9,7 +9,7 @@
     GET  /api/tools[?session=ID]    every tool the agent could call, with its policy state
     POST /api/execute               {"session": ID|null, "tool": name, "arguments": {...}}
     POST /api/parse                 {"text": reply, "protocol": "vcp"|"xml"|"auto"}
-    POST /api/say                   {"session": ID, "text": sentence}
+    POST /api/say                   {"session": ID, "text": sentence}, or {"device": D, "text": message}
     GET  /api/events                Server-Sent Events: `sessions` whenever a summary changes
 
 Everything under `/api/` except `console`, `login` and `logout` answers only operators
@@ -25,6 +25,7 @@ import contextlib
 import json
 import time
 from importlib import resources
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from aiohttp import web
@@ -32,6 +33,7 @@ from loguru import logger
 
 from vixio.console.backend import ConsoleBackend, ConsoleError
 from vixio.console.parse import PROTOCOLS, check_reply
+from vixio.console.replies import checked_device_id
 from vixio.console.replies import json_body as _body
 from vixio.console.replies import json_reply as _json
 from vixio.core.json_limits import loads_bounded
@@ -67,6 +69,8 @@ class ConsoleApi:
         self._closing = asyncio.Event()
         """Set when the server stops: open event streams end (aiohttp would wait for them)."""
         self._static = _load_static()
+        self.say_to_device: Callable[[str, str], Awaitable[dict[str, Any]]] | None = None
+        """`/api/say` with a device and no session: an operator message (console/reminders.py)."""
         self._shared: tuple[float, str] | None = None
         """(when, data) of the last sessions snapshot, so many open pages cost one look."""
 
@@ -206,8 +210,11 @@ class ConsoleApi:
     async def _say(self, request: web.Request) -> web.Response:
         body = await _body(request)
         session_id = _session_id(body)
+        if session_id is None and body.get("device") is not None and self.say_to_device is not None:
+            # No session: an operator message to a device, talking or not (console/reminders.py).
+            return _json(await self.say_to_device(checked_device_id(body.get("device")), body.get("text", "")))
         if session_id is None:
-            raise ConsoleError("say needs a session")
+            raise ConsoleError("say needs a session (or a device)")
         return _json(await self.backend.say(session_id, body.get("text", "")))
 
     async def _events(self, request: web.Request) -> web.StreamResponse:

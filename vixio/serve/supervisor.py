@@ -52,7 +52,11 @@ from vixio.console.identity import IdentityApi
 from vixio.console.memory import MemoryApi
 from vixio.console.pairing import FanOutPairing, PairingApi, WorkerPairing
 from vixio.console.profiles import ProfileApi
+from vixio.console.reminders import ReminderApi
 from vixio.console.worker_calls import WorkerBackend
+from vixio.app.notify import PATH as NOTIFY_PATH
+from vixio.app.notify import NotifyAudio
+from vixio.app.reminders import PATH as REMINDERS_PATH
 from vixio.app.startup import log_http_urls, warn_about_open_tokens
 from vixio.profiles import ProfileBook
 from vixio.state import StoreError, open_store
@@ -131,6 +135,15 @@ class Supervisor(WorkerLifecycle):
         # Re-binds are pins in the store: approved here, seen by every worker at the device's next contact.
         self.identities = IdentityApi(self.store)
         self.identities.register(self.ota.add_route, self.console._protect)
+        # Reminders and operator messages are written here; the workers' schedulers fire them (vixio/app/reminders.py).
+        zone = config.agent.timezone or "" if config.agent is not None else ""
+        self.reminders = ReminderApi(self.store, config.reminders, zone)
+        self.reminders.wake = lambda: self.peers.gather("POST", REMINDERS_PATH, json={"call": "wake"}, local=True)
+        self.reminders.register(self.ota.add_route, self.console._protect)
+        self.console.say_to_device = self.reminders.say
+        # Notify files are in the store: rendered by a worker, fetched from this port.
+        self.ota.add_route("GET", NOTIFY_PATH, NotifyAudio(self.store, config.reminders.notify, lambda: None,
+                                                           lambda: "").handle)
         self.websocket_port = 0
         self._dispatch: Dispatcher | None = None
         self._run_dir = ""

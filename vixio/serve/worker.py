@@ -34,6 +34,7 @@ from vixio.config.models import VixioConfig
 from vixio.app.log import setup_logging
 from vixio.app.server import SessionRoute, VixioServer, rss_mb
 from vixio.fleet.companions import PATH as COMPANIONS_PATH
+from vixio.app.reminders import PATH as REMINDERS_PATH
 from vixio.app.task_results import PATH as TASK_RESULTS_PATH
 from vixio.fleet.companions import WorkerCompanionRelay
 from vixio.fleet.bus import fleet_bus
@@ -98,10 +99,13 @@ async def run_worker(config: VixioConfig, index: int, socket_path: str, http_por
     server.task_results.siblings, server.task_results.worker = siblings, holder
     server.mqtt.peers = siblings  # a push reaches the worker whose broker holds the device (vixio/app/mqtt.py)
     server.task_results.locate = server.directory.holders_of
+    server.reminders.siblings, server.reminders.worker = siblings, holder  # a reminder for a device held elsewhere
+    server.reminders.locate = server.directory.holders_of
     sessions = DirectoryRoute(server.transport, siblings)
     server.directory.close_elsewhere = sessions.close_elsewhere
     server.session_routes += [SessionRoute("POST", COMPANIONS_PATH, relay.handle),
                               SessionRoute("POST", TASK_RESULTS_PATH, server.task_results.handle),
+                              SessionRoute("POST", REMINDERS_PATH, server.reminders.handle),
                               SessionRoute("POST", DIRECTORY_PATH, sessions.handle)]
     # Until the models are loaded SIGTERM keeps its default action: there is nothing to close yet.
     await server.start()

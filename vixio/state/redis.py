@@ -23,6 +23,8 @@ are JSON arrays, times unix seconds):
     P pins-seen                  hash  device -> when its pinned pair was last seen
     P rebinds                    hash  [device, client_id] -> [first, last, attempts]: re-binds pending
     P rebind-order               zset  the same members scored by their latest attempt (bounds them)
+    P reminders:DEVICE, P reminder-due, P fired:DEVICE, P clip:TOKEN, P clips: reminders
+                                 (vixio/state/redis_reminders.py)
 
 Bounds: a device keeps its newest `state.max_turns` turns; its two turn keys expire
 `memory.history_days` after its newest turn (the hourly prune also drops older turns of devices
@@ -50,6 +52,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from vixio.state import redis_scripts as scripts
 from vixio.state.redis_link import Op, RedisLink, unusable
+from vixio.state.redis_reminders import RedisReminders
 from vixio.state.store import (
     PIN_SEEN_EVERY,
     SESSION_TTL,
@@ -85,7 +88,7 @@ def redacted(url: str) -> str:
     return urlunsplit((parts.scheme, f"{user}:***@{host}", parts.path, parts.query, parts.fragment))
 
 
-class RedisStore(Store):
+class RedisStore(RedisReminders, Store):
     """`Store` on a Redis server (see the module docstring for keys, bounds and failures)."""
 
     def __init__(self, url: str, *, password: str | None = None, prefix: str = "vixio:", timeout: float = 1.0,

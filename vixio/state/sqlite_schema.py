@@ -63,6 +63,18 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
             device_id TEXT NOT NULL, client_id TEXT NOT NULL, first REAL NOT NULL, last REAL NOT NULL,
             attempts INTEGER NOT NULL, PRIMARY KEY (device_id, client_id)) WITHOUT ROWID""",
     ),
+    (  # 7: reminders, their fired occurrences waiting for delivery, notify clips (vixio/state/reminders.py)
+        """CREATE TABLE reminders (
+            id TEXT PRIMARY KEY, device_id TEXT NOT NULL, text TEXT NOT NULL, due REAL NOT NULL,
+            kind TEXT NOT NULL, repeat TEXT NOT NULL, at TEXT NOT NULL, zone TEXT NOT NULL, created REAL NOT NULL)""",
+        "CREATE INDEX reminders_by_due ON reminders (due)",
+        "CREATE INDEX reminders_by_device ON reminders (device_id, due)",
+        """CREATE TABLE fired_reminders (
+            occurrence TEXT PRIMARY KEY, device_id TEXT NOT NULL, reminder_id TEXT NOT NULL, text TEXT NOT NULL,
+            kind TEXT NOT NULL, due REAL NOT NULL, zone TEXT NOT NULL)""",
+        "CREATE INDEX fired_reminders_by_device ON fired_reminders (device_id, due)",
+        "CREATE TABLE clips (token TEXT PRIMARY KEY, data BLOB NOT NULL, until REAL NOT NULL)",
+    ),
 )
 """Migration n (from 1) takes a file from version n-1 to n."""
 

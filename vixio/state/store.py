@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from vixio.metrics.instruments import count_store_error
+from vixio.state.reminders import ReminderStore
 
 AdmissionKind = Literal["activation", "allow-list"]
 
@@ -156,7 +157,7 @@ class LiveSession:
     started: float
 
 
-class Store(ABC):
+class Store(ReminderStore, ABC):
     """What vixio keeps beyond a session. Device ids are lowercase MACs or other printable ids."""
 
     location: str = ""
@@ -165,7 +166,7 @@ class Store(ABC):
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         for name in Store.__abstractmethods__:
-            method = cls.__dict__.get(name)
+            method = getattr(cls, name, None)  # a mixin's too (vixio/state/sqlite_reminders.py)
             if inspect.iscoroutinefunction(method) and not getattr(method, "_counts_store_errors", False):
                 setattr(cls, name, _counting_failures(method))
 
@@ -346,10 +347,14 @@ class Store(ABC):
 
     async def forget_device(self, device_id: str) -> None:
         """Erase what the device said and what was learnt about it: history, memory, profile
-        assignment, results held for it, and its identity pin (the next contact pins again); its
-        admission and pairings stay: they are the operator's decisions."""
+        assignment, results held for it, its reminders (and those that fired while it was away),
+        and its identity pin (the next contact pins again); its admission and pairings stay: they
+        are the operator's decisions."""
         await self.clear_history(device_id)
         await self.take_results(device_id)
+        for reminder in await self.reminders(device_id):
+            await self.cancel_reminder(device_id, reminder.id)
+        await self.take_fired(device_id)
         await self.set_memory(device_id, "")
         await self.assign_profile(device_id, None)
         await self.unpin_identity(device_id)

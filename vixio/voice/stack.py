@@ -79,10 +79,12 @@ class VoiceStack:
         """Whether `tts` or its fallback speaks, shared by every session of the process."""
         zone = resolve_timezone(config.agent.timezone) if config.agent is not None else None
         self.local_tools: list[ToolDefinition] = [func_to_tool_definition(builtin_tool(name, zone))
-                                                  for name in config.tools.builtin]
+                                                  for name in _clock_tools(config)]
         """Local tools every session gets (built-ins, `tools.local`; add your own before the first session)."""
-        self.local_tools += (base.local_tools[len(base.config.tools.builtin):] if base is not None
+        self.local_tools += (base.local_tools[len(_clock_tools(base.config)):] if base is not None
                              else self._configured_local_tools())
+        self.reminder_tools: list[ToolDefinition] = []
+        """set/list/cancel_reminder, bound to the store by the server when `tools.builtin` has `reminders`."""
         self._task_queue: AsyncTaskQueue | None = None
         self.results_after_session: Callable[[str, AsyncTaskRecord], Awaitable[None]] | None = None
         """Gets (device id, record) for each background task that finishes after its session
@@ -194,6 +196,8 @@ class VoiceStack:
             tools.add_closer(partial(runner.release, partial(self.results_after_session, device_id)))
         else:
             tools.add_closer(runner.cancel_all)
+        if reminder_tools := (self.base or self).reminder_tools:
+            tools.add_source("reminders", reminder_tools)
         if self.config.tools.async_tools.tools or any(tool.is_async for tool in self.local_tools):
             tools.add_source("tasks", [task_status_tool(runner)])
         if self.mcp is not None:
@@ -319,3 +323,8 @@ def _same(section: Any, other: Any, *, but: str = "") -> bool:
 def _profile_name(stack: VoiceStack) -> str:
     base = stack.base
     return next((name for name, each in base.profiles.items() if each is stack), "?") if base is not None else "default"
+
+
+def _clock_tools(config: VixioConfig) -> list[str]:
+    """The built-ins made here (`reminders` needs the store: the server binds those)."""
+    return [name for name in config.tools.builtin if name != "reminders"]
