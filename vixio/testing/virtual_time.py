@@ -30,7 +30,7 @@ P = ParamSpec("P")
 T = TypeVar("T")
 
 
-class _VirtualSelector(selectors.DefaultSelector):  # type: ignore[misc,valid-type]
+class _VirtualSelector(selectors.DefaultSelector):
     """Polls the real file descriptors; where the loop would block until a timer, moves the clock."""
 
     def __init__(self) -> None:
