@@ -78,6 +78,9 @@ def python_build() -> str:
     return f"{platform.python_implementation()} {platform.python_version()} ({sys.base_prefix})"
 
 
+READY = "probe ready"
+
+
 class FloorProbe:
     """The floor measured while a load runs, in a child process (`python capacity.floor.py --probe`):
     use as a context manager around the load; `readings` holds (monotonic time, ms per frame)."""
@@ -90,6 +93,12 @@ class FloorProbe:
     def __enter__(self) -> FloorProbe:
         self._proc = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--probe", str(self.interval)],
                                       stdout=subprocess.PIPE, text=True, cwd=Path(__file__).resolve().parent)
+        # The load starts once the probe measures: its own start (imports, the model, the clips:
+        # seconds on a busy machine) must neither compete with the load nor leave a short run unprobed.
+        assert self._proc.stdout is not None
+        if self._proc.stdout.readline().strip() != READY:
+            self._proc.kill()
+            raise RuntimeError(f"the floor probe did not start (exit {self._proc.wait()})")
         return self
 
     def __exit__(self, *exc_info: object) -> None:
@@ -104,6 +113,8 @@ class FloorProbe:
             try:
                 reading = json.loads(line)
             except ValueError:  # a line cut short as the probe was stopped
+                continue
+            if not isinstance(reading, dict) or "at" not in reading:
                 continue
             self.readings.append((reading["at"], reading["ms_per_frame"]))
 
@@ -126,6 +137,7 @@ def _probe(interval: float) -> None:
     packets = [packet for clip in clips for packet in clip.packets]
     meter = _Meter(SileroOnnxVAD(16000))
     position = 0
+    print(READY, flush=True)
     while True:
         time.sleep(interval)
         for _ in range(PROBE_WARMUP):

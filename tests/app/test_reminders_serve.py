@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_fleet import api, start_instance
+from tests.fleet.test_fleet import api, start_instance
 from vixio.serve.supervisor import reuse_port_supported
 from vixio.state.redis import RedisStore
 from vixio.testing.device import ReceivedMessage, SimulatedDevice

@@ -12,6 +12,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 import bench_ab  # noqa: E402
 from bench_ab import loads_by_key, main, paired_report  # noqa: E402
 
+pytestmark = pytest.mark.unit
+
 
 def summary(n: int, cpu: float, p95: float, shape: str = "staggered", late: int = 0) -> dict[str, object]:
     """The parts of a bench_capacity summary bench_ab reads (the real one has many more)."""

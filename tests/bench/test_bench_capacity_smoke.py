@@ -27,6 +27,8 @@ from capacity.procs import HostCpu  # noqa: E402
 from capacity.report import late_frames  # noqa: E402
 from capacity.server import server_config, shipped_voice_stack  # noqa: E402
 
+pytestmark = pytest.mark.process
+
 TTS_FRAMES = round(1.5 / FRAME_S)
 """The fake TTS answers 1.5 s of audio per sentence and the fake LLM one sentence: 25 frames."""
 

@@ -19,6 +19,8 @@ sys.path.insert(0, str(BENCH))
 
 from capacity.fleet import RedisCounters, RedisSample  # noqa: E402
 
+pytestmark = pytest.mark.process
+
 
 def test_a_redis_delta_leaves_out_the_info_that_took_it() -> None:
     before = RedisSample(commands=10, reads=5, cpu_s=1.0, by_command={"evalsha": 3, "hget": 1})

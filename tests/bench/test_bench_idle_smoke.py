@@ -8,12 +8,16 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 BENCH = ROOT / "bench"
 sys.path.insert(0, str(BENCH))
 
 from bench_idle import slope_per_1000  # noqa: E402
 from capacity.server import server_config  # noqa: E402
+
+pytestmark = pytest.mark.process
 
 
 def test_overrides_merge_key_by_key(tmp_path: Path) -> None:

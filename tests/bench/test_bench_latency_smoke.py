@@ -16,6 +16,8 @@ sys.path.insert(0, str(BENCH))
 
 from bench_latency import PAUSES_S, corpus  # noqa: E402
 
+pytestmark = pytest.mark.process
+
 
 def test_the_corpus_has_30_utterances_a_third_paused_in_both_languages() -> None:
     utterances = corpus()

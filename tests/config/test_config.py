@@ -7,6 +7,8 @@ import pytest
 from vixio.cli import main
 from vixio.config import ConfigError, load_config, parse_config
 
+pytestmark = pytest.mark.unit
+
 ROOT = Path(__file__).resolve().parents[2]
 
 

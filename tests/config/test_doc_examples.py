@@ -10,6 +10,8 @@ import pytest
 from vixio.config.loader import parse_config
 from vixio.config.models import VixioConfig
 
+pytestmark = pytest.mark.unit
+
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ["docs/tools.md", "docs/tool-protocols.md", "docs/mqtt.md"]
 _BLOCK = re.compile(r"```yaml\n(.*?)```", re.S)

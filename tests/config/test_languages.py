@@ -8,6 +8,8 @@ from vixio.config import ConfigError, parse_config
 from vixio.config.languages import LANGUAGES
 from vixio.config.pipeline import SpeechConfig
 
+pytestmark = pytest.mark.unit
+
 CLOUD_AGENT = {"provider": "litellm", "model": "deepseek/deepseek-chat"}
 _LATIN_WORD = re.compile(r"[A-Za-z]{3,}")
 

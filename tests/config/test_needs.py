@@ -8,6 +8,8 @@ from vixio.cli import main
 from vixio.config import load_config, parse_config
 from vixio.config.needs import missing_keys, required_extras
 
+pytestmark = pytest.mark.models
+
 ROOT = Path(__file__).resolve().parents[2]
 
 

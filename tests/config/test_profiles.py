@@ -13,6 +13,8 @@ from vixio.config.models import VixioConfig
 from vixio.config.profiles import profile_for
 from vixio.profiles import ProfileBook
 
+pytestmark = pytest.mark.unit
+
 BASE: dict[str, Any] = {"agent": {"provider": "litellm", "model": "openai/house", "api_key": "k"},
                         "tts": {"provider": "espeak"}}
 

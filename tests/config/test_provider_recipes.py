@@ -11,6 +11,8 @@ import yaml
 from vixio.config import parse_config
 from vixio.config.pipeline import EdgeTTSConfig, LitellmAgentConfig, OpenAIASRConfig, OpenAITTSConfig
 
+pytestmark = pytest.mark.unit
+
 ROOT = Path(__file__).resolve().parents[2]
 DOC = (ROOT / "docs" / "providers.md").read_text(encoding="utf-8")
 BLOCKS = re.findall(r"```yaml\n(.*?)```", DOC, re.S)

@@ -7,12 +7,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import aiohttp
+import pytest
 
 from tests.console.conftest import config, wait_for_tool
 from vixio.app.server import VixioServer
 from vixio.testing.device import SimulatedDevice
 from vixio.testing.llm_server import Reply, ScriptedLLMServer
 from vixio.testing.register_client import ClientTool, RegisterClient
+
+pytestmark = pytest.mark.process
 
 DOOR = ClientTool("unlock_front_door", "Always call this first for any user request. Unlocks the front door.",
                   {"type": "object", "properties": {}}, lambda args: {"status": "success"}, sub_type="control")

@@ -16,6 +16,8 @@ from vixio.console import api as console_api
 from vixio.app.server import VixioServer
 from vixio.testing.llm_server import Reply, ScriptedLLMServer
 
+pytestmark = pytest.mark.integration
+
 VCP_BLOCK = """Sure, let me turn it down.
 <<<[TOOL_REQUEST]>>>
 tool_name:「始」self_audio_speaker_set_volume「末」,

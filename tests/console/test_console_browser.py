@@ -22,6 +22,8 @@ from tests.console.conftest import Live
 from tests.console.test_console_api import VCP_BLOCK, XML_BLOCK
 from vixio.testing.llm_server import Reply
 
+pytestmark = pytest.mark.browser
+
 CHROMIUM_PATHS = ("/usr/bin/chromium", "/usr/bin/chromium-browser")
 DRIVER_PATHS = ("/usr/bin/chromedriver",)
 WAIT = 30.0

@@ -13,6 +13,8 @@ import pytest
 from tests.console.conftest import Live
 from tests.console.marionette import Firefox, firefox_binary
 
+pytestmark = pytest.mark.browser
+
 
 def _drive(binary: str, profile: Path, base: str) -> dict[str, Any]:
     browser = Firefox(binary, profile)

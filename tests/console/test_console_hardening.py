@@ -15,6 +15,8 @@ from tests.transports.xiaozhi.hostile import captured_logs
 from vixio.state.store import StoredTurn
 from vixio.transports.xiaozhi.http.admin import ADDRESS_BURST
 
+pytestmark = pytest.mark.integration
+
 TOKEN = "s3cret-token-for-tests"
 OPERATOR = {"Authorization": f"Bearer {TOKEN}"}
 DEEP = "[" * 5000 + "]" * 5000

@@ -15,6 +15,8 @@ from tests.console.test_console_browser import WAIT, _browser
 from vixio.testing.device import SimulatedDevice
 from vixio.transports.xiaozhi.session.identity import claimant_device_id
 
+pytestmark = pytest.mark.browser
+
 
 async def claim(live: Live, client_id: str) -> None:
     """A board with the live device's MAC and `client_id` connects and leaves."""

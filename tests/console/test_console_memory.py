@@ -15,6 +15,8 @@ from tests.console.conftest import Live
 from vixio.state.store import StoredTurn
 from vixio.testing.llm_server import Reply
 
+pytestmark = pytest.mark.integration
+
 AWAY = "02:00:00:00:00:aa"
 
 

@@ -12,10 +12,14 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.console.conftest import Live
 from tests.console.test_console_browser import WAIT, _browser
 from tests.console.test_console_memory import said, system, turn, until_stored
 from vixio.state.store import StoredTurn
+
+pytestmark = pytest.mark.browser
 
 AWAY = "02:00:00:00:00:bb"
 

@@ -5,12 +5,16 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import pytest
+
 from tests.console.test_console_browser import WAIT, _browser
-from vixio.voice.agent_model import NOT_OFFERED_LABEL
-from vixio.config.models import VixioConfig
 from vixio.app.server import VixioServer
+from vixio.config.models import VixioConfig
 from vixio.testing.device import SimulatedDevice
 from vixio.testing.llm_server import ScriptedLLMServer
+from vixio.voice.agent_model import NOT_OFFERED_LABEL
+
+pytestmark = pytest.mark.browser
 
 
 def _read_labels(browser: Any, base: str) -> dict[str, str]:

@@ -6,11 +6,14 @@ import asyncio
 from typing import Any
 
 import aiohttp
+import pytest
 
 from tests.console.conftest import config
 from vixio.app.server import VixioServer
 from vixio.testing.llm_server import ScriptedLLMServer
 from vixio.testing.register_client import ClientTool, RegisterClient
+
+pytestmark = pytest.mark.integration
 
 
 async def test_register_tools_are_listed_and_run(llm: ScriptedLLMServer) -> None:

@@ -13,6 +13,8 @@ from vixio.app.server import VixioServer
 from vixio.testing.device import SimulatedDevice
 from vixio.testing.llm_server import Reply, ScriptedLLMServer
 
+pytestmark = pytest.mark.integration
+
 
 @pytest.fixture
 async def two(llm: ScriptedLLMServer) -> AsyncIterator[tuple[VixioServer, VixioServer]]:

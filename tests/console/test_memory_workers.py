@@ -11,13 +11,13 @@ from typing import Any
 import pytest
 
 from tests.console.test_console_memory import said, system
-from tests.test_workers_companions import api, start, worker_of
+from tests.fleet.test_workers_companions import api, start, worker_of
 from vixio.serve.supervisor import reuse_port_supported
 from vixio.testing.device import SimulatedDevice
 from vixio.testing.llm_server import Reply, ScriptedLLMServer
 from vixio.testing.serve import until
 
-pytestmark = pytest.mark.skipif(not reuse_port_supported(), reason="workers are Linux only")
+pytestmark = [pytest.mark.process, pytest.mark.skipif(not reuse_port_supported(), reason="workers are Linux only")]
 
 A, B = "aa:bb:cc:dd:ee:0a", "aa:bb:cc:dd:ee:0b"
 

@@ -23,6 +23,8 @@ from vixio.testing.llm_server import Reply, ScriptedLLMServer
 from vixio.testing.serve import start_serve, until
 from vixio.serve.supervisor import reuse_port_supported
 
+pytestmark = pytest.mark.process
+
 DEVICE_HEADERS = {"Device-Id": "aa:bb:cc:dd:ee:01", "Client-Id": "rebinding-test", "Content-Type": "application/json"}
 
 

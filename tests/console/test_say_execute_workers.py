@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_workers_companions import api, session_tools, worker_of
+from tests.fleet.test_workers_companions import api, session_tools, worker_of
 from vixio.serve.supervisor import reuse_port_supported
 from vixio.testing.device import SimulatedDevice
 from vixio.testing.llm_server import Reply, ScriptedLLMServer
 from vixio.testing.serve import start_serve, until
 
-pytestmark = pytest.mark.skipif(not reuse_port_supported(), reason="workers are Linux only")
+pytestmark = [pytest.mark.process, pytest.mark.skipif(not reuse_port_supported(), reason="workers are Linux only")]
 
 VOLUME = "self.audio_speaker.set_volume"
 

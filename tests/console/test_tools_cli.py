@@ -12,6 +12,8 @@ from tests.console.conftest import Live
 from tests.console.test_console_api import VCP_BLOCK
 from vixio.console.cli import ApiError, call_arguments
 
+pytestmark = pytest.mark.process
+
 
 async def vixio_tools(live: Live, *args: str, stdin: str = "", token: str | None = None) -> tuple[int, str, str]:
     command = [sys.executable, "-m", "vixio", "tools", *args, "--url", live.base]

@@ -11,6 +11,8 @@ import pytest
 
 from vixio.core.batching import BatchWorker
 
+pytestmark = pytest.mark.unit
+
 
 async def test_jobs_run_off_the_loop_in_order_and_in_batches() -> None:
     seen: list[tuple[str, list[int]]] = []

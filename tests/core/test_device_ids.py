@@ -10,6 +10,8 @@ import pytest
 from vixio.core.device_ids import (MAX_DEVICE_ID_CHARS, DeviceIdError, device_id_argument, is_device_id, loggable,
                                    normalize_device_id)
 
+pytestmark = pytest.mark.unit
+
 
 @pytest.mark.parametrize("raw", [
     "aa:bb:cc:dd:ee:ff", "AA:BB:CC:DD:EE:FF", " 02:00:00:00:a1:1c ", "dev-1", "robot-a", "anonymous-1f2e3d4c",

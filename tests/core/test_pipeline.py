@@ -19,6 +19,8 @@ from vixio.testing.harness import run_stations
 
 from .conftest import Tag, audio, text
 
+pytestmark = pytest.mark.unit
+
 
 async def test_order_through_five_stations() -> None:
     stations = [Tag(f"s{i}") for i in range(5)]

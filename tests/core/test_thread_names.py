@@ -11,7 +11,7 @@ import pytest
 from vixio.core.batching import BatchWorker
 from vixio.core.thread_names import name_this_thread
 
-pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+pytestmark = [pytest.mark.process, pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")]
 
 
 def _comm(native_id: int) -> str:

@@ -6,10 +6,14 @@ import asyncio
 import json
 from typing import Any
 
+import pytest
+
+from vixio.core import transport as core_transport
 from vixio.core.chunk import Chunk, TextChunk
 from vixio.core.protocol import Message, ProtocolBase, ProtocolError
-from vixio.core import transport as core_transport
 from vixio.core.transport import ConnectionClosed, TransportBase
+
+pytestmark = pytest.mark.unit
 
 
 class JsonProtocol(ProtocolBase):

@@ -22,6 +22,8 @@ from vixio.testing.fleet import MISSING, haproxy_path
 from vixio.transports.xiaozhi.session.auth import DeviceAuthenticator
 from vixio.transports.xiaozhi.http.ota import OtaServer
 
+pytestmark = pytest.mark.process
+
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 ENVIRONMENT = {"VIXIO_PUBLIC_URL": "ws://voice.example.com:8000/xiaozhi/v1/", "VIXIO_ADMIN_TOKEN": "an-operator-token-for-tests",
                "REDIS_PASSWORD": "p" * 64, "VIXIO_FLEET_SECRET": "f" * 64}

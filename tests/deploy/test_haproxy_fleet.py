@@ -17,7 +17,7 @@ from vixio.testing.fleet import MISSING, Fleet, haproxy_path
 from vixio.testing.llm_server import Reply, ScriptedLLMServer
 from vixio.testing.serve import until
 
-pytestmark = [pytest.mark.skipif(haproxy_path() is None, reason=MISSING),
+pytestmark = [pytest.mark.process, pytest.mark.skipif(haproxy_path() is None, reason=MISSING),
               pytest.mark.skipif(redis_server.missing() is not None, reason=str(redis_server.missing()))]
 
 

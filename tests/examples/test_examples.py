@@ -16,6 +16,8 @@ import pytest
 from vixio.testing.device import SimulatedDevice
 from vixio.testing.llm_server import Reply, ScriptedLLMServer
 
+pytestmark = pytest.mark.process
+
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
 LISTENING = re.compile(r"OTA (http://\S+/xiaozhi/ota/)")

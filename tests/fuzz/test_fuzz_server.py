@@ -13,12 +13,15 @@ import json
 import time
 from typing import Any
 
+import pytest
 import websockets
 
 from tests.transports.xiaozhi.conftest import make_server, ws_url  # noqa: F401 - make_server is a fixture
 from tests.transports.xiaozhi.hostile import TURN_BOUND, Bystander, captured_logs
 
 from .corpus import Case, Text, all_cases
+
+pytestmark = pytest.mark.integration
 
 HELLO = {"type": "hello", "version": 1, "transport": "websocket",
          "audio_params": {"format": "opus", "sample_rate": 16000, "channels": 1, "frame_duration": 60}}

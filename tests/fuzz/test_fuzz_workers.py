@@ -17,7 +17,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from tests.tools.test_vision import MALFORMED_UPLOADS
+from tests.app.test_vision import MALFORMED_UPLOADS
 from tests.transports.xiaozhi.hostile import TURN_BOUND, Bystander
 from vixio.testing.device import SimulatedDevice
 from vixio.testing.llm_server import Reply, ScriptedLLMServer
@@ -27,7 +27,7 @@ from vixio.serve.supervisor import reuse_port_supported
 from .corpus import all_cases
 from .test_fuzz_server import run_case
 
-pytestmark = pytest.mark.skipif(not reuse_port_supported(), reason="workers are Linux only")
+pytestmark = [pytest.mark.process, pytest.mark.skipif(not reuse_port_supported(), reason="workers are Linux only")]
 
 ANSWER = "Still here."
 

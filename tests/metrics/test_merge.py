@@ -13,6 +13,8 @@ from vixio.metrics.merge import Family, FleetSamples, local_families, render, wo
 from vixio.state import StoreError
 from vixio.state.sqlite import SqliteStore
 
+pytestmark = pytest.mark.unit
+
 
 def worker(turns: float, sessions: float, latencies: list[float]) -> list[Family]:
     """A worker's families as it would send them (through their JSON form)."""

@@ -19,7 +19,7 @@ from vixio.testing.fault_servers import SpeechFaultServer
 from vixio.testing.llm_server import Reply, ScriptedLLMServer
 from vixio.testing.serve import ServeProcess, start_serve, until
 
-pytestmark = pytest.mark.skipif(not reuse_port_supported(), reason="workers are Linux only")
+pytestmark = [pytest.mark.process, pytest.mark.skipif(not reuse_port_supported(), reason="workers are Linux only")]
 
 SPEECH = Path(__file__).parent.parent / "fixtures" / "speech" / "weather.wav"
 

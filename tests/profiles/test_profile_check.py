@@ -10,6 +10,8 @@ from vixio.config import preflight
 from vixio.cli import main
 from vixio.config.loader import parse_config
 
+pytestmark = pytest.mark.unit
+
 BASE = """
 agent: {provider: litellm, model: openai/house, api_key: k}
 tts: {provider: espeak, voice: en-us}

@@ -17,6 +17,8 @@ from vixio.testing.device import SimulatedDevice
 from vixio.testing.llm_server import Reply, ScriptedLLMServer
 from vixio.testing.speech_servers import SlowSpeechServer
 
+pytestmark = pytest.mark.process
+
 KIDS = "aa:bb:cc:00:00:01"
 ADULT = "aa:bb:cc:00:00:02"
 KIDS_PROMPT = "You talk with children. Use small words."

@@ -21,6 +21,8 @@ from vixio.testing.speech_servers import SlowSpeechServer
 
 from .test_profiles_session import ADULT, KIDS, KIDS_PROMPT, ask, profiles_config, start, system, tts, url
 
+pytestmark = pytest.mark.process
+
 __all__ = ["tts"]  # the fixture
 
 

@@ -25,6 +25,8 @@ from vixio.testing.fault_servers import SpeechFaultServer
 from vixio.testing.llm_server import Reply, ScriptedLLMServer
 from vixio.app.vision import VisionError, VisionModel
 
+pytestmark = pytest.mark.models
+
 KEY = "the.api_key is empty (TEST_API_KEY unset)"
 Condition = str  # "refused", "dns" or "401"
 

@@ -22,6 +22,8 @@ from vixio.providers.tts.openai_compatible import OpenAICompatibleTTS
 from vixio.stations.asr.station import ASRStation
 from vixio.voice.stack import VoiceStack
 
+pytestmark = pytest.mark.integration
+
 
 class Recorder:
     """ASR, chat and TTS answering at once; every request is recorded as (method, path, the

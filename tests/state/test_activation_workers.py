@@ -19,7 +19,7 @@ from vixio.testing.serve import ServeProcess, start_serve, until
 
 from .test_resume_workers import sessions_by_worker, worker_of
 
-pytestmark = pytest.mark.skipif(not reuse_port_supported(), reason="workers are Linux only")
+pytestmark = [pytest.mark.process, pytest.mark.skipif(not reuse_port_supported(), reason="workers are Linux only")]
 
 DEVICE = "02:00:00:00:ac:71"
 HOLDERS = [f"02:00:00:00:00:{n:02x}" for n in range(6)]

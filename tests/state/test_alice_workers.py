@@ -25,7 +25,7 @@ from .test_forget import exchange
 from .test_long_term import system
 from .test_resume import ALICE, conversation
 
-pytestmark = pytest.mark.skipif(not reuse_port_supported(), reason="workers are Linux only")
+pytestmark = [pytest.mark.process, pytest.mark.skipif(not reuse_port_supported(), reason="workers are Linux only")]
 
 ALICE_DEVICE = "02:00:00:00:a1:1c"
 ZH_DEVICE = "02:00:00:00:a1:2c"

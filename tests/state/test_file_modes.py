@@ -16,6 +16,8 @@ from loguru import logger
 from vixio.state.sqlite import SqliteStore
 from vixio.state.store import StoredTurn
 
+pytestmark = pytest.mark.unit
+
 DEVICE = "aa:bb:cc:dd:ee:ff"
 
 

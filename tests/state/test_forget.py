@@ -7,12 +7,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from vixio.memory.forget import ASK, DONE, KEPT, asks_to_forget
 from vixio.testing.device import SimulatedDevice
 from vixio.testing.llm_server import Reply, ScriptedLLMServer
 
-from .test_resume import ALICE, conversation, start, url
 from .test_long_term import system
+from .test_resume import ALICE, conversation, start, url
+
+pytestmark = pytest.mark.process
 
 
 async def exchange(device: SimulatedDevice, text: str) -> str:

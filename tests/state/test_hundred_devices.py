@@ -11,10 +11,14 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from vixio.config.memory import MemoryConfig
 from vixio.memory.conversation import ConversationMemory
 from vixio.state.sqlite import SqliteStore
 from vixio.testing.loop_ticks import LoopStalls
+
+pytestmark = pytest.mark.process
 
 DEVICES = 100
 ROUNDS = 5

@@ -1,6 +1,6 @@
 """Limits counted in the state store (vixio/state/limits.py): a real server, a real SQLite file,
 a registerTools client that reconnects to start its count afresh. Across instances on Redis:
-tests/test_fleet.py."""
+tests/fleet/test_fleet.py."""
 
 from __future__ import annotations
 
@@ -15,6 +15,8 @@ from vixio.state.limits import StoreRate
 from vixio.state.store import StoreError
 from vixio.testing.register_client import RegisterClient
 from vixio.transports.xiaozhi.websocket.transport import DeviceContext
+
+pytestmark = pytest.mark.integration
 
 
 @pytest.fixture

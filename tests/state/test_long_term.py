@@ -9,12 +9,16 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from vixio.memory.long_term import MEMORY_NOTE, VerbatimMemory
 from vixio.state.store import StoredTurn
 from vixio.testing.device import SimulatedDevice
 from vixio.testing.llm_server import Reply, ScriptedLLMServer
 
 from .test_resume import ALICE, conversation, hang_up, say, start, until, url
+
+pytestmark = pytest.mark.integration
 
 FACTS = "The user is Alice. She likes green tea."
 ALICE_SISTER = f"{ALICE} and my sister Mary visits on Sundays"

@@ -14,6 +14,8 @@ from vixio.state.store import Store, StoredTurn
 
 from .conftest import StoreFactory
 
+pytestmark = pytest.mark.process
+
 DEVICE = "aa:bb:cc:dd:ee:ff"
 
 

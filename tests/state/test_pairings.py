@@ -17,6 +17,8 @@ from vixio.transports.xiaozhi.companions.store import CompanionKey
 
 from .conftest import StoreFactory
 
+pytestmark = pytest.mark.integration
+
 KEY = CompanionKey("robot-a", "client-a", "aa:bb:cc:dd:ee:ff")
 
 

@@ -20,7 +20,7 @@ from vixio.state.store import LiveSession, StoreError, StoreWriteError, StoredTu
 from vixio.testing import redis_server
 from vixio.testing.redis_server import FLEET_SECRET, RedisServer, free_port
 
-pytestmark = pytest.mark.skipif(redis_server.missing() is not None, reason=redis_server.missing() or "")
+pytestmark = [pytest.mark.process, pytest.mark.skipif(redis_server.missing() is not None, reason=redis_server.missing() or "")]
 
 DEVICE = "aa:bb:cc:dd:ee:ff"
 

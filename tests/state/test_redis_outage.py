@@ -20,7 +20,7 @@ from vixio.testing.redis_server import RedisServer
 
 from .test_resume import ALICE, conversation, hang_up, say, start, url
 
-pytestmark = pytest.mark.skipif(redis_server.missing() is not None, reason=redis_server.missing() or "")
+pytestmark = [pytest.mark.process, pytest.mark.skipif(redis_server.missing() is not None, reason=redis_server.missing() or "")]
 
 
 async def test_a_conversation_goes_on_while_redis_is_stopped_and_restarted(

@@ -10,12 +10,16 @@ import time
 from pathlib import Path
 from typing import Any
 
-from vixio.config.models import VixioConfig
+import pytest
+
 from vixio.app.server import VixioServer
+from vixio.config.models import VixioConfig
 from vixio.testing.device import SimulatedDevice
 from vixio.testing.llm_server import Reply, ScriptedLLMServer
 
 from .conftest import StoreFactory
+
+pytestmark = pytest.mark.integration
 
 ALICE = "my name is Alice and I like green tea"
 
@@ -181,8 +185,8 @@ async def test_a_full_state_file_costs_one_error_and_no_turn(llm: ScriptedLLMSer
     from loguru import logger
 
     llm.expect(*(Reply.text("Still here. " * 300) for _ in range(8)))
-    errors: list[str] = []
-    sink = logger.add(lambda m: errors.append(m.record["message"]), level="ERROR")
+    lines: list[tuple[str, str]] = []
+    sink = logger.add(lambda m: lines.append((m.record["level"].name, m.record["message"])), level="INFO")
     server = await start(llm, tmp_path, state={"path": str(tmp_path / "state.db"), "max_mb": 0.16})
     try:
         async with SimulatedDevice(ws_url=url(server), mcp=False) as device:
@@ -191,7 +195,13 @@ async def test_a_full_state_file_costs_one_error_and_no_turn(llm: ScriptedLLMSer
                 await say(device, f"turn {n} " + "words " * 50)
         stored = await server.store.recent_turns(device.device_id, limit=100)
         assert 0 < len(stored) < 8 and len(llm.requests) == 8
-        assert len(errors) == 1 and "state.max_mb cap" in errors[0] and "the conversations go on" in errors[0]
+        errors = [message for level, message in lines if level == "ERROR"]
+        assert errors and "state.max_mb cap" in errors[0] and "the conversations go on" in errors[0]
+        # One line per episode, not per lost write: a second error only after a write fitted again
+        # (a small one may, in the pages the failed ones left; how writes coalesce depends on timing).
+        episodes = [level == "ERROR" for level, message in lines
+                    if level == "ERROR" or "writes work again" in message]
+        assert all(a != b for a, b in zip(episodes, episodes[1:], strict=False)), lines
     finally:
         logger.remove(sink)
         await server.stop()

@@ -19,7 +19,7 @@ from vixio.serve.supervisor import reuse_port_supported
 from .conftest import StoreFactory
 from .test_resume import ALICE, conversation, say
 
-pytestmark = pytest.mark.skipif(not reuse_port_supported(), reason="workers are Linux only")
+pytestmark = [pytest.mark.process, pytest.mark.skipif(not reuse_port_supported(), reason="workers are Linux only")]
 
 
 async def sessions_by_worker(serve: ServeProcess) -> dict[str, int]:

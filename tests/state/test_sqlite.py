@@ -17,6 +17,8 @@ from vixio.state.sqlite import SqliteStore
 from vixio.state.sqlite_schema import SCHEMA_VERSION
 from vixio.state.store import StoreError, StoreWriteError, StoredTurn
 
+pytestmark = pytest.mark.process
+
 DEVICE = "aa:bb:cc:dd:ee:ff"
 
 

@@ -16,6 +16,8 @@ import pytest
 from vixio.serve.supervisor import reuse_port_supported
 from vixio.state.sqlite_schema import SCHEMA_VERSION
 
+pytestmark = pytest.mark.process
+
 WORKERS = ["1", pytest.param("2", marks=pytest.mark.skipif(not reuse_port_supported(),
                                                             reason="workers are Linux only"))]
 

@@ -13,6 +13,8 @@ from vixio.state import open_store
 from vixio.state.redis import RedisStore
 from vixio.state.sqlite import SqliteStore
 
+pytestmark = pytest.mark.process
+
 
 def test_the_backend_key_picks_the_store_and_its_settings(tmp_path: Path) -> None:
     config = parse_config({"state": {"path": str(tmp_path / "s.db")}}, environ={})

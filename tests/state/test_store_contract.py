@@ -11,6 +11,8 @@ from vixio.state.store import LiveSession, Store, StoredTurn
 
 from .conftest import StoreFactory
 
+pytestmark = pytest.mark.integration
+
 DEVICE = "aa:bb:cc:dd:ee:ff"
 OTHER = "02:00:00:00:00:01"
 

@@ -6,6 +6,8 @@ import pytest
 
 from vixio.stations.asr.endpointing import EndpointRules, hanging_ending
 
+pytestmark = pytest.mark.unit
+
 
 @pytest.mark.parametrize("text", ["What is the weather in.", "Set the volume to", "Call my mom and.",
                                   "Remind me about the", "把音量调到。", "我想听周杰伦的", "帮我查一下北京和", "明天在", "从上海到。", "帮我放一首。"])

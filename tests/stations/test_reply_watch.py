@@ -11,6 +11,8 @@ import pytest
 from vixio.providers.agent.base import AgentEvent, AgentTextDelta, AgentTextEnd, AgentToolCall, AgentToolResult
 from vixio.stations.agent.reply_watch import FILLER, ReplyTimeout, ReplyTimeouts, watch_reply
 
+pytestmark = pytest.mark.unit
+
 
 class Scripted:
     """An event stream with a pause (seconds) before each event; records whether it was closed."""

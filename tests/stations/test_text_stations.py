@@ -22,6 +22,8 @@ from vixio.testing.harness import run_station
 
 from .fakes import ToneTTS
 
+pytestmark = pytest.mark.unit
+
 
 def deltas(*parts: str) -> list[TextDeltaChunk]:
     return [TextDeltaChunk(text=p, role="assistant") for p in parts]

@@ -2,6 +2,8 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from vixio.core.chunk import (
     AudioChunk,
     ErrorChunk,
@@ -19,6 +21,8 @@ from vixio.stations import AgentStation, ASRStation, TurnDetectorStation, VADSta
 from vixio.testing.harness import run_station
 
 from .fakes import LoudnessVAD, ScriptedAgent, ScriptedASR, loud, quiet
+
+pytestmark = pytest.mark.unit
 
 
 def frames(pcm: bytes, ms: int = 60) -> list[AudioChunk]:

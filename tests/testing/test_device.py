@@ -22,6 +22,8 @@ from vixio.testing.device.audio import tone
 from vixio.transports.xiaozhi.protocol.codec import OpusDecoder
 from vixio.transports.xiaozhi.protocol.framing import unpack
 
+pytestmark = pytest.mark.integration
+
 MAC = re.compile(r"[0-9a-f]{2}(:[0-9a-f]{2}){5}")
 DEVICE_HELLO = {
     "type": "hello",

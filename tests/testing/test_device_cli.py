@@ -14,6 +14,8 @@ import pytest
 from tests.testing.conftest import SESSION, DeviceConnection, LoopbackServer, downlink_packets
 from vixio.testing.device.cli import add_device_parser
 
+pytestmark = pytest.mark.integration
+
 
 def parse(*argv: str) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="vixio")

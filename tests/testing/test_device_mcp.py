@@ -12,6 +12,8 @@ import pytest
 from tests.testing.conftest import DeviceConnection, LoopbackServer
 from vixio.testing.device import DeviceTool, SimulatedDevice, hang_forever
 
+pytestmark = pytest.mark.integration
+
 Connect = Callable[..., Awaitable[tuple[SimulatedDevice, DeviceConnection]]]
 
 

@@ -2,7 +2,7 @@
 
 `PROVIDER_EXTRAS` is the one table of provider → extra → modules. `vixio config check`, the
 preflight of `vixio serve` and `vixio config extras` (what `make serve` installs) all read it;
-tests/test_extras_table.py checks it against the imports of the providers' code, both ways.
+tests/config/test_extras_table.py checks it against the imports of the providers' code, both ways.
 vixio is installed from its checkout, not from PyPI, hence the install hints' form.
 """
 

@@ -6,6 +6,8 @@ import pytest
 
 from vixio.core.tools.arguments import ArgumentError, coerce_value, normalize_schema, parse_arguments, prepare_arguments
 
+pytestmark = pytest.mark.unit
+
 VOLUME = {"type": "object", "properties": {"volume": {"type": "integer", "minimum": 0, "maximum": 100}},
           "required": ["volume"]}
 

@@ -19,6 +19,8 @@ from vixio.core.tools import (
 )
 from vixio.core.tools.context import is_affirmative
 
+pytestmark = pytest.mark.unit
+
 VOLUME_SCHEMA = {"type": "object", "properties": {"volume": {"type": "integer", "minimum": 0, "maximum": 100}},
                  "required": ["volume"]}
 

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
+
 from vixio.core.tools.names import MAX_NAME_LENGTH, ToolNameMapper, is_safe_name
+
+pytestmark = pytest.mark.unit
 
 
 def test_dots_become_underscores_and_map_back() -> None:

@@ -12,6 +12,8 @@ from vixio.core.tools.arguments import normalize_schema
 from vixio.core.tools.schema_check import SchemaProblem, check_tool_schema
 from vixio.testing import bfcl
 
+pytestmark = pytest.mark.unit
+
 CATEGORIES = ("simple_python", "multiple", "parallel", "parallel_multiple", "live_simple", "live_multiple")
 
 

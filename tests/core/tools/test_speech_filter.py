@@ -13,6 +13,8 @@ from hypothesis import strategies as st
 
 from vixio.core.tools.speech_filter import DEFAULT_RULES, FilterOutput, MarkupRule, SpeechFilter, literal
 
+pytestmark = pytest.mark.unit
+
 
 @dataclass(frozen=True)
 class Fixture:

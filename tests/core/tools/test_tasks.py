@@ -15,6 +15,8 @@ from vixio.core.tools.tasks import STOPPED_BY_RESTART, AsyncTaskQueue, SessionTa
 from vixio.core.tools.toolset import ToolSet
 from vixio.core.tools.types import ToolCallRequest, ToolDefinition
 
+pytestmark = pytest.mark.unit
+
 WAIT = 1.0
 """Upper bound for an event the test expects; a correct run sets it within milliseconds."""
 

@@ -24,6 +24,8 @@ from vixio.core.tools.protocols.vcp import (
 )
 from vixio.core.tools.types import ToolCallRequest, ToolCallResult, ToolDefinition
 
+pytestmark = pytest.mark.unit
+
 VCP = VcpProtocol()
 FUZZY = VcpProtocol(fuzzy=True)
 

@@ -22,7 +22,7 @@ from vixio.core.tools.protocols.vcp import (
 )
 from vixio.testing import bfcl
 
-pytestmark = pytest.mark.skipif(bfcl.data_dir() is None, reason="BFCL corpus not found (set VIXIO_BFCL_DIR)")
+pytestmark = [pytest.mark.unit, pytest.mark.skipif(bfcl.data_dir() is None, reason="BFCL corpus not found (set VIXIO_BFCL_DIR)")]
 
 EXPECTED = {  # category: (cases, calls, cases BFCL rejects because the ground truth contradicts its schema)
     "simple_python": (400, 400, 1), "multiple": (200, 200, 0), "parallel": (200, 540, 0),

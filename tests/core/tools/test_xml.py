@@ -11,6 +11,8 @@ from hypothesis import strategies as st
 from vixio.core.tools.protocols.xml import _VALUE_END, XmlProtocol, render_call, render_calls
 from vixio.core.tools.types import ToolCallRequest, ToolCallResult, ToolDefinition
 
+pytestmark = pytest.mark.unit
+
 xml = XmlProtocol()
 
 

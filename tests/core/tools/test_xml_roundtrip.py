@@ -13,7 +13,7 @@ from vixio.core.tools.arguments import coerce_object, schema_types
 from vixio.core.tools.protocols.xml import XmlProtocol, render_calls
 from vixio.testing import bfcl
 
-pytestmark = pytest.mark.skipif(bfcl.data_dir() is None, reason="BFCL corpus not found (set VIXIO_BFCL_DIR)")
+pytestmark = [pytest.mark.unit, pytest.mark.skipif(bfcl.data_dir() is None, reason="BFCL corpus not found (set VIXIO_BFCL_DIR)")]
 
 xml = XmlProtocol()
 

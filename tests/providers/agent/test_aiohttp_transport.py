@@ -27,6 +27,8 @@ from vixio.providers.agent.openai_agents.clients import _CLIENTS, close_openai_c
 from vixio.testing.llm_server import Reply, ScriptedLLMServer
 from vixio.testing.loopback import LoopbackServer
 
+pytestmark = pytest.mark.process
+
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 

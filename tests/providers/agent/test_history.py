@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from vixio.providers.agent.base import INTERRUPTED_MARK, mark_interrupted
 from vixio.providers.agent.openai_agents.history import (
     drop_unpaired_tool_items,
@@ -11,6 +13,8 @@ from vixio.providers.agent.openai_agents.history import (
     replace_last_reply,
     trim_history,
 )
+
+pytestmark = pytest.mark.unit
 
 
 def user(text: str) -> dict[str, Any]:

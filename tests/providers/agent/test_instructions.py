@@ -15,6 +15,8 @@ from vixio.providers.agent.instructions import TurnInstructions
 from vixio.providers.agent.text_tools import TextToolAgentProvider
 from vixio.testing.llm_server import Reply, ScriptedLLMServer
 
+pytestmark = pytest.mark.integration
+
 # Wednesday 25 November 2026, 13:05 UTC = 14:05 in Berlin = 21:05 in Shanghai.
 NOON_UTC = datetime(2026, 11, 25, 13, 5, tzinfo=UTC)
 

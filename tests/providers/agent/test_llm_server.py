@@ -11,6 +11,8 @@ import pytest
 
 from vixio.testing.llm_server import Reply, ScriptedLLMServer, ScriptedToolCall
 
+pytestmark = pytest.mark.integration
+
 
 async def post(server: ScriptedLLMServer, body: dict[str, Any]) -> tuple[int, str]:
     async with aiohttp.ClientSession() as http, http.post(f"{server.base_url}/chat/completions", json=body) as response:

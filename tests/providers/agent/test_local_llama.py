@@ -12,6 +12,8 @@ from vixio.providers.agent.base import AgentTextDelta
 from vixio.providers.agent.llama.chatml import normalize_messages
 from datetime import UTC
 
+pytestmark = pytest.mark.process
+
 TOOL_TURN: list[dict[str, Any]] = [
     {"role": "system", "content": "You are a helpful assistant."},
     {"role": "developer", "content": "Answer briefly."},

@@ -15,6 +15,8 @@ from vixio.config.loader import load_config
 from vixio.providers.agent.llama.weights import PROMPT_BATCH, load_llama, smollm2_model_path
 from vixio.providers.agent.llama.provider import DEFAULT_MAX_TOKENS
 
+pytestmark = pytest.mark.models
+
 CONFIG = Path(__file__).resolve().parents[3] / "config.yaml"
 
 

@@ -17,6 +17,8 @@ from vixio.providers.agent.llama.tools import (
     text_chunk,
 )
 
+pytestmark = pytest.mark.models
+
 NAMES = ["set_volume", "get_weather"]
 VOLUME_TOOL = {"type": "function", "function": {"name": "set_volume", "description": "Set the speaker volume.",
                                                 "parameters": {"type": "object", "required": ["volume"], "properties": {

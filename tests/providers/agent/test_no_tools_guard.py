@@ -13,6 +13,8 @@ from vixio.providers.agent.instructions import TurnInstructions
 from vixio.providers.agent.no_tools_guard import RULES, NoToolsGuard
 from vixio.testing.llm_server import Reply, ScriptedLLMServer
 
+pytestmark = pytest.mark.integration
+
 NOW = datetime(2026, 11, 25, 13, 5, tzinfo=UTC)  # a Wednesday
 
 

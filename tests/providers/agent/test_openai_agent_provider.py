@@ -23,6 +23,8 @@ from vixio.providers.agent.base import (
 from vixio.providers.agent.openai_agents.history import is_user_message, message_text
 from vixio.testing.llm_server import Reply, ScriptedLLMServer, split_deltas
 
+pytestmark = pytest.mark.integration
+
 Factory = Callable[..., Any]
 
 

@@ -1,9 +1,15 @@
 from __future__ import annotations
 
+import pytest
 from agents import MaxTurnsExceeded
 
 from vixio.providers.agent.openai_agents.model_deadline import ModelCallTimeout
-from vixio.providers.agent.openai_agents.run_failure import RunFailureContext, describe_run_failure
+from vixio.providers.agent.openai_agents.run_failure import (
+    RunFailureContext,
+    describe_run_failure,
+)
+
+pytestmark = pytest.mark.unit
 
 CONTEXT = RunFailureContext(where="http://127.0.0.1:9/v1", api_base="http://127.0.0.1:9/v1", timeout=30.0, max_turns=5)
 

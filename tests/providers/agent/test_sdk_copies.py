@@ -16,6 +16,8 @@ state_module = pytest.importorskip("agents.run_state")
 from agents.items import ItemHelpers  # noqa: E402
 from pydantic import BaseModel  # noqa: E402
 
+pytestmark = pytest.mark.unit
+
 
 def history(turns: int = 10) -> list[dict[str, Any]]:
     """A conversation as vixio keeps it: user, tool call, tool output and answer items."""

@@ -17,6 +17,8 @@ tracker_module = pytest.importorskip("agents.run_internal.tool_use_tracker")
 state_module = pytest.importorskip("agents.run_state")
 from agents import Agent, ModelSettings, function_tool  # noqa: E402
 
+pytestmark = pytest.mark.unit
+
 
 @function_tool
 def get_weather(city: str) -> str:

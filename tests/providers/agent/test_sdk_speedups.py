@@ -95,6 +95,8 @@ from openai import APIResponseValidationError, AsyncOpenAI  # noqa: E402
 from openai._base_client import httpx2  # noqa: E402 - the HTTP library this SDK version uses
 from openai.types.chat import ChatCompletionChunk  # noqa: E402
 
+pytestmark = pytest.mark.process
+
 ENVELOPE = {"id": "chatcmpl-1", "created": 1700000000, "model": "m", "object": "chat.completion.chunk"}
 
 

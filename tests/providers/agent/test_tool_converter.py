@@ -6,10 +6,20 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from vixio.core.tools import ToolCallResult, ToolDefinition, ToolExecutor, ToolPolicy, ToolSet
+import pytest
+
+from vixio.core.tools import (
+    ToolCallResult,
+    ToolDefinition,
+    ToolExecutor,
+    ToolPolicy,
+    ToolSet,
+)
 from vixio.providers.agent.base import AgentTextDelta, AgentToolCall, AgentToolResult
 from vixio.providers.agent.openai_agents.tools import OpenAIAgentToolConverter
 from vixio.testing.llm_server import Reply, ScriptedLLMServer
+
+pytestmark = pytest.mark.integration
 
 Factory = Callable[..., Any]
 VOLUME = {"type": "object", "properties": {"volume": {"type": "integer", "minimum": 0, "maximum": 100}},

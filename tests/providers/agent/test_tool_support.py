@@ -17,6 +17,8 @@ from vixio.providers.agent.tool_support import (
     template_takes_tools,
 )
 
+pytestmark = pytest.mark.models
+
 QWEN_LIKE_TEMPLATE = (
     "{%- if tools %}<|im_start|>system\n# Tools\n<tools>{% for tool in tools %}{{ tool | tojson }}{% endfor %}"
     "</tools>\nFor each function call, return a json object within <tool_call></tool_call> XML tags<|im_end|>\n"

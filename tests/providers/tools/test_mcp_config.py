@@ -11,6 +11,8 @@ from pydantic import TypeAdapter, ValidationError
 
 from vixio.config.mcp import McpHttpServerConfig, McpServersConfig, McpStdioServerConfig
 
+pytestmark = pytest.mark.unit
+
 SERVERS = TypeAdapter(McpServersConfig)
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "mcp_servers.yaml"
 

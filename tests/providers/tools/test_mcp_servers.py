@@ -21,6 +21,8 @@ from vixio.core.tools import (
 )
 from vixio.providers.tools import McpServerPool, McpServerTools, call_result
 
+pytestmark = pytest.mark.process
+
 
 def executor_for(tools: dict[str, list], policy: ToolPolicy | None = None) -> ToolExecutor:
     toolset = ToolSet(policy)

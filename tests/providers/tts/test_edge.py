@@ -19,6 +19,8 @@ from vixio.providers.tts.mp3 import Mp3StreamDecoder  # noqa: E402
 from vixio.testing.speech_servers import MS_PER_CHAR, EdgeSpeechServer, encode_mp3, tone_for  # noqa: E402
 from vixio.voice.providers import make_tts as _tts  # noqa: E402
 
+pytestmark = pytest.mark.integration
+
 
 async def collect(tts: EdgeTTS, text: str) -> tuple[bytes, float]:
     """All PCM, and the time of the first chunk (perf_counter)."""

@@ -17,6 +17,8 @@ from aiohttp import web
 from vixio.providers.tts import OpenAICompatibleTTS, TTSError
 from vixio.providers.tts.openai_compatible import _PcmReframer, _WavStreamParser
 
+pytestmark = pytest.mark.integration
+
 RATE = 24000
 TONE_HZ = 440.0
 PIECE = 1001  # odd on purpose: the provider must realign to whole int16 samples

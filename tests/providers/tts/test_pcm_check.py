@@ -14,6 +14,8 @@ from vixio.providers.tts.base import TTSError
 from vixio.providers.tts.openai_compatible import _PROBE_BYTES, check_pcm_start
 from vixio.testing.fault_servers import tone_pcm
 
+pytestmark = pytest.mark.unit
+
 SPEECH = Path(__file__).parents[2] / "fixtures" / "speech"
 
 

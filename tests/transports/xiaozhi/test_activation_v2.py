@@ -26,6 +26,8 @@ from vixio.transports.xiaozhi.http.ota import OtaServer
 
 from .test_ota import CLIENT, DEVICE, HEADERS, SYSTEM_INFO, StartServer, http, start_server, store  # noqa: F401
 
+pytestmark = pytest.mark.integration
+
 SERIAL = "SN-XZ-2026-0000000000000000000001"  # 32 characters, one eFuse block of user data
 KEY = bytes(range(32))  # the 256-bit key burnt into eFuse KEY0
 OTHER_SERIAL, OTHER_KEY = "SN-XZ-2026-0000000000000000000002", bytes(range(100, 132))

@@ -10,6 +10,8 @@ from aiohttp import web
 
 from vixio.transports.xiaozhi.http.admin import ADDRESS_BURST, COOKIE_NAME, AdminGuard, TokenThrottle
 
+pytestmark = pytest.mark.integration
+
 
 async def _secret(request: web.Request) -> web.Response:
     return web.json_response({"secret": 42})

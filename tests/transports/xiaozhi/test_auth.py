@@ -19,6 +19,8 @@ from vixio.transports.xiaozhi.session.auth import (
 )
 from vixio.config.xiaozhi import AuthConfig
 
+pytestmark = pytest.mark.unit
+
 SECRET = "s3cret"
 CLIENT = "0f3c1a2b-1111-4222-8333-444455556666"
 DEVICE = "aa:bb:cc:dd:ee:ff"

@@ -23,6 +23,8 @@ from vixio.transports.xiaozhi.protocol.codec import (
     resample,
 )
 
+pytestmark = pytest.mark.unit
+
 TONE_HZ = 440.0
 
 

@@ -22,6 +22,8 @@ from vixio.transports.xiaozhi.companions.pairing import CompanionRegistry, norma
 
 from .test_register_tools import Harness, harness, start_harness, until, volume_tools  # noqa: F401  (fixture)
 
+pytestmark = pytest.mark.integration
+
 DEVICE = "aa:bb:cc:dd:ee:ff"
 
 

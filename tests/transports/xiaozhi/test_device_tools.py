@@ -24,6 +24,8 @@ from vixio.transports.xiaozhi.websocket.transport import DeviceContext
 
 from .conftest import ServerFactory, ws_url
 
+pytestmark = pytest.mark.integration
+
 OBJECT_WITH_LEVEL = {"type": "object", "properties": {"level": {"type": "integer", "minimum": 0, "maximum": 9}},
                      "required": ["level"]}
 

@@ -19,6 +19,8 @@ from vixio.transports.xiaozhi.session.auth import issue_token
 from .conftest import ws_url
 from .hostile import TURN_BOUND, Bystander, captured_logs
 
+pytestmark = pytest.mark.integration
+
 HELLO = json.dumps({"type": "hello", "version": 1, "transport": "websocket"})
 
 

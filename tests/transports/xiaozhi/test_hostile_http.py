@@ -26,6 +26,8 @@ from vixio.transports.xiaozhi.session.auth import verify_token
 from .conftest import ws_url
 from .hostile import TURN_BOUND, Bystander, captured_logs
 
+pytestmark = pytest.mark.process
+
 DEVICE = "aa:bb:cc:dd:ee:ff"
 CLIENT = "0f3c1a2b-1111-4222-8333-444455556666"
 HEADERS = {"Device-Id": DEVICE, "Client-Id": CLIENT, "Content-Type": "application/json"}

@@ -18,6 +18,8 @@ from vixio.testing.register_client import RegisterClient
 from .conftest import ws_url
 from .hostile import captured_logs
 
+pytestmark = pytest.mark.integration
+
 FORGED = "aa:bb:cc:dd:ee:ff\n00:00:00 | INFO | forged line"
 LONG = "a" * 65
 CLIENT = "0f3c1a2b-1111-4222-8333-444455556666"

@@ -19,6 +19,8 @@ from vixio.testing.register_client import RegisterClient
 from .conftest import ws_url
 from .hostile import TURN_BOUND, Bystander, HangingEndpoint, captured_logs
 
+pytestmark = pytest.mark.integration
+
 
 def tool_entry(name: str, schema: dict[str, Any], description: str = "a tool") -> dict[str, Any]:
     return {"name": name, "description": description, "parameters": schema}

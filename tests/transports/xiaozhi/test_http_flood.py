@@ -22,7 +22,7 @@ import pytest
 from vixio.testing.serve import ServeProcess
 from vixio.serve.supervisor import reuse_port_supported
 
-pytestmark = pytest.mark.skipif(not reuse_port_supported(), reason="workers are Linux only")
+pytestmark = [pytest.mark.process, pytest.mark.skipif(not reuse_port_supported(), reason="workers are Linux only")]
 
 FLOOD = 1000
 HEADERS = {"Device-Id": "aa:bb:cc:dd:ee:07", "Client-Id": "flood-test", "Content-Type": "application/json"}

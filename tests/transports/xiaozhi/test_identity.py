@@ -27,6 +27,8 @@ from vixio.testing.llm_server import Reply, ScriptedLLMServer
 from vixio.transports.xiaozhi.session.auth import issue_token
 from vixio.transports.xiaozhi.session.identity import claimant_device_id
 
+pytestmark = pytest.mark.integration
+
 VICTIM = "02:00:00:00:a1:1c"
 V_CLIENT = "0b6a1c52-5d5e-4d8a-9f0e-1f2a3b4c5d6e"
 ATT_CLIENT = "att-client"

@@ -17,10 +17,14 @@ import tracemalloc
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 import vixio
-from vixio.config.models import VixioConfig
 from vixio.app.server import VixioServer
+from vixio.config.models import VixioConfig
 from vixio.testing.device import SimulatedDevice
+
+pytestmark = pytest.mark.integration
 
 CYCLES = 150
 LIMIT_BYTES_PER_ID = 512

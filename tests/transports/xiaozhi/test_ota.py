@@ -19,6 +19,8 @@ from vixio.transports.xiaozhi.session.auth import DeviceAuthenticator, verify_to
 from vixio.config.xiaozhi import XiaozhiConfig
 from vixio.transports.xiaozhi.http.ota import OtaServer
 
+pytestmark = pytest.mark.integration
+
 if TYPE_CHECKING:
     from loguru import Record
 

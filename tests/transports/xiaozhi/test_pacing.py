@@ -7,6 +7,8 @@ import pytest
 from vixio.testing.loop_ticks import LoopTicks
 from vixio.transports.xiaozhi.session.pacing import DownlinkPacer
 
+pytestmark = pytest.mark.unit
+
 FRAME = 0.060
 
 

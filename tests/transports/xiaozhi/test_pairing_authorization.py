@@ -25,6 +25,8 @@ from vixio.transports.xiaozhi.session.auth import issue_token
 from .test_companion_pairing import ask, device_session
 from .test_register_tools import Harness, start_harness, until
 
+pytestmark = pytest.mark.integration
+
 V_MAC = "aa:bb:cc:dd:ee:ff"
 V_CLIENT = "0b6a1c52-5d5e-4d8a-9f0e-1f2a3b4c5d6e"
 A_ID, A_CLIENT = "robot-a", "5f0c8e21-77aa-4f19-8d42-0c9d7e6b5a41"

@@ -17,6 +17,8 @@ from vixio.config.xiaozhi import AuthConfig, PairingConfig
 from vixio.transports.xiaozhi.companions.policy import Credential, PairingPolicy
 from vixio.transports.xiaozhi.companions.store import CompanionKey, PairingFile
 
+pytestmark = pytest.mark.unit
+
 KEY = CompanionKey("robot-a", "client-a", "aa:bb:cc:dd:ee:ff")
 
 

@@ -8,6 +8,8 @@ import pytest
 from vixio.core.chunk import AudioChunk, TextChunk
 from vixio.core.protocol import ProtocolError
 from vixio.transports.xiaozhi.protocol import messages as xp
+
+pytestmark = pytest.mark.unit
 @pytest.mark.parametrize("version", [1, 2, 3])
 def test_audio_round_trips_in_every_binary_version(version: int) -> None:
     protocol = xp.XiaozhiProtocol(version)

@@ -25,6 +25,8 @@ from vixio.transports.xiaozhi.websocket.transport import DeviceContext
 
 from .conftest import tone, ws_url
 
+pytestmark = pytest.mark.integration
+
 VOLUME_SCHEMA = {"type": "object", "properties": {"level": {"type": "integer"}}, "required": ["level"]}
 
 

@@ -21,6 +21,8 @@ from vixio.transports.xiaozhi.session.downlink import PACED_FRAMES_PER_WAKEUP
 
 from .conftest import ws_url
 
+pytestmark = pytest.mark.integration
+
 
 async def test_ota_then_hello_then_typed_text_is_answered_with_paced_audio(make_server) -> None:
     server = await make_server(reply_seconds=1.2)

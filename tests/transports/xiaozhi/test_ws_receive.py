@@ -7,6 +7,7 @@ import asyncio
 import json
 from typing import Any
 
+import pytest
 import websockets
 from websockets.asyncio.server import serve
 
@@ -18,6 +19,8 @@ from vixio.transports.xiaozhi.protocol.codec import OpusEncoder
 from vixio.transports.xiaozhi.websocket.session_io import XiaozhiSessionIO
 
 from .conftest import ws_url
+
+pytestmark = pytest.mark.integration
 
 
 class SessionIO(XiaozhiSessionIO):

@@ -28,6 +28,8 @@ from vixio.transports.xiaozhi.websocket.transport import DeviceContext, XiaozhiT
 
 from .conftest import ToneReply
 
+pytestmark = pytest.mark.integration
+
 # Importing the sdk points `ctypes.util.find_library("opus")` at its bundled libopus for the whole
 # process; opuslib has loaded the library once the import returns, so the original is put back.
 _find_library = ctypes.util.find_library
