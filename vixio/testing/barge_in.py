@@ -25,9 +25,11 @@ import time
 import wave
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
+from vixio.providers.vad.base import VADProvider
 from vixio.providers.vad.detector import VoiceActivityDetector
 from vixio.stations.interruption import InterruptionArbiter
 from vixio.testing.echo_path import RATE, EchoPath, device_stamps, erle_db
@@ -133,7 +135,7 @@ class Costs:
 
 @dataclass(slots=True)
 class Harness:
-    vad: object
+    vad: VADProvider
     """A VADProvider (the model is shared, streams are per trial)."""
     voices: Voices
     aec: bool = False
@@ -150,7 +152,7 @@ class Harness:
     replies_per_session: int = 5
     """Replies one board (one echo path, one canceller) plays: a session converges once."""
     costs: Costs = field(default_factory=Costs)
-    _cancellers: dict[int, object] = field(default_factory=dict)
+    _cancellers: dict[int, Any] = field(default_factory=dict)
 
     def trial(self, seed: int, barge_in: bool = False, kind: str | None = None) -> Trial:
         """One reply; the user says nothing (`echo`), asks a question over it (`barge_in`, kind
@@ -196,7 +198,7 @@ class Harness:
         decoder = OpusDecoder(RATE)
         canceller = None
         if self.aec:
-            canceller = self._cancellers.get(session)
+            canceller = self._cancellers.get(session)  # a SessionEchoCanceller (imported only with `aec`)
             if canceller is None:
                 canceller = self._cancellers[session] = SessionEchoCanceller()
         detector = VoiceActivityDetector(self.vad.create_stream(), threshold=0.5,
@@ -243,7 +245,7 @@ class Harness:
             trial.erle_db = erle_db(np.concatenate(heard), np.concatenate(cleaned))
         return trial
 
-    def _decide(self, trial: Trial, arbiter: InterruptionArbiter, events: list, now: float, bot: bool,
+    def _decide(self, trial: Trial, arbiter: InterruptionArbiter, events: list[Any], now: float, bot: bool,
                 speaking: bool, onset: int | None) -> list[str]:
         """Counts what the server did with this frame's VAD events; returns its actions on the reply."""
         user_on = onset is not None and now * RATE >= onset

@@ -43,7 +43,7 @@ def bundled_weights() -> Path | None:
     return path if path.exists() else None
 
 
-def _slaney_mel(hz: np.ndarray) -> np.ndarray:
+def _slaney_mel(hz: np.ndarray | float) -> np.ndarray:
     hz = np.asarray(hz, dtype=np.float64)
     mel = hz / (200.0 / 3)
     log_part = hz >= 1000.0

@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from vixio.testing.device.audio import WAKE_WORD_AUDIO_SECONDS, ReceivedFrame, encode_uplink, read_wav_16k_mono
-from vixio.testing.device.core import DeviceCore, DeviceState, ListeningMode, random_device_id
+from vixio.testing.device.core import DeviceCore, DeviceState, ListeningMode
+from vixio.testing.device.ota import random_device_id
 from vixio.testing.device.errors import DeviceDisconnected, DeviceError, HelloError, OtaError
 from vixio.testing.device.mqtt_protocol import DeviceMqttProtocol
 from vixio.testing.device.mcp import DeviceTool, McpStats, McpToolResult, hang_forever

@@ -43,7 +43,7 @@ class _Udp(asyncio.DatagramProtocol):
     def __init__(self, on_datagram: Callable[[bytes], None]) -> None:
         self.on_datagram = on_datagram
 
-    def datagram_received(self, data: bytes, addr: tuple[str, int]) -> None:  # type: ignore[override]
+    def datagram_received(self, data: bytes, addr: tuple[str, int]) -> None:
         self.on_datagram(data)
 
 

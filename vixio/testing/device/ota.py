@@ -193,8 +193,9 @@ def _mqtt_settings(ota_url: str, reply: dict[str, Any], code: str | None, polls:
     missing = [key for key in MQTT_KEYS if not isinstance(section.get(key), str) or not section[key]]
     if missing:
         raise OtaError(f"OTA reply `mqtt` lacks {missing}; the firmware cannot connect without them")
-    websocket = reply.get("websocket") if isinstance(reply.get("websocket"), dict) else {}
-    url = websocket.get("url") if isinstance(websocket.get("url"), str) else ""
+    websocket = reply.get("websocket")
+    url = websocket.get("url") if isinstance(websocket, dict) else None
+    url = url if isinstance(url, str) else ""
     return OtaResult(reply=reply, websocket_url=url, token=None, protocol_version=None, activation_code=code,
                      activation_polls=polls, mqtt=section)
 

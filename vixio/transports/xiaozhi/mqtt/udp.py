@@ -43,7 +43,7 @@ class AudioSocket(asyncio.DatagramProtocol):
         if self.transport is not None and not self.transport.is_closing():
             self.transport.sendto(data, address)
 
-    def datagram_received(self, data: bytes, addr: tuple[str, int]) -> None:  # type: ignore[override]
+    def datagram_received(self, data: bytes, addr: tuple[str, int]) -> None:
         try:
             header = parse_header(data, self.max_payload)
             channel = self.sessions.get(header.ssrc)

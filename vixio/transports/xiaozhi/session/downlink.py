@@ -13,7 +13,7 @@ socket write and the idle clock.
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -182,12 +182,15 @@ class Downlink:
             self.echo.sent(self._stamp_ms, to_reference_rate(pcm))
         return self._stamp_ms
 
+    async def _write_now(self, messages: list[Any]) -> None:
+        await self.connection.write(messages)
+
     def control(self, action: str) -> None:
         """The VAD station's verdict on speech over the reply (`SessionState.reply_control`)."""
         if action == "pause" and self.speaking and not self.paused:
             self.paused = True
             self.pacer.hold()
-            eager_task(self.connection.write([xp.tts("stop")]), name="vixio-downlink-pause")
+            eager_task(self._write_now([xp.tts("stop")]), name="vixio-downlink-pause")
         elif action == "resume" and self.paused:
             self.paused = False
             if self.speaking:
