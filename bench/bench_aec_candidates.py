@@ -58,6 +58,7 @@ def livekit() -> Process:
         frame = rtc.AudioFrame(mic.tobytes(), 16000, 1, FRAME)
         apm.process_stream(frame)
         return np.frombuffer(frame.data, dtype=np.int16).copy()
+
     return process
 
 
@@ -68,8 +69,11 @@ def speex() -> Process:
     return lambda mic, far: np.asarray(aec.cancel_echo(mic, far), dtype=np.int16)
 
 
-CANDIDATES: dict[str, Callable[[], Process]] = {"pywebrtc-audio (AEC3)": webrtc, "livekit (AEC3)": livekit,
-                                                "pyaec (speex)": speex}
+CANDIDATES: dict[str, Callable[[], Process]] = {
+    "pywebrtc-audio (AEC3)": webrtc,
+    "livekit (AEC3)": livekit,
+    "pyaec (speex)": speex,
+}
 
 
 def reply(seconds: float) -> np.ndarray:
@@ -103,7 +107,9 @@ def main() -> None:
     args = parser.parse_args()
     far = reply(args.seconds)
     print(f"CPU: {cpu_model()}; reply {len(far) / 16000:.1f} s")
-    print("| canceller | ERLE, reply as sent (all / 2nd half) | ERLE, reply 100 ms later (20 ms left) | CPU per 10 ms |")
+    print(
+        "| canceller | ERLE, reply as sent (all / 2nd half) | ERLE, reply 100 ms later (20 ms left) | CPU per 10 ms |"
+    )
     print("|---|---|---|---|")
     for name, make in CANDIDATES.items():
         try:
@@ -113,8 +119,10 @@ def main() -> None:
             continue
         sent = measure(make, far, 0)
         aligned = measure(make, far, 100)
-        print(f"| {name} | {sent[0]:.1f} / {sent[1]:.1f} dB | {aligned[0]:.1f} / {aligned[1]:.1f} dB | "
-              f"{(sent[2] + aligned[2]) / 2:.3f} ms |")
+        print(
+            f"| {name} | {sent[0]:.1f} / {sent[1]:.1f} dB | {aligned[0]:.1f} / {aligned[1]:.1f} dB | "
+            f"{(sent[2] + aligned[2]) / 2:.3f} ms |"
+        )
 
 
 if __name__ == "__main__":

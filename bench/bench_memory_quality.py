@@ -47,7 +47,6 @@ sys.path.insert(0, str(ROOT))
 
 from capacity.floor import cpu_model, measure_floor
 from capacity.load import build_clips
-
 from vixio.memory.long_term import VerbatimMemory
 from vixio.state.fact_learner import FactLearner
 from vixio.state.fact_merge import facts_note, words
@@ -64,13 +63,36 @@ TURNS_PER_CONVERSATION = 8
 BUDGET = 600
 EN_NAMES = ["Alice", "Bob", "Carol", "David", "Emma", "Frank", "Grace", "Henry", "Irene", "Jack"]
 ZH_NAMES = ["小明", "李华", "王芳", "张伟", "刘洋", "陈静", "杨帆", "赵雷", "黄丽", "周杰"]
-EN_LIKES = ["green tea", "coffee", "jazz music", "hiking", "chess", "gardening", "football", "sushi", "painting",
-            "cycling", "opera", "baking", "swimming", "poetry", "yoga"]
+EN_LIKES = [
+    "green tea",
+    "coffee",
+    "jazz music",
+    "hiking",
+    "chess",
+    "gardening",
+    "football",
+    "sushi",
+    "painting",
+    "cycling",
+    "opera",
+    "baking",
+    "swimming",
+    "poetry",
+    "yoga",
+]
 ZH_LIKES = ["绿茶", "咖啡", "爬山", "下棋", "唱歌", "钓鱼", "书法", "饺子", "京剧", "游泳", "画画", "跑步"]
 EN_CITIES = ["Berlin", "Lisbon", "Toronto", "Osaka", "Madrid", "Dublin"]
 ZH_CITIES = ["北京", "上海", "杭州", "成都", "广州", "南京"]
-EN_SMALL = ["what's the weather like today", "tell me a joke", "set a timer for ten minutes", "what time is it",
-            "play some music", "how far is the moon", "thanks, that was helpful", "what should I cook tonight"]
+EN_SMALL = [
+    "what's the weather like today",
+    "tell me a joke",
+    "set a timer for ten minutes",
+    "what time is it",
+    "play some music",
+    "how far is the moon",
+    "thanks, that was helpful",
+    "what should I cook tonight",
+]
 ZH_SMALL = ["今天天气怎么样", "给我讲个笑话", "现在几点了", "放点音乐", "月亮有多远", "谢谢你", "今晚吃什么好"]
 
 
@@ -93,17 +115,27 @@ class Household:
         """(utterance, facts it states, facts it retracts), in the order they will be said."""
         name, home, (a, b, c, d, e, f) = self.name, self.home, self.likes
         if self.zh:
-            said = [(f"我叫{name}", [("name", name)], []), (f"我喜欢{a}", [("like", a)], []),
-                    (f"我住在{home}", [("home", home)], []), (f"我很喜欢{b}", [("like", b)], []),
-                    (f"{c}是我的最爱", [("like", c)], []),  # a phrasing the rules miss
-                    (f"我讨厌{d}", [("dislike", d)], []), (f"我现在喜欢{e}，不喜欢{a}了", [("like", e)], [("like", a)]),
-                    (f"我爱{f}", [("like", f)], [])]
+            said = [
+                (f"我叫{name}", [("name", name)], []),
+                (f"我喜欢{a}", [("like", a)], []),
+                (f"我住在{home}", [("home", home)], []),
+                (f"我很喜欢{b}", [("like", b)], []),
+                (f"{c}是我的最爱", [("like", c)], []),  # a phrasing the rules miss
+                (f"我讨厌{d}", [("dislike", d)], []),
+                (f"我现在喜欢{e}，不喜欢{a}了", [("like", e)], [("like", a)]),
+                (f"我爱{f}", [("like", f)], []),
+            ]
         else:
-            said = [(f"my name is {name}", [("name", name)], []), (f"I like {a}", [("like", a)], []),
-                    (f"I live in {home}", [("home", home)], []), (f"I really enjoy {b}", [("like", b)], []),
-                    (f"I'm a big fan of {c}", [("like", c)], []),  # a phrasing the rules miss
-                    (f"I hate {d}", [("dislike", d)], []), (f"I like {e} now, not {a}", [("like", e)], [("like", a)]),
-                    (f"{f} is what I love most", [("like", f)], [])]  # missed too
+            said = [
+                (f"my name is {name}", [("name", name)], []),
+                (f"I like {a}", [("like", a)], []),
+                (f"I live in {home}", [("home", home)], []),
+                (f"I really enjoy {b}", [("like", b)], []),
+                (f"I'm a big fan of {c}", [("like", c)], []),  # a phrasing the rules miss
+                (f"I hate {d}", [("dislike", d)], []),
+                (f"I like {e} now, not {a}", [("like", e)], [("like", a)]),
+                (f"{f} is what I love most", [("like", f)], []),
+            ]  # missed too
         return said
 
     def utterances(self, count: int) -> list[tuple[str, list[tuple[str, str]]]]:
@@ -132,8 +164,12 @@ class ScriptedCloud:
 
     async def complete(self, messages: list[dict[str, str]]) -> str:
         said = [line[6:] for line in messages[-1]["content"].splitlines() if line.startswith("User: ")]
-        facts = [{"kind": kind, "value": value} for text in said for kind, value in self.truth_of.get(text, [])
-                 if self.rng.random() >= 0.05]
+        facts = [
+            {"kind": kind, "value": value}
+            for text in said
+            for kind, value in self.truth_of.get(text, [])
+            if self.rng.random() >= 0.05
+        ]
         if self.rng.random() < 0.2:
             facts.append({"kind": "like", "value": "stamp collecting"})  # never said: the check drops it
         return json.dumps({"facts": facts}, ensure_ascii=False)
@@ -181,12 +217,19 @@ async def run_extractor(kind: str, households: int, n: int, folder: Path, seed: 
             if kind != "verbatim":
                 stale_held += len(house.stale & held)
                 noise += len(held - set(house.truth))
-            names_noted += bool(house.truth) and house.name.lower() in note.lower() and ("name", house.name.lower()) in house.truth
+            names_noted += (
+                bool(house.truth) and house.name.lower() in note.lower() and ("name", house.name.lower()) in house.truth
+            )
     finally:
         await store.close()
-    return {"stored_recall": round(stored_hits / max(1, truths), 3), "note_recall": round(noted_hits / max(1, truths), 3),
-            "stale_held": stale_held, "noise": noise, "truths": truths,
-            "households_with_name_in_note": names_noted}
+    return {
+        "stored_recall": round(stored_hits / max(1, truths), 3),
+        "note_recall": round(noted_hits / max(1, truths), 3),
+        "stale_held": stale_held,
+        "noise": noise,
+        "truths": truths,
+        "households_with_name_in_note": names_noted,
+    }
 
 
 def rules_cpu_us() -> float:
@@ -214,8 +257,11 @@ async def erase_costs(folder: Path) -> dict[str, Any]:
     await store.forget_device(device)
     checkpoints = sorted(store.checkpoints)
     path = Path(store.location)
-    residue = {p.name: p.read_bytes().count(b"Marigold") for p in
-               (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")) if p.exists()}
+    residue = {
+        p.name: p.read_bytes().count(b"Marigold")
+        for p in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm"))
+        if p.exists()
+    }
     await store.close()
     # The same writes and erase without the erase path (plain DELETE, no checkpoint, no secure_delete).
     raw_path = folder / "plain.db"
@@ -226,38 +272,53 @@ async def erase_costs(folder: Path) -> dict[str, Any]:
     for i in range(200):
         raw.execute("INSERT INTO turns VALUES (?)", (f"turn {i} about Marigold the cat",))
     raw.execute("DELETE FROM turns")
-    plain = {p.name: p.read_bytes().count(b"Marigold") for p in
-             (raw_path, raw_path.with_name(raw_path.name + "-wal")) if p.exists()}
+    plain = {
+        p.name: p.read_bytes().count(b"Marigold")
+        for p in (raw_path, raw_path.with_name(raw_path.name + "-wal"))
+        if p.exists()
+    }
     raw.close()
-    return {"checkpoint_ms_p50": round(1000 * checkpoints[len(checkpoints) // 2], 3),
-            "checkpoint_ms_p95": round(1000 * checkpoints[int(len(checkpoints) * 0.95)], 3),
-            "erase_ms_mean_with_checkpoint": round(1000 * per_erase, 3), "checkpoints": len(checkpoints),
-            "residue_after_erase": residue, "residue_plain_delete_no_checkpoint": plain}
+    return {
+        "checkpoint_ms_p50": round(1000 * checkpoints[len(checkpoints) // 2], 3),
+        "checkpoint_ms_p95": round(1000 * checkpoints[int(len(checkpoints) * 0.95)], 3),
+        "erase_ms_mean_with_checkpoint": round(1000 * per_erase, 3),
+        "checkpoints": len(checkpoints),
+        "residue_after_erase": residue,
+        "residue_plain_delete_no_checkpoint": plain,
+    }
 
 
 async def main(args: argparse.Namespace) -> int:
     floor = measure_floor(build_clips()[:8])
     report: dict[str, Any] = {"cpu": cpu_model(), "floor": floor, "quality": {}}
-    print(f"CPU: {report['cpu']}; floor {floor['ms_per_frame']} ms/frame (Opus {floor['opus_decode_ms']} + "
-          f"Silero {floor['silero_ms']})")
+    print(
+        f"CPU: {report['cpu']}; floor {floor['ms_per_frame']} ms/frame (Opus {floor['opus_decode_ms']} + "
+        f"Silero {floor['silero_ms']})"
+    )
     with tempfile.TemporaryDirectory(prefix="vixio-memq-") as folder:
         for n in COUNTS:
             for kind in ("rules", "cloud-like", "verbatim"):
                 figures = await run_extractor(kind, args.households, n, Path(folder), args.seed)
                 report["quality"][f"{kind}@{n}"] = figures
-                print(f"N={n:>2} {kind:<10} stored recall {figures['stored_recall']:.1%}, in the note "
-                      f"{figures['note_recall']:.1%}, stale held {figures['stale_held']}, noise {figures['noise']}, "
-                      f"name in the note {figures['households_with_name_in_note']} "
-                      f"(of {figures['truths']} true facts, {args.households} households)")
+                print(
+                    f"N={n:>2} {kind:<10} stored recall {figures['stored_recall']:.1%}, in the note "
+                    f"{figures['note_recall']:.1%}, stale held {figures['stale_held']}, noise {figures['noise']}, "
+                    f"name in the note {figures['households_with_name_in_note']} "
+                    f"(of {figures['truths']} true facts, {args.households} households)"
+                )
         report["rules_cpu_us_per_utterance"] = rules_cpu_us()
-        print(f"rules: {report['rules_cpu_us_per_utterance']} us CPU per utterance "
-              f"({report['rules_cpu_us_per_utterance'] / 1000 / floor['ms_per_frame']:.3f} x the floor's frame)")
+        print(
+            f"rules: {report['rules_cpu_us_per_utterance']} us CPU per utterance "
+            f"({report['rules_cpu_us_per_utterance'] / 1000 / floor['ms_per_frame']:.3f} x the floor's frame)"
+        )
         report["erase"] = await erase_costs(Path(folder))
         erase = report["erase"]
-        print(f"erase: checkpoint p50 {erase['checkpoint_ms_p50']} ms, p95 {erase['checkpoint_ms_p95']} ms "
-              f"({erase['checkpoints']} erases; {erase['checkpoint_ms_p50'] / floor['ms_per_frame']:.0f} x the floor's "
-              f"frame); delete_turn with it {erase['erase_ms_mean_with_checkpoint']} ms mean; an erased word left in "
-              f"{erase['residue_after_erase']} (plain DELETE, no checkpoint: {erase['residue_plain_delete_no_checkpoint']})")
+        print(
+            f"erase: checkpoint p50 {erase['checkpoint_ms_p50']} ms, p95 {erase['checkpoint_ms_p95']} ms "
+            f"({erase['checkpoints']} erases; {erase['checkpoint_ms_p50'] / floor['ms_per_frame']:.0f} x the floor's "
+            f"frame); delete_turn with it {erase['erase_ms_mean_with_checkpoint']} ms mean; an erased word left in "
+            f"{erase['residue_after_erase']} (plain DELETE, no checkpoint: {erase['residue_plain_delete_no_checkpoint']})"
+        )
     for title, section in EXTRA_SECTIONS:
         report[title] = section(args)
         print(f"{title}: {report[title]}")

@@ -25,10 +25,12 @@ def _category_problem(module: pytest.Module) -> str | None:
     found = [name for name in names if name in CATEGORIES]
     if len(found) == 1:
         return None
-    return (f"{module.nodeid}: a test module declares exactly one category at module level, e.g. "
-            f"`pytestmark = pytest.mark.unit` (or a list holding one); it has "
-            f"{found or 'none'}. The categories ({', '.join(CATEGORIES)}) are defined under `markers` "
-            "in pyproject.toml: take the most expensive thing the module does.")
+    return (
+        f"{module.nodeid}: a test module declares exactly one category at module level, e.g. "
+        f"`pytestmark = pytest.mark.unit` (or a list holding one); it has "
+        f"{found or 'none'}. The categories ({', '.join(CATEGORIES)}) are defined under `markers` "
+        "in pyproject.toml: take the most expensive thing the module does."
+    )
 
 
 # The order tests are handed to xdist's workers: the expensive categories first, so the minutes-long

@@ -91,8 +91,12 @@ class FloorProbe:
         self._proc: subprocess.Popen[str] | None = None
 
     def __enter__(self) -> FloorProbe:
-        self._proc = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--probe", str(self.interval)],
-                                      stdout=subprocess.PIPE, text=True, cwd=Path(__file__).resolve().parent)
+        self._proc = subprocess.Popen(
+            [sys.executable, str(Path(__file__).resolve()), "--probe", str(self.interval)],
+            stdout=subprocess.PIPE,
+            text=True,
+            cwd=Path(__file__).resolve().parent,
+        )
         # The load starts once the probe measures: its own start (imports, the model, the clips:
         # seconds on a busy machine) must neither compete with the load nor leave a short run unprobed.
         assert self._proc.stdout is not None
@@ -123,8 +127,12 @@ class FloorProbe:
         inside = [ms for at, ms in self.readings if start <= at <= end]
         if not inside:
             return None
-        return {"ms_per_frame": round(statistics.median(inside), 4), "min": round(min(inside), 4),
-                "max": round(max(inside), 4), "probes": len(inside)}
+        return {
+            "ms_per_frame": round(statistics.median(inside), 4),
+            "min": round(min(inside), 4),
+            "max": round(max(inside), 4),
+            "probes": len(inside),
+        }
 
 
 def _probe(interval: float) -> None:
@@ -170,7 +178,7 @@ class _Meter:
         pending = np.concatenate([self._pending, np.frombuffer(pcm, dtype="<i2").astype(np.float32) / 32768.0])
         whole = len(pending) // self._window * self._window
         for start in range(0, whole, self._window):
-            self._stream.probability(pending[start:start + self._window])
+            self._stream.probability(pending[start : start + self._window])
         self._pending = pending[whole:]
 
 
@@ -197,8 +205,12 @@ def measure_floor(clips: list[Clip], repeats: int = FLOOR_REPEATS) -> dict[str, 
         decode_ms.append(1000 * decode_s / frames)
         vad_ms.append(1000 * vad_s / frames)
     decode, vad_frame = statistics.median(decode_ms), statistics.median(vad_ms)
-    return {"ms_per_frame": round(decode + vad_frame, 4), "opus_decode_ms": round(decode, 4),
-            "silero_ms": round(vad_frame, 4), "rebuilt_graph": vad._model.rebuilt}
+    return {
+        "ms_per_frame": round(decode + vad_frame, 4),
+        "opus_decode_ms": round(decode, 4),
+        "silero_ms": round(vad_frame, 4),
+        "rebuilt_graph": vad._model.rebuilt,
+    }
 
 
 if __name__ == "__main__":

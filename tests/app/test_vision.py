@@ -30,10 +30,20 @@ SECRET = "vision-test-secret"
 
 async def start(llm: ScriptedLLMServer, *, vision: bool = True, **vision_options: Any) -> VixioServer:
     settings: dict[str, Any] = {
-        "xiaozhi": {"host": "127.0.0.1", "port": 0, "http": {"host": "127.0.0.1", "port": 0}, "idle_timeout": 0,
-                    "auth": {"enabled": True, "secret": SECRET}},
-        "agent": {"provider": "litellm", "model": "openai/test-model", "api_base": llm.base_url, "api_key": "t",
-                  "timeout": 20},
+        "xiaozhi": {
+            "host": "127.0.0.1",
+            "port": 0,
+            "http": {"host": "127.0.0.1", "port": 0},
+            "idle_timeout": 0,
+            "auth": {"enabled": True, "secret": SECRET},
+        },
+        "agent": {
+            "provider": "litellm",
+            "model": "openai/test-model",
+            "api_base": llm.base_url,
+            "api_key": "t",
+            "timeout": 20,
+        },
         "tools": {"builtin": []},
     }
     if vision:
@@ -45,9 +55,14 @@ async def start(llm: ScriptedLLMServer, *, vision: bool = True, **vision_options
 
 def device_for(server: VixioServer, camera: SimulatedCamera) -> SimulatedDevice:
     device_id, client_id = "aa:bb:cc:00:11:22", "client-vision"
-    device = SimulatedDevice(ws_url=f"ws://127.0.0.1:{server.transport.port}/xiaozhi/v1/", device_id=device_id,
-                             client_id=client_id, token=issue_token(SECRET, client_id, device_id),
-                             listening_mode="manual", tools=[camera.tool])
+    device = SimulatedDevice(
+        ws_url=f"ws://127.0.0.1:{server.transport.port}/xiaozhi/v1/",
+        device_id=device_id,
+        client_id=client_id,
+        token=issue_token(SECRET, client_id, device_id),
+        listening_mode="manual",
+        tools=[camera.tool],
+    )
     camera.attach(device)
     return device
 
@@ -56,8 +71,9 @@ async def ask(device: SimulatedDevice, text: str) -> str:
     mark = device.mark()
     await device.send_text(text)
     await device.wait_for("tts", state="stop", after=mark, timeout=30)
-    return " ".join(m.data["text"] for m in device.received[mark:]
-                    if m.type == "tts" and m.data.get("state") == "sentence_start")
+    return " ".join(
+        m.data["text"] for m in device.received[mark:] if m.type == "tts" and m.data.get("state") == "sentence_start"
+    )
 
 
 def sees_the_photo(body: dict[str, Any]) -> None:
@@ -94,8 +110,10 @@ async def test_the_camera_tool_is_answered_by_the_vision_model(llm: ScriptedLLMS
         (upload,) = camera.uploads
         assert upload["status"] == 200 and upload["url"].endswith("/mcp/vision/explain")
         tool_result = [m for m in llm.messages(2) if m["role"] == "tool"][0]["content"]
-        assert '"response": "A red apple on a wooden table."' in tool_result or \
-            '"response":"A red apple on a wooden table."' in tool_result
+        assert (
+            '"response": "A red apple on a wooden table."' in tool_result
+            or '"response":"A red apple on a wooden table."' in tool_result
+        )
         assert '"success": true' in tool_result or '"success":true' in tool_result
         llm.assert_all_consumed()
     finally:
@@ -121,14 +139,17 @@ async def test_without_a_vision_model_the_camera_is_told_501(llm: ScriptedLLMSer
         await server.stop()
 
 
-async def post(server: VixioServer, *, headers: dict[str, str], image: bytes | None = PHOTO,
-               question: str = "what?") -> tuple[int, dict[str, Any]]:
+async def post(
+    server: VixioServer, *, headers: dict[str, str], image: bytes | None = PHOTO, question: str = "what?"
+) -> tuple[int, dict[str, Any]]:
     form = aiohttp.FormData()
     form.add_field("question", question)
     if image is not None:
         form.add_field("file", image, filename="camera.jpg", content_type="image/jpeg")
-    async with aiohttp.ClientSession() as session, session.post(
-            f"http://127.0.0.1:{server.ota.port}/mcp/vision/explain", data=form, headers=headers) as response:
+    async with (
+        aiohttp.ClientSession() as session,
+        session.post(f"http://127.0.0.1:{server.ota.port}/mcp/vision/explain", data=form, headers=headers) as response,
+    ):
         return response.status, await response.json(content_type=None)
 
 
@@ -165,9 +186,12 @@ MALFORMED_UPLOADS = [
 
 
 async def post_raw(port: int, headers: dict[str, str], content_type: str, body: bytes) -> tuple[int, dict[str, Any]]:
-    async with aiohttp.ClientSession() as session, session.post(
-            f"http://127.0.0.1:{port}/mcp/vision/explain", data=body,
-            headers={**headers, "Content-Type": content_type}) as response:
+    async with (
+        aiohttp.ClientSession() as session,
+        session.post(
+            f"http://127.0.0.1:{port}/mcp/vision/explain", data=body, headers={**headers, "Content-Type": content_type}
+        ) as response,
+    ):
         return response.status, await response.json(content_type=None)
 
 
@@ -175,8 +199,11 @@ async def test_a_malformed_upload_is_400_without_a_traceback(llm: ScriptedLLMSer
     from tests.transports.xiaozhi.hostile import captured_logs
 
     server = await start(llm)
-    good = {"Device-Id": "aa:bb:cc:00:11:22", "Client-Id": "client-vision",
-            "Authorization": "Bearer " + issue_token(SECRET, "client-vision", "aa:bb:cc:00:11:22")}
+    good = {
+        "Device-Id": "aa:bb:cc:00:11:22",
+        "Client-Id": "client-vision",
+        "Authorization": "Bearer " + issue_token(SECRET, "client-vision", "aa:bb:cc:00:11:22"),
+    }
     try:
         async with captured_logs("INFO") as logs:
             for content_type, body in MALFORMED_UPLOADS:

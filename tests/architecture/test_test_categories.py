@@ -28,8 +28,9 @@ def test_one_category_passes_alone_or_in_a_list() -> None:
     assert _category_problem(_module([skip, pytest.mark.process])) is None  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize("marks", [None, [], [pytest.mark.skipif(False, reason="x")],
-                                   [pytest.mark.unit, pytest.mark.integration]])
+@pytest.mark.parametrize(
+    "marks", [None, [], [pytest.mark.skipif(False, reason="x")], [pytest.mark.unit, pytest.mark.integration]]
+)
 def test_none_or_two_categories_are_refused_naming_the_module(marks: object) -> None:
     problem = _category_problem(_module(marks))  # type: ignore[arg-type]
     assert problem is not None and problem.startswith("tests/x/test_y.py:")

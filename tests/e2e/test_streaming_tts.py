@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from vixio.config.models import VixioConfig
 from vixio.app.server import VixioServer
+from vixio.config.models import VixioConfig
 from vixio.testing.device import SimulatedDevice
 from vixio.testing.speech_servers import EdgeSpeechServer, SlowSpeechServer
 
@@ -23,18 +23,28 @@ pytestmark = pytest.mark.integration
 GREETING = "你好，我是小智，今天有什么可以帮你的吗？"  # 20 characters: 3 s of audio, sent over 3 s
 
 
-async def first_frame_and_finish(tts: dict[str, Any], server: EdgeSpeechServer | SlowSpeechServer) -> tuple[float, float]:
-    config = VixioConfig.model_validate({
-        "language": "zh",
-        "xiaozhi": {"host": "127.0.0.1", "port": 0, "http": {"host": "127.0.0.1", "port": 0}, "idle_timeout": 0,
-                    "greeting": GREETING},
-        "tts": tts,
-    })
+async def first_frame_and_finish(
+    tts: dict[str, Any], server: EdgeSpeechServer | SlowSpeechServer
+) -> tuple[float, float]:
+    config = VixioConfig.model_validate(
+        {
+            "language": "zh",
+            "xiaozhi": {
+                "host": "127.0.0.1",
+                "port": 0,
+                "http": {"host": "127.0.0.1", "port": 0},
+                "idle_timeout": 0,
+                "greeting": GREETING,
+            },
+            "tts": tts,
+        }
+    )
     vixio = VixioServer(config)
     await vixio.start()
     try:
-        async with SimulatedDevice(ws_url=f"ws://127.0.0.1:{vixio.transport.port}/xiaozhi/v1/",
-                                   clock=time.perf_counter) as device:
+        async with SimulatedDevice(
+            ws_url=f"ws://127.0.0.1:{vixio.transport.port}/xiaozhi/v1/", clock=time.perf_counter
+        ) as device:
             await device.connect()
             mark = device.mark()
             await device.wake_word()
@@ -63,9 +73,15 @@ async def test_edge_tts_first_downlink_frame_leaves_before_the_sentence_is_sent(
 
 async def test_openai_compatible_pcm_first_downlink_frame_leaves_before_the_sentence_is_sent() -> None:
     async with SlowSpeechServer(chunk_delay=0.1) as server:
-        tts = {"provider": "openai", "api_base": server.base_url, "model": "FunAudioLLM/CosyVoice2-0.5B",
-               "voice": "FunAudioLLM/CosyVoice2-0.5B:alex", "response_format": "pcm", "sample_rate": 24000,
-               "extra_body": {"sample_rate": 24000, "stream": True}}
+        tts = {
+            "provider": "openai",
+            "api_base": server.base_url,
+            "model": "FunAudioLLM/CosyVoice2-0.5B",
+            "voice": "FunAudioLLM/CosyVoice2-0.5B:alex",
+            "response_format": "pcm",
+            "sample_rate": 24000,
+            "extra_body": {"sample_rate": 24000, "stream": True},
+        }
         first, finished = await first_frame_and_finish(tts, server)
     assert finished - first > 1.5, f"first frame only {finished - first:.2f} s before the service finished"
     (request,) = server.requests

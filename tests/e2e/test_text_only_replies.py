@@ -22,11 +22,13 @@ APOLOGY = "Sorry, something went wrong. Please try again."
 
 
 async def start(llm: ScriptedLLMServer) -> VixioServer:
-    config = VixioConfig.model_validate({
-        "xiaozhi": {"host": "127.0.0.1", "port": 0, "http": {"host": "127.0.0.1", "port": 0}, "idle_timeout": 0},
-        "agent": {"provider": "litellm", "model": "openai/test-model", "api_base": llm.base_url, "api_key": "test"},
-        "tts": None,
-    })
+    config = VixioConfig.model_validate(
+        {
+            "xiaozhi": {"host": "127.0.0.1", "port": 0, "http": {"host": "127.0.0.1", "port": 0}, "idle_timeout": 0},
+            "agent": {"provider": "litellm", "model": "openai/test-model", "api_base": llm.base_url, "api_key": "test"},
+            "tts": None,
+        }
+    )
     server = VixioServer(config)
     await server.start()
     return server
@@ -59,8 +61,12 @@ async def test_a_reply_that_breaks_off_ends_with_the_apology_and_tts_stop(llm: S
             mark = device.mark()
             await device.send_text("tell me something")
             await device.wait_for("tts", state="stop", after=mark, timeout=10)
-            assert tts_states(device, mark) == [("start", None), ("sentence_start", "The first sentence is complete."),
-                                                ("sentence_start", APOLOGY), ("stop", None)]
+            assert tts_states(device, mark) == [
+                ("start", None),
+                ("sentence_start", "The first sentence is complete."),
+                ("sentence_start", APOLOGY),
+                ("stop", None),
+            ]
             await device.wait_for_state("listening", timeout=5)
             await next_turn_works(device, llm)
     finally:

@@ -26,22 +26,37 @@ CALLS = 8
 async def test_unknown_tools_and_bad_arguments_are_throttled_warnings(llm: ScriptedLLMServer) -> None:
     records: list[dict[str, Any]] = []
     sink = logger.add(lambda message: records.append(message.record), level="DEBUG", filter="vixio")
-    server = VixioServer(VixioConfig.model_validate({
-        "xiaozhi": {"host": "127.0.0.1", "port": 0, "http": {"host": "127.0.0.1", "port": 0}, "idle_timeout": 0},
-        "agent": {"provider": "litellm", "model": "openai/test-model", "api_base": llm.base_url, "api_key": "t",
-                  "timeout": 20},
-        "tools": {"builtin": ["get_time"]},
-    }))
+    server = VixioServer(
+        VixioConfig.model_validate(
+            {
+                "xiaozhi": {
+                    "host": "127.0.0.1",
+                    "port": 0,
+                    "http": {"host": "127.0.0.1", "port": 0},
+                    "idle_timeout": 0,
+                },
+                "agent": {
+                    "provider": "litellm",
+                    "model": "openai/test-model",
+                    "api_base": llm.base_url,
+                    "api_key": "t",
+                    "timeout": 20,
+                },
+                "tools": {"builtin": ["get_time"]},
+            }
+        )
+    )
     await server.start()
 
     def told(body: dict[str, Any]) -> None:
         results = [m["content"] for m in body["messages"] if m["role"] == "tool"]
         assert len(results) == 2 * CALLS and all(result.startswith("Error") for result in results), results
 
-    llm.expect(Reply.tool_calls(*(ScriptedToolCall("open_garage", {"door": i}) for i in range(CALLS))),
-               Reply.tool_calls(*(ScriptedToolCall("get_time", "{not json" if i % 2 else {"zone": i})
-                                  for i in range(CALLS))),
-               Reply.text("I could not do that.", check=told))
+    llm.expect(
+        Reply.tool_calls(*(ScriptedToolCall("open_garage", {"door": i}) for i in range(CALLS))),
+        Reply.tool_calls(*(ScriptedToolCall("get_time", "{not json" if i % 2 else {"zone": i}) for i in range(CALLS))),
+        Reply.text("I could not do that.", check=told),
+    )
     try:
         async with SimulatedDevice(ws_url=f"ws://127.0.0.1:{server.transport.port}/xiaozhi/v1/") as device:
             await device.connect()

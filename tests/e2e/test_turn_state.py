@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from vixio.config.models import VixioConfig
 from vixio.app.server import VixioServer
+from vixio.config.models import VixioConfig
 from vixio.testing.device import SimulatedDevice
 from vixio.testing.device.mcp import DeviceTool, hang_forever
 from vixio.testing.fault_servers import SpeechFaultServer
@@ -164,9 +164,11 @@ async def test_a_background_result_finishing_during_playback_is_its_own_reply(
     from vixio.core.tools.local import func_to_tool_definition
 
     long_reply = "I started the report. " + "It will take a moment, so here is some talk meanwhile. " * 2
-    llm.expect(Reply.tool_call("build_report", {"topic": "sales"}, call_id="call_r"),
-               Reply.text(long_reply),  # ~7 s of audio: the 1 s task ends while it plays
-               Reply.text("Your sales report is ready."))
+    llm.expect(
+        Reply.tool_call("build_report", {"topic": "sales"}, call_id="call_r"),
+        Reply.text(long_reply),  # ~7 s of audio: the 1 s task ends while it plays
+        Reply.text("Your sales report is ready."),
+    )
     server = await start(llm, speech, tools={"builtin": []})
     server.voice.local_tools.append(func_to_tool_definition(build_report, is_async=True))
     try:
@@ -175,12 +177,20 @@ async def test_a_background_result_finishing_during_playback_is_its_own_reply(
             mark = device.mark()
             await device.send_text("make me a sales report")
             await device.wait_for("tts", state="sentence_start", after=mark, timeout=10)
-            await until(lambda: sum(1 for m in device.received[mark:] if m.type == "tts"
-                                    and m.data.get("state") == "stop") >= 2, 20, "the second reply's tts stop")
+            await until(
+                lambda: (
+                    sum(1 for m in device.received[mark:] if m.type == "tts" and m.data.get("state") == "stop") >= 2
+                ),
+                20,
+                "the second reply's tts stop",
+            )
             await device.wait_until_idle(timeout=10)
             states = [m.data.get("state") for m in device.received[mark:] if m.type == "tts"]
-            sentences = [m.data["text"] for m in device.received[mark:]
-                         if m.type == "tts" and m.data.get("state") == "sentence_start"]
+            sentences = [
+                m.data["text"]
+                for m in device.received[mark:]
+                if m.type == "tts" and m.data.get("state") == "sentence_start"
+            ]
             assert states[0] == "start" and states.count("start") == 2 and states.count("stop") == 2
             second = states.index("start", 1)
             assert states[second - 1] == "stop"  # the announcement starts after the first reply ended
@@ -227,8 +237,9 @@ async def test_a_spoken_turn_cancels_a_pending_device_call(llm: ScriptedLLMServe
     slow = DeviceTool("self.slow.thing", "Never answers.", {"type": "object", "properties": {}}, hang_forever)
     speech.transcript = "never mind"
     llm.expect(Reply.tool_call("self_slow_thing", {}, call_id="c1"), Reply.text("Okay, never mind."))
-    server = await start(llm, None, asr={"provider": "openai", "api_base": speech.base_url},
-                         vad={"provider": "silero-lite"})
+    server = await start(
+        llm, None, asr={"provider": "openai", "api_base": speech.base_url}, vad={"provider": "silero-lite"}
+    )
     try:
         async with SimulatedDevice(ws_url=url(server), tools=[slow]) as device:
             await device.connect()
@@ -262,8 +273,9 @@ async def test_a_spoken_turn_after_a_finished_reply_interrupts_nothing(
     sink = logger.add(lambda message: lines.append(str(message)), level="INFO")
     speech.transcript = "what is the weather"
     llm.expect(Reply.text("Sunny."), Reply.text("Still sunny."))
-    server = await start(llm, None, asr={"provider": "openai", "api_base": speech.base_url},
-                         vad={"provider": "silero-lite"})
+    server = await start(
+        llm, None, asr={"provider": "openai", "api_base": speech.base_url}, vad={"provider": "silero-lite"}
+    )
     try:
         async with SimulatedDevice(ws_url=url(server)) as device:
             await device.connect()

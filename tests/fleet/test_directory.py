@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
+from vixio.app.server import VixioServer
 from vixio.config.models import VixioConfig
 from vixio.core.pipeline import Pipeline
 from vixio.fleet.directory import COMPANION, REPLACED, holder_name, resolve_instance
-from vixio.app.server import VixioServer
 from vixio.state.store import LiveSession
 from vixio.testing.device import SimulatedDevice
 from vixio.testing.redis_server import FLEET_SECRET, RedisServer
@@ -29,9 +29,12 @@ MAC = "aa:bb:cc:00:00:01"
 
 @pytest.fixture
 async def server() -> AsyncIterator[VixioServer]:
-    config = VixioConfig.model_validate({"xiaozhi": {"host": "127.0.0.1", "port": 0, "idle_timeout": 0,
-                                                     "http": {"host": "127.0.0.1", "port": 0}},
-                                         "server": {"directory_ttl": 3}})
+    config = VixioConfig.model_validate(
+        {
+            "xiaozhi": {"host": "127.0.0.1", "port": 0, "idle_timeout": 0, "http": {"host": "127.0.0.1", "port": 0}},
+            "server": {"directory_ttl": 3},
+        }
+    )
 
     async def factory(context: DeviceContext) -> Pipeline:
         return Pipeline([], session_id=context.session_id)
@@ -43,8 +46,7 @@ async def server() -> AsyncIterator[VixioServer]:
 
 
 def device(server: VixioServer, device_id: str = MAC) -> SimulatedDevice:
-    return SimulatedDevice(ws_url=f"ws://127.0.0.1:{server.transport.port}/xiaozhi/v1/", device_id=device_id,
-                           mcp=False)
+    return SimulatedDevice(ws_url=f"ws://127.0.0.1:{server.transport.port}/xiaozhi/v1/", device_id=device_id, mcp=False)
 
 
 async def listed(server: VixioServer, device_id: str | None = None) -> list[tuple[str, str]]:
@@ -70,8 +72,7 @@ async def test_a_device_that_connects_again_closes_its_stale_session(server: Vix
         await until(lambda: _true(stale.close_code == 1000), 10, "the stale session to be closed")
         assert stale.protocol.close_reason == REPLACED
         assert fresh.connected
-        await until(lambda: _equal(listed(server, MAC), [(fresh.session_id, "w0")]), 10,
-                    "only the new session listed")
+        await until(lambda: _equal(listed(server, MAC), [(fresh.session_id, "w0")]), 10, "only the new session listed")
         assert list(server.transport.connections) == [fresh.session_id]
 
 
@@ -154,15 +155,19 @@ async def test_a_listed_companion_is_found_by_its_device_and_is_no_holder_of_it(
 
 
 async def test_a_session_listed_again_closes_itself_when_its_device_connected_elsewhere_meanwhile(
-        redis: RedisServer) -> None:
+    redis: RedisServer,
+) -> None:
     """The store forgot the directory (a Redis restarted empty). The device connected to another
     instance meanwhile, which could not close this session: it was not listed yet, or the fleet's
     bus was still reconnecting. This process's heartbeats check what they listed again: this
     session is the stale one and closes."""
-    config = VixioConfig.model_validate({
-        "xiaozhi": {"host": "127.0.0.1", "port": 0, "idle_timeout": 0, "http": {"host": "127.0.0.1", "port": 0}},
-        "server": {"directory_ttl": 3, "instance": "a"},
-        "state": {"backend": "redis", "url": redis.url, "prefix": "split:", "fleet_secret": FLEET_SECRET}})
+    config = VixioConfig.model_validate(
+        {
+            "xiaozhi": {"host": "127.0.0.1", "port": 0, "idle_timeout": 0, "http": {"host": "127.0.0.1", "port": 0}},
+            "server": {"directory_ttl": 3, "instance": "a"},
+            "state": {"backend": "redis", "url": redis.url, "prefix": "split:", "fleet_secret": FLEET_SECRET},
+        }
+    )
 
     async def factory(context: DeviceContext) -> Pipeline:
         return Pipeline([], session_id=context.session_id)
@@ -173,17 +178,26 @@ async def test_a_session_listed_again_closes_itself_when_its_device_connected_el
         async with device(server) as ours, device(server, "aa:bb:cc:00:00:02") as other:
             await ours.connect()
             await other.connect()
-            await until(lambda: _equal(listed(server), [(ours.session_id, "a/w0"), (other.session_id, "a/w0")]), 10,
-                        "both sessions listed")
+            await until(
+                lambda: _equal(listed(server), [(ours.session_id, "a/w0"), (other.session_id, "a/w0")]),
+                10,
+                "both sessions listed",
+            )
             await asyncio.to_thread(redis.restart)  # empty
-            await until(lambda: _equal(listed(server), [(ours.session_id, "a/w0"), (other.session_id, "a/w0")]), 10,
-                        "the heartbeat to list both again")
+            await until(
+                lambda: _equal(listed(server), [(ours.session_id, "a/w0"), (other.session_id, "a/w0")]),
+                10,
+                "the heartbeat to list both again",
+            )
             # Then the device connects to instance b, whose call to close this session fails.
             await server.store.session_started(LiveSession("on-b", MAC, "b/w0", time.time()))
             await server.store.heartbeat("b/w0", ttl=30)
             await until(lambda: _true(ours.close_code == 1000), 10, "the heartbeat to close our stale session")
             assert ours.protocol.close_reason == REPLACED and other.connected
-            await until(lambda: _equal(listed(server), [("on-b", "b/w0"), (other.session_id, "a/w0")]), 10,
-                        "the other device listed again, this one only on b")
+            await until(
+                lambda: _equal(listed(server), [("on-b", "b/w0"), (other.session_id, "a/w0")]),
+                10,
+                "the other device listed again, this one only on b",
+            )
     finally:
         await server.stop()

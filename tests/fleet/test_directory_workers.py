@@ -54,12 +54,18 @@ async def test_one_session_per_device_across_workers_and_a_dead_workers_entries_
         assert f"closed its earlier session {stale.session_id} on w0" in serve.text()
 
         other = await connect("aa:bb:cc:00:00:12")  # w0
-        await until(lambda: _equal(holders(), sorted([(fresh.session_id, "w1"), (other.session_id, "w0")])), 20,
-                    "both devices listed")
+        await until(
+            lambda: _equal(holders(), sorted([(fresh.session_id, "w1"), (other.session_id, "w0")])),
+            20,
+            "both devices listed",
+        )
         w1 = next(line["pid"] for line in (await serve.metrics())["workers"] if line["worker"] == 1)
         os.kill(w1, signal.SIGKILL)  # its sessions cannot say they ended
-        await until(lambda: _equal(holders(), [(other.session_id, "w0")]), 20,
-                    "the supervisor to forget the dead worker's sessions")
+        await until(
+            lambda: _equal(holders(), [(other.session_id, "w0")]),
+            20,
+            "the supervisor to forget the dead worker's sessions",
+        )
 
 
 async def _equal(value: object, expected: object) -> bool:

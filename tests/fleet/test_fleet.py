@@ -52,26 +52,42 @@ async def directory(redis: RedisServer) -> AsyncIterator[RedisStore]:
     await store.close()
 
 
-async def start_instance(tmp_path: Path, name: str, redis: RedisServer, llm: ScriptedLLMServer | None,
-                         extra: str = "", xiaozhi: str = "") -> ServeProcess:
+async def start_instance(
+    tmp_path: Path, name: str, redis: RedisServer, llm: ScriptedLLMServer | None, extra: str = "", xiaozhi: str = ""
+) -> ServeProcess:
     folder = tmp_path / name
     folder.mkdir()
-    return await start_serve(folder, llm, "--workers", "1", xiaozhi="pairing: {trust_mac: true}\n" + xiaozhi,
-                             server=f"instance: {name}\ndirectory_ttl: {TTL}", extra=f"""
+    return await start_serve(
+        folder,
+        llm,
+        "--workers",
+        "1",
+        xiaozhi="pairing: {trust_mac: true}\n" + xiaozhi,
+        server=f"instance: {name}\ndirectory_ttl: {TTL}",
+        extra=f"""
 state: {{backend: redis, url: "{redis.url}", prefix: "fleet:", fleet_secret: "{FLEET_SECRET}"}}
-{extra}""")
+{extra}""",
+    )
 
 
-async def api(serve: ServeProcess, method: str, path: str, body: dict[str, Any] | None = None,
-              params: dict[str, str] | None = None) -> Any:
-    async with aiohttp.ClientSession() as http, http.request(method, serve.base_url + path, json=body,
-                                                             params=params) as response:
+async def api(
+    serve: ServeProcess,
+    method: str,
+    path: str,
+    body: dict[str, Any] | None = None,
+    params: dict[str, str] | None = None,
+) -> Any:
+    async with (
+        aiohttp.ClientSession() as http,
+        http.request(method, serve.base_url + path, json=body, params=params) as response,
+    ):
         assert response.status == 200, await response.text()
         return await response.json()
 
 
 async def session_of(serve: ServeProcess, device_id: str) -> dict[str, Any]:
     """The device's session as `serve`'s console lists it (waits for it)."""
+
     async def found() -> dict[str, Any] | None:
         sessions = (await api(serve, "GET", "/api/sessions"))["sessions"]
         return next((s for s in sessions if s["device_id"] == device_id), None)
@@ -84,8 +100,14 @@ def thermometer(readings: list[dict[str, Any]]) -> list[ClientTool]:
         readings.append(args)
         return {"celsius": 21.5, "room": args.get("room", "")}
 
-    return [ClientTool("read_thermometer", "Reads the temperature of a room.",
-                       {"type": "object", "properties": {"room": {"type": "string"}}}, read)]
+    return [
+        ClientTool(
+            "read_thermometer",
+            "Reads the temperature of a room.",
+            {"type": "object", "properties": {"room": {"type": "string"}}},
+            read,
+        )
+    ]
 
 
 async def test_pairing_say_and_results_cross_instances(tmp_path: Path, redis: RedisServer) -> None:
@@ -98,14 +120,16 @@ tools:
 """
     async with AsyncExitStack() as stack:
         llm = await stack.enter_async_context(ScriptedLLMServer())
-        a, b = await asyncio.gather(start_instance(tmp_path, "a", redis, llm, tools),
-                                    start_instance(tmp_path, "b", redis, llm, tools))
+        a, b = await asyncio.gather(
+            start_instance(tmp_path, "a", redis, llm, tools), start_instance(tmp_path, "b", redis, llm, tools)
+        )
         for serve in (a, b):
             stack.push_async_callback(serve.stop)
         await asyncio.gather(a.wait_ready(), b.wait_ready())
 
-        device = await stack.enter_async_context(SimulatedDevice(ws_url=a.ws_url, device_id=V_MAC, mcp=False,
-                                                                 listening_mode="manual"))
+        device = await stack.enter_async_context(
+            SimulatedDevice(ws_url=a.ws_url, device_id=V_MAC, mcp=False, listening_mode="manual")
+        )
         await device.connect()
         # The console of B lists the session on A, marked with its instance.
         on_a = await session_of(b, V_MAC)
@@ -117,8 +141,9 @@ tools:
         stack.push_async_callback(companion.close)
         await companion.connect(hello=False)
         assert (await companion.register(mac_addr=V_MAC))["result"]["pairing"] == "paired"
-        assert "read_thermometer" in [t["name"] for t in (await api(
-            a, "GET", "/api/tools", params={"session": on_a["session_id"]}))["tools"]]
+        assert "read_thermometer" in [
+            t["name"] for t in (await api(a, "GET", "/api/tools", params={"session": on_a["session_id"]}))["tools"]
+        ]
         llm.expect(Reply.tool_call("read_thermometer", {"room": "kitchen"}), Reply.text("It is 21.5 degrees."))
         mark = device.mark()
         await device.send_text("how warm is the kitchen")
@@ -133,8 +158,12 @@ tools:
         await api(b, "POST", "/api/say", {"session": on_a["session_id"], "text": "from the other instance"})
         assert (await device.wait_for("stt", after=mark, timeout=30))["text"] == "from the other instance"
         await device.wait_for("tts", state="stop", after=mark, timeout=30)
-        executed = await api(b, "POST", "/api/execute", {"session": on_a["session_id"], "tool": "read_thermometer",
-                                                         "arguments": {"room": "attic"}})
+        executed = await api(
+            b,
+            "POST",
+            "/api/execute",
+            {"session": on_a["session_id"], "tool": "read_thermometer", "arguments": {"room": "attic"}},
+        )
         assert executed["success"] and json.loads(executed["result"])["room"] == "attic", executed
         assert readings == [{"room": "kitchen"}, {"room": "attic"}]
 
@@ -145,8 +174,9 @@ tools:
         await device.wait_for("tts", state="stop", after=mark, timeout=30)
         await device.close()
         llm.expect(Reply.text("The archive says tea is 42."))
-        back = await stack.enter_async_context(SimulatedDevice(ws_url=b.ws_url, device_id=V_MAC, mcp=False,
-                                                               listening_mode="manual"))
+        back = await stack.enter_async_context(
+            SimulatedDevice(ws_url=b.ws_url, device_id=V_MAC, mcp=False, listening_mode="manual")
+        )
         await back.connect()
         assert (await session_of(a, V_MAC))["instance"] == "b"
         start_of = await back.wait_for("tts", state="sentence_start", timeout=30)
@@ -158,21 +188,29 @@ tools:
 
 
 async def test_one_session_per_device_activation_anywhere_and_a_killed_instance_leaves_the_directory(
-        tmp_path: Path, redis: RedisServer, directory: RedisStore) -> None:
+    tmp_path: Path, redis: RedisServer, directory: RedisStore
+) -> None:
     activation = "activation: {enabled: true}"
     async with AsyncExitStack() as stack:
-        a, b = await asyncio.gather(start_instance(tmp_path, "a", redis, None, xiaozhi=activation),
-                                    start_instance(tmp_path, "b", redis, None, xiaozhi=activation))
+        a, b = await asyncio.gather(
+            start_instance(tmp_path, "a", redis, None, xiaozhi=activation),
+            start_instance(tmp_path, "b", redis, None, xiaozhi=activation),
+        )
         stack.callback(a.kill_group)
         stack.push_async_callback(b.stop)
         await asyncio.gather(a.wait_ready(), b.wait_ready())
 
         # A device gets its code from a's OTA; the operator confirms it on b.
         pending = "aa:bb:cc:dd:ee:77"
-        headers = {"Device-Id": pending, "Client-Id": "0f3c1a2b-1111-4222-8333-444455556677",
-                   "Content-Type": "application/json"}
+        headers = {
+            "Device-Id": pending,
+            "Client-Id": "0f3c1a2b-1111-4222-8333-444455556677",
+            "Content-Type": "application/json",
+        }
         async with aiohttp.ClientSession() as http:
-            async with http.post(a.base_url + "/xiaozhi/ota/", headers=headers, json={"mac_address": pending}) as answer:
+            async with http.post(
+                a.base_url + "/xiaozhi/ota/", headers=headers, json={"mac_address": pending}
+            ) as answer:
                 code = (await answer.json())["activation"]["code"]
             async with http.post(b.base_url + "/xiaozhi/ota/activate/confirm", json={"code": code}) as answer:
                 assert answer.status == 200 and (await answer.json())["device_id"] == pending, await answer.text()
@@ -184,22 +222,31 @@ async def test_one_session_per_device_activation_anywhere_and_a_killed_instance_
 
         async def listed(companions: bool = False) -> list[tuple[str, str]]:
             """Sessions by (device, holder), or with `companions` where companions wait for a device."""
-            return sorted((s.device_id, s.worker) for s in await directory.live_sessions()
-                          if s.session_id.startswith(COMPANION) == companions)
+            return sorted(
+                (s.device_id, s.worker)
+                for s in await directory.live_sessions()
+                if s.session_id.startswith(COMPANION) == companions
+            )
 
         stale = await stack.enter_async_context(SimulatedDevice(ws_url=a.ws_url, device_id=V_MAC, mcp=False))
         await stale.connect()
         other = await stack.enter_async_context(SimulatedDevice(ws_url=a.ws_url, mcp=False))
         await other.connect()
-        await until(lambda: _equal(listed(), sorted([(V_MAC, "a/w0"), (other.device_id, "a/w0")])), 20,
-                    "both sessions on a in the directory")
+        await until(
+            lambda: _equal(listed(), sorted([(V_MAC, "a/w0"), (other.device_id, "a/w0")])),
+            20,
+            "both sessions on a in the directory",
+        )
         # The device reconnects through the load balancer to b while a still holds its old connection.
         fresh = await stack.enter_async_context(SimulatedDevice(ws_url=b.ws_url, device_id=V_MAC, mcp=False))
         await fresh.connect()
         await until(lambda stale=stale: _true(stale.close_code == 1000), 20, "a to close the stale session")
         assert stale.protocol.close_reason == REPLACED and fresh.connected
-        await until(lambda: _equal(listed(), sorted([(V_MAC, "b/w0"), (other.device_id, "a/w0")])), 20,
-                    "the device listed on b only")
+        await until(
+            lambda: _equal(listed(), sorted([(V_MAC, "b/w0"), (other.device_id, "a/w0")])),
+            20,
+            "the device listed on b only",
+        )
         assert len([s for s in (await api(b, "GET", "/api/sessions"))["sessions"] if s["device_id"] == V_MAC]) == 1
 
         # registerTools per Device-Id holds fleet-wide: 6 on a, then the 5th on b is the 11th in the minute.
@@ -233,7 +280,8 @@ async def _true(value: bool) -> bool:
 
 
 async def test_a_client_of_redis_without_the_fleet_secret_cannot_make_an_instance_act(
-        tmp_path: Path, redis: RedisServer, llm: ScriptedLLMServer) -> None:
+    tmp_path: Path, redis: RedisServer, llm: ScriptedLLMServer
+) -> None:
     """What the issue did with redis-cli: a console call published on a worker's channel set the
     volume of a live device and made it speak. Unsigned, forged and replayed calls now do nothing."""
     import redis.asyncio as aioredis
@@ -244,8 +292,9 @@ async def test_a_client_of_redis_without_the_fleet_secret_cannot_make_an_instanc
         a = await start_instance(tmp_path, "a", redis, llm)
         stack.push_async_callback(a.stop)
         await a.wait_ready()
-        device = await stack.enter_async_context(SimulatedDevice(ws_url=a.ws_url, device_id=V_MAC,
-                                                                 listening_mode="manual"))
+        device = await stack.enter_async_context(
+            SimulatedDevice(ws_url=a.ws_url, device_id=V_MAC, listening_mode="manual")
+        )
         await device.connect()
         session_id = (await session_of(a, V_MAC))["session_id"]
         await until(lambda: _listed_tool(a, session_id, "self.audio_speaker.set_volume"), 20, "the device's tools")
@@ -262,8 +311,9 @@ async def test_a_client_of_redis_without_the_fleet_secret_cannot_make_an_instanc
         await eavesdropper.subscribe("fleet:bus:a/w0")
         mark = device.mark()
         for body in (volume, speak):
-            unsigned = json.dumps({"id": "x:1", "reply_to": "fleet:bus:x/w0", "method": "POST",
-                                   "path": "/internal/console", "json": body})
+            unsigned = json.dumps(
+                {"id": "x:1", "reply_to": "fleet:bus:x/w0", "method": "POST", "path": "/internal/console", "json": body}
+            )
             assert await raw.publish("fleet:bus:a/w0", unsigned) == 2  # the worker and the eavesdropper
             assert await raw.publish("fleet:bus:a/w0", "v1." + "0" * 64 + "." + unsigned) == 2
         await asyncio.sleep(1.5)
@@ -275,8 +325,13 @@ async def test_a_client_of_redis_without_the_fleet_secret_cannot_make_an_instanc
         await member.start()
         stack.push_async_callback(member.close)
         for level in (40, 50):
-            reply = await member.request("a/w0", "POST", "/internal/console", timeout=10, json=call(
-                "execute", tool="self.audio_speaker.set_volume", arguments={"volume": level}))
+            reply = await member.request(
+                "a/w0",
+                "POST",
+                "/internal/console",
+                timeout=10,
+                json=call("execute", tool="self.audio_speaker.set_volume", arguments={"volume": level}),
+            )
             assert reply.ok, reply.body
         captured = await published(eavesdropper)
         assert len(captured) == 6
@@ -300,15 +355,17 @@ async def _listed_tool(serve: ServeProcess, session_id: str, tool: str) -> bool:
 
 
 async def test_after_redis_forgot_the_directory_a_device_connecting_elsewhere_still_closes_its_old_session(
-        tmp_path: Path, redis: RedisServer, directory: RedisStore) -> None:
+    tmp_path: Path, redis: RedisServer, directory: RedisStore
+) -> None:
     """Split brain: entries are written once per session, so a Redis emptied under a fleet (FLUSHALL,
     or restarted without persistence) would leave every live session unlisted; the heartbeat
     (every TTL / 3 seconds) writes them again."""
     import redis.asyncio as aioredis
 
     async with AsyncExitStack() as stack:
-        a, b = await asyncio.gather(start_instance(tmp_path, "a", redis, None),
-                                    start_instance(tmp_path, "b", redis, None))
+        a, b = await asyncio.gather(
+            start_instance(tmp_path, "a", redis, None), start_instance(tmp_path, "b", redis, None)
+        )
         for serve in (a, b):
             stack.push_async_callback(serve.stop)
         await asyncio.gather(a.wait_ready(), b.wait_ready())
@@ -324,19 +381,23 @@ async def test_after_redis_forgot_the_directory_a_device_connecting_elsewhere_st
                 await raw.aclose()
 
         for device_id, forget in ((V_MAC, forget_everything), ("aa:bb:cc:dd:ee:32", _restart(redis))):
-            stale = await stack.enter_async_context(SimulatedDevice(ws_url=a.ws_url, device_id=device_id,
-                                                                    mcp=False))
+            stale = await stack.enter_async_context(SimulatedDevice(ws_url=a.ws_url, device_id=device_id, mcp=False))
             await stale.connect()
             await until(lambda device_id=device_id: _equal(listed(device_id), ["a/w0"]), 20, "the device listed on a")
             await forget()
             assert await listed(device_id) in ([], ["a/w0"])  # empty, unless a's heartbeat came first
-            await until(lambda device_id=device_id: _equal(listed(device_id), ["a/w0"]), TTL + 10,
-                        "a's heartbeat to list it again")
+            await until(
+                lambda device_id=device_id: _equal(listed(device_id), ["a/w0"]),
+                TTL + 10,
+                "a's heartbeat to list it again",
+            )
             fresh = await stack.enter_async_context(SimulatedDevice(ws_url=b.ws_url, device_id=device_id, mcp=False))
             await fresh.connect()
             await until(lambda stale=stale: _true(stale.close_code == 1000), 20, "a to close the stale session")
             assert stale.protocol.close_reason == REPLACED and fresh.connected
-            await until(lambda device_id=device_id: _equal(listed(device_id), ["b/w0"]), 20, "the device listed on b only")
+            await until(
+                lambda device_id=device_id: _equal(listed(device_id), ["b/w0"]), 20, "the device listed on b only"
+            )
     assert "listed again" in a.text()
     for serve in (a, b):
         assert "Traceback" not in serve.text(), serve.text()

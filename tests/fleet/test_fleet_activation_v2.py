@@ -26,25 +26,38 @@ pytestmark = [pytest.mark.process, pytest.mark.skipif(not reuse_port_supported()
 SERIAL = "SN-FLEET-0000000000000000000001"
 KEY = bytes(range(7, 39))
 DEVICE = "aa:bb:cc:dd:ee:42"
-HEADERS = {"Device-Id": DEVICE, "Client-Id": "0f3c1a2b-1111-4222-8333-444455556642", "Activation-Version": "2",
-           "Serial-Number": SERIAL, "Content-Type": "application/json"}
+HEADERS = {
+    "Device-Id": DEVICE,
+    "Client-Id": "0f3c1a2b-1111-4222-8333-444455556642",
+    "Activation-Version": "2",
+    "Serial-Number": SERIAL,
+    "Content-Type": "application/json",
+}
 
 
 async def start_instance(tmp_path: Path, name: str, redis: RedisServer) -> ServeProcess:
     folder = tmp_path / name
     folder.mkdir()
-    return await start_serve(folder, None, "--workers", "1",
-                             xiaozhi=f"activation: {{enabled: true, device_keys: {{{SERIAL}: {KEY.hex()}}}}}",
-                             server=f"instance: {name}", extra=f"""
+    return await start_serve(
+        folder,
+        None,
+        "--workers",
+        "1",
+        xiaozhi=f"activation: {{enabled: true, device_keys: {{{SERIAL}: {KEY.hex()}}}}}",
+        server=f"instance: {name}",
+        extra=f"""
 state: {{backend: redis, url: "{redis.url}", prefix: "fleet:", fleet_secret: "{FLEET_SECRET}"}}
-""")
+""",
+    )
 
 
 def signed(challenge: str) -> str:
     """main/ota.cc: HMAC-SHA256 of the challenge with the eFuse key, "%02x" per byte."""
     digest = hmac.new(KEY, challenge.encode(), hashlib.sha256).hexdigest()
-    return json.dumps({"algorithm": "hmac-sha256", "serial_number": SERIAL, "challenge": challenge, "hmac": digest},
-                      separators=(",", ":"))
+    return json.dumps(
+        {"algorithm": "hmac-sha256", "serial_number": SERIAL, "challenge": challenge, "hmac": digest},
+        separators=(",", ":"),
+    )
 
 
 async def test_a_proof_of_a_challenge_issued_by_another_instance(tmp_path: Path, redis: RedisServer) -> None:
@@ -62,10 +75,14 @@ async def test_a_proof_of_a_challenge_issued_by_another_instance(tmp_path: Path,
             other = {**HEADERS, "Device-Id": "aa:bb:cc:dd:ee:43"}
             async with http.post(b.base_url + "/xiaozhi/ota/activate", headers=other, data=signed(challenge)) as answer:
                 assert answer.status == 403 and "not issued to this device" in (await answer.json())["error"]
-            async with http.post(b.base_url + "/xiaozhi/ota/activate", headers=HEADERS, data=signed(challenge)) as answer:
+            async with http.post(
+                b.base_url + "/xiaozhi/ota/activate", headers=HEADERS, data=signed(challenge)
+            ) as answer:
                 assert answer.status == 200, await answer.text()
             assert (await store.admission(DEVICE)) is not None
             assert await store.revoke(DEVICE)
-            async with http.post(b.base_url + "/xiaozhi/ota/activate", headers=HEADERS, data=signed(challenge)) as answer:
+            async with http.post(
+                b.base_url + "/xiaozhi/ota/activate", headers=HEADERS, data=signed(challenge)
+            ) as answer:
                 assert answer.status == 403 and "already used" in (await answer.json())["error"]
         assert await store.admission(DEVICE) is None

@@ -16,11 +16,11 @@ from typing import Any
 import aiohttp
 import pytest
 
+from vixio.serve.supervisor import reuse_port_supported
 from vixio.testing.device import SimulatedDevice
 from vixio.testing.llm_server import Reply, ScriptedLLMServer
 from vixio.testing.register_client import ClientTool, RegisterClient
 from vixio.testing.serve import ServeProcess, start_serve, until
-from vixio.serve.supervisor import reuse_port_supported
 
 pytestmark = [pytest.mark.process, pytest.mark.skipif(not reuse_port_supported(), reason="workers are Linux only")]
 
@@ -28,19 +28,25 @@ V_MAC = "aa:bb:cc:dd:ee:ff"
 A_ID, A_CLIENT = "robot-a", "5f0c8e21-77aa-4f19-8d42-0c9d7e6b5a41"
 
 
-async def start(tmp_path: Path, *, llm: ScriptedLLMServer | None = None, trust_mac: bool = False,
-                extra: str = "", workers: int = 2) -> tuple[ServeProcess, str, str]:
+async def start(
+    tmp_path: Path, *, llm: ScriptedLLMServer | None = None, trust_mac: bool = False, extra: str = "", workers: int = 2
+) -> tuple[ServeProcess, str, str]:
     serve = await start_serve(
-        tmp_path, llm, "--workers", str(workers), extra=extra,
-        xiaozhi=f"pairing: {{state_file: {tmp_path / 'pairings.json'}, trust_mac: {str(trust_mac).lower()}}}")
+        tmp_path,
+        llm,
+        "--workers",
+        str(workers),
+        extra=extra,
+        xiaozhi=f"pairing: {{state_file: {tmp_path / 'pairings.json'}, trust_mac: {str(trust_mac).lower()}}}",
+    )
     await serve.wait_ready()
     return serve, serve.ws_url, serve.base_url
 
 
-async def api(base: str, method: str, path: str, body: dict[str, Any] | None = None,
-              params: dict[str, str] | None = None) -> Any:
-    async with aiohttp.ClientSession() as http, http.request(method, base + path, json=body,
-                                                             params=params) as response:
+async def api(
+    base: str, method: str, path: str, body: dict[str, Any] | None = None, params: dict[str, str] | None = None
+) -> Any:
+    async with aiohttp.ClientSession() as http, http.request(method, base + path, json=body, params=params) as response:
         assert response.status == 200, await response.text()
         return await response.json()
 
@@ -58,8 +64,14 @@ def thermometer(readings: list[dict[str, Any]]) -> list[ClientTool]:
         readings.append(args)
         return {"celsius": 21.5, "room": args.get("room", "")}
 
-    return [ClientTool("read_thermometer", "Reads the temperature of a room.",
-                       {"type": "object", "properties": {"room": {"type": "string"}}}, read)]
+    return [
+        ClientTool(
+            "read_thermometer",
+            "Reads the temperature of a room.",
+            {"type": "object", "properties": {"room": {"type": "string"}}},
+            read,
+        )
+    ]
 
 
 async def session_tools(base: str, session_id: str) -> list[str]:
@@ -87,13 +99,15 @@ async def test_a_companion_on_w1_pairs_with_its_device_on_w0_by_approval(tmp_pat
 
         approved = await api(base, "POST", "/api/pairing/approve", {"id": result["pairing_id"]})
         assert [(e["worker"], e["paired"], e["device_session"]) for e in approved["companions"]] == [
-            (1, True, v_session)], approved
+            (1, True, v_session)
+        ], approved
         assert (await a.wait_for_pairing("paired", timeout=10))["pairing_id"] == result["pairing_id"]
         assert "read_thermometer" in await session_tools(base, v_session)
 
         # The device's model calls the companion's tool: it runs on A's socket, its result comes back.
-        llm.expect(Reply.tool_call("read_thermometer", {"room": "kitchen"}),
-                   Reply.text("It is 21.5 degrees in the kitchen."))
+        llm.expect(
+            Reply.tool_call("read_thermometer", {"room": "kitchen"}), Reply.text("It is 21.5 degrees in the kitchen.")
+        )
         mark = device.mark()
         await device.send_text("how warm is the kitchen")
         execution = await a.wait_for_execution("read_thermometer", timeout=30)
@@ -105,8 +119,12 @@ async def test_a_companion_on_w1_pairs_with_its_device_on_w0_by_approval(tmp_pat
         assert json.loads(tool_message["content"]) == {"celsius": 21.5, "room": "kitchen"}
 
         # The console's Execute on the device's session (w0) runs the companion's tool (w1).
-        executed = await api(base, "POST", "/api/execute", {"session": v_session, "tool": "read_thermometer",
-                                                             "arguments": {"room": "attic"}})
+        executed = await api(
+            base,
+            "POST",
+            "/api/execute",
+            {"session": v_session, "tool": "read_thermometer", "arguments": {"room": "attic"}},
+        )
         assert executed["success"] and json.loads(executed["result"]) == {"celsius": 21.5, "room": "attic"}, executed
         assert readings == [{"room": "kitchen"}, {"room": "attic"}]
 

@@ -53,7 +53,8 @@ def _assign_kids(browser: Any, base: str) -> dict[str, str]:
 
 
 async def test_the_page_assigns_a_profile_to_a_live_session(
-        llm: ScriptedLLMServer, tts: SlowSpeechServer, tmp_path: Path) -> None:
+    llm: ScriptedLLMServer, tts: SlowSpeechServer, tmp_path: Path
+) -> None:
     browser = _browser()
     llm.expect(Reply.text("Good evening."), Reply.text("Hi kiddo."))
     server = await start(profiles_config(llm, tts, tmp_path))

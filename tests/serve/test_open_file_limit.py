@@ -32,7 +32,7 @@ def _children(pid: int) -> list[int]:
                 stat = (entry / "stat").read_text()
             except OSError:
                 continue
-            if int(stat[stat.rindex(")") + 2:].split()[1]) == pid:
+            if int(stat[stat.rindex(")") + 2 :].split()[1]) == pid:
                 found.append(int(entry.name))
     return found
 
@@ -45,8 +45,11 @@ def test_serve_and_its_workers_run_with_the_hard_open_file_limit(tmp_path: Path)
     with log.open("wb") as sink:
         process = subprocess.Popen(
             [sys.executable, "-m", "vixio", "serve", "--config", str(config), "--workers", "2"],
-            stdout=sink, stderr=sink, start_new_session=True,
-            preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (512, hard)))
+            stdout=sink,
+            stderr=sink,
+            start_new_session=True,
+            preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (512, hard)),
+        )
     try:
         deadline = time.monotonic() + 120
         while not OTA_LINE.search(log.read_text(errors="replace")):

@@ -33,11 +33,18 @@ def room(seconds: float, dbfs: float, seed: int) -> bytes:
 
 
 async def test_a_quiet_room_is_heard_and_its_silence_skipped_a_noisy_one_scored(
-        tmp_path: Path, llm: ScriptedLLMServer, speech: SpeechFaultServer) -> None:
+    tmp_path: Path, llm: ScriptedLLMServer, speech: SpeechFaultServer
+) -> None:
     speech.transcript = "What is the weather like today?"
-    serve = await start_serve(tmp_path, llm, "--workers", "2", extra=f"""
+    serve = await start_serve(
+        tmp_path,
+        llm,
+        "--workers",
+        "2",
+        extra=f"""
 asr: {{provider: openai, api_base: "{speech.base_url}"}}
-""")
+""",
+    )
     question = read_wav_16k_mono(SPEECH)
     try:
         await serve.wait_ready()

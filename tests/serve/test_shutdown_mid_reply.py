@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from vixio.testing.serve import start_serve
+from vixio.serve.supervisor import reuse_port_supported
 from vixio.testing.device import SimulatedDevice
 from vixio.testing.llm_server import Reply, ScriptedLLMServer
-from vixio.serve.supervisor import reuse_port_supported
+from vixio.testing.serve import start_serve
 
 pytestmark = pytest.mark.process
 
@@ -23,7 +23,8 @@ LONG_REPLY = " ".join(f"This is sentence number {n} of a long story." for n in r
 
 @pytest.mark.parametrize("workers", ["1", "2"])
 async def test_ctrl_c_mid_reply_stops_it_and_starts_nothing_after(
-        tmp_path: Path, llm: ScriptedLLMServer, workers: str) -> None:
+    tmp_path: Path, llm: ScriptedLLMServer, workers: str
+) -> None:
     if workers != "1" and not reuse_port_supported():
         pytest.skip("workers are Linux only")
     serve = await start_serve(tmp_path, llm, "--workers", workers)
@@ -49,7 +50,8 @@ async def test_ctrl_c_mid_reply_stops_it_and_starts_nothing_after(
 
 @pytest.mark.parametrize("workers", ["1", "2"])
 async def test_sigterm_mid_reply_lets_the_reply_finish_then_closes(
-        tmp_path: Path, llm: ScriptedLLMServer, workers: str) -> None:
+    tmp_path: Path, llm: ScriptedLLMServer, workers: str
+) -> None:
     # What `docker stop` and Kubernetes send: the HTTP port closes at once (health checks fail),
     # the reply the device is hearing plays to its end, then the session closes.
     if workers != "1" and not reuse_port_supported():

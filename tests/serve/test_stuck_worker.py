@@ -49,6 +49,7 @@ async def waited(condition: Callable[[], bool], timeout: float) -> bool:
 async def hellos(ota_url: str, count: int, prefix: str) -> list[str]:
     """`count` new devices connect at once; the session ids of their server hellos (HelloError if one
     gets none within the firmware's 10 s)."""
+
     async def one(number: int) -> str:
         async with SimulatedDevice(ota_url=ota_url, device_id=f"{prefix}:{number:02x}") as device:
             await device.connect()
@@ -59,10 +60,17 @@ async def hellos(ota_url: str, count: int, prefix: str) -> list[str]:
 
 @NEEDS_REDIS
 async def test_healthz_answers_503_while_the_only_worker_is_frozen_and_200_once_it_thaws(
-        tmp_path: Path, redis: redis_server.RedisServer) -> None:
+    tmp_path: Path, redis: redis_server.RedisServer
+) -> None:
     # A fleet member runs the supervisor even with one worker: it answers /healthz for it.
-    serve = await start_serve(tmp_path, None, "--workers", "1", server="instance: solo",
-                              extra=f"state: {{backend: redis, url: '{redis.url}', fleet_secret: '{redis_server.FLEET_SECRET}'}}\n")
+    serve = await start_serve(
+        tmp_path,
+        None,
+        "--workers",
+        "1",
+        server="instance: solo",
+        extra=f"state: {{backend: redis, url: '{redis.url}', fleet_secret: '{redis_server.FLEET_SECRET}'}}\n",
+    )
     try:
         await serve.wait_ready()
         [worker] = worker_pids(serve)
@@ -80,7 +88,9 @@ async def test_healthz_answers_503_while_the_only_worker_is_frozen_and_200_once_
             await asyncio.sleep(0.1)
         os.kill(worker, signal.SIGCONT)
         await until(lambda: answers(200), 10, "/healthz to answer 200 again")
-        assert await waited(lambda: "/healthz answers 200 again" in serve.text(), 5), serve.text()  # checked every 0.5 s
+        assert await waited(lambda: "/healthz answers 200 again" in serve.text(), 5), (
+            serve.text()
+        )  # checked every 0.5 s
         log = serve.text()
         assert log.count("no worker's event loop turns") == 1, log
         assert log.count("worker w0's event loop has not turned") == 1, log
@@ -111,9 +121,15 @@ async def test_with_one_of_two_workers_frozen_every_new_device_gets_its_hello(tm
 @NEEDS_REDIS
 @pytest.mark.skipif(haproxy_path() is None, reason=MISSING)
 async def test_haproxy_sends_no_new_device_to_an_instance_whose_only_worker_is_frozen(
-        tmp_path: Path, redis: redis_server.RedisServer) -> None:
-    async with Fleet(tmp_path, None, instances=2, workers=1,
-                     extra=f"state: {{backend: redis, url: '{redis.url}', fleet_secret: '{redis_server.FLEET_SECRET}'}}\n") as fleet:
+    tmp_path: Path, redis: redis_server.RedisServer
+) -> None:
+    async with Fleet(
+        tmp_path,
+        None,
+        instances=2,
+        workers=1,
+        extra=f"state: {{backend: redis, url: '{redis.url}', fleet_secret: '{redis_server.FLEET_SECRET}'}}\n",
+    ) as fleet:
         stuck = fleet.instances[0]
         [worker] = worker_pids(stuck)
         os.kill(worker, signal.SIGSTOP)

@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from vixio.testing.serve import until
 from tests.fleet.test_workers_companions import start, worker_of
 from tests.serve.test_workers_task_results import SLOW_TOOL, V_MAC, _gone, _logged
 from vixio.serve.supervisor import reuse_port_supported
 from vixio.testing.device import SimulatedDevice
 from vixio.testing.llm_server import Reply, ScriptedLLMServer
+from vixio.testing.serve import until
 
 pytestmark = [pytest.mark.process, pytest.mark.skipif(not reuse_port_supported(), reason="workers are Linux only")]
 
@@ -118,13 +118,18 @@ async def test_with_memory_off_nothing_is_held(tmp_path: Path) -> None:
     state = tmp_path / "state.db"
     llm = ScriptedLLMServer()
     await llm.start()
-    serve, ws_url, base = await start(tmp_path, llm=llm, workers=1, extra=f"""
+    serve, ws_url, base = await start(
+        tmp_path,
+        llm=llm,
+        workers=1,
+        extra=f"""
 state: {{path: {state}}}
 memory: {{enabled: false}}
 tools:
   local:
     - {{function: "{tool}:slow_lookup", async: true}}
-""")
+""",
+    )
     v = SimulatedDevice(ws_url=ws_url, device_id=V_MAC, listening_mode="manual", mcp=False)
     try:
         await v.__aenter__()
@@ -134,8 +139,11 @@ tools:
         await v.send_text("look up tea")
         await v.wait_for("tts", state="stop", after=mark, timeout=30)
         await v.__aexit__(None, None, None)
-        await until(lambda: _logged(serve.text(), "finished while the device is away: result dropped"), 20,
-                    "the result to be dropped")
+        await until(
+            lambda: _logged(serve.text(), "finished while the device is away: result dropped"),
+            20,
+            "the result to be dropped",
+        )
         assert _held(state) == []
     finally:
         await v.__aexit__(None, None, None)
@@ -150,13 +158,18 @@ async def test_a_result_past_memory_resume_minutes_is_not_told(tmp_path: Path) -
     state = tmp_path / "state.db"
     llm = ScriptedLLMServer()
     await llm.start()
-    serve, ws_url, _ = await start(tmp_path, llm=llm, workers=1, extra=f"""
+    serve, ws_url, _ = await start(
+        tmp_path,
+        llm=llm,
+        workers=1,
+        extra=f"""
 state: {{path: {state}}}
 memory: {{resume_minutes: 0.05}}
 tools:
   local:
     - {{function: "{tool}:slow_lookup", async: true}}
-""")
+""",
+    )
     v = SimulatedDevice(ws_url=ws_url, device_id=V_MAC, listening_mode="manual", mcp=False)
     try:
         await v.__aenter__()
@@ -166,8 +179,11 @@ tools:
         await v.send_text("look up tea in the archive")
         await v.wait_for("tts", state="stop", after=mark, timeout=30)
         await v.__aexit__(None, None, None)
-        await until(lambda: _logged(serve.text(), "finished while the device is away: kept 0.05 min"), 20,
-                    "the result to be held")
+        await until(
+            lambda: _logged(serve.text(), "finished while the device is away: kept 0.05 min"),
+            20,
+            "the result to be held",
+        )
         assert len(_held(state)) == 1
         await asyncio.sleep(3.5)  # past the 3 s it is held for
         v = SimulatedDevice(ws_url=ws_url, device_id=V_MAC, listening_mode="manual", mcp=False)

@@ -43,8 +43,10 @@ async def ask_and_hear(serve: ServeProcess, llm: ScriptedLLMServer, device: Simu
     await device.send_text(QUESTION)
 
     async def given() -> bool:
-        return sum(1 for m in device.received[mark:] if m.type == "tts" and m.data.get("state") == "sentence_start") \
+        return (
+            sum(1 for m in device.received[mark:] if m.type == "tts" and m.data.get("state") == "sentence_start")
             >= sentences
+        )
 
     await until(given, 60, f"{sentences} sentences of the reply")
 
@@ -59,7 +61,8 @@ def assert_partial(turns: list[dict[str, Any]]) -> None:
 
 
 async def test_a_worker_killed_mid_reply_leaves_the_question_and_the_reply_so_far(
-        tmp_path: Path, llm: ScriptedLLMServer) -> None:
+    tmp_path: Path, llm: ScriptedLLMServer
+) -> None:
     serve = await start_serve(tmp_path, llm, "--workers", "2")
     try:
         await serve.wait_ready()
@@ -71,15 +74,17 @@ async def test_a_worker_killed_mid_reply_leaves_the_question_and_the_reply_so_fa
             for pid in (int(started[1]), int(started[2])):  # kill -9 whichever holds the device
                 os.kill(pid, signal.SIGKILL)
             await device.wait_closed(timeout=30)
-        await until(lambda: asyncio.sleep(0.25, serve.text().count("restarted (pid") == 2), 120,
-                    "both workers restarted")
+        await until(
+            lambda: asyncio.sleep(0.25, serve.text().count("restarted (pid") == 2), 120, "both workers restarted"
+        )
         assert_partial(await history(serve))
     finally:
         serve.kill_group()
 
 
 async def test_a_reply_cut_off_by_the_drain_deadline_is_stored_as_interrupted(
-        tmp_path: Path, llm: ScriptedLLMServer) -> None:
+    tmp_path: Path, llm: ScriptedLLMServer
+) -> None:
     serve = await start_serve(tmp_path, llm, "--workers", "2", server="drain_timeout: 1")
     try:
         await serve.wait_ready()

@@ -8,8 +8,8 @@ from collections.abc import Callable
 
 import pytest
 
-from vixio.serve.dispatch import Adopter, Dispatcher
 from vixio.fleet.plan import listen_port, reuse_port_supported
+from vixio.serve.dispatch import Adopter, Dispatcher
 
 pytestmark = [pytest.mark.integration, pytest.mark.skipif(not reuse_port_supported(), reason="workers are Linux only")]
 
@@ -29,6 +29,7 @@ async def workers(count: int) -> tuple[Dispatcher, list[Adopter], Held]:
     held: Held = {i: [] for i in range(count)}
     adopters = []
     for index in range(count):
+
         async def adopt(sock: socket.socket, on_closed: Callable[[], None], index: int = index) -> None:
             held[index].append((sock, on_closed))
 
@@ -38,8 +39,9 @@ async def workers(count: int) -> tuple[Dispatcher, list[Adopter], Held]:
     return dispatcher, adopters, held
 
 
-async def shut_down(dispatcher: Dispatcher, adopters: list[Adopter],
-                    clients: list[tuple[asyncio.StreamReader, asyncio.StreamWriter]]) -> None:
+async def shut_down(
+    dispatcher: Dispatcher, adopters: list[Adopter], clients: list[tuple[asyncio.StreamReader, asyncio.StreamWriter]]
+) -> None:
     for _, writer in clients:
         writer.close()
     for adopter in adopters:

@@ -35,8 +35,9 @@ async def _worker_app(index: int, sessions: list[str], path: str) -> web.AppRunn
         return web.json_response({})
 
     async def echo(request: web.Request) -> web.Response:
-        return web.json_response({"worker": index, "body": (await request.read()).decode(),
-                                  "type": request.headers.get("Content-Type")})
+        return web.json_response(
+            {"worker": index, "body": (await request.read()).decode(), "type": request.headers.get("Content-Type")}
+        )
 
     app = web.Application()
     app.router.add_get("/sessions", listing)
@@ -66,7 +67,9 @@ async def peers(tmp_path: Path) -> AsyncIterator[Peers]:
 async def test_gather_asks_every_worker_in_order(peers: Peers) -> None:
     replies = await peers.gather("GET", "/sessions")
     assert [(r.worker, r.status, r.body) for r in replies] == [
-        ("w0", 200, {"sessions": ["a", "b"]}), ("w1", 200, {"sessions": ["c"]})]
+        ("w0", 200, {"sessions": ["a", "b"]}),
+        ("w1", 200, {"sessions": ["c"]}),
+    ]
 
 
 async def test_forward_first_finds_the_worker_that_has_the_session(peers: Peers) -> None:
@@ -91,8 +94,10 @@ async def test_a_worker_that_is_gone_or_slow_is_reported_not_waited_for(peers: P
 
 
 async def test_forward_any_takes_turns_and_passes_the_body(peers: Peers) -> None:
-    replies = [await peers.forward_any("POST", "/echo", body=b"picture", headers={"Content-Type": "image/jpeg"})
-               for _ in range(4)]
+    replies = [
+        await peers.forward_any("POST", "/echo", body=b"picture", headers={"Content-Type": "image/jpeg"})
+        for _ in range(4)
+    ]
     assert [r.body["worker"] for r in replies] in ([0, 1, 0, 1], [1, 0, 1, 0])
     assert {(r.body["body"], r.body["type"]) for r in replies} == {("picture", "image/jpeg")}
     assert (await Peers().forward_any("POST", "/echo")).status == 503
@@ -106,15 +111,26 @@ def test_merge_metrics_tags_sessions_and_lists_every_worker() -> None:
     workers = [WorkerProcess(0, "w0.sock", ready=True), WorkerProcess(1, "w1.sock", restarts=2)]
 
     def body(worker: int, pid: int, sessions: list[str]) -> dict[str, object]:
-        return {"sessions": len(sessions), "detail": [{"session_id": s} for s in sessions],
-                "workers": [{"worker": worker, "pid": pid, "sessions": len(sessions), "rss_mb": 100.0}]}
+        return {
+            "sessions": len(sessions),
+            "detail": [{"session_id": s} for s in sessions],
+            "workers": [{"worker": worker, "pid": pid, "sessions": len(sessions), "rss_mb": 100.0}],
+        }
 
-    merged = merge_metrics(workers, [PeerReply("w0", 200, body(0, 11, ["a", "b"])),
-                                     PeerReply("w1", 502, {"error": "worker w1 is not running"})])
+    merged = merge_metrics(
+        workers,
+        [PeerReply("w0", 200, body(0, 11, ["a", "b"])), PeerReply("w1", 502, {"error": "worker w1 is not running"})],
+    )
     assert merged["sessions"] == 2
     assert merged["detail"] == [{"session_id": "a", "worker": 0}, {"session_id": "b", "worker": 0}]
-    assert merged["workers"][0] == {"worker": 0, "pid": 11, "sessions": 2, "rss_mb": 100.0, "status": "up",
-                                    "restarts": 0}
+    assert merged["workers"][0] == {
+        "worker": 0,
+        "pid": 11,
+        "sessions": 2,
+        "rss_mb": 100.0,
+        "status": "up",
+        "restarts": 0,
+    }
     assert merged["workers"][1]["status"] == "not answering" and merged["workers"][1]["restarts"] == 2
     assert merged["rss_mb"] >= 100.0 and merged["supervisor"]["pid"] > 0
 
@@ -139,8 +155,15 @@ async def test_supervisor_metrics_is_an_operator_route_and_lists_workers_that_ar
     from vixio.config.models import VixioConfig
     from vixio.serve.supervisor import Supervisor
 
-    config = VixioConfig.model_validate({"xiaozhi": {"host": "127.0.0.1", "port": 0, "http": {
-        "host": "127.0.0.1", "port": 0, "admin_token": "s3cret-admin-token"}}})
+    config = VixioConfig.model_validate(
+        {
+            "xiaozhi": {
+                "host": "127.0.0.1",
+                "port": 0,
+                "http": {"host": "127.0.0.1", "port": 0, "admin_token": "s3cret-admin-token"},
+            }
+        }
+    )
     supervisor = Supervisor(config, 2)
     await supervisor.ota.start()  # the HTTP side alone: no worker started
     url = f"http://127.0.0.1:{supervisor.ota.port}/metrics.json"

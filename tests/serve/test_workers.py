@@ -17,15 +17,17 @@ from typing import Any
 import aiohttp
 import pytest
 
-from vixio.testing.device import SimulatedDevice
-from vixio.testing.serve import STARTUP_TIMEOUT, ServeProcess, alive, start_serve, until
-from vixio.testing.llm_server import Reply, ScriptedLLMServer
 from vixio.serve.supervisor import cpu_count, resolve_workers, reuse_port_supported
+from vixio.testing.device import SimulatedDevice
+from vixio.testing.llm_server import Reply, ScriptedLLMServer
+from vixio.testing.serve import STARTUP_TIMEOUT, ServeProcess, alive, start_serve, until
 
 pytestmark = [pytest.mark.process, pytest.mark.skipif(not reuse_port_supported(), reason="workers are Linux only")]
 
+
 async def test_two_workers_share_the_port_answer_devices_restart_and_stop_cleanly(
-        tmp_path: Path, llm: ScriptedLLMServer) -> None:
+    tmp_path: Path, llm: ScriptedLLMServer
+) -> None:
     serve = await start_serve(tmp_path, llm, "--workers", "2")
     async with AsyncExitStack() as stack:
         stack.callback(serve.kill_group)  # whatever fails below, nothing outlives the test
@@ -68,7 +70,9 @@ async def test_two_workers_share_the_port_answer_devices_restart_and_stop_cleanl
             assert len([f for f in device.audio_frames if f.played]) > 5 and device.faults == []
         llm.assert_all_consumed()
         assert sorted(m[-1]["content"] for m in (llm.messages(0), llm.messages(1))) == [
-            "hello worker 0", "hello worker 1"]
+            "hello worker 0",
+            "hello worker 1",
+        ]
 
         # The console (served by the supervisor) sees every worker's sessions and reaches each.
         console = serve.ota_url.replace("/xiaozhi/ota/", "/api/")
@@ -79,19 +83,22 @@ async def test_two_workers_share_the_port_answer_devices_restart_and_stop_cleanl
             on_one = next(s for s in listed if s["device_id"] == on_worker[1].device_id)
             llm.expect(Reply.text("Said through the console."))
             mark = on_worker[1].mark()
-            async with http.post(console + "say", json={"session": on_one["session_id"],
-                                                        "text": "from the console"}) as response:
+            async with http.post(
+                console + "say", json={"session": on_one["session_id"], "text": "from the console"}
+            ) as response:
                 assert response.status == 200, await response.text()
             assert (await on_worker[1].wait_for("stt", after=mark, timeout=30))["text"] == "from the console"
             await on_worker[1].wait_for("tts", state="stop", after=mark, timeout=30)
             async with http.get(console + "tools", params={"session": on_one["session_id"]}) as response:
                 assert response.status == 200, await response.text()
             # Execute runs in the session's own executor, on the worker that holds it.
-            async with http.post(console + "execute", json={"session": on_one["session_id"], "tool": "get_date",
-                                                            "arguments": {}}) as response:
+            async with http.post(
+                console + "execute", json={"session": on_one["session_id"], "tool": "get_date", "arguments": {}}
+            ) as response:
                 executed = await response.json()
-                assert response.status == 200 and executed["success"] and executed["session_id"] == on_one[
-                    "session_id"], executed
+                assert (
+                    response.status == 200 and executed["success"] and executed["session_id"] == on_one["session_id"]
+                ), executed
 
         # A worker that dies is logged and replaced; its devices are cut off, the others stay.
         placed = {session["device_id"]: session["worker"] for session in body["detail"]}
@@ -213,8 +220,17 @@ async def test_a_taken_websocket_port_is_an_error_not_a_shared_port(tmp_path: Pa
         config = tmp_path / "config.yaml"
         config.write_text(f"xiaozhi: {{host: 127.0.0.1, port: {taken.getsockname()[1]}, http: {{port: 0}}}}\n")
         process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "vixio", "serve", "--config", str(config), "--workers", "2",
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
+            sys.executable,
+            "-m",
+            "vixio",
+            "serve",
+            "--config",
+            str(config),
+            "--workers",
+            "2",
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+        )
         out, _ = await asyncio.wait_for(process.communicate(), 60)
     assert process.returncode == 1
     # The startup check names the key before any worker starts (the supervisor's own bind check
@@ -228,12 +244,26 @@ async def test_a_worker_that_cannot_start_stops_the_server_with_status_1(tmp_pat
     # Files `vixio config check` finds (so the preflight lets it through), a voice no worker can load.
     (tmp_path / "broken.onnx").write_bytes(b"not an onnx model")
     (tmp_path / "broken.onnx.json").write_text("{}")
-    config.write_text("xiaozhi: {host: 127.0.0.1, port: 0, http: {host: 127.0.0.1, port: 0}}\n"
-                      f"tts: {{provider: piper, voice: {tmp_path / 'broken.onnx'}}}\n")
-    serve = ServeProcess(await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "vixio", "serve", "--config", str(config), "--workers", "2",
-        stdout=asyncio.subprocess.DEVNULL, stderr=(tmp_path / "serve.log").open("wb"), start_new_session=True),
-        tmp_path / "serve.log")
+    config.write_text(
+        "xiaozhi: {host: 127.0.0.1, port: 0, http: {host: 127.0.0.1, port: 0}}\n"
+        f"tts: {{provider: piper, voice: {tmp_path / 'broken.onnx'}}}\n"
+    )
+    serve = ServeProcess(
+        await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "vixio",
+            "serve",
+            "--config",
+            str(config),
+            "--workers",
+            "2",
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=(tmp_path / "serve.log").open("wb"),
+            start_new_session=True,
+        ),
+        tmp_path / "serve.log",
+    )
     try:
         assert await asyncio.wait_for(serve.process.wait(), STARTUP_TIMEOUT) == 1
         log = serve.text()

@@ -34,8 +34,12 @@ NEW_BOARD = "att-client"
 
 
 async def identity_cli(serve: ServeProcess, *args: str) -> subprocess.CompletedProcess[str]:
-    return await asyncio.to_thread(subprocess.run, [sys.executable, "-m", "vixio", "identity", *args,
-                                                    "--url", serve.base_url], capture_output=True, text=True)
+    return await asyncio.to_thread(
+        subprocess.run,
+        [sys.executable, "-m", "vixio", "identity", *args, "--url", serve.base_url],
+        capture_output=True,
+        text=True,
+    )
 
 
 async def talk(serve: ServeProcess, client_id: str, text: str) -> None:
@@ -45,7 +49,8 @@ async def talk(serve: ServeProcess, client_id: str, text: str) -> None:
 
 
 async def test_a_claimant_on_any_worker_gets_nothing_and_an_approved_rebind_gets_everything(
-        tmp_path: Path, llm: ScriptedLLMServer) -> None:
+    tmp_path: Path, llm: ScriptedLLMServer
+) -> None:
     serve = await start_serve(tmp_path, llm, "--workers", "2")  # facts: the default
     try:
         await serve.wait_ready()
@@ -72,7 +77,10 @@ async def test_a_claimant_on_any_worker_gets_nothing_and_an_approved_rebind_gets
         assert listed.returncode == 0, listed.stderr
         [pending] = json.loads(listed.stdout)["rebinds"]
         assert (pending["device_id"], pending["client_id"], pending["pinned_client_id"]) == (
-            VICTIM, NEW_BOARD, V_CLIENT)
+            VICTIM,
+            NEW_BOARD,
+            V_CLIENT,
+        )
         assert (await identity_cli(serve, "approve", VICTIM, "someone-else")).returncode == 2  # none pending
         approved = await identity_cli(serve, "approve", VICTIM, NEW_BOARD)
         assert approved.returncode == 0 and f"{VICTIM} is pinned to Client-Id {NEW_BOARD}" in approved.stdout
@@ -87,16 +95,19 @@ async def test_a_claimant_on_any_worker_gets_nothing_and_an_approved_rebind_gets
         # reconnection (its Client-Id) still replaces its older session, wherever that is.
         async with AsyncExitStack() as stack:
             live = await stack.enter_async_context(
-                SimulatedDevice(ws_url=serve.ws_url, device_id=VICTIM, client_id=NEW_BOARD, mcp=False))
+                SimulatedDevice(ws_url=serve.ws_url, device_id=VICTIM, client_id=NEW_BOARD, mcp=False)
+            )
             await live.connect()
             for _ in range(4):
                 claimant = await stack.enter_async_context(
-                    SimulatedDevice(ws_url=serve.ws_url, device_id=VICTIM, client_id=V_CLIENT, mcp=False))
+                    SimulatedDevice(ws_url=serve.ws_url, device_id=VICTIM, client_id=V_CLIENT, mcp=False)
+                )
                 await claimant.connect()
             await asyncio.sleep(1.0)  # a takeover closed the older session within 0.02 s
             assert live.connected
             again = await stack.enter_async_context(
-                SimulatedDevice(ws_url=serve.ws_url, device_id=VICTIM, client_id=NEW_BOARD, mcp=False))
+                SimulatedDevice(ws_url=serve.ws_url, device_id=VICTIM, client_id=NEW_BOARD, mcp=False)
+            )
             await again.connect()
             await live.wait_closed(timeout=20)
             assert live.protocol.close_reason == REPLACED and again.connected

@@ -16,10 +16,10 @@ from typing import Any
 import aiohttp
 import pytest
 
+from vixio.serve.supervisor import reuse_port_supported
 from vixio.testing.device import SimulatedDevice
 from vixio.testing.register_client import ClientTool, RegisterClient
 from vixio.testing.serve import ServeProcess, start_serve
-from vixio.serve.supervisor import reuse_port_supported
 
 pytestmark = [pytest.mark.process, pytest.mark.skipif(not reuse_port_supported(), reason="workers are Linux only")]
 
@@ -28,8 +28,9 @@ A_ID, A_CLIENT = "robot-a", "5f0c8e21-77aa-4f19-8d42-0c9d7e6b5a41"
 
 
 async def start(tmp_path: Path) -> tuple[ServeProcess, str, str]:
-    serve = await start_serve(tmp_path, None, "--workers", "2",
-                              xiaozhi=f"pairing: {{state_file: {tmp_path / 'pairings.json'}}}")
+    serve = await start_serve(
+        tmp_path, None, "--workers", "2", xiaozhi=f"pairing: {{state_file: {tmp_path / 'pairings.json'}}}"
+    )
     await serve.wait_ready()
     return serve, serve.ws_url, serve.base_url
 
@@ -41,15 +42,31 @@ async def get(base: str, path: str) -> Any:
 
 
 async def vixio_pairing(base: str, *argv: str) -> tuple[int, str]:
-    process = await asyncio.create_subprocess_exec(sys.executable, "-m", "vixio", "pairing", *argv, "--url", base,
-                                                   stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "vixio",
+        "pairing",
+        *argv,
+        "--url",
+        base,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
     out, _ = await process.communicate()
     return process.returncode or 0, out.decode()
 
 
 def door() -> list[ClientTool]:
-    return [ClientTool("unlock_front_door", "Unlocks the front door.", {"type": "object", "properties": {}},
-                       lambda args: {"status": "success"}, sub_type="control")]
+    return [
+        ClientTool(
+            "unlock_front_door",
+            "Unlocks the front door.",
+            {"type": "object", "properties": {}},
+            lambda args: {"status": "success"},
+            sub_type="control",
+        )
+    ]
 
 
 async def test_an_approval_from_the_cli_is_honoured_by_the_workers(tmp_path: Path) -> None:
@@ -82,7 +99,8 @@ async def test_an_approval_from_the_cli_is_honoured_by_the_workers(tmp_path: Pat
         assert again["pairing"] == "paired", again
         state = await get(base, "/api/pairing")
         assert sorted((e["worker"], e["grant"], e["paired"]) for e in state["companions"]) == sorted(
-            [(v_worker, "approved", True), (1 - v_worker, "approved", True)])
+            [(v_worker, "approved", True), (1 - v_worker, "approved", True)]
+        )
         assert [a["id"] for a in state["approved"]] == [pairing_id]
 
         code, out = await vixio_pairing(base, "revoke", pairing_id)

@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from vixio.testing.serve import until
 from tests.fleet.test_workers_companions import api, start, worker_of
+from vixio.serve.supervisor import reuse_port_supported
 from vixio.testing.device import SimulatedDevice
 from vixio.testing.llm_server import Reply, ScriptedLLMServer
-from vixio.serve.supervisor import reuse_port_supported
+from vixio.testing.serve import until
 
 pytestmark = [pytest.mark.process, pytest.mark.skipif(not reuse_port_supported(), reason="workers are Linux only")]
 
@@ -39,16 +39,21 @@ async def test_results_reach_the_device_back_on_the_other_worker(tmp_path: Path)
     tool.write_text(SLOW_TOOL, encoding="utf-8")
     llm = ScriptedLLMServer()
     await llm.start()
-    serve, ws_url, base = await start(tmp_path, llm=llm, extra=f"""
+    serve, ws_url, base = await start(
+        tmp_path,
+        llm=llm,
+        extra=f"""
 tools:
   local:
     - {{function: "{tool}:slow_lookup", async: true}}
-""")
+""",
+    )
     devices: list[SimulatedDevice] = []
 
     async def connect(device_id: str = "") -> SimulatedDevice:
-        device = SimulatedDevice(ws_url=ws_url, listening_mode="manual", mcp=False,
-                                 **({"device_id": device_id} if device_id else {}))
+        device = SimulatedDevice(
+            ws_url=ws_url, listening_mode="manual", mcp=False, **({"device_id": device_id} if device_id else {})
+        )
         devices.append(device)
         await device.__aenter__()
         await device.connect()
@@ -67,8 +72,11 @@ tools:
         await v.wait_for("tts", state="stop", after=mark, timeout=30)
         await v.__aexit__(None, None, None)  # the device leaves while the tool runs
         await until(lambda: _gone(base, V_MAC), 10, "the device's session to end")
-        await until(lambda: _logged(serve.text(), "finished while the device is away: kept 10 min"), 20,
-                    "the result to be kept on w0")
+        await until(
+            lambda: _logged(serve.text(), "finished while the device is away: kept 10 min"),
+            20,
+            "the result to be kept on w0",
+        )
 
         b3 = await connect()  # w0: now the busier one, so the device comes back on w1
         llm.expect(Reply.text("The archive says tea is 42."))
@@ -122,11 +130,16 @@ async def test_one_process_keeps_a_result_for_the_device_s_next_session(tmp_path
     tool.write_text(SLOW_TOOL, encoding="utf-8")
     llm = ScriptedLLMServer()
     await llm.start()
-    serve, ws_url, _ = await start(tmp_path, llm=llm, workers=1, extra=f"""
+    serve, ws_url, _ = await start(
+        tmp_path,
+        llm=llm,
+        workers=1,
+        extra=f"""
 tools:
   local:
     - {{function: "{tool}:slow_lookup", async: true}}
-""")
+""",
+    )
     v = SimulatedDevice(ws_url=ws_url, device_id=V_MAC, listening_mode="manual", mcp=False)
     try:
         await v.__aenter__()
@@ -136,8 +149,9 @@ tools:
         await v.send_text("look up tea in the archive")
         await v.wait_for("tts", state="stop", after=mark, timeout=30)
         await v.__aexit__(None, None, None)
-        await until(lambda: _logged(serve.text(), "finished while the device is away: kept 10 min"), 20,
-                    "the result to be kept")
+        await until(
+            lambda: _logged(serve.text(), "finished while the device is away: kept 10 min"), 20, "the result to be kept"
+        )
         llm.expect(Reply.text("The archive says tea is 42."))
         v = SimulatedDevice(ws_url=ws_url, device_id=V_MAC, listening_mode="manual", mcp=False)
         await v.__aenter__()

@@ -10,8 +10,9 @@ from vixio.state.store import Store
 
 def store_files(store: Store) -> list[Path]:
     path = Path(store.location)
-    return [file for file in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm"))
-            if file.exists()]
+    return [
+        file for file in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")) if file.exists()
+    ]
 
 
 def occurrences(store: Store, words: str) -> dict[str, int]:

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from vixio.serve.supervisor import reuse_port_supported
 from vixio.memory.forget import ASK, DONE
+from vixio.serve.supervisor import reuse_port_supported
 from vixio.state.sqlite import SqliteStore
 from vixio.testing.device import SimulatedDevice
 from vixio.testing.llm_server import Reply, ScriptedLLMServer
@@ -33,14 +33,20 @@ ZH_ALICE = "我叫爱丽丝，我喜欢绿茶"
 
 
 async def serve(tmp_path: Path, llm: ScriptedLLMServer) -> ServeProcess:
-    process = await start_serve(tmp_path, llm, "--workers", "2", extra=f"""
-state: {{path: {tmp_path / 'data' / 'state.db'}}}
+    process = await start_serve(
+        tmp_path,
+        llm,
+        "--workers",
+        "2",
+        extra=f"""
+state: {{path: {tmp_path / "data" / "state.db"}}}
 memory: {{resume_minutes: 0}}
 profiles:
   zh: {{language: zh}}
 devices:
   "{ZH_DEVICE}": zh
-""")
+""",
+    )
     await process.wait_ready()
     return process
 
@@ -59,14 +65,18 @@ async def stored(tmp_path: Path, device: str) -> tuple[list[str], str | None, li
     await store.open()
     try:
         memory = await store.memory(device)
-        return ([t.user for t in await store.recent_turns(device, limit=50)], memory.text if memory else None,
-                [f.value for f in await store.facts(device)])
+        return (
+            [t.user for t in await store.recent_turns(device, limit=50)],
+            memory.text if memory else None,
+            [f.value for f in await store.facts(device)],
+        )
     finally:
         await store.close()
 
 
 async def test_alice_across_a_restart_then_erased_by_the_cli_and_by_voice_in_both_languages(
-        tmp_path: Path, llm: ScriptedLLMServer) -> None:
+    tmp_path: Path, llm: ScriptedLLMServer
+) -> None:
     async with AsyncExitStack() as stack:
         first = await serve(tmp_path, llm)
         stack.push_async_callback(first.stop)
@@ -88,8 +98,20 @@ async def test_alice_across_a_restart_then_erased_by_the_cli_and_by_voice_in_bot
             assert "- Name: Alice (" in instructions and "- Likes: green tea (" in instructions
             assert conversation(llm.messages(1)) == [("user", "what is my name")]
             cleared = await asyncio.to_thread(
-                subprocess.run, [sys.executable, "-m", "vixio", "memory", "clear", ALICE_DEVICE,
-                                 "--config", str(tmp_path / "config.yaml")], capture_output=True, text=True)
+                subprocess.run,
+                [
+                    sys.executable,
+                    "-m",
+                    "vixio",
+                    "memory",
+                    "clear",
+                    ALICE_DEVICE,
+                    "--config",
+                    str(tmp_path / "config.yaml"),
+                ],
+                capture_output=True,
+                text=True,
+            )
             assert cleared.returncode == 0, cleared.stderr
             assert await stored(tmp_path, ALICE_DEVICE) == ([], None, [])
             await exchange(alice, "what is the weather")

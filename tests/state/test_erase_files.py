@@ -31,7 +31,9 @@ async def test_forgetting_a_device_leaves_its_words_in_no_file(tmp_path: Path) -
     store = await opened(tmp_path)
     try:
         for seq in range(30):
-            await store.put_turn(DEVICE, StoredTurn("c", seq, f"my name is Alice ({seq})", "Hello Alice!", at=time.time()))
+            await store.put_turn(
+                DEVICE, StoredTurn("c", seq, f"my name is Alice ({seq})", "Hello Alice!", at=time.time())
+            )
         await store.put_facts(DEVICE, [Fact(DEVICE, "", "name", "name", "Alice", time.time())])
         await store.set_memory(DEVICE, "The user is Alice.")
         await store.put_turn("02:00:00:00:00:01", StoredTurn("c", 0, "I am Bob", "Hi Bob", at=time.time()))

@@ -26,8 +26,12 @@ from .test_resume import start, url
 
 pytestmark = pytest.mark.integration
 
-NEGATED = ("please don't forget what I told you", "不要忘记我说的话", "Never forget that I like green tea",
-           "别忘了我喜欢绿茶")
+NEGATED = (
+    "please don't forget what I told you",
+    "不要忘记我说的话",
+    "Never forget that I like green tea",
+    "别忘了我喜欢绿茶",
+)
 
 
 async def until_facts(store: Store, device_id: str, values: set[str], timeout: float = 10.0) -> None:
@@ -39,7 +43,8 @@ async def until_facts(store: Store, device_id: str, values: set[str], timeout: f
 
 
 async def test_facts_forgotten_by_voice_and_cli_leave_no_trace(
-        llm: ScriptedLLMServer, tmp_path: Path, state_config: dict[str, Any]) -> None:
+    llm: ScriptedLLMServer, tmp_path: Path, state_config: dict[str, Any]
+) -> None:
     llm.expect(*[Reply.text("Noted.")] * (3 + len(NEGATED)))
     server = await start(llm, tmp_path, state=state_config)  # an English device (language: en)
     store = server.store
@@ -54,7 +59,9 @@ async def test_facts_forgotten_by_voice_and_cli_leave_no_trace(
             for negated in NEGATED:  # answered by the model; nothing erased
                 await exchange(device, negated)
             assert ASK["en"] not in str(device.received)
-            await until_facts(store, device.device_id, {"Alice", "green tea", "Springfield", "sister Marigold", "乌龙茶"})
+            await until_facts(
+                store, device.device_id, {"Alice", "green tea", "Springfield", "sister Marigold", "乌龙茶"}
+            )
 
             recalled = await exchange(device, "What do you remember about me?")
             assert "your name is Alice" in recalled and "you like green tea" in recalled, recalled

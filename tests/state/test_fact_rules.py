@@ -34,8 +34,10 @@ def measured() -> tuple[int, int, int, list[str]]:
 def test_the_rules_keep_what_was_plainly_said_and_store_no_noise() -> None:
     expected, hits, found, wrong = measured()
     precision, recall = hits / found, hits / expected
-    print(f"\nrules on {len(LABELLED)} utterances: precision {precision:.1%} ({hits}/{found}), "
-          f"recall {recall:.1%} ({hits}/{expected}); differences: {wrong}")
+    print(
+        f"\nrules on {len(LABELLED)} utterances: precision {precision:.1%} ({hits}/{found}), "
+        f"recall {recall:.1%} ({hits}/{expected}); differences: {wrong}"
+    )
     # First run, before the fixes below: precision 90.0% (36/40), recall 87.8% (36/41) - "Charlie please",
     # "I like it", "老王就行", "的颜色是蓝色" were found; courtesy words, pronouns and particles then stopped them.
     assert precision >= 0.95, wrong
@@ -56,7 +58,10 @@ def test_contradictions_replace_and_retractions_drop() -> None:
     known = learn(known, "I hate coffee", 4.0)
     known = learn(known, "我现在喜欢咖啡，不喜欢茶了", 5.0)
     assert sorted((f.kind, f.value, f.at) for f in known) == [
-        ("dislike", "coffee", 4.0), ("like", "咖啡", 5.0), ("name", "Ali", 3.0)]
+        ("dislike", "coffee", 4.0),
+        ("like", "咖啡", 5.0),
+        ("name", "Ali", 3.0),
+    ]
     assert learn(known, "I hate coffee", 9.0) == known  # said again: kept as first said, no write
 
 
@@ -78,9 +83,19 @@ def test_the_hundredth_fact_does_not_push_out_the_name() -> None:
 
 def test_a_model_answer_counts_only_as_valid_json_grounded_in_what_was_said() -> None:
     said = "my name is Alice and my sister Mary visits on Sundays"
-    findings = checked('Sure! {"facts": [{"kind": "name", "value": "Alice"}, {"kind": "family", '
-                       '"value": "sister Mary", "detail": "sister"}, {"kind": "like", "value": "jazz"}]}', said)
-    assert findings is not None and [(f.kind, f.value) for f in findings] == [("name", "Alice"), ("family", "sister Mary")]
-    for nonsense in ("I'm sorry for your loss. I've lost all of my memories.", '{"facts": "Alice"}',
-                     '{"facts": [{"kind": "mood", "value": "sad"}]}', '{"facts": [{"kind": "name", "value": 3}]}'):
+    findings = checked(
+        'Sure! {"facts": [{"kind": "name", "value": "Alice"}, {"kind": "family", '
+        '"value": "sister Mary", "detail": "sister"}, {"kind": "like", "value": "jazz"}]}',
+        said,
+    )
+    assert findings is not None and [(f.kind, f.value) for f in findings] == [
+        ("name", "Alice"),
+        ("family", "sister Mary"),
+    ]
+    for nonsense in (
+        "I'm sorry for your loss. I've lost all of my memories.",
+        '{"facts": "Alice"}',
+        '{"facts": [{"kind": "mood", "value": "sad"}]}',
+        '{"facts": [{"kind": "name", "value": 3}]}',
+    ):
         assert checked(nonsense, said) is None, nonsense

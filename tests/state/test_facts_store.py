@@ -39,9 +39,14 @@ async def test_a_merge_drops_and_puts_in_one_call(store: Store, open_client: Sto
 
 
 async def test_facts_are_kept_per_person_and_forgotten_per_person(store: Store) -> None:
-    await store.put_facts(DEVICE, [fact("name", "Alice", kind="name", person="alice"),
-                                   fact("name", "Bob", kind="name", person="bob"),
-                                   fact("like:tea", "tea")])
+    await store.put_facts(
+        DEVICE,
+        [
+            fact("name", "Alice", kind="name", person="alice"),
+            fact("name", "Bob", kind="name", person="bob"),
+            fact("like:tea", "tea"),
+        ],
+    )
     assert [f.value for f in await store.facts(DEVICE, person="alice")] == ["Alice"]
     assert len(await store.facts(DEVICE)) == 3
     assert await store.forget_facts(DEVICE, person="bob") == 1

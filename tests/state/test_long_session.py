@@ -36,15 +36,24 @@ def extractor(body: dict[str, Any]) -> Reply | None:
         return Reply.text("OK.")
     said = "\n".join(line[6:] for line in str(messages[-1]["content"]).splitlines() if line.startswith("User: "))
     facts = [{"kind": "name", "value": name} for name in re.findall(r"my name is (\w+)", said)]
-    facts += [{"kind": "like", "value": v} for v in re.findall(r"(?:I like|^|and) ([a-z ]+?) is what I drink", said, re.MULTILINE)]
+    facts += [
+        {"kind": "like", "value": v}
+        for v in re.findall(r"(?:I like|^|and) ([a-z ]+?) is what I drink", said, re.MULTILINE)
+    ]
     facts += [{"kind": "like", "value": v.strip()} for v in re.findall(r"I like ([a-z0-9 ]+)", said)]
     return Reply.text(json.dumps({"facts": facts}))
 
 
-@pytest.mark.parametrize(("mode", "first"), [("facts", "my name is Alice and I like green tea"),
-                                             ("model", "my name is Alice and green tea is what I drink every day")])
-async def test_the_name_and_the_tea_of_turn_1_reach_turn_60(llm: ScriptedLLMServer, tmp_path: Path,
-                                                           mode: str, first: str) -> None:
+@pytest.mark.parametrize(
+    ("mode", "first"),
+    [
+        ("facts", "my name is Alice and I like green tea"),
+        ("model", "my name is Alice and green tea is what I drink every day"),
+    ],
+)
+async def test_the_name_and_the_tea_of_turn_1_reach_turn_60(
+    llm: ScriptedLLMServer, tmp_path: Path, mode: str, first: str
+) -> None:
     llm.rule = extractor
     server = await start(llm, tmp_path, memory={"resume_minutes": 60, "long_term": mode, "max_chars": 400})
     try:
@@ -52,7 +61,9 @@ async def test_the_name_and_the_tea_of_turn_1_reach_turn_60(llm: ScriptedLLMServ
             await device.connect()
             await exchange(device, first)
             for n in range(2, TURNS):
-                await exchange(device, f"I like hobby number {n}" if n % 2 else f"tell me something about the number {n}")
+                await exchange(
+                    device, f"I like hobby number {n}" if n % 2 else f"tell me something about the number {n}"
+                )
             await exchange(device, "what should I drink now, some tea?")
         agent = [body for body in llm.requests if "lasting facts" not in str(body["messages"][0]["content"])]
         assert len(agent) == TURNS

@@ -22,8 +22,10 @@ pytestmark = pytest.mark.integration
 
 FACTS = "The user is Alice. She likes green tea."
 ALICE_SISTER = f"{ALICE} and my sister Mary visits on Sundays"
-FACTS_JSON = ('{"facts": [{"kind": "name", "value": "Alice"}, {"kind": "like", "value": "green tea"}, '
-              '{"kind": "family", "value": "sister Mary", "detail": "sister"}, {"kind": "like", "value": "jazz"}]}')
+FACTS_JSON = (
+    '{"facts": [{"kind": "name", "value": "Alice"}, {"kind": "like", "value": "green tea"}, '
+    '{"kind": "family", "value": "sister Mary", "detail": "sister"}, {"kind": "like", "value": "jazz"}]}'
+)
 """What the scripted model extracts: "jazz" was never said (an invention the check drops); the
 sister was said in a way the rules miss ("... and my sister Mary ...")."""
 
@@ -33,7 +35,8 @@ def system(messages: list[dict[str, Any]]) -> str:
 
 
 async def test_alice_is_remembered_across_a_restart_and_forgotten_after_clear(
-        llm: ScriptedLLMServer, tmp_path: Path, state_config: dict[str, Any]) -> None:
+    llm: ScriptedLLMServer, tmp_path: Path, state_config: dict[str, Any]
+) -> None:
     """`long_term: model`: the model's JSON facts, checked against what she said, join the rules'."""
     no_resume = {"resume_minutes": 0, "long_term": "model"}
     llm.expect(Reply.text("Nice to meet you, Alice."), Reply.text(FACTS_JSON))
@@ -101,13 +104,16 @@ async def test_the_verbatim_memory_carries_the_turns_as_said(llm: ScriptedLLMSer
 async def test_verbatim_keeps_the_latest_whole_lines_within_the_bound() -> None:
     turns = [StoredTurn("c", n, f"question {n}", f"answer {n}", at=0) for n in range(10)]
     assert await VerbatimMemory(60).update("User: older", turns) == (
-        "Assistant: answer 8\nUser: question 9\nAssistant: answer 9")  # 56 characters; a cut line is left out
+        "Assistant: answer 8\nUser: question 9\nAssistant: answer 9"
+    )  # 56 characters; a cut line is left out
     assert await VerbatimMemory(4000).update("User: older", turns[:1]) == (
-        "User: older\nUser: question 0\nAssistant: answer 0")
+        "User: older\nUser: question 0\nAssistant: answer 0"
+    )
 
 
 async def test_an_erasure_while_the_model_writes_the_memory_wins(
-        llm: ScriptedLLMServer, tmp_path: Path, state_config: dict[str, Any]) -> None:
+    llm: ScriptedLLMServer, tmp_path: Path, state_config: dict[str, Any]
+) -> None:
     """`vixio memory clear` (another process) lands while the model is still summarising."""
     llm.expect(Reply.text("Nice to meet you, Alice."), Reply.text(FACTS_JSON, delay=1.5))
     server = await start(llm, tmp_path, memory={"resume_minutes": 0, "long_term": "model"}, state=state_config)

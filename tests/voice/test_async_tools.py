@@ -29,10 +29,12 @@ async def build_report(topic: str) -> str:
 
 
 def stack(llm: ScriptedLLMServer) -> VoiceStack:
-    config = VixioConfig.model_validate({
-        "agent": {"provider": "litellm", "model": "openai/test-model", "api_base": llm.base_url, "api_key": "t"},
-        "tools": {"builtin": []},
-    })
+    config = VixioConfig.model_validate(
+        {
+            "agent": {"provider": "litellm", "model": "openai/test-model", "api_base": llm.base_url, "api_key": "t"},
+            "tools": {"builtin": []},
+        }
+    )
     voice = VoiceStack(config)
     voice.local_tools.append(func_to_tool_definition(build_report, is_async=True))
     return voice

@@ -30,10 +30,14 @@ async def get_weather(city: str, days: int = 1) -> str:
 
 
 CALLS = {
-    "vcp": ("Let me check. <<<[TOOL_REQUEST]>>>\ntool_name:「始」get_weather「末」,\ncity:「始」Paris「末」,\n"
-            "days:「始」2「末」\n<<<[END_TOOL_REQUEST]>>>"),
-    "xml": ("Let me check. <function_calls>\n<invoke name=\"get_weather\">\n<parameter name=\"city\">Paris"
-            "</parameter>\n<parameter name=\"days\">2</parameter>\n</invoke>\n</function_calls>"),
+    "vcp": (
+        "Let me check. <<<[TOOL_REQUEST]>>>\ntool_name:「始」get_weather「末」,\ncity:「始」Paris「末」,\n"
+        "days:「始」2「末」\n<<<[END_TOOL_REQUEST]>>>"
+    ),
+    "xml": (
+        'Let me check. <function_calls>\n<invoke name="get_weather">\n<parameter name="city">Paris'
+        '</parameter>\n<parameter name="days">2</parameter>\n</invoke>\n</function_calls>'
+    ),
 }
 RESULT_MARK = {"vcp": "<<<[TOOL_RESULT]>>>", "xml": "<function_results>"}
 
@@ -52,11 +56,18 @@ async def spoken_reply(pipeline: Pipeline) -> list[str]:
 async def test_markup_calls_run_and_only_prose_is_spoken(llm: ScriptedLLMServer, protocol: str) -> None:
     weather_calls.clear()
     llm.expect(Reply.text(CALLS[protocol]), Reply.text("It is sunny in Paris for two days."))
-    config = VixioConfig.model_validate({
-        "agent": {"provider": "litellm", "model": "openai/test-model", "api_base": llm.base_url, "api_key": "t",
-                  "tool_protocol": protocol},
-        "tools": {"builtin": []},
-    })
+    config = VixioConfig.model_validate(
+        {
+            "agent": {
+                "provider": "litellm",
+                "model": "openai/test-model",
+                "api_base": llm.base_url,
+                "api_key": "t",
+                "tool_protocol": protocol,
+            },
+            "tools": {"builtin": []},
+        }
+    )
     voice = VoiceStack(config)
     voice.local_tools.append(func_to_tool_definition(get_weather))
     pipeline = voice.build_pipeline("s1")
@@ -78,13 +89,22 @@ async def test_markup_calls_run_and_only_prose_is_spoken(llm: ScriptedLLMServer,
 
 async def test_a_malformed_call_is_reported_back_not_run(llm: ScriptedLLMServer) -> None:
     weather_calls.clear()
-    broken = "Checking. <<<[TOOL_REQUEST]>>>\ntool_name:「始」get_weather「末」\ncity:「始」Paris\n<<<[END_TOOL_REQUEST]>>>"
+    broken = (
+        "Checking. <<<[TOOL_REQUEST]>>>\ntool_name:「始」get_weather「末」\ncity:「始」Paris\n<<<[END_TOOL_REQUEST]>>>"
+    )
     llm.expect(Reply.text(broken), Reply.text("Sorry, let me try again later."))
-    config = VixioConfig.model_validate({
-        "agent": {"provider": "litellm", "model": "openai/test-model", "api_base": llm.base_url, "api_key": "t",
-                  "tool_protocol": "vcp"},
-        "tools": {"builtin": []},
-    })
+    config = VixioConfig.model_validate(
+        {
+            "agent": {
+                "provider": "litellm",
+                "model": "openai/test-model",
+                "api_base": llm.base_url,
+                "api_key": "t",
+                "tool_protocol": "vcp",
+            },
+            "tools": {"builtin": []},
+        }
+    )
     voice = VoiceStack(config)
     voice.local_tools.append(func_to_tool_definition(get_weather))
     pipeline = voice.build_pipeline("s2")
@@ -98,11 +118,19 @@ async def test_a_malformed_call_is_reported_back_not_run(llm: ScriptedLLMServer)
 
 
 def _text_stack(llm: ScriptedLLMServer, protocol: str, **agent: object) -> VoiceStack:
-    config = VixioConfig.model_validate({
-        "agent": {"provider": "litellm", "model": "openai/test-model", "api_base": llm.base_url, "api_key": "t",
-                  "tool_protocol": protocol, **agent},
-        "tools": {"builtin": [], "max_iterations": 2},
-    })
+    config = VixioConfig.model_validate(
+        {
+            "agent": {
+                "provider": "litellm",
+                "model": "openai/test-model",
+                "api_base": llm.base_url,
+                "api_key": "t",
+                "tool_protocol": protocol,
+                **agent,
+            },
+            "tools": {"builtin": [], "max_iterations": 2},
+        }
+    )
     voice = VoiceStack(config)
     voice.local_tools.append(func_to_tool_definition(get_weather))
     return voice
@@ -121,15 +149,18 @@ async def test_max_iterations_bounds_the_tool_rounds_of_one_turn(llm: ScriptedLL
 
 
 async def test_vcp_definitions_and_results_carry_command_parameters_example_and_duration(
-        llm: ScriptedLLMServer) -> None:
+    llm: ScriptedLLMServer,
+) -> None:
     llm.expect(Reply.text(CALLS["vcp"]), Reply.text("Sunny."))
     async with _text_stack(llm, "vcp").build_pipeline("s1") as pipeline:
         await pipeline.push(TextChunk(text="Weather?", role="user"))
         await spoken_reply(pipeline)
     prompt = llm.requests[0]["messages"][0]["content"]
     assert "command:「始」get_weather「末」" in prompt
-    assert ('parameters:「始」[{"name":"city","type":"string","required":true},'
-            '{"name":"days","type":"integer","required":false,"default":1}]「末」') in prompt
+    assert (
+        'parameters:「始」[{"name":"city","type":"string","required":true},'
+        '{"name":"days","type":"integer","required":false,"default":1}]「末」'
+    ) in prompt
     assert "example:「始ESCAPE」tool_name:「始」get_weather「末」\ncity:「始」...「末」「末ESCAPE」" in prompt
     result = llm.messages(1)[-1]["content"]
     assert "duration_ms:「始」" in result and "Paris: sunny, 25 C" in result

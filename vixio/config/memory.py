@@ -14,7 +14,8 @@ FLEET_SECRET_MISSING = (
     "state.fleet_secret is not set: with state.backend 'redis' the instances call each other over Redis "
     "(closing a device's stale session, the console, pairing, activation) and these calls are signed with it; "
     "set the same random secret on every instance, e.g. `fleet_secret: ${VIXIO_FLEET_SECRET}` with "
-    "VIXIO_FLEET_SECRET=$(openssl rand -hex 32) (docs/security.md#redis)")
+    "VIXIO_FLEET_SECRET=$(openssl rand -hex 32) (docs/security.md#redis)"
+)
 """What `vixio config check` and `vixio serve` say about a fleet without its secret (vixio/config/preflight.py)."""
 
 
@@ -50,15 +51,19 @@ class StateConfig(StrictModel):
         if not secret:
             return None  # `${VIXIO_FLEET_SECRET:-}` with the variable unset
         if len(secret) < MIN_SECRET_CHARS or len(secret) > MAX_SECRET_CHARS:
-            raise ValueError(f"expected {MIN_SECRET_CHARS} to {MAX_SECRET_CHARS} characters (e.g. `openssl rand -hex 32`), "
-                             f"got {len(secret)}")
+            raise ValueError(
+                f"expected {MIN_SECRET_CHARS} to {MAX_SECRET_CHARS} characters (e.g. `openssl rand -hex 32`), "
+                f"got {len(secret)}"
+            )
         return secret
 
     @field_validator("url")
     @classmethod
     def _redis_url(cls, url: str) -> str:
         if not url.startswith(("redis://", "rediss://", "unix://")):
-            raise ValueError("expected redis://[:password@]host:port/db, rediss://... (TLS) or unix:///path/to/redis.sock")
+            raise ValueError(
+                "expected redis://[:password@]host:port/db, rediss://... (TLS) or unix:///path/to/redis.sock"
+            )
         return url
 
 

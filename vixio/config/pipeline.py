@@ -211,7 +211,9 @@ class EdgeTTSConfig(StrictModel):
     """With a fallback: seconds a sentence waits for this API's first audio (and at most between two pieces of it) before the fallback speaks. After a failure the fallback speaks every sentence until a background probe hears the API again (after 5 s, then up to every 60 s)."""
 
 
-TTSConfig = Annotated[PiperTTSConfig | EspeakTTSConfig | OpenAITTSConfig | EdgeTTSConfig, Field(discriminator="provider")]
+TTSConfig = Annotated[
+    PiperTTSConfig | EspeakTTSConfig | OpenAITTSConfig | EdgeTTSConfig, Field(discriminator="provider")
+]
 
 
 class SpeechConfig(StrictModel):

@@ -35,8 +35,14 @@ Write = Callable[[Any], Awaitable[Any]]
 
 
 def fact_json(fact: Fact) -> dict[str, Any]:
-    return {"person": fact.person, "key": fact.key, "kind": fact.kind, "value": fact.value, "at": fact.at,
-            "source": fact.source}
+    return {
+        "person": fact.person,
+        "key": fact.key,
+        "kind": fact.kind,
+        "value": fact.value,
+        "at": fact.at,
+        "source": fact.source,
+    }
 
 
 class FactRoutes:
@@ -49,9 +55,11 @@ class FactRoutes:
         self._device_id = device_id
 
     def routes(self) -> list[tuple[str, str, Any]]:
-        return [("POST", "/api/devices/{device_id}/facts/delete", self._delete),
-                ("POST", "/api/devices/{device_id}/facts/edit", self._edit),
-                ("POST", "/api/devices/{device_id}/facts/add", self._add)]
+        return [
+            ("POST", "/api/devices/{device_id}/facts/delete", self._delete),
+            ("POST", "/api/devices/{device_id}/facts/edit", self._edit),
+            ("POST", "/api/devices/{device_id}/facts/add", self._add),
+        ]
 
     async def _find(self, request: web.Request) -> tuple[str, dict[str, Any], Fact]:
         device_id = self._device_id(request)

@@ -63,12 +63,18 @@ KEPT_SESSION_TURNS = 50
 LATE_WRITE_WAIT = 5.0
 """Seconds an operator's erase waits for a live conversation's write under way before erasing again."""
 
+
 class ConversationMemory:
     """One per process: opens each new session's conversation, and updates the device's long-term
     memory with `updater` when a conversation ends (vixio/memory/long_term.py)."""
 
-    def __init__(self, store: Store, config: MemoryConfig, updater: MemoryUpdater | None = None,
-                 facts_model: ModelFacts | None = None) -> None:
+    def __init__(
+        self,
+        store: Store,
+        config: MemoryConfig,
+        updater: MemoryUpdater | None = None,
+        facts_model: ModelFacts | None = None,
+    ) -> None:
         self.store = store
         self.config = config
         self.updater = updater
@@ -89,7 +95,9 @@ class ConversationMemory:
         recent_read, memory_read, facts_read = await asyncio.gather(
             self.store.recent_turns(device_id, self.config.max_turns) if window > 0 else asyncio.sleep(0),
             self.store.memory(device_id) if self.reads_memory else asyncio.sleep(0),
-            self.store.facts(device_id) if self.learns else asyncio.sleep(0), return_exceptions=True)
+            self.store.facts(device_id) if self.learns else asyncio.sleep(0),
+            return_exceptions=True,
+        )
         if isinstance(recent_read, StoreError):
             logger.bind(device=device_id).warning("the conversation starts afresh: {}", recent_read)
         elif isinstance(recent_read, BaseException):
@@ -115,7 +123,9 @@ class ConversationMemory:
                 raise memory_read
             conversation.memory = memory_read.text if isinstance(memory_read, DeviceMemory) else ""
         if turns:
-            logger.bind(device=device_id).info("resuming conversation {}: {} earlier turn(s)", conversation.id, len(turns))
+            logger.bind(device=device_id).info(
+                "resuming conversation {}: {} earlier turn(s)", conversation.id, len(turns)
+            )
         return conversation
 
     async def changed(self, device_id: str, what: str, conversation: str = "", seq: int = -1) -> int:
@@ -159,11 +169,13 @@ class ConversationMemory:
                 else:
                     await self.store.forget_device(device_id)
             except StoreError as exc:
-                logger.bind(device=device_id).warning("the {} erase could not be repeated after a late write: {}",
-                                                      what, exc)
+                logger.bind(device=device_id).warning(
+                    "the {} erase could not be repeated after a late write: {}", what, exc
+                )
         if live:
-            logger.bind(device=device_id).info("an operator changed the stored {}: {} live conversation(s) follow",
-                                               what, len(live))
+            logger.bind(device=device_id).info(
+                "an operator changed the stored {}: {} live conversation(s) follow", what, len(live)
+            )
         return len(live)
 
     def _ended(self, conversation: Conversation) -> None:
@@ -189,15 +201,17 @@ class ConversationMemory:
         log = logger.bind(device=conversation.device_id)
         try:
             # Together (one round trip on Redis); the memory as now: another session may have changed it.
-            turns, current = await asyncio.gather(self._still_stored(conversation),
-                                                  self.store.memory(conversation.device_id))
+            turns, current = await asyncio.gather(
+                self._still_stored(conversation), self.store.memory(conversation.device_id)
+            )
             if not turns:
                 log.info("long-term memory not updated: the conversation's turns were erased meanwhile")
                 return
             text = await self.updater.update(current.text if current is not None else "", turns)
             # The model may take seconds: an erasure or an edit made meanwhile wins over this update.
-            after, now = await asyncio.gather(self._still_stored(conversation),
-                                              self.store.memory(conversation.device_id))
+            after, now = await asyncio.gather(
+                self._still_stored(conversation), self.store.memory(conversation.device_id)
+            )
             if after != turns or now != current:
                 log.info("long-term memory not updated: the device's record changed while it was written")
                 return
@@ -228,8 +242,13 @@ class ConversationMemory:
 class Conversation:
     """One device's conversation in one session: the turns restored, and the recorder of new ones."""
 
-    def __init__(self, store: Store, device_id: str, restored: list[StoredTurn],
-                 on_close: Callable[[Conversation], None] | None = None) -> None:
+    def __init__(
+        self,
+        store: Store,
+        device_id: str,
+        restored: list[StoredTurn],
+        on_close: Callable[[Conversation], None] | None = None,
+    ) -> None:
         self.store = store
         self.device_id = device_id
         self.restored = restored
@@ -295,12 +314,13 @@ class Conversation:
                 if self.learner is not None:
                     self.learner.heard(self.id, known[0], self.latest_user, known[1])
         seq, at = known
-        turn = StoredTurn(self.id, seq, user.strip()[:MAX_TEXT_CHARS], assistant.strip()[:MAX_TEXT_CHARS],
-                          interrupted, at)
+        turn = StoredTurn(
+            self.id, seq, user.strip()[:MAX_TEXT_CHARS], assistant.strip()[:MAX_TEXT_CHARS], interrupted, at
+        )
         if self.session_turns and self.session_turns[-1].seq == seq:
             self.session_turns[-1] = turn
         else:
-            self.session_turns = [*self.session_turns[-(KEPT_SESSION_TURNS - 1):], turn]
+            self.session_turns = [*self.session_turns[-(KEPT_SESSION_TURNS - 1) :], turn]
         self._queued[seq] = turn
         if self._writer is None or self._writer.done():
             self._writer = asyncio.create_task(self._write_queued(), name=f"vixio-memory-{self.device_id}")

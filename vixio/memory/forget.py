@@ -29,17 +29,22 @@ from vixio.state.fact_merge import spoken
 from vixio.state.spoken import Request, understand
 from vixio.state.store import StoreError
 
-ASK = {"en": "Should I forget everything you have told me? Say yes to confirm.",
-       "zh": "要我忘掉你说过的所有话吗？确认请说“是”。"}
+ASK = {
+    "en": "Should I forget everything you have told me? Say yes to confirm.",
+    "zh": "要我忘掉你说过的所有话吗？确认请说“是”。",
+}
 DONE = {"en": "Done. I have forgotten everything you told me.", "zh": "好的，我已经忘掉你说过的话了。"}
 KEPT = {"en": "All right, I will keep it.", "zh": "好的，我会记着。"}
 FORGOT_FACT = {"en": "Done. I have forgotten that: {}.", "zh": "好的，我已经忘掉了：{}。"}
 NO_FACT = {"en": "I don't remember anything about {}.", "zh": "我没有记着关于“{}”的事。"}
-NO_FACTS_KEPT = {"en": "I keep no separate facts here; say \"forget everything\" to erase all I remember.",
-                 "zh": "我这里没有单独记着的事；说“忘掉我说过的话”可以全部删除。"}
+NO_FACTS_KEPT = {
+    "en": 'I keep no separate facts here; say "forget everything" to erase all I remember.',
+    "zh": "我这里没有单独记着的事；说“忘掉我说过的话”可以全部删除。",
+}
 FAILED = {"en": "Sorry, I could not erase it just now. Please try again.", "zh": "抱歉，现在删不掉，请再试一次。"}
-_YES = re.compile(r"^\W*(?:yes|yeah|yep|sure|ok|okay|confirm|do it|go ahead|是|是的|好|好的|对|确认|确定|可以)\W*$",
-                  re.IGNORECASE)
+_YES = re.compile(
+    r"^\W*(?:yes|yeah|yep|sure|ok|okay|confirm|do it|go ahead|是|是的|好|好的|对|确认|确定|可以)\W*$", re.IGNORECASE
+)
 
 
 def asks_to_forget(text: str, language: str = "en") -> bool:

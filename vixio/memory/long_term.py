@@ -32,8 +32,10 @@ from vixio.config.pipeline import LitellmAgentConfig
 from vixio.state.fact_model import ModelFacts
 from vixio.state.store import StoredTurn
 
-MEMORY_NOTE = ("What you remember about this user from earlier conversations (use it when it helps; a date is when "
-               "it was said):\n{memory}")
+MEMORY_NOTE = (
+    "What you remember about this user from earlier conversations (use it when it helps; a date is when "
+    "it was said):\n{memory}"
+)
 
 
 class MemoryUpdater(Protocol):
@@ -83,30 +85,38 @@ def fact_model(config: VixioConfig) -> ModelFacts | None:
     if memory.long_term != "model" or agent is None:
         return None
     if not memory.model and not isinstance(agent, LitellmAgentConfig):
-        logger.warning("memory.long_term is model, but the local-llama agent has no model to extract facts with "
-                       "(set memory.model): the rules alone learn facts (memory.long_term: facts)")
+        logger.warning(
+            "memory.long_term is model, but the local-llama agent has no model to extract facts with "
+            "(set memory.model): the rules alone learn facts (memory.long_term: facts)"
+        )
         return None
     api_base = agent.api_base if isinstance(agent, LitellmAgentConfig) else None
     api_key = agent.api_key if isinstance(agent, LitellmAgentConfig) else None
     model = memory.model or (agent.model if isinstance(agent, LitellmAgentConfig) else "")
     direct = isinstance(agent, LitellmAgentConfig) and agent.openai_direct and model.startswith("openai/")
     timeout = agent.timeout if isinstance(agent, LitellmAgentConfig) else None
-    complete = (_openai_completion(model, api_base, api_key, timeout) if direct
-                else _litellm_completion(model, api_base, api_key))
+    complete = (
+        _openai_completion(model, api_base, api_key, timeout)
+        if direct
+        else _litellm_completion(model, api_base, api_key)
+    )
     return ModelFacts(complete)
 
 
-def _openai_completion(model: str, api_base: str | None, api_key: str | None,
-                       timeout: float | None) -> Callable[..., Any]:
+def _openai_completion(
+    model: str, api_base: str | None, api_key: str | None, timeout: float | None
+) -> Callable[..., Any]:
     """`openai/...` models through the openai SDK, as the agent calls them (no litellm import), on
     the client the agent uses for that server (its pool, closed when the server stops)."""
     from vixio.providers.agent.openai_agents.clients import shared_openai_client
 
     async def complete(messages: list[dict[str, str]]) -> str:
         client = shared_openai_client(api_base, api_key, timeout)
-        response = await client.chat.completions.create(model=model.removeprefix("openai/"),
-                                                        messages=messages,  # type: ignore[arg-type]
-                                                        stream=False)
+        response = await client.chat.completions.create(
+            model=model.removeprefix("openai/"),
+            messages=messages,  # type: ignore[arg-type]
+            stream=False,
+        )
         content: str | None = response.choices[0].message.content  # type: ignore[union-attr]  # stream=False
         return content or ""
 
@@ -117,8 +127,9 @@ def _litellm_completion(model: str, api_base: str | None, api_key: str | None) -
     async def complete(messages: list[dict[str, str]]) -> str:
         os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # offline: no price list download
         litellm = await asyncio.to_thread(importlib.import_module, "litellm")
-        response = await litellm.acompletion(model=model, messages=messages, api_base=api_base, api_key=api_key,
-                                             num_retries=0)
+        response = await litellm.acompletion(
+            model=model, messages=messages, api_base=api_base, api_key=api_key, num_retries=0
+        )
         return response.choices[0].message.content or ""
 
     return complete

@@ -42,6 +42,27 @@ from vixio.metrics.merge import (
     worker_families,
 )
 
-__all__ = ["CONTENT_TYPE", "ECHO_ERLE", "ECHO_FRAMES", "INTERRUPTIONS", "JSON_PATH", "LATE_FRAMES", "PATH", "SAMPLES_PATH", "SESSIONS", "SESSIONS_STARTED", "TURNS",
-           "TURN_LATENCY", "VAD_QUIET_WINDOWS", "Family", "FleetSamples", "count_provider_error", "count_store_error", "local_families",
-           "render", "reply_ended", "samples_json", "worker_families"]
+__all__ = [
+    "CONTENT_TYPE",
+    "ECHO_ERLE",
+    "ECHO_FRAMES",
+    "INTERRUPTIONS",
+    "JSON_PATH",
+    "LATE_FRAMES",
+    "PATH",
+    "SAMPLES_PATH",
+    "SESSIONS",
+    "SESSIONS_STARTED",
+    "TURNS",
+    "TURN_LATENCY",
+    "VAD_QUIET_WINDOWS",
+    "Family",
+    "FleetSamples",
+    "count_provider_error",
+    "count_store_error",
+    "local_families",
+    "render",
+    "reply_ended",
+    "samples_json",
+    "worker_families",
+]

@@ -116,8 +116,9 @@ class FactLearner:
         conversation = self.conversation
         for person in dict.fromkeys(entry[1] for entry in batch):
             mine = [entry for entry in batch if entry[1] == person]
-            findings = await self.model.extract([f for f in self.facts if f.person == person],
-                                                [entry[2] for entry in mine])
+            findings = await self.model.extract(
+                [f for f in self.facts if f.person == person], [entry[2] for entry in mine]
+            )
             if not findings or epoch != self._epoch:
                 continue
             # The model may take seconds: what another process erased meanwhile (`vixio memory
@@ -193,4 +194,3 @@ class FactLearner:
     async def reload(self) -> None:
         """An operator changed the stored facts: read them again."""
         self.facts = await self.store.facts(self.device_id)
-

@@ -31,13 +31,70 @@ from vixio.state.facts import (
 
 IDENTITY = ("name", "home", "birthday", "family")
 """Kinds always carried first, whatever was asked."""
-LABELS = {"name": "Name", "home": "Lives in", "birthday": "Birthday", "family": "Family", "like": "Likes",
-          "dislike": "Dislikes", "date": "Date", "note": "Asked to remember"}
+LABELS = {
+    "name": "Name",
+    "home": "Lives in",
+    "birthday": "Birthday",
+    "family": "Family",
+    "like": "Likes",
+    "dislike": "Dislikes",
+    "date": "Date",
+    "note": "Asked to remember",
+}
 _WORDS = re.compile(r"[a-z0-9']+|[\u4e00-\u9fff]")
-_STOP = {"i", "my", "me", "the", "a", "an", "and", "of", "to", "is", "it", "you", "what", "do", "that", "about",
-         "like", "likes", "love", "loves", "your", "in", "on", "for", "with", "am", "are", "was", "called", "named",
-         "anymore", "please", "我", "你", "的", "了", "是", "喜", "欢", "在", "这", "那", "个", "件", "事", "说", "过",
-         "吧", "呢", "啊", "请"}
+_STOP = {
+    "i",
+    "my",
+    "me",
+    "the",
+    "a",
+    "an",
+    "and",
+    "of",
+    "to",
+    "is",
+    "it",
+    "you",
+    "what",
+    "do",
+    "that",
+    "about",
+    "like",
+    "likes",
+    "love",
+    "loves",
+    "your",
+    "in",
+    "on",
+    "for",
+    "with",
+    "am",
+    "are",
+    "was",
+    "called",
+    "named",
+    "anymore",
+    "please",
+    "我",
+    "你",
+    "的",
+    "了",
+    "是",
+    "喜",
+    "欢",
+    "在",
+    "这",
+    "那",
+    "个",
+    "件",
+    "事",
+    "说",
+    "过",
+    "吧",
+    "呢",
+    "啊",
+    "请",
+}
 
 
 def key_of(finding: Finding) -> str:
@@ -61,8 +118,9 @@ def matches(fact: Fact, topic: str) -> bool:
     return bool(value and asked) and (asked <= value or value <= asked)
 
 
-def merge(known: Sequence[Fact], findings: Sequence[Finding], device_id: str, *, person: str = "", at: float,
-          source: str) -> tuple[list[Fact], list[FactKey]]:
+def merge(
+    known: Sequence[Fact], findings: Sequence[Finding], device_id: str, *, person: str = "", at: float, source: str
+) -> tuple[list[Fact], list[FactKey]]:
     """The facts to put and the (person, key)s to drop so that `known` takes `findings` in."""
     mine = {f.key: f for f in known if f.person == person}
     puts: dict[str, Fact] = {}
@@ -72,8 +130,7 @@ def merge(known: Sequence[Fact], findings: Sequence[Finding], device_id: str, *,
         if not value:
             continue
         if finding.retract:
-            gone = [key for key, fact in {**mine, **puts}.items()
-                    if fact.kind == finding.kind and matches(fact, value)]
+            gone = [key for key, fact in {**mine, **puts}.items() if fact.kind == finding.kind and matches(fact, value)]
             for key in gone:
                 drops[key] = None
                 puts.pop(key, None)
@@ -97,7 +154,7 @@ def merge(known: Sequence[Fact], findings: Sequence[Finding], device_id: str, *,
     if total > MAX_FACTS_PER_DEVICE:  # the least recently said go first; names, homes, family last
         fresh = {(person, key) for key in puts} | set(dropped)
         old = sorted((f for f in known if f.owner not in fresh), key=lambda f: (f.kind in IDENTITY, f.at))
-        dropped += [f.owner for f in old[:total - MAX_FACTS_PER_DEVICE]]
+        dropped += [f.owner for f in old[: total - MAX_FACTS_PER_DEVICE]]
     return list(puts.values()), dropped
 
 
@@ -142,13 +199,27 @@ def spoken(facts: Sequence[Fact], language: str, most: int = 8) -> str:
     """What the device says to "what do you remember about me" (the first `most`, identity first)."""
     chosen = rank(facts)[:most]
     if not chosen:
-        return ("我还不记得关于你的任何事。" if language == "zh"
-                else "I don't remember anything about you yet.")
+        return "我还不记得关于你的任何事。" if language == "zh" else "I don't remember anything about you yet."
     if language == "zh":
-        said = {"name": "你叫{}", "home": "你住在{}", "birthday": "你的生日是{}", "family": "你的家人：{}",
-                "like": "你喜欢{}", "dislike": "你不喜欢{}", "date": "{}", "note": "你让我记住：{}"}
+        said = {
+            "name": "你叫{}",
+            "home": "你住在{}",
+            "birthday": "你的生日是{}",
+            "family": "你的家人：{}",
+            "like": "你喜欢{}",
+            "dislike": "你不喜欢{}",
+            "date": "{}",
+            "note": "你让我记住：{}",
+        }
         return "我记得：" + "；".join(said[f.kind].format(f.value) for f in chosen) + "。"
-    said = {"name": "your name is {}", "home": "you live in {}", "birthday": "your birthday is {}",
-            "family": "your {}", "like": "you like {}", "dislike": "you don't like {}", "date": "your {}",
-            "note": "you asked me to remember that {}"}
+    said = {
+        "name": "your name is {}",
+        "home": "you live in {}",
+        "birthday": "your birthday is {}",
+        "family": "your {}",
+        "like": "you like {}",
+        "dislike": "you don't like {}",
+        "date": "your {}",
+        "note": "you asked me to remember that {}",
+    }
     return "I remember that " + "; ".join(said[f.kind].format(f.value) for f in chosen) + "."

@@ -27,12 +27,13 @@ from vixio.state.facts import KINDS, MAX_VALUE_CHARS, Fact
 
 EXTRACT_PROMPT = (
     "You keep a list of lasting facts about the user of a voice assistant. Read what the user said "
-    "and answer with JSON only: {\"facts\": [{\"kind\": K, \"value\": V, \"detail\": D, \"retract\": false}]}. "
+    'and answer with JSON only: {"facts": [{"kind": K, "value": V, "detail": D, "retract": false}]}. '
     "K is one of: name, home, birthday, family, like, dislike, date, note. V is short and uses the "
-    "user's own words (for family: relation and name, e.g. \"sister Mary\"; for date: the occasion and "
-    "the day). D is the relation or occasion, else \"\". Set retract to true for a fact the user says "
-    "no longer holds (\"I like coffee now, not tea\" gives like coffee and like tea with retract true). "
-    "Leave out small talk, questions and one-off requests. Answer {\"facts\": []} when there is nothing.")
+    'user\'s own words (for family: relation and name, e.g. "sister Mary"; for date: the occasion and '
+    'the day). D is the relation or occasion, else "". Set retract to true for a fact the user says '
+    'no longer holds ("I like coffee now, not tea" gives like coffee and like tea with retract true). '
+    'Leave out small talk, questions and one-off requests. Answer {"facts": []} when there is nothing.'
+)
 EXTRACT_TIMEOUT = 60.0
 """Seconds the model has to answer; then nothing is learnt from the batch but the rules' facts."""
 MAX_FINDINGS = 30
@@ -43,8 +44,9 @@ _JSON = re.compile(r"\{.*\}", re.DOTALL)
 class ModelFacts:
     """Asks a chat-completions model for the facts in a batch of user utterances."""
 
-    def __init__(self, complete: Callable[[list[dict[str, str]]], Awaitable[Any]],
-                 timeout: float = EXTRACT_TIMEOUT) -> None:
+    def __init__(
+        self, complete: Callable[[list[dict[str, str]]], Awaitable[Any]], timeout: float = EXTRACT_TIMEOUT
+    ) -> None:
         self._complete = complete
         self.timeout = timeout
 
@@ -52,18 +54,26 @@ class ModelFacts:
         """The checked findings, or None when the model failed or answered something else."""
         known_lines = "\n".join(f"- {LABELS.get(f.kind, f.kind)}: {f.value}" for f in known[-50:]) or "(none)"
         user = "\n".join(f"User: {text}" for text in said)
-        messages = [{"role": "system", "content": EXTRACT_PROMPT},
-                    {"role": "user", "content": f"Known facts:\n{known_lines}\n\nWhat the user said:\n{user}"}]
+        messages = [
+            {"role": "system", "content": EXTRACT_PROMPT},
+            {"role": "user", "content": f"Known facts:\n{known_lines}\n\nWhat the user said:\n{user}"},
+        ]
         try:
             answer = str(await asyncio.wait_for(self._complete(messages), self.timeout) or "")
         except Exception as exc:  # noqa: BLE001 - a model failure keeps the rules' facts
-            logger.warning("memory: the model did not extract facts ({}: {}); the rules' facts stand",
-                           type(exc).__name__, str(exc)[:200])
+            logger.warning(
+                "memory: the model did not extract facts ({}: {}); the rules' facts stand",
+                type(exc).__name__,
+                str(exc)[:200],
+            )
             return None
         findings = checked(answer, " ".join(said))
         if findings is None:
-            logger.warning("memory: the model's facts were not valid JSON grounded in what was said ({!r}); "
-                           "the rules' facts stand", answer[:120])
+            logger.warning(
+                "memory: the model's facts were not valid JSON grounded in what was said ({!r}); "
+                "the rules' facts stand",
+                answer[:120],
+            )
         return findings
 
 

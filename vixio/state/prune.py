@@ -24,8 +24,11 @@ async def prune_history_forever(store: Store, config: MemoryConfig, every: float
                 logger.info("state store: {} turn(s) older than {:g} days deleted", removed, config.history_days)
             expired = await store.prune_results(time.time())
             if expired:
-                logger.info("state store: {} background result(s) deleted: their devices did not come back "
-                            "within memory.resume_minutes", expired)
+                logger.info(
+                    "state store: {} background result(s) deleted: their devices did not come back "
+                    "within memory.resume_minutes",
+                    expired,
+                )
         except StoreError as exc:
             logger.warning("state store: old turns not deleted this time: {}", exc)
         await asyncio.sleep(every)

@@ -42,10 +42,13 @@ class RedisFacts(FactStore):
             return
         args: list[Any] = [device_id, repr(time.time()), len(drop), *(_field(person, key) for person, key in drop)]
         for fact in facts:
-            args += [_field(fact.person, fact.key),
-                     json.dumps([fact.kind, fact.value, fact.at, fact.source], ensure_ascii=False)]
-        await self._call(self._script("PUT_FACTS", [self._facts_key(device_id), self.prefix + "devices"], args),
-                         write=True)
+            args += [
+                _field(fact.person, fact.key),
+                json.dumps([fact.kind, fact.value, fact.at, fact.source], ensure_ascii=False),
+            ]
+        await self._call(
+            self._script("PUT_FACTS", [self._facts_key(device_id), self.prefix + "devices"], args), write=True
+        )
 
     async def delete_facts(self, device_id: str, keys: Sequence[FactKey]) -> int:
         if not keys:
@@ -55,8 +58,9 @@ class RedisFacts(FactStore):
 
     async def forget_facts(self, device_id: str, person: str | None = None) -> int:
         prefix = "" if person is None else json.dumps([person], ensure_ascii=False)[:-1] + ", "
-        return int(await self._call(self._script("FORGET_PERSON_FACTS", [self._facts_key(device_id)], [prefix]),
-                                    write=True))
+        return int(
+            await self._call(self._script("FORGET_PERSON_FACTS", [self._facts_key(device_id)], [prefix]), write=True)
+        )
 
 
 def _field(person: str, key: str) -> str:

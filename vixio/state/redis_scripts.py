@@ -291,7 +291,9 @@ local function drop_rebinds(rebinds, order, prefix, keep)
 end
 """
 
-REPIN_IDENTITY = _DROP_REBINDS + """
+REPIN_IDENTITY = (
+    _DROP_REBINDS
+    + """
 -- KEYS: pins, pins seen, rebinds (hash [device, client] -> [first, last, attempts]), rebind order (zset by last)
 -- ARGV: device, pin json (or '' to unpin), now, the device's rebind member prefix
 drop_rebinds(KEYS[3], KEYS[4], ARGV[4], 0)
@@ -303,8 +305,11 @@ redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
 redis.call('HSET', KEYS[2], ARGV[1], ARGV[3])
 return 1
 """
+)
 
-REQUEST_REBIND = _DROP_REBINDS + """
+REQUEST_REBIND = (
+    _DROP_REBINDS
+    + """
 -- KEYS: rebinds, rebind order
 -- ARGV: member ([device, client] json), now, the device's member prefix, per device, total
 local now = tonumber(ARGV[2])
@@ -324,6 +329,7 @@ if extra > 0 then
   redis.call('HDEL', KEYS[1], unpack(oldest))
 end
 """
+)
 """The device's least recent requests beyond `per device`, then everyone's beyond `total`, go."""
 
 DISMISS_REBIND = """

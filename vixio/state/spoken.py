@@ -27,19 +27,29 @@ _PUNCT = re.compile(r"[^\w\s']+")
 _CJK = re.compile(r"[\u4e00-\u9fff]")
 
 _COURTESY = re.compile(r"(?:\s+(?:please|now|right now|for me|thanks|thank you|ok|okay|then))+$")
-_EN_NEGATED = re.compile(r"\b(?:don't|dont|do not|never|not|won't|no need to|shouldn't|mustn't|stop)\s+"
-                         r"(?:ever\s+|you\s+)?(?:forget|forgetting|delete|erase|clear|wipe|remove)\b")
+_EN_NEGATED = re.compile(
+    r"\b(?:don't|dont|do not|never|not|won't|no need to|shouldn't|mustn't|stop)\s+"
+    r"(?:ever\s+|you\s+)?(?:forget|forgetting|delete|erase|clear|wipe|remove)\b"
+)
 _EN_FORGET = r"(?:forget|delete|erase|clear|wipe|remove|reset|purge)"
-_EN_ALL = re.compile("|".join(r"\b" + _EN_FORGET + tail for tail in (
-    r"\s+(?:about\s+)?(?:all|everything)(?:\s+(?:about|of)\s+me|\s+(?:i|you|we)\b.*)?$",
-    r"\s+(?:all\s+)?(?:your|my|the)\s+(?:whole\s+|entire\s+)?(?:memory|memories|data|history)(?:\s+(?:of|about)\s+me)?$",
-    r"\s+(?:all\s+)?(?:of\s+)?what\s+(?:i|you)\s+(?:said|told\s+you|know|learned|learnt|remember)(?:\s+about\s+me)?$",
-    r"\s+(?:all\s+)?(?:that\s+)?(?:you\s+)?(?:know|have|remember|stored)\s+about\s+me$",
-    r"\s+(?:all\s+)?(?:my|the)\s+(?:info|information|details|personal\s+(?:info|information|data))$",
-    r"\s+me$")))
-_EN_FACT = re.compile(r"^(?:please\s+|can you\s+|could you\s+|would you\s+|you can\s+|just\s+|now\s+|ok\s+|okay\s+)*"
-                      r"(?:please\s+)?(?:forget|delete|erase|remove|unlearn)\s+(?:about\s+|that\s+|the\s+fact\s+that\s+|"
-                      r"what\s+i\s+(?:said|told\s+you)\s+about\s+)?(.+?)(?:\s+please)?$")
+_EN_ALL = re.compile(
+    "|".join(
+        r"\b" + _EN_FORGET + tail
+        for tail in (
+            r"\s+(?:about\s+)?(?:all|everything)(?:\s+(?:about|of)\s+me|\s+(?:i|you|we)\b.*)?$",
+            r"\s+(?:all\s+)?(?:your|my|the)\s+(?:whole\s+|entire\s+)?(?:memory|memories|data|history)(?:\s+(?:of|about)\s+me)?$",
+            r"\s+(?:all\s+)?(?:of\s+)?what\s+(?:i|you)\s+(?:said|told\s+you|know|learned|learnt|remember)(?:\s+about\s+me)?$",
+            r"\s+(?:all\s+)?(?:that\s+)?(?:you\s+)?(?:know|have|remember|stored)\s+about\s+me$",
+            r"\s+(?:all\s+)?(?:my|the)\s+(?:info|information|details|personal\s+(?:info|information|data))$",
+            r"\s+me$",
+        )
+    )
+)
+_EN_FACT = re.compile(
+    r"^(?:please\s+|can you\s+|could you\s+|would you\s+|you can\s+|just\s+|now\s+|ok\s+|okay\s+)*"
+    r"(?:please\s+)?(?:forget|delete|erase|remove|unlearn)\s+(?:about\s+|that\s+|the\s+fact\s+that\s+|"
+    r"what\s+i\s+(?:said|told\s+you)\s+about\s+)?(.+?)(?:\s+please)?$"
+)
 _EN_RECALL = re.compile(
     r"\bwhat\s+(?:do|did|else\s+do)\s+you\s+(?:remember|know|recall)\s+(?:about|of)\s+me\b"
     r"|\bwhat\s+have\s+you\s+(?:remembered|learned|learnt|stored|saved)\b"
@@ -47,24 +57,34 @@ _EN_RECALL = re.compile(
     r"|\bwhat\s+(?:facts|things)\s+do\s+you\s+(?:remember|know|have)\b"
     r"|\bwhat\s+(?:is\s+)?in\s+your\s+memory\b"
     r"|\bwhat\s+do\s+you\s+remember\s*$"
-    r"|\bdo\s+you\s+remember\s+anything\s+about\s+me\b")
+    r"|\bdo\s+you\s+remember\s+anything\s+about\s+me\b"
+)
 
-_ZH_NEGATED = re.compile(r"(?:不要|别|不用|不许|千万别|千万不要|不准|不能|不会|从不|永远不要?)(?:把.{0,12})?"
-                         r"(?:忘|删|清空|清除|抹掉)")
+_ZH_NEGATED = re.compile(
+    r"(?:不要|别|不用|不许|千万别|千万不要|不准|不能|不会|从不|永远不要?)(?:把.{0,12})?"
+    r"(?:忘|删|清空|清除|抹掉)"
+)
 _ZH_FORGET = r"(?:忘掉|忘记|忘了|删除|删掉|清空|清除|抹掉|删了|清掉)"
-_ZH_ALL = re.compile("|".join((
-    _ZH_FORGET + r".{0,4}(?:所有|一切|全部|全都|都)",
-    r"(?:所有|一切|全部).{0,8}" + _ZH_FORGET,
-    _ZH_FORGET + r"(?:我|你)?(?:说过|说|告诉你|讲过)的(?:话|事|东西)",
-    _ZH_FORGET + r".{0,2}(?:你|我)的(?:记忆|资料|信息|数据)",
-    r"把(?:你的|我的)?(?:记忆|资料|信息).{0,4}" + _ZH_FORGET,
-    _ZH_FORGET + r"关于我的(?:所有|一切|全部)?(?:信息|事|事情|东西|资料)?$",
-    r"(?:记忆|资料|信息)(?:全部|都)?" + _ZH_FORGET,
-    r"把(?:我|你)?(?:说过|说|告诉你|讲过)的(?:话|事|东西)(?:都|全|全部)?" + _ZH_FORGET)))
+_ZH_ALL = re.compile(
+    "|".join(
+        (
+            _ZH_FORGET + r".{0,4}(?:所有|一切|全部|全都|都)",
+            r"(?:所有|一切|全部).{0,8}" + _ZH_FORGET,
+            _ZH_FORGET + r"(?:我|你)?(?:说过|说|告诉你|讲过)的(?:话|事|东西)",
+            _ZH_FORGET + r".{0,2}(?:你|我)的(?:记忆|资料|信息|数据)",
+            r"把(?:你的|我的)?(?:记忆|资料|信息).{0,4}" + _ZH_FORGET,
+            _ZH_FORGET + r"关于我的(?:所有|一切|全部)?(?:信息|事|事情|东西|资料)?$",
+            r"(?:记忆|资料|信息)(?:全部|都)?" + _ZH_FORGET,
+            r"把(?:我|你)?(?:说过|说|告诉你|讲过)的(?:话|事|东西)(?:都|全|全部)?" + _ZH_FORGET,
+        )
+    )
+)
 _ZH_FACT = re.compile(r"^(?:请|请你|你|帮我|麻烦你|可以)*(?:忘掉|忘记|删除|删掉|别再记得|不要再记得|不用再记得)(.+)$")
-_ZH_RECALL = re.compile(r"你(?:还)?(?:记得|记住了|知道|了解)(?:关于)?我(?:的)?(?:什么|哪些|多少|些什么)"
-                        r"|你(?:都)?记得(?:些)?什么|你对我(?:有)?(?:多少)?了解(?:多少|什么)"
-                        r"|关于我你(?:都)?(?:记得|知道)(?:什么|哪些)")
+_ZH_RECALL = re.compile(
+    r"你(?:还)?(?:记得|记住了|知道|了解)(?:关于)?我(?:的)?(?:什么|哪些|多少|些什么)"
+    r"|你(?:都)?记得(?:些)?什么|你对我(?:有)?(?:多少)?了解(?:多少|什么)"
+    r"|关于我你(?:都)?(?:记得|知道)(?:什么|哪些)"
+)
 
 
 @dataclass(frozen=True, slots=True)

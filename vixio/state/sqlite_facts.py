@@ -27,8 +27,9 @@ class SqliteFacts(FactStore):
         arguments: tuple[str, ...] = (device_id,)
         if person is not None:
             query, arguments = query + " AND person = ?", (device_id, person)
-        rows = await self._call(lambda c: c.execute(query + " ORDER BY at, person, key", arguments).fetchall(),
-                                write=False)
+        rows = await self._call(
+            lambda c: c.execute(query + " ORDER BY at, person, key", arguments).fetchall(), write=False
+        )
         return [Fact(*row) for row in rows]
 
     async def put_facts(self, device_id: str, facts: Sequence[Fact], drop: Sequence[FactKey] = ()) -> None:
@@ -38,10 +39,13 @@ class SqliteFacts(FactStore):
 
         def put(c: sqlite3.Connection) -> None:
             c.executemany("DELETE FROM facts WHERE device_id = ? AND person = ? AND key = ?", dropped)
-            c.executemany(f"INSERT INTO facts ({_COLUMNS}, updated) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
-                          "ON CONFLICT (device_id, person, key) DO UPDATE SET kind = excluded.kind, "
-                          "value = excluded.value, at = excluded.at, source = excluded.source, "
-                          "updated = excluded.updated", rows)
+            c.executemany(
+                f"INSERT INTO facts ({_COLUMNS}, updated) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
+                "ON CONFLICT (device_id, person, key) DO UPDATE SET kind = excluded.kind, "
+                "value = excluded.value, at = excluded.at, source = excluded.source, "
+                "updated = excluded.updated",
+                rows,
+            )
 
         # An erase: a replaced value (Alice -> Alicia, tea -> coffee) must not linger in the WAL. Facts
         # change a few times a conversation, so the checkpoint's few ms are spent rarely.
@@ -51,15 +55,28 @@ class SqliteFacts(FactStore):
         rows = [(device_id, person, key) for person, key in keys]
 
         def delete(c: sqlite3.Connection) -> int:
-            return sum(c.execute("DELETE FROM facts WHERE device_id = ? AND person = ? AND key = ?", row).rowcount
-                       for row in rows)
+            return sum(
+                c.execute("DELETE FROM facts WHERE device_id = ? AND person = ? AND key = ?", row).rowcount
+                for row in rows
+            )
 
         return int(await self._call(delete, write=True, erase=True))
 
     async def forget_facts(self, device_id: str, person: str | None = None) -> int:
         if person is None:
-            return int(await self._call(lambda c: c.execute(
-                "DELETE FROM facts WHERE device_id = ?", (device_id,)).rowcount, write=True, erase=True))
-        return int(await self._call(lambda c: c.execute(
-            "DELETE FROM facts WHERE device_id = ? AND person = ?", (device_id, person)).rowcount,
-            write=True, erase=True))
+            return int(
+                await self._call(
+                    lambda c: c.execute("DELETE FROM facts WHERE device_id = ?", (device_id,)).rowcount,
+                    write=True,
+                    erase=True,
+                )
+            )
+        return int(
+            await self._call(
+                lambda c: (
+                    c.execute("DELETE FROM facts WHERE device_id = ? AND person = ?", (device_id, person)).rowcount
+                ),
+                write=True,
+                erase=True,
+            )
+        )

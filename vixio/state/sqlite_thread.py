@@ -80,8 +80,10 @@ class SqliteThread:
         try:
             await asyncio.to_thread(make_private, self.path)  # folder 0700, file 0600 (sqlite_files.py)
         except OSError as exc:
-            raise StoreError(f"state.path {self.path}: cannot create its folder or the file ({exc.strerror or exc}); "
-                             "point state.path to a writable place") from exc
+            raise StoreError(
+                f"state.path {self.path}: cannot create its folder or the file ({exc.strerror or exc}); "
+                "point state.path to a writable place"
+            ) from exc
         ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         thread = threading.Thread(target=self._serve, args=(ready,), name="vixio-store", daemon=True)
         thread.start()
@@ -109,15 +111,18 @@ class SqliteThread:
 
     def _connect(self) -> sqlite3.Connection:
         try:
-            connection = sqlite3.connect(self.path, timeout=self._lock_timeout, isolation_level=None,
-                                         check_same_thread=False)
+            connection = sqlite3.connect(
+                self.path, timeout=self._lock_timeout, isolation_level=None, check_same_thread=False
+            )
         except sqlite3.Error as exc:
             raise StoreError(self._describe(exc)) from exc
         try:
             mode = self._switch_to_wal(connection)
             if mode.lower() != "wal":
-                raise StoreError(f"state.path {self.path}: SQLite cannot use WAL mode there (journal mode {mode}); "
-                                 "put state.path on a local disk")
+                raise StoreError(
+                    f"state.path {self.path}: SQLite cannot use WAL mode there (journal mode {mode}); "
+                    "put state.path on a local disk"
+                )
             connection.execute("PRAGMA synchronous = NORMAL")
             connection.execute("PRAGMA secure_delete = ON")  # deleted rows are zeroed, not left in free space
             if self._max_bytes is not None:
@@ -126,8 +131,10 @@ class SqliteThread:
             migrate(connection, self.location)
         except NewerSchemaError as exc:
             connection.close()
-            raise StoreError(f"state.path {self.path}: written by a newer vixio ({exc}); upgrade vixio, "
-                             "or point state.path to another file") from None
+            raise StoreError(
+                f"state.path {self.path}: written by a newer vixio ({exc}); upgrade vixio, "
+                "or point state.path to another file"
+            ) from None
         except sqlite3.Error as exc:
             connection.close()
             raise StoreError(self._describe(exc)) from exc
@@ -154,15 +161,19 @@ class SqliteThread:
         text = str(exc)
         where = f"state.path {self.path}"
         if "locked" in text or "busy" in text:
-            return (f"{where}: locked by another process for more than {self._lock_timeout:g} s (state.lock_timeout): "
-                    "close whatever holds it (a sqlite3 shell, a backup tool, another vixio with other settings) "
-                    "or point state.path to another file")
+            return (
+                f"{where}: locked by another process for more than {self._lock_timeout:g} s (state.lock_timeout): "
+                "close whatever holds it (a sqlite3 shell, a backup tool, another vixio with other settings) "
+                "or point state.path to another file"
+            )
         if "full" in text:
             cap = f" or the state.max_mb cap ({self._max_bytes / 2**20:g} MB)" if self._max_bytes else ""
             return f"{where}: the disk{cap} is full ({text}); free space there, or raise state.max_mb"
         if "not a database" in text or "malformed" in text or "corrupt" in text:
-            return (f"{where}: not a usable vixio state file ({text}); stop vixio and move the file aside "
-                    "(a new empty one is made at the next start) or restore it from a backup")
+            return (
+                f"{where}: not a usable vixio state file ({text}); stop vixio and move the file aside "
+                "(a new empty one is made at the next start) or restore it from a backup"
+            )
         if "readonly" in text or "unable to open" in text or "permission" in text.lower():
             return f"{where}: cannot be opened for writing ({text}); check its permissions and its folder's"
         return f"{where}: {type(exc).__name__}: {text}"
@@ -197,7 +208,9 @@ class SqliteThread:
         finally:
             connection.close()
 
-    def _run(self, connection: sqlite3.Connection, batch: list[_Job]) -> list[tuple[asyncio.Future[Any], Any, BaseException | None]]:
+    def _run(
+        self, connection: sqlite3.Connection, batch: list[_Job]
+    ) -> list[tuple[asyncio.Future[Any], Any, BaseException | None]]:
         writes = any(job.write for job in batch)
         try:
             if writes:
@@ -225,14 +238,22 @@ class SqliteThread:
         try:
             busy = connection.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
         except sqlite3.Error as exc:
-            logger.warning("state store {}: the WAL was not emptied after an erase ({}); erased words stay in "
-                           "{}-wal until the next erase or checkpoint", self.location, exc, self.path.name)
+            logger.warning(
+                "state store {}: the WAL was not emptied after an erase ({}); erased words stay in "
+                "{}-wal until the next erase or checkpoint",
+                self.location,
+                exc,
+                self.path.name,
+            )
             return
         self.checkpoints = [*self.checkpoints[-99:], time.perf_counter() - started]
         if busy:
-            logger.warning("state store {}: another process kept reading through the checkpoint after an erase "
-                           "(for more than state.lock_timeout); erased words stay in {}-wal until the next erase",
-                           self.location, self.path.name)
+            logger.warning(
+                "state store {}: another process kept reading through the checkpoint after an erase "
+                "(for more than state.lock_timeout); erased words stay in {}-wal until the next erase",
+                self.location,
+                self.path.name,
+            )
 
     def _failure(self, job: _Job, exc: Exception) -> BaseException:
         if not isinstance(exc, sqlite3.Error):
@@ -242,8 +263,10 @@ class SqliteThread:
             return StoreError(message)
         if not self._failing:
             self._failing = True
-            logger.error("{}; what is not stored now is lost, the conversations go on "
-                         "(one line until writes work again)", message)
+            logger.error(
+                "{}; what is not stored now is lost, the conversations go on (one line until writes work again)",
+                message,
+            )
         return StoreWriteError(message)
 
 

@@ -171,8 +171,11 @@ class Store(FactStore, ReminderStore, VoiceprintStore, ABC):
         super().__init_subclass__(**kwargs)
         for name in Store.__abstractmethods__:  # FactStore's included, and those a mixin brings
             method = getattr(cls, name, None)
-            if (inspect.iscoroutinefunction(method) and not getattr(method, "_counts_store_errors", False)
-                    and not getattr(method, "__isabstractmethod__", False)):
+            if (
+                inspect.iscoroutinefunction(method)
+                and not getattr(method, "_counts_store_errors", False)
+                and not getattr(method, "__isabstractmethod__", False)
+            ):
                 setattr(cls, name, _counting_failures(method))
 
     @abstractmethod
@@ -293,8 +296,7 @@ class Store(FactStore, ReminderStore, VoiceprintStore, ABC):
         `SESSION_TTL` seconds unless a heartbeat already said for how long."""
 
     @abstractmethod
-    async def heartbeat(self, worker: str, ttl: float = SESSION_TTL,
-                        sessions: Sequence[LiveSession] = ()) -> list[str]:
+    async def heartbeat(self, worker: str, ttl: float = SESSION_TTL, sessions: Sequence[LiveSession] = ()) -> list[str]:
         """`worker` is alive for `ttl` more seconds: its sessions stay in `live_sessions`. A worker
         that stops calling this (killed, its machine gone) has its sessions drop out `ttl` seconds
         after its last call; call it every `ttl / 3` or so. `sessions` (the worker's live ones)

@@ -28,11 +28,52 @@ from typing import Literal
 
 Action = Literal["pause", "interrupt", "resume"]
 
-BACKCHANNELS = frozenset({
-    "uh", "huh", "uh-huh", "uhhuh", "mhm", "mm", "mmm", "hmm", "hm", "um", "umm", "ah", "oh", "yeah", "yes",
-    "yep", "ok", "okay", "right", "sure", "i", "see", "got", "it", "cool", "nice", "wow", "really", "alright",
-    "嗯", "嗯嗯", "哦", "噢", "啊", "好", "好的", "对", "对对", "是", "是的", "行", "恩",
-})
+BACKCHANNELS = frozenset(
+    {
+        "uh",
+        "huh",
+        "uh-huh",
+        "uhhuh",
+        "mhm",
+        "mm",
+        "mmm",
+        "hmm",
+        "hm",
+        "um",
+        "umm",
+        "ah",
+        "oh",
+        "yeah",
+        "yes",
+        "yep",
+        "ok",
+        "okay",
+        "right",
+        "sure",
+        "i",
+        "see",
+        "got",
+        "it",
+        "cool",
+        "nice",
+        "wow",
+        "really",
+        "alright",
+        "嗯",
+        "嗯嗯",
+        "哦",
+        "噢",
+        "啊",
+        "好",
+        "好的",
+        "对",
+        "对对",
+        "是",
+        "是的",
+        "行",
+        "恩",
+    }
+)
 """Words that, alone, acknowledge rather than interrupt."""
 COMMANDS = frozenset({"stop", "wait", "no", "pause", "quiet", "enough", "停", "停下", "等等", "别说了", "不是", "闭嘴"})
 """Words that interrupt on their own, however short the utterance."""

@@ -35,7 +35,6 @@ from vixio.providers.vad.base import VADProvider
 from vixio.providers.vad.detector import VADEvent, VoiceActivityDetector
 from vixio.stations.interruption import InterruptionArbiter
 
-
 MAX_MERGED_SECONDS = 1.0
 """Most queued microphone audio scored in one round trip when the station catches up."""
 
@@ -78,9 +77,14 @@ class VADStation(Station):
         arbiter's verdict (a barge-in, or a false interruption: the reply resumes)."""
         self._held: list[np.ndarray] | None = None
         self._confirmed = False
-        self._settings = dict(threshold=threshold, min_speech_ms=min_speech_ms, min_silence_ms=min_silence_ms,
-                              speech_pad_ms=speech_pad_ms, early_silence_ms=early_silence_ms,
-                              quiet_below_dbfs=quiet_below_dbfs)
+        self._settings = dict(
+            threshold=threshold,
+            min_speech_ms=min_speech_ms,
+            min_silence_ms=min_silence_ms,
+            speech_pad_ms=speech_pad_ms,
+            early_silence_ms=early_silence_ms,
+            quiet_below_dbfs=quiet_below_dbfs,
+        )
         # Audio kept while silent: enough to reach back to a padded start event.
         self._keep_samples = provider.sample_rate * (min_speech_ms + speech_pad_ms + 200) // 1000
         self._detector: VoiceActivityDetector | None = None
@@ -105,16 +109,27 @@ class VADStation(Station):
         awaiting one scoring round trip per 60 ms frame falls behind real time for good once a
         round trip takes longer (a loaded server) and the device's end of speech is heard late;
         merged, a backlog is scored in one round trip, and each frame is then handled as before."""
-        if not (isinstance(chunk, AudioChunk) and isinstance(following, AudioChunk)
-                and chunk.role == following.role == "user" and chunk.turn_id == following.turn_id
-                and (chunk.sample_rate, chunk.channels) == (following.sample_rate, following.channels)
-                and chunk.duration < MAX_MERGED_SECONDS):
+        if not (
+            isinstance(chunk, AudioChunk)
+            and isinstance(following, AudioChunk)
+            and chunk.role == following.role == "user"
+            and chunk.turn_id == following.turn_id
+            and (chunk.sample_rate, chunk.channels) == (following.sample_rate, following.channels)
+            and chunk.duration < MAX_MERGED_SECONDS
+        ):
             return None
         parts = [*(chunk.parts if isinstance(chunk, QueuedFrames) else [chunk.pcm]), following.pcm]
         arrivals = [*(chunk.arrivals if isinstance(chunk, QueuedFrames) else [chunk.created_at]), following.created_at]
-        return QueuedFrames(pcm=b"".join(parts), parts=parts, arrivals=arrivals, sample_rate=chunk.sample_rate,
-                            channels=chunk.channels, session_id=chunk.session_id, turn_id=chunk.turn_id,
-                            created_at=chunk.created_at)
+        return QueuedFrames(
+            pcm=b"".join(parts),
+            parts=parts,
+            arrivals=arrivals,
+            sample_rate=chunk.sample_rate,
+            channels=chunk.channels,
+            session_id=chunk.session_id,
+            turn_id=chunk.turn_id,
+            created_at=chunk.created_at,
+        )
 
     async def process(self, chunk: Chunk) -> AsyncIterator[Chunk]:
         if isinstance(chunk, EndpointChunk):
@@ -126,8 +141,10 @@ class VADStation(Station):
             yield chunk
             return
         if chunk.sample_rate != self.provider.sample_rate or chunk.channels != 1:
-            raise ValueError(f"{self.name} needs mono {self.provider.sample_rate} Hz audio, got "
-                             f"{chunk.channels} channel(s) at {chunk.sample_rate} Hz")
+            raise ValueError(
+                f"{self.name} needs mono {self.provider.sample_rate} Hz audio, got "
+                f"{chunk.channels} channel(s) at {chunk.sample_rate} Hz"
+            )
         assert self._detector is not None, "start() was not called"
         merged = isinstance(chunk, QueuedFrames)
         parts = chunk.parts if merged else [chunk.pcm]
@@ -147,8 +164,9 @@ class VADStation(Station):
             for out in self._route(np.frombuffer(pcm, dtype="<i2"), events, speaking, chunk, arrived):
                 yield out
 
-    def _route(self, samples: np.ndarray, events: list[VADEvent], speaking: bool, like: AudioChunk,
-               arrived: float) -> Iterator[Chunk]:
+    def _route(
+        self, samples: np.ndarray, events: list[VADEvent], speaking: bool, like: AudioChunk, arrived: float
+    ) -> Iterator[Chunk]:
         """What one frame (`samples`, the VAD events it completed, whether speech goes on after
         it) sends downstream: speech and the events around it. A generator, so that `bot_speaking`
         and the turn are read as each event is handled (after an interrupt raised by an earlier one).
@@ -177,11 +195,13 @@ class VADStation(Station):
                     yield self._audio(pcm, like)
             elif event.type == "end":
                 if cursor < event.sample:
-                    yield from self._speech(samples[cursor - begin: event.sample - begin], like)
+                    yield from self._speech(samples[cursor - begin : event.sample - begin], like)
                 cursor = max(cursor, event.sample)
                 if self._held is not None:
                     assert self.arbiter is not None
-                    yield from self._verdict(self.arbiter.speech_ended(now, event.sample / self.provider.sample_rate), like)
+                    yield from self._verdict(
+                        self.arbiter.speech_ended(now, event.sample / self.provider.sample_rate), like
+                    )
                     if self._held is None and self._confirmed:
                         yield VADEndChunk(turn_id=self.current_turn_id, created_at=arrived)
                     continue
@@ -189,14 +209,16 @@ class VADStation(Station):
             elif self._held is None:  # pause or resume: after the audio that decided it
                 upto = min(max(event.detected_at, cursor), self._position)
                 if cursor < upto:
-                    yield self._audio(samples[cursor - begin: upto - begin], like)
+                    yield self._audio(samples[cursor - begin : upto - begin], like)
                     cursor = upto
-                yield (VADPauseChunk(silence_start=event.sample, turn_id=self.current_turn_id, created_at=arrived)
-                       if event.type == "pause"
-                       else VADResumeChunk(turn_id=self.current_turn_id))
+                yield (
+                    VADPauseChunk(silence_start=event.sample, turn_id=self.current_turn_id, created_at=arrived)
+                    if event.type == "pause"
+                    else VADResumeChunk(turn_id=self.current_turn_id)
+                )
         if speaking:
             if cursor < self._position:
-                yield from self._speech(samples[cursor - begin:], like)
+                yield from self._speech(samples[cursor - begin :], like)
         else:
             self._remember(begin, samples)
         if self._held is not None and self.arbiter is not None:
@@ -268,7 +290,7 @@ class VADStation(Station):
         for offset, pcm in pieces:
             end = offset + pcm.shape[0]
             if end > start:
-                out.append(pcm[max(0, start - offset):])
+                out.append(pcm[max(0, start - offset) :])
         return out
 
     def _remember(self, begin: int, samples: np.ndarray) -> None:
@@ -277,5 +299,6 @@ class VADStation(Station):
             self._recent.popleft()
 
     def _audio(self, pcm: np.ndarray, like: AudioChunk) -> AudioChunk:
-        return AudioChunk(pcm=pcm.astype("<i2", copy=False).tobytes(), sample_rate=like.sample_rate,
-                          turn_id=self.current_turn_id)
+        return AudioChunk(
+            pcm=pcm.astype("<i2", copy=False).tobytes(), sample_rate=like.sample_rate, turn_id=self.current_turn_id
+        )

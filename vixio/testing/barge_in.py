@@ -63,8 +63,10 @@ class Voices:
     def from_fixtures(cls, short: bool = False) -> Voices:
         """The Piper fixtures; with `short`, also backchannels and commands spoken by the
         default Piper voice (vixio[piper]; the user's voice in the fixtures), deterministic."""
-        voices = cls([_load(p) for p in sorted((FIXTURES / "speech_zh").glob("*.wav"))],
-                     [_load(p) for p in sorted((FIXTURES / "speech").glob("*.wav"))])
+        voices = cls(
+            [_load(p) for p in sorted((FIXTURES / "speech_zh").glob("*.wav"))],
+            [_load(p) for p in sorted((FIXTURES / "speech").glob("*.wav"))],
+        )
         if short:
             voices.backchannels = [_speak(t) for t in BACKCHANNELS]
             voices.commands = [_speak(t) for t in COMMANDS]
@@ -168,17 +170,20 @@ class Harness:
         p0 = int(LEAD_S * RATE) // FRAME * FRAME
         total = p0 + len(reply) + int(TAIL_S * RATE)
         played = np.zeros(total, np.int16)
-        played[p0:p0 + len(reply)] = reply
+        played[p0 : p0 + len(reply)] = reply
         user = None
         onset = None
         if kind != "echo":
             onset = p0 + int(rng.uniform(1.5, 4.0) * RATE)
-            pool = {"barge": self.voices.users, "backchannel": self.voices.backchannels,
-                    "command": self.voices.commands}.get(kind)
+            pool = {
+                "barge": self.voices.users,
+                "backchannel": self.voices.backchannels,
+                "command": self.voices.commands,
+            }.get(kind)
             speech = cough(seed) if pool is None else pool[int(rng.integers(len(pool)))]
             user = np.zeros(total, np.int16)
             take = min(len(speech), total - onset)
-            user[onset:onset + take] = speech[:take]
+            user[onset : onset + take] = speech[:take]
             onset += _first_voiced(speech)
         session = seed // self.replies_per_session
         board = np.random.default_rng(10_000 + session)
@@ -201,9 +206,13 @@ class Harness:
             canceller = self._cancellers.get(session)  # a SessionEchoCanceller (imported only with `aec`)
             if canceller is None:
                 canceller = self._cancellers[session] = SessionEchoCanceller()
-        detector = VoiceActivityDetector(self.vad.create_stream(), threshold=0.5,
-                                         min_speech_ms=self.pause_min_speech_ms if self.arbiter else 250,
-                                         min_silence_ms=500, speech_pad_ms=100)
+        detector = VoiceActivityDetector(
+            self.vad.create_stream(),
+            threshold=0.5,
+            min_speech_ms=self.pause_min_speech_ms if self.arbiter else 250,
+            min_silence_ms=500,
+            speech_pad_ms=100,
+        )
         arbiter = InterruptionArbiter(confirm_ms=self.confirm_ms)
         trial = Trial(barge_in=onset is not None, onset_s=None if onset is None else onset / RATE)
         reply_end = p0 + len(reply)
@@ -211,11 +220,11 @@ class Harness:
         heard, cleaned = [], []
         for k in range(frames):
             now = (k + 1) * FRAME / RATE
-            frame = board.mic[k * FRAME:(k + 1) * FRAME]
+            frame = board.mic[k * FRAME : (k + 1) * FRAME]
             # the server sent each reply frame ~5 frames before the board played it (pre-buffer)
             while sent < len(played_at) and played_at[sent][0] <= (k + 6) * FRAME:
                 if canceller is not None:
-                    canceller.sent(played_at[sent][1], reply[sent * FRAME:(sent + 1) * FRAME])
+                    canceller.sent(played_at[sent][1], reply[sent * FRAME : (sent + 1) * FRAME])
                 sent += 1
             t0 = time.thread_time()
             pcm = decoder.decode(encoder.encode(frame.tobytes()))
@@ -245,8 +254,16 @@ class Harness:
             trial.erle_db = erle_db(np.concatenate(heard), np.concatenate(cleaned))
         return trial
 
-    def _decide(self, trial: Trial, arbiter: InterruptionArbiter, events: list[Any], now: float, bot: bool,
-                speaking: bool, onset: int | None) -> list[str]:
+    def _decide(
+        self,
+        trial: Trial,
+        arbiter: InterruptionArbiter,
+        events: list[Any],
+        now: float,
+        bot: bool,
+        speaking: bool,
+        onset: int | None,
+    ) -> list[str]:
         """Counts what the server did with this frame's VAD events; returns its actions on the reply."""
         user_on = onset is not None and now * RATE >= onset
         verdicts: list[str | None] = []
@@ -287,8 +304,9 @@ class BoardPlayback:
     interrupt (`act`); the microphone is recomputed whole, and its past comes out the same
     (the echo path is causal and seeded)."""
 
-    def __init__(self, path: EchoPath, played: np.ndarray, user: np.ndarray | None, reply: np.ndarray,
-                 p0: int, seed: int) -> None:
+    def __init__(
+        self, path: EchoPath, played: np.ndarray, user: np.ndarray | None, reply: np.ndarray, p0: int, seed: int
+    ) -> None:
         self.path, self.user, self.reply, self.p0 = path, user, reply, p0
         self.total = len(played)
         base_stamp = 1 + 60 * 1000 * (seed % 10_000)
@@ -312,13 +330,15 @@ class BoardPlayback:
             elif action == "resume" and self.held:
                 self.held = False
                 start = (k + 6) * FRAME + 80  # a new burst, with a fresh pre-buffer
-                self.played_at += [(start + (j - sent) * FRAME, self._stamps[j]) for j in range(sent, len(self._stamps))]
+                self.played_at += [
+                    (start + (j - sent) * FRAME, self._stamps[j]) for j in range(sent, len(self._stamps))
+                ]
                 changed = True
         if changed:
             played = np.zeros(self.total, np.int16)
             for j, (at, _) in enumerate(self.played_at):
                 if at - 80 + FRAME <= self.total:
-                    played[at - 80:at - 80 + FRAME] = self.reply[j * FRAME:(j + 1) * FRAME]
+                    played[at - 80 : at - 80 + FRAME] = self.reply[j * FRAME : (j + 1) * FRAME]
             self.mic = self.path.mic(played, self.user)
         return changed
 

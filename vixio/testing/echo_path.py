@@ -41,8 +41,10 @@ def room_impulse_response(seed: int, rt60_s: float = 0.3, length_s: float = 0.25
 def _fir_bandpass(low_hz: float, high_hz: float, taps: int = 129) -> np.ndarray:
     """Windowed-sinc band-pass: a small speaker's response (no bass, rolled-off treble)."""
     m = np.arange(taps) - (taps - 1) / 2
+
     def lowpass(fc: float) -> np.ndarray:
         return 2 * fc / RATE * np.sinc(2 * fc / RATE * m)
+
     h = (lowpass(high_hz) - lowpass(low_hz)) * np.hamming(taps)
     return h.astype(np.float32)
 
@@ -118,8 +120,9 @@ def erle_db(mic: np.ndarray, cleaned: np.ndarray, frame: int = 160) -> float:
     return float(10 * np.log10(pm[loud].sum() / max(pc[loud].sum(), 1e-9)))
 
 
-def device_stamps(played_at: list[tuple[int, int]], mic_frames: int, frame: int = 960, phase: int = 0,
-                  max_queued: int = 3) -> list[int]:
+def device_stamps(
+    played_at: list[tuple[int, int]], mic_frames: int, frame: int = 960, phase: int = 0, max_queued: int = 3
+) -> list[int]:
     """The v2 timestamp of each uplink frame, as the firmware stamps them: a downlink frame's
     stamp is queued when the speaker task has written it out (`played_at`: (sample, stamp) in
     play order), each encoded microphone frame takes the oldest queued stamp, and with more

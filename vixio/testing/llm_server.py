@@ -133,7 +133,6 @@ class Reply:
         return cls(deltas=split_deltas(text), fault=fault, fault_after=after, delta_delay=delta_delay)
 
 
-
 def split_deltas(text: str) -> tuple[str, ...]:
     """Split text the way models stream it: a word with its trailing space, or 4 characters of
     text without spaces (Chinese), so a test sees several deltas for any non-trivial text."""
@@ -283,7 +282,9 @@ class ScriptedLLMServer(LoopbackServer):
         self.aborted_streams += 1
         return response
 
-    async def _fail_stream(self, request: web.Request, response: web.StreamResponse, fault: Fault) -> web.StreamResponse:
+    async def _fail_stream(
+        self, request: web.Request, response: web.StreamResponse, fault: Fault
+    ) -> web.StreamResponse:
         self.faults_served += 1
         if fault == "malformed":
             await response.write(b'data: {"id": "chatcmpl-broken", "choices": [{"delta": {"content": "Hel\n\n')
@@ -302,8 +303,12 @@ def _call_id(call: ScriptedToolCall, number: int, index: int) -> str:
 
 
 def _envelope(body: dict[str, Any], number: int, kind: str) -> dict[str, Any]:
-    return {"id": f"chatcmpl-scripted-{number}", "object": kind, "created": int(time.time()),
-            "model": body.get("model", "scripted")}
+    return {
+        "id": f"chatcmpl-scripted-{number}",
+        "object": kind,
+        "created": int(time.time()),
+        "model": body.get("model", "scripted"),
+    }
 
 
 def _stream_chunks(body: dict[str, Any], reply: Reply, number: int) -> Sequence[dict[str, Any]]:
@@ -311,8 +316,12 @@ def _stream_chunks(body: dict[str, Any], reply: Reply, number: int) -> Sequence[
     deltas: list[tuple[dict[str, Any], str | None]] = [({"role": "assistant", "content": ""}, None)]
     deltas += [({"content": text}, None) for text in reply.deltas]
     for index, call in enumerate(reply.calls):
-        head = {"index": index, "id": _call_id(call, number, index), "type": "function",
-                "function": {"name": call.name, "arguments": ""}}
+        head = {
+            "index": index,
+            "id": _call_id(call, number, index),
+            "type": "function",
+            "function": {"name": call.name, "arguments": ""},
+        }
         deltas.append(({"tool_calls": [head]}, None))
         arguments = call.arguments_json()
         step = max(1, -(-len(arguments) // 3))  # three fragments, as real models split them
@@ -321,8 +330,10 @@ def _stream_chunks(body: dict[str, Any], reply: Reply, number: int) -> Sequence[
             deltas.append(({"tool_calls": [fragment]}, None))
     deltas.append(({}, "tool_calls" if reply.calls else "stop"))
     chunks = [
-        {**_envelope(body, number, "chat.completion.chunk"),
-         "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+        {
+            **_envelope(body, number, "chat.completion.chunk"),
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+        }
         for delta, finish in deltas
     ]
     if (body.get("stream_options") or {}).get("include_usage"):
@@ -336,13 +347,19 @@ def _completion(body: dict[str, Any], reply: Reply, number: int) -> dict[str, An
     message: dict[str, Any] = {"role": "assistant", "content": "".join(reply.deltas) or None}
     if reply.calls:
         message["tool_calls"] = [
-            {"id": _call_id(c, number, i), "type": "function",
-             "function": {"name": c.name, "arguments": c.arguments_json()}}
+            {
+                "id": _call_id(c, number, i),
+                "type": "function",
+                "function": {"name": c.name, "arguments": c.arguments_json()},
+            }
             for i, c in enumerate(reply.calls)
         ]
     finish = "tool_calls" if reply.calls else "stop"
-    return {**_envelope(body, number, "chat.completion"),
-            "choices": [{"index": 0, "message": message, "finish_reason": finish}], "usage": _usage(reply)}
+    return {
+        **_envelope(body, number, "chat.completion"),
+        "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+        "usage": _usage(reply),
+    }
 
 
 def _usage(reply: Reply) -> dict[str, int]:

@@ -77,8 +77,21 @@ class RedisServer:
         """Start it (again) on its port and wait until it answers."""
         if self.running:
             self.stop()
-        command = ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-                   "--appendonly", "no", "--dir", str(self.folder), "--logfile", str(self.folder / "redis.log")]
+        command = [
+            "redis-server",
+            "--port",
+            str(self.port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            str(self.folder),
+            "--logfile",
+            str(self.folder / "redis.log"),
+        ]
         if self.requirepass is not None:
             command += ["--requirepass", self.requirepass]
         deadline = time.monotonic() + timeout
@@ -87,7 +100,11 @@ class RedisServer:
             if self._serving():
                 return
             if self.process.poll() is not None or time.monotonic() > deadline:
-                log = (self.folder / "redis.log").read_text(errors="replace")[-400:] if (self.folder / "redis.log").exists() else ""
+                log = (
+                    (self.folder / "redis.log").read_text(errors="replace")[-400:]
+                    if (self.folder / "redis.log").exists()
+                    else ""
+                )
                 self.close()
                 error = PortTaken if "Address already in use" in log else RuntimeError
                 raise error(f"redis-server on port {self.port} did not start: {log}")

@@ -89,13 +89,21 @@ async def test_submit_answers_pending_at_once_then_runs_to_completion(queue: Asy
 
     assert (result.call_id, result.success, result.status) == ("call_1", True, "pending")
     handle = json.loads(result.result or "")
-    assert handle == {"type": "async_task", "task_id": handle["task_id"], "status": "pending",
-                      "message": "slow_search is running in the background; its result will be reported when it finishes"}
+    assert handle == {
+        "type": "async_task",
+        "task_id": handle["task_id"],
+        "status": "pending",
+        "message": "slow_search is running in the background; its result will be reported when it finishes",
+    }
     assert "," in result.result and ", " not in result.result  # compact JSON
     record = context.tasks[handle["task_id"]]
     assert context.task_for_call("call_1") is record
     assert (record.status, record.tool_name, record.arguments, record.session_id) == (
-        "pending", "slow_search", {"query": "weather"}, "s1")
+        "pending",
+        "slow_search",
+        {"query": "weather"},
+        "s1",
+    )
     assert not gate.started.is_set()
 
     await asyncio.wait_for(gate.started.wait(), WAIT)
@@ -283,8 +291,9 @@ async def test_on_complete_errors_are_logged_with_the_session(queue: AsyncTaskQu
         await asyncio.wait_for(_until(lambda: len(queue) == 0), WAIT)
     finally:
         logger.remove(sink)
-    assert any(line.startswith("sess-4") and "conversation is gone" in line and "slow_search" in line
-               for line in lines), lines
+    assert any(
+        line.startswith("sess-4") and "conversation is gone" in line and "slow_search" in line for line in lines
+    ), lines
 
 
 async def test_task_status_tool_reports_one_task_and_lists_them(queue: AsyncTaskQueue) -> None:
@@ -308,7 +317,12 @@ async def test_task_status_tool_reports_one_task_and_lists_them(queue: AsyncTask
     assert one.success and ", " not in one.text
     data = json.loads(one.text)
     assert (data["task_id"], data["call_id"], data["tool"], data["status"], data["result"]) == (
-        first, "call_1", "slow_search", "completed", "42 results")
+        first,
+        "call_1",
+        "slow_search",
+        "completed",
+        "42 results",
+    )
     assert "error" not in data
 
     by_call = json.loads((await status.invoke({"task_id": "call_2"})).text)
@@ -322,7 +336,8 @@ async def test_task_status_tool_reports_one_task_and_lists_them(queue: AsyncTask
 
 
 async def test_executor_hands_async_tools_to_the_runner_and_answers_at_once(
-        queue: AsyncTaskQueue, no_leaked_tasks) -> None:
+    queue: AsyncTaskQueue, no_leaked_tasks
+) -> None:
     release, started = asyncio.Event(), asyncio.Event()
 
     async def slow_search(query: str, limit: int = 3) -> dict[str, Any]:
@@ -337,8 +352,12 @@ async def test_executor_hands_async_tools_to_the_runner_and_answers_at_once(
     toolset.set_tools("local", [func_to_tool_definition(slow_search, is_async=True), task_status_tool(runner)])
     executor = ToolExecutor(toolset, context, async_runner=runner, session_id="s2")
 
-    result = await asyncio.wait_for(executor.execute(
-        ToolCallRequest(call_id="call_3", tool_name="slow_search", arguments={"query": "cats", "limit": "5"})), WAIT)
+    result = await asyncio.wait_for(
+        executor.execute(
+            ToolCallRequest(call_id="call_3", tool_name="slow_search", arguments={"query": "cats", "limit": "5"})
+        ),
+        WAIT,
+    )
 
     assert (result.call_id, result.status, result.success) == ("call_3", "pending", True)
     task_id = json.loads(result.result or "")["task_id"]
@@ -347,8 +366,9 @@ async def test_executor_hands_async_tools_to_the_runner_and_answers_at_once(
     assert record is not None and record.arguments == {"query": "cats", "limit": 5}  # coerced by the executor
 
     await asyncio.wait_for(started.wait(), WAIT)
-    polled = await executor.execute(ToolCallRequest(call_id="call_4", tool_name="get_task_status",
-                                                     arguments={"task_id": task_id}))
+    polled = await executor.execute(
+        ToolCallRequest(call_id="call_4", tool_name="get_task_status", arguments={"task_id": task_id})
+    )
     assert json.loads(polled.text)["status"] == "running"
 
     release.set()

@@ -55,7 +55,12 @@ def test_replace_last_reply_keeps_tools_and_earlier_turns() -> None:
     replaced = replace_last_reply(items, "It is")
     assert replaced is not None
     assert replaced[:2] == items[:2]
-    assert replaced[2:] == [user("q2"), call("c"), output("c"), {"role": "assistant", "content": f"It is… {INTERRUPTED_MARK}"}]
+    assert replaced[2:] == [
+        user("q2"),
+        call("c"),
+        output("c"),
+        {"role": "assistant", "content": f"It is… {INTERRUPTED_MARK}"},
+    ]
     assert replace_last_reply([reply("greeting")], "x") is None
 
 

@@ -26,8 +26,9 @@ def sse_payloads(text: str) -> list[Any]:
 
 async def test_streamed_tool_calls_arrive_in_fragments(server: ScriptedLLMServer) -> None:
     server.expect(Reply.tool_calls(ScriptedToolCall("a", {"x": 1}, "id_a"), ScriptedToolCall("b", "{bad json")))
-    status, text = await post(server, {"model": "m", "messages": [], "stream": True,
-                                       "stream_options": {"include_usage": True}})
+    status, text = await post(
+        server, {"model": "m", "messages": [], "stream": True, "stream_options": {"include_usage": True}}
+    )
     assert status == 200
     payloads = sse_payloads(text)
     assert payloads[-1] == "[DONE]"

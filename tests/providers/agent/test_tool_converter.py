@@ -22,8 +22,11 @@ from vixio.testing.llm_server import Reply, ScriptedLLMServer
 pytestmark = pytest.mark.integration
 
 Factory = Callable[..., Any]
-VOLUME = {"type": "object", "properties": {"volume": {"type": "integer", "minimum": 0, "maximum": 100}},
-          "required": ["volume"]}
+VOLUME = {
+    "type": "object",
+    "properties": {"volume": {"type": "integer", "minimum": 0, "maximum": 100}},
+    "required": ["volume"],
+}
 
 
 class Device:
@@ -38,11 +41,19 @@ class Device:
 def session(policy: ToolPolicy | None = None) -> tuple[ToolExecutor, OpenAIAgentToolConverter, Device]:
     device = Device()
     toolset = ToolSet(policy or ToolPolicy())
-    toolset.set_tools("device", [
-        ToolDefinition("self.audio_speaker.set_volume", "Set the volume; check self.get_device_status first.",
-                       VOLUME, source="device", client=device),
-        ToolDefinition("self.get_device_status", "Device status.", source="device", client=device),
-    ])
+    toolset.set_tools(
+        "device",
+        [
+            ToolDefinition(
+                "self.audio_speaker.set_volume",
+                "Set the volume; check self.get_device_status first.",
+                VOLUME,
+                source="device",
+                client=device,
+            ),
+            ToolDefinition("self.get_device_status", "Device status.", source="device", client=device),
+        ],
+    )
     executor = ToolExecutor(toolset)
     return executor, OpenAIAgentToolConverter(executor), device
 
@@ -78,8 +89,10 @@ async def test_bad_arguments_go_back_to_the_model_not_to_the_device(
     server: ScriptedLLMServer, make_provider: Factory
 ) -> None:
     executor, converter, device = session()
-    server.expect(Reply.tool_call("self_audio_speaker_set_volume", {"volume": "loud"}, call_id="c"),
-                  Reply.text("Sorry, what volume?"))
+    server.expect(
+        Reply.tool_call("self_audio_speaker_set_volume", {"volume": "loud"}, call_id="c"),
+        Reply.text("Sorry, what volume?"),
+    )
     agent = make_provider()
     await agent.initialize(tools=converter.convert_all(executor.toolset.tools))
     events = [e async for e in agent.chat("make it loud")]

@@ -25,8 +25,9 @@ async def test_agent_calls_an_mcp_tool_and_the_model_reads_its_result() -> None:
             toolset.set_tools(key, tools)
         converter = OpenAIAgentToolConverter(ToolExecutor(toolset))
         async with ScriptedLLMServer() as server:
-            server.expect(Reply.tool_call("get_weather", {"city": "Paris"}, call_id="call_w"),
-                          Reply.text("It is sunny in Paris."))
+            server.expect(
+                Reply.tool_call("get_weather", {"city": "Paris"}, call_id="call_w"), Reply.text("It is sunny in Paris.")
+            )
             agent = OpenAIAgentProvider("openai/test", api_base=server.base_url, api_key="x")
             await agent.initialize(tools=converter.convert_all(toolset.tools))
 

@@ -99,7 +99,7 @@ def test_mp3_decodes_the_same_whatever_the_pieces() -> None:
     out, start = b"", 0
     while start < len(mp3):
         size = rng.randint(1, 700)
-        out += pieces.feed(mp3[start:start + size])
+        out += pieces.feed(mp3[start : start + size])
         start += size
     out += pieces.flush()
     assert out == reference and abs(len(out) / 2 / 24000 - 0.6) < 0.1

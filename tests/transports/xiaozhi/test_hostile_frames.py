@@ -82,8 +82,9 @@ async def test_a_token_with_a_leading_zero_timestamp_is_refused(make_server) -> 
     async with websockets.connect(ws_url(server), additional_headers={**headers, "Authorization": f"Bearer {token}"}):
         pass
     with pytest.raises(websockets.InvalidStatus) as refused:
-        async with websockets.connect(ws_url(server),
-                                      additional_headers={**headers, "Authorization": f"Bearer {signature}.0{stamp}"}):
+        async with websockets.connect(
+            ws_url(server), additional_headers={**headers, "Authorization": f"Bearer {signature}.0{stamp}"}
+        ):
             pass
     assert refused.value.response.status_code == 401
 

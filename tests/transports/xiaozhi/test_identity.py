@@ -38,15 +38,27 @@ SETUPS = {
     "allow-listed": {"auth": {"enabled": True, "secret": SECRET, "allowed_devices": [VICTIM]}},
     "activation": {"auth": {"enabled": True, "secret": SECRET}, "activation": {"enabled": True}},
 }
-HELD = json.dumps({"task_id": "t1", "call_id": "c1", "tool_name": "read_alarm", "status": "completed",
-                   "result": "The alarm code is 4711."})
+HELD = json.dumps(
+    {
+        "task_id": "t1",
+        "call_id": "c1",
+        "tool_name": "read_alarm",
+        "status": "completed",
+        "result": "The alarm code is 4711.",
+    }
+)
 """A background result held for the victim while it is away (vixio/app/task_results.py)."""
 
 
 async def serve(llm: ScriptedLLMServer, tmp_path: Path, **xiaozhi: Any) -> VixioServer:
     """A server on the default SQLite store, learning facts (the default); `xiaozhi`: the setup."""
-    config: dict[str, Any] = {"host": "127.0.0.1", "port": 0, "http": {"host": "127.0.0.1", "port": 0},
-                              "idle_timeout": 0, **xiaozhi}
+    config: dict[str, Any] = {
+        "host": "127.0.0.1",
+        "port": 0,
+        "http": {"host": "127.0.0.1", "port": 0},
+        "idle_timeout": 0,
+        **xiaozhi,
+    }
     return await start(llm, tmp_path, xiaozhi=config)
 
 
@@ -56,21 +68,27 @@ def ota_url(server: VixioServer) -> str:
 
 async def ota(server: VixioServer, client_id: str, device_id: str = VICTIM) -> dict[str, Any]:
     body = {"mac_address": device_id, "uuid": client_id, "application": {"version": "2.4.2"}}
-    async with aiohttp.ClientSession() as http, http.post(
-            ota_url(server), json=body, headers={"Device-Id": device_id, "Client-Id": client_id}) as response:
+    async with (
+        aiohttp.ClientSession() as http,
+        http.post(ota_url(server), json=body, headers={"Device-Id": device_id, "Client-Id": client_id}) as response,
+    ):
         assert response.status == 200, await response.text()
         return await response.json()
 
 
 async def connected(server: VixioServer, device_id: str) -> str:
-    await until(lambda: any(c.device_id == device_id for c in server.transport.connections.values()), 10,
-                f"a session of {device_id}")
+    await until(
+        lambda: any(c.device_id == device_id for c in server.transport.connections.values()),
+        10,
+        f"a session of {device_id}",
+    )
     return next(sid for sid, c in server.transport.connections.items() if c.device_id == device_id)
 
 
 @pytest.mark.parametrize("setup", list(SETUPS))
 async def test_a_claimant_of_the_mac_gets_none_of_the_devices_memory_and_the_device_gets_it_back(
-        llm: ScriptedLLMServer, tmp_path: Path, setup: str) -> None:
+    llm: ScriptedLLMServer, tmp_path: Path, setup: str
+) -> None:
     server = await serve(llm, tmp_path, **SETUPS[setup])
     try:
         if setup == "activation":  # the operator confirmed the victim's code earlier
@@ -90,8 +108,9 @@ async def test_a_claimant_of_the_mac_gets_none_of_the_devices_memory_and_the_dev
         # With auth on it could still hold a token OTA handed out before this release; auth accepts it.
         token = issue_token(SECRET, ATT_CLIENT, VICTIM) if setup == "activation" else ""
         llm.expect(Reply.text("I do not know your name."))
-        async with SimulatedDevice(ws_url=url(server), device_id=VICTIM, client_id=ATT_CLIENT, token=token,
-                                   mcp=False) as claimant:
+        async with SimulatedDevice(
+            ws_url=url(server), device_id=VICTIM, client_id=ATT_CLIENT, token=token, mcp=False
+        ) as claimant:
             await claimant.connect()
             assert await exchange(claimant, "what do you remember about me") == spoken([], "en")
             await say(claimant, "what is my name")
@@ -129,12 +148,15 @@ async def until_stored(server: VixioServer, device_id: str, values: set[str]) ->
 
 
 async def test_a_claimant_does_not_close_the_devices_live_session_and_the_device_itself_replaces_it(
-        llm: ScriptedLLMServer, tmp_path: Path) -> None:
+    llm: ScriptedLLMServer, tmp_path: Path
+) -> None:
     llm.expect(Reply.text("Go on."), Reply.text("Still here."))
     server = await start(llm, tmp_path)
     try:
-        async with SimulatedDevice(ws_url=url(server), device_id=VICTIM, client_id=V_CLIENT, mcp=False) as victim, \
-                SimulatedDevice(ws_url=url(server), device_id=VICTIM, client_id=ATT_CLIENT, mcp=False) as claimant:
+        async with (
+            SimulatedDevice(ws_url=url(server), device_id=VICTIM, client_id=V_CLIENT, mcp=False) as victim,
+            SimulatedDevice(ws_url=url(server), device_id=VICTIM, client_id=ATT_CLIENT, mcp=False) as claimant,
+        ):
             await victim.connect()
             first = await connected(server, VICTIM)
             await say(victim, "one")
@@ -156,7 +178,8 @@ async def test_a_claimant_does_not_close_the_devices_live_session_and_the_device
 
 
 async def test_ota_pins_on_first_contact_and_hands_a_token_only_to_the_pinned_client_id(
-        llm: ScriptedLLMServer, tmp_path: Path) -> None:
+    llm: ScriptedLLMServer, tmp_path: Path
+) -> None:
     server = await serve(llm, tmp_path, auth={"enabled": True, "secret": SECRET})
     try:
         assert (await ota(server, V_CLIENT))["websocket"]["token"]  # first contact: pinned

@@ -98,7 +98,9 @@ async def test_binary_messages_never_overtake_text_the_session_is_still_handling
     pauses = set()
     for burst in range(30):
         for k in range(6):
-            script.append(f'{{"type": "listen", "n": "{burst}.{k}"}}' if (burst + k) % 4 == 0 else bytes([burst, k]) * 20)
+            script.append(
+                f'{{"type": "listen", "n": "{burst}.{k}"}}' if (burst + k) % 4 == 0 else bytes([burst, k]) * 20
+            )
         if burst % 3:
             pauses.add(len(script) - 1)
     seen, socket = await serve_a_session(script, pauses)

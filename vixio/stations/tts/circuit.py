@@ -28,10 +28,17 @@ from vixio.providers.tts.base import TTSError, TTSProvider
 class TTSCircuit:
     """A primary TTS, its optional offline fallback and whether the primary is down."""
 
-    def __init__(self, provider: TTSProvider, fallback: TTSProvider | None = None, *,
-                 first_audio_timeout: float | None = None, retry_after: float = 5.0,
-                 max_retry_after: float = 60.0, breaks: bool = True,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        provider: TTSProvider,
+        fallback: TTSProvider | None = None,
+        *,
+        first_audio_timeout: float | None = None,
+        retry_after: float = 5.0,
+        max_retry_after: float = 60.0,
+        breaks: bool = True,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.provider = provider
         self._clock = clock  # tests pass a virtual loop's time: outages of seconds in no time
         self.fallback = fallback
@@ -80,8 +87,13 @@ class TTSCircuit:
             return  # a request older than the outage says nothing about now
         down_for = self._clock() - self._down_since
         shown = "spoken by " + self.fallback.name if self.fallback is not None else "shown only"
-        logger.info("TTS ({}) is speaking again after {:.0f} s down ({} sentences {})", self.provider.name,
-                    down_for, self._fallback_sentences, shown)
+        logger.info(
+            "TTS ({}) is speaking again after {:.0f} s down ({} sentences {})",
+            self.provider.name,
+            down_for,
+            self._fallback_sentences,
+            shown,
+        )
         self._down_since = None
         self._up_since = self._clock()
 
@@ -99,8 +111,13 @@ class TTSCircuit:
         self._retry_at = now + self._pause
         self._fallback_sentences = 0
         if self.fallback is not None:
-            logger.warning("TTS is down: {}; the fallback ({}) speaks until it answers again (tried every {:g}-{:g} s)",
-                           cause, self.fallback.name, self.retry_after, self.max_retry_after)
+            logger.warning(
+                "TTS is down: {}; the fallback ({}) speaks until it answers again (tried every {:g}-{:g} s)",
+                cause,
+                self.fallback.name,
+                self.retry_after,
+                self.max_retry_after,
+            )
         else:
             logger.error("TTS is down: {}; replies are shown but not spoken until it answers again", cause)
 
@@ -110,8 +127,11 @@ class TTSCircuit:
             logger.debug("the fallback TTS still fails: {}", cause)
             return
         self._fallback_down = True
-        logger.error("the fallback TTS ({}) failed too, sentences are shown but not spoken: {}",
-                     self.fallback.name if self.fallback is not None else "", cause)
+        logger.error(
+            "the fallback TTS ({}) failed too, sentences are shown but not spoken: {}",
+            self.fallback.name if self.fallback is not None else "",
+            cause,
+        )
 
     def fallback_spoke(self) -> None:
         self._fallback_down = False
@@ -130,8 +150,9 @@ class TTSCircuit:
                     return
                 except TimeoutError:
                     if limiter.expired():
-                        raise TTSError(f"{self.provider.name}: no audio for {self.first_audio_timeout:g} s "
-                                       "(tts.fallback_after)") from None
+                        raise TTSError(
+                            f"{self.provider.name}: no audio for {self.first_audio_timeout:g} s (tts.fallback_after)"
+                        ) from None
                     raise
                 yield pcm
 

@@ -21,10 +21,10 @@ def test_reference_reads_what_was_sent_and_forgets_beyond_its_size() -> None:
     ref = DownlinkReference(seconds=0.5)
     audio = _noise(RATE)
     for j in range(0, RATE, 960):
-        ref.add(1 + j // 16, audio[j:j + 960])
+        ref.add(1 + j // 16, audio[j : j + 960])
     assert ref.where(1 + 14400 // 16) == 14400
     start = ref.position - 4000
-    assert np.array_equal(ref.read(start, 4000), audio[start:ref.position])
+    assert np.array_equal(ref.read(start, 4000), audio[start : ref.position])
     assert ref.where(1) is None  # older than the ring keeps
     assert not ref.read(0, 100).any()  # forgotten audio reads as silence
     assert not ref.read(ref.position, 50).any()  # not sent yet
@@ -53,7 +53,7 @@ def test_gcc_phat_finds_the_echo_delay_through_the_echo_path(delay_ms: int) -> N
     span = int(0.48 * RATE)  # ref starts 400 ms before mic: the estimator's max_lag
     max_lag = int(0.4 * RATE)
     window = slice(RATE, RATE + int(1.5 * RATE) // 2)
-    ref = np.concatenate([np.zeros(max_lag, np.int16), played])[window.start:window.stop + span]
+    ref = np.concatenate([np.zeros(max_lag, np.int16), played])[window.start : window.stop + span]
     shift, confidence = gcc_phat(mic[window], ref, span)
     assert abs((max_lag - shift) - delay_ms * 16) <= 8, (shift, confidence)
     assert confidence > 4
@@ -64,10 +64,10 @@ def test_delay_estimator_needs_two_agreeing_estimates_to_move() -> None:
     played = _noise(4 * RATE, seed=3)
 
     def estimate(delay: int) -> int | None:
-        mic = np.concatenate([np.zeros(delay, np.int16), played])[:len(played)]
+        mic = np.concatenate([np.zeros(delay, np.int16), played])[: len(played)]
         first = 2 * RATE
-        m = mic[first:first + est.window]
-        r = played[first - est.max_lag:first - est.max_lag + est.window + est.max_lag - est.min_lag]
+        m = mic[first : first + est.window]
+        r = played[first - est.max_lag : first - est.max_lag + est.window + est.max_lag - est.min_lag]
         return est.update(m, r)
 
     assert estimate(1600) is None  # one estimate is not yet a delay
@@ -93,10 +93,10 @@ def test_a_new_reply_takes_a_whole_frame_shift_of_the_delay_at_once() -> None:
 
     def estimate(delay: int) -> int | None:
         window = est.current_window
-        mic = np.concatenate([np.zeros(delay, np.int16), played])[:len(played)]
+        mic = np.concatenate([np.zeros(delay, np.int16), played])[: len(played)]
         first = 2 * RATE
-        m = mic[first:first + window]
-        r = played[first - est.max_lag:first - est.max_lag + window + est.max_lag - est.min_lag]
+        m = mic[first : first + window]
+        r = played[first - est.max_lag : first - est.max_lag + window + est.max_lag - est.min_lag]
         return est.update(m, r)
 
     estimate(2400)

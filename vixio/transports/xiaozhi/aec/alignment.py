@@ -60,7 +60,7 @@ class DownlinkReference:
         pcm = pcm[-size:]
         start = self.position % size
         first = min(len(pcm), size - start)
-        self._ring[start:start + first] = pcm[:first]
+        self._ring[start : start + first] = pcm[:first]
         self._ring[: len(pcm) - first] = pcm[first:]
         self.position += len(pcm)
 
@@ -78,7 +78,7 @@ class DownlinkReference:
         lo, hi = max(start, self.position - size, 0), min(start + n, self.position)
         if lo < hi:
             index = np.arange(lo, hi) % size
-            out[lo - start: hi - start] = self._ring[index]
+            out[lo - start : hi - start] = self._ring[index]
         return out
 
 
@@ -115,8 +115,16 @@ class DelayEstimator:
     REACQUIRE_WINDOW = int(0.6 * RATE)
     """A new reply's first estimates use 0.6 s: the delay is only chosen among whole-frame shifts."""
 
-    def __init__(self, *, min_ms: float = -80.0, max_ms: float = 400.0, window_s: float = 1.5,
-                 every_s: float = 0.5, agree_ms: float = 6.0, min_confidence: float = 4.0) -> None:
+    def __init__(
+        self,
+        *,
+        min_ms: float = -80.0,
+        max_ms: float = 400.0,
+        window_s: float = 1.5,
+        every_s: float = 0.5,
+        agree_ms: float = 6.0,
+        min_confidence: float = 4.0,
+    ) -> None:
         self.min_lag = int(min_ms * RATE / 1000)
         self.max_lag = int(max_ms * RATE / 1000)
         self.window = int(window_s * RATE)

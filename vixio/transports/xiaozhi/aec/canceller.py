@@ -173,7 +173,7 @@ class SessionEchoCanceller:
         window = est.current_window
         first = end_base - window
         ref = self.reference.read(first - est.max_lag, window + est.max_lag - est.min_lag)
-        active = np.abs(ref[est.max_lag - est.min_lag:][: window // 160 * 160].reshape(-1, 160)).max(axis=1) >= 64
+        active = np.abs(ref[est.max_lag - est.min_lag :][: window // 160 * 160].reshape(-1, 160)).max(axis=1) >= 64
         if active.mean() < 0.5:
             return  # the reply is mostly silence here: too little to correlate
         est.update(self._mic_ring[-window:], ref)

@@ -20,16 +20,15 @@ from typing import TYPE_CHECKING
 
 from loguru import logger
 
-from vixio.core.log_throttle import LogThrottle
-from vixio.core.realtime_budget import RealTimeBudget
-
+from vixio.config.xiaozhi import XiaozhiConfig
 from vixio.core.chunk import UNSET_TURN, AudioChunk, Chunk, StreamCompleteChunk, TextChunk, TurnEndChunk, TurnStartChunk
+from vixio.core.log_throttle import LogThrottle
 from vixio.core.protocol import Message
+from vixio.core.realtime_budget import RealTimeBudget
 from vixio.core.session import Session
 from vixio.metrics import ECHO_ERLE, ECHO_FRAMES
 from vixio.transports.xiaozhi.protocol import messages as xp
 from vixio.transports.xiaozhi.protocol.codec import UPLINK_SAMPLE_RATE, CodecError, OpusDecoder, packet_duration
-from vixio.config.xiaozhi import XiaozhiConfig
 from vixio.transports.xiaozhi.session.downlink import Downlink
 
 if TYPE_CHECKING:
@@ -45,8 +44,14 @@ class XiaozhiConnection:
     """Protocol state of one session: listening mode, speaking, codec, pacing, idle timer."""
 
     def __init__(
-        self, session_id: str, device_id: str, config: XiaozhiConfig, protocol: xp.XiaozhiProtocol, write: Write,
-        *, encode_on_thread: bool = True,
+        self,
+        session_id: str,
+        device_id: str,
+        config: XiaozhiConfig,
+        protocol: xp.XiaozhiProtocol,
+        write: Write,
+        *,
+        encode_on_thread: bool = True,
     ) -> None:
         self.session_id = session_id
         self.protocol = protocol
@@ -92,8 +97,11 @@ class XiaozhiConnection:
         from vixio.transports.xiaozhi.aec.canceller import SessionEchoCanceller, available
 
         if version != 2:
-            self.logger.warning("features.aec over binary protocol v{}: no timestamps to align the echo with; not "
-                                "cancelled (the OTA answer's websocket.version 2 selects v2)", version)
+            self.logger.warning(
+                "features.aec over binary protocol v{}: no timestamps to align the echo with; not "
+                "cancelled (the OTA answer's websocket.version 2 selects v2)",
+                version,
+            )
             return False
         if not available():
             self.logger.warning("features.aec: the aec extra is missing (pip install 'vixio[aec]'); echo not cancelled")
@@ -153,7 +161,9 @@ class XiaozhiConnection:
         if verdict == 0:
             self.logger.info(message, *args)
         elif verdict:
-            self.logger.info("ignored {} more messages ({} in all); last: " + message, verdict, self._ignored.total, *args)
+            self.logger.info(
+                "ignored {} more messages ({} in all); last: " + message, verdict, self._ignored.total, *args
+            )
 
     def handle_now(self, message: Message) -> bool:
         """Uplink audio handled at once, without suspending (the transport's inline handler: an
@@ -200,15 +210,21 @@ class XiaozhiConnection:
         if not self._uplink_budget.take(packet_duration(packet)):
             verdict = self._flooding.hit()
             if verdict is not None:
-                self.logger.warning("dropped {} audio packet(s): the device sends faster than real time, more than "
-                                    "{:g} s ahead (xiaozhi.audio_burst_seconds)", verdict or 1, self._uplink_budget.burst)
+                self.logger.warning(
+                    "dropped {} audio packet(s): the device sends faster than real time, more than "
+                    "{:g} s ahead (xiaozhi.audio_burst_seconds)",
+                    verdict or 1,
+                    self._uplink_budget.burst,
+                )
             return None
         try:
             pcm = self.decoder.decode(packet)  # ~45 us: cheaper here than a trip to the codec thread
         except CodecError as exc:
             self._bad_packets += 1
             if self._bad_packets == 1 or self._bad_packets % 100 == 0:
-                self.logger.warning("dropped undecodable Opus packet #{} ({} bytes): {}", self._bad_packets, len(packet), exc)
+                self.logger.warning(
+                    "dropped undecodable Opus packet #{} ({} bytes): {}", self._bad_packets, len(packet), exc
+                )
             return None
         if not pcm:  # DTX: empty packets carry no audio
             return None
@@ -230,13 +246,16 @@ class XiaozhiConnection:
         elif state == "detect":
             await self._on_detect(message)
         else:
-            self._log_ignored("ignored listen message with state {!r}", state if not isinstance(state, str) else state[:40])
+            self._log_ignored(
+                "ignored listen message with state {!r}", state if not isinstance(state, str) else state[:40]
+            )
 
     async def _on_detect(self, message: Message) -> None:
         too_long = message.get("too_long")
         if isinstance(too_long, int):  # protocol/messages.py kept only its length
-            self.logger.warning("listen text of {} characters; at most {} are taken: the device is told", too_long,
-                                xp.MAX_TYPED_TEXT)
+            self.logger.warning(
+                "listen text of {} characters; at most {} are taken: the device is told", too_long, xp.MAX_TYPED_TEXT
+            )
             self.touch()
             await self._new_user_turn("typed_text")
             await self.say(xp.TEXT_TOO_LONG.get(str(message.get("language")), xp.TEXT_TOO_LONG["en"]))
@@ -281,7 +300,9 @@ class XiaozhiConnection:
         was_speaking = self.speaking
         # Always answer: the device stays in `speaking` until it gets `tts stop`.
         dropped = await self.downlink.stop()
-        self.logger.info("abort ({}): {} unsent frames dropped{}", reason, dropped, "" if was_speaking else ", was not speaking")
+        self.logger.info(
+            "abort ({}): {} unsent frames dropped{}", reason, dropped, "" if was_speaking else ", was not speaking"
+        )
         if self.session is not None:
             # Stations still see `bot_speaking` in their interrupt hooks (what was heard matters).
             await self.session.interrupt(reason)

@@ -76,11 +76,19 @@ class Downlink:
         """The device's echo canceller (hello `features.aec`): told every frame sent, as 16 kHz."""
         # Opus encode (~70 us a frame at complexity 1) on the codec thread runs beside the loop, but
         # the round trip costs ~100 us more CPU a frame: it pays only with a core to spare.
-        encoding = (dict(encode_async=self._encode_frame_async, encode_now=self._encode_frame) if encode_on_thread
-                    else dict(encode=self._encode_frame))
-        self.pacer = DownlinkPacer(send_many=self._send_paced, frame_duration=FRAME_DURATION_MS / 1000,
-                                   prebuffer=connection.config.prebuffer_frames, batch=PACED_FRAMES_PER_WAKEUP,
-                                   on_late_frame=LATE_FRAMES.inc, **encoding)
+        encoding = (
+            dict(encode_async=self._encode_frame_async, encode_now=self._encode_frame)
+            if encode_on_thread
+            else dict(encode=self._encode_frame)
+        )
+        self.pacer = DownlinkPacer(
+            send_many=self._send_paced,
+            frame_duration=FRAME_DURATION_MS / 1000,
+            prebuffer=connection.config.prebuffer_frames,
+            batch=PACED_FRAMES_PER_WAKEUP,
+            on_late_frame=LATE_FRAMES.inc,
+            **encoding,
+        )
 
     async def on_output(self, chunk: Chunk) -> None:
         """The session's output handler: pipeline chunks → messages and paced audio."""
@@ -109,8 +117,11 @@ class Downlink:
                 self.pacer.kick()
         elif isinstance(chunk, EmotionChunk):
             self._start_speaking(chunk.turn_id)
-            self.pacer.send_message(xp.llm_emotion(chunk.emotion, chunk.emoji)
-                                    if chunk.emotion in xp.EMOTIONS else xp.llm_emotion("neutral", chunk.emoji))
+            self.pacer.send_message(
+                xp.llm_emotion(chunk.emotion, chunk.emoji)
+                if chunk.emotion in xp.EMOTIONS
+                else xp.llm_emotion("neutral", chunk.emoji)
+            )
             self.pacer.kick()
         elif isinstance(chunk, StreamCompleteChunk):
             if self.speaking:
@@ -162,8 +173,11 @@ class Downlink:
     def encoder(self) -> OpusEncoder:
         """The downlink encoder, made at the first reply frame."""
         if self._encoder is None:
-            self._encoder = OpusEncoder(DOWNLINK_SAMPLE_RATE, frame_duration_ms=FRAME_DURATION_MS,
-                                        complexity=self.connection.config.opus_complexity)
+            self._encoder = OpusEncoder(
+                DOWNLINK_SAMPLE_RATE,
+                frame_duration_ms=FRAME_DURATION_MS,
+                complexity=self.connection.config.opus_complexity,
+            )
         return self._encoder
 
     def _encode_frame(self, pcm: bytes) -> Message:
@@ -177,7 +191,9 @@ class Downlink:
     def _stamp(self, pcm: bytes) -> int:
         """The frame's v2 timestamp: the downlink clock in ms (never 0: the firmware queues only
         non-zero stamps for its uplink), wrapping like the header's uint32."""
-        self._stamp_ms = self._stamp_ms + FRAME_DURATION_MS if self._stamp_ms < 0xFFFFFFFF - FRAME_DURATION_MS else FRAME_DURATION_MS
+        self._stamp_ms = (
+            self._stamp_ms + FRAME_DURATION_MS if self._stamp_ms < 0xFFFFFFFF - FRAME_DURATION_MS else FRAME_DURATION_MS
+        )
         if self.echo is not None:
             self.echo.sent(self._stamp_ms, to_reference_rate(pcm))
         return self._stamp_ms
@@ -224,9 +240,15 @@ class Downlink:
                 timings = metrics.durations()
                 if timings:
                     # The marks end the line as one literal (benchmarks parse it); the notes go before.
-                    self.connection.logger.info("turn {}{} latency (ms from first mark): {}", self._reply_turn,
-                                                f" {metrics.notes}" if metrics.notes else "", timings)
+                    self.connection.logger.info(
+                        "turn {}{} latency (ms from first mark): {}",
+                        self._reply_turn,
+                        f" {metrics.notes}" if metrics.notes else "",
+                        timings,
+                    )
 
     def _count_reply(self, outcome: TurnOutcome) -> None:
-        marks = self.connection.session.state.metrics(self._reply_turn).marks if self.connection.session is not None else {}
+        marks = (
+            self.connection.session.state.metrics(self._reply_turn).marks if self.connection.session is not None else {}
+        )
         reply_ended(marks, outcome)

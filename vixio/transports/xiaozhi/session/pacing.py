@@ -167,7 +167,12 @@ class DownlinkPacer:
     def kick(self) -> None:
         """Send what is due now, from the caller, when the pacer's task is idle (see the module
         doc); the task carries on with the rest (frames not due yet, end markers)."""
-        if self.held or not self._idle or self._send_many is None or (self._kicked is not None and not self._kicked.done()):
+        if (
+            self.held
+            or not self._idle
+            or self._send_many is None
+            or (self._kicked is not None and not self._kicked.done())
+        ):
             return
         out: list[Message] = []
         while self._queue:
