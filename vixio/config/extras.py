@@ -59,8 +59,11 @@ PROVIDER_EXTRAS: dict[str, ExtraNeed] = {
     "state:redis": ExtraNeed("redis", ("redis",)),
     # MQTT + UDP for Xiaozhi devices (mqtt.enabled): the UDP audio's AES-CTR (its sessions are the
     # WebSocket transport's, whose Opus and resampling `transport:xiaozhi` installs).
-    # aiomqtt only with `mqtt.broker_url` (vixio as a client of an external broker).
-    "transport:mqtt": ExtraNeed("mqtt", ("cryptography",), optional=("opuslib_next", "soxr", "aiomqtt")),
+    # aiomqtt only with `mqtt.broker_url` (vixio as a client of an external broker); pywebrtc_audio
+    # only for a `features.aec` board (the `aec` extra; without it such a board is served as before).
+    "transport:mqtt": ExtraNeed(
+        "mqtt", ("cryptography",), optional=("opuslib_next", "soxr", "aiomqtt", "pywebrtc_audio")
+    ),
 }
 
 
