@@ -127,8 +127,13 @@ def make_agent(config: VixioConfig) -> AgentProvider:
     if isinstance(agent, LocalLlamaAgentConfig):
         from vixio.providers.agent.llama.provider import LocalLlamaAgentProvider
 
+        local: type[LocalLlamaAgentProvider] = LocalLlamaAgentProvider
+        if agent.runtime == "mistralrs":
+            from vixio.providers.agent.mistralrs.provider import LocalMistralrsAgentProvider
+
+            local = LocalMistralrsAgentProvider
         tuning = {k: v for k, v in (("temperature", agent.temperature), ("max_tokens", agent.max_tokens)) if v is not None}
-        return LocalLlamaAgentProvider(agent.model_path, n_ctx=agent.n_ctx, timeout=agent.timeout,
+        return local(agent.model_path, n_ctx=agent.n_ctx, timeout=agent.timeout,
                                        max_history_messages=agent.max_history_messages, **tuning)
     assert isinstance(agent, LitellmAgentConfig)
     from vixio.providers.agent.openai_agents.provider import OpenAIAgentProvider
