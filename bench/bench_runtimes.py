@@ -138,7 +138,6 @@ def main() -> int:
     from bench_offline_default import right
     from capacity.floor import cpu_model, measure_floor
     from capacity.load import build_clips
-
     from vixio.config.languages import language_pack
     from vixio.providers.agent.llama.weights import smollm2_model_path
 

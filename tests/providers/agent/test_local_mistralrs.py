@@ -5,6 +5,7 @@ and a barge-in ending its generation."""
 from __future__ import annotations
 
 import importlib.util
+import json
 import sys
 import time
 
@@ -68,3 +69,40 @@ async def test_a_barge_in_ends_the_generation_and_frees_the_engine() -> None:
     assert isinstance(await anext(stream), AgentTextDelta)
     assert time.perf_counter() - started < 8.0
     await stream.aclose()
+
+
+async def test_a_forced_call_is_generated_under_mistralrs_json_schema_grammar() -> None:
+    from vixio.core.tools.executor import ToolExecutor
+    from vixio.core.tools.local import func_to_tool_definition
+    from vixio.core.tools.policy import ToolPolicy
+    from vixio.core.tools.toolset import ToolSet
+    from vixio.providers.agent.base import AgentToolCall, AgentToolResult
+    from vixio.providers.agent.mistralrs.provider import LocalMistralrsAgentProvider
+    from vixio.providers.agent.openai_agents.tools import OpenAIAgentToolConverter
+
+    volumes: list[int] = []
+
+    def set_volume(volume: int) -> str:
+        """Set the speaker volume (0-100)."""
+        if not 0 <= volume <= 100:
+            raise ValueError(f"volume {volume} is out of range")
+        volumes.append(volume)
+        return f"volume is {volume}"
+
+    def get_weather(city: str) -> str:
+        """Today's weather in a city."""
+        return f"{city}: sunny"
+
+    toolset = ToolSet(ToolPolicy(), session_id="local")
+    toolset.set_tools("local", [func_to_tool_definition(set_volume), func_to_tool_definition(get_weather)])
+    executor = ToolExecutor(toolset, session_id="local")
+    tools = OpenAIAgentToolConverter(executor).convert_all(toolset.tools)
+    agent = LocalMistralrsAgentProvider(tool_choice="set_volume", temperature=0.0, max_tokens=48)
+    await agent.initialize(tools=tools, system_prompt="You are a voice assistant.")
+    events = [event async for event in agent.chat("Set the volume to 30.")]
+
+    (call,) = [e for e in events if isinstance(e, AgentToolCall)]
+    assert call.name == "set_volume" and isinstance(json.loads(call.arguments)["volume"], int)  # under the schema
+    (result,) = [e for e in events if isinstance(e, AgentToolResult)]
+    assert volumes and result.output == f"volume is {volumes[0]}"  # the real function ran
+    await executor.close()

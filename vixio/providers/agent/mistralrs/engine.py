@@ -85,8 +85,8 @@ class MistralrsChat:
         except ImportError as exc:
             raise ImportError(f"the local LLM on mistral.rs needs the mistralrs package: {EXTRA_HINT}") from exc
         started = time.perf_counter()
-        self._runner = Runner(which=Which.GGUF(quantized_model_id=str(path.parent), quantized_filename=path.name),
-                              token_source="none", max_seqs=1, in_situ_quant=REQUANTIZE)
+        which: Any = Which.GGUF(quantized_model_id=str(path.parent), quantized_filename=path.name)  # stub: a nested class
+        self._runner = Runner(which=which, token_source="none", max_seqs=1, in_situ_quant=REQUANTIZE)
         self.metadata = {"tokenizer.chat_template": gguf_string(path, "tokenizer.chat_template")}
         self.name = path.name
         logger.info("loaded {} in mistral.rs ({}) in {:.2f} s", path.name, REQUANTIZE, time.perf_counter() - started)
@@ -116,7 +116,8 @@ class MistralrsChat:
         """A reply constrained to `schema` (a forced tool call)."""
         request = self._request(messages, False, {"max_tokens": max_tokens, "temperature": 0.0},
                                 grammar=json.dumps(schema))
-        return str(self._runner.send_chat_completion_request(request).choices[0].message.content or "")
+        raw: Any = self._runner.send_chat_completion_request(request)  # whole, not streamed
+        return str(raw.choices[0].message.content or "")
 
     def _stream(self, streamer: Any) -> Iterator[dict[str, Any]]:
         # Leaving this generator (closed by the consumer) drops `streamer`, which ends the generation.

@@ -30,17 +30,20 @@ class LocalMistralrsModel(LocalLlamaModel):
             path = self.model_path or smollm2_model_path(WEIGHTS_HINT)
             self.model_path = Path(path)
             loop = asyncio.get_running_loop()
-            self._llama = await loop.run_in_executor(INFERENCE, load_mistralrs, self.model_path, self.n_ctx,
+            # Duck-typed as the `Llama` the base class expects (the engine module says which part).
+            engine: Any = await loop.run_in_executor(INFERENCE, load_mistralrs, self.model_path, self.n_ctx,
                                                      self.n_threads)
+            self._llama = engine
         return self._llama
 
-    async def _forced_call(self, llama: MistralrsChat, system_instructions: str | None, input: str | list[Any],
+    async def _forced_call(self, llama: Any, system_instructions: str | None, input: str | list[Any],
                            chat_tools: list[Any], choice: str, options: dict[str, Any]) -> list[ChatCompletionChunk]:
         """One call generated under a grammar that admits only a call of the offered tools."""
         messages = self._messages(system_instructions, input, local_tools.tools_prompt(chat_tools))
         schema = local_tools.forced_call_schema(chat_tools, choice)
+        engine: MistralrsChat = llama
         loop = asyncio.get_running_loop()
-        text = await loop.run_in_executor(INFERENCE, llama.json_call, messages, schema, 256)
+        text = await loop.run_in_executor(INFERENCE, engine.json_call, messages, schema, 256)
         return local_tools.call_chunks([local_tools.forced_call(text)], self.name)
 
 
