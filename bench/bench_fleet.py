@@ -70,8 +70,9 @@ BACKGROUND_S = 10.0
 (`server.directory_ttl / 3`), several of the bus's member refresh (2 s), so each is counted whole."""
 
 
-def _settled(redis: RedisCounters, background: dict[str, float], quiet_s: float = 1.0,
-             limit_s: float = 30.0) -> tuple[RedisSample, float]:
+def _settled(
+    redis: RedisCounters, background: dict[str, float], quiet_s: float = 1.0, limit_s: float = 30.0
+) -> tuple[RedisSample, float]:
     """Redis's counters once only the idle traffic reached it for `quiet_s` (sessions closing write
     last), and when (time.monotonic()). The bus and the directory talk to Redis every second or two
     whoever is connected, so "quiet" is no more than the INFO and twice the idle rate."""
@@ -99,12 +100,15 @@ def background_rate(redis: RedisCounters, seconds: float = BACKGROUND_S) -> dict
 
 def net(delta: RedisSample, background: dict[str, float], seconds: float) -> dict[str, float]:
     """`delta`'s round trips and commands less the idle traffic of those `seconds`."""
-    return {"round_trips": delta.reads - background["round_trips"] * seconds,
-            "commands": delta.commands - background["commands"] * seconds}
+    return {
+        "round_trips": delta.reads - background["round_trips"] * seconds,
+        "commands": delta.commands - background["commands"] * seconds,
+    }
 
 
-def session_starts(children: Children, server: ServerUnderLoad, redis: RedisCounters, n: int,
-                   background: dict[str, float]) -> dict[str, Any]:
+def session_starts(
+    children: Children, server: ServerUnderLoad, redis: RedisCounters, n: int, background: dict[str, float]
+) -> dict[str, Any]:
     """N devices connect (hello, MCP listing) and leave: the hello p95 and Redis per session (less
     the idle traffic of the seconds each took, waits for quiet included)."""
     before, t0 = _settled(redis, background)
@@ -117,32 +121,60 @@ def session_starts(children: Children, server: ServerUnderLoad, redis: RedisCoun
     ended, t2 = _settled(redis, background)
     start, end = RedisCounters.delta(before, started), RedisCounters.delta(started, ended)
     start_net, end_net = net(start, background, t1 - t0), net(end, background, t2 - t1)
-    return {"devices": answer["connected"], "failed": answer["failed_count"], "hello_ms": answer["hello_ms"],
-            "redis_per_start": {key: value / n for key, value in start_net.items()}
-                               | {"by_command": {k: round(v / n, 2) for k, v in start.by_command.items()}},
-            "redis_per_end": {key: value / n for key, value in end_net.items()}
-                             | {"by_command": {k: round(v / n, 2) for k, v in end.by_command.items()}}}
+    return {
+        "devices": answer["connected"],
+        "failed": answer["failed_count"],
+        "hello_ms": answer["hello_ms"],
+        "redis_per_start": {key: value / n for key, value in start_net.items()}
+        | {"by_command": {k: round(v / n, 2) for k, v in start.by_command.items()}},
+        "redis_per_end": {key: value / n for key, value in end_net.items()}
+        | {"by_command": {k: round(v / n, 2) for k, v in end.by_command.items()}},
+    }
 
 
-def run_configuration(children: Children, loop: LoopThread, name: str, n: int, args: argparse.Namespace,
-                      fakes_url: str, fakes: Any, redis_url: str, redis: RedisCounters, tmp: Path,
-                      clips: list[Any]) -> dict[str, Any]:
+def run_configuration(
+    children: Children,
+    loop: LoopThread,
+    name: str,
+    n: int,
+    args: argparse.Namespace,
+    fakes_url: str,
+    fakes: Any,
+    redis_url: str,
+    redis: RedisCounters,
+    tmp: Path,
+    clips: list[Any],
+) -> dict[str, Any]:
     from vixio.testing.redis_server import FLEET_SECRET
 
-    overrides = {"state": {"backend": "redis", "url": redis_url, "fleet_secret": FLEET_SECRET},
-                 "xiaozhi": {"max_connections": 4 * n + 100}}
+    overrides = {
+        "state": {"backend": "redis", "url": redis_url, "fleet_secret": FLEET_SECRET},
+        "xiaozhi": {"max_connections": 4 * n + 100},
+    }
     redis.reset()
     folder = tmp / f"{name}-n{n}"
     folder.mkdir()
     server: FleetProcess | VixioServerProcess
     if name == "fleet":
-        server = FleetProcess(loop, folder, fakes_url, instances=2, workers=1, log_level=args.server_log_level,
-                              overrides=overrides, pin=args.pin)
+        server = FleetProcess(
+            loop,
+            folder,
+            fakes_url,
+            instances=2,
+            workers=1,
+            log_level=args.server_log_level,
+            overrides=overrides,
+            pin=args.pin,
+        )
     else:
-        server = VixioServerProcess(children, folder, fakes_url, _env(), workers=2, log_level=args.server_log_level,
-                                    overrides=overrides)
-    burst = None if args.shape == "staggered" else {
-        "window": args.burst_window, "period": args.burst_period, "lead": args.stagger + 1.5}
+        server = VixioServerProcess(
+            children, folder, fakes_url, _env(), workers=2, log_level=args.server_log_level, overrides=overrides
+        )
+    burst = (
+        None
+        if args.shape == "staggered"
+        else {"window": args.burst_window, "period": args.burst_period, "lead": args.stagger + 1.5}
+    )
     with server:
         server.wait_quiet(time.monotonic() + 120)
         server.warm_up()
@@ -152,8 +184,9 @@ def run_configuration(children: Children, loop: LoopThread, name: str, n: int, a
         floor = measure_floor(clips)
         haproxy_before = server.haproxy.usage().cpu_s if isinstance(server, FleetProcess) else 0.0
         before, load_started = _settled(redis, background)
-        summary = run_load(children, server, fakes, n, args.turns, args.stagger, args.generators, folder,
-                           burst=burst, floor=floor)
+        summary = run_load(
+            children, server, fakes, n, args.turns, args.stagger, args.generators, folder, burst=burst, floor=floor
+        )
         after, load_ended = _settled(redis, background)
         load = RedisCounters.delta(before, after)
         load_s = load_ended - load_started
@@ -168,32 +201,56 @@ def run_configuration(children: Children, loop: LoopThread, name: str, n: int, a
         summary["server_stages_ms"] = server_stages(marks)
         summary["server_marks_ms"] = server_marks(marks)
     turns = n * args.turns
-    per_session = {key: starts["redis_per_start"][key] + starts["redis_per_end"][key] for key in ("round_trips", "commands")}
+    per_session = {
+        key: starts["redis_per_start"][key] + starts["redis_per_end"][key] for key in ("round_trips", "commands")
+    }
     # What the load cost beyond the workers' heartbeats (a rate) and its sessions' starts and ends.
-    per_turn = {key: (value - background[key] * load_s - n * per_session[key]) / turns
-                for key, value in (("round_trips", load.reads), ("commands", load.commands))}
-    summary.update(configuration=name, workers=2, shape=args.shape, memory="on", session_start=starts,
-                   redis={"load": {"round_trips": load.reads, "commands": load.commands, "cpu_s": round(load.cpu_s, 3),
-                                   "seconds": round(load_s, 1), "by_command": load.by_command},
-                          "background_per_s": background, "per_turn": per_turn,
-                          "cpu_ms_per_turn": 1000 * load.cpu_s / turns})
+    per_turn = {
+        key: (value - background[key] * load_s - n * per_session[key]) / turns
+        for key, value in (("round_trips", load.reads), ("commands", load.commands))
+    }
+    summary.update(
+        configuration=name,
+        workers=2,
+        shape=args.shape,
+        memory="on",
+        session_start=starts,
+        redis={
+            "load": {
+                "round_trips": load.reads,
+                "commands": load.commands,
+                "cpu_s": round(load.cpu_s, 3),
+                "seconds": round(load_s, 1),
+                "by_command": load.by_command,
+            },
+            "background_per_s": background,
+            "per_turn": per_turn,
+            "cpu_ms_per_turn": 1000 * load.cpu_s / turns,
+        },
+    )
     return summary
 
 
 def print_fleet(summary: dict[str, Any]) -> None:
-    print(f"--- {summary['configuration']}: " + ("2 instances × 1 worker behind HAProxy" if summary["configuration"] == "fleet"
-                                                  else "1 instance × 2 workers"))
+    print(
+        f"--- {summary['configuration']}: "
+        + ("2 instances × 1 worker behind HAProxy" if summary["configuration"] == "fleet" else "1 instance × 2 workers")
+    )
     print_summary(summary)
     starts, redis = summary["session_start"], summary["redis"]
-    print(f"  session start (connect -> server hello, {starts['devices']} devices, 100 in flight): "
-          f"p50 {starts['hello_ms']['p50']} / p95 {starts['hello_ms']['p95']} ms; Redis per session start "
-          f"{starts['redis_per_start']['round_trips']:.1f} round trips ({starts['redis_per_start']['commands']:.1f} commands: "
-          f"{starts['redis_per_start']['by_command']}), per session end {starts['redis_per_end']['round_trips']:.1f} "
-          f"({starts['redis_per_end']['commands']:.1f} commands)")
-    print(f"  Redis per turn: {redis['per_turn']['round_trips']:.2f} round trips, {redis['per_turn']['commands']:.2f} "
-          f"commands (less the heartbeats, {redis['background_per_s']['round_trips']:.2f} round trips/s, and the "
-          f"sessions' starts and ends), {redis['cpu_ms_per_turn']:.3f} ms of redis-server CPU (everything in the load's "
-          f"{redis['load']['seconds']:.0f} s); the load's commands {redis['load']['by_command']}")
+    print(
+        f"  session start (connect -> server hello, {starts['devices']} devices, 100 in flight): "
+        f"p50 {starts['hello_ms']['p50']} / p95 {starts['hello_ms']['p95']} ms; Redis per session start "
+        f"{starts['redis_per_start']['round_trips']:.1f} round trips ({starts['redis_per_start']['commands']:.1f} commands: "
+        f"{starts['redis_per_start']['by_command']}), per session end {starts['redis_per_end']['round_trips']:.1f} "
+        f"({starts['redis_per_end']['commands']:.1f} commands)"
+    )
+    print(
+        f"  Redis per turn: {redis['per_turn']['round_trips']:.2f} round trips, {redis['per_turn']['commands']:.2f} "
+        f"commands (less the heartbeats, {redis['background_per_s']['round_trips']:.2f} round trips/s, and the "
+        f"sessions' starts and ends), {redis['cpu_ms_per_turn']:.3f} ms of redis-server CPU (everything in the load's "
+        f"{redis['load']['seconds']:.0f} s); the load's commands {redis['load']['by_command']}"
+    )
     if "haproxy_cpu_s" in summary:
         print(f"  HAProxy: {summary['haproxy_cpu_s']:.2f} s CPU over the load (inside the server CPU above)")
     sys.stdout.flush()
@@ -201,20 +258,26 @@ def print_fleet(summary: dict[str, Any]) -> None:
 
 def print_table(summaries: list[dict[str, Any]]) -> None:
     m = summaries[0]["machine"]
-    print(f"\nsummary (CPU: {m['cpu']}, {m['cores']} cores, shared with other helpers' work; floor = Opus decode + "
-          "Silero VAD per 60 ms frame, one thread, this run; load = 1-min load average before / after)")
-    print("| N | configuration | p50 / p95 ms | CPU ms/session/frame | ÷ floor | floor ms | Redis round trips per turn "
-          "| per session (start + end) | session start p95 ms | late frames | failed | load |")
+    print(
+        f"\nsummary (CPU: {m['cpu']}, {m['cores']} cores, shared with other helpers' work; floor = Opus decode + "
+        "Silero VAD per 60 ms frame, one thread, this run; load = 1-min load average before / after)"
+    )
+    print(
+        "| N | configuration | p50 / p95 ms | CPU ms/session/frame | ÷ floor | floor ms | Redis round trips per turn "
+        "| per session (start + end) | session start p95 ms | late frames | failed | load |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for s in summaries:
         lat, server, floor, m = s["latency_ms"], s["server"], s["floor"], s["machine"]
         st = s["session_start"]
         per_session = st["redis_per_start"]["round_trips"] + st["redis_per_end"]["round_trips"]
-        print(f"| {s['n']} | {s['configuration']} | {lat['p50']:.0f} / {lat['p95']:.0f} | "
-              f"{server['cpu_ms_per_session_frame']:.3f} | {server['cpu_per_frame_vs_floor']:.2f} | "
-              f"{floor['ms_per_frame']:.3f} | {s['redis']['per_turn']['round_trips']:.2f} | {per_session:.1f} | "
-              f"{st['hello_ms']['p95']} | {s['downlink']['late']} | {s['turns']['failed']} | "
-              f"{m['load_average_before']:.1f} / {m['load_average_after']:.1f} |")
+        print(
+            f"| {s['n']} | {s['configuration']} | {lat['p50']:.0f} / {lat['p95']:.0f} | "
+            f"{server['cpu_ms_per_session_frame']:.3f} | {server['cpu_per_frame_vs_floor']:.2f} | "
+            f"{floor['ms_per_frame']:.3f} | {s['redis']['per_turn']['round_trips']:.2f} | {per_session:.1f} | "
+            f"{st['hello_ms']['p95']} | {s['downlink']['late']} | {s['turns']['failed']} | "
+            f"{m['load_average_before']:.1f} / {m['load_average_after']:.1f} |"
+        )
     print("\nfleet ÷ single (target: within 10 %):")
     for n in sorted({s["n"] for s in summaries}):
         pair = {s["configuration"]: s for s in summaries if s["n"] == n}
@@ -227,12 +290,15 @@ def print_table(summaries: list[dict[str, Any]]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="2 instances behind HAProxy against 1 instance with 2 workers, on one "
-                                     "Redis; see the module docstring for what each number means.")
+    parser = argparse.ArgumentParser(
+        description="2 instances behind HAProxy against 1 instance with 2 workers, on one "
+        "Redis; see the module docstring for what each number means."
+    )
     parser.add_argument("--n", type=int, nargs="+", default=[100, 200], help="devices talking, one load each")
     parser.add_argument("--turns", type=int, default=3, help="turns per device")
-    parser.add_argument("--shape", choices=("staggered", "burst"), default="staggered",
-                        help="bench_capacity.py's load shape")
+    parser.add_argument(
+        "--shape", choices=("staggered", "burst"), default="staggered", help="bench_capacity.py's load shape"
+    )
     parser.add_argument("--stagger", type=float, default=2.0, help="seconds over which the devices connect")
     parser.add_argument("--burst-window", type=float, default=2.0)
     parser.add_argument("--burst-period", type=float, default=8.0)
@@ -241,8 +307,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--server-log-level", default="INFO")
     parser.add_argument("--keep-logs", metavar="DIR", type=Path, help="copy each server's log into DIR")
     parser.add_argument("--json", metavar="FILE", help="also write every summary to FILE")
-    parser.add_argument("--no-pin", dest="pin", action="store_false",
-                        help="let both fleet instances run on every core (by default each has one)")
+    parser.add_argument(
+        "--no-pin",
+        dest="pin",
+        action="store_false",
+        help="let both fleet instances run on every core (by default each has one)",
+    )
     args = parser.parse_args(argv)
     if any(n < 1 for n in args.n) or args.turns < 1:
         parser.error("--n values and --turns must be at least 1")
@@ -265,14 +335,18 @@ def main(argv: list[str] | None = None) -> int:
         try:
             fakes_url, fakes = start_fakes(children, _env())
             clips = build_clips()
-            print(f"CPU: {cpu_model()}, {os.cpu_count()} cores, shared with other work; redis-server "
-                  f"{counters.client.info('server')['redis_version']} on loopback", flush=True)
+            print(
+                f"CPU: {cpu_model()}, {os.cpu_count()} cores, shared with other work; redis-server "
+                f"{counters.client.info('server')['redis_version']} on loopback",
+                flush=True,
+            )
             for index, n in enumerate(args.n):
                 # Alternate which configuration goes first, so a machine getting busier does not favour one.
                 order = args.configurations if index % 2 == 0 else list(reversed(args.configurations))
                 for name in order:
-                    summary = run_configuration(children, loop, name, n, args, fakes_url, fakes, redis.url, counters,
-                                                Path(tmp), clips)
+                    summary = run_configuration(
+                        children, loop, name, n, args, fakes_url, fakes, redis.url, counters, Path(tmp), clips
+                    )
                     print_fleet(summary)
                     summaries.append(summary)
                     failed += summary["turns"]["failed"]

@@ -96,8 +96,11 @@ def idle_window(tree: ProcessTree, seconds: float) -> dict[str, float]:
     time.sleep(seconds)
     after, switches_after = tree.usage(), context_switches(tree)
     wall = after.time - before.time
-    return {"cpu_pct_of_core": round(100 * (after.cpu_s - before.cpu_s) / wall, 2),
-            "wakeups_per_s": round((switches_after - switches) / wall, 1), "seconds": round(wall, 1)}
+    return {
+        "cpu_pct_of_core": round(100 * (after.cpu_s - before.cpu_s) / wall, 2),
+        "wakeups_per_s": round((switches_after - switches) / wall, 1),
+        "seconds": round(wall, 1),
+    }
 
 
 def slope_per_1000(points: list[tuple[int, int]]) -> float:
@@ -115,8 +118,14 @@ class IdleClients:
     """bench/capacity/idle.py as a child process, driven line by line."""
 
     def __init__(self, children: Children, url: str) -> None:
-        self.proc = children.start([sys.executable, str(BENCH / "capacity" / "idle.py"), url], cwd=ROOT, env=_env(),
-                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self.proc = children.start(
+            [sys.executable, str(BENCH / "capacity" / "idle.py"), url],
+            cwd=ROOT,
+            env=_env(),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
         self.children = children
 
     def add(self, count: int) -> dict[str, Any]:
@@ -143,8 +152,9 @@ def machine() -> dict[str, Any]:
     return {"cpu": cpu_model(), "cores": os.cpu_count(), "load_average": round(os.getloadavg()[0], 2)}
 
 
-def talking(children: Children, server: VixioServerProcess, fakes: ProcessTree, turns: int, tmp: Path,
-            floor: dict[str, Any]) -> dict[str, Any]:
+def talking(
+    children: Children, server: VixioServerProcess, fakes: ProcessTree, turns: int, tmp: Path, floor: dict[str, Any]
+) -> dict[str, Any]:
     """One device talking `turns` turns back to back (bench_capacity's load, N = 1)."""
     marks_before = len(server.turn_marks())
     summary = run_load(children, server, fakes, 1, turns, 0.0, 1, tmp, floor=floor)
@@ -160,8 +170,15 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="vixio-bench-idle-") as tmp:
         try:
             fakes_url, fakes = start_fakes(children, _env())
-            with VixioServerProcess(children, Path(tmp), fakes_url, _env(), workers=args.workers,
-                                    log_level=args.server_log_level, overrides=overrides) as server:
+            with VixioServerProcess(
+                children,
+                Path(tmp),
+                fakes_url,
+                _env(),
+                workers=args.workers,
+                log_level=args.server_log_level,
+                overrides=overrides,
+            ) as server:
                 server.warm_up()
                 floor = measure_floor(clips)
                 report["floor"] = floor
@@ -183,19 +200,28 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                         total += count
                         server.wait_quiet(time.monotonic() + 60)
                         usage = server.tree.usage()
-                        step = {"devices": total, "connected": answer["connected"],
-                                "failed": answer["failed_count"], "failures": answer["failed"],
-                                "connect_s": answer["seconds"], "hello_ms": answer["hello_ms"],
-                                "unexpected": answer["unexpected"], "rss_mb": round(usage.rss_bytes / MB, 1),
-                                "worker_rss_mb": round(largest_rss(server.tree) / MB, 1),
-                                "pss_mb": round(server.tree.pss_bytes() / MB, 1), "load_average": machine()["load_average"]}
+                        step = {
+                            "devices": total,
+                            "connected": answer["connected"],
+                            "failed": answer["failed_count"],
+                            "failures": answer["failed"],
+                            "connect_s": answer["seconds"],
+                            "hello_ms": answer["hello_ms"],
+                            "unexpected": answer["unexpected"],
+                            "rss_mb": round(usage.rss_bytes / MB, 1),
+                            "worker_rss_mb": round(largest_rss(server.tree) / MB, 1),
+                            "pss_mb": round(server.tree.pss_bytes() / MB, 1),
+                            "load_average": machine()["load_average"],
+                        }
                         report["steps"].append(step)
                         points.append((answer["connected"], usage.rss_bytes))
-                        print(f"{total:>6d} idle: {step['connected']} connected ({step['failed']} failed) in "
-                              f"{step['connect_s']:.1f} s, hello p50/p95 {step['hello_ms']['p50']} / "
-                              f"{step['hello_ms']['p95']} ms; server RSS {step['rss_mb']:.0f} MB (worker "
-                              f"{step['worker_rss_mb']:.0f}), PSS {step['pss_mb']:.0f} MB; load {step['load_average']}",
-                              flush=True)
+                        print(
+                            f"{total:>6d} idle: {step['connected']} connected ({step['failed']} failed) in "
+                            f"{step['connect_s']:.1f} s, hello p50/p95 {step['hello_ms']['p50']} / "
+                            f"{step['hello_ms']['p95']} ms; server RSS {step['rss_mb']:.0f} MB (worker "
+                            f"{step['worker_rss_mb']:.0f}), PSS {step['pss_mb']:.0f} MB; load {step['load_average']}",
+                            flush=True,
+                        )
                         if answer["failed_count"]:
                             print(f"  failures: {answer['failed']}", flush=True)
                     report["idle_all"] = idle_window(server.tree, args.idle_seconds)
@@ -216,34 +242,51 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 def print_report(r: dict[str, Any]) -> None:
     floor, m0, m1 = r["floor"], r["machine_start"], r["machine_end"]
-    print(f"\nCPU: {m0['cpu']}, {m0['cores']} cores, shared with other work (load average {m0['load_average']} at the "
-          f"start, {m1['load_average']} at the end); floor {floor['ms_per_frame']:.3f} ms per 60 ms frame "
-          f"(Opus decode + Silero VAD, one thread, this run)")
-    print(f"server: --workers {r['workers']}, RSS {r['rss_start_mb']:.0f} MB before any idle device "
-          f"(worker {r['worker_rss_start_mb']:.0f} MB), PSS {r['pss_start_mb']:.0f} MB")
-    print(f"memory: {r['rss_per_1000_mb']:.1f} MB RSS per 1,000 idle devices; {r['idle_per_gb']} idle devices per GB; "
-          f"one worker holds {r['idle_under_1gb']} under 1 GB RSS")
+    print(
+        f"\nCPU: {m0['cpu']}, {m0['cores']} cores, shared with other work (load average {m0['load_average']} at the "
+        f"start, {m1['load_average']} at the end); floor {floor['ms_per_frame']:.3f} ms per 60 ms frame "
+        f"(Opus decode + Silero VAD, one thread, this run)"
+    )
+    print(
+        f"server: --workers {r['workers']}, RSS {r['rss_start_mb']:.0f} MB before any idle device "
+        f"(worker {r['worker_rss_start_mb']:.0f} MB), PSS {r['pss_start_mb']:.0f} MB"
+    )
+    print(
+        f"memory: {r['rss_per_1000_mb']:.1f} MB RSS per 1,000 idle devices; {r['idle_per_gb']} idle devices per GB; "
+        f"one worker holds {r['idle_under_1gb']} under 1 GB RSS"
+    )
     none, full = r["idle_none"], r.get("idle_all") or {}
-    print(f"idle CPU: {none['cpu_pct_of_core']:.2f} % of a core with no device, "
-          f"{full.get('cpu_pct_of_core', float('nan')):.2f} % with {r['devices']} idle "
-          f"({none['wakeups_per_s']:.0f} -> {full.get('wakeups_per_s', float('nan')):.0f} wake-ups/s, "
-          f"{none['seconds']:.0f} s windows)")
-    for name, title in (("talk_alone", "talking, no idle device"), ("talk_among_idle", f"talking among {r['devices']} idle")):
+    print(
+        f"idle CPU: {none['cpu_pct_of_core']:.2f} % of a core with no device, "
+        f"{full.get('cpu_pct_of_core', float('nan')):.2f} % with {r['devices']} idle "
+        f"({none['wakeups_per_s']:.0f} -> {full.get('wakeups_per_s', float('nan')):.0f} wake-ups/s, "
+        f"{none['seconds']:.0f} s windows)"
+    )
+    for name, title in (
+        ("talk_alone", "talking, no idle device"),
+        ("talk_among_idle", f"talking among {r['devices']} idle"),
+    ):
         s = r.get(name)
         if not s:
             continue
         lat, marks = s["latency_ms"], s.get("server_marks_ms") or {}
         first = marks.get("first_frame_sent") or {}
-        print(f"{title}: p50 {lat['p50']} ms, p95 {lat['p95']} ms ({lat['count']} turns, {s['turns']['failed']} failed); "
-              f"server speech end -> first frame sent p50/p95 {_f(first.get('p50'))} / {_f(first.get('p95'))} ms; "
-              f"load {s['machine']['load_average_before']} / {s['machine']['load_average_after']}")
+        print(
+            f"{title}: p50 {lat['p50']} ms, p95 {lat['p95']} ms ({lat['count']} turns, {s['turns']['failed']} failed); "
+            f"server speech end -> first frame sent p50/p95 {_f(first.get('p50'))} / {_f(first.get('p95'))} ms; "
+            f"load {s['machine']['load_average_before']} / {s['machine']['load_average_after']}"
+        )
     print("\n| idle devices | connected | server RSS MB | worker RSS MB | PSS MB | connect s | hello p95 ms | load |")
     print("|---|---|---|---|---|---|---|---|")
-    print(f"| 0 | 0 | {r['rss_start_mb']:.0f} | {r['worker_rss_start_mb']:.0f} | {r['pss_start_mb']:.0f} | - | - | "
-          f"{m0['load_average']} |")
+    print(
+        f"| 0 | 0 | {r['rss_start_mb']:.0f} | {r['worker_rss_start_mb']:.0f} | {r['pss_start_mb']:.0f} | - | - | "
+        f"{m0['load_average']} |"
+    )
     for s in r["steps"]:
-        print(f"| {s['devices']} | {s['connected']} | {s['rss_mb']:.0f} | {s['worker_rss_mb']:.0f} | {s['pss_mb']:.0f} | "
-              f"{s['connect_s']:.1f} | {s['hello_ms']['p95']} | {s['load_average']} |")
+        print(
+            f"| {s['devices']} | {s['connected']} | {s['rss_mb']:.0f} | {s['worker_rss_mb']:.0f} | {s['pss_mb']:.0f} | "
+            f"{s['connect_s']:.1f} | {s['hello_ms']['p95']} | {s['load_average']} |"
+        )
     sys.stdout.flush()
 
 
@@ -252,8 +295,10 @@ def _f(value: float | None) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="Connected-idle devices against one `vixio serve` worker; see the "
-                                     "module docstring for what each number means.")
+    parser = argparse.ArgumentParser(
+        description="Connected-idle devices against one `vixio serve` worker; see the "
+        "module docstring for what each number means."
+    )
     parser.add_argument("--devices", type=int, default=5000, help="idle devices in all")
     parser.add_argument("--step", type=int, default=1000, help="idle devices connected between two memory readings")
     parser.add_argument("--turns", type=int, default=10, help="turns of the talking device, alone and among the idle")
@@ -273,7 +318,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=2))
     failed = sum(s["failed"] for s in report["steps"]) + sum(
-        (report.get(k) or {}).get("turns", {}).get("failed", 0) for k in ("talk_alone", "talk_among_idle"))
+        (report.get(k) or {}).get("turns", {}).get("failed", 0) for k in ("talk_alone", "talk_among_idle")
+    )
     return 1 if failed else 0
 
 

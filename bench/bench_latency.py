@@ -52,7 +52,6 @@ from capacity.floor import cpu_model, measure_floor
 from capacity.load import Clip
 from capacity.procs import Children, ProcessTree
 from capacity.server import free_port
-
 from vixio.config.pipeline import VADConfig
 from vixio.testing.device import SimulatedDevice
 from vixio.testing.device.audio import encode_uplink
@@ -68,19 +67,43 @@ NOTES = re.compile(r"turn \d+ (\{.*\}) latency \(ms from first mark\)")
 """A turn's notes in the server's per-turn log line."""
 
 ENGLISH = [
-    ("What is the weather in", "Beijing?"), ("Set the volume to", "thirty."), ("Play a song by", "Taylor Swift."),
-    ("Remind me to call my", "mother tomorrow."), ("Turn the brightness up to", "eighty percent."),
+    ("What is the weather in", "Beijing?"),
+    ("Set the volume to", "thirty."),
+    ("Play a song by", "Taylor Swift."),
+    ("Remind me to call my", "mother tomorrow."),
+    ("Turn the brightness up to", "eighty percent."),
     ("How far is it from Paris to", "London?"),
-    ("What time is it?",), ("Tell me a joke.",), ("Turn the light on.",), ("How are you today?",),
-    ("Set a timer for ten minutes.",), ("What is the capital of France?",), ("Stop the music.",),
-    ("Who wrote Romeo and Juliet?",), ("Is it going to rain tomorrow?",), ("Good night.",),
-    ("What day is it today?",), ("Thank you very much.",),
+    ("What time is it?",),
+    ("Tell me a joke.",),
+    ("Turn the light on.",),
+    ("How are you today?",),
+    ("Set a timer for ten minutes.",),
+    ("What is the capital of France?",),
+    ("Stop the music.",),
+    ("Who wrote Romeo and Juliet?",),
+    ("Is it going to rain tomorrow?",),
+    ("Good night.",),
+    ("What day is it today?",),
+    ("Thank you very much.",),
 ]
 MANDARIN = [
-    ("北京明天的", "天气怎么样？"), ("把音量调到", "三十。"), ("帮我放一首", "周杰伦的歌。"), ("提醒我明天给", "妈妈打电话。"),
-    ("把屏幕亮度调到", "八十。"), ("从上海到", "杭州有多远？"),
-    ("现在几点了？",), ("给我讲个笑话。",), ("打开灯。",), ("你今天好吗？",), ("设置一个十分钟的计时器。",),
-    ("法国的首都是哪里？",), ("停止播放音乐。",), ("明天会下雨吗？",), ("晚安。",), ("今天星期几？",), ("谢谢你。",),
+    ("北京明天的", "天气怎么样？"),
+    ("把音量调到", "三十。"),
+    ("帮我放一首", "周杰伦的歌。"),
+    ("提醒我明天给", "妈妈打电话。"),
+    ("把屏幕亮度调到", "八十。"),
+    ("从上海到", "杭州有多远？"),
+    ("现在几点了？",),
+    ("给我讲个笑话。",),
+    ("打开灯。",),
+    ("你今天好吗？",),
+    ("设置一个十分钟的计时器。",),
+    ("法国的首都是哪里？",),
+    ("停止播放音乐。",),
+    ("明天会下雨吗？",),
+    ("晚安。",),
+    ("今天星期几？",),
+    ("谢谢你。",),
     ("唱一首歌吧。",),
 ]
 
@@ -115,7 +138,7 @@ async def synthesize(utterances: list[Utterance]) -> dict[str, bytes]:
 def _trim(pcm: bytes) -> bytes:
     samples = np.frombuffer(pcm, dtype="<i2")
     loud = np.flatnonzero(np.abs(samples) >= LOUD)
-    return samples[loud[0]:loud[-1] + 1].tobytes() if loud.size else pcm
+    return samples[loud[0] : loud[-1] + 1].tobytes() if loud.size else pcm
 
 
 def utterance_audio(utterance: Utterance, voice: dict[str, bytes], pause: float) -> tuple[bytes, float]:
@@ -141,20 +164,34 @@ class Run:
 
     def summary(self) -> dict[str, Any]:
         lat = sorted(self.latencies_ms)
-        return {"pair": self.pair, "mode": self.mode, "turns": self.turns,
-                "p50_ms": round(statistics.median(lat)) if lat else None,
-                "p95_ms": round(lat[min(len(lat) - 1, int(0.95 * len(lat)))]) if lat else None,
-                "premature": len(self.premature), "paused_utterances": self.paused, "failed": len(self.failed),
-                "confirmed_early": self.early, "cancelled_attempts": self.cancelled,
-                "server_cpu_ms_per_turn": round(1000 * self.cpu_s / max(1, self.turns), 1),
-                "premature_replies": self.premature, "failures": self.failed}
+        return {
+            "pair": self.pair,
+            "mode": self.mode,
+            "turns": self.turns,
+            "p50_ms": round(statistics.median(lat)) if lat else None,
+            "p95_ms": round(lat[min(len(lat) - 1, int(0.95 * len(lat)))]) if lat else None,
+            "premature": len(self.premature),
+            "paused_utterances": self.paused,
+            "failed": len(self.failed),
+            "confirmed_early": self.early,
+            "cancelled_attempts": self.cancelled,
+            "server_cpu_ms_per_turn": round(1000 * self.cpu_s / max(1, self.turns), 1),
+            "premature_replies": self.premature,
+            "failures": self.failed,
+        }
 
 
 def _server_config(services_url: str, ws_port: int, http_port: int, state: Path, early_ms: int) -> dict[str, Any]:
     return {
-        "log": {"level": "INFO"}, "state": {"path": str(state)}, "memory": {"enabled": False},
-        "xiaozhi": {"host": "127.0.0.1", "port": ws_port, "idle_timeout": 0,
-                    "http": {"host": "127.0.0.1", "port": http_port}},
+        "log": {"level": "INFO"},
+        "state": {"path": str(state)},
+        "memory": {"enabled": False},
+        "xiaozhi": {
+            "host": "127.0.0.1",
+            "port": ws_port,
+            "idle_timeout": 0,
+            "http": {"host": "127.0.0.1", "port": http_port},
+        },
         "vad": {"provider": "silero-onnx", "early_silence_ms": early_ms},
         "asr": {"provider": "openai", "api_base": services_url, "api_key": "bench"},
         "agent": {"provider": "litellm", "model": "openai/bench", "api_base": services_url, "api_key": "bench"},
@@ -179,8 +216,14 @@ async def _connect(url: str, proc: subprocess.Popen[Any], log: Path) -> Simulate
             await asyncio.sleep(0.5)
 
 
-async def _turn(device: SimulatedDevice, services: UtteranceServices, utterance: Utterance, pcm: bytes,
-                speech_end: float, run: Run | None) -> None:
+async def _turn(
+    device: SimulatedDevice,
+    services: UtteranceServices,
+    utterance: Utterance,
+    pcm: bytes,
+    speech_end: float,
+    run: Run | None,
+) -> None:
     services.speak(utterance)
     mark, frames = device.mark(), len(device.recording.audio_frames)
     started = time.monotonic()
@@ -196,8 +239,9 @@ async def _turn(device: SimulatedDevice, services: UtteranceServices, utterance:
     await asyncio.sleep(0.3)
     if run is None:
         return
-    reply = " ".join(m.data["text"] for m in device.received[mark:]
-                     if m.type == "tts" and m.data.get("state") == "sentence_start")
+    reply = " ".join(
+        m.data["text"] for m in device.received[mark:] if m.type == "tts" and m.data.get("state") == "sentence_start"
+    )
     run.turns += 1
     if len(device.recording.audio_frames) > frames:
         run.latencies_ms.append(1000 * (device.recording.audio_frames[frames].time - (started + speech_end)))
@@ -205,21 +249,29 @@ async def _turn(device: SimulatedDevice, services: UtteranceServices, utterance:
         run.premature.append(reply[:80])
 
 
-async def measure(pair: str, mode: str, items: list[tuple[Utterance, bytes, float]], tmp: Path,
-                  children: Children, early_ms: int) -> Run:
+async def measure(
+    pair: str, mode: str, items: list[tuple[Utterance, bytes, float]], tmp: Path, children: Children, early_ms: int
+) -> Run:
     first_token, first_audio = PAIRS[pair]
     run = Run(pair, mode, paused=sum(1 for u, _, _ in items if len(u.parts) > 1))
-    async with UtteranceServices(first_token_delay=first_token, first_audio_delay=first_audio,
-                                 tts_seconds=0.4) as services:
+    async with UtteranceServices(
+        first_token_delay=first_token, first_audio_delay=first_audio, tts_seconds=0.4
+    ) as services:
         ws_port, http_port = free_port(), free_port()
         config, log = tmp / f"{pair}-{mode}.yaml", tmp / f"{pair}-{mode}.log"
         early = 0 if mode == "today" else early_ms
-        config.write_text(yaml.safe_dump(_server_config(services.base_url, ws_port, http_port,
-                                                        tmp / f"{pair}-{mode}.db", early)))
+        config.write_text(
+            yaml.safe_dump(_server_config(services.base_url, ws_port, http_port, tmp / f"{pair}-{mode}.db", early))
+        )
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
         with log.open("wb") as out:
-            proc = children.start([sys.executable, "-m", "vixio", "serve", "--workers", "1", "--config", str(config)],
-                                  cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+            proc = children.start(
+                [sys.executable, "-m", "vixio", "serve", "--workers", "1", "--config", str(config)],
+                cwd=ROOT,
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
             try:
                 device = await _connect(f"ws://127.0.0.1:{ws_port}/xiaozhi/v1/", proc, log)
                 try:
@@ -250,8 +302,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pairs", nargs="+", choices=sorted(PAIRS), default=["zero", "slow"])
     parser.add_argument("--modes", nargs="+", choices=["today", "preemptive"], default=["today", "preemptive"])
     parser.add_argument("--json", type=Path, help="also write the results here")
-    parser.add_argument("--early-ms", type=int, default=VADConfig().early_silence_ms,
-                        help="vad.early_silence_ms of the preemptive mode (default: the config's default)")
+    parser.add_argument(
+        "--early-ms",
+        type=int,
+        default=VADConfig().early_silence_ms,
+        help="vad.early_silence_ms of the preemptive mode (default: the config's default)",
+    )
     parser.add_argument("--logs", type=Path, help="keep the servers' logs and configs in this folder")
     args = parser.parse_args(argv)
 
@@ -270,33 +326,53 @@ def main(argv: list[str] | None = None) -> int:
                 for mode in args.modes:
                     run = asyncio.run(measure(pair, mode, items, folder, children, args.early_ms))
                     runs.append(run)
-                    print(json.dumps({k: v for k, v in run.summary().items() if k not in ("failures",)}),
-                          file=sys.stderr)
+                    print(
+                        json.dumps({k: v for k, v in run.summary().items() if k not in ("failures",)}), file=sys.stderr
+                    )
     finally:
         children.kill_all()
-    machine = {"cpu": cpu_model(), "cores": os.cpu_count(), "load_average_before": round(load_before[0], 2),
-               "load_average_after": round(os.getloadavg()[0], 2), "floor": floor}
-    results = {"machine": machine, "utterances": len(items),
-               "paused": sum(1 for u, _, _ in items if len(u.parts) > 1), "runs": [r.summary() for r in runs]}
-    print(f"CPU {machine['cpu']} ({machine['cores']} cores), load average {machine['load_average_before']} -> "
-          f"{machine['load_average_after']}; floor {floor['ms_per_frame']} ms/frame "
-          f"(Opus {floor['opus_decode_ms']} + Silero {floor['silero_ms']})")
-    print(f"{len(items)} utterances ({results['paused']} paused 300-600 ms mid-sentence), English (Piper) and "
-          "Mandarin (espeak-ng cmn); end of speech -> first audio frame at the device, N=1")
-    print(f"{'pair':6} {'mode':11} {'p50 ms':>7} {'p95 ms':>7} {'premature':>10} {'early':>6} {'cancelled':>10} "
-          f"{'CPU ms/turn':>12}")
+    machine = {
+        "cpu": cpu_model(),
+        "cores": os.cpu_count(),
+        "load_average_before": round(load_before[0], 2),
+        "load_average_after": round(os.getloadavg()[0], 2),
+        "floor": floor,
+    }
+    results = {
+        "machine": machine,
+        "utterances": len(items),
+        "paused": sum(1 for u, _, _ in items if len(u.parts) > 1),
+        "runs": [r.summary() for r in runs],
+    }
+    print(
+        f"CPU {machine['cpu']} ({machine['cores']} cores), load average {machine['load_average_before']} -> "
+        f"{machine['load_average_after']}; floor {floor['ms_per_frame']} ms/frame "
+        f"(Opus {floor['opus_decode_ms']} + Silero {floor['silero_ms']})"
+    )
+    print(
+        f"{len(items)} utterances ({results['paused']} paused 300-600 ms mid-sentence), English (Piper) and "
+        "Mandarin (espeak-ng cmn); end of speech -> first audio frame at the device, N=1"
+    )
+    print(
+        f"{'pair':6} {'mode':11} {'p50 ms':>7} {'p95 ms':>7} {'premature':>10} {'early':>6} {'cancelled':>10} "
+        f"{'CPU ms/turn':>12}"
+    )
     for run in runs:
         s = run.summary()
-        print(f"{s['pair']:6} {s['mode']:11} {s['p50_ms']!s:>7} {s['p95_ms']!s:>7} "
-              f"{s['premature']:>4} / {s['paused_utterances']:<3} {s['confirmed_early']:>6} {s['cancelled_attempts']:>10} "
-              f"{s['server_cpu_ms_per_turn']:>12}" + (f"  failed {s['failed']}" if s["failed"] else ""))
+        print(
+            f"{s['pair']:6} {s['mode']:11} {s['p50_ms']!s:>7} {s['p95_ms']!s:>7} "
+            f"{s['premature']:>4} / {s['paused_utterances']:<3} {s['confirmed_early']:>6} {s['cancelled_attempts']:>10} "
+            f"{s['server_cpu_ms_per_turn']:>12}" + (f"  failed {s['failed']}" if s["failed"] else "")
+        )
     by = {(r.pair, r.mode): r.summary() for r in runs}
     for pair in args.pairs:
         today, pre = by.get((pair, "today")), by.get((pair, "preemptive"))
         if today and pre and pre["cancelled_attempts"]:
             extra = pre["server_cpu_ms_per_turn"] - today["server_cpu_ms_per_turn"]
-            print(f"{pair}: preemptive turns cost {extra:+.1f} ms of server CPU per turn "
-                  f"({pre['cancelled_attempts']} attempts cancelled in {pre['turns']} turns)")
+            print(
+                f"{pair}: preemptive turns cost {extra:+.1f} ms of server CPU per turn "
+                f"({pre['cancelled_attempts']} attempts cancelled in {pre['turns']} turns)"
+            )
     if args.json:
         args.json.write_text(json.dumps(results, indent=2, ensure_ascii=False))
     return 0

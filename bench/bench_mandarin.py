@@ -64,9 +64,11 @@ async def bench_asr() -> None:
         distance = edit_distance(reference, hypothesis)
         errors, chars = errors + distance, chars + len(reference)
         print(f"  {entry['text']:<16} → {text!r:<28} CER {distance / len(reference):.0%}")
-    print(f"Whisper base on {len(manifest)} espeak-ng cmn utterances: CER {errors / chars:.0%} "
-          f"({errors}/{chars} characters), median {statistics.median(seconds):.2f} s per utterance, "
-          f"RTF {sum(seconds) / audio:.2f}")
+    print(
+        f"Whisper base on {len(manifest)} espeak-ng cmn utterances: CER {errors / chars:.0%} "
+        f"({errors}/{chars} characters), median {statistics.median(seconds):.2f} s per utterance, "
+        f"RTF {sum(seconds) / audio:.2f}"
+    )
 
 
 async def first_and_last(tts: object, text: str) -> tuple[float, float]:
@@ -93,8 +95,10 @@ async def bench_tts(delay: float, runs: int) -> None:
             results = [await first_and_last(tts, SENTENCE) for _ in range(runs)]
             first = statistics.median(r[0] for r in results)
             last = statistics.median(r[1] for r in results)
-            print(f"{name:<22} {len(SENTENCE)} characters (3.0 s of audio): first audio {first * 1000:.0f} ms "
-                  f"streamed vs {last * 1000:.0f} ms whole-sentence ({last / first:.0f}x)")
+            print(
+                f"{name:<22} {len(SENTENCE)} characters (3.0 s of audio): first audio {first * 1000:.0f} ms "
+                f"streamed vs {last * 1000:.0f} ms whole-sentence ({last / first:.0f}x)"
+            )
             await tts.close()
 
 

@@ -149,7 +149,10 @@ class Server:
         self._log = self.log_path.open("wb")
         self.proc = self.children.start(
             [sys.executable, "-m", "vixio", "serve", "--config", str(self.config_path), "--workers", str(self.workers)],
-            cwd=ROOT, stdout=self._log, stderr=subprocess.STDOUT)
+            cwd=ROOT,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+        )
 
     async def wait_ready(self) -> None:
         """Until /metrics.json shows every worker up."""
@@ -178,8 +181,11 @@ class Server:
         pids = [("supervisor", self.proc.pid)] + [(f"w{i}", pid) for i, pid in worker_pids(self.proc.pid).items()]
         for role, pid in pids:
             memory = smaps_rollup(pid)
-            sample.processes.append(ProcessMemory(role, pid, round(memory["Rss"], 1), round(memory["Pss"], 1),
-                                                  round(memory.get("Anonymous", 0.0), 1)))
+            sample.processes.append(
+                ProcessMemory(
+                    role, pid, round(memory["Rss"], 1), round(memory["Pss"], 1), round(memory.get("Anonymous", 0.0), 1)
+                )
+            )
         return sample
 
     def stop(self) -> int | None:
@@ -227,8 +233,11 @@ class Talker:
                 await device.abort()
                 await device.wait_for("tts", state="stop", after=stop_mark, timeout=30)
         self.seconds.append(time.monotonic() - started)
-        self.spoken_chars += sum(len(m.data.get("text", "")) for m in device.received[mark:]
-                                 if m.data.get("type") == "tts" and m.data.get("state") == "sentence_start")
+        self.spoken_chars += sum(
+            len(m.data.get("text", ""))
+            for m in device.received[mark:]
+            if m.data.get("type") == "tts" and m.data.get("state") == "sentence_start"
+        )
         self.answers += 1
         await device.wait_until_idle(timeout=30)
 
@@ -281,14 +290,20 @@ async def drive(server: Server, args: argparse.Namespace) -> list[Sample]:
         await rounds(count)
         done += count * per_round
         samples.append(server.sample(f"after {done - args.warmup * per_round}", done))
-        print(f"  {done - args.warmup * per_round} answers: workers RSS "
-              + ", ".join(f"{p.role} {p.rss:.0f}" for p in samples[-1].processes), file=sys.stderr)
+        print(
+            f"  {done - args.warmup * per_round} answers: workers RSS "
+            + ", ".join(f"{p.role} {p.rss:.0f}" for p in samples[-1].processes),
+            file=sys.stderr,
+        )
     samples[-1].label = f"after {args.answers} answers"
     answered = sum(talker.answers for talker in talkers)
     seconds = sorted(s for talker in talkers for s in talker.seconds)
-    print(f"  {answered} answers, median {seconds[len(seconds) // 2]:.1f} s each (send to "
-          f"{'tts stop' if args.play_out else 'computed'}), {sum(t.spoken_chars for t in talkers) / answered:.0f} "
-          "characters spoken per answer before the next", file=sys.stderr)
+    print(
+        f"  {answered} answers, median {seconds[len(seconds) // 2]:.1f} s each (send to "
+        f"{'tts stop' if args.play_out else 'computed'}), {sum(t.spoken_chars for t in talkers) / answered:.0f} "
+        "characters spoken per answer before the next",
+        file=sys.stderr,
+    )
     for talker in talkers:
         if talker.device.faults:
             print(f"  device {talker.device.device_id} faults: {talker.device.faults[:3]}", file=sys.stderr)
@@ -298,9 +313,12 @@ async def drive(server: Server, args: argparse.Namespace) -> list[Sample]:
 
 def report(samples: list[Sample], args: argparse.Namespace) -> str:
     roles = [process.role for process in samples[0].processes]
-    lines = [f"CPU: {cpu_model()}, {os.cpu_count()} cores; Python {platform.python_version()}; "
-             f"config {args.config}, --workers {args.workers}",
-             "MB: RSS / PSS / anonymous per process; total RSS and total PSS over all processes", ""]
+    lines = [
+        f"CPU: {cpu_model()}, {os.cpu_count()} cores; Python {platform.python_version()}; "
+        f"config {args.config}, --workers {args.workers}",
+        "MB: RSS / PSS / anonymous per process; total RSS and total PSS over all processes",
+        "",
+    ]
     head = f"{'':<22}" + "".join(f"{role:>22}" for role in roles) + f"{'total RSS':>11}{'total PSS':>11}"
     lines.append(head)
     for sample in samples:
@@ -314,10 +332,16 @@ def report(samples: list[Sample], args: argparse.Namespace) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--config", type=Path, default=ROOT / "config.yaml", help="server config (default: config.yaml)")
+    parser.add_argument(
+        "--config", type=Path, default=ROOT / "config.yaml", help="server config (default: config.yaml)"
+    )
     parser.add_argument("--workers", type=int, default=2, help="worker processes, one device each (default 2)")
-    parser.add_argument("--answers", type=int, default=200, help="answers after warm-up, over all devices (default 200)")
-    parser.add_argument("--warmup", type=int, default=10, help="warm-up answers per device (default 10: a full history)")
+    parser.add_argument(
+        "--answers", type=int, default=200, help="answers after warm-up, over all devices (default 200)"
+    )
+    parser.add_argument(
+        "--warmup", type=int, default=10, help="warm-up answers per device (default 10: a full history)"
+    )
     parser.add_argument("--every", type=int, default=50, help="answers between samples (default 50)")
     parser.add_argument("--play-out", action="store_true", help="wait for each reply's tts stop (real time: slow)")
     parser.add_argument("--json", type=Path, help="also write the samples here")
@@ -339,9 +363,23 @@ def main() -> int:
         if code != 0:
             print(f"note: vixio serve exited with {code} after SIGINT", file=sys.stderr)
         if args.json is not None:
-            args.json.write_text(json.dumps({"cpu": cpu_model(), "cores": os.cpu_count(), "args": {
-                "config": str(args.config), "workers": args.workers, "answers": args.answers, "warmup": args.warmup,
-                "play_out": args.play_out}, "samples": [asdict(sample) for sample in samples]}, indent=1))
+            args.json.write_text(
+                json.dumps(
+                    {
+                        "cpu": cpu_model(),
+                        "cores": os.cpu_count(),
+                        "args": {
+                            "config": str(args.config),
+                            "workers": args.workers,
+                            "answers": args.answers,
+                            "warmup": args.warmup,
+                            "play_out": args.play_out,
+                        },
+                        "samples": [asdict(sample) for sample in samples],
+                    },
+                    indent=1,
+                )
+            )
     return 0
 
 

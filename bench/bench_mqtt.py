@@ -99,8 +99,9 @@ def pct(values: list[float], q: float) -> float | None:
     return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000, 1)
 
 
-async def one_device(serve: ServeProcess, index: int, mqtt: bool, turns: int, clip: Any,
-                     result: dict[str, Any]) -> None:
+async def one_device(
+    serve: ServeProcess, index: int, mqtt: bool, turns: int, clip: Any, result: dict[str, Any]
+) -> None:
     device_id = f"02:00:00:47:{index // 256:02x}:{index % 256:02x}"
     kwargs: dict[str, Any] = {"ota_url": serve.ota_url} if mqtt else {"ws_url": serve.ws_url}
     async with SimulatedDevice(device_id=device_id, mqtt=mqtt, mcp=False, **kwargs) as device:
@@ -132,23 +133,37 @@ async def talking(tmp: Path, mqtt: bool, devices: int, turns: int, clips: list[A
     await llm.start()
     llm.expect(*[Reply.text("It is a quarter past seven in the evening.") for _ in range(devices * turns)])
     broker, udp = free_port(socket.SOCK_STREAM), free_port(socket.SOCK_DGRAM)
-    extra = (f"mqtt: {{enabled: {str(mqtt).lower()}, host: 127.0.0.1, port: {broker}, udp_port: {udp}, "
-             f"secret: {SECRET}, keepalive: {IDLE_KEEPALIVE}, max_connections: 20000}}\n"
-             f"state: {{path: {tmp / 'state.db'}}}\n")
+    extra = (
+        f"mqtt: {{enabled: {str(mqtt).lower()}, host: 127.0.0.1, port: {broker}, udp_port: {udp}, "
+        f"secret: {SECRET}, keepalive: {IDLE_KEEPALIVE}, max_connections: 20000}}\n"
+        f"state: {{path: {tmp / 'state.db'}}}\n"
+    )
     serve = await start_serve(tmp, llm, "--workers", "1", xiaozhi="max_connections: 20000", extra=extra)
-    result: dict[str, Any] = {"transport": "mqtt+udp" if mqtt else "websocket", "latency": [], "late": 0,
-                              "up": 0, "down": 0, "failed": 0}
+    result: dict[str, Any] = {
+        "transport": "mqtt+udp" if mqtt else "websocket",
+        "latency": [],
+        "late": 0,
+        "up": 0,
+        "down": 0,
+        "failed": 0,
+    }
     try:
         await serve.wait_ready()
         pid = serve.process.pid
         cpu0, t0 = proc_cpu(pid), time.monotonic()
-        await asyncio.gather(*(one_device(serve, i, mqtt, turns, clips[i % len(clips)], result)
-                               for i in range(devices)))
+        await asyncio.gather(
+            *(one_device(serve, i, mqtt, turns, clips[i % len(clips)], result) for i in range(devices))
+        )
         cpu, wall = proc_cpu(pid) - cpu0, time.monotonic() - t0
         frames = result["up"] + result["down"]
-        result.update(cpu_s=round(cpu, 2), wall_s=round(wall, 1), cpu_ms_per_frame=round(1000 * cpu / max(frames, 1), 4),
-                      p50_ms=pct(result["latency"], 0.5), p95_ms=pct(result["latency"], 0.95),
-                      late_share=round(result["late"] / max(result["down"], 1), 4))
+        result.update(
+            cpu_s=round(cpu, 2),
+            wall_s=round(wall, 1),
+            cpu_ms_per_frame=round(1000 * cpu / max(frames, 1), 4),
+            p50_ms=pct(result["latency"], 0.5),
+            p95_ms=pct(result["latency"], 0.95),
+            late_share=round(result["late"] / max(result["down"], 1), 4),
+        )
         result.pop("latency")
         if mqtt:
             result["idle"] = await idle(serve, pid, broker)
@@ -171,9 +186,14 @@ async def idle(serve: ServeProcess, pid: int, broker: int, count: int | None = N
         device_id = f"06:00:{index // 65536:02x}:{index // 256 % 256:02x}:{index % 256:02x}:01"
         section = issuer.issue(device_id, f"board-{index}", "", IDLE_KEEPALIVE)
         reader, writer = await asyncio.open_connection("127.0.0.1", broker)
-        body = (mp._pack_string("MQTT") + bytes([4, 0xC2]) + IDLE_KEEPALIVE.to_bytes(2, "big")
-                + mp._pack_string(str(section["client_id"])) + mp._pack_string(str(section["username"]))
-                + mp._pack_string(str(section["password"])))
+        body = (
+            mp._pack_string("MQTT")
+            + bytes([4, 0xC2])
+            + IDLE_KEEPALIVE.to_bytes(2, "big")
+            + mp._pack_string(str(section["client_id"]))
+            + mp._pack_string(str(section["username"]))
+            + mp._pack_string(str(section["password"]))
+        )
         writer.write(mp.encode(mp.CONNECT, 0, body))
         assert await reader.readexactly(4) == mp.connack(mp.ACCEPTED), "the broker refused an idle device"
         links.append(writer)
@@ -195,17 +215,27 @@ async def idle(serve: ServeProcess, pid: int, broker: int, count: int | None = N
         task.cancel()
     for writer in links:
         writer.close()
-    return {"devices": count, "rss_before_mb": round(rss0 / 1024, 1), "rss_after_mb": round(rss1 / 1024, 1),
-            "kb_per_idle_device": round((rss1 - rss0) / count, 2), "keepalive_s": IDLE_KEEPALIVE,
-            "server_idle_cpu_share_without_them": round(baseline, 4),
-            "cpu_share_of_a_core": round(cpu / wall, 4), "cpu_us_per_device_per_keepalive":
-            round(1e6 * cpu / count / (wall / IDLE_KEEPALIVE), 1)}
+    return {
+        "devices": count,
+        "rss_before_mb": round(rss0 / 1024, 1),
+        "rss_after_mb": round(rss1 / 1024, 1),
+        "kb_per_idle_device": round((rss1 - rss0) / count, 2),
+        "keepalive_s": IDLE_KEEPALIVE,
+        "server_idle_cpu_share_without_them": round(baseline, 4),
+        "cpu_share_of_a_core": round(cpu / wall, 4),
+        "cpu_us_per_device_per_keepalive": round(1e6 * cpu / count / (wall / IDLE_KEEPALIVE), 1),
+    }
 
 
 async def run() -> dict[str, Any]:
     clips = build_clips()
-    report: dict[str, Any] = {"cpu": cpu_model(), "load_average": os.getloadavg(), "devices": ARGS.devices,
-                              "turns": ARGS.turns, "floor_before": measure_floor(clips)}
+    report: dict[str, Any] = {
+        "cpu": cpu_model(),
+        "load_average": os.getloadavg(),
+        "devices": ARGS.devices,
+        "turns": ARGS.turns,
+        "floor_before": measure_floor(clips),
+    }
     with tempfile.TemporaryDirectory() as tmp:
         for mqtt in (False, True):
             run_dir = Path(tmp) / ("mqtt" if mqtt else "ws")
@@ -215,8 +245,9 @@ async def run() -> dict[str, Any]:
     floor = statistics.mean([report["floor_before"]["ms_per_frame"], report["floor_after"]["ms_per_frame"]])
     for key in ("websocket", "mqtt+udp"):
         report[key]["cpu_per_frame_over_floor"] = round(report[key]["cpu_ms_per_frame"] / floor, 2)
-    report["mqtt_over_websocket_cpu"] = round(report["mqtt+udp"]["cpu_ms_per_frame"]
-                                              / max(report["websocket"]["cpu_ms_per_frame"], 1e-9), 2)
+    report["mqtt_over_websocket_cpu"] = round(
+        report["mqtt+udp"]["cpu_ms_per_frame"] / max(report["websocket"]["cpu_ms_per_frame"], 1e-9), 2
+    )
     return report
 
 

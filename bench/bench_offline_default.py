@@ -47,7 +47,8 @@ def right(expect: list[str], reject: list[str], answer: str, now: datetime, week
     for word in expect:
         if word == "$WEEKDAY":
             return weekdays[now.weekday()].lower() in low and all(
-                day.lower() not in low for day in weekdays if day != weekdays[now.weekday()])
+                day.lower() not in low for day in weekdays if day != weekdays[now.weekday()]
+            )
         if word == "$TIME":
             for hour, minute in re.findall(r"(?<!\d)(\d{1,2}):(\d{2})", answer):
                 for said in (int(hour) % 12, int(hour) % 12 + 12):
@@ -73,8 +74,9 @@ async def run_model(path: Path | None, rounds: int, threads: int) -> dict:
     loaded = None
     for conversation in data["conversations"]:
         pack = language_pack(conversation["lang"])
-        prompt = TurnInstructions(pack.system_prompt, clock_note=pack.clock_note, weekdays=pack.weekdays,
-                                  limits=pack.no_tools_note)
+        prompt = TurnInstructions(
+            pack.system_prompt, clock_note=pack.clock_note, weekdays=pack.weekdays, limits=pack.no_tools_note
+        )
         for _ in range(rounds):
             agent = LocalLlamaAgentProvider(path, n_threads=threads)
             started = time.perf_counter()
@@ -94,8 +96,10 @@ async def run_model(path: Path | None, rounds: int, threads: int) -> dict:
                 firsts.append(first if first is not None else float("nan"))
                 verdict = right(turn["expect"], turn.get("reject", []), text, datetime.now(), pack.weekdays)
                 ok = ok and verdict
-                answers.append(f"  [{'ok' if verdict else '--'}] {conversation['kind']}/{conversation['lang']}: "
-                               f"{turn['say']} -> {text.strip()[:160]!r}")
+                answers.append(
+                    f"  [{'ok' if verdict else '--'}] {conversation['kind']}/{conversation['lang']}: "
+                    f"{turn['say']} -> {text.strip()[:160]!r}"
+                )
             score.setdefault(f"{conversation['kind']}/{conversation['lang']}", []).append(int(ok))
     return {"score": score, "firsts": firsts, "answers": answers, "load_s": loaded[0], "rss_mb": loaded[1]}
 
@@ -110,8 +114,8 @@ def main() -> int:
 
     print(f"CPU: {cpu_model()} ({len(os.sched_getaffinity(0))} cores); load average {os.getloadavg()}")
     try:
-        from capacity_load import build_clips
         from capacity_floor import measure_floor
+        from capacity_load import build_clips
 
         floor = measure_floor(build_clips())
         print(f"in-run floor: {floor['ms_per_frame']:.3f} ms per 60 ms frame (Opus decode + Silero, one thread)")
@@ -126,8 +130,10 @@ def main() -> int:
         firsts = sorted(f for f in result["firsts"] if f == f)
         p50 = statistics.median(firsts)
         p90 = firsts[int(0.9 * (len(firsts) - 1))]
-        print(f"\n## {name}: {total}/{count} conversations right; first token p50 {p50:.2f} s p90 {p90:.2f} s; "
-              f"load {result['load_s']:.1f} s, +{result['rss_mb']:.0f} MB RSS; load average {os.getloadavg()}")
+        print(
+            f"\n## {name}: {total}/{count} conversations right; first token p50 {p50:.2f} s p90 {p90:.2f} s; "
+            f"load {result['load_s']:.1f} s, +{result['rss_mb']:.0f} MB RSS; load average {os.getloadavg()}"
+        )
         for kind, values in sorted(result["score"].items()):
             print(f"  {kind}: {sum(values)}/{len(values)}")
         print("\n".join(result["answers"]))

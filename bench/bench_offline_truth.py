@@ -81,37 +81,77 @@ HELD_OUT: list[tuple[str, str]] = [
 not used to shape them: how far the rules reach beyond the list they were checked on."""
 CLOCK_KINDS = ("time", "date", "weekday", "month", "year")
 
-_DONE = (r"set|turned|changed|adjusted|increased|decreased|raised|lowered|muted|unmuted|restarted|rebooted|switched|"
-         r"dimmed|brightened|updated|enabled|disabled|activated|made|checked|looked")
-_DO = (r"set|turn|change|adjust|increase|decrease|raise|lower|mute|unmute|restart|reboot|switch|dim|brighten|"
-       r"update|enable|disable|activate|make|check|look")
-_DOING = (r"setting|turning|changing|adjusting|increasing|decreasing|raising|lowering|muting|restarting|rebooting|"
-          r"switching|dimming|brightening|updating|making|checking")
+_DONE = (
+    r"set|turned|changed|adjusted|increased|decreased|raised|lowered|muted|unmuted|restarted|rebooted|switched|"
+    r"dimmed|brightened|updated|enabled|disabled|activated|made|checked|looked"
+)
+_DO = (
+    r"set|turn|change|adjust|increase|decrease|raise|lower|mute|unmute|restart|reboot|switch|dim|brighten|"
+    r"update|enable|disable|activate|make|check|look"
+)
+_DOING = (
+    r"setting|turning|changing|adjusting|increasing|decreasing|raising|lowering|muting|restarting|rebooting|"
+    r"switching|dimming|brightening|updating|making|checking"
+)
 CLAIM_RULES: list[tuple[str, re.Pattern[str]]] = [
-    ("first person did it", re.compile(
-        rf"\b(i|i've|i have|i just|we've|we have)\s+(now\s+|just\s+|already\s+)?({_DONE})\b", re.I)),
-    ("first person will do it", re.compile(
-        rf"\b(i'll|i will|let me|i'm going to|i am going to)\s+(now\s+|just\s+)?({_DO})\b", re.I)),
+    (
+        "first person did it",
+        re.compile(rf"\b(i|i've|i have|i just|we've|we have)\s+(now\s+|just\s+|already\s+)?({_DONE})\b", re.I),
+    ),
+    (
+        "first person will do it",
+        re.compile(rf"\b(i'll|i will|let me|i'm going to|i am going to)\s+(now\s+|just\s+)?({_DO})\b", re.I),
+    ),
     ("first person is doing it", re.compile(rf"\b(i'm|i am)\s+(now\s+|just\s+)?({_DOING})\b", re.I)),
-    ("thing is now in a new state", re.compile(
-        r"\b(volume|brightness|screen|theme|speaker|device|sound|display)\b[^.!?]{0,40}\b(is|has been|was|are)\s+"
-        r"(now\s+)?(set|turned|changed|adjusted|increased|decreased|raised|lowered|muted|restarted|rebooted|"
-        r"switched|dimmed|brighter|darker|louder|quieter|on|off|at\s+\d+|\d+\s*%)", re.I)),
+    (
+        "thing is now in a new state",
+        re.compile(
+            r"\b(volume|brightness|screen|theme|speaker|device|sound|display)\b[^.!?]{0,40}\b(is|has been|was|are)\s+"
+            r"(now\s+)?(set|turned|changed|adjusted|increased|decreased|raised|lowered|muted|restarted|rebooted|"
+            r"switched|dimmed|brighter|darker|louder|quieter|on|off|at\s+\d+|\d+\s*%)",
+            re.I,
+        ),
+    ),
     ("done / there you go", re.compile(r"^\W*(done|all set|there you go|here you go|okay,? done)\b", re.I)),
     ("restart in progress", re.compile(r"\b(restarting|rebooting)\b", re.I)),
-    ("weather report", re.compile(
-        r"\b(sunny|sunshine|sun's rays|shining|raining|rainy|showers|drizzle|cloudy|overcast|snowing|windy|stormy|"
-        r"thunder|humid|\d+\s*(°|degrees)|weather (today |tomorrow |in \w+ )?(is|will be)|"
-        r"(it|there)('s| is| will| 'll)( not)?( be| going to)? (rain|snow|a storm))\b", re.I)),
-    ("temperature report", re.compile(
-        r"\b(it's|it is|it'll be|it will be|it feels|feels)\b[^.!?]{0,25}\b(hot|cold|warm|chilly|freezing|mild|"
-        r"hotter|colder|warmer)\b", re.I)),
+    (
+        "weather report",
+        re.compile(
+            r"\b(sunny|sunshine|sun's rays|shining|raining|rainy|showers|drizzle|cloudy|overcast|snowing|windy|stormy|"
+            r"thunder|humid|\d+\s*(°|degrees)|weather (today |tomorrow |in \w+ )?(is|will be)|"
+            r"(it|there)('s| is| will| 'll)( not)?( be| going to)? (rain|snow|a storm))\b",
+            re.I,
+        ),
+    ),
+    (
+        "temperature report",
+        re.compile(
+            r"\b(it's|it is|it'll be|it will be|it feels|feels)\b[^.!?]{0,25}\b(hot|cold|warm|chilly|freezing|mild|"
+            r"hotter|colder|warmer)\b",
+            re.I,
+        ),
+    ),
 ]
-NEGATION = re.compile(r"\bi\s*('m|am)?\s*(can't|cannot|can not|am unable|unable|not able|don't have|do not have|"
-                      r"have no|couldn't|won't be able|don't know|do not know|not equipped)\b|"
-                      r"\b(not possible|no way to|no access|no tools)\b", re.I)
-MONTHS = ("january", "february", "march", "april", "may", "june", "july", "august", "september", "october",
-          "november", "december")
+NEGATION = re.compile(
+    r"\bi\s*('m|am)?\s*(can't|cannot|can not|am unable|unable|not able|don't have|do not have|"
+    r"have no|couldn't|won't be able|don't know|do not know|not equipped)\b|"
+    r"\b(not possible|no way to|no access|no tools)\b",
+    re.I,
+)
+MONTHS = (
+    "january",
+    "february",
+    "march",
+    "april",
+    "may",
+    "june",
+    "july",
+    "august",
+    "september",
+    "october",
+    "november",
+    "december",
+)
 WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 
 
@@ -134,8 +174,10 @@ def claimed_actions(answer: str) -> list[str]:
 
 def _times_in(answer: str) -> list[tuple[int, int, str]]:
     """(hour, minute, am/pm or "") for every h:mm in the answer."""
-    return [(int(h), int(m), (ampm or "").lower().replace(".", ""))
-            for h, m, ampm in re.findall(r"\b(\d{1,2})[:.](\d{2})\s*(a\.?m\.?|p\.?m\.?)?", answer, re.I)]
+    return [
+        (int(h), int(m), (ampm or "").lower().replace(".", ""))
+        for h, m, ampm in re.findall(r"\b(\d{1,2})[:.](\d{2})\s*(a\.?m\.?|p\.?m\.?)?", answer, re.I)
+    ]
 
 
 def check_clock(kind: str, answer: str, asked: datetime) -> tuple[bool, str]:
@@ -196,8 +238,11 @@ async def ask(url: str, kind: str, prompt: str, timeout: float) -> Outcome:
         asked = datetime.now().astimezone()
         await device.send_text(prompt)
         await device.wait_for("tts", state="stop", after=mark, timeout=timeout)
-        said = [m.data.get("text", "") for m in device.received[mark:]
-                if m.data.get("type") == "tts" and m.data.get("state") == "sentence_start"]
+        said = [
+            m.data.get("text", "")
+            for m in device.received[mark:]
+            if m.data.get("type") == "tts" and m.data.get("state") == "sentence_start"
+        ]
         calls = [r for r in device.mcp_requests if r.get("method") == "tools/call"][calls_before:]
     answer = " ".join(said)
     outcome = Outcome(kind, prompt, answer, asked, tool_calls=[str(c.get("params", {}).get("name")) for c in calls])
@@ -218,8 +263,8 @@ def cpu_model() -> str:
 
 
 async def main(args: argparse.Namespace) -> int:
-    from vixio.config.loader import load_config
     from vixio.app.server import VixioServer
+    from vixio.config.loader import load_config
 
     config = load_config(args.config)
     config.xiaozhi.host = config.xiaozhi.http.host = "127.0.0.1"
@@ -234,9 +279,11 @@ async def main(args: argparse.Namespace) -> int:
         config.tts = None
     agent = config.agent
     print(f"CPU: {cpu_model()} ({len(__import__('os').sched_getaffinity(0))} cores)")
-    print(f"config: {args.config}; agent: {agent.provider if agent else None} "
-          f"{getattr(agent, 'model_path', None) or getattr(agent, 'model', '') or '(bundled SmolLM2-135M)'}; "
-          f"vixio from {Path(__import__('vixio').__file__).parent.parent}")
+    print(
+        f"config: {args.config}; agent: {agent.provider if agent else None} "
+        f"{getattr(agent, 'model_path', None) or getattr(agent, 'model', '') or '(bundled SmolLM2-135M)'}; "
+        f"vixio from {Path(__import__('vixio').__file__).parent.parent}"
+    )
     server = VixioServer(config)
     await server.start()
     outcomes: list[Outcome] = []
@@ -249,14 +296,19 @@ async def main(args: argparse.Namespace) -> int:
                 outcomes.append(outcome)
                 verdict = []
                 if outcome.claims:
-                    verdict.append(("CLAIMED, NOT TAKEN" if outcome.untaken_claim else "claimed, taken")
-                                   + ": " + "; ".join(outcome.claims))
+                    verdict.append(
+                        ("CLAIMED, NOT TAKEN" if outcome.untaken_claim else "claimed, taken")
+                        + ": "
+                        + "; ".join(outcome.claims)
+                    )
                 if outcome.clock is not None:
                     verdict.append(("RIGHT" if outcome.clock[0] else "WRONG") + f" ({outcome.clock[1]})")
-                print(f"[r{round_} {number:2d} {kind:<10}] {prompt}  (asked {outcome.asked:%H:%M:%S %Z})"
-                      f"\n    -> {outcome.answer!r}"
-                      f"\n    tools called: {outcome.tool_calls or 'none'}; " + (" | ".join(verdict) or "no claim"),
-                      flush=True)
+                print(
+                    f"[r{round_} {number:2d} {kind:<10}] {prompt}  (asked {outcome.asked:%H:%M:%S %Z})"
+                    f"\n    -> {outcome.answer!r}"
+                    f"\n    tools called: {outcome.tool_calls or 'none'}; " + (" | ".join(verdict) or "no claim"),
+                    flush=True,
+                )
     finally:
         await server.stop()
         from vixio.providers.agent.llama.weights import close_models
@@ -275,8 +327,12 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--config", default="config.yaml")
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--prompts", choices=["fixed", "held-out"], default="fixed",
-                        help="the fixed 20 prompts, or 20 other wordings (HELD_OUT)")
+    parser.add_argument(
+        "--prompts",
+        choices=["fixed", "held-out"],
+        default="fixed",
+        help="the fixed 20 prompts, or 20 other wordings (HELD_OUT)",
+    )
     parser.add_argument("--timeout", type=float, default=60.0)
     parser.add_argument("--no-guard", action="store_true", help="agent.no_tools_guard: false (instructions only)")
     parser.add_argument("--speech", action="store_true", help="keep the config's ASR and TTS (slower, same text)")

@@ -78,8 +78,14 @@ async def turns_child(turns: int) -> dict[str, Any]:
 
 def run_turns(variant: str, turns: int) -> dict[str, Any]:
     env = {**os.environ, SWITCH: VARIANTS[variant]}
-    done = subprocess.run([sys.executable, __file__, "--child-turns", str(turns)], env=env, cwd=ROOT,
-                          capture_output=True, text=True, check=True)
+    done = subprocess.run(
+        [sys.executable, __file__, "--child-turns", str(turns)],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
@@ -104,8 +110,9 @@ async def run_frames(variant: str, sessions: int, port: int) -> dict[str, float]
     try:
         encoder = OpusEncoder(16000)
         t = np.arange(960) / 16000
-        frames = [encoder.encode((np.sin(2 * np.pi * f * t) * 5000).astype("<i2").tobytes())
-                  for f in range(200, 1200, 50)]
+        frames = [
+            encoder.encode((np.sin(2 * np.pi * f * t) * 5000).astype("<i2").tobytes()) for f in range(200, 1200, 50)
+        ]
         sockets = [await transport.connect(port, i) for i in range(sessions)]
         for ws in sockets:
             await ws.send(json.dumps({"type": "listen", "state": "start", "mode": "auto"}))
@@ -172,8 +179,10 @@ def main() -> None:
 
     clips = build_clips()
     floors = [measure_floor(clips)["ms_per_frame"]]
-    print(f"CPU: {cpu_model()}, {os.cpu_count()} cores; floor (Opus decode + Silero per 60 ms frame): "
-          f"{floors[0]:.3f} ms", flush=True)
+    print(
+        f"CPU: {cpu_model()}, {os.cpu_count()} cores; floor (Opus decode + Silero per 60 ms frame): {floors[0]:.3f} ms",
+        flush=True,
+    )
     turns: dict[str, list[dict[str, Any]]] = {name: [] for name in VARIANTS}
     frames: dict[str, list[dict[str, float]]] = {name: [] for name in VARIANTS}
     for round_index in range(args.rounds):
@@ -182,32 +191,45 @@ def main() -> None:
             turns[variant].append(run_turns(variant, args.turns))
             frames[variant].append(asyncio.run(run_frames(variant, args.sessions, args.port)))
             last = turns[variant][-1]
-            print(f"round {round_index + 1} {variant:<9}: loop CPU per turn median "
-                  f"{statistics.median(last['cpu_ms']):.2f} ms; uplink {frames[variant][-1]['uplink_ms']:.3f} ms/frame, "
-                  f"downlink {frames[variant][-1]['downlink_ms']:.3f} ms/frame", flush=True)
+            print(
+                f"round {round_index + 1} {variant:<9}: loop CPU per turn median "
+                f"{statistics.median(last['cpu_ms']):.2f} ms; uplink {frames[variant][-1]['uplink_ms']:.3f} ms/frame, "
+                f"downlink {frames[variant][-1]['downlink_ms']:.3f} ms/frame",
+                flush=True,
+            )
         floors.append(measure_floor(clips)["ms_per_frame"])
     floor = statistics.median(floors)
-    print(f"\nfloor over the run: median {floor:.3f} ms per frame ({min(floors):.3f}-{max(floors):.3f}, "
-          f"{len(floors)} measurements)")
+    print(
+        f"\nfloor over the run: median {floor:.3f} ms per frame ({min(floors):.3f}-{max(floors):.3f}, "
+        f"{len(floors)} measurements)"
+    )
     rows: dict[str, dict[str, float]] = {}
     for variant in VARIANTS:
         cpu = [value for run in turns[variant] for value in run["cpu_ms"]]
         wall = [value for run in turns[variant] for value in run["wall_ms"]]
         rows[variant] = {
-            "turn_cpu": statistics.median(cpu), "turn_cpu_p95": p95(cpu), "turn_wall": statistics.median(wall),
+            "turn_cpu": statistics.median(cpu),
+            "turn_cpu_p95": p95(cpu),
+            "turn_wall": statistics.median(wall),
             "uplink": statistics.median(run["uplink_ms"] for run in frames[variant]),
             "downlink": statistics.median(run["downlink_ms"] for run in frames[variant]),
         }
-    print(f"{'':<10} {'loop CPU/turn':>14} {'p95':>8} {'turn wall':>10} {'uplink/frame':>13} {'x floor':>8} "
-          f"{'downlink/frame':>15} {'x floor':>8}")
+    print(
+        f"{'':<10} {'loop CPU/turn':>14} {'p95':>8} {'turn wall':>10} {'uplink/frame':>13} {'x floor':>8} "
+        f"{'downlink/frame':>15} {'x floor':>8}"
+    )
     for variant, row in rows.items():
-        print(f"{variant:<10} {row['turn_cpu']:>11.2f} ms {row['turn_cpu_p95']:>5.2f} ms {row['turn_wall']:>7.2f} ms "
-              f"{row['uplink']:>10.3f} ms {row['uplink'] / floor:>8.2f} {row['downlink']:>12.3f} ms "
-              f"{row['downlink'] / floor:>8.2f}")
+        print(
+            f"{variant:<10} {row['turn_cpu']:>11.2f} ms {row['turn_cpu_p95']:>5.2f} ms {row['turn_wall']:>7.2f} ms "
+            f"{row['uplink']:>10.3f} ms {row['uplink'] / floor:>8.2f} {row['downlink']:>12.3f} ms "
+            f"{row['downlink'] / floor:>8.2f}"
+        )
     on, off = rows["patched"], rows["unpatched"]
-    print(f"switching the patches off costs: loop CPU per turn x{off['turn_cpu'] / on['turn_cpu']:.2f} "
-          f"(+{off['turn_cpu'] - on['turn_cpu']:.2f} ms), uplink x{off['uplink'] / on['uplink']:.2f}, "
-          f"downlink x{off['downlink'] / on['downlink']:.2f}")
+    print(
+        f"switching the patches off costs: loop CPU per turn x{off['turn_cpu'] / on['turn_cpu']:.2f} "
+        f"(+{off['turn_cpu'] - on['turn_cpu']:.2f} ms), uplink x{off['uplink'] / on['uplink']:.2f}, "
+        f"downlink x{off['downlink'] / on['downlink']:.2f}"
+    )
 
 
 if __name__ == "__main__":

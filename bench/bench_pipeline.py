@@ -10,8 +10,8 @@
 from __future__ import annotations
 
 import argparse
-import random
 import asyncio
+import random
 import statistics
 import sys
 import time
@@ -22,13 +22,13 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from vixio.app.log import setup_logging  # noqa: E402
+from vixio.app.server import VixioServer  # noqa: E402
 from vixio.config import load_config  # noqa: E402
 from vixio.config.models import VixioConfig  # noqa: E402
 from vixio.core.pipeline import Pipeline  # noqa: E402
-from vixio.app.log import setup_logging  # noqa: E402
 from vixio.providers.agent.base import AgentEvent, AgentProvider, AgentTextDelta  # noqa: E402
 from vixio.providers.tts.base import TTSProvider  # noqa: E402
-from vixio.app.server import VixioServer  # noqa: E402
 from vixio.stations import AgentStation, SentenceAggregatorStation, TextAggregatorStation, TTSStation  # noqa: E402
 
 
@@ -65,12 +65,20 @@ class InstantTTS(TTSProvider):
 async def serve_instant(port: int) -> None:
     """The server side of the overhead benchmark (its own process, so clients do not skew it)."""
     setup_logging("WARNING")
-    config = VixioConfig.model_validate({"xiaozhi": {"host": "127.0.0.1", "port": port, "idle_timeout": 0,
-                                                     "http": {"host": "127.0.0.1", "port": 0}}})
+    config = VixioConfig.model_validate(
+        {"xiaozhi": {"host": "127.0.0.1", "port": port, "idle_timeout": 0, "http": {"host": "127.0.0.1", "port": 0}}}
+    )
 
     async def factory(context):
-        return Pipeline([TextAggregatorStation(), AgentStation(InstantAgent()), SentenceAggregatorStation(),
-                         TTSStation(InstantTTS())], session_id=context.session_id)
+        return Pipeline(
+            [
+                TextAggregatorStation(),
+                AgentStation(InstantAgent()),
+                SentenceAggregatorStation(),
+                TTSStation(InstantTTS()),
+            ],
+            session_id=context.session_id,
+        )
 
     async with VixioServer(config, factory):
         print("ready", flush=True)
@@ -83,13 +91,19 @@ async def overhead(sessions: int, port: int = 18770, *, stagger: float = 0.0) ->
 
     import websockets
 
-    server = subprocess.Popen([sys.executable, __file__, "--serve-instant", str(port)], stdout=subprocess.PIPE, text=True)
+    server = subprocess.Popen(
+        [sys.executable, __file__, "--serve-instant", str(port)], stdout=subprocess.PIPE, text=True
+    )
     assert server.stdout is not None and server.stdout.readline().strip() == "ready"
     latencies: list[float] = []
     try:
+
         async def client(index: int) -> None:
-            async with websockets.connect(f"ws://127.0.0.1:{port}/", compression=None,
-                                          additional_headers={"Device-Id": f"02:00:00:00:00:{index:02x}"}) as ws:
+            async with websockets.connect(
+                f"ws://127.0.0.1:{port}/",
+                compression=None,
+                additional_headers={"Device-Id": f"02:00:00:00:00:{index:02x}"},
+            ) as ws:
                 await ws.send(json.dumps({"type": "hello", "version": 1, "transport": "websocket"}))
                 await ws.recv()
                 for _ in range(5):
@@ -146,12 +160,17 @@ async def offline() -> None:
 
 async def main(args: argparse.Namespace) -> None:
     setup_logging("WARNING")
-    for sessions, stagger, how in ((1, 0.0, ""), (100, 3.0, ", turns at random times"),
-                                   (100, 0.0, ", all 100 turns ending at the same instant")):
+    for sessions, stagger, how in (
+        (1, 0.0, ""),
+        (100, 3.0, ", turns at random times"),
+        (100, 0.0, ", all 100 turns ending at the same instant"),
+    ):
         values = sorted(await overhead(sessions, stagger=stagger))
         p95 = values[min(len(values) - 1, int(0.95 * len(values)))]
-        print(f"overhead, {sessions} session(s){how}: end of turn → first frame p50 {statistics.median(values):.1f} ms, "
-              f"p95 {p95:.1f} ms ({len(values)} turns)")
+        print(
+            f"overhead, {sessions} session(s){how}: end of turn → first frame p50 {statistics.median(values):.1f} ms, "
+            f"p95 {p95:.1f} ms ({len(values)} turns)"
+        )
     if args.offline:
         await offline()
 

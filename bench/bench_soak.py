@@ -46,8 +46,12 @@ from capacity.fakes import QUESTION  # noqa: E402
 from capacity.procs import PAGE, Children, ProcessTree, _read_stat  # noqa: E402
 from capacity.server import READY_TIMEOUT_S, VixioServerProcess  # noqa: E402
 
-HELLO = {"type": "hello", "version": 1, "transport": "websocket",
-         "audio_params": {"format": "opus", "sample_rate": 16000, "channels": 1, "frame_duration": 60}}
+HELLO = {
+    "type": "hello",
+    "version": 1,
+    "transport": "websocket",
+    "audio_params": {"format": "opus", "sample_rate": 16000, "channels": 1, "frame_duration": 60},
+}
 TURN_TIMEOUT = 30.0
 
 
@@ -58,8 +62,11 @@ a fleet; a new id every cycle would grow the stored history with the count of de
 
 def _headers(cycle: int, kind: int) -> dict[str, str]:
     device = cycle % DEVICES
-    return {"Device-Id": f"02:50:{kind:02x}:00:{device // 256:02x}:{device % 256:02x}",
-            "Client-Id": f"soak-{kind}-{device}", "Protocol-Version": "1"}
+    return {
+        "Device-Id": f"02:50:{kind:02x}:00:{device // 256:02x}:{device % 256:02x}",
+        "Client-Id": f"soak-{kind}-{device}",
+        "Protocol-Version": "1",
+    }
 
 
 async def _hello(ws: Any) -> None:
@@ -120,8 +127,13 @@ async def run_cycles(url: str, first: int, count: int, concurrency: int) -> list
 
 def start_fakes(children: Children, env: dict[str, str], tts_seconds: float) -> str:
     """bench/capacity/fakes.py with `tts_seconds` of audio per sentence; its base URL."""
-    proc = children.start([sys.executable, str(BENCH / "capacity" / "fakes.py"), "--tts-seconds", str(tts_seconds)],
-                          cwd=BENCH.parent, env=env, stdout=subprocess.PIPE, text=True)
+    proc = children.start(
+        [sys.executable, str(BENCH / "capacity" / "fakes.py"), "--tts-seconds", str(tts_seconds)],
+        cwd=BENCH.parent,
+        env=env,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     assert proc.stdout is not None
     line = proc.stdout.readline()
     if not line:
@@ -183,12 +195,20 @@ def main(argv: list[str] | None = None) -> int:
 
             def sample() -> None:
                 rss = rss_by_process(server.tree)
-                samples.append({"cycles": done, "seconds": round(time.monotonic() - started, 1),
-                                "rss_mb": {names.get(pid, f"pid {pid}"): round(mb, 1) for pid, mb in rss.items()}})
+                samples.append(
+                    {
+                        "cycles": done,
+                        "seconds": round(time.monotonic() - started, 1),
+                        "rss_mb": {names.get(pid, f"pid {pid}"): round(mb, 1) for pid, mb in rss.items()},
+                    }
+                )
                 row = samples[-1]
-                print(f"{row['cycles']:>6} cycles {row['seconds']:>7.1f} s  "
-                      + "  ".join(f"{name} {mb:6.1f}" for name, mb in row["rss_mb"].items())
-                      + f"  total {sum(row['rss_mb'].values()):6.1f} MB", flush=True)
+                print(
+                    f"{row['cycles']:>6} cycles {row['seconds']:>7.1f} s  "
+                    + "  ".join(f"{name} {mb:6.1f}" for name, mb in row["rss_mb"].items())
+                    + f"  total {sum(row['rss_mb'].values()):6.1f} MB",
+                    flush=True,
+                )
 
             sample()
             while done < args.cycles:
@@ -198,13 +218,18 @@ def main(argv: list[str] | None = None) -> int:
                 time.sleep(1.0)  # the batch's sessions finish closing
                 sample()
             problems = server.log_problems()
-            warnings = [line.split(" | ")[-1] for line in server.log_path.read_text(errors="replace").splitlines()
-                        if "| WARNING |" in line or "| ERROR   |" in line]
+            warnings = [
+                line.split(" | ")[-1]
+                for line in server.log_path.read_text(errors="replace").splitlines()
+                if "| WARNING |" in line or "| ERROR   |" in line
+            ]
         children.kill_all()
 
-    print(f"\n{args.cycles} cycles (typed turn + abrupt drop + no hello each) against --workers {args.workers} "
-          f"in {samples[-1]['seconds']:.0f} s; {len(failures)} failed connections; server log: "
-          f"{problems['warnings']} warnings, {problems['errors']} errors")
+    print(
+        f"\n{args.cycles} cycles (typed turn + abrupt drop + no hello each) against --workers {args.workers} "
+        f"in {samples[-1]['seconds']:.0f} s; {len(failures)} failed connections; server log: "
+        f"{problems['warnings']} warnings, {problems['errors']} errors"
+    )
     for failure in failures[:10]:
         print("  " + failure)
     for line in list(dict.fromkeys(warnings))[:10]:
@@ -213,19 +238,39 @@ def main(argv: list[str] | None = None) -> int:
     last = [s for s in samples if s["cycles"] >= 0.75 * args.cycles]
     fits: dict[str, dict[str, float]] = {}
     for name in list(samples[-1]["rss_mb"]) + ["total"]:
+
         def series(rows: list[dict[str, Any]], name: str = name) -> list[tuple[int, float]]:
-            return [(row["cycles"], sum(row["rss_mb"].values()) if name == "total" else row["rss_mb"].get(name, 0.0))
-                    for row in rows if name == "total" or name in row["rss_mb"]]
-        fits[name] = {"after_warmup": round(slope_per_1000(series(warm)), 2),
-                      "last_quarter": round(slope_per_1000(series(last)), 2),
-                      "start_mb": series(samples)[0][1], "end_mb": series(samples)[-1][1]}
+            return [
+                (row["cycles"], sum(row["rss_mb"].values()) if name == "total" else row["rss_mb"].get(name, 0.0))
+                for row in rows
+                if name == "total" or name in row["rss_mb"]
+            ]
+
+        fits[name] = {
+            "after_warmup": round(slope_per_1000(series(warm)), 2),
+            "last_quarter": round(slope_per_1000(series(last)), 2),
+            "start_mb": series(samples)[0][1],
+            "end_mb": series(samples)[-1][1],
+        }
         fit = fits[name]
-        print(f"{name:>18}: {fit['start_mb']:6.1f} -> {fit['end_mb']:6.1f} MB; growth per 1,000 cycles "
-              f"after warm-up {fit['after_warmup']:+.2f} MB, in the last quarter {fit['last_quarter']:+.2f} MB")
+        print(
+            f"{name:>18}: {fit['start_mb']:6.1f} -> {fit['end_mb']:6.1f} MB; growth per 1,000 cycles "
+            f"after warm-up {fit['after_warmup']:+.2f} MB, in the last quarter {fit['last_quarter']:+.2f} MB"
+        )
     if args.json:
-        args.json.write_text(json.dumps({"args": {k: str(v) for k, v in vars(args).items()}, "samples": samples,
-                                         "fits": fits, "failures": failures, "log": problems,
-                                         "log_lines": warnings[:100]}, indent=1))
+        args.json.write_text(
+            json.dumps(
+                {
+                    "args": {k: str(v) for k, v in vars(args).items()},
+                    "samples": samples,
+                    "fits": fits,
+                    "failures": failures,
+                    "log": problems,
+                    "log_lines": warnings[:100],
+                },
+                indent=1,
+            )
+        )
     return 1 if failures else 0
 
 

@@ -84,7 +84,7 @@ def measure_eer(encoder: SpeakerEncoder, tests: int, threshold: float, seed: int
     prints, trials, cpu = {}, [], []
     for name, items in voices.items():
         order = rng.permutation(len(items))
-        chunks = [[items[i] for i in order[k * per_item:(k + 1) * per_item]] for k in range(3 + tests)]
+        chunks = [[items[i] for i in order[k * per_item : (k + 1) * per_item]] for k in range(3 + tests)]
         enrol = []
         for chunk in chunks[:3]:
             enrol.append(encoder.embed(utterance(chunk)))
@@ -106,10 +106,16 @@ def measure_eer(encoder: SpeakerEncoder, tests: int, threshold: float, seed: int
         # The same voice as a stranger: its own print left out, is it taken for someone enrolled?
         strangers_taken += max(score for other, score in scores.items() if other != name) >= threshold
     rate, at = eer(targets, impostors)
-    return {"speakers": len(voices), "tests": len(trials), "eer": rate, "eer_threshold": at,
-            "identified": right / max(1, len(trials)), "strangers_taken": strangers_taken / max(1, len(trials)),
-            "false_reject": float(np.mean(np.array(targets) < threshold)),
-            "cpu_ms_per_audio_s": statistics.median(cpu)}
+    return {
+        "speakers": len(voices),
+        "tests": len(trials),
+        "eer": rate,
+        "eer_threshold": at,
+        "identified": right / max(1, len(trials)),
+        "strangers_taken": strangers_taken / max(1, len(trials)),
+        "false_reject": float(np.mean(np.array(targets) < threshold)),
+        "cpu_ms_per_audio_s": statistics.median(cpu),
+    }
 
 
 def measure_latency(encoder: SpeakerEncoder, repeats: int) -> dict[str, float]:
@@ -144,13 +150,16 @@ def measure_latency(encoder: SpeakerEncoder, repeats: int) -> dict[str, float]:
                 encoder.embed(pcm)
                 embed_cpu.append(time.thread_time() - started)
         added = [b - a for a, b in zip(alone, together)]
-        return {"asr_ms": statistics.median(alone) * 1000, "asr_with_speaker_ms": statistics.median(together) * 1000,
-                "added_ms_median": statistics.median(added) * 1000,
-                "added_ms_p90": float(np.percentile(added, 90)) * 1000,
-                "speaker_after_asr_ms_p90": float(np.percentile(
-                    [t - a for t, a in zip(together, asr_in_parallel)], 90)) * 1000,
-                "embed_cpu_ms_median": statistics.median(embed_cpu) * 1000,
-                "clip_seconds": float(np.mean([len(c) / 16000 for c in clips]))}
+        return {
+            "asr_ms": statistics.median(alone) * 1000,
+            "asr_with_speaker_ms": statistics.median(together) * 1000,
+            "added_ms_median": statistics.median(added) * 1000,
+            "added_ms_p90": float(np.percentile(added, 90)) * 1000,
+            "speaker_after_asr_ms_p90": float(np.percentile([t - a for t, a in zip(together, asr_in_parallel)], 90))
+            * 1000,
+            "embed_cpu_ms_median": statistics.median(embed_cpu) * 1000,
+            "clip_seconds": float(np.mean([len(c) / 16000 for c in clips])),
+        }
 
     try:
         return asyncio.run(run())
@@ -162,8 +171,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tests", type=int, default=6, help="held-out test utterances per speaker")
     parser.add_argument("--repeats", type=int, default=5, help="latency repeats over the fixtures")
-    parser.add_argument("--threshold", type=float, nargs="+", default=[0.9, 0.94],
-                        help="thresholds to score (speakers.threshold's and tool_threshold's defaults)")
+    parser.add_argument(
+        "--threshold",
+        type=float,
+        nargs="+",
+        default=[0.9, 0.94],
+        help="thresholds to score (speakers.threshold's and tool_threshold's defaults)",
+    )
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args()
     if not VOICES.is_dir():
@@ -176,20 +190,26 @@ def main() -> None:
     for n, threshold in enumerate(args.threshold):
         result = measure_eer(encoder, args.tests, threshold, args.seed)
         if n == 0:
-            print(f"{result['speakers']} speakers, {result['tests']} held-out utterances: EER "
-                  f"{result['eer'] * 100:.1f} % (at cosine {result['eer_threshold']:.3f})")
-        print(f"at threshold {threshold}: enrolled voices identified {result['identified'] * 100:.1f} % "
-              f"(rejected as unknown {result['false_reject'] * 100:.1f} %); a stranger taken for an enrolled voice "
-              f"{result['strangers_taken'] * 100:.1f} % (each speaker's utterances against the others' prints)")
+            print(
+                f"{result['speakers']} speakers, {result['tests']} held-out utterances: EER "
+                f"{result['eer'] * 100:.1f} % (at cosine {result['eer_threshold']:.3f})"
+            )
+        print(
+            f"at threshold {threshold}: enrolled voices identified {result['identified'] * 100:.1f} % "
+            f"(rejected as unknown {result['false_reject'] * 100:.1f} %); a stranger taken for an enrolled voice "
+            f"{result['strangers_taken'] * 100:.1f} % (each speaker's utterances against the others' prints)"
+        )
     cpu = result["cpu_ms_per_audio_s"]
     print(f"CPU per second of speech: {cpu:.1f} ms ({cpu / floor['ms_per_frame']:.0f} x the floor's frame)")
     latency = measure_latency(encoder, args.repeats)
-    print(f"fixtures {latency['clip_seconds']:.1f} s each: ASR alone {latency['asr_ms']:.0f} ms, "
-          f"ASR with identification in parallel {latency['asr_with_speaker_ms']:.0f} ms; added median "
-          f"{latency['added_ms_median']:.1f} ms, p90 {latency['added_ms_p90']:.1f} ms; identification done "
-          f"after ASR by (p90) {latency['speaker_after_asr_ms_p90']:.1f} ms; embedding CPU "
-          f"{latency['embed_cpu_ms_median']:.0f} ms an utterance "
-          f"({latency['embed_cpu_ms_median'] / floor['ms_per_frame']:.0f} x the floor's frame)")
+    print(
+        f"fixtures {latency['clip_seconds']:.1f} s each: ASR alone {latency['asr_ms']:.0f} ms, "
+        f"ASR with identification in parallel {latency['asr_with_speaker_ms']:.0f} ms; added median "
+        f"{latency['added_ms_median']:.1f} ms, p90 {latency['added_ms_p90']:.1f} ms; identification done "
+        f"after ASR by (p90) {latency['speaker_after_asr_ms_p90']:.1f} ms; embedding CPU "
+        f"{latency['embed_cpu_ms_median']:.0f} ms an utterance "
+        f"({latency['embed_cpu_ms_median'] / floor['ms_per_frame']:.0f} x the floor's frame)"
+    )
     print(f"floor again {measure_floor(build_clips())['ms_per_frame']:.3f} ms")
 
 

@@ -36,16 +36,17 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from vixio.config.memory import MemoryConfig  # noqa: E402
 from vixio.app.startup import freeze_startup_heap  # noqa: E402
-from vixio.memory.long_term import VerbatimMemory  # noqa: E402
+from vixio.config.memory import MemoryConfig  # noqa: E402
 from vixio.memory.conversation import ConversationMemory  # noqa: E402
+from vixio.memory.long_term import VerbatimMemory  # noqa: E402
 from vixio.state.sqlite import SqliteStore  # noqa: E402
 from vixio.state.store import Store, StoredTurn  # noqa: E402
 
-
-REPLY = ("It is sunny in Paris today, with a light breeze from the west and a high of twenty-two degrees. "
-         "Take sunglasses if you go out this afternoon; the evening should stay clear and mild. ") * 2
+REPLY = (
+    "It is sunny in Paris today, with a light breeze from the west and a high of twenty-two degrees. "
+    "Take sunglasses if you go out this afternoon; the evening should stay clear and mild. "
+) * 2
 
 
 def device_id(n: int) -> str:
@@ -54,8 +55,11 @@ def device_id(n: int) -> str:
 
 def percentiles(values: list[float]) -> dict[str, float]:
     ordered = sorted(values)
-    return {"p50": round(statistics.median(ordered), 3), "p95": round(ordered[int(len(ordered) * 0.95) - 1], 3),
-            "max": round(ordered[-1], 3)}
+    return {
+        "p50": round(statistics.median(ordered), 3),
+        "p95": round(ordered[int(len(ordered) * 0.95) - 1], 3),
+        "max": round(ordered[-1], 3),
+    }
 
 
 async def per_turn(store: Store, burst: int, rounds: int) -> dict[str, object]:
@@ -97,23 +101,34 @@ async def per_turn(store: Store, burst: int, rounds: int) -> dict[str, object]:
     trips = getattr(store, "round_trips", 0) - trips_before
     await store.close()
     turns = burst * rounds
-    return {"turns": turns, "burst": burst, "round_trips_per_turn": round(trips / turns, 3),
-            "record_cpu_us_per_turn": round(queued_cpu / turns * 1e6, 1),
-            "loop_cpu_us_per_turn": round(loop_cpu / turns * 1e6, 1),
-            "process_cpu_us_per_turn": round(process_cpu / turns * 1e6, 1),
-            "stored_after_ms": percentiles(walls),
-            "loop_worst_tick_cpu_ms": round(worst_tick * 1000, 2)}
+    return {
+        "turns": turns,
+        "burst": burst,
+        "round_trips_per_turn": round(trips / turns, 3),
+        "record_cpu_us_per_turn": round(queued_cpu / turns * 1e6, 1),
+        "loop_cpu_us_per_turn": round(loop_cpu / turns * 1e6, 1),
+        "process_cpu_us_per_turn": round(process_cpu / turns * 1e6, 1),
+        "stored_after_ms": percentiles(walls),
+        "loop_worst_tick_cpu_ms": round(worst_tick * 1000, 2),
+    }
 
 
 async def session_start(store: Store, devices: int, turns_each: int = 20) -> dict[str, object]:
     now = time.time()
     filled = time.perf_counter()
     for start in range(0, devices, 500):  # 500 devices' turns per gather: batches of the store thread
-        await asyncio.gather(*(store.put_turn(device_id(n), StoredTurn("c", seq, f"question {seq}", REPLY[:200],
-                                                                       at=now - 60 * (turns_each - seq)))
-                               for n in range(start, min(devices, start + 500)) for seq in range(turns_each)))
-        await asyncio.gather(*(store.admit(device_id(n), via="activation")
-                               for n in range(start, min(devices, start + 500))))
+        await asyncio.gather(
+            *(
+                store.put_turn(
+                    device_id(n), StoredTurn("c", seq, f"question {seq}", REPLY[:200], at=now - 60 * (turns_each - seq))
+                )
+                for n in range(start, min(devices, start + 500))
+                for seq in range(turns_each)
+            )
+        )
+        await asyncio.gather(
+            *(store.admit(device_id(n), via="activation") for n in range(start, min(devices, start + 500)))
+        )
     fill_s = time.perf_counter() - filled
     memory = ConversationMemory(store, MemoryConfig(resume_minutes=60))
     resume_ms: list[float] = []
@@ -129,9 +144,15 @@ async def session_start(store: Store, devices: int, turns_each: int = 20) -> dic
         admission_ms.append((time.perf_counter() - before) * 1000)
     size_mb = await store_mb(store)
     await store.close()
-    return {"devices": devices, "turns_in_store": devices * turns_each, "fill_s": round(fill_s, 1),
-            "store_mb": round(size_mb, 1), "resume_lookup_ms": percentiles(resume_ms),
-            "turns_restored_per_lookup": restored / len(resume_ms), "admission_lookup_ms": percentiles(admission_ms)}
+    return {
+        "devices": devices,
+        "turns_in_store": devices * turns_each,
+        "fill_s": round(fill_s, 1),
+        "store_mb": round(size_mb, 1),
+        "resume_lookup_ms": percentiles(resume_ms),
+        "turns_restored_per_lookup": restored / len(resume_ms),
+        "admission_lookup_ms": percentiles(admission_ms),
+    }
 
 
 async def round_trips(store: Store, sessions: int = 100) -> dict[str, float]:
@@ -172,8 +193,10 @@ async def main() -> None:
     parser.add_argument("--rounds", type=int, default=20, help="bursts (default 20)")
     parser.add_argument("--devices", type=int, default=10_000, help="devices in the store for the lookups")
     parser.add_argument("--backend", choices=("sqlite", "redis"), default="sqlite")
-    parser.add_argument("--redis-url", help="a Redis to use (its database is flushed); default: a redis-server "
-                                            "started here on a free port")
+    parser.add_argument(
+        "--redis-url",
+        help="a Redis to use (its database is flushed); default: a redis-server started here on a free port",
+    )
     parser.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
     args = parser.parse_args()
     trips: dict[str, float] | None = None
@@ -192,10 +215,12 @@ async def main() -> None:
                 await store._link.client.flushdb()  # the fill's memory is measured alone
                 return store
         else:
+
             async def open_store(name: str) -> Store:
                 store = SqliteStore(Path(folder) / f"{name}.db")
                 await store.open()
                 return store
+
         try:
             turns_store = await open_store("turns")
             # As a server does once its models are loaded: what is loaded so far leaves the garbage
@@ -208,19 +233,25 @@ async def main() -> None:
         finally:
             if server is not None:
                 server.close()
-    print(f"{args.backend}: per turn ({turn['turns']} turns, {turn['burst']} at once): "
-          f"record() {turn['record_cpu_us_per_turn']} us, loop CPU {turn['loop_cpu_us_per_turn']} us, "
-          f"process CPU {turn['process_cpu_us_per_turn']} us, stored after {turn['stored_after_ms']} ms, "
-          f"worst loop CPU between ticks {turn['loop_worst_tick_cpu_ms']} ms")
-    print(f"session start ({start['devices']} devices, {start['turns_in_store']} turns, {start['store_mb']} MB): "
-          f"resume lookup {start['resume_lookup_ms']} ms ({start['turns_restored_per_lookup']:.0f} turns), "
-          f"admission lookup {start['admission_lookup_ms']} ms")
+    print(
+        f"{args.backend}: per turn ({turn['turns']} turns, {turn['burst']} at once): "
+        f"record() {turn['record_cpu_us_per_turn']} us, loop CPU {turn['loop_cpu_us_per_turn']} us, "
+        f"process CPU {turn['process_cpu_us_per_turn']} us, stored after {turn['stored_after_ms']} ms, "
+        f"worst loop CPU between ticks {turn['loop_worst_tick_cpu_ms']} ms"
+    )
+    print(
+        f"session start ({start['devices']} devices, {start['turns_in_store']} turns, {start['store_mb']} MB): "
+        f"resume lookup {start['resume_lookup_ms']} ms ({start['turns_restored_per_lookup']:.0f} turns), "
+        f"admission lookup {start['admission_lookup_ms']} ms"
+    )
     if trips is not None:
-        print(f"Redis round trips: {trips['session_start']:g} per session start (resume with the long-term memory, then the admission), "
-              f"{trips['turn']:g} per turn alone and {turn['round_trips_per_turn']:g} per turn in bursts of "
-              f"{turn['burst']} (one pipeline), {trips['session_end']:g} per session end (long-term memory update); "
-              f"{start['store_mb'] * 2**20 / start['devices'] / 1024:.1f} KB of Redis memory per device "
-              f"({start['turns_in_store'] // start['devices']} turns)")
+        print(
+            f"Redis round trips: {trips['session_start']:g} per session start (resume with the long-term memory, then the admission), "
+            f"{trips['turn']:g} per turn alone and {turn['round_trips_per_turn']:g} per turn in bursts of "
+            f"{turn['burst']} (one pipeline), {trips['session_end']:g} per session end (long-term memory update); "
+            f"{start['store_mb'] * 2**20 / start['devices'] / 1024:.1f} KB of Redis memory per device "
+            f"({start['turns_in_store'] // start['devices']} turns)"
+        )
     if args.json:
         figures = {"backend": args.backend, "per_turn": turn, "session_start": start, "round_trips": trips}
         Path(args.json).write_text(json.dumps(figures, indent=2), encoding="utf-8")

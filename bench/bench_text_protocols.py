@@ -60,7 +60,8 @@ VCP_REPLIES = [
 ]
 VCP_LONG_REPLY = "\n".join(  # ~4 KB: ten calls with prose between them, for the per-KB cost
     PLAIN_REPLIES[i % 3] + "\n" + render_vcp_call(f"tool_{i}", {"city": "Paris", "days": i, "tags": ["a", "b"]})
-    for i in range(10))
+    for i in range(10)
+)
 
 
 def deltas(text: str, rng: random.Random) -> list[str]:
@@ -68,7 +69,7 @@ def deltas(text: str, rng: random.Random) -> list[str]:
     out, pos = [], 0
     while pos < len(text):
         step = rng.randint(3, 8)
-        out.append(text[pos:pos + step])
+        out.append(text[pos : pos + step])
         pos += step
     return out
 
@@ -141,8 +142,10 @@ def main() -> None:
         ("vcp parse per reply, markup", parse_times(VcpProtocol(), VCP_REPLIES, args.rounds)),
         ("vcp parse, 10 calls in 4 KB", parse_times(VcpProtocol(), [VCP_LONG_REPLY], args.rounds)),
     ]
-    print(f"{args.rounds} rounds; replies of {min(map(len, PLAIN_REPLIES + MARKUP_REPLIES))}-"
-          f"{max(map(len, PLAIN_REPLIES + MARKUP_REPLIES))} chars in 3-8 char deltas; times in µs")
+    print(
+        f"{args.rounds} rounds; replies of {min(map(len, PLAIN_REPLIES + MARKUP_REPLIES))}-"
+        f"{max(map(len, PLAIN_REPLIES + MARKUP_REPLIES))} chars in 3-8 char deltas; times in µs"
+    )
     header = f"{'measurement':<30}{'calls':>8}{'p50':>9}{'p99':>9}"
     print(header)
     print("-" * len(header))
@@ -151,7 +154,9 @@ def main() -> None:
     kilobytes = len(VCP_LONG_REPLY.encode()) / 1024
     print(f"vcp parse per KB: {statistics.median(rows[-1][1]) / kilobytes:.1f} µs ({kilobytes:.1f} KB reply)")
     worst = max(p99(times) for name, times in rows if "per delta" in name)
-    print(f"per-delta budget {BUDGET_US:.0f} µs: {'met' if worst <= BUDGET_US else 'MISSED'} (worst p99 {worst:.1f} µs)")
+    print(
+        f"per-delta budget {BUDGET_US:.0f} µs: {'met' if worst <= BUDGET_US else 'MISSED'} (worst p99 {worst:.1f} µs)"
+    )
 
 
 if __name__ == "__main__":

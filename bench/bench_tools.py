@@ -24,11 +24,11 @@ sys.path.insert(0, str(ROOT))
 
 from agents.tool_context import ToolContext  # noqa: E402
 
+from vixio.app.log import setup_logging  # noqa: E402
+from vixio.app.server import VixioServer  # noqa: E402
 from vixio.config.models import VixioConfig  # noqa: E402
 from vixio.core.tools import ToolCallRequest, ToolExecutor, ToolSet, func_to_tool_definition  # noqa: E402
-from vixio.app.log import setup_logging  # noqa: E402
 from vixio.providers.agent.openai_agents.tools import OpenAIAgentToolConverter  # noqa: E402
-from vixio.app.server import VixioServer  # noqa: E402
 from vixio.testing.device import SimulatedDevice  # noqa: E402
 
 RUNS = 500
@@ -41,15 +41,19 @@ def stats(values_ms: list[float]) -> str:
 
 
 async def device_path() -> None:
-    config = VixioConfig.model_validate({
-        "log": {"level": "WARNING"},
-        "xiaozhi": {"host": "127.0.0.1", "port": 0, "http": {"host": "127.0.0.1", "port": 0}, "idle_timeout": 0},
-        "agent": {"provider": "litellm", "model": "openai/unused", "api_base": "http://127.0.0.1:9/v1"},
-    })
+    config = VixioConfig.model_validate(
+        {
+            "log": {"level": "WARNING"},
+            "xiaozhi": {"host": "127.0.0.1", "port": 0, "http": {"host": "127.0.0.1", "port": 0}, "idle_timeout": 0},
+            "agent": {"provider": "litellm", "model": "openai/unused", "api_base": "http://127.0.0.1:9/v1"},
+        }
+    )
     server = VixioServer(config)
     await server.start()
     try:
-        async with SimulatedDevice(ws_url=f"ws://127.0.0.1:{server.transport.port}/", listening_mode="manual") as device:
+        async with SimulatedDevice(
+            ws_url=f"ws://127.0.0.1:{server.transport.port}/", listening_mode="manual"
+        ) as device:
             await device.connect()
             while not any("self_audio_speaker_set_volume" in [t.name for t in s.tools] for s in server.tools.values()):
                 await asyncio.sleep(0.005)
@@ -69,8 +73,9 @@ async def device_path() -> None:
             mcp.handle = stamped
             to_frame, whole = [], []
             for i in range(RUNS):
-                context = ToolContext(context=None, tool_name=tool.name, tool_call_id=f"call_{i}",
-                                      tool_arguments='{"volume": "30"}')
+                context = ToolContext(
+                    context=None, tool_name=tool.name, tool_call_id=f"call_{i}", tool_arguments='{"volume": "30"}'
+                )
                 started = time.perf_counter()
                 output = await function_tool.on_invoke_tool(context, '{"volume": "30"}')
                 whole.append((time.perf_counter() - started) * 1000)

@@ -37,12 +37,12 @@ TICKS = os.sysconf("SC_CLK_TCK")
 
 
 async def run_server(port: int, reply_seconds: float) -> None:
+    from vixio.app.log import setup_logging
+    from vixio.app.server import VixioServer
     from vixio.config.models import VixioConfig
     from vixio.core.chunk import AudioChunk, Chunk, StreamCompleteChunk, TextChunk
     from vixio.core.pipeline import Pipeline
     from vixio.core.station import Station
-    from vixio.app.log import setup_logging
-    from vixio.app.server import VixioServer
 
     setup_logging("WARNING")
     rate = 24000
@@ -61,14 +61,15 @@ async def run_server(port: int, reply_seconds: float) -> None:
                 yield TextChunk(text="Here is the answer.", role="assistant")
                 step = rate  # 0.5 s of int16
                 for i in range(0, len(speech), step):
-                    yield AudioChunk(pcm=speech[i:i + step], sample_rate=rate, role="assistant")
+                    yield AudioChunk(pcm=speech[i : i + step], sample_rate=rate, role="assistant")
                 yield StreamCompleteChunk(source="Speak")
 
     async def factory(context):
         return Pipeline([Speak()], session_id=context.session_id)
 
-    config = VixioConfig.model_validate({"xiaozhi": {"host": "127.0.0.1", "port": port, "idle_timeout": 0,
-                                                     "http": {"host": "127.0.0.1", "port": 0}}})
+    config = VixioConfig.model_validate(
+        {"xiaozhi": {"host": "127.0.0.1", "port": port, "idle_timeout": 0, "http": {"host": "127.0.0.1", "port": 0}}}
+    )
     async with VixioServer(config, factory):
         print("ready", flush=True)
         await asyncio.Event().wait()
@@ -82,7 +83,8 @@ class ServerProcess:
         self.port = port
         self.process = subprocess.Popen(
             [sys.executable, __file__, "--server", str(port), "--reply-seconds", str(reply_seconds)],
-            stdout=subprocess.PIPE, text=True,
+            stdout=subprocess.PIPE,
+            text=True,
         )
         assert self.process.stdout is not None
         if self.process.stdout.readline().strip() != "ready":
@@ -106,12 +108,25 @@ class ServerProcess:
 async def connect(port: int, index: int) -> websockets.ClientConnection:
     ws = await websockets.connect(
         f"ws://127.0.0.1:{port}/xiaozhi/v1/",
-        additional_headers={"Device-Id": f"02:00:00:00:{index // 256:02x}:{index % 256:02x}", "Client-Id": f"bench-{index}",
-                            "Protocol-Version": "1"},
-        max_size=2**20, compression=None,
+        additional_headers={
+            "Device-Id": f"02:00:00:00:{index // 256:02x}:{index % 256:02x}",
+            "Client-Id": f"bench-{index}",
+            "Protocol-Version": "1",
+        },
+        max_size=2**20,
+        compression=None,
     )
-    await ws.send(json.dumps({"type": "hello", "version": 1, "features": {"mcp": True}, "transport": "websocket",
-                              "audio_params": {"format": "opus", "sample_rate": 16000, "channels": 1, "frame_duration": 60}}))
+    await ws.send(
+        json.dumps(
+            {
+                "type": "hello",
+                "version": 1,
+                "features": {"mcp": True},
+                "transport": "websocket",
+                "audio_params": {"format": "opus", "sample_rate": 16000, "channels": 1, "frame_duration": 60},
+            }
+        )
+    )
     hello = json.loads(await ws.recv())
     assert hello["transport"] == "websocket"
     return ws
@@ -139,8 +154,10 @@ async def bench_uplink(port: int, server: ServerProcess, sessions: int = 20, sec
     for ws in sockets:
         await ws.close()
     per_frame_ms = used / (count * sessions) * 1000
-    print(f"uplink: {sessions} sessions x {count} frames real-time: server CPU {used:.2f} s "
-          f"= {per_frame_ms:.3f} ms per 60 ms frame (decode + routing + WebSocket)")
+    print(
+        f"uplink: {sessions} sessions x {count} frames real-time: server CPU {used:.2f} s "
+        f"= {per_frame_ms:.3f} ms per 60 ms frame (decode + routing + WebSocket)"
+    )
 
 
 async def bench_idle(port: int, server: ServerProcess, devices: int = 200, seconds: float = 10.0) -> None:
@@ -150,8 +167,10 @@ async def bench_idle(port: int, server: ServerProcess, devices: int = 200, secon
     await asyncio.sleep(seconds)
     used = server.cpu_seconds() - before
     alive = sum(1 for ws in sockets if ws.state.name == "OPEN")
-    print(f"idle: {alive}/{devices} devices connected for {seconds:.0f} s: server CPU {used / seconds * 100:.1f}% of a core, "
-          f"RSS {server.rss_mib():.0f} MiB ({(server.rss_mib() - rss_before) / devices * 1024:.0f} KiB per session)")
+    print(
+        f"idle: {alive}/{devices} devices connected for {seconds:.0f} s: server CPU {used / seconds * 100:.1f}% of a core, "
+        f"RSS {server.rss_mib():.0f} MiB ({(server.rss_mib() - rss_before) / devices * 1024:.0f} KiB per session)"
+    )
     for ws in sockets:
         await ws.close()
 
@@ -181,9 +200,11 @@ async def bench_downlink(port: int, server: ServerProcess, sessions: int = 100) 
     gaps.sort()
     p = lambda q: gaps[min(len(gaps) - 1, int(q * len(gaps)))]  # noqa: E731
     within = sum(1 for g in gaps if 40 <= g <= 80) / len(gaps) * 100
-    print(f"downlink: {sessions} sessions speaking {len(arrivals[0])} frames each at once: spacing "
-          f"p1 {p(0.01):.1f} / p50 {statistics.median(gaps):.1f} / p99 {p(0.99):.1f} ms "
-          f"({within:.1f}% within 60±20 ms); server CPU {used / wall * 100:.0f}% of a core over {wall:.1f} s")
+    print(
+        f"downlink: {sessions} sessions speaking {len(arrivals[0])} frames each at once: spacing "
+        f"p1 {p(0.01):.1f} / p50 {statistics.median(gaps):.1f} / p99 {p(0.99):.1f} ms "
+        f"({within:.1f}% within 60±20 ms); server CPU {used / wall * 100:.0f}% of a core over {wall:.1f} s"
+    )
     for ws in sockets:
         await ws.close()
 

@@ -57,10 +57,10 @@ def main() -> None:
             wav.setframerate(TARGET_RATE)
             wav.writeframes(audio.tobytes())
         print(f"{path.name}: {audio.shape[0] / TARGET_RATE:.2f} s, {path.stat().st_size // 1024} KB  {text!r}")
-    manifest = {name: {"text": text, "sample_rate": TARGET_RATE, "voice": "espeak-ng cmn"}
-                for name, text in UTTERANCES.items()}
-    (FIXTURES / "manifest.json").write_text(json.dumps(manifest, ensure_ascii=False, indent=2) + "\n",
-                                            encoding="utf-8")
+    manifest = {
+        name: {"text": text, "sample_rate": TARGET_RATE, "voice": "espeak-ng cmn"} for name, text in UTTERANCES.items()
+    }
+    (FIXTURES / "manifest.json").write_text(json.dumps(manifest, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
 
 
 if __name__ == "__main__":

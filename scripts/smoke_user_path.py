@@ -49,8 +49,11 @@ TRY_LINE = re.compile(r"Try: (\S+) device --ota (http://\S+)")
 # Per shipped config: what to say, and the scripted answers when its model is a cloud API.
 CASES = {
     "config.yaml": {"text": "what time is it", "wav": "tests/fixtures/speech/weather.wav", "replies": []},
-    "config.zh.yaml": {"text": "现在几点了？", "wav": "tests/fixtures/speech_zh/weather.wav",
-                       "replies": ["现在是下午三点。", "今天是晴天，二十五度。"]},
+    "config.zh.yaml": {
+        "text": "现在几点了？",
+        "wav": "tests/fixtures/speech_zh/weather.wav",
+        "replies": ["现在是下午三点。", "今天是晴天，二十五度。"],
+    },
 }
 
 
@@ -60,8 +63,12 @@ class SmokeFailure(Exception):
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--config", action="append", choices=sorted(CASES),
-                        help="a shipped config (repeat for several; default: config.yaml)")
+    parser.add_argument(
+        "--config",
+        action="append",
+        choices=sorted(CASES),
+        help="a shipped config (repeat for several; default: config.yaml)",
+    )
     parser.add_argument("--keep", action="store_true", help="keep the venvs and logs (their folder is printed)")
     args = parser.parse_args()
     configs = list(dict.fromkeys(args.config or ["config.yaml"]))
@@ -93,8 +100,16 @@ def main() -> int:
 def install(config_name: str, folder: Path) -> None:
     """A copy of the checkout in `folder`/src, and what `make serve` installs in `folder`/venv."""
     source = folder / "src"
-    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
-                            capture_output=True, check=True).stdout.decode().split("\0")
+    listed = (
+        subprocess.run(
+            ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+            cwd=ROOT,
+            capture_output=True,
+            check=True,
+        )
+        .stdout.decode()
+        .split("\0")
+    )
     for name in listed:
         if name and (ROOT / name).is_file():
             (source / name).parent.mkdir(parents=True, exist_ok=True)
@@ -103,8 +118,12 @@ def install(config_name: str, folder: Path) -> None:
     what = "install with an empty pip cache (PIP_NO_CACHE_DIR=1)" if empty else "install (pip's cache as it is)"
     with Step(config_name)(f"{what}, make install-config"):
         install_log = folder / "install.log"
-        run_logged(["make", "install-config", f"VENV={folder / 'venv'}", f"CONFIG={config_name}"], install_log,
-                   cwd=source, env={"PIP_NO_CACHE_DIR": "1"} if empty else None)
+        run_logged(
+            ["make", "install-config", f"VENV={folder / 'venv'}", f"CONFIG={config_name}"],
+            install_log,
+            cwd=source,
+            env={"PIP_NO_CACHE_DIR": "1"} if empty else None,
+        )
     if "Building wheel for llama-cpp-python" in install_log.read_text():
         print(f"smoke {config_name}: note: pip compiled llama-cpp-python (no cached wheel)", file=sys.stderr)
 
@@ -123,8 +142,14 @@ def serve_and_ask(config_name: str, folder: Path) -> None:
         config = derived_config(source / config_name, folder, llm_url=llm[1] if llm else None)
         server_log = folder / "server.log"
         with server_log.open("w") as log:
-            server = subprocess.Popen([str(venv / "bin" / "vixio"), "serve", "--config", str(config)], cwd=source,
-                                      env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+            server = subprocess.Popen(
+                [str(venv / "bin" / "vixio"), "serve", "--config", str(config)],
+                cwd=source,
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
         try:
             with step("time to ready (`vixio serve` until the banner: every worker loaded its models)"):
                 vixio, ota_url = wait_for_banner(server, server_log, source)
@@ -178,8 +203,9 @@ def clean_environment() -> dict[str, str]:
 
 def run_logged(command: list[str], log: Path, *, cwd: Path, env: dict[str, str] | None = None) -> None:
     with log.open("w") as out:
-        result = subprocess.run(command, cwd=cwd, env={**clean_environment(), **(env or {})}, stdout=out,
-                                stderr=subprocess.STDOUT)
+        result = subprocess.run(
+            command, cwd=cwd, env={**clean_environment(), **(env or {})}, stdout=out, stderr=subprocess.STDOUT
+        )
     if result.returncode != 0:
         raise SmokeFailure(f"`{' '.join(command)}` exited with {result.returncode}")
 
@@ -198,8 +224,9 @@ def derived_config(shipped: Path, work: Path, *, llm_url: str | None) -> Path:
         if count != 1:
             raise SmokeFailure(f"{shipped.name}: expected one `port: {shipped_port}` line, found {count}")
     if llm_url is not None:
-        text, count = re.subn(r"^(agent:\n(?:  .*\n)*?  model: \S+.*\n)", rf"\g<1>  api_base: {llm_url}\n", text,
-                              flags=re.M)
+        text, count = re.subn(
+            r"^(agent:\n(?:  .*\n)*?  model: \S+.*\n)", rf"\g<1>  api_base: {llm_url}\n", text, flags=re.M
+        )
         if count != 1:
             raise SmokeFailure(f"{shipped.name}: no `agent:` section with a `model:` to point at the scripted model")
     derived = work / shipped.name
@@ -207,13 +234,22 @@ def derived_config(shipped: Path, work: Path, *, llm_url: str | None) -> Path:
     return derived
 
 
-def start_scripted_llm(venv: Path, source: Path, replies: list[str],
-                       work: Path) -> tuple[subprocess.Popen[bytes], str]:
+def start_scripted_llm(venv: Path, source: Path, replies: list[str], work: Path) -> tuple[subprocess.Popen[bytes], str]:
     url_file = work / "llm.url"
     with (work / "scripted-llm.log").open("w") as log:
-        process = subprocess.Popen([str(venv / "bin" / "python"), str(source / "scripts" / "scripted_llm.py"),
-                                    "--url-file", str(url_file), *replies], cwd=source, env=clean_environment(),
-                                   stdout=log, stderr=subprocess.STDOUT)
+        process = subprocess.Popen(
+            [
+                str(venv / "bin" / "python"),
+                str(source / "scripts" / "scripted_llm.py"),
+                "--url-file",
+                str(url_file),
+                *replies,
+            ],
+            cwd=source,
+            env=clean_environment(),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
     deadline = time.monotonic() + 60
     while not (url_file.exists() and url_file.read_text()):
         if process.poll() is not None or time.monotonic() > deadline:
@@ -249,8 +285,9 @@ def wait_for_banner(server: subprocess.Popen[bytes], log: Path, cwd: Path) -> tu
 def ask(vixio: str, ota_url: str, what: list[str], log: Path, *, spoken: bool) -> None:
     """One `vixio device` exchange; it must end with a spoken answer."""
     command = [vixio, "device", "--ota", ota_url, *what, "--timeout", str(ANSWER_TIMEOUT)]
-    result = subprocess.run(command, env=clean_environment(), capture_output=True, text=True,
-                            timeout=ANSWER_TIMEOUT * 3)
+    result = subprocess.run(
+        command, env=clean_environment(), capture_output=True, text=True, timeout=ANSWER_TIMEOUT * 3
+    )
     log.write_text(f"$ {' '.join(command)}\n{result.stdout}{result.stderr}")
     if result.returncode != 0:
         raise SmokeFailure(f"`vixio device {' '.join(what)}` exited with {result.returncode} ({log.name})")
@@ -264,8 +301,11 @@ def ask(vixio: str, ota_url: str, what: list[str], log: Path, *, spoken: bool) -
         raise SmokeFailure(f"`vixio device {' '.join(what)}`: the server heard nothing (no stt text) ({log.name})")
     if not audio or int(audio.group(2)) == 0 or float(audio.group(3)) < 0.3:
         raise SmokeFailure(f"`vixio device {' '.join(what)}`: no spoken answer (audio frames played) ({log.name})")
-    print(f"  heard {heard[-1]!r} -> said {' '.join(said)!r}; {audio.group(2)} frames ({audio.group(3)} s) played"
-          if heard else f"  said {' '.join(said)!r}; {audio.group(2)} frames ({audio.group(3)} s) played")
+    print(
+        f"  heard {heard[-1]!r} -> said {' '.join(said)!r}; {audio.group(2)} frames ({audio.group(3)} s) played"
+        if heard
+        else f"  said {' '.join(said)!r}; {audio.group(2)} frames ({audio.group(3)} s) played"
+    )
 
 
 def check_log(log: Path) -> None:

@@ -1,5 +1,6 @@
 """Shared fixtures: vixio's log enabled (importing vixio leaves it disabled, as a library should), each
-test in its own folder, scripted LLM and speech servers on loopback."""
+test in its own folder, scripted LLM and speech servers on loopback; and the rule that every test
+module says what it costs (one category marker, declared in pyproject.toml)."""
 
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -13,6 +14,51 @@ from vixio.testing.llm_server import ScriptedLLMServer
 from vixio.testing.redis_server import RedisServer, missing
 
 logger.enable("vixio")
+
+# The categories of pyproject.toml's `markers`; `make test-fast` selects the first two.
+CATEGORIES = ("unit", "integration", "process", "models", "browser")
+
+
+def _category_problem(module: pytest.Module) -> str | None:
+    marks = getattr(module.obj, "pytestmark", [])
+    names = [mark.name for mark in (marks if isinstance(marks, list) else [marks])]
+    found = [name for name in names if name in CATEGORIES]
+    if len(found) == 1:
+        return None
+    return (
+        f"{module.nodeid}: a test module declares exactly one category at module level, e.g. "
+        f"`pytestmark = pytest.mark.unit` (or a list holding one); it has "
+        f"{found or 'none'}. The categories ({', '.join(CATEGORIES)}) are defined under `markers` "
+        "in pyproject.toml: take the most expensive thing the module does."
+    )
+
+
+# The order tests are handed to xdist's workers: the expensive categories first, so the minutes-long
+# tests start while the short ones are still queued to fill the gaps; last in line is then a
+# unit test of milliseconds, not a fleet of `vixio serve` processes one worker runs alone.
+_FIRST = {"browser": 0, "process": 0, "models": 1, "integration": 2, "unit": 3}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    def rank(item: pytest.Item) -> int:
+        marks = [mark.name for mark in item.iter_markers() if mark.name in _FIRST]
+        return _FIRST[marks[0]] if marks else 3
+
+    items.sort(key=rank)  # stable: within a category, the modules keep their order
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_make_collect_report(collector: pytest.Collector) -> pytest.CollectReport:
+    """A module without its category fails collection (pytest then runs nothing), so `make test-fast`
+    can never silently skip a test nobody categorised."""
+    report = yield
+    if isinstance(collector, pytest.Module) and report.passed:
+        problem = _category_problem(collector)
+        if problem:
+            report.outcome = "failed"
+            report.longrepr = problem
+            report.result = []
+    return report
 
 
 @pytest.fixture(autouse=True)

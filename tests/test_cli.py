@@ -7,6 +7,8 @@ import pytest
 
 from vixio.cli import main
 
+pytestmark = pytest.mark.process
+
 
 def test_help_lists_the_commands(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as info:

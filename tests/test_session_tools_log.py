@@ -13,8 +13,10 @@ from vixio.voice.session_tools import SessionTools
 
 pytestmark = pytest.mark.unit
 
-DEVICE_TOOLS = [ToolDefinition(name=f"self.audio_speaker.set_{n}", description="x", source="device")
-                for n in ("volume", "mute", "theme")]
+DEVICE_TOOLS = [
+    ToolDefinition(name=f"self.audio_speaker.set_{n}", description="x", source="device")
+    for n in ("volume", "mute", "theme")
+]
 
 
 async def _logged(offered: bool) -> list[str]:

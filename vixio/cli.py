@@ -1,19 +1,19 @@
 """The `vixio` command line.
 
-    vixio config check --config config.yaml     # OK, or every error; non-zero exit on error
-    vixio config reference                      # the configuration reference (docs/config.md)
-    vixio config extras --config config.zh.yaml # the pip extras its providers need: pip install -e ".[$(...)]"
-    vixio serve [--config config.yaml]          # the WebSocket and OTA servers, one worker per core
-    vixio serve --workers 1                     # all in this one process
-    vixio device --ota http://127.0.0.1:8003/xiaozhi/ota/ --text "hello"   # a simulated device
-    vixio tools list | call NAME k=v | parse FILE   # the operator console's tools, over its API
-    vixio pairing list | approve ID | revoke ID     # companions asking to pair with a device
-    vixio identity list | approve DEVICE CLIENT_ID | dismiss DEVICE CLIENT_ID   # a re-flashed board's re-bind
-    vixio memory show|clear DEVICE              # what the state store keeps about a device
-    vixio speakers list|enrol|delete            # voiceprints: who is speaking (docs/speakers.md)
-    vixio profile list | show DEVICE | assign DEVICE PROFILE | clear DEVICE   # each device's assistant
-    vixio reminders list [DEVICE] | add DEVICE TEXT --in 10m | cancel DEVICE ID   # reminders, alarms, timers
-    vixio say DEVICE "dinner is ready"          # said to a device now, talking, idle or away
+vixio config check --config config.yaml     # OK, or every error; non-zero exit on error
+vixio config reference                      # the configuration reference (docs/config.md)
+vixio config extras --config config.zh.yaml # the pip extras its providers need: pip install -e ".[$(...)]"
+vixio serve [--config config.yaml]          # the WebSocket and OTA servers, one worker per core
+vixio serve --workers 1                     # all in this one process
+vixio device --ota http://127.0.0.1:8003/xiaozhi/ota/ --text "hello"   # a simulated device
+vixio tools list | call NAME k=v | parse FILE   # the operator console's tools, over its API
+vixio pairing list | approve ID | revoke ID     # companions asking to pair with a device
+vixio identity list | approve DEVICE CLIENT_ID | dismiss DEVICE CLIENT_ID   # a re-flashed board's re-bind
+vixio memory show|clear DEVICE              # what the state store keeps about a device
+vixio speakers list|enrol|delete            # voiceprints: who is speaking (docs/speakers.md)
+vixio profile list | show DEVICE | assign DEVICE PROFILE | clear DEVICE   # each device's assistant
+vixio reminders list [DEVICE] | add DEVICE TEXT --in 10m | cancel DEVICE ID   # reminders, alarms, timers
+vixio say DEVICE "dinner is ready"          # said to a device now, talking, idle or away
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ import sys
 from collections.abc import Sequence
 
 from vixio import __version__
-from vixio.config import ConfigError, load_config
 from vixio.app.log import setup_logging
+from vixio.config import ConfigError, load_config
 
 LOG_LEVELS = ("TRACE", "DEBUG", "INFO", "SUCCESS", "WARNING", "ERROR", "CRITICAL")
 
@@ -48,15 +48,23 @@ def build_parser() -> argparse.ArgumentParser:
     check = config_commands.add_parser("check", help="validate a config file: prints OK or every error")
     check.add_argument("--config", "-c", required=True, metavar="FILE", help="path to config.yaml")
     config_commands.add_parser("reference", help="print every config key as Markdown (docs/config.md)")
-    extras = config_commands.add_parser("extras", help="print the vixio extras a config's providers need, comma-separated")
+    extras = config_commands.add_parser(
+        "extras", help="print the vixio extras a config's providers need, comma-separated"
+    )
     extras.add_argument("--config", "-c", required=True, metavar="FILE", help="path to config.yaml")
 
     serve = commands.add_parser("serve", help="run the WebSocket and OTA servers")
-    serve.add_argument("--config", "-c", default="config.yaml", metavar="FILE",
-                       help="path to config.yaml (default: ./config.yaml)")
-    serve.add_argument("--workers", "-w", type=_positive_int, metavar="N",
-                       help="worker processes sharing the WebSocket port (default: server.workers, else one per "
-                            "core); 1 serves from this process alone")
+    serve.add_argument(
+        "--config", "-c", default="config.yaml", metavar="FILE", help="path to config.yaml (default: ./config.yaml)"
+    )
+    serve.add_argument(
+        "--workers",
+        "-w",
+        type=_positive_int,
+        metavar="N",
+        help="worker processes sharing the WebSocket port (default: server.workers, else one per "
+        "core); 1 serves from this process alone",
+    )
 
     from vixio.testing.device.cli import add_device_parser
 

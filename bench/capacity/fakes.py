@@ -55,8 +55,15 @@ def speech_like_pcm(seconds: float, sample_rate: int = TTS_SAMPLE_RATE) -> bytes
 class InstantSpeechServices:
     """The three endpoints; `stats` counts answered requests per route."""
 
-    def __init__(self, *, question: str = QUESTION, answer: str = ANSWER, tts_seconds: float = 1.5,
-                 first_token_delay: float = 0.0, first_audio_delay: float = 0.0) -> None:
+    def __init__(
+        self,
+        *,
+        question: str = QUESTION,
+        answer: str = ANSWER,
+        tts_seconds: float = 1.5,
+        first_token_delay: float = 0.0,
+        first_audio_delay: float = 0.0,
+    ) -> None:
         self.question = question
         self.answer = answer
         self.first_token_delay = first_token_delay
@@ -118,23 +125,48 @@ class InstantSpeechServices:
     async def _chat(self, request: web.Request) -> web.StreamResponse:
         body = await request.json()
         self.stats["chat"] += 1
-        envelope = {"id": f"chatcmpl-bench-{self.stats['chat']}", "created": int(time.time()),
-                    "model": body.get("model", "bench")}
+        envelope = {
+            "id": f"chatcmpl-bench-{self.stats['chat']}",
+            "created": int(time.time()),
+            "model": body.get("model", "bench"),
+        }
         if self.first_token_delay:
             await asyncio.sleep(self.first_token_delay)
         if not body.get("stream"):
             message = {"role": "assistant", "content": self.answer}
-            return web.json_response({**envelope, "object": "chat.completion",
-                                      "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
-                                      "usage": {"prompt_tokens": 10, "completion_tokens": 8, "total_tokens": 18}})
+            return web.json_response(
+                {
+                    **envelope,
+                    "object": "chat.completion",
+                    "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+                    "usage": {"prompt_tokens": 10, "completion_tokens": 8, "total_tokens": 18},
+                }
+            )
         deltas = [{"role": "assistant", "content": ""}] + [{"content": w} for w in _words(self.answer)]
-        chunks = [{**envelope, "object": "chat.completion.chunk",
-                   "choices": [{"index": 0, "delta": d, "finish_reason": None}]} for d in deltas]
-        chunks.append({**envelope, "object": "chat.completion.chunk",
-                       "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+        chunks = [
+            {
+                **envelope,
+                "object": "chat.completion.chunk",
+                "choices": [{"index": 0, "delta": d, "finish_reason": None}],
+            }
+            for d in deltas
+        ]
+        chunks.append(
+            {
+                **envelope,
+                "object": "chat.completion.chunk",
+                "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
+            }
+        )
         if (body.get("stream_options") or {}).get("include_usage"):
-            chunks.append({**envelope, "object": "chat.completion.chunk", "choices": [],
-                           "usage": {"prompt_tokens": 10, "completion_tokens": 8, "total_tokens": 18}})
+            chunks.append(
+                {
+                    **envelope,
+                    "object": "chat.completion.chunk",
+                    "choices": [],
+                    "usage": {"prompt_tokens": 10, "completion_tokens": 8, "total_tokens": 18},
+                }
+            )
         data = "".join(f"data: {json.dumps(c)}\n\n" for c in chunks) + "data: [DONE]\n\n"
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
         await response.prepare(request)
@@ -172,8 +204,11 @@ def _words(text: str) -> list[str]:
 
 
 async def _main(args: argparse.Namespace) -> None:
-    services = InstantSpeechServices(tts_seconds=args.tts_seconds, first_token_delay=args.first_token_ms / 1000,
-                                     first_audio_delay=args.first_audio_ms / 1000)
+    services = InstantSpeechServices(
+        tts_seconds=args.tts_seconds,
+        first_token_delay=args.first_token_ms / 1000,
+        first_audio_delay=args.first_audio_ms / 1000,
+    )
     port = await services.start(port=args.port)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -49,16 +49,33 @@ class LoopThread:
 class FleetProcess(ServerUnderLoad):
     """`instances` × `vixio serve --workers workers` behind HAProxy (see the module docstring)."""
 
-    def __init__(self, loop: LoopThread, tmp: Path, fakes_url: str, *, instances: int, workers: int,
-                 log_level: str = "INFO", memory: bool = True, overrides: dict[str, Any] | None = None,
-                 pin: bool = False) -> None:
+    def __init__(
+        self,
+        loop: LoopThread,
+        tmp: Path,
+        fakes_url: str,
+        *,
+        instances: int,
+        workers: int,
+        log_level: str = "INFO",
+        memory: bool = True,
+        overrides: dict[str, Any] | None = None,
+        pin: bool = False,
+    ) -> None:
         from vixio.testing.fleet import Fleet
 
         config = server_config(0, 0, fakes_url, log_level, tmp / "state.db", memory, overrides)
         xiaozhi = {k: v for k, v in config.pop("xiaozhi").items() if k not in FLEET_KEYS}
         self.loop = loop
-        self.fleet = Fleet(tmp / f"fleet-{instances}x{workers}", None, instances=instances, workers=workers,
-                           xiaozhi=yaml.safe_dump(xiaozhi), extra=yaml.safe_dump(config), pin=pin)
+        self.fleet = Fleet(
+            tmp / f"fleet-{instances}x{workers}",
+            None,
+            instances=instances,
+            workers=workers,
+            xiaozhi=yaml.safe_dump(xiaozhi),
+            extra=yaml.safe_dump(config),
+            pin=pin,
+        )
         self.workers = instances * workers
         self.ws_url = ""
         self.tree = ProcessTree(0)
@@ -108,17 +125,28 @@ class RedisCounters:
     def sample(self) -> RedisSample:
         info = self.client.info("all")
         self.samples += 1
-        by_command = {k.removeprefix("cmdstat_"): int(v["calls"]) for k, v in info.items()
-                      if k.startswith("cmdstat_") and k not in ("cmdstat_info", "cmdstat_config", "cmdstat_flushall")}
-        return RedisSample(int(info["total_commands_processed"]), int(info["total_reads_processed"]),
-                           float(info["used_cpu_user"]) + float(info["used_cpu_sys"]), by_command)
+        by_command = {
+            k.removeprefix("cmdstat_"): int(v["calls"])
+            for k, v in info.items()
+            if k.startswith("cmdstat_") and k not in ("cmdstat_info", "cmdstat_config", "cmdstat_flushall")
+        }
+        return RedisSample(
+            int(info["total_commands_processed"]),
+            int(info["total_reads_processed"]),
+            float(info["used_cpu_user"]) + float(info["used_cpu_sys"]),
+            by_command,
+        )
 
     @staticmethod
     def delta(before: RedisSample, after: RedisSample) -> RedisSample:
         """`after - before`, less the INFO command (and its read) that took `after`."""
         by_command = {k: v - before.by_command.get(k, 0) for k, v in after.by_command.items()}
-        return RedisSample(after.commands - before.commands - 1, after.reads - before.reads - 1,
-                           after.cpu_s - before.cpu_s, {k: v for k, v in by_command.items() if v})
+        return RedisSample(
+            after.commands - before.commands - 1,
+            after.reads - before.reads - 1,
+            after.cpu_s - before.cpu_s,
+            {k: v for k, v in by_command.items() if v},
+        )
 
     def close(self) -> None:
         self.client.close()

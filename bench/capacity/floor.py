@@ -78,6 +78,9 @@ def python_build() -> str:
     return f"{platform.python_implementation()} {platform.python_version()} ({sys.base_prefix})"
 
 
+READY = "probe ready"
+
+
 class FloorProbe:
     """The floor measured while a load runs, in a child process (`python capacity.floor.py --probe`):
     use as a context manager around the load; `readings` holds (monotonic time, ms per frame)."""
@@ -88,8 +91,18 @@ class FloorProbe:
         self._proc: subprocess.Popen[str] | None = None
 
     def __enter__(self) -> FloorProbe:
-        self._proc = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--probe", str(self.interval)],
-                                      stdout=subprocess.PIPE, text=True, cwd=Path(__file__).resolve().parent)
+        self._proc = subprocess.Popen(
+            [sys.executable, str(Path(__file__).resolve()), "--probe", str(self.interval)],
+            stdout=subprocess.PIPE,
+            text=True,
+            cwd=Path(__file__).resolve().parent,
+        )
+        # The load starts once the probe measures: its own start (imports, the model, the clips:
+        # seconds on a busy machine) must neither compete with the load nor leave a short run unprobed.
+        assert self._proc.stdout is not None
+        if self._proc.stdout.readline().strip() != READY:
+            self._proc.kill()
+            raise RuntimeError(f"the floor probe did not start (exit {self._proc.wait()})")
         return self
 
     def __exit__(self, *exc_info: object) -> None:
@@ -105,6 +118,8 @@ class FloorProbe:
                 reading = json.loads(line)
             except ValueError:  # a line cut short as the probe was stopped
                 continue
+            if not isinstance(reading, dict) or "at" not in reading:
+                continue
             self.readings.append((reading["at"], reading["ms_per_frame"]))
 
     def during(self, start: float, end: float) -> dict[str, Any] | None:
@@ -112,8 +127,12 @@ class FloorProbe:
         inside = [ms for at, ms in self.readings if start <= at <= end]
         if not inside:
             return None
-        return {"ms_per_frame": round(statistics.median(inside), 4), "min": round(min(inside), 4),
-                "max": round(max(inside), 4), "probes": len(inside)}
+        return {
+            "ms_per_frame": round(statistics.median(inside), 4),
+            "min": round(min(inside), 4),
+            "max": round(max(inside), 4),
+            "probes": len(inside),
+        }
 
 
 def _probe(interval: float) -> None:
@@ -126,6 +145,7 @@ def _probe(interval: float) -> None:
     packets = [packet for clip in clips for packet in clip.packets]
     meter = _Meter(SileroOnnxVAD(16000))
     position = 0
+    print(READY, flush=True)
     while True:
         time.sleep(interval)
         for _ in range(PROBE_WARMUP):
@@ -158,7 +178,7 @@ class _Meter:
         pending = np.concatenate([self._pending, np.frombuffer(pcm, dtype="<i2").astype(np.float32) / 32768.0])
         whole = len(pending) // self._window * self._window
         for start in range(0, whole, self._window):
-            self._stream.probability(pending[start:start + self._window])
+            self._stream.probability(pending[start : start + self._window])
         self._pending = pending[whole:]
 
 
@@ -185,8 +205,12 @@ def measure_floor(clips: list[Clip], repeats: int = FLOOR_REPEATS) -> dict[str, 
         decode_ms.append(1000 * decode_s / frames)
         vad_ms.append(1000 * vad_s / frames)
     decode, vad_frame = statistics.median(decode_ms), statistics.median(vad_ms)
-    return {"ms_per_frame": round(decode + vad_frame, 4), "opus_decode_ms": round(decode, 4),
-            "silero_ms": round(vad_frame, 4), "rebuilt_graph": vad._model.rebuilt}
+    return {
+        "ms_per_frame": round(decode + vad_frame, 4),
+        "opus_decode_ms": round(decode, 4),
+        "silero_ms": round(vad_frame, 4),
+        "rebuilt_graph": vad._model.rebuilt,
+    }
 
 
 if __name__ == "__main__":

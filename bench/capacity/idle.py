@@ -66,21 +66,34 @@ class IdleDevice:
         self._ws: Any = None
         self._reader: asyncio.Task[None] | None = None
         self._hello: asyncio.Future[dict[str, Any]] | None = None
-        self.mcp = DeviceMcpServer(default_tools(DeviceStatus(), lambda: {"board": "bench"}, lambda: None),
-                                   board="bench-board", firmware_version="2.4.2", send=self._send_mcp,
-                                   device_id=self.device_id)
+        self.mcp = DeviceMcpServer(
+            default_tools(DeviceStatus(), lambda: {"board": "bench"}, lambda: None),
+            board="bench-board",
+            firmware_version="2.4.2",
+            send=self._send_mcp,
+            device_id=self.device_id,
+        )
 
     async def connect(self) -> float:
         """Connect, say hello and wait until the MCP listing is answered; returns the hello round trip (s)."""
         headers = {"Protocol-Version": "1", "Device-Id": self.device_id, "Client-Id": self.client_id}
         started = time.monotonic()
-        self._ws = await websockets.connect(self.url, additional_headers=headers, open_timeout=30,
-                                            ping_interval=None, compression=None, max_size=2**20)
+        self._ws = await websockets.connect(
+            self.url, additional_headers=headers, open_timeout=30, ping_interval=None, compression=None, max_size=2**20
+        )
         self._hello = asyncio.get_running_loop().create_future()
         self._reader = asyncio.create_task(self._receive())
-        await self._ws.send(json.dumps({
-            "type": "hello", "version": 1, "features": {"mcp": True}, "transport": "websocket",
-            "audio_params": {"format": "opus", "sample_rate": 16000, "channels": 1, "frame_duration": 60}}))
+        await self._ws.send(
+            json.dumps(
+                {
+                    "type": "hello",
+                    "version": 1,
+                    "features": {"mcp": True},
+                    "transport": "websocket",
+                    "audio_params": {"format": "opus", "sample_rate": 16000, "channels": 1, "frame_duration": 60},
+                }
+            )
+        )
         hello = await asyncio.wait_for(self._hello, 30)
         hello_s = time.monotonic() - started
         self.session_id = str(hello.get("session_id") or "")
@@ -151,10 +164,15 @@ class Fleet:
         for device in self.devices:
             for kind in device.unexpected:
                 unexpected[kind] = unexpected.get(kind, 0) + 1
-        return {"connected": sum(1 for d in self.devices if d.listed.is_set()), "failed": failed[:5],
-                "failed_count": len(failed), "seconds": round(time.monotonic() - started, 2),
-                "hello_ms": {"p50": _ms_pct(hellos, 50), "p95": _ms_pct(hellos, 95)},
-                "unexpected": unexpected, "cpu_s": round(time.process_time(), 2)}
+        return {
+            "connected": sum(1 for d in self.devices if d.listed.is_set()),
+            "failed": failed[:5],
+            "failed_count": len(failed),
+            "seconds": round(time.monotonic() - started, 2),
+            "hello_ms": {"p50": _ms_pct(hellos, 50), "p95": _ms_pct(hellos, 95)},
+            "unexpected": unexpected,
+            "cpu_s": round(time.process_time(), 2),
+        }
 
     async def close(self) -> None:
         gate = asyncio.Semaphore(500)

@@ -36,12 +36,23 @@ PING_INTERVAL_S = 0.020
 
 def registration_entries(count: int) -> list[dict[str, Any]]:
     """`count` registerTools entries shaped like the registerTools design's examples."""
-    return [{"name": f"bench_tool_{i:04d}", "description": f"Bench tool {i}: set a level (0-100) with a label.",
-             "main_type": "remote", "sub_type": "query" if i % 2 else "control",
-             "parameters": {"type": "object", "properties": {
-                 "level": {"type": "integer", "minimum": 0, "maximum": 100, "description": "the level"},
-                 "label": {"type": "string", "description": "a short label"}}, "required": ["level"]}}
-            for i in range(count)]
+    return [
+        {
+            "name": f"bench_tool_{i:04d}",
+            "description": f"Bench tool {i}: set a level (0-100) with a label.",
+            "main_type": "remote",
+            "sub_type": "query" if i % 2 else "control",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "level": {"type": "integer", "minimum": 0, "maximum": 100, "description": "the level"},
+                    "label": {"type": "string", "description": "a short label"},
+                },
+                "required": ["level"],
+            },
+        }
+        for i in range(count)
+    ]
 
 
 class HelloPinger:
@@ -54,9 +65,12 @@ class HelloPinger:
         self._task: asyncio.Task[None] | None = None
 
     async def __aenter__(self) -> HelloPinger:
-        self._ws = await websockets.connect(self.url, additional_headers={
-            "Device-Id": "02:00:00:00:00:fd", "Client-Id": "bench-pinger", "Protocol-Version": "1"},
-            ping_interval=None, compression=None)
+        self._ws = await websockets.connect(
+            self.url,
+            additional_headers={"Device-Id": "02:00:00:00:00:fd", "Client-Id": "bench-pinger", "Protocol-Version": "1"},
+            ping_interval=None,
+            compression=None,
+        )
         await self._round_trip()
         self._task = asyncio.create_task(self._run())
         return self
@@ -68,9 +82,16 @@ class HelloPinger:
         await self._ws.close()
 
     async def _round_trip(self) -> float:
-        await self._ws.send(json.dumps({"type": "hello", "version": 1, "transport": "websocket",
-                                        "audio_params": {"format": "opus", "sample_rate": 16000, "channels": 1,
-                                                         "frame_duration": 60}}))
+        await self._ws.send(
+            json.dumps(
+                {
+                    "type": "hello",
+                    "version": 1,
+                    "transport": "websocket",
+                    "audio_params": {"format": "opus", "sample_rate": 16000, "channels": 1, "frame_duration": 60},
+                }
+            )
+        )
         sent = time.monotonic()
         while True:
             message = await self._ws.recv()
@@ -121,8 +142,11 @@ async def _isolation(url: str, rounds: int) -> dict[str, Any]:
                 if "result" not in reply:
                     raise RuntimeError(f"registerTools of {REGISTER_TOOLS} tools refused: {reply}")
                 took.append(time.monotonic() - began)
-        phases["register"] = {"probe_ms": rtts, "hello_worst_ms": pinger.worst(start, time.monotonic()),
-                              "tools": REGISTER_TOOLS}
+        phases["register"] = {
+            "probe_ms": rtts,
+            "hello_worst_ms": pinger.worst(start, time.monotonic()),
+            "tools": REGISTER_TOOLS,
+        }
 
         start = time.monotonic()
         rtts = []
@@ -143,8 +167,11 @@ async def _isolation(url: str, rounds: int) -> dict[str, Any]:
             await asyncio.wait_for(last_page.wait(), 60.0)
             rtts.append(await _probe(probe))
             await device.close()
-        phases["list"] = {"probe_ms": rtts, "hello_worst_ms": pinger.worst(start, time.monotonic()),
-                          "tools": LIST_TOOLS}
+        phases["list"] = {
+            "probe_ms": rtts,
+            "hello_worst_ms": pinger.worst(start, time.monotonic()),
+            "tools": LIST_TOOLS,
+        }
     return phases
 
 
@@ -155,17 +182,29 @@ def run_isolation(url: str, rounds: int = 10) -> dict[str, Any]:
         phase["probe_ms"] = [round(1000 * x, 1) for x in phase["probe_ms"]]
         phase["hello_worst_ms"] = round(1000 * phase["hello_worst_ms"], 1)
     quiet_median = float(np.median(phases["quiet"]["probe_ms"]))
-    print(f"isolation ({rounds} typed turns per phase; round trip = `listen detect` text -> first `stt`; "
-          f"machine: {os.cpu_count()} cores, load average {load_before:.1f} before)")
+    print(
+        f"isolation ({rounds} typed turns per phase; round trip = `listen detect` text -> first `stt`; "
+        f"machine: {os.cpu_count()} cores, load average {load_before:.1f} before)"
+    )
     for name, phase in phases.items():
         probes = phase["probe_ms"]
         phase["median_ms"] = float(np.median(probes))
         phase["max_ms"] = max(probes)
         phase["delay_ms"] = round(max(probes) - quiet_median, 1)
-        what = {"quiet": "no heavy neighbour", "register": f"neighbour registers {phase.get('tools')} tools",
-                "list": f"neighbour device lists {phase.get('tools')} tools"}[name]
+        what = {
+            "quiet": "no heavy neighbour",
+            "register": f"neighbour registers {phase.get('tools')} tools",
+            "list": f"neighbour device lists {phase.get('tools')} tools",
+        }[name]
         delay = "" if name == "quiet" else f", delay {phase['delay_ms']:.0f} ms vs quiet median"
-        print(f"  {name:<9s} {what:<36s} median {phase['median_ms']:.0f} ms, max {phase['max_ms']:.0f} ms{delay}; "
-              f"worst hello round trip {phase['hello_worst_ms']:.0f} ms")
-    return {"mode": "isolation", "rounds": rounds, "phases": phases, "failed": 0,
-            "machine": {"cores": os.cpu_count(), "load_average_before": round(load_before, 2)}}
+        print(
+            f"  {name:<9s} {what:<36s} median {phase['median_ms']:.0f} ms, max {phase['max_ms']:.0f} ms{delay}; "
+            f"worst hello round trip {phase['hello_worst_ms']:.0f} ms"
+        )
+    return {
+        "mode": "isolation",
+        "rounds": rounds,
+        "phases": phases,
+        "failed": 0,
+        "machine": {"cores": os.cpu_count(), "load_average_before": round(load_before, 2)},
+    }

@@ -78,7 +78,7 @@ def _trimmed_speech(path: Path) -> np.ndarray:
             raise ValueError(f"{path.name}: expected 16 kHz mono int16")
         samples = np.frombuffer(wav.readframes(wav.getnframes()), dtype="<i2").astype(np.float64)
     loud = np.flatnonzero(np.abs(samples) >= SPEECH_TRIM_LEVEL)
-    return samples[loud[0]:loud[-1] + 1] if loud.size else samples
+    return samples[loud[0] : loud[-1] + 1] if loud.size else samples
 
 
 def noise_rms(dbfs: float | None) -> float:
@@ -101,11 +101,11 @@ def build_clips(noise_dbfs: float | None = None) -> list[Clip]:
         total = lead + len(speech) + tail
         total += -total % FRAME_SAMPLES
         audio = rng.normal(0.0, noise_rms(noise_dbfs), total)
-        audio[lead:lead + len(speech)] += speech
+        audio[lead : lead + len(speech)] += speech
         pcm = np.clip(audio, -32768, 32767).astype("<i2").tobytes()
         encoder = OpusEncoder(RATE, 1, 60)
         step = FRAME_SAMPLES * 2
-        packets = [encoder.encode(pcm[i:i + step]) for i in range(0, len(pcm), step)]
+        packets = [encoder.encode(pcm[i : i + step]) for i in range(0, len(pcm), step)]
         clips.append(Clip(path.stem, packets, (lead + len(speech) - 1) // FRAME_SAMPLES))
     if not clips:
         raise RuntimeError(f"no speech fixture of at most {SPEECH_S} s in {SPEECH_DIR}")
@@ -160,8 +160,9 @@ class Device:
         device_tools = default_tools(status, lambda: {"board": "bench"}, lambda: None)
         if tools:
             device_tools = many_device_tools(tools)
-        self.mcp = DeviceMcpServer(device_tools, board="bench-board", firmware_version="2.4.2",
-                                   send=self._send_mcp, device_id=self.device_id)
+        self.mcp = DeviceMcpServer(
+            device_tools, board="bench-board", firmware_version="2.4.2", send=self._send_mcp, device_id=self.device_id
+        )
 
     async def run(self, start_at: float, slots: list[float] | None = None) -> None:
         """Connect at `start_at`, then do the turns back to back, or each at its slot of `slots`
@@ -171,8 +172,9 @@ class Device:
             await self.connect()
         except (OSError, TimeoutError, ConnectionClosed, websockets.InvalidHandshake) as exc:
             self.connect_error = f"connect: {exc!r}"
-            self.records = [TurnRecord(self.index, t, self.clip.name, failed=self.connect_error)
-                            for t in range(self.turns)]
+            self.records = [
+                TurnRecord(self.index, t, self.clip.name, failed=self.connect_error) for t in range(self.turns)
+            ]
             return
         try:
             for turn in range(self.turns):
@@ -187,13 +189,27 @@ class Device:
 
     async def connect(self, timeout: float = 15.0) -> None:
         headers = {"Protocol-Version": "1", "Device-Id": self.device_id, "Client-Id": self.client_id}
-        self._ws = await websockets.connect(self.url, additional_headers=headers, open_timeout=timeout,
-                                            ping_interval=None, compression=None, max_size=4 * 2**20)
+        self._ws = await websockets.connect(
+            self.url,
+            additional_headers=headers,
+            open_timeout=timeout,
+            ping_interval=None,
+            compression=None,
+            max_size=4 * 2**20,
+        )
         self._hello = asyncio.get_running_loop().create_future()
         self._receiver = asyncio.create_task(self._receive())
-        await self._ws.send(json.dumps({
-            "type": "hello", "version": 1, "features": {"mcp": True}, "transport": "websocket",
-            "audio_params": {"format": "opus", "sample_rate": RATE, "channels": 1, "frame_duration": 60}}))
+        await self._ws.send(
+            json.dumps(
+                {
+                    "type": "hello",
+                    "version": 1,
+                    "features": {"mcp": True},
+                    "transport": "websocket",
+                    "audio_params": {"format": "opus", "sample_rate": RATE, "channels": 1, "frame_duration": 60},
+                }
+            )
+        )
         hello = await asyncio.wait_for(self._hello, timeout)
         self.session_id = str(hello.get("session_id") or "")
 
@@ -299,11 +315,17 @@ def many_device_tools(count: int) -> list[Any]:
     """`count` firmware-shaped tools with an integer and a string argument (for the isolation mode)."""
     from vixio.testing.device.mcp import DeviceTool
 
-    schema = {"type": "object", "properties": {
-        "level": {"type": "integer", "minimum": 0, "maximum": 100},
-        "label": {"type": "string"}}, "required": ["level", "label"]}
-    return [DeviceTool(f"self.bench.tool_{i:05d}", f"Bench tool number {i}: sets a level with a label.",
-                       schema, lambda args: True) for i in range(count)]
+    schema = {
+        "type": "object",
+        "properties": {"level": {"type": "integer", "minimum": 0, "maximum": 100}, "label": {"type": "string"}},
+        "required": ["level", "label"],
+    }
+    return [
+        DeviceTool(
+            f"self.bench.tool_{i:05d}", f"Bench tool number {i}: sets a level with a label.", schema, lambda args: True
+        )
+        for i in range(count)
+    ]
 
 
 def playback_end(frames: list[float]) -> float:
@@ -339,18 +361,31 @@ def burst_slots(index: int, total: int, turns: int, start_at: float, burst: dict
     return [start_at + offset + turn * burst["period"] for turn in range(turns)]
 
 
-async def generate(url: str, indices: list[int], total: int, turns: int, start_at: float,
-                   stagger: float, burst: dict[str, float] | None = None,
-                   noise_dbfs: float | None = None) -> dict[str, Any]:
+async def generate(
+    url: str,
+    indices: list[int],
+    total: int,
+    turns: int,
+    start_at: float,
+    stagger: float,
+    burst: dict[str, float] | None = None,
+    noise_dbfs: float | None = None,
+) -> dict[str, Any]:
     """Run devices `indices` (of `total`), device i connecting at start_at + i × stagger / total;
     its turns back to back (staggered shape), or at its `burst_slots` when `burst` is given; the
     room's background at `noise_dbfs` (None: NOISE_RMS)."""
     clips = build_clips(noise_dbfs)
     devices = [Device(i, url, clips[i % len(clips)], turns) for i in indices]
     cpu0 = time.process_time()
-    await asyncio.gather(*(d.run(start_at + d.index * stagger / max(1, total),
-                                 None if burst is None else burst_slots(d.index, total, turns, start_at, burst))
-                           for d in devices))
+    await asyncio.gather(
+        *(
+            d.run(
+                start_at + d.index * stagger / max(1, total),
+                None if burst is None else burst_slots(d.index, total, turns, start_at, burst),
+            )
+            for d in devices
+        )
+    )
     lateness = [x for d in devices for x in d.lateness]
     return {
         "records": [asdict(r) for d in devices for r in d.records],
@@ -363,8 +398,18 @@ async def generate(url: str, indices: list[int], total: int, turns: int, start_a
 
 def main() -> None:
     spec = json.loads(sys.argv[1])
-    result = asyncio.run(generate(spec["url"], spec["indices"], spec["total"], spec["turns"],
-                                  spec["start_at"], spec["stagger"], spec.get("burst"), spec.get("noise_dbfs")))
+    result = asyncio.run(
+        generate(
+            spec["url"],
+            spec["indices"],
+            spec["total"],
+            spec["turns"],
+            spec["start_at"],
+            spec["stagger"],
+            spec.get("burst"),
+            spec.get("noise_dbfs"),
+        )
+    )
     Path(spec["out"]).write_text(json.dumps(result))
 
 

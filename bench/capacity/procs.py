@@ -145,7 +145,7 @@ class ProcessTree:
                     text = (task / "stat").read_text()
                 except OSError:
                     continue
-                fields = text[text.rindex(")") + 2:].split()
+                fields = text[text.rindex(")") + 2 :].split()
                 if task.name == str(pid):  # a process's main thread: the supervisor's, or a worker's event loop
                     name = "supervisor" if pid in self._roots() and len(pids) > 1 else "event loop"
                 by_name[name] = by_name.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / TICKS
@@ -188,8 +188,10 @@ class HostCpu:
         total = self.total_s - before.total_s
         if total <= 0:
             return {"busy_pct": 0.0, "steal_pct": 0.0}
-        return {"busy_pct": round(100 * (self.busy_s - before.busy_s) / total, 1),
-                "steal_pct": round(100 * (self.steal_s - before.steal_s) / total, 2)}
+        return {
+            "busy_pct": round(100 * (self.busy_s - before.busy_s) / total, 1),
+            "steal_pct": round(100 * (self.steal_s - before.steal_s) / total, 2),
+        }
 
 
 def _runqueue_wait_ns(pid: int) -> int:
@@ -213,7 +215,7 @@ def _read_stat(pid: int) -> list[str] | None:
         text = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
-    return text[text.rindex(")") + 2:].split()
+    return text[text.rindex(")") + 2 :].split()
 
 
 class Sampler:

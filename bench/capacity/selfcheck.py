@@ -58,9 +58,16 @@ async def _answer(ws: Any, last_speech: int) -> None:
             continue
         data = json.loads(message)
         if data.get("type") == "hello":
-            await ws.send(json.dumps({"type": "hello", "transport": "websocket", "session_id": "selfcheck",
-                                      "audio_params": {"format": "opus", "sample_rate": 24000, "channels": 1,
-                                                       "frame_duration": 60}}))
+            await ws.send(
+                json.dumps(
+                    {
+                        "type": "hello",
+                        "transport": "websocket",
+                        "session_id": "selfcheck",
+                        "audio_params": {"format": "opus", "sample_rate": 24000, "channels": 1, "frame_duration": 60},
+                    }
+                )
+            )
         elif data.get("type") == "listen" and data.get("state") == "start":
             received = 0
     if turn_task is not None:
@@ -69,8 +76,15 @@ async def _answer(ws: Any, last_speech: int) -> None:
 
 async def serve_answering_machine(port: int) -> None:
     last_speech = build_clips()[0].last_speech
-    async with websockets.serve(lambda ws: _answer(ws, last_speech), "127.0.0.1", port, compression=None,
-                                ping_interval=None, max_queue=None, backlog=1024):
+    async with websockets.serve(
+        lambda ws: _answer(ws, last_speech),
+        "127.0.0.1",
+        port,
+        compression=None,
+        ping_interval=None,
+        max_queue=None,
+        backlog=1024,
+    ):
         print("ready", flush=True)
         await asyncio.Event().wait()
 

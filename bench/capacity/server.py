@@ -24,12 +24,19 @@ READY_TIMEOUT_S = 120.0
 """Loading Silero, litellm and openai-agents on a busy 2-core machine can take a while."""
 
 
-def start_fakes(children: Children, env: dict[str, str], delays: tuple[float, float] = (0.0, 0.0)) -> tuple[str, ProcessTree]:
+def start_fakes(
+    children: Children, env: dict[str, str], delays: tuple[float, float] = (0.0, 0.0)
+) -> tuple[str, ProcessTree]:
     """Start bench/capacity/fakes.py, answering after `delays` (seconds to the model's first token,
     to the first TTS audio); returns its base URL (`http://127.0.0.1:<port>/v1`) and process."""
     waits = ["--first-token-ms", str(1000 * delays[0]), "--first-audio-ms", str(1000 * delays[1])]
-    proc = children.start([sys.executable, str(BENCH / "capacity" / "fakes.py"), *waits], cwd=ROOT, env=env,
-                          stdout=subprocess.PIPE, text=True)
+    proc = children.start(
+        [sys.executable, str(BENCH / "capacity" / "fakes.py"), *waits],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     assert proc.stdout is not None
     line = proc.stdout.readline()
     if not line:
@@ -43,31 +50,62 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def server_config(ws_port: int, http_port: int, fakes_url: str, log_level: str, state_path: Path,
-                  memory: bool = True, overrides: dict[str, Any] | None = None,
-                  voice: dict[str, Any] | None = None) -> dict[str, Any]:
+def server_config(
+    ws_port: int,
+    http_port: int,
+    fakes_url: str,
+    log_level: str,
+    state_path: Path,
+    memory: bool = True,
+    overrides: dict[str, Any] | None = None,
+    voice: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """A vixio config using the fakes for ASR, LLM and TTS, and real Silero VAD; the state store
     (SQLite) at `state_path` (the benchmark's temporary folder, never the checkout), conversations
     stored in it when `memory` (memory.enabled). `overrides` is merged in key by key (e.g.
     `{"state": {"backend": "redis", "url": ...}}`, `{"xiaozhi": {"max_connections": 20000}}`);
     `voice` sections replace the fakes' whole (`shipped_voice_stack()`: the local models)."""
-    return merge_config({
-        "log": {"level": log_level},
-        "state": {"path": str(state_path)},
-        "memory": {"enabled": memory},
-        "xiaozhi": {"host": "127.0.0.1", "port": ws_port, "idle_timeout": 0,
-                    "http": {"host": "127.0.0.1", "port": http_port},
-                    # Raised so --isolation's 600-tool registration and 1,000-tool listing are processed,
-                    # not refused (the defaults refuse them: docs/security.md); ordinary load never nears them.
-                    "mcp": {"limits": {"tools_per_source": 1000, "tools_per_session": 2000,
-                                       "registrations_per_minute": 1000, "schema_bytes": 100000}}},
-        "vad": {"provider": "silero-onnx"},
-        "asr": {"provider": "openai", "api_base": fakes_url, "api_key": "bench", "model": "whisper-1",
-                "language": "en"},
-        "agent": {"provider": "litellm", "model": "openai/bench", "api_base": fakes_url, "api_key": "bench"},
-        "tts": {"provider": "openai", "api_base": fakes_url, "api_key": "bench", "response_format": "pcm",
-                "sample_rate": 24000},
-    } | (voice or {}), overrides or {})
+    return merge_config(
+        {
+            "log": {"level": log_level},
+            "state": {"path": str(state_path)},
+            "memory": {"enabled": memory},
+            "xiaozhi": {
+                "host": "127.0.0.1",
+                "port": ws_port,
+                "idle_timeout": 0,
+                "http": {"host": "127.0.0.1", "port": http_port},
+                # Raised so --isolation's 600-tool registration and 1,000-tool listing are processed,
+                # not refused (the defaults refuse them: docs/security.md); ordinary load never nears them.
+                "mcp": {
+                    "limits": {
+                        "tools_per_source": 1000,
+                        "tools_per_session": 2000,
+                        "registrations_per_minute": 1000,
+                        "schema_bytes": 100000,
+                    }
+                },
+            },
+            "vad": {"provider": "silero-onnx"},
+            "asr": {
+                "provider": "openai",
+                "api_base": fakes_url,
+                "api_key": "bench",
+                "model": "whisper-1",
+                "language": "en",
+            },
+            "agent": {"provider": "litellm", "model": "openai/bench", "api_base": fakes_url, "api_key": "bench"},
+            "tts": {
+                "provider": "openai",
+                "api_base": fakes_url,
+                "api_key": "bench",
+                "response_format": "pcm",
+                "sample_rate": 24000,
+            },
+        }
+        | (voice or {}),
+        overrides or {},
+    )
 
 
 VOICE_SECTIONS = ("vad", "turn", "asr", "agent", "tts", "speech")
@@ -92,8 +130,14 @@ def merge_config(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, A
 
 
 def serve_supports_workers(env: dict[str, str]) -> bool:
-    out = subprocess.run([sys.executable, "-m", "vixio", "serve", "--help"], cwd=ROOT, env=env,
-                         capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-m", "vixio", "serve", "--help"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     return "--workers" in out.stdout
 
 
@@ -159,13 +203,22 @@ class ServerUnderLoad:
         self.wait_quiet(time.monotonic() + 30.0)  # the warm-up sessions' replies and closing are done
 
 
-
 class VixioServerProcess(ServerUnderLoad):
     """`python -m vixio serve` of this checkout, on free loopback ports, logging to a file."""
 
-    def __init__(self, children: Children, tmp: Path, fakes_url: str, env: dict[str, str], *,
-                 workers: int | None = None, log_level: str = "INFO", memory: bool = True,
-                 overrides: dict[str, Any] | None = None, voice: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        children: Children,
+        tmp: Path,
+        fakes_url: str,
+        env: dict[str, str],
+        *,
+        workers: int | None = None,
+        log_level: str = "INFO",
+        memory: bool = True,
+        overrides: dict[str, Any] | None = None,
+        voice: dict[str, Any] | None = None,
+    ) -> None:
         self.children = children
         self.ws_port, self.http_port = free_port(), free_port()
         self.ws_url = f"ws://127.0.0.1:{self.ws_port}/xiaozhi/v1/"
@@ -173,8 +226,11 @@ class VixioServerProcess(ServerUnderLoad):
         self.log_path = tmp / f"server-{self.ws_port}.log"
         self.log_paths = [self.log_path]
         state_path = tmp / f"state-{self.ws_port}.db"
-        self.config_path.write_text(yaml.safe_dump(server_config(self.ws_port, self.http_port, fakes_url, log_level,
-                                                                 state_path, memory, overrides, voice)))
+        self.config_path.write_text(
+            yaml.safe_dump(
+                server_config(self.ws_port, self.http_port, fakes_url, log_level, state_path, memory, overrides, voice)
+            )
+        )
         self.env = env
         self.workers: int | None = None
         if workers is not None:
@@ -222,11 +278,21 @@ class VixioServerProcess(ServerUnderLoad):
 
 
 async def _hello(url: str) -> None:
-    async with websockets.connect(url, additional_headers={"Device-Id": "02:00:00:00:00:ff", "Protocol-Version": "1",
-                                                           "Client-Id": "bench-ready"}, open_timeout=5) as ws:
-        await ws.send(json.dumps({"type": "hello", "version": 1, "transport": "websocket",
-                                  "audio_params": {"format": "opus", "sample_rate": 16000, "channels": 1,
-                                                   "frame_duration": 60}}))
+    async with websockets.connect(
+        url,
+        additional_headers={"Device-Id": "02:00:00:00:00:ff", "Protocol-Version": "1", "Client-Id": "bench-ready"},
+        open_timeout=5,
+    ) as ws:
+        await ws.send(
+            json.dumps(
+                {
+                    "type": "hello",
+                    "version": 1,
+                    "transport": "websocket",
+                    "audio_params": {"format": "opus", "sample_rate": 16000, "channels": 1, "frame_duration": 60},
+                }
+            )
+        )
         while True:
             message = await asyncio.wait_for(ws.recv(), 5)
             if isinstance(message, str) and json.loads(message).get("type") == "hello":

@@ -25,8 +25,11 @@ from vixio.testing.llm_server import Reply, ScriptedLLMServer
 pytestmark = pytest.mark.integration
 
 DEVICE = "02:00:00:00:7e:01"
-VOICE = {"tts": {"provider": "espeak", "voice": "en-us"}, "tools": {"builtin": ["get_time", "reminders"]},
-         "reminders": {"notify": {"ttl_seconds": 2.0, "url_base": "http://127.0.0.1:0"}}}
+VOICE = {
+    "tts": {"provider": "espeak", "voice": "en-us"},
+    "tools": {"builtin": ["get_time", "reminders"]},
+    "reminders": {"notify": {"ttl_seconds": 2.0, "url_base": "http://127.0.0.1:0"}},
+}
 
 
 async def serve(llm: ScriptedLLMServer, tmp_path: Path) -> VixioServer:
@@ -36,16 +39,20 @@ async def serve(llm: ScriptedLLMServer, tmp_path: Path) -> VixioServer:
 
 
 def sentences(device: SimulatedDevice, after: int = 0) -> list[str]:
-    return [m.data["text"] for m in device.received[after:]
-            if isinstance(m, ReceivedMessage) and m.type == "tts" and m.data.get("state") == "sentence_start"]
+    return [
+        m.data["text"]
+        for m in device.received[after:]
+        if isinstance(m, ReceivedMessage) and m.type == "tts" and m.data.get("state") == "sentence_start"
+    ]
 
 
-async def test_a_reminder_set_by_voice_is_spoken_once_at_the_next_pause(llm: ScriptedLLMServer,
-                                                                         tmp_path: Path) -> None:
+async def test_a_reminder_set_by_voice_is_spoken_once_at_the_next_pause(llm: ScriptedLLMServer, tmp_path: Path) -> None:
     server = await serve(llm, tmp_path)
     try:
-        llm.expect(Reply.tool_call("set_reminder", {"text": "take your medicine", "in_seconds": 3}),
-                   Reply.text("I will remind you in three seconds."))
+        llm.expect(
+            Reply.tool_call("set_reminder", {"text": "take your medicine", "in_seconds": 3}),
+            Reply.text("I will remind you in three seconds."),
+        )
         async with SimulatedDevice(ws_url=url(server), device_id=DEVICE, mcp=False) as device:
             await device.connect()
             mark = device.mark()
@@ -65,7 +72,8 @@ async def test_a_reminder_set_by_voice_is_spoken_once_at_the_next_pause(llm: Scr
 
 
 async def test_a_reminder_missed_while_away_is_the_first_words_of_the_next_session(
-        llm: ScriptedLLMServer, tmp_path: Path) -> None:
+    llm: ScriptedLLMServer, tmp_path: Path
+) -> None:
     server = await serve(llm, tmp_path)
     try:
         async with SimulatedDevice(ws_url=url(server), device_id=DEVICE, mcp=False) as device:
@@ -124,18 +132,25 @@ def decoded_seconds(data: bytes) -> tuple[int, int, float]:
 
 
 async def test_an_idle_device_reachable_by_push_gets_notify_whose_file_decodes_and_expires(
-        llm: ScriptedLLMServer, tmp_path: Path) -> None:
+    llm: ScriptedLLMServer, tmp_path: Path
+) -> None:
     server = await serve(llm, tmp_path)
     push = FetchingPush()
     server.reminders.idle_push = push
     try:
-        await server.store.put_reminder(Reminder.once(DEVICE, "the laundry is done. Hang it up", time.time() + 0.5,
-                                                      kind="timer"), per_device=20)
+        await server.store.put_reminder(
+            Reminder.once(DEVICE, "the laundry is done. Hang it up", time.time() + 0.5, kind="timer"), per_device=20
+        )
         server.reminders.changed()
         await until(lambda: push.files, 30, "the notify")
         alert, message = push.messages
-        assert alert == {"device_id": DEVICE, "type": "alert", "status": "Reminder", "emotion": "neutral",
-                         "message": "Time's up: the laundry is done. Hang it up."}
+        assert alert == {
+            "device_id": DEVICE,
+            "type": "alert",
+            "status": "Reminder",
+            "emotion": "neutral",
+            "message": "Time's up: the laundry is done. Hang it up.",
+        }
         assert message["type"] == "notify" and message["device_id"] == DEVICE
         assert [s["text"] for s in message["subtitles"]] == ["Time's up: the laundry is done.", "Hang it up."]
         assert message["subtitles"][0]["start_ms"] == 0 < message["subtitles"][1]["start_ms"]
@@ -148,20 +163,25 @@ async def test_an_idle_device_reachable_by_push_gets_notify_whose_file_decodes_a
         await asyncio.sleep(2.2)  # reminders.notify.ttl_seconds
         async with aiohttp.ClientSession() as http, http.get(message["audio_url"]) as response:
             assert response.status == 404
-        async with aiohttp.ClientSession() as http, http.get(
-                f"http://127.0.0.1:{server.ota.port}/notify/{'A' * 43}.ogg") as response:
+        async with (
+            aiohttp.ClientSession() as http,
+            http.get(f"http://127.0.0.1:{server.ota.port}/notify/{'A' * 43}.ogg") as response,
+        ):
             assert response.status == 404
     finally:
         await server.stop()
 
 
 async def test_an_operator_message_reaches_a_device_in_a_conversation_and_one_away(
-        llm: ScriptedLLMServer, tmp_path: Path) -> None:
+    llm: ScriptedLLMServer, tmp_path: Path
+) -> None:
     server = await serve(llm, tmp_path)
     base = f"http://127.0.0.1:{server.ota.port}"
     try:
-        async with SimulatedDevice(ws_url=url(server), device_id=DEVICE, mcp=False) as device, \
-                aiohttp.ClientSession() as http:
+        async with (
+            SimulatedDevice(ws_url=url(server), device_id=DEVICE, mcp=False) as device,
+            aiohttp.ClientSession() as http,
+        ):
             await device.connect()
             mark = device.mark()
             async with http.post(base + "/api/say", json={"device": DEVICE, "text": "dinner is ready"}) as response:

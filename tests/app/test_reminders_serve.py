@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_fleet import api, start_instance
+from tests.fleet.test_fleet import api, start_instance
 from vixio.serve.supervisor import reuse_port_supported
 from vixio.state.redis import RedisStore
 from vixio.testing.device import ReceivedMessage, SimulatedDevice
@@ -32,13 +32,17 @@ EXTRA = "tools: {builtin: [get_time, reminders]}\nreminders: {check_seconds: 2}\
 
 
 def first_words(device: SimulatedDevice, after: int) -> list[str]:
-    return [m.data["text"] for m in device.received[after:]
-            if isinstance(m, ReceivedMessage) and m.type == "tts" and m.data.get("state") == "sentence_start"]
+    return [
+        m.data["text"]
+        for m in device.received[after:]
+        if isinstance(m, ReceivedMessage) and m.type == "tts" and m.data.get("state") == "sentence_start"
+    ]
 
 
 def cli(base: str, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "vixio", *args, "--url", base], capture_output=True, text=True,
-                          timeout=60, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "vixio", *args, "--url", base], capture_output=True, text=True, timeout=60, check=False
+    )
 
 
 def rows(state: Path, table: str) -> list[tuple[str, str]]:
@@ -47,7 +51,8 @@ def rows(state: Path, table: str) -> list[tuple[str, str]]:
 
 
 async def test_a_reminder_set_by_voice_outlives_a_restart_and_is_said_once_and_the_cli_manages_them(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     state = tmp_path / "state.db"
     extra = f"state: {{path: {state}}}\n{EXTRA}"
     llm = ScriptedLLMServer()
@@ -64,8 +69,10 @@ async def test_a_reminder_set_by_voice_outlives_a_restart_and_is_said_once_and_t
 
     try:
         await serve.wait_ready()
-        llm.expect(Reply.tool_call("set_reminder", {"text": "take your medicine", "in_seconds": 40}),
-                   Reply.text("I will remind you."))
+        llm.expect(
+            Reply.tool_call("set_reminder", {"text": "take your medicine", "in_seconds": 40}),
+            Reply.text("I will remind you."),
+        )
         device = await connect(serve.ws_url)
         mark = device.mark()
         await device.send_text("remind me in forty seconds to take my medicine")

@@ -27,14 +27,17 @@ def test_the_index_names_every_page() -> None:
 def _tree() -> str:
     text = (DOCS / "architecture.md").read_text(encoding="utf-8")
     start = text.index("```\nvixio/\n")
-    return text[start:text.index("```", start + 3)]
+    return text[start : text.index("```", start + 3)]
 
 
 def test_the_architecture_tree_names_every_package() -> None:
     tree = _tree()
     named = set(re.findall(r"[├└]── ([a-z_]+)/", tree))
-    packages = {path.parent.relative_to(ROOT / "vixio").parts[-1]
-                for path in (ROOT / "vixio").rglob("__init__.py") if path.parent != ROOT / "vixio"}
+    packages = {
+        path.parent.relative_to(ROOT / "vixio").parts[-1]
+        for path in (ROOT / "vixio").rglob("__init__.py")
+        if path.parent != ROOT / "vixio"
+    }
     missing = packages - named
     assert not missing, f"docs/architecture.md's tree does not show {sorted(missing)}"
 

@@ -100,8 +100,12 @@ def test_no_module_imports_from_a_higher_layer_or_a_sibling_package():
 
 def test_providers_and_transports_never_import_each_other():
     graph = import_graph()
-    crossing = [f"{m} -> {t}" for m, targets in graph.items() for t in targets
-                if {_package(m), _package(t)} == {"providers", "transports"}]
+    crossing = [
+        f"{m} -> {t}"
+        for m, targets in graph.items()
+        for t in targets
+        if {_package(m), _package(t)} == {"providers", "transports"}
+    ]
     assert not crossing
 
 

@@ -27,6 +27,8 @@ from capacity.procs import HostCpu  # noqa: E402
 from capacity.report import late_frames  # noqa: E402
 from capacity.server import server_config, shipped_voice_stack  # noqa: E402
 
+pytestmark = pytest.mark.process
+
 TTS_FRAMES = round(1.5 / FRAME_S)
 """The fake TTS answers 1.5 s of audio per sentence and the fake LLM one sentence: 25 frames."""
 
@@ -62,7 +64,7 @@ def test_the_room_level_sets_the_noise_around_each_question() -> None:
     def lead_dbfs(noise_dbfs: float | None) -> float:
         clip, decoder = build_clips(noise_dbfs)[0], OpusDecoder(16000, 1)
         pcm = b"".join(decoder.decode(packet) for packet in clip.packets[:5])  # 0.3 s of the room
-        samples = [int.from_bytes(pcm[i:i + 2], "little", signed=True) for i in range(0, len(pcm), 2)]
+        samples = [int.from_bytes(pcm[i : i + 2], "little", signed=True) for i in range(0, len(pcm), 2)]
         return 20 * math.log10(math.sqrt(sum(x * x for x in samples) / len(samples)) / 32768)
 
     default, quiet = lead_dbfs(None), lead_dbfs(-70)
@@ -74,7 +76,9 @@ def test_set_options_become_nested_config_overrides() -> None:
     from bench_capacity import config_settings
 
     assert config_settings(["vad.quiet_below_dbfs=null", "pipeline.prewarm=false", "vad.min_silence_ms=400"]) == {
-        "vad": {"quiet_below_dbfs": None, "min_silence_ms": 400}, "pipeline": {"prewarm": False}}
+        "vad": {"quiet_below_dbfs": None, "min_silence_ms": 400},
+        "pipeline": {"prewarm": False},
+    }
     for bad in (["vad.threshold"], ["=1"], ["vad..x=1"], ["vad=1", "vad.threshold=0.5"]):
         with pytest.raises(ValueError, match="--set"):
             config_settings(bad)
@@ -98,8 +102,10 @@ async def test_the_slow_provider_pair_answers_after_its_delays() -> None:
     try:
         async with aiohttp.ClientSession() as http:
             started = time.monotonic()
-            async with http.post(services.base_url + "/chat/completions", json={
-                    "model": "bench", "stream": True, "messages": [{"role": "user", "content": "hi"}]}) as response:
+            async with http.post(
+                services.base_url + "/chat/completions",
+                json={"model": "bench", "stream": True, "messages": [{"role": "user", "content": "hi"}]},
+            ) as response:
                 assert (await response.content.readline()).startswith(b"data: ")
                 token_after = time.monotonic() - started
             started = time.monotonic()
@@ -110,7 +116,6 @@ async def test_the_slow_provider_pair_answers_after_its_delays() -> None:
         await services.stop()
     assert first_token <= token_after < first_token + 2.0
     assert first_audio <= audio_after < first_audio + 2.0
-
 
 
 async def test_the_fake_transcription_reads_the_upload_and_wants_a_file_part() -> None:
@@ -137,6 +142,7 @@ async def test_the_fake_transcription_reads_the_upload_and_wants_a_file_part() -
     assert services.stats["transcriptions"] == 1
     assert services.stats["rejected"] == 2
 
+
 def test_the_server_keeps_its_state_in_the_benchmarks_folder(tmp_path: Path) -> None:
     on = server_config(1, 2, "http://127.0.0.1:3/v1", "INFO", tmp_path / "state.db")
     off = server_config(1, 2, "http://127.0.0.1:3/v1", "INFO", tmp_path / "state.db", memory=False)
@@ -155,7 +161,11 @@ def test_the_offline_providers_are_the_shipped_voice_stack_whole(tmp_path: Path)
         assert config[section] == shipped[section]  # replaced whole: no fake's api_base left behind
     assert config["state"]["path"] == str(tmp_path / "state.db")  # the rest is the benchmark's
     parsed = VixioConfig.model_validate(config)
-    assert (parsed.asr.provider, parsed.agent.provider, parsed.tts.provider) == ("faster-whisper", "local-llama", "piper")
+    assert (parsed.asr.provider, parsed.agent.provider, parsed.tts.provider) == (
+        "faster-whisper",
+        "local-llama",
+        "piper",
+    )
 
 
 def test_the_floor_is_opus_decode_plus_silero_per_frame() -> None:
@@ -193,9 +203,28 @@ def test_host_cpu_shares_are_of_the_time_between_two_readings() -> None:
 
 def test_two_devices_one_turn_end_to_end(tmp_path: Path) -> None:
     out = tmp_path / "capacity.json"
-    run = subprocess.run([sys.executable, str(BENCH / "bench_capacity.py"), "--n", "2", "--turns", "1",
-                          "--stagger", "0.5", "--burst-period", "5", "--memory", "off", "--json", str(out)],
-                         cwd=ROOT, capture_output=True, text=True, timeout=400)
+    run = subprocess.run(
+        [
+            sys.executable,
+            str(BENCH / "bench_capacity.py"),
+            "--n",
+            "2",
+            "--turns",
+            "1",
+            "--stagger",
+            "0.5",
+            "--burst-period",
+            "5",
+            "--memory",
+            "off",
+            "--json",
+            str(out),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=400,
+    )
     assert run.returncode == 0, run.stdout + run.stderr
     assert "N=2" in run.stdout and "latency" in run.stdout and "x the floor of" in run.stdout
     assert "| burst | off | zero | 2 |" in run.stdout and "| staggered | off | zero | 2 |" in run.stdout
@@ -211,11 +240,13 @@ def test_two_devices_one_turn_end_to_end(tmp_path: Path) -> None:
         assert summary["generator"]["stray_frames"] == 0
         assert 0 < summary["server"]["cpu_ms_per_session_frame"] < 100
         assert summary["server"]["cpu_per_frame_vs_floor"] == pytest.approx(
-            summary["server"]["cpu_ms_per_session_frame"] / summary["floor"]["ms_per_frame"])
+            summary["server"]["cpu_ms_per_session_frame"] / summary["floor"]["ms_per_frame"]
+        )
         during = summary["floor_during"]  # probed once a second while the devices talked
         assert during["probes"] >= 1 and during["min"] <= during["ms_per_frame"] <= during["max"]
         assert summary["server"]["cpu_per_frame_vs_floor_during"] == pytest.approx(
-            summary["server"]["cpu_ms_per_session_frame"] / during["ms_per_frame"])
+            summary["server"]["cpu_ms_per_session_frame"] / during["ms_per_frame"]
+        )
         assert summary["machine"]["cpu"] and summary["memory"] == "off"
         # The servers run on the benchmark's own interpreter, whose build moves their CPU too.
         assert summary["machine"]["python"] == f"CPython {platform.python_version()} ({sys.base_prefix})"
@@ -231,8 +262,13 @@ def test_two_devices_one_turn_end_to_end(tmp_path: Path) -> None:
 def test_the_generator_measures_a_known_answer_delay() -> None:
     """Against an answering machine that answers 600 ms after the question's last packet, the
     benchmark must read about 600 ms, every frame on time, nothing failed."""
-    run = subprocess.run([sys.executable, str(BENCH / "capacity" / "selfcheck.py"), "--n", "3", "--turns", "1"],
-                         cwd=ROOT, capture_output=True, text=True, timeout=120)
+    run = subprocess.run(
+        [sys.executable, str(BENCH / "capacity" / "selfcheck.py"), "--n", "3", "--turns", "1"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert run.returncode == 0, run.stdout + run.stderr
     line = next(line for line in run.stdout.splitlines() if "latency" in line)
     p50 = float(line.split("p50 ")[1].split(" ms")[0])

@@ -8,10 +8,14 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "bench"))
 
 from bench_first_turn import DelayingProxy  # noqa: E402
+
+pytestmark = pytest.mark.integration
 
 
 async def test_a_new_connection_pays_its_set_up_round_trips_once_then_one_round_trip_per_exchange() -> None:

@@ -19,6 +19,8 @@ sys.path.insert(0, str(BENCH))
 
 from capacity.fleet import RedisCounters, RedisSample  # noqa: E402
 
+pytestmark = pytest.mark.process
+
 
 def test_a_redis_delta_leaves_out_the_info_that_took_it() -> None:
     before = RedisSample(commands=10, reads=5, cpu_s=1.0, by_command={"evalsha": 3, "hget": 1})
@@ -34,8 +36,24 @@ def test_two_devices_on_both_configurations_end_to_end(tmp_path: Path) -> None:
     if haproxy_path() is None:
         pytest.skip(MISSING)
     out = tmp_path / "fleet.json"
-    run = subprocess.run([sys.executable, str(BENCH / "bench_fleet.py"), "--n", "2", "--turns", "1", "--stagger", "0.5",
-                          "--json", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=900)
+    run = subprocess.run(
+        [
+            sys.executable,
+            str(BENCH / "bench_fleet.py"),
+            "--n",
+            "2",
+            "--turns",
+            "1",
+            "--stagger",
+            "0.5",
+            "--json",
+            str(out),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     summaries = {s["configuration"]: s for s in json.loads(out.read_text())}
     assert set(summaries) == {"fleet", "single"}

@@ -16,6 +16,8 @@ sys.path.insert(0, str(BENCH))
 
 from bench_latency import PAUSES_S, corpus  # noqa: E402
 
+pytestmark = pytest.mark.process
+
 
 def test_the_corpus_has_30_utterances_a_third_paused_in_both_languages() -> None:
     utterances = corpus()
@@ -30,9 +32,24 @@ def test_a_tiny_run_measures_latency_and_premature_replies(tmp_path: Path) -> No
     pytest.importorskip("piper")
     pytest.importorskip("espeakng_loader")
     out = tmp_path / "results.json"
-    done = subprocess.run([sys.executable, str(BENCH / "bench_latency.py"), "--utterances", "3", "--pairs", "zero",
-                           "--modes", "preemptive", "--json", str(out)], cwd=ROOT, capture_output=True, text=True,
-                          timeout=300)
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(BENCH / "bench_latency.py"),
+            "--utterances",
+            "3",
+            "--pairs",
+            "zero",
+            "--modes",
+            "preemptive",
+            "--json",
+            str(out),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     results = json.loads(out.read_text())
     (run,) = results["runs"]

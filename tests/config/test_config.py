@@ -7,6 +7,8 @@ import pytest
 from vixio.cli import main
 from vixio.config import ConfigError, load_config, parse_config
 
+pytestmark = pytest.mark.unit
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -98,7 +100,7 @@ def test_docs_config_md_matches_the_models() -> None:
     from vixio.config.reference import BEGIN, END, render_reference
 
     text = (ROOT / "docs" / "config.md").read_text()
-    generated = text[text.index(BEGIN): text.index(END) + len(END)] + "\n"
+    generated = text[text.index(BEGIN) : text.index(END) + len(END)] + "\n"
     assert generated == render_reference(), "docs/config.md is stale: run `make docs`"
 
 

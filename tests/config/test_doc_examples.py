@@ -10,6 +10,8 @@ import pytest
 from vixio.config.loader import parse_config
 from vixio.config.models import VixioConfig
 
+pytestmark = pytest.mark.unit
+
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ["docs/tools.md", "docs/tool-protocols.md", "docs/mqtt.md"]
 _BLOCK = re.compile(r"```yaml\n(.*?)```", re.S)
@@ -39,7 +41,8 @@ def test_doc_yaml_example_is_valid_config(where: str, block: str, monkeypatch: p
         monkeypatch.chdir(ROOT)
         voice = VoiceStack(config.model_copy(update={"agent": None}))
         assert {entry.function.rpartition(":")[2] for entry in config.tools.local_entries()} <= {
-            tool.name for tool in voice.local_tools}
+            tool.name for tool in voice.local_tools
+        }
 
 
 def test_the_docs_have_examples() -> None:

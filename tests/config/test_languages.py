@@ -8,22 +8,32 @@ from vixio.config import ConfigError, parse_config
 from vixio.config.languages import LANGUAGES
 from vixio.config.pipeline import SpeechConfig
 
+pytestmark = pytest.mark.unit
+
 CLOUD_AGENT = {"provider": "litellm", "model": "deepseek/deepseek-chat"}
 _LATIN_WORD = re.compile(r"[A-Za-z]{3,}")
 
 
 def test_zh_fills_every_spoken_text_and_voice_default() -> None:
-    config = parse_config({
-        "language": "zh",
-        "asr": {"provider": "faster-whisper"},
-        "agent": CLOUD_AGENT,
-        "tts": {"provider": "espeak"},
-        "xiaozhi": {"idle_goodbye": True},
-    }, environ={})
+    config = parse_config(
+        {
+            "language": "zh",
+            "asr": {"provider": "faster-whisper"},
+            "agent": CLOUD_AGENT,
+            "tts": {"provider": "espeak"},
+            "xiaozhi": {"idle_goodbye": True},
+        },
+        environ={},
+    )
     assert (config.asr.model, config.asr.language) == ("base", "zh")
     assert config.tts.voice == "cmn"
-    spoken = [config.xiaozhi.greeting, config.xiaozhi.idle_goodbye, config.agent.system_prompt,
-              config.speech.apology, config.xiaozhi.activation.message]
+    spoken = [
+        config.xiaozhi.greeting,
+        config.xiaozhi.idle_goodbye,
+        config.agent.system_prompt,
+        config.speech.apology,
+        config.xiaozhi.activation.message,
+    ]
     for text in spoken:
         assert text and re.search(r"[\u4e00-\u9fff]", text), text
         assert not _LATIN_WORD.search(text.replace("markdown", "").replace("{code}", "")), text
@@ -34,15 +44,18 @@ def test_zh_fills_every_spoken_text_and_voice_default() -> None:
 
 
 def test_explicit_keys_win_over_the_language() -> None:
-    config = parse_config({
-        "language": "zh",
-        "xiaozhi": {"greeting": "嗨!", "idle_goodbye": "拜拜"},
-        "speech": {"apology": ""},
-        "agent": {**CLOUD_AGENT, "system_prompt": "只说一句话。"},
-        "tts": {"provider": "edge", "voice": "zh-CN-YunxiNeural"},
-        "asr": {"provider": "openai", "api_base": "http://x/v1", "language": None},
-        "tools": {"confirm_words": {"yes": ["中"], "no": ["不中"]}},
-    }, environ={})
+    config = parse_config(
+        {
+            "language": "zh",
+            "xiaozhi": {"greeting": "嗨!", "idle_goodbye": "拜拜"},
+            "speech": {"apology": ""},
+            "agent": {**CLOUD_AGENT, "system_prompt": "只说一句话。"},
+            "tts": {"provider": "edge", "voice": "zh-CN-YunxiNeural"},
+            "asr": {"provider": "openai", "api_base": "http://x/v1", "language": None},
+            "tools": {"confirm_words": {"yes": ["中"], "no": ["不中"]}},
+        },
+        environ={},
+    )
     assert config.xiaozhi.greeting == "嗨!" and config.xiaozhi.idle_goodbye == "拜拜"
     assert config.speech.apology == "" and config.agent.system_prompt == "只说一句话。"
     assert config.tts.voice == "zh-CN-YunxiNeural" and config.asr.language is None
@@ -50,8 +63,10 @@ def test_explicit_keys_win_over_the_language() -> None:
 
 
 def test_english_stays_the_default() -> None:
-    config = parse_config({"asr": {"provider": "faster-whisper"}, "tts": {"provider": "edge"},
-                           "xiaozhi": {"idle_goodbye": False}}, environ={})
+    config = parse_config(
+        {"asr": {"provider": "faster-whisper"}, "tts": {"provider": "edge"}, "xiaozhi": {"idle_goodbye": False}},
+        environ={},
+    )
     assert config.language == "en" and config.xiaozhi.greeting == "Hi, how can I help?"
     assert (config.asr.model, config.asr.language) == ("tiny.en", "en")
     assert config.tts.voice == "en-US-AriaNeural" and config.xiaozhi.idle_goodbye is None
@@ -60,8 +75,11 @@ def test_english_stays_the_default() -> None:
 
 def test_every_spoken_speech_text_has_each_language() -> None:
     """A spoken `speech.*` text on by default must exist in every language, or zh would speak English."""
-    spoken = [name for name, field in SpeechConfig.model_fields.items()
-              if isinstance(field.default, str) and field.default and name != "default_emotion"]
+    spoken = [
+        name
+        for name, field in SpeechConfig.model_fields.items()
+        if isinstance(field.default, str) and field.default and name != "default_emotion"
+    ]
     assert "apology" in spoken
     for code, pack in LANGUAGES.items():
         missing = [name for name in spoken if name not in pack.speech]
@@ -79,11 +97,14 @@ def test_texts_that_are_off_by_default_stay_off() -> None:
     assert zh.xiaozhi.idle_goodbye is None
 
 
-@pytest.mark.parametrize(("section", "message"), [
-    ({"asr": {"provider": "faster-whisper", "model": "tiny.en"}}, "asr.model 'tiny.en' hears English only"),
-    ({"tts": {"provider": "piper"}}, "piper has only an English voice"),
-    ({"agent": {"provider": "local-llama"}}, "SmolLM2 answers in English only"),
-])
+@pytest.mark.parametrize(
+    ("section", "message"),
+    [
+        ({"asr": {"provider": "faster-whisper", "model": "tiny.en"}}, "asr.model 'tiny.en' hears English only"),
+        ({"tts": {"provider": "piper"}}, "piper has only an English voice"),
+        ({"agent": {"provider": "local-llama"}}, "SmolLM2 answers in English only"),
+    ],
+)
 def test_zh_refuses_english_only_parts(section: dict, message: str) -> None:
     with pytest.raises(ConfigError) as info:
         parse_config({"language": "zh", **section}, environ={})

@@ -8,6 +8,8 @@ from vixio.cli import main
 from vixio.config import load_config, parse_config
 from vixio.config.needs import missing_keys, required_extras
 
+pytestmark = pytest.mark.models
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -25,8 +27,12 @@ def test_every_extra_named_exists_in_pyproject() -> None:
     configs = [
         {"tts": {"provider": "edge"}, "asr": {"provider": "openai", "api_base": "http://x/v1"}},
         {"vad": {"provider": "silero-lite"}, "asr": {"provider": "faster-whisper", "model": "base"}},
-        {"vad": {"provider": "silero-torch"}, "asr": {"provider": "faster-whisper"}, "agent": {"provider": "local-llama"},
-         "tts": {"provider": "piper"}},
+        {
+            "vad": {"provider": "silero-torch"},
+            "asr": {"provider": "faster-whisper"},
+            "agent": {"provider": "local-llama"},
+            "tts": {"provider": "piper"},
+        },
         {"tts": {"provider": "espeak"}},
     ]
     for data in configs:
@@ -73,8 +79,9 @@ def test_startup_warns_once_last_in_the_banner_in_the_configs_language(monkeypat
     monkeypatch.delenv("DEEPSEEK_API_KEY", raising=False)
     config = load_config(ROOT / "config.zh.yaml", environ={})
     lines: list[tuple[str, str]] = []
-    sink = logger.add(lambda message: lines.append((message.record["level"].name, message.record["message"])),
-                      level="INFO")
+    sink = logger.add(
+        lambda message: lines.append((message.record["level"].name, message.record["message"])), level="INFO"
+    )
     try:
         log_http_urls("127.0.0.1", 8003, config)
     finally:
@@ -91,9 +98,15 @@ async def test_loading_the_voice_stack_says_nothing_of_keys(monkeypatch: pytest.
     from vixio.voice.stack import VoiceStack
 
     monkeypatch.delenv("DEEPSEEK_API_KEY", raising=False)
-    config = parse_config({"language": "zh", "agent": {"provider": "litellm", "model": "deepseek/deepseek-chat",
-                                                       "api_key": "${DEEPSEEK_API_KEY:-}"}, "asr": None,
-                           "tts": None}, environ={})
+    config = parse_config(
+        {
+            "language": "zh",
+            "agent": {"provider": "litellm", "model": "deepseek/deepseek-chat", "api_key": "${DEEPSEEK_API_KEY:-}"},
+            "asr": None,
+            "tts": None,
+        },
+        environ={},
+    )
     warnings: list[str] = []
     sink = logger.add(lambda message: warnings.append(message.record["message"]), level="WARNING")
     stack = VoiceStack(config)
@@ -105,7 +118,9 @@ async def test_loading_the_voice_stack_says_nothing_of_keys(monkeypatch: pytest.
     assert not any("DEEPSEEK_API_KEY" in warning for warning in warnings), warnings
 
 
-def test_config_check_warns_of_a_missing_key(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+def test_config_check_warns_of_a_missing_key(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     monkeypatch.delenv("DEEPSEEK_API_KEY", raising=False)
     assert main(["config", "check", "--config", str(ROOT / "config.zh.yaml")]) == 0
     out = capsys.readouterr().out
@@ -151,8 +166,12 @@ async def test_without_an_offline_voice_the_server_says_so_once_at_startup(monke
     try:
         config = parse_config({"tts": {"provider": "openai", "api_base": "http://x/v1"}}, environ={})
         assert await _tts_fallback(config) is None
-        assert await _tts_fallback(parse_config({"tts": {"provider": "openai", "api_base": "http://x/v1",
-                                                         "fallback": None}}, environ={})) is None
+        assert (
+            await _tts_fallback(
+                parse_config({"tts": {"provider": "openai", "api_base": "http://x/v1", "fallback": None}}, environ={})
+            )
+            is None
+        )
     finally:
         logger.remove(sink)
     assert len(lines) == 1 and "no offline voice is installed" in lines[0] and "piper" in lines[0]

@@ -13,8 +13,12 @@ from vixio.config.models import VixioConfig
 from vixio.config.profiles import profile_for
 from vixio.profiles import ProfileBook
 
-BASE: dict[str, Any] = {"agent": {"provider": "litellm", "model": "openai/house", "api_key": "k"},
-                        "tts": {"provider": "espeak"}}
+pytestmark = pytest.mark.unit
+
+BASE: dict[str, Any] = {
+    "agent": {"provider": "litellm", "model": "openai/house", "api_key": "k"},
+    "tts": {"provider": "espeak"},
+}
 
 
 def errors(data: dict[str, Any]) -> list[str]:
@@ -31,10 +35,20 @@ def test_a_config_without_profiles_is_its_own_default_profile() -> None:
 
 
 def test_a_profile_changes_only_what_it_names() -> None:
-    config = parse_config({**BASE, "tools": {"toggles": {"self.reboot": False}},
-                           "profiles": {"kids": {"instructions": "Small words.", "voice": "en-us+f3",
-                                                 "tools": {"toggles": {"get_time": False}, "require_confirmation": True},
-                                                 "memory": {"enabled": False}}}})
+    config = parse_config(
+        {
+            **BASE,
+            "tools": {"toggles": {"self.reboot": False}},
+            "profiles": {
+                "kids": {
+                    "instructions": "Small words.",
+                    "voice": "en-us+f3",
+                    "tools": {"toggles": {"get_time": False}, "require_confirmation": True},
+                    "memory": {"enabled": False},
+                }
+            },
+        }
+    )
     kids = ProfileBook(config).effective("kids")
     assert kids.agent is not None and kids.agent.system_prompt == "Small words." and kids.agent.model == "openai/house"
     assert kids.tts.voice == "en-us+f3" and config.tts.voice == "en-us"
@@ -75,18 +89,32 @@ def test_devices_map_ids_and_patterns_the_most_specific_winning() -> None:
     assert book.choose("aa:bb:cc:dd:ee:01", "gone").name == "kids"  # an assignment the config no longer has
 
 
-@pytest.mark.parametrize(("data", "expected"), [
-    ({"devices": {"aa:bb:cc:dd:ee:01": "kidz"}, "profiles": {"kids": {}}},
-     "devices.aa:bb:cc:dd:ee:01: no profile 'kidz' (profiles: default, kids)"),
-    ({"profiles": {"kids": {"persona": "x"}}}, "profiles.kids.persona: unknown key"),
-    ({"profiles": {"kids": {"agent": {"temprature": 0.2}}}}, "profiles.kids.agent.litellm.temprature: unknown key"),
-    ({"profiles": {"kids": {"tools": {"local": ["x.py:f"]}}}}, "profiles.kids.tools.local: belongs to the whole server"),
-    ({"profiles": {"kids": {"voice": "a", "tts": {"voice": "b"}}}}, "profiles.kids.voice: given twice"),
-    ({"profiles": {"kids": {"asr": {"model": "base"}}}}, "profiles.kids.asr: the top-level config has no asr section"),
-    ({"profiles": {"kids": {"memory": {"max_turns": 0}}}}, "profiles.kids.memory.max_turns: Input should be greater"),
-    ({"profiles": {"default": {}}}, "profiles.default: the name is the top-level config's"),
-    ({"profiles": {"kids room": {}}}, "profiles.kids room.[key]: a profile name is letters"),
-])
+@pytest.mark.parametrize(
+    ("data", "expected"),
+    [
+        (
+            {"devices": {"aa:bb:cc:dd:ee:01": "kidz"}, "profiles": {"kids": {}}},
+            "devices.aa:bb:cc:dd:ee:01: no profile 'kidz' (profiles: default, kids)",
+        ),
+        ({"profiles": {"kids": {"persona": "x"}}}, "profiles.kids.persona: unknown key"),
+        ({"profiles": {"kids": {"agent": {"temprature": 0.2}}}}, "profiles.kids.agent.litellm.temprature: unknown key"),
+        (
+            {"profiles": {"kids": {"tools": {"local": ["x.py:f"]}}}},
+            "profiles.kids.tools.local: belongs to the whole server",
+        ),
+        ({"profiles": {"kids": {"voice": "a", "tts": {"voice": "b"}}}}, "profiles.kids.voice: given twice"),
+        (
+            {"profiles": {"kids": {"asr": {"model": "base"}}}},
+            "profiles.kids.asr: the top-level config has no asr section",
+        ),
+        (
+            {"profiles": {"kids": {"memory": {"max_turns": 0}}}},
+            "profiles.kids.memory.max_turns: Input should be greater",
+        ),
+        ({"profiles": {"default": {}}}, "profiles.default: the name is the top-level config's"),
+        ({"profiles": {"kids room": {}}}, "profiles.kids room.[key]: a profile name is letters"),
+    ],
+)
 def test_a_bad_profile_is_one_line_naming_its_key(data: dict[str, Any], expected: str) -> None:
     found = errors(data)
     assert len(found) == 1 and found[0].startswith(expected), found

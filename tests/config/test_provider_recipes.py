@@ -11,6 +11,8 @@ import yaml
 from vixio.config import parse_config
 from vixio.config.pipeline import EdgeTTSConfig, LitellmAgentConfig, OpenAIASRConfig, OpenAITTSConfig
 
+pytestmark = pytest.mark.unit
+
 ROOT = Path(__file__).resolve().parents[2]
 DOC = (ROOT / "docs" / "providers.md").read_text(encoding="utf-8")
 BLOCKS = re.findall(r"```yaml\n(.*?)```", DOC, re.S)
@@ -18,8 +20,8 @@ ENVIRON = {name: "test-key" for name in set(re.findall(r"\$\{([A-Z_]+)", DOC))}
 
 
 def mandarin_recipes() -> list[str]:
-    section = DOC[DOC.index("## Mandarin"):]
-    return re.findall(r"```yaml\n(.*?)```", section[:section.index("\n## ", 4)], re.S)
+    section = DOC[DOC.index("## Mandarin") :]
+    return re.findall(r"```yaml\n(.*?)```", section[: section.index("\n## ", 4)], re.S)
 
 
 @pytest.mark.parametrize("block", BLOCKS, ids=[f"block{i}" for i in range(len(BLOCKS))])

@@ -11,8 +11,8 @@ from typing import Any
 import aiohttp
 import pytest
 
-from vixio.config.models import VixioConfig
 from vixio.app.server import VixioServer
+from vixio.config.models import VixioConfig
 from vixio.testing.device import SimulatedDevice
 from vixio.testing.llm_server import ScriptedLLMServer
 
@@ -42,16 +42,28 @@ class Live:
             return response.status, await response.json()
 
 
-def config(llm: ScriptedLLMServer, tools: dict[str, Any] | None = None, tts: dict[str, Any] | None = None,
-           **http: Any) -> VixioConfig:
-    return VixioConfig.model_validate({
-        "tools": tools or {},
-        "tts": tts,
-        "xiaozhi": {"host": "127.0.0.1", "port": 0, "http": {"host": "127.0.0.1", "port": 0, **http},
-                    "idle_timeout": 0},
-        "agent": {"provider": "litellm", "model": "openai/test-model", "api_base": llm.base_url, "api_key": "t",
-                  "timeout": 10},
-    })
+def config(
+    llm: ScriptedLLMServer, tools: dict[str, Any] | None = None, tts: dict[str, Any] | None = None, **http: Any
+) -> VixioConfig:
+    return VixioConfig.model_validate(
+        {
+            "tools": tools or {},
+            "tts": tts,
+            "xiaozhi": {
+                "host": "127.0.0.1",
+                "port": 0,
+                "http": {"host": "127.0.0.1", "port": 0, **http},
+                "idle_timeout": 0,
+            },
+            "agent": {
+                "provider": "litellm",
+                "model": "openai/test-model",
+                "api_base": llm.base_url,
+                "api_key": "t",
+                "timeout": 10,
+            },
+        }
+    )
 
 
 async def wait_for_tool(server: VixioServer, name: str, timeout: float = 10.0) -> None:
@@ -69,8 +81,9 @@ async def live(llm: ScriptedLLMServer, request: pytest.FixtureRequest) -> AsyncI
     server = VixioServer(config(llm, **http_settings))
     await server.start()
     try:
-        async with SimulatedDevice(ws_url=f"ws://127.0.0.1:{server.transport.port}/xiaozhi/v1/",
-                                   listening_mode="manual") as device:
+        async with SimulatedDevice(
+            ws_url=f"ws://127.0.0.1:{server.transport.port}/xiaozhi/v1/", listening_mode="manual"
+        ) as device:
             await device.connect()
             await wait_for_tool(server, "self.audio_speaker.set_volume")
             async with aiohttp.ClientSession() as http:

@@ -22,8 +22,11 @@ class Firefox:
     def __init__(self, binary: str, profile: Path, *, timeout: float = 60.0) -> None:
         profile.mkdir(parents=True, exist_ok=True)
         (profile / "user.js").write_text('user_pref("marionette.port", 0);\n')  # Firefox picks a free port
-        self._process = subprocess.Popen([binary, "--headless", "--marionette", "--no-remote", "--profile", str(profile),
-                                          "--window-size=1360,900"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self._process = subprocess.Popen(
+            [binary, "--headless", "--marionette", "--no-remote", "--profile", str(profile), "--window-size=1360,900"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         port_file = profile / "MarionetteActivePort"
         deadline = time.monotonic() + timeout
         while not (port_file.exists() and port_file.read_text().strip()):
@@ -43,8 +46,8 @@ class Firefox:
         size, _, rest = self._buffer.partition(b":")
         while len(rest) < int(size):
             rest += self._recv()
-        self._buffer = rest[int(size):]
-        return json.loads(rest[:int(size)])
+        self._buffer = rest[int(size) :]
+        return json.loads(rest[: int(size)])
 
     def _recv(self) -> bytes:
         data = self._socket.recv(1 << 20)

@@ -12,9 +12,11 @@ import aiohttp
 import pytest
 
 from tests.console.conftest import Live, config
-from vixio.console import api as console_api
 from vixio.app.server import VixioServer
+from vixio.console import api as console_api
 from vixio.testing.llm_server import Reply, ScriptedLLMServer
+
+pytestmark = pytest.mark.integration
 
 VCP_BLOCK = """Sure, let me turn it down.
 <<<[TOOL_REQUEST]>>>
@@ -46,8 +48,11 @@ async def test_sessions_list_the_device(live: Live) -> None:
     assert session["tools"] >= 5
 
 
-@pytest.mark.parametrize("live", [{"tools": {"toggles": {"self.get_device_status": False}, "timeouts": {
-    "self.audio_speaker.*": 5}}}], indirect=True)
+@pytest.mark.parametrize(
+    "live",
+    [{"tools": {"toggles": {"self.get_device_status": False}, "timeouts": {"self.audio_speaker.*": 5}}}],
+    indirect=True,
+)
 async def test_discovery_shows_device_and_process_tools(live: Live) -> None:
     status, body = await live.get(f"/api/tools?session={live.session_id}")
     assert status == 200
@@ -71,8 +76,10 @@ async def test_discovery_shows_device_and_process_tools(live: Live) -> None:
 
 
 async def test_execute_runs_on_the_device_through_the_executor(live: Live) -> None:
-    status, body = await live.post("/api/execute", {"session": live.session_id, "tool": "self_audio_speaker_set_volume",
-                                                    "arguments": {"volume": "30"}})
+    status, body = await live.post(
+        "/api/execute",
+        {"session": live.session_id, "tool": "self_audio_speaker_set_volume", "arguments": {"volume": "30"}},
+    )
     assert status == 200, body
     assert body["success"] and body["status"] == "completed" and body["result"] == "true"
     assert body["arguments"] == {"volume": 30}  # coerced by the schema, as for the agent
@@ -82,15 +89,19 @@ async def test_execute_runs_on_the_device_through_the_executor(live: Live) -> No
     assert live.device.status.volume == 30
 
     # The original name works too; validation errors come back as the model would see them.
-    status, body = await live.post("/api/execute", {"session": live.session_id, "tool": "self.audio_speaker.set_volume",
-                                                    "arguments": {"volume": 500}})
+    status, body = await live.post(
+        "/api/execute",
+        {"session": live.session_id, "tool": "self.audio_speaker.set_volume", "arguments": {"volume": 500}},
+    )
     assert status == 200 and not body["success"] and "volume" in body["error"]
     assert len(calls(live)) == 1
     status, body = await live.post("/api/execute", {"session": live.session_id, "tool": "self_fly", "arguments": {}})
     assert not body["success"] and "there is no tool named self_fly" in body["error"]
     # JSON mode may send the arguments as text.
-    status, body = await live.post("/api/execute", {"session": live.session_id, "tool": "self_audio_speaker_set_volume",
-                                                    "arguments": '{"volume": 45}'})
+    status, body = await live.post(
+        "/api/execute",
+        {"session": live.session_id, "tool": "self_audio_speaker_set_volume", "arguments": '{"volume": 45}'},
+    )
     assert body["success"] and live.device.status.volume == 45
     status, body = await live.post("/api/execute", {"session": live.session_id, "tool": "x", "arguments": "{oops"})
     assert status == 400 and "not JSON" in body["error"]
@@ -125,8 +136,10 @@ async def test_bad_requests(live: Live) -> None:
 
 
 async def test_say_gets_a_reply_shown_in_the_session(live: Live) -> None:
-    live.llm.expect(Reply.tool_call("self_audio_speaker_set_volume", {"volume": 20}, call_id="c1"),
-                    Reply.text("The volume is 20 now."))
+    live.llm.expect(
+        Reply.tool_call("self_audio_speaker_set_volume", {"volume": 20}, call_id="c1"),
+        Reply.text("The volume is 20 now."),
+    )
     mark = live.device.mark()
     status, body = await live.post("/api/say", {"session": live.session_id, "text": "Turn it down to 20."})
     assert status == 200 and body["wake_word"] is False
@@ -204,8 +217,12 @@ async def test_token_guards_the_api(live: Live) -> None:
     status, body = await live.get("/api/sessions")
     assert status == 401 and "operator token" in body["error"]
     status, info = await live.get("/api/console")
-    assert info == {"operator": False, "token_configured": True, "local": True,
-                    "message": "type the operator token (xiaozhi.http.admin_token) to sign in"}
+    assert info == {
+        "operator": False,
+        "token_configured": True,
+        "local": True,
+        "message": "type the operator token (xiaozhi.http.admin_token) to sign in",
+    }
     status, body = await live.post("/api/login", {"token": "wrong"})
     assert status == 401
     status, body = await live.get("/api/sessions", headers={"Authorization": "Bearer s3cret-token-for-tests"})
@@ -221,8 +238,11 @@ async def test_token_guards_the_api(live: Live) -> None:
         async with browser.get(live.base + "/api/sessions") as response:
             assert response.status == 200
         # Another site's page cannot use the operator's cookie (nor anything else).
-        async with browser.post(live.base + "/api/say", json={"session": live.session_id, "text": "hi"},
-                                headers={"Origin": "http://evil.example"}) as response:
+        async with browser.post(
+            live.base + "/api/say",
+            json={"session": live.session_id, "text": "hi"},
+            headers={"Origin": "http://evil.example"},
+        ) as response:
             assert response.status == 403
         async with browser.post(live.base + "/api/logout") as response:
             assert response.status == 200
@@ -293,17 +313,29 @@ async def test_state_follows_the_turn(live: Live) -> None:
 
 
 async def test_a_local_entrys_own_timeout_in_the_process_wide_list_and_calls(
-        llm: ScriptedLLMServer, tmp_path: Path) -> None:
+    llm: ScriptedLLMServer, tmp_path: Path
+) -> None:
     tool_file = tmp_path / "slow_tools.py"
-    tool_file.write_text("import asyncio\n\n"
-                         "async def crawl(url: str) -> str:\n    '''Crawl a site.'''\n    return url\n\n"
-                         "async def stall() -> str:\n    '''Never answers in time.'''\n"
-                         "    await asyncio.sleep(10)\n    return 'late'\n")
-    server = VixioServer(config(llm, tools={"timeout": 30, "timeouts": {"renamed": 4}, "local": [
-        {"function": f"{tool_file}:crawl", "timeout": 20},
-        {"function": f"{tool_file}:stall", "timeout": 0.3},
-        {"function": f"{tool_file}:crawl", "name": "renamed", "timeout": 20},  # `timeouts` wins
-    ]}))
+    tool_file.write_text(
+        "import asyncio\n\n"
+        "async def crawl(url: str) -> str:\n    '''Crawl a site.'''\n    return url\n\n"
+        "async def stall() -> str:\n    '''Never answers in time.'''\n"
+        "    await asyncio.sleep(10)\n    return 'late'\n"
+    )
+    server = VixioServer(
+        config(
+            llm,
+            tools={
+                "timeout": 30,
+                "timeouts": {"renamed": 4},
+                "local": [
+                    {"function": f"{tool_file}:crawl", "timeout": 20},
+                    {"function": f"{tool_file}:stall", "timeout": 0.3},
+                    {"function": f"{tool_file}:crawl", "name": "renamed", "timeout": 20},  # `timeouts` wins
+                ],
+            },
+        )
+    )
     await server.start()
     try:
         async with aiohttp.ClientSession() as http:

@@ -22,6 +22,8 @@ from tests.console.conftest import Live
 from tests.console.test_console_api import VCP_BLOCK, XML_BLOCK
 from vixio.testing.llm_server import Reply
 
+pytestmark = pytest.mark.browser
+
 CHROMIUM_PATHS = ("/usr/bin/chromium", "/usr/bin/chromium-browser")
 DRIVER_PATHS = ("/usr/bin/chromedriver",)
 WAIT = 30.0
@@ -46,9 +48,18 @@ def _browser(*, logs: bool = False) -> Any:
         pytest.skip(f"Debian package {missing} is not installed (apt-get install chromium chromium-driver)")
     options = webdriver.ChromeOptions()
     options.binary_location = chromium
-    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                 "--disable-dev-shm-usage", "--window-size=1360,900"):
+    for flag in (
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--disable-dev-shm-usage",
+        "--window-size=1360,900",
+    ):
         options.add_argument(flag)
     if logs:
         options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
@@ -77,10 +88,14 @@ def _drive(browser: Any, base: str, shots: Path, volume_calls: Any) -> dict[str,
     # Discovery: the device's tools appear; searching filters them.
     css("#tab-discovery").click()
     css('#tool-list li[data-name="self_audio_speaker_set_volume"]')
-    found["all_tools"] = [li.get_attribute("data-name") for li in browser.find_elements(By.CSS_SELECTOR, "#tool-list li")]
+    found["all_tools"] = [
+        li.get_attribute("data-name") for li in browser.find_elements(By.CSS_SELECTOR, "#tool-list li")
+    ]
     css("#discovery-search").send_keys("set_volume")
     wait.until(lambda b: len(b.find_elements(By.CSS_SELECTOR, "#tool-list li")) < len(found["all_tools"]))
-    found["filtered"] = [li.get_attribute("data-name") for li in browser.find_elements(By.CSS_SELECTOR, "#tool-list li")]
+    found["filtered"] = [
+        li.get_attribute("data-name") for li in browser.find_elements(By.CSS_SELECTOR, "#tool-list li")
+    ]
     css('#tool-list li[data-name="self_audio_speaker_set_volume"]').click()
     found["detail"] = css("#tool-detail").text
     browser.save_screenshot(str(shots / "discovery.png"))
@@ -134,12 +149,15 @@ def _drive(browser: Any, base: str, shots: Path, volume_calls: Any) -> dict[str,
     # Process-wide: no session picked, the tools every session starts with; the choice sticks.
     Select(css("#session-select")).select_by_value("")
     css("#tab-discovery").click()
-    browser.execute_script("const s = arguments[0]; s.value = ''; s.dispatchEvent(new Event('input'))",
-                           css("#discovery-search"))
+    browser.execute_script(
+        "const s = arguments[0]; s.value = ''; s.dispatchEvent(new Event('input'))", css("#discovery-search")
+    )
     wait.until(ec.text_to_be_present_in_element((By.ID, "discovery-scope"), "process-wide"))
     css('#tool-list li[data-name="get_time"]')
     time.sleep(1.5)  # a few live updates later
-    found["process_wide"] = [li.get_attribute("data-name") for li in browser.find_elements(By.CSS_SELECTOR, "#tool-list li")]
+    found["process_wide"] = [
+        li.get_attribute("data-name") for li in browser.find_elements(By.CSS_SELECTOR, "#tool-list li")
+    ]
     found["still_process_wide"] = Select(css("#session-select")).first_selected_option.get_attribute("value") == ""
     return found
 
@@ -153,8 +171,11 @@ async def test_console_in_a_real_browser(live: Live, tmp_path: Path) -> None:
     live.llm.expect(Reply.tool_call("self_get_device_status", {}, call_id="c1"), Reply.text("The volume is 30."))
 
     def volume_calls() -> list[dict[str, Any]]:
-        return [r for r in list(live.device.mcp_requests) if r.get("method") == "tools/call"
-                and r["params"]["name"] == "self.audio_speaker.set_volume"]
+        return [
+            r
+            for r in list(live.device.mcp_requests)
+            if r.get("method") == "tools/call" and r["params"]["name"] == "self.audio_speaker.set_volume"
+        ]
 
     try:
         found = await asyncio.to_thread(_drive, browser, live.base, shots, volume_calls)
@@ -206,8 +227,9 @@ def _sign_in(browser: Any, base: str) -> dict[str, Any]:
     found["cookie"] = browser.get_cookie("vixio_admin")
     browser.refresh()  # the cookie keeps the operator signed in
     wait.until(ec.text_to_be_present_in_element((By.ID, "live"), "live"))
-    found["rows_after_reload"] = len(wait.until(
-        ec.visibility_of_all_elements_located((By.CSS_SELECTOR, "#session-list tbody tr"))))
+    found["rows_after_reload"] = len(
+        wait.until(ec.visibility_of_all_elements_located((By.CSS_SELECTOR, "#session-list tbody tr")))
+    )
     return found
 
 

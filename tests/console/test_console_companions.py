@@ -9,9 +9,21 @@ import os
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.console.test_console_browser import WAIT, _browser
 from tests.transports.xiaozhi.test_pairing_authorization import (
-    A_ID, V_MAC, api, companion, connect_v, serve, servers, v_tools)  # noqa: F401  (fixture)
+    A_ID,  # noqa: F401  (fixture)
+    V_MAC,
+    api,
+    companion,
+    connect_v,
+    serve,
+    servers,  # noqa: F401 (a fixture, named as a parameter)
+    v_tools,
+)
+
+pytestmark = pytest.mark.browser
 
 
 def _drive(browser: Any, base: str, pairing_id: str, shots: Path) -> dict[str, Any]:

@@ -13,6 +13,8 @@ import pytest
 from tests.console.conftest import Live
 from tests.console.marionette import Firefox, firefox_binary
 
+pytestmark = pytest.mark.browser
+
 
 def _drive(binary: str, profile: Path, base: str) -> dict[str, Any]:
     browser = Firefox(binary, profile)
@@ -24,20 +26,33 @@ def _drive(binary: str, profile: Path, base: str) -> dict[str, Any]:
         browser.js("document.getElementById('tab-discovery').click()")
         found["tools"] = browser.wait(
             "const names = [...document.querySelectorAll('#tool-list li')].map(li => li.dataset.name);"
-            "return names.includes('self_audio_speaker_set_volume') && names")
-        browser.js("document.querySelector('#tool-list li[data-name=\"self_audio_speaker_set_volume\"]').click();"
-                   "document.getElementById('load-into-executor').click()")
-        found["field"] = browser.wait("const f = document.querySelector('#exec-form [data-arg=volume]');"
-                                      "return f && [f.tagName, f.type, f.dataset.kind]")
-        browser.js("const f = document.querySelector('#exec-form [data-arg=volume]'); f.value = '42';"
-                   "f.dispatchEvent(new Event('input')); document.getElementById('exec-run').click()")
-        found["outcome"] = browser.wait("const o = document.getElementById('exec-outcome');"
-                                        "return o && [o.dataset.status, document.getElementById('exec-output').textContent]")
-        browser.js("document.getElementById('tab-parser').click();"
-                   "document.getElementById('parse-text').value = 'Hi.<function_calls><invoke name=\"get_time\">"
-                   "</invoke></function_calls>'; document.getElementById('parse-run').click()")
-        found["parsed"] = browser.wait("const t = document.querySelector('.parsed-tool');"
-                                       "return t && [t.textContent, document.getElementById('parse-speech').textContent]")
+            "return names.includes('self_audio_speaker_set_volume') && names"
+        )
+        browser.js(
+            "document.querySelector('#tool-list li[data-name=\"self_audio_speaker_set_volume\"]').click();"
+            "document.getElementById('load-into-executor').click()"
+        )
+        found["field"] = browser.wait(
+            "const f = document.querySelector('#exec-form [data-arg=volume]');"
+            "return f && [f.tagName, f.type, f.dataset.kind]"
+        )
+        browser.js(
+            "const f = document.querySelector('#exec-form [data-arg=volume]'); f.value = '42';"
+            "f.dispatchEvent(new Event('input')); document.getElementById('exec-run').click()"
+        )
+        found["outcome"] = browser.wait(
+            "const o = document.getElementById('exec-outcome');"
+            "return o && [o.dataset.status, document.getElementById('exec-output').textContent]"
+        )
+        browser.js(
+            "document.getElementById('tab-parser').click();"
+            "document.getElementById('parse-text').value = 'Hi.<function_calls><invoke name=\"get_time\">"
+            "</invoke></function_calls>'; document.getElementById('parse-run').click()"
+        )
+        found["parsed"] = browser.wait(
+            "const t = document.querySelector('.parsed-tool');"
+            "return t && [t.textContent, document.getElementById('parse-speech').textContent]"
+        )
     finally:
         browser.close()
     return found

@@ -15,15 +15,26 @@ from tests.transports.xiaozhi.hostile import captured_logs
 from vixio.state.store import StoredTurn
 from vixio.transports.xiaozhi.http.admin import ADDRESS_BURST
 
+pytestmark = pytest.mark.integration
+
 TOKEN = "s3cret-token-for-tests"
 OPERATOR = {"Authorization": f"Bearer {TOKEN}"}
 DEEP = "[" * 5000 + "]" * 5000
 DERIVED = "aa:bb:cc:dd:ee:ff-and-a-long-claimed-name-of-52-chars~0123456789"
 """A 64-character id of the form a derived identity takes (`<claimed[:52]>~<10 hex>`)."""
 
-BODY_ROUTES = ["/api/login", "/api/execute", "/api/parse", "/api/say", "/api/profiles/assign", "/api/profiles/clear",
-               "/api/pairing/approve", "/api/pairing/revoke", "/api/devices/aa:bb:cc:dd:ee:ff/memory",
-               "/api/devices/aa:bb:cc:dd:ee:ff/turns/delete"]
+BODY_ROUTES = [
+    "/api/login",
+    "/api/execute",
+    "/api/parse",
+    "/api/say",
+    "/api/profiles/assign",
+    "/api/profiles/clear",
+    "/api/pairing/approve",
+    "/api/pairing/revoke",
+    "/api/devices/aa:bb:cc:dd:ee:ff/memory",
+    "/api/devices/aa:bb:cc:dd:ee:ff/turns/delete",
+]
 """Every console route that reads a JSON body (history/clear, forget and logout read none)."""
 
 
@@ -39,8 +50,9 @@ async def test_deep_json_on_every_body_route_is_a_400_with_one_log_line(live: Li
         assert len(logs.lines(f"POST {path} -> 400")) == 1, path
     assert logs.tracebacks() == []
     # A JSON-mode `arguments` text is held to the same depth.
-    async with live.http.post(live.base + "/api/execute", json={"tool": "self.get_device_status", "arguments": DEEP},
-                              headers=OPERATOR) as response:
+    async with live.http.post(
+        live.base + "/api/execute", json={"tool": "self.get_device_status", "arguments": DEEP}, headers=OPERATOR
+    ) as response:
         assert response.status == 400 and "nested deeper than 64" in (await response.json())["error"]
 
 

@@ -15,6 +15,8 @@ from tests.console.test_console_browser import WAIT, _browser
 from vixio.testing.device import SimulatedDevice
 from vixio.transports.xiaozhi.session.identity import claimant_device_id
 
+pytestmark = pytest.mark.browser
+
 
 async def claim(live: Live, client_id: str) -> None:
     """A board with the live device's MAC and `client_id` connects and leaves."""
@@ -35,14 +37,21 @@ async def test_rebinds_are_listed_dismissed_and_approved(live: Live) -> None:
     await claim(live, "someone")
     status, state = await live.get("/api/identities")
     assert [(r["device_id"], r["client_id"], r["pinned_client_id"], r["attempts"]) for r in state["rebinds"]] == [
-        (device, "someone", pinned, 1), (device, "new-board", pinned, 2)]
+        (device, "someone", pinned, 1),
+        (device, "new-board", pinned, 2),
+    ]
 
     status, answer = await live.post("/api/identities/dismiss", {"device_id": device, "client_id": "someone"})
     assert status == 200 and answer["dismissed"] is True
     assert (await live.post("/api/identities/dismiss", {"device_id": device, "client_id": "someone"}))[0] == 404
     assert (await live.post("/api/identities/approve", {"device_id": device, "client_id": "someone"}))[0] == 404
-    for bad in ({}, {"device_id": device}, {"device_id": "", "client_id": "x"}, {"device_id": device, "client_id": 7},
-                {"device_id": "x" * 500, "client_id": "new-board"}):
+    for bad in (
+        {},
+        {"device_id": device},
+        {"device_id": "", "client_id": "x"},
+        {"device_id": device, "client_id": 7},
+        {"device_id": "x" * 500, "client_id": "new-board"},
+    ):
         status, answer = await live.post("/api/identities/approve", bad)
         assert status == 400 and ("device_id" in answer["error"] or "client_id" in answer["error"]), (bad, answer)
 
@@ -99,7 +108,9 @@ async def test_a_rebind_is_approved_in_a_real_browser(live: Live) -> None:
         found = await asyncio.to_thread(_approve_in_the_page, browser, live.base, "new-board")
     finally:
         await asyncio.to_thread(browser.quit)
-    assert live.device.device_id in found["row"] and "new-board" in found["row"] and live.device.client_id in found["row"]
+    assert (
+        live.device.device_id in found["row"] and "new-board" in found["row"] and live.device.client_id in found["row"]
+    )
     assert "Client-Id new-board" in found["question"] and found["error"] == ""
     pin = await live.server.store.identity_pin(live.device.device_id)
     assert pin is not None and pin.client_id == "new-board"

@@ -15,6 +15,8 @@ from tests.console.conftest import Live
 from vixio.state.store import StoredTurn
 from vixio.testing.llm_server import Reply
 
+pytestmark = pytest.mark.integration
+
 AWAY = "02:00:00:00:00:aa"
 
 
@@ -58,10 +60,14 @@ async def test_memory_and_history_seen_edited_and_followed_by_the_live_session(l
     rows = {row["device_id"]: row for row in listed["devices"]}
     assert rows[AWAY]["turns"] == 1 and rows[AWAY]["memory_chars"] == len("The user likes trains.")
     assert rows[AWAY]["live"] == [] and rows[device]["live"] == [live.session_id] and rows[device]["turns"] == 2
-    assert listed["max_chars"] == 600 and listed["long_term"] == "verbatim" and listed["more"] is False
+    assert listed["max_chars"] == 600 and listed["long_term"] == "facts" and listed["more"] is False
     status, page = await live.get("/api/devices", params={"limit": "1", "offset": "1"})
-    assert status == 200 and len(page["devices"]) == 1 and page["devices"][0]["device_id"] == listed["devices"][1][
-        "device_id"] and page["more"] is False
+    assert (
+        status == 200
+        and len(page["devices"]) == 1
+        and page["devices"][0]["device_id"] == listed["devices"][1]["device_id"]
+        and page["more"] is False
+    )
 
     status, away = await live.get(f"/api/devices/{AWAY}")
     assert status == 200 and away["memory"]["text"] == "The user likes trains." and away["live"] == []
@@ -71,7 +77,9 @@ async def test_memory_and_history_seen_edited_and_followed_by_the_live_session(l
 
     # The memory an operator writes is in the live session's instructions from its next turn.
     status, body = await live.post(f"/api/devices/{device}/memory", {"text": "  The user is Alice; she drinks tea.  "})
-    assert status == 200 and body["memory"] == "The user is Alice; she drinks tea." and body["live_sessions_updated"] == 1
+    assert (
+        status == 200 and body["memory"] == "The user is Alice; she drinks tea." and body["live_sessions_updated"] == 1
+    )
     messages = await turn(live, "what do I drink?", "Tea.")
     assert "The user is Alice; she drinks tea." in system(messages)
     assert said(messages)[:4] == ["my name is Alice", "Hello Alice!", "I like green tea", "Green tea is lovely."]
@@ -79,11 +87,13 @@ async def test_memory_and_history_seen_edited_and_followed_by_the_live_session(l
     # One turn deleted: gone from the store and from what the model is sent.
     turns = (await live.get(f"/api/devices/{device}"))[1]["turns"]
     tea = next(t for t in turns if t["user"] == "I like green tea")
-    status, body = await live.post(f"/api/devices/{device}/turns/delete",
-                                   {"conversation": tea["conversation"], "seq": tea["seq"]})
+    status, body = await live.post(
+        f"/api/devices/{device}/turns/delete", {"conversation": tea["conversation"], "seq": tea["seq"]}
+    )
     assert status == 200 and body["live_sessions_updated"] == 1, body
-    status, body = await live.post(f"/api/devices/{device}/turns/delete",
-                                   {"conversation": tea["conversation"], "seq": tea["seq"]})
+    status, body = await live.post(
+        f"/api/devices/{device}/turns/delete", {"conversation": tea["conversation"], "seq": tea["seq"]}
+    )
     assert status == 404 and "no turn" in body["error"]
     messages = await turn(live, "what is my name?", "Alice.")
     assert "I like green tea" not in said(messages) and "Green tea is lovely." not in said(messages)
@@ -132,10 +142,14 @@ async def test_bad_requests_are_refused_with_what_was_expected(live: Live) -> No
 async def test_memory_routes_answer_only_operators(live: Live) -> None:
     device = live.device.device_id
     await live.server.store.set_memory(device, "keep me")
-    for method, path in (("GET", "/api/devices"), ("GET", f"/api/devices/{device}"),
-                         ("POST", f"/api/devices/{device}/memory"), ("POST", f"/api/devices/{device}/forget"),
-                         ("POST", f"/api/devices/{device}/history/clear"),
-                         ("POST", f"/api/devices/{device}/turns/delete")):
+    for method, path in (
+        ("GET", "/api/devices"),
+        ("GET", f"/api/devices/{device}"),
+        ("POST", f"/api/devices/{device}/memory"),
+        ("POST", f"/api/devices/{device}/forget"),
+        ("POST", f"/api/devices/{device}/history/clear"),
+        ("POST", f"/api/devices/{device}/turns/delete"),
+    ):
         async with live.http.request(method, live.base + path, json={"text": ""}) as response:
             assert response.status == 401, (method, path, await response.text())
     memory = await live.server.store.memory(device)

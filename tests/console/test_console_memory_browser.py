@@ -12,10 +12,14 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.console.conftest import Live
 from tests.console.test_console_browser import WAIT, _browser
 from tests.console.test_console_memory import said, system, turn, until_stored
 from vixio.state.store import StoredTurn
+
+pytestmark = pytest.mark.browser
 
 AWAY = "02:00:00:00:00:bb"
 
@@ -44,8 +48,10 @@ def _drive(browser: Any, base: str, device: str, shots: Path) -> dict[str, Any]:
     wait.until(ec.text_to_be_present_in_element((By.ID, "live"), "live"))
     css("#tab-memory").click()
     css(f'#memory-devices tr[data-device="{AWAY}"]')
-    found["rows"] = [(row.get_attribute("data-device"), row.text) for row in
-                     browser.find_elements(By.CSS_SELECTOR, "#memory-devices tbody tr[data-device]")]
+    found["rows"] = [
+        (row.get_attribute("data-device"), row.text)
+        for row in browser.find_elements(By.CSS_SELECTOR, "#memory-devices tbody tr[data-device]")
+    ]
 
     # The device that is away: its memory shown, edited; one of its turns deleted.
     select(AWAY)

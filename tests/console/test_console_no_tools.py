@@ -5,12 +5,16 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import pytest
+
 from tests.console.test_console_browser import WAIT, _browser
-from vixio.voice.agent_model import NOT_OFFERED_LABEL
-from vixio.config.models import VixioConfig
 from vixio.app.server import VixioServer
+from vixio.config.models import VixioConfig
 from vixio.testing.device import SimulatedDevice
 from vixio.testing.llm_server import ScriptedLLMServer
+from vixio.voice.agent_model import NOT_OFFERED_LABEL
+
+pytestmark = pytest.mark.browser
 
 
 def _read_labels(browser: Any, base: str) -> dict[str, str]:
@@ -29,15 +33,29 @@ def _read_labels(browser: Any, base: str) -> dict[str, str]:
 
 async def test_the_page_shows_tools_not_offered_to_this_model(llm: ScriptedLLMServer) -> None:
     browser = _browser()
-    server = VixioServer(VixioConfig.model_validate({
-        "xiaozhi": {"host": "127.0.0.1", "port": 0, "idle_timeout": 0, "http": {"host": "127.0.0.1", "port": 0}},
-        "agent": {"provider": "litellm", "model": "openai/gpt-5-chat-latest", "api_base": llm.base_url,
-                  "api_key": "t"},
-    }))
+    server = VixioServer(
+        VixioConfig.model_validate(
+            {
+                "xiaozhi": {
+                    "host": "127.0.0.1",
+                    "port": 0,
+                    "idle_timeout": 0,
+                    "http": {"host": "127.0.0.1", "port": 0},
+                },
+                "agent": {
+                    "provider": "litellm",
+                    "model": "openai/gpt-5-chat-latest",
+                    "api_base": llm.base_url,
+                    "api_key": "t",
+                },
+            }
+        )
+    )
     await server.start()
     try:
-        async with SimulatedDevice(ws_url=f"ws://127.0.0.1:{server.transport.port}/xiaozhi/v1/",
-                                   listening_mode="manual") as device:
+        async with SimulatedDevice(
+            ws_url=f"ws://127.0.0.1:{server.transport.port}/xiaozhi/v1/", listening_mode="manual"
+        ) as device:
             await device.connect()
             labels = await asyncio.to_thread(_read_labels, browser, f"http://127.0.0.1:{server.ota.port}")
     finally:

@@ -16,11 +16,11 @@ import pytest
 pytest.importorskip("onnxruntime")
 pytest.importorskip("soxr")
 
+from vixio.app.server import VixioServer  # noqa: E402
 from vixio.config.models import VixioConfig  # noqa: E402
 from vixio.console import Console  # noqa: E402
 from vixio.console.speakers import mulaw_to_float  # noqa: E402
 from vixio.providers.speaker import encoder as enc  # noqa: E402
-from vixio.app.server import VixioServer  # noqa: E402
 
 from ..providers.speaker.test_encoder_small_model import small_state  # noqa: E402
 
@@ -41,9 +41,11 @@ def mulaw(samples: np.ndarray) -> bytes:
 
 
 def call(server: VixioServer, path: str, body: dict[str, Any] | None = None) -> tuple[int, dict[str, Any]]:
-    request = urllib.request.Request(f"http://127.0.0.1:{server.ota.port}{path}",
-                                     data=None if body is None else json.dumps(body).encode(),
-                                     headers={"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"})
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{server.ota.port}{path}",
+        data=None if body is None else json.dumps(body).encode(),
+        headers={"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"},
+    )
     try:
         with urllib.request.urlopen(request, timeout=20) as response:
             return response.status, json.loads(response.read())
@@ -62,12 +64,14 @@ async def test_enrol_list_and_delete_through_the_console(tmp_path: Path) -> None
 
     model = tmp_path / "owner.onnx"
     model.write_bytes(enc._graph(small_state()))
-    config = VixioConfig.model_validate({
-        "xiaozhi": {"host": "127.0.0.1", "port": 0, "http": {"host": "127.0.0.1", "port": 0,
-                                                             "admin_token": TOKEN}},
-        "state": {"path": str(tmp_path / "state.db")},
-        "speakers": {"enabled": True, "model": str(model), "people": {"alice": {"profile": "kids"}}},
-        "profiles": {"kids": {"tts": {"provider": "espeak"}}}})
+    config = VixioConfig.model_validate(
+        {
+            "xiaozhi": {"host": "127.0.0.1", "port": 0, "http": {"host": "127.0.0.1", "port": 0, "admin_token": TOKEN}},
+            "state": {"path": str(tmp_path / "state.db")},
+            "speakers": {"enabled": True, "model": str(model), "people": {"alice": {"profile": "kids"}}},
+            "profiles": {"kids": {"tts": {"provider": "espeak"}}},
+        }
+    )
     server = VixioServer(config)
     Console(server)
     await server.start()
@@ -81,7 +85,8 @@ async def test_enrol_list_and_delete_through_the_console(tmp_path: Path) -> None
         assert done == {"person": "Alice", "samples": 2}
         status, listed = await asyncio.to_thread(call, server, "/api/speakers")
         assert [(s["device_id"], s["person"], s["samples"], s["profile"]) for s in listed["speakers"]] == [
-            (DEVICE, "Alice", 2, "kids")]
+            (DEVICE, "Alice", 2, "kids")
+        ]
         short = base64.b64encode(mulaw(voice[:8000])).decode()
         status, refused = await asyncio.to_thread(call, server, path + "/enrol", {"person": "Bob", "mulaw": short})
         assert status == 400 and "0.5 s" in refused["error"]

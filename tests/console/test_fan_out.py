@@ -8,10 +8,12 @@ import aiohttp
 import pytest
 
 from tests.console.conftest import config, wait_for_tool
-from vixio.console import FanOutBackend
 from vixio.app.server import VixioServer
+from vixio.console import FanOutBackend
 from vixio.testing.device import SimulatedDevice
 from vixio.testing.llm_server import Reply, ScriptedLLMServer
+
+pytestmark = pytest.mark.integration
 
 
 @pytest.fixture
@@ -47,8 +49,10 @@ async def test_one_console_sees_and_drives_both(two: tuple[VixioServer, VixioSer
 
         async with http.get(base + f"/api/tools?session={remote}") as response:
             assert "self.audio_speaker.set_volume" in [t["original_name"] for t in (await response.json())["tools"]]
-        async with http.post(base + "/api/execute", json={"session": remote, "tool": "self_audio_speaker_set_volume",
-                                                          "arguments": {"volume": 30}}) as response:
+        async with http.post(
+            base + "/api/execute",
+            json={"session": remote, "tool": "self_audio_speaker_set_volume", "arguments": {"volume": 30}},
+        ) as response:
             assert (await response.json())["success"]
         assert there.status.volume == 30 and here.status.volume != 30
 

@@ -11,13 +11,13 @@ from typing import Any
 import pytest
 
 from tests.console.test_console_memory import said, system
-from tests.test_workers_companions import api, start, worker_of
+from tests.fleet.test_workers_companions import api, start, worker_of
 from vixio.serve.supervisor import reuse_port_supported
 from vixio.testing.device import SimulatedDevice
 from vixio.testing.llm_server import Reply, ScriptedLLMServer
 from vixio.testing.serve import until
 
-pytestmark = pytest.mark.skipif(not reuse_port_supported(), reason="workers are Linux only")
+pytestmark = [pytest.mark.process, pytest.mark.skipif(not reuse_port_supported(), reason="workers are Linux only")]
 
 A, B = "aa:bb:cc:dd:ee:0a", "aa:bb:cc:dd:ee:0b"
 
@@ -57,8 +57,12 @@ async def test_an_edit_in_the_supervisor_reaches_the_session_on_the_other_worker
         assert body["live_sessions_updated"] == 1
         turns = (await api(base, "GET", f"/api/devices/{B}"))["turns"]
         stamps = next(t for t in turns if t["user"] == "I collect stamps")
-        body = await api(base, "POST", f"/api/devices/{B}/turns/delete",
-                         {"conversation": stamps["conversation"], "seq": stamps["seq"]})
+        body = await api(
+            base,
+            "POST",
+            f"/api/devices/{B}/turns/delete",
+            {"conversation": stamps["conversation"], "seq": stamps["seq"]},
+        )
         assert body["live_sessions_updated"] == 1
         messages = await say(llm, b, "what do I collect?", "Stamps.")
         assert "The user is Bob; he collects stamps." in system(messages)

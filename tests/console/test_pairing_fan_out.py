@@ -4,7 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from vixio.console.pairing import FanOutPairing
+
+pytestmark = pytest.mark.unit
 
 
 class _Worker:

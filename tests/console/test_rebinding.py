@@ -18,10 +18,12 @@ import pytest
 from tests.console.conftest import Live, config
 from tests.transports.xiaozhi.hostile import captured_logs
 from vixio.app.server import VixioServer
+from vixio.serve.supervisor import reuse_port_supported
 from vixio.testing.device import SimulatedDevice
 from vixio.testing.llm_server import Reply, ScriptedLLMServer
 from vixio.testing.serve import start_serve, until
-from vixio.serve.supervisor import reuse_port_supported
+
+pytestmark = pytest.mark.process
 
 DEVICE_HEADERS = {"Device-Id": "aa:bb:cc:dd:ee:01", "Client-Id": "rebinding-test", "Content-Type": "application/json"}
 
@@ -57,10 +59,15 @@ async def test_a_rebinding_page_cannot_make_the_device_speak_or_read_anything(li
     assert status == 403 and "does not name this server" in body["error"], (status, body)
     execute = json.dumps({"session": session, "tool": "self.audio_speaker.set_volume", "arguments": {"volume": 5}})
     async with captured_logs("INFO") as logs:
-        for method, path, payload in (("GET", "/api/sessions", b""), ("POST", "/api/execute", execute.encode()),
-                                      ("GET", f"/api/sessions/{session}", b""), ("GET", "/metrics", b""),
-                                      ("GET", "/api/events", b""), ("GET", "/console/", b""),
-                                      ("POST", "/xiaozhi/ota/activate/confirm", b'{"code": "123456"}')):
+        for method, path, payload in (
+            ("GET", "/api/sessions", b""),
+            ("POST", "/api/execute", execute.encode()),
+            ("GET", f"/api/sessions/{session}", b""),
+            ("GET", "/metrics", b""),
+            ("GET", "/api/events", b""),
+            ("GET", "/console/", b""),
+            ("POST", "/xiaozhi/ota/activate/confirm", b'{"code": "123456"}'),
+        ):
             status, body = await raw(port, method, path, evil, payload, **rebinding(port))
             assert status == 403, (path, status, body)
             assert live.device.device_id not in json.dumps(body)
@@ -75,8 +82,9 @@ async def test_a_rebinding_page_cannot_make_the_device_speak_or_read_anything(li
     for host in (f"127.0.0.1:{port}", f"localhost:{port}"):
         status, body = await raw(port, "GET", "/api/sessions", host)
         assert status == 200 and body["sessions"][0]["device_id"] == live.device.device_id
-    status, body = await raw(port, "POST", "/api/say", f"127.0.0.1:{port}", say,
-                             Origin=f"http://127.0.0.1:{port}", Content_Type="text/plain")
+    status, body = await raw(
+        port, "POST", "/api/say", f"127.0.0.1:{port}", say, Origin=f"http://127.0.0.1:{port}", Content_Type="text/plain"
+    )
     assert status == 200, body
     await live.device.wait_for("tts", state="stop", after=mark, timeout=20)
 
@@ -85,8 +93,15 @@ async def test_device_routes_still_answer_any_host(live: Live) -> None:
     """Devices may be given any name for the server: OTA and health do not check Host, and the
     URL OTA hands out does not echo the foreign name."""
     port = live.server.ota.port
-    status, body = await raw(port, "POST", "/xiaozhi/ota/", "voice.example.net:8003", b"{}",
-                             Device_Id=DEVICE_HEADERS["Device-Id"], Client_Id=DEVICE_HEADERS["Client-Id"])
+    status, body = await raw(
+        port,
+        "POST",
+        "/xiaozhi/ota/",
+        "voice.example.net:8003",
+        b"{}",
+        Device_Id=DEVICE_HEADERS["Device-Id"],
+        Client_Id=DEVICE_HEADERS["Client-Id"],
+    )
     assert status == 200 and body["websocket"]["url"].startswith("ws://127.0.0.1:")
     status, body = await raw(port, "GET", "/healthz", "evil.example")
     assert status == 200 and body == {"status": "ok"}
@@ -99,8 +114,7 @@ async def test_with_a_token_the_host_is_still_checked(live: Live) -> None:
     status, _ = await raw(port, "GET", "/api/sessions", f"evil.example:{port}", **bearer)
     assert status == 403
     # A rebinding page cannot try tokens at the login route either.
-    status, _ = await raw(port, "POST", "/api/login", f"evil.example:{port}", b'{"token": "guess"}',
-                          **rebinding(port))
+    status, _ = await raw(port, "POST", "/api/login", f"evil.example:{port}", b'{"token": "guess"}', **rebinding(port))
     assert status == 403
     status, body = await raw(port, "GET", "/api/sessions", f"127.0.0.1:{port}", **bearer)
     assert status == 200 and len(body["sessions"]) == 1
@@ -133,10 +147,14 @@ async def test_workers_refuse_the_rebinding_request_too(tmp_path: Path, llm: Scr
     try:
         await serve.wait_ready()
         port = int(serve.ota_url.split(":")[2].split("/")[0])
-        async with aiohttp.ClientSession() as http, http.post(serve.ota_url, headers=DEVICE_HEADERS, data="{}") as reply:
+        async with (
+            aiohttp.ClientSession() as http,
+            http.post(serve.ota_url, headers=DEVICE_HEADERS, data="{}") as reply,
+        ):
             ws_url = (await reply.json())["websocket"]["url"]
-        async with SimulatedDevice(ws_url=ws_url, device_id=DEVICE_HEADERS["Device-Id"],
-                                   listening_mode="manual") as device:
+        async with SimulatedDevice(
+            ws_url=ws_url, device_id=DEVICE_HEADERS["Device-Id"], listening_mode="manual"
+        ) as device:
             await device.connect()
 
             async def session() -> str | None:

@@ -12,13 +12,16 @@ from tests.console.conftest import Live
 from tests.console.test_console_api import VCP_BLOCK
 from vixio.console.cli import ApiError, call_arguments
 
+pytestmark = pytest.mark.process
+
 
 async def vixio_tools(live: Live, *args: str, stdin: str = "", token: str | None = None) -> tuple[int, str, str]:
     command = [sys.executable, "-m", "vixio", "tools", *args, "--url", live.base]
     if token is not None:
         command += ["--token", token]
-    process = await asyncio.create_subprocess_exec(*command, stdin=asyncio.subprocess.PIPE,
-                                                   stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    process = await asyncio.create_subprocess_exec(
+        *command, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+    )
     out, err = await asyncio.wait_for(process.communicate(stdin.encode()), 60)
     assert process.returncode is not None
     return process.returncode, out.decode(), err.decode()
@@ -32,8 +35,9 @@ async def test_list_call_and_parse(live: Live) -> None:
     code, out, _ = await vixio_tools(live, "list", "--json")
     assert code == 0 and {t["name"] for t in json.loads(out)["tools"]} >= {"get_time", "get_date"}
 
-    code, out, _ = await vixio_tools(live, "call", "self.audio_speaker.set_volume", "volume=30",
-                                     "--session", live.device.device_id)
+    code, out, _ = await vixio_tools(
+        live, "call", "self.audio_speaker.set_volume", "volume=30", "--session", live.device.device_id
+    )
     assert code == 0 and out.startswith("completed in ") and out.splitlines()[1] == "true"
     assert live.device.status.volume == 30
     code, out, _ = await vixio_tools(live, "call", "self_audio_speaker_set_volume", '{"volume": 101}', "-s", "any")
@@ -59,7 +63,11 @@ async def test_token(live: Live) -> None:
 def test_call_arguments() -> None:
     assert call_arguments(['{"a": [1, 2]}']) == {"a": [1, 2]}
     assert call_arguments(["volume=30", "name=kitchen", "on=true", "tags=[1]"]) == {
-        "volume": 30, "name": "kitchen", "on": True, "tags": [1]}
+        "volume": 30,
+        "name": "kitchen",
+        "on": True,
+        "tags": [1],
+    }
     with pytest.raises(ApiError):
         call_arguments(["volume"])
     with pytest.raises(ApiError):

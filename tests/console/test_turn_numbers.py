@@ -33,8 +33,9 @@ async def test_turn_numbers_go_on_after_a_reconnect(live: Live) -> None:
         if not live.server.transport.connections:
             break
         await asyncio.sleep(0.05)
-    async with SimulatedDevice(ws_url=f"ws://127.0.0.1:{port}/xiaozhi/v1/", device_id=device_id,
-                               listening_mode="manual") as again:
+    async with SimulatedDevice(
+        ws_url=f"ws://127.0.0.1:{port}/xiaozhi/v1/", device_id=device_id, listening_mode="manual"
+    ) as again:
         await again.connect()
         for _ in range(100):
             if live.server.transport.connections:

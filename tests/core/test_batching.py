@@ -11,6 +11,8 @@ import pytest
 
 from vixio.core.batching import BatchWorker
 
+pytestmark = pytest.mark.unit
+
 
 async def test_jobs_run_off_the_loop_in_order_and_in_batches() -> None:
     seen: list[tuple[str, list[int]]] = []
@@ -39,8 +41,9 @@ async def test_a_failing_job_fails_only_its_caller_and_a_failing_batch_fails_its
 
     worker = BatchWorker(run, name="test-errors")
     try:
-        results = await asyncio.gather(worker.submit("a"), worker.submit("bad"), worker.submit("b"),
-                                       return_exceptions=True)
+        results = await asyncio.gather(
+            worker.submit("a"), worker.submit("bad"), worker.submit("b"), return_exceptions=True
+        )
         assert results[0] == "A" and results[2] == "B" and isinstance(results[1], ValueError)
         with pytest.raises(RuntimeError, match="the whole batch"):
             await worker.submit("boom")
@@ -133,7 +136,10 @@ async def test_a_nice_worker_runs_below_the_loop_and_the_loop_keeps_its_priority
         return [os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) for _ in jobs]
 
     loop_nice = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
-    lowered, plain = BatchWorker(nice_of_this_thread, name="test-nice", nice=5), BatchWorker(nice_of_this_thread, name="test-plain")
+    lowered, plain = (
+        BatchWorker(nice_of_this_thread, name="test-nice", nice=5),
+        BatchWorker(nice_of_this_thread, name="test-plain"),
+    )
     try:
         assert await lowered.submit(0) == min(19, loop_nice + 5)
         assert await plain.submit(0) == loop_nice
@@ -141,4 +147,3 @@ async def test_a_nice_worker_runs_below_the_loop_and_the_loop_keeps_its_priority
     finally:
         lowered.close()
         plain.close()
-

@@ -7,33 +7,55 @@ import argparse
 
 import pytest
 
-from vixio.core.device_ids import (MAX_DEVICE_ID_CHARS, DeviceIdError, device_id_argument, is_device_id, loggable,
-                                   normalize_device_id)
+from vixio.core.device_ids import (
+    MAX_DEVICE_ID_CHARS,
+    DeviceIdError,
+    device_id_argument,
+    is_device_id,
+    loggable,
+    normalize_device_id,
+)
+
+pytestmark = pytest.mark.unit
 
 
-@pytest.mark.parametrize("raw", [
-    "aa:bb:cc:dd:ee:ff", "AA:BB:CC:DD:EE:FF", " 02:00:00:00:a1:1c ", "dev-1", "robot-a", "anonymous-1f2e3d4c",
-    "AA-BB-CC-DD-EE-FF", "aabbccddeeff", "user@example.com", "a+b.c_d",
-    "x" * 52 + "~" + "0123456789",  # a derived id: <claimed[:52]>~<10 hex>
-    "a" * MAX_DEVICE_ID_CHARS,
-])
+@pytest.mark.parametrize(
+    "raw",
+    [
+        "aa:bb:cc:dd:ee:ff",
+        "AA:BB:CC:DD:EE:FF",
+        " 02:00:00:00:a1:1c ",
+        "dev-1",
+        "robot-a",
+        "anonymous-1f2e3d4c",
+        "AA-BB-CC-DD-EE-FF",
+        "aabbccddeeff",
+        "user@example.com",
+        "a+b.c_d",
+        "x" * 52 + "~" + "0123456789",  # a derived id: <claimed[:52]>~<10 hex>
+        "a" * MAX_DEVICE_ID_CHARS,
+    ],
+)
 def test_ids_in_use_fit(raw: str) -> None:
     assert normalize_device_id(raw) == raw.strip().lower()
     assert is_device_id(raw)
 
 
-@pytest.mark.parametrize("raw, problem", [
-    ("aa:bb\n2026-01-01 INFO forged", "'\\n'"),
-    ("aa\rbb", "'\\r'"),
-    ("aa\x1b[31mbb", "'\\x1b'"),
-    ("aa bb", "' '"),
-    ("aa/../bb", "'/'"),
-    ("aa%0abb", "'%'"),
-    ("aa?x=1", "'?'"),
-    ("设备一", "'设'"),
-    ("a" * (MAX_DEVICE_ID_CHARS + 1), "65 characters long"),
-    ("   ", "empty"),
-])
+@pytest.mark.parametrize(
+    "raw, problem",
+    [
+        ("aa:bb\n2026-01-01 INFO forged", "'\\n'"),
+        ("aa\rbb", "'\\r'"),
+        ("aa\x1b[31mbb", "'\\x1b'"),
+        ("aa bb", "' '"),
+        ("aa/../bb", "'/'"),
+        ("aa%0abb", "'%'"),
+        ("aa?x=1", "'?'"),
+        ("设备一", "'设'"),
+        ("a" * (MAX_DEVICE_ID_CHARS + 1), "65 characters long"),
+        ("   ", "empty"),
+    ],
+)
 def test_ids_that_break_the_rule_are_refused_with_the_reason(raw: str, problem: str) -> None:
     with pytest.raises(DeviceIdError) as info:
         normalize_device_id(raw, "Device-Id")

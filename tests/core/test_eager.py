@@ -10,6 +10,8 @@ import pytest
 from vixio.core.eager import eager_task
 from vixio.testing.loop_ticks import LoopTicks
 
+pytestmark = pytest.mark.unit
+
 WHO: contextvars.ContextVar[str] = contextvars.ContextVar("who", default="caller")
 
 

@@ -20,16 +20,16 @@ def pages(data: bytes) -> list[tuple[int, int, int, list[bytes]]]:
     """(flags, granule, sequence, packets) of each page, every CRC checked."""
     found, at = [], 0
     while at < len(data):
-        assert data[at:at + 4] == b"OggS"
+        assert data[at : at + 4] == b"OggS"
         _, flags, granule, _, sequence, crc, count = struct.unpack_from("<BBqIIIB", data, at + 4)
-        lacing = data[at + 27:at + 27 + count]
+        lacing = data[at + 27 : at + 27 + count]
         size = 27 + count + sum(lacing)
-        page = bytearray(data[at:at + size])
+        page = bytearray(data[at : at + size])
         page[22:26] = b"\0\0\0\0"
         assert ogg_crc(bytes(page)) == crc
         packets, body, current = [], at + 27 + count, b""
         for value in lacing:
-            current += data[body:body + value]
+            current += data[body : body + value]
             body += value
             if value < 255:
                 packets.append(current)
@@ -49,7 +49,7 @@ def test_a_file_the_firmware_and_ffmpeg_both_read() -> None:
 
     encoder = OpusEncoder(16000, 1, 60)
     pcm = speech_like(20.0)  # more than one page of packets
-    packets = [encoder.encode(pcm[i:i + encoder.frame_bytes]) for i in range(0, len(pcm), encoder.frame_bytes)]
+    packets = [encoder.encode(pcm[i : i + encoder.frame_bytes]) for i in range(0, len(pcm), encoder.frame_bytes)]
     data = ogg_opus(packets, 16000, serial=7)
     found = pages(data)
     head, tags = found[0][3][0], found[1][3][0]

@@ -19,6 +19,8 @@ from vixio.testing.harness import run_stations
 
 from .conftest import Tag, audio, text
 
+pytestmark = pytest.mark.unit
+
 
 async def test_order_through_five_stations() -> None:
     stations = [Tag(f"s{i}") for i in range(5)]
@@ -142,6 +144,7 @@ async def test_slow_station_applies_backpressure_with_bounded_queues() -> None:
     pipeline = Pipeline(stations, session_id="s", queue_size=4)
     received: list[Chunk] = []
     async with pipeline:
+
         async def consume() -> None:
             while len(received) < 300:
                 received.append(await pipeline.get())
@@ -204,7 +207,9 @@ async def test_station_exception_becomes_error_event_and_pipeline_goes_on() -> N
     lines: list[str] = []
     sink = logger.add(lambda m: lines.append(f"{m.record['extra'].get('session')} {m}"), level="ERROR")
     try:
-        out = await run_stations([Explodes(), Tag("after")], [text("ok"), text("boom"), text("ok2")], session_id="sess-9")
+        out = await run_stations(
+            [Explodes(), Tag("after")], [text("ok"), text("boom"), text("ok2")], session_id="sess-9"
+        )
     finally:
         logger.remove(sink)
     assert [c.kind for c in out] == ["text", "error", "text"]
@@ -275,7 +280,11 @@ class Joiner(Station):
         self.seen: list[str] = []
 
     def merge(self, chunk: Chunk, following: Chunk) -> Chunk | None:
-        if not isinstance(chunk, TextChunk) or not isinstance(following, TextChunk) or "stop" in (chunk.text, following.text):
+        if (
+            not isinstance(chunk, TextChunk)
+            or not isinstance(following, TextChunk)
+            or "stop" in (chunk.text, following.text)
+        ):
             return None
         return TextChunk(text=chunk.text + following.text, role=chunk.role, turn_id=chunk.turn_id)
 

@@ -6,6 +6,8 @@ import pytest
 
 from vixio.core.realtime_budget import RealTimeBudget
 
+pytestmark = pytest.mark.unit
+
 
 class Clock:
     def __init__(self) -> None:

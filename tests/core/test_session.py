@@ -2,11 +2,15 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from vixio.core.chunk import Chunk, InterruptChunk
 from vixio.core.pipeline import Pipeline
 from vixio.core.session import Message, Session, SessionState
 
 from .conftest import Tag, text
+
+pytestmark = pytest.mark.unit
 
 
 async def test_session_pumps_output_and_closes_cleanly(no_leaked_tasks) -> None:

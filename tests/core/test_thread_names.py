@@ -11,7 +11,7 @@ import pytest
 from vixio.core.batching import BatchWorker
 from vixio.core.thread_names import name_this_thread
 
-pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+pytestmark = [pytest.mark.process, pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")]
 
 
 def _comm(native_id: int) -> str:
@@ -32,8 +32,9 @@ def test_a_thread_named_is_named_in_proc_cut_to_15_bytes() -> None:
 
 
 async def test_a_batch_workers_thread_is_named_after_it() -> None:
-    worker: BatchWorker[int, str] = BatchWorker(lambda jobs: [_comm(threading.get_native_id()) for _ in jobs],
-                                                name="opus-test")
+    worker: BatchWorker[int, str] = BatchWorker(
+        lambda jobs: [_comm(threading.get_native_id()) for _ in jobs], name="opus-test"
+    )
     try:
         assert await worker.submit(1) == "vixio-opus-test"
     finally:

@@ -6,10 +6,14 @@ import asyncio
 import json
 from typing import Any
 
+import pytest
+
+from vixio.core import transport as core_transport
 from vixio.core.chunk import Chunk, TextChunk
 from vixio.core.protocol import Message, ProtocolBase, ProtocolError
-from vixio.core import transport as core_transport
 from vixio.core.transport import ConnectionClosed, TransportBase
+
+pytestmark = pytest.mark.unit
 
 
 class JsonProtocol(ProtocolBase):
@@ -77,8 +81,13 @@ async def test_mcp_bypasses_reads_and_malformed_frames_are_dropped(no_leaked_tas
     peer = Peer()
     transport.set_mcp_peer("s", peer)
     feed = transport.incoming["s"]
-    for frame in ["{not json", json.dumps({"type": "mcp", "payload": {"jsonrpc": "2.0", "id": 1, "result": {}}}),
-                  "[1, 2]", json.dumps({"type": "text", "text": "hello"}), None]:
+    for frame in [
+        "{not json",
+        json.dumps({"type": "mcp", "payload": {"jsonrpc": "2.0", "id": 1, "result": {}}}),
+        "[1, 2]",
+        json.dumps({"type": "text", "text": "hello"}),
+        None,
+    ]:
         feed.put_nowait(frame)
     assert await transport.read("s") == {"type": "text", "text": "hello"}
     assert await transport.read("s") is None  # closed
@@ -201,8 +210,9 @@ async def test_with_nothing_queued_a_write_goes_out_at_once_and_write_many_in_on
     transport.connect("s")
     await transport.write("s", {"type": "text", "text": "a"})
     assert transport.now == [["a"]]  # written before write() returned: no writer task step
-    await transport.write_many("s", [{"type": "text", "text": "b"}, {"type": "text", "text": object()},
-                                     {"type": "text", "text": "c"}])  # the middle one cannot be encoded
+    await transport.write_many(
+        "s", [{"type": "text", "text": "b"}, {"type": "text", "text": object()}, {"type": "text", "text": "c"}]
+    )  # the middle one cannot be encoded
     assert transport.now == [["a"], ["b", "c"]] and transport.calls == []
     await transport.stop()
 

@@ -19,12 +19,18 @@ from vixio.config.loader import load_config
 from vixio.config.models import VixioConfig
 from vixio.config.preflight import config_problems
 from vixio.testing.fleet import MISSING, haproxy_path
-from vixio.transports.xiaozhi.session.auth import DeviceAuthenticator
 from vixio.transports.xiaozhi.http.ota import OtaServer
+from vixio.transports.xiaozhi.session.auth import DeviceAuthenticator
+
+pytestmark = pytest.mark.process
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
-ENVIRONMENT = {"VIXIO_PUBLIC_URL": "ws://voice.example.com:8000/xiaozhi/v1/", "VIXIO_ADMIN_TOKEN": "an-operator-token-for-tests",
-               "REDIS_PASSWORD": "p" * 64, "VIXIO_FLEET_SECRET": "f" * 64}
+ENVIRONMENT = {
+    "VIXIO_PUBLIC_URL": "ws://voice.example.com:8000/xiaozhi/v1/",
+    "VIXIO_ADMIN_TOKEN": "an-operator-token-for-tests",
+    "REDIS_PASSWORD": "p" * 64,
+    "VIXIO_FLEET_SECRET": "f" * 64,
+}
 
 
 @pytest.fixture(scope="module")
@@ -61,8 +67,10 @@ def test_the_fleet_config_is_valid_and_shares_redis(config: VixioConfig) -> None
     assert config.state.backend == "redis"
     assert config.xiaozhi.public_url == ENVIRONMENT["VIXIO_PUBLIC_URL"]
     assert config.xiaozhi.http.admin_token  # operator routes through a balancer need it
-    assert (config.state.password, config.state.fleet_secret) == (ENVIRONMENT["REDIS_PASSWORD"],
-                                                                  ENVIRONMENT["VIXIO_FLEET_SECRET"])
+    assert (config.state.password, config.state.fleet_secret) == (
+        ENVIRONMENT["REDIS_PASSWORD"],
+        ENVIRONMENT["VIXIO_FLEET_SECRET"],
+    )
     assert config_problems(config) == []
     for missing in ("REDIS_PASSWORD", "VIXIO_FLEET_SECRET", "VIXIO_PUBLIC_URL"):  # none has a default
         with pytest.raises(ConfigError, match=missing):
@@ -105,7 +113,9 @@ def test_redis_takes_a_password_only_vixio_reaches_and_the_secrets_are_required(
     (container,) = redis_k8s["StatefulSet"]["spec"]["template"]["spec"]["containers"]
     assert "requirepass" in " ".join(container["command"])
     assert {e["name"]: e["valueFrom"]["secretKeyRef"]["key"] for e in container["env"]} == {
-        "REDIS_PASSWORD": "redis-password", "REDISCLI_AUTH": "redis-password"}
+        "REDIS_PASSWORD": "redis-password",
+        "REDISCLI_AUTH": "redis-password",
+    }
     policy = redis_k8s["NetworkPolicy"]["spec"]
     assert policy["podSelector"]["matchLabels"] == redis_k8s["StatefulSet"]["spec"]["selector"]["matchLabels"]
     (rule,) = policy["ingress"]
@@ -123,10 +133,12 @@ def test_compose_runs_what_haproxy_balances(compose: dict[str, Any], config: Vix
     assert instances == ["vixio1", "vixio2"] and {"redis", "haproxy"} <= set(services)
     backends = haproxy_servers()
     websocket, http = config.xiaozhi.port, config.xiaozhi.http.port
-    assert [(name, host, port, check) for name, host, port, check in backends["vixio_websocket"]] == \
-        [(name, name, websocket, http) for name in instances]  # checked on the HTTP port's /healthz
-    assert [(name, host, port) for name, host, port, _ in backends["vixio_http"]] == \
-        [(name, name, http) for name in instances]
+    assert [(name, host, port, check) for name, host, port, check in backends["vixio_websocket"]] == [
+        (name, name, websocket, http) for name in instances
+    ]  # checked on the HTTP port's /healthz
+    assert [(name, host, port) for name, host, port, _ in backends["vixio_http"]] == [
+        (name, name, http) for name in instances
+    ]
     haproxy = services["haproxy"]
     assert sorted(haproxy["ports"]) == [f"{websocket}:{websocket}", f"{http}:{http}"]
     assert any(volume.startswith("./haproxy.cfg:") for volume in haproxy["volumes"])
@@ -176,6 +188,7 @@ def test_the_dockerfile_copies_what_exists_and_runs_the_fleet_config() -> None:
 
 @pytest.mark.skipif(haproxy_path() is None, reason=MISSING)
 def test_haproxy_accepts_the_shipped_config() -> None:
-    checked = subprocess.run([str(haproxy_path()), "-c", "-f", str(DEPLOY / "haproxy.cfg")],
-                             capture_output=True, text=True, timeout=30)
+    checked = subprocess.run(
+        [str(haproxy_path()), "-c", "-f", str(DEPLOY / "haproxy.cfg")], capture_output=True, text=True, timeout=30
+    )
     assert checked.returncode == 0, checked.stdout + checked.stderr

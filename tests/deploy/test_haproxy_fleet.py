@@ -17,8 +17,11 @@ from vixio.testing.fleet import MISSING, Fleet, haproxy_path
 from vixio.testing.llm_server import Reply, ScriptedLLMServer
 from vixio.testing.serve import until
 
-pytestmark = [pytest.mark.skipif(haproxy_path() is None, reason=MISSING),
-              pytest.mark.skipif(redis_server.missing() is not None, reason=str(redis_server.missing()))]
+pytestmark = [
+    pytest.mark.process,
+    pytest.mark.skipif(haproxy_path() is None, reason=MISSING),
+    pytest.mark.skipif(redis_server.missing() is not None, reason=str(redis_server.missing())),
+]
 
 
 async def talk(device: SimulatedDevice, text: str) -> str:
@@ -31,7 +34,8 @@ async def talk(device: SimulatedDevice, text: str) -> str:
 
 
 async def test_a_device_reconnects_through_haproxy_to_the_other_instance_and_finds_its_conversation(
-        tmp_path: Path, llm: ScriptedLLMServer, redis: redis_server.RedisServer) -> None:
+    tmp_path: Path, llm: ScriptedLLMServer, redis: redis_server.RedisServer
+) -> None:
     state = f"state: {{backend: redis, url: '{redis.url}', fleet_secret: '{redis_server.FLEET_SECRET}'}}\n"
     async with Fleet(tmp_path, llm, instances=2, extra=state) as fleet:
         async with SimulatedDevice(ota_url=fleet.ota_url, device_id="02:00:00:00:0f:01") as device:

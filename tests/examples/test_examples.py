@@ -16,6 +16,8 @@ import pytest
 from vixio.testing.device import SimulatedDevice
 from vixio.testing.llm_server import Reply, ScriptedLLMServer
 
+pytestmark = pytest.mark.process
+
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
 LISTENING = re.compile(r"OTA (http://\S+/xiaozhi/ota/)")
@@ -24,7 +26,9 @@ LISTENING = re.compile(r"OTA (http://\S+/xiaozhi/ota/)")
 def documented_command(example: str) -> list[str]:
     """The command line of `example`'s docstring (`python examples/<name>.py ...`), to run here."""
     docstring = (EXAMPLES / example).read_text(encoding="utf-8").split('"""')[1]
-    line = next(line.strip() for line in docstring.splitlines() if line.strip().startswith(f"python examples/{example}"))
+    line = next(
+        line.strip() for line in docstring.splitlines() if line.strip().startswith(f"python examples/{example}")
+    )
     return [sys.executable, *line.split()[1:]]
 
 
@@ -34,8 +38,9 @@ def documented_command(example: str) -> list[str]:
 async def _three_stations(stdin: int) -> asyncio.subprocess.Process:
     command = documented_command("three_stations.py")
     assert command[1:] == ["examples/three_stations.py"]
-    return await asyncio.create_subprocess_exec(*command, cwd=ROOT, stdin=stdin, stdout=asyncio.subprocess.PIPE,
-                                                stderr=asyncio.subprocess.STDOUT)
+    return await asyncio.create_subprocess_exec(
+        *command, cwd=ROOT, stdin=stdin, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT
+    )
 
 
 async def _line(process: asyncio.subprocess.Process) -> str:
@@ -66,6 +71,7 @@ async def test_three_stations_answers_typed_lines_and_stop_interrupts(terminal: 
 
         def end() -> None:
             stdin.close()
+
     try:
         assert "Type a line" in await _line(process)
         write("hello from a three station pipeline\n")
@@ -142,9 +148,15 @@ async def start_example(tmp_path: Path, config_text: str) -> Example:
     log = tmp_path / "example.log"
     with log.open("wb") as sink:
         process = await asyncio.create_subprocess_exec(
-            *command[:-1], str(config), cwd=ROOT, stdout=sink, stderr=sink, start_new_session=True,
+            *command[:-1],
+            str(config),
+            cwd=ROOT,
+            stdout=sink,
+            stderr=sink,
+            start_new_session=True,
             preexec_fn=_ctrl_c_as_in_a_terminal,
-            env={**os.environ, "VIXIO_NOTES_DIR": str(tmp_path / "notes"), "PYTHONFAULTHANDLER": "1"})
+            env={**os.environ, "VIXIO_NOTES_DIR": str(tmp_path / "notes"), "PYTHONFAULTHANDLER": "1"},
+        )
     return Example(process, log)
 
 
@@ -159,7 +171,9 @@ async def ask(device: SimulatedDevice, text: str, timeout: float = 120) -> list[
     mark = device.mark()
     await device.send_text(text)
     await device.wait_for("tts", state="stop", after=mark, timeout=timeout)
-    return [m.data["text"] for m in device.received[mark:] if m.type == "tts" and m.data.get("state") == "sentence_start"]
+    return [
+        m.data["text"] for m in device.received[mark:] if m.type == "tts" and m.data.get("state") == "sentence_start"
+    ]
 
 
 async def test_agent_with_device_tools_runs_on_the_default_config(tmp_path: Path) -> None:
@@ -179,11 +193,15 @@ async def test_agent_with_device_tools_runs_on_the_default_config(tmp_path: Path
 
 
 async def test_agent_with_device_tools_calls_the_devices_and_its_own_tools(
-        tmp_path: Path, llm: ScriptedLLMServer) -> None:
-    example = await start_example(tmp_path, f"""
+    tmp_path: Path, llm: ScriptedLLMServer
+) -> None:
+    example = await start_example(
+        tmp_path,
+        f"""
 xiaozhi: {{host: 127.0.0.1, port: 0, idle_timeout: 0, http: {{host: 127.0.0.1, port: 0}}}}
 agent: {{provider: litellm, model: openai/test-model, api_base: "{llm.base_url}", api_key: test}}
-""")
+""",
+    )
     try:
         ota_url = await example.ota_url()
         async with SimulatedDevice(ota_url=ota_url) as device:
@@ -193,9 +211,11 @@ agent: {{provider: litellm, model: openai/test-model, api_base: "{llm.base_url}"
                 assert time.monotonic() < deadline, "the server never asked for the device's tools"
                 await asyncio.sleep(0.05)
             await asyncio.sleep(0.3)  # the list's answer reaches the agent
-            llm.expect(Reply.tool_call("self_audio_speaker_set_volume", {"volume": 30}),
-                       Reply.tool_call("take_note", {"text": "buy milk"}),
-                       Reply.text("Volume set to 30. Noted."))
+            llm.expect(
+                Reply.tool_call("self_audio_speaker_set_volume", {"volume": 30}),
+                Reply.tool_call("take_note", {"text": "buy milk"}),
+                Reply.text("Volume set to 30. Noted."),
+            )
             assert await ask(device, "volume 30 and note buy milk") == ["Volume set to 30.", "Noted."]
             assert device.status.volume == 30
             assert "buy milk" in next((tmp_path / "notes").glob("*.json")).read_text(encoding="utf-8")
@@ -220,8 +240,9 @@ def test_my_tools_load_from_the_config_its_docstring_shows(monkeypatch: pytest.M
     snippet = docstring.split("\n\n")[1]  # the indented `tools:` block
     tools = yaml.safe_load(snippet)["tools"]
     monkeypatch.chdir(ROOT)  # its paths are relative to where `vixio serve` runs
-    config = VixioConfig.model_validate({"agent": {"provider": "litellm", "model": "openai/x"},
-                                         "tools": {**tools, "builtin": []}})
+    config = VixioConfig.model_validate(
+        {"agent": {"provider": "litellm", "model": "openai/x"}, "tools": {**tools, "builtin": []}}
+    )
     voice = VoiceStack(config)
     loaded = {tool.name: tool for tool in voice.local_tools}
     assert set(loaded) == {"take_note", "read_notes", "check_website"}

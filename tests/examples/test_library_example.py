@@ -24,8 +24,16 @@ def test_the_documented_provider_methods_are_all_a_provider_needs() -> None:
     module.EchoAgent()  # "Can't instantiate abstract class" when the doc leaves a method out
     doc = (ROOT / "docs" / "providers.md").read_text(encoding="utf-8")
     writing = doc.split("## Writing a provider", 1)[1]
-    for method in ("initialize", "chat", "update_tools", "cancel", "history", "record_interrupted_reply",
-                   "clear_history", "restore_history"):
+    for method in (
+        "initialize",
+        "chat",
+        "update_tools",
+        "cancel",
+        "history",
+        "record_interrupted_reply",
+        "clear_history",
+        "restore_history",
+    ):
         assert f"`{method}`" in writing or f"streaming `{method}`" in writing, method
 
 
@@ -34,8 +42,9 @@ async def test_the_library_example_speaks_each_turn() -> None:
     line = next(line.strip() for line in docstring.splitlines() if line.strip().startswith("python examples/"))
     assert line in (ROOT / "docs" / "library.md").read_text(encoding="utf-8")  # the page shows the same command
     command = [sys.executable, *shlex.split(line)[1:]]
-    process = await asyncio.create_subprocess_exec(*command, cwd=ROOT, stdout=asyncio.subprocess.PIPE,
-                                                   stderr=asyncio.subprocess.STDOUT)
+    process = await asyncio.create_subprocess_exec(
+        *command, cwd=ROOT, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT
+    )
     output, _ = await asyncio.wait_for(process.communicate(), 120)
     text = output.decode()
     assert process.returncode == 0, text

@@ -45,15 +45,35 @@ def text(value: Any) -> Text:
 
 
 # Values that stand where a field's proper value should be.
-WEIRD: list[Any] = [None, True, 0, -1, 2**64, 1.5e308, "", "x" * 5000, "🎤" * 50, [], {}, [1, [2, [3]]],
-                    {"a": {"b": None}}, "\u0000", "\ud800".encode("utf-8", "surrogatepass").decode("utf-8", "replace")]
+WEIRD: list[Any] = [
+    None,
+    True,
+    0,
+    -1,
+    2**64,
+    1.5e308,
+    "",
+    "x" * 5000,
+    "🎤" * 50,
+    [],
+    {},
+    [1, [2, [3]]],
+    {"a": {"b": None}},
+    "\u0000",
+    "\ud800".encode("utf-8", "surrogatepass").decode("utf-8", "replace"),
+]
 
 
 def message_cases(rng: random.Random) -> list[Case]:
     cases = []
     shapes: dict[str, dict[str, Any]] = {
-        "hello": {"type": "hello", "version": 1, "transport": "websocket", "features": {"mcp": True},
-                  "audio_params": {"format": "opus", "sample_rate": 16000, "channels": 1, "frame_duration": 60}},
+        "hello": {
+            "type": "hello",
+            "version": 1,
+            "transport": "websocket",
+            "features": {"mcp": True},
+            "audio_params": {"format": "opus", "sample_rate": 16000, "channels": 1, "frame_duration": 60},
+        },
         "listen": {"type": "listen", "state": "start", "mode": "auto", "text": "hi", "session_id": "s"},
         "abort": {"type": "abort", "reason": "wake_word_detected", "session_id": "s"},
         "mcp": {"type": "mcp", "payload": {"jsonrpc": "2.0", "id": 1, "result": {"tools": []}}},
@@ -73,36 +93,90 @@ def message_cases(rng: random.Random) -> list[Case]:
         cases.append(Case(f"{kind}-fields", frames))
     listen_states = ["start", "stop", "detect", "", None, 7, "START"]
     modes = ["auto", "manual", "realtime", "", None, ["auto"]]
-    cases.append(Case("listen-states", [text({"type": "listen", "state": s, "mode": m, "text": t})
-                                        for s in listen_states for m in modes for t in ("", "hi", None, 5)]))
-    cases.append(Case("not-objects", [text(v) for v in ([], [1], "str", 5, None, True)] +
-                      [text('{"type": 5}'), text('{"type": null}'), text("{}"), text('{"type": ""}'),
-                       text("not json"), text("{"), text('{"type":"listen"'), text(""), text(" "),
-                       text('{"type":"listen","state":"detect","text":"\\ud800"}')]))
+    cases.append(
+        Case(
+            "listen-states",
+            [
+                text({"type": "listen", "state": s, "mode": m, "text": t})
+                for s in listen_states
+                for m in modes
+                for t in ("", "hi", None, 5)
+            ],
+        )
+    )
+    cases.append(
+        Case(
+            "not-objects",
+            [text(v) for v in ([], [1], "str", 5, None, True)]
+            + [
+                text('{"type": 5}'),
+                text('{"type": null}'),
+                text("{}"),
+                text('{"type": ""}'),
+                text("not json"),
+                text("{"),
+                text('{"type":"listen"'),
+                text(""),
+                text(" "),
+                text('{"type":"listen","state":"detect","text":"\\ud800"}'),
+            ],
+        )
+    )
     return cases
 
 
 def mcp_cases() -> list[Case]:
     payloads: list[Any] = [
-        None, [], "x", 5, {}, {"jsonrpc": "1.0"}, {"jsonrpc": "2.0"}, {"jsonrpc": "2.0", "id": None},
-        {"jsonrpc": "2.0", "id": "str", "result": {}}, {"jsonrpc": "2.0", "id": 1.5, "result": {}},
-        {"jsonrpc": "2.0", "id": True, "result": {}}, {"jsonrpc": "2.0", "id": 2**70, "result": {}},
-        {"jsonrpc": "2.0", "id": 1, "result": None}, {"jsonrpc": "2.0", "id": 1, "error": "nope"},
+        None,
+        [],
+        "x",
+        5,
+        {},
+        {"jsonrpc": "1.0"},
+        {"jsonrpc": "2.0"},
+        {"jsonrpc": "2.0", "id": None},
+        {"jsonrpc": "2.0", "id": "str", "result": {}},
+        {"jsonrpc": "2.0", "id": 1.5, "result": {}},
+        {"jsonrpc": "2.0", "id": True, "result": {}},
+        {"jsonrpc": "2.0", "id": 2**70, "result": {}},
+        {"jsonrpc": "2.0", "id": 1, "result": None},
+        {"jsonrpc": "2.0", "id": 1, "error": "nope"},
         {"jsonrpc": "2.0", "id": 2, "result": {"tools": "many"}},
-        {"jsonrpc": "2.0", "id": 2, "result": {"tools": [None, 5, {}, {"name": 7}, {"name": ""},
-                                                         {"name": "x", "inputSchema": "s"},
-                                                         {"name": "y", "inputSchema": {"$ref": "http://127.0.0.1:9/x"}},
-                                                         {"name": "z", "inputSchema": {"properties": {
-                                                             "p": {"type": "string", "pattern": "(a+)+$"}}}}],
-                                               "nextCursor": 5}},
+        {
+            "jsonrpc": "2.0",
+            "id": 2,
+            "result": {
+                "tools": [
+                    None,
+                    5,
+                    {},
+                    {"name": 7},
+                    {"name": ""},
+                    {"name": "x", "inputSchema": "s"},
+                    {"name": "y", "inputSchema": {"$ref": "http://127.0.0.1:9/x"}},
+                    {"name": "z", "inputSchema": {"properties": {"p": {"type": "string", "pattern": "(a+)+$"}}}},
+                ],
+                "nextCursor": 5,
+            },
+        },
         {"jsonrpc": "2.0", "id": 3, "result": {"content": None, "isError": "yes"}},
         {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"},
         {"jsonrpc": "2.0", "method": "tools/call", "id": 9, "params": {}},
-        {"jsonrpc": "2.0", "method": 5}, {"jsonrpc": "2.0", "method": "mcp/registerTools", "id": 1},
+        {"jsonrpc": "2.0", "method": 5},
+        {"jsonrpc": "2.0", "method": "mcp/registerTools", "id": 1},
         {"jsonrpc": "2.0", "method": "mcp/registerTools", "id": 2, "params": {"tools": "x"}},
-        {"jsonrpc": "2.0", "method": "mcp/registerTools", "id": 3, "params": {"tools": [None, {"name": "t"},
-                                                                                        {"name": "u", "description": 1}]}},
-        {"jsonrpc": "2.0", "method": "mcp/registerTools", "id": {"a": 1}, "params": {"tools": [], "mac_addr": "m" * 9000}},
+        {
+            "jsonrpc": "2.0",
+            "method": "mcp/registerTools",
+            "id": 3,
+            "params": {"tools": [None, {"name": "t"}, {"name": "u", "description": 1}]},
+        },
+        {
+            "jsonrpc": "2.0",
+            "method": "mcp/registerTools",
+            "id": {"a": 1},
+            "params": {"tools": [], "mac_addr": "m" * 9000},
+        },
         {"jsonrpc": "2.0", "id": "vixio-00000000-1", "result": {}},
     ]
     wrapped = [text({"type": "mcp", "payload": p}) for p in payloads]
@@ -132,8 +206,11 @@ def binary_cases(rng: random.Random) -> list[Case]:
             ]
         frames += [bytes(rng.getrandbits(8) for _ in range(rng.randint(1, 64))) for _ in range(50)]
         # Audio while listening: garbage Opus must be dropped, not crash the decoder.
-        listening = [text({"type": "listen", "state": "start", "mode": "manual"})] + frames + \
-                    [text({"type": "listen", "state": "stop"})]
+        listening = (
+            [text({"type": "listen", "state": "start", "mode": "manual"})]
+            + frames
+            + [text({"type": "listen", "state": "stop"})]
+        )
         cases.append(Case(f"binary-v{version}", listening, protocol_version=version))
     return cases
 
@@ -145,8 +222,23 @@ def closing_cases() -> list[Case]:
         Case("oversize-binary", [b"\x00" * OVERSIZE], closes=True),
         Case("deep-array", [text("[" * 100_000)], closes=True),
         Case("deep-object", [text('{"a":' * 5_000 + "1" + "}" * 5_000)], closes=True),
-        Case("deep-mcp", [text({"type": "mcp", "payload": {"jsonrpc": "2.0", "method": "mcp/registerTools", "id": 1,
-                                                           "params": {"tools": [_nested(300)]}}})], closes=True),
+        Case(
+            "deep-mcp",
+            [
+                text(
+                    {
+                        "type": "mcp",
+                        "payload": {
+                            "jsonrpc": "2.0",
+                            "method": "mcp/registerTools",
+                            "id": 1,
+                            "params": {"tools": [_nested(300)]},
+                        },
+                    }
+                )
+            ],
+            closes=True,
+        ),
         Case("deep-before-hello", [text("[" * 1000)], closes=True, hello=False),
     ]
 
@@ -161,12 +253,27 @@ def _nested(levels: int) -> dict[str, Any]:
 def first_hello_cases() -> list[Case]:
     """The session's first hello itself malformed (it fixes the protocol version and features)."""
     hello = {"type": "hello", "transport": "websocket"}
-    weird = [{"version": True}, {"version": 2**64}, {"version": "3"}, {"version": None}, {"version": -1},
-             {"version": 3.0}, {"features": "x"}, {"features": []}, {"features": {"mcp": "yes"}},
-             {"audio_params": "opus"}, {"audio_params": {"sample_rate": -1, "frame_duration": 10**9}}]
-    return [Case(f"first-hello-{i}", [text({**hello, **fields}), text({"type": "listen", "state": "detect",
-                                                                       "text": "hi"})], hello=False)
-            for i, fields in enumerate(weird)]
+    weird = [
+        {"version": True},
+        {"version": 2**64},
+        {"version": "3"},
+        {"version": None},
+        {"version": -1},
+        {"version": 3.0},
+        {"features": "x"},
+        {"features": []},
+        {"features": {"mcp": "yes"}},
+        {"audio_params": "opus"},
+        {"audio_params": {"sample_rate": -1, "frame_duration": 10**9}},
+    ]
+    return [
+        Case(
+            f"first-hello-{i}",
+            [text({**hello, **fields}), text({"type": "listen", "state": "detect", "text": "hi"})],
+            hello=False,
+        )
+        for i, fields in enumerate(weird)
+    ]
 
 
 def all_cases(seed: int = 11) -> list[Case]:

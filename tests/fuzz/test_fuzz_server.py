@@ -13,6 +13,7 @@ import json
 import time
 from typing import Any
 
+import pytest
 import websockets
 
 from tests.transports.xiaozhi.conftest import make_server, ws_url  # noqa: F401 - make_server is a fixture
@@ -20,20 +21,30 @@ from tests.transports.xiaozhi.hostile import TURN_BOUND, Bystander, captured_log
 
 from .corpus import Case, Text, all_cases
 
-HELLO = {"type": "hello", "version": 1, "transport": "websocket",
-         "audio_params": {"format": "opus", "sample_rate": 16000, "channels": 1, "frame_duration": 60}}
+pytestmark = pytest.mark.integration
+
+HELLO = {
+    "type": "hello",
+    "version": 1,
+    "transport": "websocket",
+    "audio_params": {"format": "opus", "sample_rate": 16000, "channels": 1, "frame_duration": 60},
+}
 
 
 async def run_case(url: str, case: Case, index: int) -> str:
     """Play one case; returns "open" or "closed <code>"."""
-    headers = {"Device-Id": f"fe:ed:00:00:{index // 256:02x}:{index % 256:02x}", "Client-Id": f"fuzz-{index}",
-               "Protocol-Version": str(case.protocol_version)}
+    headers = {
+        "Device-Id": f"fe:ed:00:00:{index // 256:02x}:{index % 256:02x}",
+        "Client-Id": f"fuzz-{index}",
+        "Protocol-Version": str(case.protocol_version),
+    }
     # max_queue=None: this client reads nothing while it plays a case, and with websockets' flow
     # control it would stop reading after 16 unread messages (a hello-flood case gets one answer
     # per hello), so a pong that came after them was never seen: the case "timed out" whenever a
     # loaded server read the ping after answering 16 hellos.
-    async with websockets.connect(url, additional_headers=headers, max_size=None, max_queue=None,
-                                  open_timeout=10) as ws:
+    async with websockets.connect(
+        url, additional_headers=headers, max_size=None, max_queue=None, open_timeout=10
+    ) as ws:
         if case.hello:
             await ws.send(json.dumps({**HELLO, "version": case.protocol_version, "features": case.features}))
             await asyncio.wait_for(_server_hello(ws), 10)
@@ -82,12 +93,17 @@ async def test_the_fuzz_corpus_leaves_the_server_serving_and_the_log_clean(make_
         await asyncio.sleep(0.3)  # sessions finish closing
     for case in cases:
         if case.closes:
-            assert outcomes[case.name] in ("closed 1007", "closed 1008", "closed 1009"), (case.name, outcomes[case.name])
+            assert outcomes[case.name] in ("closed 1007", "closed 1008", "closed 1009"), (
+                case.name,
+                outcomes[case.name],
+            )
         else:
             assert outcomes[case.name] == "open", (case.name, outcomes[case.name])
     bad = [(r.level, r.message) for r in logs.tracebacks()]
     assert bad == [], bad[:5]
     assert len(bystander.durations) >= len(cases) // 4
     assert time.monotonic() - started < 60
-    print(f"{len(cases)} cases, {sum(len(c.frames) for c in cases)} frames in {time.monotonic() - started:.1f} s; "
-          f"bystander turns max {max(bystander.durations) * 1000:.0f} ms; outcomes {sorted(set(outcomes.values()))}")
+    print(
+        f"{len(cases)} cases, {sum(len(c.frames) for c in cases)} frames in {time.monotonic() - started:.1f} s; "
+        f"bystander turns max {max(bystander.durations) * 1000:.0f} ms; outcomes {sorted(set(outcomes.values()))}"
+    )

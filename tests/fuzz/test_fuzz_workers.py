@@ -17,17 +17,17 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from tests.tools.test_vision import MALFORMED_UPLOADS
+from tests.app.test_vision import MALFORMED_UPLOADS
 from tests.transports.xiaozhi.hostile import TURN_BOUND, Bystander
+from vixio.serve.supervisor import reuse_port_supported
 from vixio.testing.device import SimulatedDevice
 from vixio.testing.llm_server import Reply, ScriptedLLMServer
 from vixio.testing.serve import start_serve, until
-from vixio.serve.supervisor import reuse_port_supported
 
 from .corpus import all_cases
 from .test_fuzz_server import run_case
 
-pytestmark = pytest.mark.skipif(not reuse_port_supported(), reason="workers are Linux only")
+pytestmark = [pytest.mark.process, pytest.mark.skipif(not reuse_port_supported(), reason="workers are Linux only")]
 
 ANSWER = "Still here."
 
@@ -41,7 +41,8 @@ class WorkerBystander(Bystander):
 
 
 async def test_the_fuzz_corpus_against_two_workers_leaves_both_bystanders_served(
-        tmp_path: Path, llm: ScriptedLLMServer) -> None:
+    tmp_path: Path, llm: ScriptedLLMServer
+) -> None:
     # Any request gets the same short answer: the corpus' typed texts and the bystanders' turns alike.
     llm.expect(*(Reply.text(ANSWER) for _ in range(400)))
     serve = await start_serve(tmp_path, llm, "--workers", "2", vision=True)
@@ -50,9 +51,12 @@ async def test_the_fuzz_corpus_against_two_workers_leaves_both_bystanders_served
     try:
         await serve.wait_ready()
         http_base = serve.ota_url.removesuffix("/xiaozhi/ota/")
-        async with aiohttp.ClientSession() as http, http.post(
-                serve.ota_url, headers={"Device-Id": "aa:bb:cc:00:00:01", "Client-Id": "fuzz-bystander"},
-                data="{}") as reply:
+        async with (
+            aiohttp.ClientSession() as http,
+            http.post(
+                serve.ota_url, headers={"Device-Id": "aa:bb:cc:00:00:01", "Client-Id": "fuzz-bystander"}, data="{}"
+            ) as reply,
+        ):
             url = (await reply.json())["websocket"]["url"]
         bystanders = [WorkerBystander(url, f"aa:bb:cc:00:00:0{i}") for i in (1, 2)]
         async with bystanders[0], bystanders[1]:
@@ -76,8 +80,11 @@ async def test_the_fuzz_corpus_against_two_workers_leaves_both_bystanders_served
 
             async with aiohttp.ClientSession() as http:
                 for content_type, body in MALFORMED_UPLOADS:
-                    async with http.post(http_base + "/mcp/vision/explain", data=body,
-                                         headers={"Content-Type": content_type, "Device-Id": "aa:bb:cc:00:00:09"}) as r:
+                    async with http.post(
+                        http_base + "/mcp/vision/explain",
+                        data=body,
+                        headers={"Content-Type": content_type, "Device-Id": "aa:bb:cc:00:00:09"},
+                    ) as r:
                         assert r.status == 400, (content_type, await r.text())
                         assert (await r.json())["success"] is False
             # Both workers still serve: the bystanders' sessions are listed, each on its worker.
@@ -86,7 +93,10 @@ async def test_the_fuzz_corpus_against_two_workers_leaves_both_bystanders_served
         await serve.stop()
     for case in cases:
         if case.closes:
-            assert outcomes[case.name] in ("closed 1007", "closed 1008", "closed 1009"), (case.name, outcomes[case.name])
+            assert outcomes[case.name] in ("closed 1007", "closed 1008", "closed 1009"), (
+                case.name,
+                outcomes[case.name],
+            )
         else:
             assert outcomes[case.name] == "open", (case.name, outcomes[case.name])
     text = serve.text()
@@ -94,5 +104,7 @@ async def test_the_fuzz_corpus_against_two_workers_leaves_both_bystanders_served
     assert bad == [], bad[:5]
     assert "| w0 |" in text and "| w1 |" in text
     turns = [d for b in bystanders for d in b.durations]
-    print(f"{len(cases)} cases against 2 workers in {corpus_seconds:.1f} s; bystander turns {len(turns)}, "
-          f"max {max(turns) * 1000:.0f} ms; outcomes {sorted(set(outcomes.values()))}")
+    print(
+        f"{len(cases)} cases against 2 workers in {corpus_seconds:.1f} s; bystander turns {len(turns)}, "
+        f"max {max(turns) * 1000:.0f} ms; outcomes {sorted(set(outcomes.values()))}"
+    )

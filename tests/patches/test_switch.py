@@ -37,8 +37,9 @@ def test_the_switch_reads_the_environment(monkeypatch: pytest.MonkeyPatch, value
     assert patches.enabled() is on
 
 
-def test_switched_off_no_module_installs_and_one_line_says_so(switched_off: None, log_lines: list[str],
-                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+def test_switched_off_no_module_installs_and_one_line_says_so(
+    switched_off: None, log_lines: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(ws_patch, "_batching", None)
     assert openai_agents.install() is False
     assert openai_sdk.install() is False
@@ -48,7 +49,8 @@ def test_switched_off_no_module_installs_and_one_line_says_so(switched_off: None
     assert ws_patch.batching_available(object()) is False  # type: ignore[arg-type]
     assert openai_agents.install() is False  # again: no second line
     assert [line for line in log_lines if patches.SWITCH in line] == [
-        "VIXIO_NO_PATCHES is set: no library is patched (vixio/patches/)"]
+        "VIXIO_NO_PATCHES is set: no library is patched (vixio/patches/)"
+    ]
     assert not [line for line in log_lines if "lacks" in line]
 
 
@@ -69,13 +71,16 @@ def test_switched_off_llama_loads_with_amx_kernels(switched_off: None, monkeypat
         assert low_level.llama_model_default_params is original
 
 
-def test_an_unchecked_version_is_left_alone_with_one_line(monkeypatch: pytest.MonkeyPatch,
-                                                          log_lines: list[str]) -> None:
+def test_an_unchecked_version_is_left_alone_with_one_line(
+    monkeypatch: pytest.MonkeyPatch, log_lines: list[str]
+) -> None:
     monkeypatch.delenv(patches.SWITCH, raising=False)
     monkeypatch.setattr(patches, "_refused", set())
     monkeypatch.setattr(patches, "installed_version", lambda distribution: "99.0.0")
     assert not patches.allowed("openai-agents", ("0.24.",), "something")
     assert not patches.allowed("openai-agents", ("0.24.",), "something")
-    assert log_lines == ["openai-agents 99.0.0 is not a version vixio's patch was checked against (0.24.*): "
-                         "something left as the library does it"]
+    assert log_lines == [
+        "openai-agents 99.0.0 is not a version vixio's patch was checked against (0.24.*): "
+        "something left as the library does it"
+    ]
     assert not patches.allowed("not-installed-anywhere", ("1.",), "x")  # absent: nothing to say

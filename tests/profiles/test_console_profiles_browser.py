@@ -7,13 +7,26 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.console.test_console_browser import WAIT, _browser
 from vixio.state.sqlite import SqliteStore
 from vixio.testing.device import SimulatedDevice
 from vixio.testing.llm_server import Reply, ScriptedLLMServer
 from vixio.testing.speech_servers import SlowSpeechServer
 
-from .test_profiles_session import ADULT, KIDS_PROMPT, ask, profiles_config, start, system, tts, url
+from .test_profiles_session import (
+    ADULT,
+    KIDS_PROMPT,
+    ask,
+    profiles_config,
+    start,
+    system,
+    tts,
+    url,
+)
+
+pytestmark = pytest.mark.browser
 
 __all__ = ["tts"]  # the fixture
 
@@ -40,7 +53,8 @@ def _assign_kids(browser: Any, base: str) -> dict[str, str]:
 
 
 async def test_the_page_assigns_a_profile_to_a_live_session(
-        llm: ScriptedLLMServer, tts: SlowSpeechServer, tmp_path: Path) -> None:
+    llm: ScriptedLLMServer, tts: SlowSpeechServer, tmp_path: Path
+) -> None:
     browser = _browser()
     llm.expect(Reply.text("Good evening."), Reply.text("Hi kiddo."))
     server = await start(profiles_config(llm, tts, tmp_path))

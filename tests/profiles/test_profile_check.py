@@ -6,9 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from vixio.config import preflight
 from vixio.cli import main
+from vixio.config import preflight
 from vixio.config.loader import parse_config
+
+pytestmark = pytest.mark.unit
 
 BASE = """
 agent: {provider: litellm, model: openai/house, api_key: k}
@@ -28,14 +30,19 @@ def test_bad_profiles_are_one_line_each(tmp_path: Path, capsys: pytest.CaptureFi
     code, lines = check(tmp_path, capsys, "profiles:\n  kids: {instructions: Small words., persona: friendly}\n")
     assert code == 1 and lines[1:] == [
         "  - profiles.kids.persona: unknown key; allowed keys here: description, language, greeting, instructions, "
-        "model, voice, agent, asr, tts, tools, memory, speech"]
-    code, lines = check(tmp_path, capsys, """
+        "model, voice, agent, asr, tts, tools, memory, speech"
+    ]
+    code, lines = check(
+        tmp_path,
+        capsys,
+        """
 profiles:
   kids: {instructions: Small words., memory: {max_turns: 0}}
   night: {tools: {mcp_servers: {}}}
 devices:
   "aa:bb:cc:dd:ee:01": kidz
-""")
+""",
+    )
     assert code == 1
     assert lines[1:] == [
         "  - devices.aa:bb:cc:dd:ee:01: no profile 'kidz' (profiles: default, kids, night)",
@@ -46,13 +53,17 @@ devices:
 
 
 def test_unknown_voices_and_models_of_a_profile(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code, lines = check(tmp_path, capsys, """
+    code, lines = check(
+        tmp_path,
+        capsys,
+        """
 profiles:
   kids: {voice: en-us+f3}
   robot: {voice: klingon, model: gpt-4o}
   cloud: {tts: {provider: edge, voice: nova}}
   piper: {tts: {provider: piper, voice: /nowhere/voice.onnx}}
-""")
+""",
+    )
     assert code == 1 and lines[1:] == [
         "  - profiles.robot.agent.model 'gpt-4o' has no provider prefix: litellm needs e.g. 'openai/gpt-4o' "
         "(an OpenAI-compatible server) or 'ollama/gpt-4o'",
@@ -70,9 +81,14 @@ profiles:
 def test_a_profiles_provider_needs_its_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     real = preflight._missing
     monkeypatch.setattr(preflight, "_missing", lambda module: module == "edge_tts" or real(module))
-    config = parse_config({"agent": {"provider": "litellm", "model": "openai/house", "api_key": "k"},
-                           "tts": {"provider": "espeak"},
-                           "profiles": {"cloud": {"tts": {"provider": "edge", "voice": "en-GB-SoniaNeural"}}}})
+    config = parse_config(
+        {
+            "agent": {"provider": "litellm", "model": "openai/house", "api_key": "k"},
+            "tts": {"provider": "espeak"},
+            "profiles": {"cloud": {"tts": {"provider": "edge", "voice": "en-GB-SoniaNeural"}}},
+        }
+    )
     (problem,) = preflight.extra_problems(config)
-    assert problem.startswith("profiles.cloud.tts.provider 'edge' needs the 'edge' extra, which is not installed "
-                              "(edge_tts missing): ")
+    assert problem.startswith(
+        "profiles.cloud.tts.provider 'edge' needs the 'edge' extra, which is not installed (edge_tts missing): "
+    )

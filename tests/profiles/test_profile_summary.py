@@ -12,8 +12,10 @@ from vixio.profiles import ProfileBook
 
 pytestmark = pytest.mark.unit
 
-BASE: dict[str, Any] = {"agent": {"provider": "litellm", "model": "openai/house", "api_key": "k"},
-                        "tts": {"provider": "espeak"}}
+BASE: dict[str, Any] = {
+    "agent": {"provider": "litellm", "model": "openai/house", "api_key": "k"},
+    "tts": {"provider": "espeak"},
+}
 
 
 def tools_of(tools: dict[str, Any]) -> str:

@@ -11,11 +11,13 @@ from typing import Any
 
 import pytest
 
-from vixio.config.models import VixioConfig
 from vixio.app.server import VixioServer
+from vixio.config.models import VixioConfig
 from vixio.testing.device import SimulatedDevice
 from vixio.testing.llm_server import Reply, ScriptedLLMServer
 from vixio.testing.speech_servers import SlowSpeechServer
+
+pytestmark = pytest.mark.process
 
 KIDS = "aa:bb:cc:00:00:01"
 ADULT = "aa:bb:cc:00:00:02"
@@ -31,13 +33,25 @@ async def tts() -> AsyncIterator[SlowSpeechServer]:
 def profiles_config(llm: ScriptedLLMServer, tts: SlowSpeechServer, tmp_path: Path, **overrides: Any) -> dict[str, Any]:
     return {
         "xiaozhi": {"host": "127.0.0.1", "port": 0, "http": {"host": "127.0.0.1", "port": 0}, "idle_timeout": 0},
-        "agent": {"provider": "litellm", "model": "openai/house-model", "api_base": llm.base_url, "api_key": "t",
-                  "system_prompt": "You are the house assistant."},
+        "agent": {
+            "provider": "litellm",
+            "model": "openai/house-model",
+            "api_base": llm.base_url,
+            "api_key": "t",
+            "system_prompt": "You are the house assistant.",
+        },
         "tts": {"provider": "openai", "api_base": tts.base_url, "voice": "alloy", "fallback": None},
         "state": {"path": str(tmp_path / "data" / "state.db")},
-        "profiles": {"kids": {"description": "for the children's room", "instructions": KIDS_PROMPT,
-                              "voice": "nova", "model": "openai/kids-model", "greeting": "Hello, friend!",
-                              "tools": {"toggles": {"get_time": False}}}},
+        "profiles": {
+            "kids": {
+                "description": "for the children's room",
+                "instructions": KIDS_PROMPT,
+                "voice": "nova",
+                "model": "openai/kids-model",
+                "greeting": "Hello, friend!",
+                "tools": {"toggles": {"get_time": False}},
+            }
+        },
         "devices": {KIDS.upper(): "kids"},
         **overrides,
     }
@@ -64,7 +78,8 @@ def system(llm: ScriptedLLMServer, request: int) -> str:
 
 
 async def test_two_devices_on_two_profiles_get_their_own_instructions_model_tools_voice_and_memory(
-        llm: ScriptedLLMServer, tts: SlowSpeechServer, tmp_path: Path) -> None:
+    llm: ScriptedLLMServer, tts: SlowSpeechServer, tmp_path: Path
+) -> None:
     llm.expect(Reply.text("Hi kiddo."), Reply.text("Good evening."))
     config = profiles_config(llm, tts, tmp_path)
     config["profiles"]["kids"]["memory"] = {"enabled": False}
@@ -90,7 +105,8 @@ async def test_two_devices_on_two_profiles_get_their_own_instructions_model_tool
 
 
 async def test_the_wake_word_is_answered_with_the_profiles_greeting(
-        llm: ScriptedLLMServer, tts: SlowSpeechServer, tmp_path: Path) -> None:
+    llm: ScriptedLLMServer, tts: SlowSpeechServer, tmp_path: Path
+) -> None:
     server = await start(profiles_config(llm, tts, tmp_path))
     try:
         async with SimulatedDevice(ws_url=url(server), mcp=False, device_id=KIDS) as kids:

@@ -21,6 +21,8 @@ from vixio.testing.speech_servers import SlowSpeechServer
 
 from .test_profiles_session import ADULT, KIDS, KIDS_PROMPT, ask, profiles_config, start, system, tts, url
 
+pytestmark = pytest.mark.process
+
 __all__ = ["tts"]  # the fixture
 
 
@@ -40,7 +42,8 @@ def conversation(llm: ScriptedLLMServer, request: int) -> list[tuple[str, str]]:
 
 
 async def test_a_live_session_switches_at_its_next_turn_and_back_when_cleared(
-        llm: ScriptedLLMServer, tts: SlowSpeechServer, tmp_path: Path) -> None:
+    llm: ScriptedLLMServer, tts: SlowSpeechServer, tmp_path: Path
+) -> None:
     llm.expect(Reply.text("Good evening."), Reply.text("Hi kiddo."), Reply.text("Good night."))
     server = await start(profiles_config(llm, tts, tmp_path))
     base = f"http://127.0.0.1:{server.ota.port}"
@@ -71,7 +74,8 @@ async def test_a_live_session_switches_at_its_next_turn_and_back_when_cleared(
 
 
 async def test_the_console_refuses_an_unknown_profile_or_a_bad_device_id(
-        llm: ScriptedLLMServer, tts: SlowSpeechServer, tmp_path: Path) -> None:
+    llm: ScriptedLLMServer, tts: SlowSpeechServer, tmp_path: Path
+) -> None:
     server = await start(profiles_config(llm, tts, tmp_path))
     base = f"http://127.0.0.1:{server.ota.port}"
     try:
@@ -109,7 +113,8 @@ profiles:
 
 @pytest.mark.skipif(not reuse_port_supported(), reason="workers are Linux only")
 async def test_with_two_workers_the_supervisors_console_switches_the_session_on_its_worker(
-        tmp_path: Path, llm: ScriptedLLMServer) -> None:
+    tmp_path: Path, llm: ScriptedLLMServer
+) -> None:
     extra = WORKER_PROFILES.format(state=tmp_path / "state.db", prompt=KIDS_PROMPT, kids=KIDS.upper())
     serve = await start_serve(tmp_path, llm, "--workers", "2", extra=extra)
     async with AsyncExitStack() as stack:
@@ -120,21 +125,28 @@ async def test_with_two_workers_the_supervisors_console_switches_the_session_on_
         await device.connect()
 
         async def listed() -> list[dict[str, Any]]:
-            return [s for s in (await get(serve.base_url, "/api/sessions"))["sessions"]
-                    if s["device_id"] == device.device_id]
+            return [
+                s
+                for s in (await get(serve.base_url, "/api/sessions"))["sessions"]
+                if s["device_id"] == device.device_id
+            ]
 
         session = (await until(listed, 30, "the session in the console"))[0]
         assert session["profile"] == "default" and session["worker"] in (0, 1)
         await ask(device, "hello")
-        status, assigned = await post(serve.base_url, "/api/profiles/assign",
-                                      {"device": device.device_id, "profile": "kids"})
+        status, assigned = await post(
+            serve.base_url, "/api/profiles/assign", {"device": device.device_id, "profile": "kids"}
+        )
         assert status == 200, assigned
         assert [(s["session_id"], s["worker"]) for s in assigned["sessions"]] == [
-            (session["session_id"], session["worker"])]
+            (session["session_id"], session["worker"])
+        ]
         await ask(device, "hello again")
         assert llm.requests[1]["model"] == "kids-model" and system(llm, 1).startswith(KIDS_PROMPT)
         assert llm.tool_names(1) == ["get_date"] and conversation(llm, 1)[:2] == [
-            ("user", "hello"), ("assistant", "Good evening.")]
+            ("user", "hello"),
+            ("assistant", "Good evening."),
+        ]
         assert [(s["profile"], s["profile_source"]) for s in await listed()] == [("kids", "assigned")]
         # A device devices: names gets its profile from whichever worker holds it.
         llm.expect(Reply.text("Hello, little one."))
@@ -144,8 +156,9 @@ async def test_with_two_workers_the_supervisors_console_switches_the_session_on_
         assert llm.requests[2]["model"] == "kids-model" and system(llm, 2).startswith(KIDS_PROMPT)
         # So does a device of a group (a shell-style pattern under devices:).
         llm.expect(Reply.text("Hello, little one."))
-        grouped = await stack.enter_async_context(SimulatedDevice(ota_url=ota_url, mcp=False,
-                                                                  device_id="02:00:00:00:6b:07"))
+        grouped = await stack.enter_async_context(
+            SimulatedDevice(ota_url=ota_url, mcp=False, device_id="02:00:00:00:6b:07")
+        )
         await grouped.connect()
         await ask(grouped, "hi")
         assert llm.requests[3]["model"] == "kids-model" and system(llm, 3).startswith(KIDS_PROMPT)
@@ -160,15 +173,24 @@ async def test_with_two_workers_the_supervisors_console_switches_the_session_on_
 
 async def vixio_profile(base: str, *args: str) -> tuple[int, str, str]:
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "vixio", "profile", *args, "--url", base,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        sys.executable,
+        "-m",
+        "vixio",
+        "profile",
+        *args,
+        "--url",
+        base,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
     out, err = await asyncio.wait_for(process.communicate(), 60)
     assert process.returncode is not None
     return process.returncode, out.decode(), err.decode()
 
 
 async def test_the_cli_assigns_shows_and_clears_and_a_live_session_follows(
-        llm: ScriptedLLMServer, tts: SlowSpeechServer, tmp_path: Path) -> None:
+    llm: ScriptedLLMServer, tts: SlowSpeechServer, tmp_path: Path
+) -> None:
     llm.expect(Reply.text("Hi kiddo."), Reply.text("Good evening."))
     server = await start(profiles_config(llm, tts, tmp_path))
     base = f"http://127.0.0.1:{server.ota.port}"
@@ -176,11 +198,14 @@ async def test_the_cli_assigns_shows_and_clears_and_a_live_session_follows(
         async with SimulatedDevice(ws_url=url(server), mcp=False, device_id=ADULT) as device:
             await device.connect()
             code, out, _ = await vixio_profile(base, "assign", ADULT, "kids")
-            assert code == 0 and out.strip() == (f"assigned kids to {ADULT}; 1 live session(s) switch at their "
-                                                 "next turn")
+            assert code == 0 and out.strip() == (
+                f"assigned kids to {ADULT}; 1 live session(s) switch at their next turn"
+            )
             code, out, _ = await vixio_profile(base, "show", ADULT)
             assert code == 0 and out.splitlines()[:2] == [
-                f"{ADULT}: kids (assigned at run time)", "  assigned: kids; devices: gives default"]
+                f"{ADULT}: kids (assigned at run time)",
+                "  assigned: kids; devices: gives default",
+            ]
             code, out, _ = await vixio_profile(base, "list")
             assert code == 0 and f"  {ADULT:<20} default (default) -> kids at the next turn" in out.splitlines()
             assert "  aa:bb:cc:00:00:01    kids" in out.splitlines()
@@ -197,7 +222,8 @@ async def test_the_cli_assigns_shows_and_clears_and_a_live_session_follows(
 
 
 async def test_forgetting_by_voice_ends_the_assignment_at_the_next_turn(
-        llm: ScriptedLLMServer, tts: SlowSpeechServer, tmp_path: Path) -> None:
+    llm: ScriptedLLMServer, tts: SlowSpeechServer, tmp_path: Path
+) -> None:
     llm.expect(Reply.text("Hi kiddo."), Reply.text("Good evening."))
     server = await start(profiles_config(llm, tts, tmp_path))
     try:
@@ -216,7 +242,8 @@ async def test_forgetting_by_voice_ends_the_assignment_at_the_next_turn(
 
 
 async def test_forgetting_in_the_console_ends_the_assignment_at_the_next_turn(
-        llm: ScriptedLLMServer, tts: SlowSpeechServer, tmp_path: Path) -> None:
+    llm: ScriptedLLMServer, tts: SlowSpeechServer, tmp_path: Path
+) -> None:
     llm.expect(Reply.text("Hi kiddo."), Reply.text("Good evening."))
     server = await start(profiles_config(llm, tts, tmp_path))
     base = f"http://127.0.0.1:{server.ota.port}"

@@ -11,19 +11,21 @@ import numpy as np
 import pytest
 from loguru import logger
 
+from vixio.app.server import VixioServer
+from vixio.app.vision import VisionError, VisionModel
 from vixio.config.models import VixioConfig
 from vixio.config.needs import missing_key
-from vixio.config.vision import VisionConfig
 from vixio.config.pipeline import LitellmAgentConfig, OpenAIASRConfig, OpenAITTSConfig
+from vixio.config.vision import VisionConfig
+from vixio.core.failure import describe_failure, failure_kind, host_port
 from vixio.providers.agent.base import AgentError
 from vixio.providers.asr import ASRError, OpenAICompatibleASR
-from vixio.core.failure import describe_failure, failure_kind, host_port
 from vixio.providers.tts import OpenAICompatibleTTS, TTSError
-from vixio.app.server import VixioServer
 from vixio.testing.device import SimulatedDevice
 from vixio.testing.fault_servers import SpeechFaultServer
 from vixio.testing.llm_server import Reply, ScriptedLLMServer
-from vixio.app.vision import VisionError, VisionModel
+
+pytestmark = pytest.mark.models
 
 KEY = "the.api_key is empty (TEST_API_KEY unset)"
 Condition = str  # "refused", "dns" or "401"
@@ -35,15 +37,20 @@ def closed_port() -> int:
         return int(probe.getsockname()[1])  # closed again when this returns: nothing listens
 
 
-async def fail_with(condition: Condition, call: Callable[[str], Awaitable[object]], *,
-                    speech: bool = False) -> tuple[str, str]:
+async def fail_with(
+    condition: Condition, call: Callable[[str], Awaitable[object]], *, speech: bool = False
+) -> tuple[str, str]:
     """(the error message, what it must say) for `call(base_url)` under `condition`."""
     if condition == "refused":
         port = closed_port()
-        return (await _message(call(f"http://127.0.0.1:{port}/v1"), "refused"),
-                f"connection refused at 127.0.0.1:{port}; {KEY}")
+        return (
+            await _message(call(f"http://127.0.0.1:{port}/v1"), "refused"),
+            f"connection refused at 127.0.0.1:{port}; {KEY}",
+        )
     if condition == "dns":
-        return await _message(call("http://nonexistent.invalid/v1"), "dns"), f"DNS lookup failed for nonexistent.invalid; {KEY}"
+        return await _message(
+            call("http://nonexistent.invalid/v1"), "dns"
+        ), f"DNS lookup failed for nonexistent.invalid; {KEY}"
     if speech:
         async with SpeechFaultServer() as server:
             server.asr_mode = server.tts_mode = "http_401"
@@ -132,8 +139,10 @@ def test_the_missing_key_named_for_each_section() -> None:
     assert missing_key(deepseek, "agent", environ={"DEEPSEEK_API_KEY": "sk"}) is None
     local = LitellmAgentConfig(provider="litellm", model="openai/x", api_base="http://127.0.0.1:8080/v1")
     assert missing_key(local, "agent", environ={}) is None
-    assert missing_key(VisionConfig(model="gemini/gemini-2.0-flash"), "vision", environ={}) == \
-        "vision.api_key is empty (GEMINI_API_KEY unset)"
+    assert (
+        missing_key(VisionConfig(model="gemini/gemini-2.0-flash"), "vision", environ={})
+        == "vision.api_key is empty (GEMINI_API_KEY unset)"
+    )
     cloud_asr = OpenAIASRConfig(provider="openai", api_base="https://api.groq.com/openai/v1")
     assert missing_key(cloud_asr, "asr", environ={}) == "asr.api_key is empty"
     loopback_tts = OpenAITTSConfig(provider="openai", api_base="http://127.0.0.1:9000/v1")
@@ -141,15 +150,24 @@ def test_the_missing_key_named_for_each_section() -> None:
 
 
 def test_describe_failure_without_a_connection_cause() -> None:
-    assert describe_failure("https://api.x.com/v1", status=429, detail="slow down") == \
-        "HTTP 429 Too Many Requests: slow down"
+    assert (
+        describe_failure("https://api.x.com/v1", status=429, detail="slow down")
+        == "HTTP 429 Too Many Requests: slow down"
+    )
     assert describe_failure(None, exc=ValueError("bad"), missing_key="k") == "ValueError: bad; k"
     assert host_port("https://api.deepseek.com/beta") == ("api.deepseek.com", 443)
 
 
 def test_failure_kinds_of_what_the_providers_say() -> None:
-    assert failure_kind(TTSError("openai: POST http://x/v1/audio/speech (model 'm', voice 'v') returned "
-                                 "HTTP 500 Internal Server Error: b'{}'")) == "http_5xx"
+    assert (
+        failure_kind(
+            TTSError(
+                "openai: POST http://x/v1/audio/speech (model 'm', voice 'v') returned "
+                "HTTP 500 Internal Server Error: b'{}'"
+            )
+        )
+        == "http_5xx"
+    )
     assert failure_kind(ASRError("openai: POST http://x returned HTTP 429 Too Many Requests")) == "rate_limit"
     assert failure_kind(ASRError("openai: POST http://x returned HTTP 404 Not Found")) == "http_4xx"
     assert failure_kind(TTSError("openai: POST http://x stalled for more than 5 s")) == "timeout"
@@ -164,21 +182,26 @@ def test_failure_kinds_of_what_the_providers_say() -> None:
 
 
 async def test_the_servers_log_names_the_cause_and_the_missing_key(
-        monkeypatch: pytest.MonkeyPatch, speech_server: SpeechFaultServer) -> None:
+    monkeypatch: pytest.MonkeyPatch, speech_server: SpeechFaultServer
+) -> None:
     # config.zh.yaml's agent with DEEPSEEK_API_KEY unset; its host made unresolvable without a
     # network (litellm reads DEEPSEEK_API_BASE), as on a machine offline.
     monkeypatch.delenv("DEEPSEEK_API_KEY", raising=False)
     monkeypatch.setenv("DEEPSEEK_API_BASE", "http://nonexistent.invalid/v1")
-    config = VixioConfig.model_validate({
-        "xiaozhi": {"host": "127.0.0.1", "port": 0, "http": {"host": "127.0.0.1", "port": 0}, "idle_timeout": 0},
-        "agent": {"provider": "litellm", "model": "deepseek/deepseek-chat", "api_key": ""},
-        "tts": {"provider": "openai", "api_base": speech_server.base_url, "timeout": 5},
-    })
+    config = VixioConfig.model_validate(
+        {
+            "xiaozhi": {"host": "127.0.0.1", "port": 0, "http": {"host": "127.0.0.1", "port": 0}, "idle_timeout": 0},
+            "agent": {"provider": "litellm", "model": "deepseek/deepseek-chat", "api_key": ""},
+            "tts": {"provider": "openai", "api_base": speech_server.base_url, "timeout": 5},
+        }
+    )
     errors: list[str] = []
     sink = logger.add(lambda message: errors.append(message.record["message"]), level="ERROR")
     try:
-        async with VixioServer(config) as server, SimulatedDevice(
-                ws_url=f"ws://127.0.0.1:{server.transport.port}/xiaozhi/v1/") as device:
+        async with (
+            VixioServer(config) as server,
+            SimulatedDevice(ws_url=f"ws://127.0.0.1:{server.transport.port}/xiaozhi/v1/") as device,
+        ):
             await device.connect()
             mark = device.mark()
             await device.send_text("你好")
@@ -186,8 +209,10 @@ async def test_the_servers_log_names_the_cause_and_the_missing_key(
     finally:
         logger.remove(sink)
     (error,) = errors
-    assert ("could not reach the language model at deepseek/deepseek-chat: DNS lookup failed for nonexistent.invalid; "
-            "agent.api_key is empty (DEEPSEEK_API_KEY unset)") in error, error
+    assert (
+        "could not reach the language model at deepseek/deepseek-chat: DNS lookup failed for nonexistent.invalid; "
+        "agent.api_key is empty (DEEPSEEK_API_KEY unset)"
+    ) in error, error
     assert "HTTP 500" not in error
 
 

@@ -12,6 +12,8 @@ from aiohttp import web
 from vixio.patches import aiohttp as http_eager
 from vixio.testing.loop_ticks import LoopTicks
 
+pytestmark = pytest.mark.integration
+
 client_reqrep = pytest.importorskip("aiohttp.client_reqrep")
 
 

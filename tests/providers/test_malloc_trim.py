@@ -9,6 +9,8 @@ import pytest
 from vixio.providers import malloc_trim
 from vixio.providers.inference import inference_executor
 
+pytestmark = pytest.mark.unit
+
 
 def settle() -> None:
     inference_executor().submit(lambda: None).result(10)  # the queued trim has run

@@ -22,6 +22,8 @@ from vixio.providers.tts.openai_compatible import OpenAICompatibleTTS
 from vixio.stations.asr.station import ASRStation
 from vixio.voice.stack import VoiceStack
 
+pytestmark = pytest.mark.integration
+
 
 class Recorder:
     """ASR, chat and TTS answering at once; every request is recorded as (method, path, the
@@ -60,9 +62,16 @@ class Recorder:
             return web.json_response({"text": "hello"})
         if request.path.endswith("/audio/speech"):
             return web.Response(body=bytes(4800), content_type="audio/pcm")
-        chunks = [{"id": "c", "object": "chat.completion.chunk", "created": 0, "model": "m",
-                   "choices": [{"index": 0, "delta": delta, "finish_reason": reason}]}
-                  for delta, reason in (({"role": "assistant", "content": "Hi."}, None), ({}, "stop"))]
+        chunks = [
+            {
+                "id": "c",
+                "object": "chat.completion.chunk",
+                "created": 0,
+                "model": "m",
+                "choices": [{"index": 0, "delta": delta, "finish_reason": reason}],
+            }
+            for delta, reason in (({"role": "assistant", "content": "Hi."}, None), ({}, "stop"))
+        ]
         body = "".join(f"data: {json.dumps(c)}\n\n" for c in chunks) + "data: [DONE]\n\n"
         return web.Response(body=body.encode(), content_type="text/event-stream")
 
@@ -146,14 +155,16 @@ async def test_concurrent_warm_ups_of_one_pool_send_one_request(recorder: Record
 
 
 def _config(recorder: Recorder, **pipeline: Any) -> VixioConfig:
-    return VixioConfig.model_validate({
-        "vad": {"provider": "silero-onnx"},
-        "asr": {"provider": "openai", "api_base": recorder.base_url, "api_key": "k"},
-        "agent": {"provider": "litellm", "model": "openai/m", "api_key": "k", "api_base": recorder.base_url},
-        "tts": {"provider": "openai", "api_base": recorder.base_url, "api_key": "k", "fallback": None},
-        "memory": {"enabled": False},
-        "pipeline": pipeline,
-    })
+    return VixioConfig.model_validate(
+        {
+            "vad": {"provider": "silero-onnx"},
+            "asr": {"provider": "openai", "api_base": recorder.base_url, "api_key": "k"},
+            "agent": {"provider": "litellm", "model": "openai/m", "api_key": "k", "api_base": recorder.base_url},
+            "tts": {"provider": "openai", "api_base": recorder.base_url, "api_key": "k", "fallback": None},
+            "memory": {"enabled": False},
+            "pipeline": pipeline,
+        }
+    )
 
 
 async def _requests_settle(recorder: Recorder, count: int) -> None:
@@ -169,8 +180,11 @@ async def test_a_session_start_and_its_users_speech_warm_every_cloud_api(recorde
     try:
         pipeline = stack.build_pipeline("s1")
         await _requests_settle(recorder, 3)
-        assert sorted(recorder.methods()) == [("HEAD", "/v1/audio/speech"), ("HEAD", "/v1/audio/transcriptions"),
-                                              ("HEAD", "/v1/chat/completions")]
+        assert sorted(recorder.methods()) == [
+            ("HEAD", "/v1/audio/speech"),
+            ("HEAD", "/v1/audio/transcriptions"),
+            ("HEAD", "/v1/chat/completions"),
+        ]
         asr_station = next(s for s in pipeline.stations if isinstance(s, ASRStation))
         # The user starts speaking a second later: the pools are warm, nothing is sent ...
         [_ async for _ in asr_station.process(TurnStartChunk(source="vad"))]

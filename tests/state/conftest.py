@@ -46,8 +46,12 @@ def state_config(backend: str, request: pytest.FixtureRequest, tmp_path: Path) -
     server: RedisServer = request.getfixturevalue("redis")
     if not server.running:  # a test stopped it and failed before starting it again
         server.restart()
-    return {"backend": "redis", "url": server.url, "prefix": f"test{next(_prefixes)}:",
-            "fleet_secret": redis_server.FLEET_SECRET}
+    return {
+        "backend": "redis",
+        "url": server.url,
+        "prefix": f"test{next(_prefixes)}:",
+        "fleet_secret": redis_server.FLEET_SECRET,
+    }
 
 
 @pytest.fixture
@@ -72,7 +76,6 @@ async def open_client(state_config: dict[str, Any]) -> AsyncIterator[StoreFactor
 @pytest.fixture
 async def store(open_client: StoreFactory) -> Store:
     return await open_client()
-
 
 
 @pytest.fixture

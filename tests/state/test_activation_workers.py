@@ -19,7 +19,7 @@ from vixio.testing.serve import ServeProcess, start_serve, until
 
 from .test_resume_workers import sessions_by_worker, worker_of
 
-pytestmark = pytest.mark.skipif(not reuse_port_supported(), reason="workers are Linux only")
+pytestmark = [pytest.mark.process, pytest.mark.skipif(not reuse_port_supported(), reason="workers are Linux only")]
 
 DEVICE = "02:00:00:00:ac:71"
 HOLDERS = [f"02:00:00:00:00:{n:02x}" for n in range(6)]
@@ -29,10 +29,17 @@ other worker (it picks the one with the fewest)."""
 
 async def serve(tmp_path: Path) -> ServeProcess:
     allowed = ", ".join(f'"{holder}"' for holder in HOLDERS)
-    process = await start_serve(tmp_path, None, "--workers", "2", xiaozhi=f"""
+    process = await start_serve(
+        tmp_path,
+        None,
+        "--workers",
+        "2",
+        xiaozhi=f"""
 activation: {{enabled: true}}
 auth: {{enabled: true, secret: a-secret-for-the-test, allowed_devices: [{allowed}]}}
-""", extra=f"state: {{path: {tmp_path / 'data' / 'state.db'}}}\n")
+""",
+        extra=f"state: {{path: {tmp_path / 'data' / 'state.db'}}}\n",
+    )
     await process.wait_ready()
     return process
 
@@ -42,7 +49,8 @@ def device(serve: ServeProcess) -> SimulatedDevice:
 
 
 async def test_a_device_confirmed_at_the_supervisor_is_let_in_on_both_workers_and_after_a_restart(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     async with AsyncExitStack() as stack:
         first = await serve(tmp_path)
         stack.push_async_callback(first.stop)
@@ -75,7 +83,8 @@ async def test_a_device_confirmed_at_the_supervisor_is_let_in_on_both_workers_an
             if holders.count(held) > holders.count(1 - held):
                 break
             holder = await stack.enter_async_context(
-                SimulatedDevice(ws_url=first.ws_url, device_id=holder_id, mcp=False))
+                SimulatedDevice(ws_url=first.ws_url, device_id=holder_id, mcp=False)
+            )
             await holder.connect()
             await worker_of(first, holder)
         await booting.connect()  # OTA again, as the firmware does at every boot: no code now

@@ -16,6 +16,8 @@ from loguru import logger
 from vixio.state.sqlite import SqliteStore
 from vixio.state.store import StoredTurn
 
+pytestmark = pytest.mark.unit
+
 DEVICE = "aa:bb:cc:dd:ee:ff"
 
 
@@ -58,8 +60,9 @@ async def test_a_new_store_is_private_while_it_is_written(tmp_path: Path, open_u
         await store.close()
 
 
-async def test_an_older_vixios_open_files_and_folder_are_tightened(tmp_path: Path, open_umask: None,
-                                                                   warnings: list[str]) -> None:
+async def test_an_older_vixios_open_files_and_folder_are_tightened(
+    tmp_path: Path, open_umask: None, warnings: list[str]
+) -> None:
     folder = tmp_path / ".vixio"
     path = folder / "state.db"
     store = SqliteStore(path)
@@ -82,7 +85,8 @@ async def test_an_older_vixios_open_files_and_folder_are_tightened(tmp_path: Pat
 
 
 async def test_a_shared_folder_and_another_users_file_are_left_with_one_warning_each(
-        tmp_path: Path, open_umask: None, warnings: list[str]) -> None:
+    tmp_path: Path, open_umask: None, warnings: list[str]
+) -> None:
     tmp_path.chmod(0o755)
     (tmp_path / "config.yaml").write_text("state: {}\n")  # not only vixio's: the folder keeps its mode
     path = tmp_path / "state.db"

@@ -7,12 +7,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from vixio.memory.forget import ASK, DONE, KEPT, asks_to_forget
 from vixio.testing.device import SimulatedDevice
 from vixio.testing.llm_server import Reply, ScriptedLLMServer
 
-from .test_resume import ALICE, conversation, start, url
 from .test_long_term import system
+from .test_resume import ALICE, conversation, start, url
+
+pytestmark = pytest.mark.process
 
 
 async def exchange(device: SimulatedDevice, text: str) -> str:
@@ -20,14 +24,21 @@ async def exchange(device: SimulatedDevice, text: str) -> str:
     mark = device.mark()
     await device.send_text(text)
     await device.wait_for("tts", state="stop", after=mark, timeout=15)
-    return " ".join(str(m.data["text"]) for m in device.received[mark:]
-                    if m.data.get("type") == "tts" and m.data.get("state") == "sentence_start")
+    return " ".join(
+        str(m.data["text"])
+        for m in device.received[mark:]
+        if m.data.get("type") == "tts" and m.data.get("state") == "sentence_start"
+    )
 
 
 async def test_forget_after_a_confirmation_erases_the_store_and_the_models_history(
-        llm: ScriptedLLMServer, tmp_path: Path, state_config: dict[str, Any]) -> None:
-    llm.expect(Reply.text("Nice to meet you, Alice."), Reply.text("Nice to meet you, Alice."),
-               Reply.text("I do not know your name."))
+    llm: ScriptedLLMServer, tmp_path: Path, state_config: dict[str, Any]
+) -> None:
+    llm.expect(
+        Reply.text("Nice to meet you, Alice."),
+        Reply.text("Nice to meet you, Alice."),
+        Reply.text("I do not know your name."),
+    )
     server = await start(llm, tmp_path, state=state_config)
     try:
         async with SimulatedDevice(ws_url=url(server), mcp=False) as device:

@@ -11,10 +11,14 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from vixio.config.memory import MemoryConfig
 from vixio.memory.conversation import ConversationMemory
 from vixio.state.sqlite import SqliteStore
 from vixio.testing.loop_ticks import LoopStalls
+
+pytestmark = pytest.mark.process
 
 DEVICES = 100
 ROUNDS = 5
@@ -63,12 +67,14 @@ async def burst(store: SqliteStore, attempt: int) -> tuple[LoopStalls, float]:
 
 
 async def test_a_hundred_sessions_record_turns_at_once_losing_nothing_without_stalling(
-        tmp_path: Path, server_gc: None) -> None:
+    tmp_path: Path, server_gc: None
+) -> None:
     path = tmp_path / "state.db"
     store = SqliteStore(path)
     await store.open()
-    other = await asyncio.create_subprocess_exec(sys.executable, "-c", OTHER_WORKER, str(path),
-                                                 str(ROUNDS * 4 * ATTEMPTS), stdout=asyncio.subprocess.PIPE)
+    other = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", OTHER_WORKER, str(path), str(ROUNDS * 4 * ATTEMPTS), stdout=asyncio.subprocess.PIPE
+    )
     try:
         assert other.stdout is not None and (await other.stdout.readline()).strip() == b"ready"
         measured = [await burst(store, attempt) for attempt in range(ATTEMPTS)]
@@ -88,10 +94,14 @@ async def test_a_hundred_sessions_record_turns_at_once_losing_nothing_without_st
         assert len(await store.recent_turns("02:00:00:01:00:07", limit=1000)) == ROUNDS * 4 * ATTEMPTS
     finally:
         await store.close()
-    report = "; ".join(
-        f"worst gap {s.worst_wall * 1000:.1f} ms wall, {s.worst_own * 1000:.1f} ms not waiting for a core, "
-        f"{s.worst_cpu * 1000:.1f} ms loop CPU ({s.ticks} ticks), loop CPU {cpu * 1e6:.0f} us per turn"
-        for s, cpu in measured) + f"; store thread's busiest batch {busiest * 1000:.1f} ms CPU; load {os.getloadavg()[0]:.1f}"
+    report = (
+        "; ".join(
+            f"worst gap {s.worst_wall * 1000:.1f} ms wall, {s.worst_own * 1000:.1f} ms not waiting for a core, "
+            f"{s.worst_cpu * 1000:.1f} ms loop CPU ({s.ticks} ticks), loop CPU {cpu * 1e6:.0f} us per turn"
+            for s, cpu in measured
+        )
+        + f"; store thread's busiest batch {busiest * 1000:.1f} ms CPU; load {os.getloadavg()[0]:.1f}"
+    )
     print(report)
     assert all(s.ticks > 5 for s, _ in measured), report  # the meter ran through the bursts
     # What the store costs the loop: its own work between two ticks, and the GIL the store thread

@@ -14,6 +14,8 @@ from vixio.state.store import Store, StoredTurn
 
 from .conftest import StoreFactory
 
+pytestmark = pytest.mark.process
+
 DEVICE = "aa:bb:cc:dd:ee:ff"
 
 
@@ -25,8 +27,9 @@ async def fill(store: Store) -> None:
     await store.put_turn("02:00:00:00:00:01", StoredTurn("c2", 0, "someone else", "hi", at=time.time()))
 
 
-async def test_show_then_clear_then_show(tmp_path: Path, capsys: pytest.CaptureFixture[str],
-                                         open_client: StoreFactory, state_config: dict[str, Any]) -> None:
+async def test_show_then_clear_then_show(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], open_client: StoreFactory, state_config: dict[str, Any]
+) -> None:
     await fill(await open_client())
     config = tmp_path / "config.yaml"
     config.write_text(json.dumps({"state": state_config}), encoding="utf-8")  # JSON is YAML
@@ -67,8 +70,12 @@ async def _main(argv: list[str]) -> int:
 
 
 async def test_set_and_edit_replace_the_memory_within_its_bound(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
-        open_client: StoreFactory, state_config: dict[str, Any]) -> None:
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    open_client: StoreFactory,
+    state_config: dict[str, Any],
+) -> None:
     store = await open_client()
     await fill(store)
     config = tmp_path / "config.yaml"
@@ -83,8 +90,11 @@ async def test_set_and_edit_replace_the_memory_within_its_bound(
 
     # edit: the editor gets the memory in a file and what it leaves there is the new memory.
     editor = tmp_path / "editor.sh"
-    editor.write_text('#!/bin/sh\ncp "$1" "$1.seen"\necho "The user is Alicia; she likes tea." > "$1"\n'
-                      f'cp "$1.seen" {tmp_path / "seen.txt"}\n', encoding="utf-8")
+    editor.write_text(
+        '#!/bin/sh\ncp "$1" "$1.seen"\necho "The user is Alicia; she likes tea." > "$1"\n'
+        f'cp "$1.seen" {tmp_path / "seen.txt"}\n',
+        encoding="utf-8",
+    )
     editor.chmod(0o755)
     monkeypatch.setenv("VISUAL", str(editor))
     assert await _main(["memory", "edit", DEVICE, "--config", str(config)]) == 0
@@ -99,8 +109,9 @@ async def test_set_and_edit_replace_the_memory_within_its_bound(
 
 
 @pytest.mark.parametrize("command", [["memory", "show"], ["memory", "clear"], ["profile", "show"]])
-def test_a_device_id_with_a_newline_is_a_usage_error(command: list[str], tmp_path: Path,
-                                                      capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_device_id_with_a_newline_is_a_usage_error(
+    command: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     config = tmp_path / "config.yaml"
     config.write_text("{}", encoding="utf-8")
     extra = ["--config", str(config)] if command[0] == "memory" else ["--url", "http://127.0.0.1:9"]

@@ -10,12 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from vixio.transports.xiaozhi.companions.stored import StorePairings
 from vixio.state.sqlite import SqliteStore
 from vixio.state.store import StoreWriteError
 from vixio.transports.xiaozhi.companions.store import CompanionKey
+from vixio.transports.xiaozhi.companions.stored import StorePairings
 
 from .conftest import StoreFactory
+
+pytestmark = pytest.mark.integration
 
 KEY = CompanionKey("robot-a", "client-a", "aa:bb:cc:dd:ee:ff")
 
@@ -27,7 +29,8 @@ async def opened(path: Path, **kwargs: float) -> SqliteStore:
 
 
 async def test_an_approval_is_seen_by_the_other_process_after_sync_and_so_is_its_revocation(
-        open_client: StoreFactory) -> None:
+    open_client: StoreFactory,
+) -> None:
     supervisor_store, worker_store = await open_client(), await open_client()
     supervisor, worker = StorePairings(supervisor_store), StorePairings(worker_store)
     await supervisor.load(import_legacy=True)
@@ -51,8 +54,15 @@ async def test_an_approval_is_seen_by_the_other_process_after_sync_and_so_is_its
 
 async def test_the_json_file_of_the_first_release_is_imported_once(tmp_path: Path) -> None:
     legacy = tmp_path / "pairings.json"
-    legacy.write_text(json.dumps({"approved": [{"companion": "Robot-A", "client_id": "client-a",
-                                                "mac": "AA-BB-CC-DD-EE-FF", "approved_at": 1}]}))
+    legacy.write_text(
+        json.dumps(
+            {
+                "approved": [
+                    {"companion": "Robot-A", "client_id": "client-a", "mac": "AA-BB-CC-DD-EE-FF", "approved_at": 1}
+                ]
+            }
+        )
+    )
     store = await opened(tmp_path / "s.db")
     try:
         pairings = StorePairings(store, legacy)

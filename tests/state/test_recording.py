@@ -6,14 +6,18 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import pytest
+
 from vixio.config.memory import MemoryConfig
 from vixio.core.chunk import TextChunk
 from vixio.core.pipeline import Pipeline
-from vixio.stations import AgentStation
 from vixio.memory.conversation import Conversation, ConversationMemory
 from vixio.state.store import Store, StoredTurn
+from vixio.stations import AgentStation
 
 from ..stations.fakes import ScriptedAgent
+
+pytestmark = pytest.mark.integration
 
 DEVICE = "aa:bb:cc:dd:ee:ff"
 
@@ -38,13 +42,17 @@ async def test_an_interrupted_reply_is_stored_and_restored_as_heard(store: Store
     await conversation.close()
     turns = await store.recent_turns(DEVICE, limit=10)
     assert [(t.seq, t.user, t.assistant, t.interrupted) for t in turns] == [
-        (0, "weather in Paris?", "Paris is sunny.", False), (1, "count to eight", "one two", True)]
+        (0, "weather in Paris?", "Paris is sunny.", False),
+        (1, "count to eight", "one two", True),
+    ]
 
     resumed = await memory.resume(DEVICE)
     assert resumed.history_items() == [
-        {"role": "user", "content": "weather in Paris?"}, {"role": "assistant", "content": "Paris is sunny."},
+        {"role": "user", "content": "weather in Paris?"},
+        {"role": "assistant", "content": "Paris is sunny."},
         {"role": "user", "content": "count to eight"},
-        {"role": "assistant", "content": "one two… [interrupted by the user]"}]
+        {"role": "assistant", "content": "one two… [interrupted by the user]"},
+    ]
     next_agent = ScriptedAgent("You asked me to count.")
     station = AgentStation(next_agent, history=resumed.history_items())
     async with Pipeline([station], session_id="s2"):
@@ -111,21 +119,50 @@ class SlowWrites:
         return getattr(self.store, name)
 
 
+class GatedWrites:
+    """The store behind a disk the test turns by hand: each turn's write waits until the test lets
+    one finish (no clock, so the count does not depend on how busy the machine is); counts them."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.writes: list[StoredTurn] = []
+        self._finished = asyncio.Semaphore(0)
+
+    async def put_turn(self, device_id: str, turn: StoredTurn) -> None:
+        self.writes.append(turn)
+        await self._finished.acquire()
+        await self.store.put_turn(device_id, turn)
+
+    def finish_one(self) -> None:
+        self._finished.release()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.store, name)
+
+
 async def test_a_turn_recorded_sentence_by_sentence_costs_a_bounded_number_of_writes(store: Store) -> None:
-    slow = SlowWrites(store)
-    conversation = Conversation(slow, DEVICE, [])  # type: ignore[arg-type]
+    gated = GatedWrites(store)
+    conversation = Conversation(gated, DEVICE, [])  # type: ignore[arg-type]
     reply = ""
-    for n in range(50):  # a long reply heard faster than the store writes
+    for n in range(50):  # a long reply heard faster than the store writes: one write ends per 10 sentences
         reply += f"sentence {n}. "
         conversation.record(1, "tell me a story", reply, True)
-        await asyncio.sleep(0.005)
+        await asyncio.sleep(0)  # the writer runs between two sentences, as it would between two frames
+        if n % 10 == 9:
+            gated.finish_one()
     conversation.record(1, "tell me a story", reply, False)
     conversation.record(2, "and another", "", True)
+    for _ in range(52):  # the disk catches up (permits nobody takes are harmless)
+        gated.finish_one()
     await conversation.close()
-    assert len(slow.writes) <= 8, [t.assistant[-12:] for t in slow.writes]
+    # Each write takes the newest version queued: 1 + one per finished write (5) + the two settled turns.
+    assert len(gated.writes) <= 8, [t.assistant[-12:] for t in gated.writes]
+    assert gated.writes[0].assistant == "sentence 0." and [t.seq for t in gated.writes].count(1) == 1
     turns = await store.recent_turns(DEVICE, limit=10)
     assert [(t.seq, t.user, t.assistant, t.interrupted) for t in turns] == [
-        (0, "tell me a story", reply.strip(), False), (1, "and another", "", True)]
+        (0, "tell me a story", reply.strip(), False),
+        (1, "and another", "", True),
+    ]
 
 
 async def test_an_operators_erase_is_not_undone_by_a_write_under_way(store: Store) -> None:

@@ -16,19 +16,23 @@ import pytest
 from loguru import logger
 
 from vixio.state.redis import LAYOUT_VERSION, RedisStore, redacted
-from vixio.state.store import LiveSession, StoreError, StoreWriteError, StoredTurn
+from vixio.state.store import LiveSession, StoredTurn, StoreError, StoreWriteError
 from vixio.testing import redis_server
 from vixio.testing.redis_server import FLEET_SECRET, RedisServer, free_port
 
-pytestmark = pytest.mark.skipif(redis_server.missing() is not None, reason=redis_server.missing() or "")
+pytestmark = [
+    pytest.mark.process,
+    pytest.mark.skipif(redis_server.missing() is not None, reason=redis_server.missing() or ""),
+]
 
 DEVICE = "aa:bb:cc:dd:ee:ff"
 
 
 def capture() -> tuple[list[str], int]:
     lines: list[str] = []
-    sink = logger.add(lambda m: lines.append(f"{m.record['level'].name} {m.record['message']}"), level="INFO",
-                      filter="vixio.state")
+    sink = logger.add(
+        lambda m: lines.append(f"{m.record['level'].name} {m.record['message']}"), level="INFO", filter="vixio.state"
+    )
     return lines, sink
 
 
@@ -65,11 +69,19 @@ async def test_every_key_is_under_the_prefix_and_laid_out_as_documented(redis: R
         await first.hold_result(DEVICE, "a result", time.time() + 60, keep=4)
         types = {key: await raw(redis, "TYPE", key) for key in await raw(redis, "KEYS", "fleet-a:*")}
         assert types == {
-            "fleet-a:schema": "string", "fleet-a:admissions": "hash", "fleet-a:profiles": "hash",
-            "fleet-a:memories": "hash", "fleet-a:pairings": "hash", f"fleet-a:turns:{DEVICE}": "zset",
-            f"fleet-a:turn-text:{DEVICE}": "hash", "fleet-a:sessions": "hash",
-            f"fleet-a:device-sessions:{DEVICE}": "set", "fleet-a:workers": "hash", "fleet-a:devices": "zset",
-            f"fleet-a:held:{DEVICE}": "list"}
+            "fleet-a:schema": "string",
+            "fleet-a:admissions": "hash",
+            "fleet-a:profiles": "hash",
+            "fleet-a:memories": "hash",
+            "fleet-a:pairings": "hash",
+            f"fleet-a:turns:{DEVICE}": "zset",
+            f"fleet-a:turn-text:{DEVICE}": "hash",
+            "fleet-a:sessions": "hash",
+            f"fleet-a:device-sessions:{DEVICE}": "set",
+            "fleet-a:workers": "hash",
+            "fleet-a:devices": "zset",
+            f"fleet-a:held:{DEVICE}": "list",
+        }
         assert await raw(redis, "GET", "fleet-a:schema") == str(LAYOUT_VERSION)
         # Another fleet on the same server sees none of it.
         assert await second.admission(DEVICE) is None and await second.recent_turns(DEVICE, 5) == []
@@ -107,8 +119,13 @@ async def test_prune_walks_every_device_in_batches(redis: RedisServer) -> None:
     try:
         now = time.time()
         devices = [f"02:00:00:00:{n // 256:02x}:{n % 256:02x}" for n in range(450)]
-        await asyncio.gather(*(store.put_turn(d, StoredTurn("c", s, "x", "y", at=now - (40 - s) * 86400))
-                               for d in devices for s in (0, 39)))
+        await asyncio.gather(
+            *(
+                store.put_turn(d, StoredTurn("c", s, "x", "y", at=now - (40 - s) * 86400))
+                for d in devices
+                for s in (0, 39)
+            )
+        )
         await other.put_turn(DEVICE, StoredTurn("c", 0, "old", "y", at=now - 40 * 86400))
         trips = store.round_trips
         assert await store.prune_history(now - 30 * 86400) == 450
@@ -135,13 +152,20 @@ async def test_an_unreachable_server_at_startup_is_one_clear_error(tmp_path: Pat
 
 def test_vixio_serve_without_its_redis_says_so_in_one_line(tmp_path: Path) -> None:
     config = tmp_path / "config.yaml"
-    config.write_text(f"""
+    config.write_text(
+        f"""
 xiaozhi: {{host: 127.0.0.1, port: 0, http: {{host: 127.0.0.1, port: 0}}}}
 state: {{backend: redis, url: "redis://127.0.0.1:{free_port()}/0", timeout: 0.5, fleet_secret: {FLEET_SECRET}}}
-""", encoding="utf-8")
+""",
+        encoding="utf-8",
+    )
     for workers in ("1", "2"):
-        result = subprocess.run([sys.executable, "-m", "vixio", "serve", "--config", str(config), "--workers", workers],
-                                capture_output=True, text=True, timeout=120)
+        result = subprocess.run(
+            [sys.executable, "-m", "vixio", "serve", "--config", str(config), "--workers", workers],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert result.returncode == 1, result.stderr
         lines = [line for line in result.stderr.splitlines() if "cannot reach Redis" in line]
         assert len(lines) == 1 and "state.url redis://127.0.0.1:" in lines[0], result.stderr
@@ -155,8 +179,10 @@ async def test_the_password_comes_from_the_config_or_the_url_and_a_wrong_one_is_
             await RedisStore(server.url).open()
         with pytest.raises(StoreError, match="Redis refused the password"):
             await RedisStore(server.url, password="wrong").open()
-        for store in (RedisStore(server.url, password="pa ss/word"),
-                      RedisStore(server.url.replace("//", "//:pa%20ss%2Fword@"))):
+        for store in (
+            RedisStore(server.url, password="pa ss/word"),
+            RedisStore(server.url.replace("//", "//:pa%20ss%2Fword@")),
+        ):
             await store.open()
             await store.admit(DEVICE, via="activation")
             assert await store.admission(DEVICE) is not None
@@ -183,12 +209,19 @@ async def test_an_outage_costs_one_error_fails_fast_and_recovers_by_itself(serve
         started = time.monotonic()
         outcomes = []
         for seq in range(1, 40):  # a conversation's writes and a session start's reads, meanwhile
-            outcomes.append(await asyncio.gather(
-                store.put_turn(DEVICE, StoredTurn("c", seq, "lost", "a", at=time.time())),
-                store.recent_turns(DEVICE, 10), store.memory(DEVICE), return_exceptions=True))
+            outcomes.append(
+                await asyncio.gather(
+                    store.put_turn(DEVICE, StoredTurn("c", seq, "lost", "a", at=time.time())),
+                    store.recent_turns(DEVICE, 10),
+                    store.memory(DEVICE),
+                    return_exceptions=True,
+                )
+            )
         elapsed = time.monotonic() - started
-        assert all(isinstance(w, StoreWriteError) and isinstance(r, StoreError) and isinstance(m, StoreError)
-                   for w, r, m in outcomes)
+        assert all(
+            isinstance(w, StoreWriteError) and isinstance(r, StoreError) and isinstance(m, StoreError)
+            for w, r, m in outcomes
+        )
         assert elapsed < 3, f"{elapsed:.1f} s for 39 rounds: the calls waited instead of failing at once"
         errors = [line for line in lines if line.startswith("ERROR")]
         assert len(errors) == 1 and "cannot reach Redis" in errors[0] and "the conversations go on" in errors[0]
@@ -284,8 +317,12 @@ async def test_with_volatile_lru_old_histories_make_room_and_admissions_stay(ser
         await raw(server, "CONFIG", "SET", "maxmemory", str(int(info["used_memory"]) + 512 * 1024))
         await raw(server, "CONFIG", "SET", "maxmemory-policy", "volatile-lru")
         for device in devices:  # ~1.2 MB of turns into 0.5 MB of room: no write is refused
-            await asyncio.gather(*(store.put_turn(device, StoredTurn("c", seq, "x" * 500, "y" * 500, at=time.time()))
-                                   for seq in range(4)))
+            await asyncio.gather(
+                *(
+                    store.put_turn(device, StoredTurn("c", seq, "x" * 500, "y" * 500, at=time.time()))
+                    for seq in range(4)
+                )
+            )
         assert int((await store._link.client.info("stats"))["evicted_keys"]) > 0
         assert len(await store.admissions()) == 300
         assert len(await store.recent_turns(devices[-1], 10)) == 4
@@ -296,8 +333,11 @@ async def test_with_volatile_lru_old_histories_make_room_and_admissions_stay(ser
 
 async def test_a_unix_socket_url(tmp_path: Path) -> None:
     socket_path = tmp_path / "redis.sock"
-    process = subprocess.Popen(["redis-server", "--port", "0", "--unixsocket", str(socket_path), "--save", "",
-                                "--dir", str(tmp_path)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    process = subprocess.Popen(
+        ["redis-server", "--port", "0", "--unixsocket", str(socket_path), "--save", "", "--dir", str(tmp_path)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         deadline = time.monotonic() + 10
         while not socket_path.exists():

@@ -20,15 +20,21 @@ from vixio.testing.redis_server import RedisServer
 
 from .test_resume import ALICE, conversation, hang_up, say, start, url
 
-pytestmark = pytest.mark.skipif(redis_server.missing() is not None, reason=redis_server.missing() or "")
+pytestmark = [
+    pytest.mark.process,
+    pytest.mark.skipif(redis_server.missing() is not None, reason=redis_server.missing() or ""),
+]
 
 
 async def test_a_conversation_goes_on_while_redis_is_stopped_and_restarted(
-        llm: ScriptedLLMServer, tmp_path: Path) -> None:
+    llm: ScriptedLLMServer, tmp_path: Path
+) -> None:
     redis = RedisServer.start(tmp_path / "redis")
     records: list[tuple[str, str, bool]] = []
-    sink = logger.add(lambda m: records.append((m.record["level"].name, m.record["message"],
-                                                m.record["exception"] is not None)), level="INFO")
+    sink = logger.add(
+        lambda m: records.append((m.record["level"].name, m.record["message"], m.record["exception"] is not None)),
+        level="INFO",
+    )
     llm.expect(*(Reply.text(f"Answer {n}.") for n in range(7)))
     server = await start(llm, tmp_path, state={"backend": "redis", "url": redis.url, "timeout": 0.5})
     try:
@@ -64,8 +70,11 @@ async def test_a_conversation_goes_on_while_redis_is_stopped_and_restarted(
             await hang_up(server, device)
             await device.connect()  # resumes from what Redis holds now
             await say(device, "what did I just ask?")
-        assert conversation(llm.messages(6)) == [("user", "and now?"), ("assistant", "Answer 5."),
-                                                 ("user", "what did I just ask?")]
+        assert conversation(llm.messages(6)) == [
+            ("user", "and now?"),
+            ("assistant", "Answer 5."),
+            ("user", "what did I just ask?"),
+        ]
         assert len(llm.requests) == 7
     finally:
         logger.remove(sink)
@@ -88,10 +97,10 @@ async def until_stored(server: object, device_id: str, text: str) -> None:
 async def test_ota_with_activation_answers_503_while_redis_is_down_and_no_traceback(tmp_path: Path) -> None:
     import aiohttp
 
-    from vixio.state.redis import RedisStore
-    from vixio.transports.xiaozhi.session.auth import DeviceAuthenticator
     from vixio.config.xiaozhi import XiaozhiConfig
+    from vixio.state.redis import RedisStore
     from vixio.transports.xiaozhi.http.ota import OtaServer
+    from vixio.transports.xiaozhi.session.auth import DeviceAuthenticator
 
     from ..transports.xiaozhi.test_ota import DEVICE, post_ota
 

@@ -48,7 +48,9 @@ async def test_a_due_reminder_is_claimed_by_exactly_one_client(store: Store, ope
     clients = [store, *[await open_client() for _ in range(3)]]
     seen = [await client.due_reminders(now, limit=10) for client in clients]
     assert all([r.id for r in found] == [due.id] for found in seen)
-    wins = await asyncio.gather(*(client.fire_reminder(found[0], None, keep=16) for client, found in zip(clients, seen)))
+    wins = await asyncio.gather(
+        *(client.fire_reminder(found[0], None, keep=16) for client, found in zip(clients, seen))
+    )
     assert sorted(wins) == [False, False, False, True]
     assert [r.text for r in await store.reminders(DEVICE)] == ["later"]
     fired = await store.take_fired(DEVICE)
@@ -80,8 +82,9 @@ async def test_one_fired_occurrence_is_taken_by_one_caller(store: Store, open_cl
     assert await store.fire_reminder(reminder, None, keep=16)
     other = await open_client()
     occurrence = reminder.fired().occurrence
-    taken = await asyncio.gather(store.take_fired(DEVICE, occurrence), other.take_fired(DEVICE, occurrence),
-                                 other.take_fired(DEVICE))
+    taken = await asyncio.gather(
+        store.take_fired(DEVICE, occurrence), other.take_fired(DEVICE, occurrence), other.take_fired(DEVICE)
+    )
     assert sum(len(found) for found in taken) == 1
 
 

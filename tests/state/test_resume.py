@@ -10,12 +10,16 @@ import time
 from pathlib import Path
 from typing import Any
 
-from vixio.config.models import VixioConfig
+import pytest
+
 from vixio.app.server import VixioServer
+from vixio.config.models import VixioConfig
 from vixio.testing.device import SimulatedDevice
 from vixio.testing.llm_server import Reply, ScriptedLLMServer
 
 from .conftest import StoreFactory
+
+pytestmark = pytest.mark.integration
 
 ALICE = "my name is Alice and I like green tea"
 
@@ -62,7 +66,8 @@ def conversation(messages: list[dict[str, Any]]) -> list[tuple[str, str]]:
 
 
 async def test_a_device_that_reconnects_continues_its_conversation(
-        llm: ScriptedLLMServer, tmp_path: Path, state_config: dict[str, Any]) -> None:
+    llm: ScriptedLLMServer, tmp_path: Path, state_config: dict[str, Any]
+) -> None:
     llm.expect(Reply.text("Nice to meet you, Alice."), Reply.text("Your name is Alice."), Reply.text("Hello."))
     server = await start(llm, tmp_path, state=state_config)
     try:
@@ -73,7 +78,10 @@ async def test_a_device_that_reconnects_continues_its_conversation(
             await device.connect()  # the same device, a new session
             await say(device, "what is my name")
         assert conversation(llm.messages(1)) == [
-            ("user", ALICE), ("assistant", "Nice to meet you, Alice."), ("user", "what is my name")]
+            ("user", ALICE),
+            ("assistant", "Nice to meet you, Alice."),
+            ("user", "what is my name"),
+        ]
         # Another device starts its own conversation.
         async with SimulatedDevice(ws_url=url(server), mcp=False) as stranger:
             await stranger.connect()
@@ -85,7 +93,8 @@ async def test_a_device_that_reconnects_continues_its_conversation(
 
 
 async def test_a_restarted_server_resumes_too_and_turns_are_bounded(
-        llm: ScriptedLLMServer, tmp_path: Path, state_config: dict[str, Any]) -> None:
+    llm: ScriptedLLMServer, tmp_path: Path, state_config: dict[str, Any]
+) -> None:
     memory = {"max_turns": 2}
     llm.expect(*(Reply.text(f"Answer {n}.") for n in range(4)))
     server = await start(llm, tmp_path, memory=memory, state=state_config)
@@ -102,9 +111,13 @@ async def test_a_restarted_server_resumes_too_and_turns_are_bounded(
         async with SimulatedDevice(ws_url=url(server), mcp=False, device_id=device.device_id) as again:
             await again.connect()
             await say(again, "question 3")
-        assert conversation(llm.messages(3)) == [("user", "question 1"), ("assistant", "Answer 1."),
-                                                 ("user", "question 2"), ("assistant", "Answer 2."),
-                                                 ("user", "question 3")]
+        assert conversation(llm.messages(3)) == [
+            ("user", "question 1"),
+            ("assistant", "Answer 1."),
+            ("user", "question 2"),
+            ("assistant", "Answer 2."),
+            ("user", "question 3"),
+        ]
     finally:
         await server.stop()
 
@@ -129,8 +142,9 @@ async def test_after_resume_minutes_the_conversation_starts_afresh(llm: Scripted
         await server.stop()
 
 
-async def test_memory_disabled_stores_nothing(llm: ScriptedLLMServer, tmp_path: Path,
-                                              open_client: StoreFactory, state_config: dict[str, Any]) -> None:
+async def test_memory_disabled_stores_nothing(
+    llm: ScriptedLLMServer, tmp_path: Path, open_client: StoreFactory, state_config: dict[str, Any]
+) -> None:
     llm.expect(Reply.text("Nice to meet you, Alice."), Reply.text("I do not know."))
     server = await start(llm, tmp_path, memory={"enabled": False}, state=state_config)
     try:
@@ -149,7 +163,8 @@ async def test_memory_disabled_stores_nothing(llm: ScriptedLLMServer, tmp_path: 
 
 
 async def test_memory_disabled_leaves_nothing_of_the_conversation_in_the_file(
-        llm: ScriptedLLMServer, tmp_path: Path) -> None:
+    llm: ScriptedLLMServer, tmp_path: Path
+) -> None:
     """Not a turn, not a memory (the model-written one included), not a held result: the file's
     bytes, its WAL too, hold nothing the user said."""
     import sqlite3
@@ -181,8 +196,8 @@ async def test_a_full_state_file_costs_one_error_and_no_turn(llm: ScriptedLLMSer
     from loguru import logger
 
     llm.expect(*(Reply.text("Still here. " * 300) for _ in range(8)))
-    errors: list[str] = []
-    sink = logger.add(lambda m: errors.append(m.record["message"]), level="ERROR")
+    lines: list[tuple[str, str]] = []
+    sink = logger.add(lambda m: lines.append((m.record["level"].name, m.record["message"])), level="INFO")
     server = await start(llm, tmp_path, state={"path": str(tmp_path / "state.db"), "max_mb": 0.16})
     try:
         async with SimulatedDevice(ws_url=url(server), mcp=False) as device:
@@ -191,7 +206,12 @@ async def test_a_full_state_file_costs_one_error_and_no_turn(llm: ScriptedLLMSer
                 await say(device, f"turn {n} " + "words " * 50)
         stored = await server.store.recent_turns(device.device_id, limit=100)
         assert 0 < len(stored) < 8 and len(llm.requests) == 8
-        assert len(errors) == 1 and "state.max_mb cap" in errors[0] and "the conversations go on" in errors[0]
+        errors = [message for level, message in lines if level == "ERROR"]
+        assert errors and "state.max_mb cap" in errors[0] and "the conversations go on" in errors[0]
+        # One line per episode, not per lost write: a second error only after a write fitted again
+        # (a small one may, in the pages the failed ones left; how writes coalesce depends on timing).
+        episodes = [level == "ERROR" for level, message in lines if level == "ERROR" or "writes work again" in message]
+        assert all(a != b for a, b in zip(episodes, episodes[1:], strict=False)), lines
     finally:
         logger.remove(sink)
         await server.stop()

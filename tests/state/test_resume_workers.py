@@ -11,15 +11,15 @@ from typing import Any
 
 import pytest
 
-from vixio.testing.serve import ServeProcess, start_serve, until
+from vixio.serve.supervisor import reuse_port_supported
 from vixio.testing.device import SimulatedDevice
 from vixio.testing.llm_server import Reply, ScriptedLLMServer
-from vixio.serve.supervisor import reuse_port_supported
+from vixio.testing.serve import ServeProcess, start_serve, until
 
 from .conftest import StoreFactory
 from .test_resume import ALICE, conversation, say
 
-pytestmark = pytest.mark.skipif(not reuse_port_supported(), reason="workers are Linux only")
+pytestmark = [pytest.mark.process, pytest.mark.skipif(not reuse_port_supported(), reason="workers are Linux only")]
 
 
 async def sessions_by_worker(serve: ServeProcess) -> dict[str, int]:
@@ -36,7 +36,8 @@ async def worker_of(serve: ServeProcess, device: SimulatedDevice) -> int:
 
 
 async def test_a_device_resumes_its_conversation_on_the_other_worker(
-        tmp_path: Path, llm: ScriptedLLMServer, state_config: dict[str, Any], open_client: StoreFactory) -> None:
+    tmp_path: Path, llm: ScriptedLLMServer, state_config: dict[str, Any], open_client: StoreFactory
+) -> None:
     serve = await start_serve(tmp_path, llm, "--workers", "2", extra=f"state: {json.dumps(state_config)}\n")
     async with AsyncExitStack() as stack:
         stack.callback(serve.kill_group)
@@ -64,7 +65,10 @@ async def test_a_device_resumes_its_conversation_on_the_other_worker(
         assert await worker_of(serve, device) == 1 - first
         await say(device, "what is my name")
         assert conversation(llm.messages(1)) == [
-            ("user", ALICE), ("assistant", "Nice to meet you, Alice."), ("user", "what is my name")]
+            ("user", ALICE),
+            ("assistant", "Nice to meet you, Alice."),
+            ("user", "what is my name"),
+        ]
         llm.assert_all_consumed()
         store = await open_client()  # the store the config names holds it
         turns = await until(lambda: store.recent_turns(device.device_id, 5), 10, "the turns in the store")

@@ -31,10 +31,18 @@ async def store(tmp_path: Path) -> SqliteStore:
     await store.close()
 
 
-@pytest.mark.parametrize(("text", "name"), [
-    ("Remember my voice, I'm Alice.", "Alice"), ("remember my voice my name is bob", "Bob"),
-    ("Please learn my voice. This is Zoë.", "Zoë"), ("记住我的声音，我叫小明。", "小明"),
-    ("记住我的声音，我是妈妈", "妈妈"), ("Remember my voice.", ""), ("记住我的声音", "")])
+@pytest.mark.parametrize(
+    ("text", "name"),
+    [
+        ("Remember my voice, I'm Alice.", "Alice"),
+        ("remember my voice my name is bob", "Bob"),
+        ("Please learn my voice. This is Zoë.", "Zoë"),
+        ("记住我的声音，我叫小明。", "小明"),
+        ("记住我的声音，我是妈妈", "妈妈"),
+        ("Remember my voice.", ""),
+        ("记住我的声音", ""),
+    ],
+)
 def test_the_name_is_taken_from_either_language(text: str, name: str) -> None:
     assert _says(text, ENROL)
     assert spoken_name(text) == name
@@ -52,7 +60,8 @@ async def test_a_spoken_enrolment_collects_three_utterances_then_stores_their_me
     voice = [unit(1) + 0.1 * unit(k) for k in (2, 3, 4)]
     state.speaker = SpeakerMatch("", 0.1, voice[0])
     assert await enrolment.intercept("Remember my voice, I'm Alice") == SAY["en"]["more"].format(
-        name="Alice", left=2, s="s")
+        name="Alice", left=2, s="s"
+    )
     state.speaker = None  # typed text, or too short to embed
     assert await enrolment.intercept("hello") == SAY["en"]["unheard"]
     state.speaker = SpeakerMatch("", 0.1, voice[1])

@@ -34,8 +34,10 @@ async def test_enrol_from_files_then_list_then_delete(tmp_path: Path, capsys: py
     model = tmp_path / "owner.onnx"
     model.write_bytes(enc._graph(small_state()))
     config = tmp_path / "config.yaml"
-    config.write_text(json.dumps({"state": {"path": str(tmp_path / "state.db")},
-                                  "speakers": {"enabled": True, "model": str(model)}}), encoding="utf-8")
+    config.write_text(
+        json.dumps({"state": {"path": str(tmp_path / "state.db")}, "speakers": {"enabled": True, "model": str(model)}}),
+        encoding="utf-8",
+    )
     rng = np.random.default_rng(4)
     wav, ogg, short = tmp_path / "a.wav", tmp_path / "b.ogg", tmp_path / "short.wav"
     soundfile.write(wav, rng.normal(0, 0.1, 32000).astype(np.float32), 16000)

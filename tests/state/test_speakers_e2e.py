@@ -22,16 +22,18 @@ pytest.importorskip("onnxruntime")
 
 from vixio.core.tools.context import current_tool_context  # noqa: E402
 from vixio.core.tools.executor import SPEAKER_REFUSAL  # noqa: E402
-from vixio.providers.speaker.encoder import SpeakerEncoder, bundled_weights  # noqa: E402
 from vixio.memory.speakers import SAY, SpeakerBook  # noqa: E402
+from vixio.providers.speaker.encoder import SpeakerEncoder, bundled_weights  # noqa: E402
 from vixio.testing.device import SimulatedDevice  # noqa: E402
 from vixio.testing.llm_server import Reply, ScriptedLLMServer  # noqa: E402
 
 from .test_long_term import system  # noqa: E402
 from .test_resume import start, url  # noqa: E402
 
-pytestmark = [pytest.mark.models,
-              pytest.mark.skipif(bundled_weights() is None, reason="needs pip install --no-deps resemblyzer==0.1.4")]
+pytestmark = [
+    pytest.mark.models,
+    pytest.mark.skipif(bundled_weights() is None, reason="needs pip install --no-deps resemblyzer==0.1.4"),
+]
 
 UNLOCKED: list[str] = []
 
@@ -49,8 +51,13 @@ def voices() -> dict[str, list[bytes]]:
     from vixio.providers.tts.piper import PiperTTS
     from vixio.transports.xiaozhi.protocol.codec import resample
 
-    lines = ["Remember my voice, I'm Alice.", "The quick brown fox jumps over the lazy dog.",
-             "I like green tea in the morning.", "Please unlock the front door.", "Tell me a story about a cat."]
+    lines = [
+        "Remember my voice, I'm Alice.",
+        "The quick brown fox jumps over the lazy dog.",
+        "I like green tea in the morning.",
+        "Please unlock the front door.",
+        "Tell me a story about a cat.",
+    ]
 
     async def speak(tts: Any) -> list[bytes]:
         await tts.initialize()
@@ -62,8 +69,10 @@ def voices() -> dict[str, list[bytes]]:
         return spoken
 
     async def both() -> dict[str, list[bytes]]:
-        return {"alice": await speak(PiperTTS(noise_scale=0.0, noise_w_scale=0.0)),
-                "tom": await speak(EspeakTTS(voice="en-us", pitch=85))}
+        return {
+            "alice": await speak(PiperTTS(noise_scale=0.0, noise_w_scale=0.0)),
+            "tom": await speak(EspeakTTS(voice="en-us", pitch=85)),
+        }
 
     return asyncio.run(both())
 
@@ -78,24 +87,37 @@ async def turn(device: SimulatedDevice, pcm: bytes) -> str:
     mark = device.mark()
     await device.push_to_talk(pcm, realtime=False)
     await device.wait_for("tts", state="stop", after=mark, timeout=30)
-    return " ".join(str(m.data["text"]) for m in device.received[mark:]
-                    if m.data.get("type") == "tts" and m.data.get("state") == "sentence_start")
+    return " ".join(
+        str(m.data["text"])
+        for m in device.received[mark:]
+        if m.data.get("type") == "tts" and m.data.get("state") == "sentence_start"
+    )
 
 
 async def test_two_voices_on_one_device_get_their_own_person_profile_and_tool_rights(
-        llm: ScriptedLLMServer, tmp_path: Path, spoken: dict[str, list[bytes]]) -> None:
+    llm: ScriptedLLMServer, tmp_path: Path, spoken: dict[str, list[bytes]]
+) -> None:
     UNLOCKED.clear()
-    llm.expect(Reply.tool_call("unlock_door"), Reply.text("I cannot do that for you."),
-               Reply.tool_call("unlock_door"), Reply.text("The door is open."),
-               Reply.tool_call("unlock_door"), Reply.text("Typed, so no."),
-               Reply.tool_call("unlock_door"), Reply.text("Open for you, Tom."), Reply.text("Once upon a time, a dog."))
+    llm.expect(
+        Reply.tool_call("unlock_door"),
+        Reply.text("I cannot do that for you."),
+        Reply.tool_call("unlock_door"),
+        Reply.text("The door is open."),
+        Reply.tool_call("unlock_door"),
+        Reply.text("Typed, so no."),
+        Reply.tool_call("unlock_door"),
+        Reply.text("Open for you, Tom."),
+        Reply.text("Once upon a time, a dog."),
+    )
     server = await start(
-        llm, tmp_path,  # SQLite; both backends keep voiceprints alike (test_store_contract.py)
+        llm,
+        tmp_path,  # SQLite; both backends keep voiceprints alike (test_store_contract.py)
         asr={"provider": "faster-whisper", "model": "tiny.en"},
         # Synthetic voices, 1.7 s utterances: thresholds for them, not the defaults for real people.
         speakers={"enabled": True, "threshold": 0.8, "tool_threshold": 0.8, "people": {"tom": {"profile": "kids"}}},
         tools={"local": [f"{__name__}:unlock_door"], "require_speaker": ["unlock_door"]},
-        profiles={"kids": {"instructions": "You talk with a child."}})
+        profiles={"kids": {"instructions": "You talk with a child."}},
+    )
     alice, tom = spoken["alice"], spoken["tom"]
     try:
         async with SimulatedDevice(ws_url=url(server), mcp=False) as device:
@@ -123,7 +145,8 @@ async def test_two_voices_on_one_device_get_their_own_person_profile_and_tool_ri
             # Tom enrolled from recordings, as the console and `vixio speakers enrol` do.
             encoder = SpeakerEncoder()
             await SpeakerBook(server.store, device.device_id).enrol(
-                "Tom", [encoder.embed(np.frombuffer(pcm, dtype="<i2")) for pcm in tom[:3]])
+                "Tom", [encoder.embed(np.frombuffer(pcm, dtype="<i2")) for pcm in tom[:3]]
+            )
             assert await turn(device, tom[3]) == "Open for you, Tom."
             assert UNLOCKED == ["Alice", "Tom"]  # each voice its own person key
             assert "You talk with a child." in system(llm.messages(6))  # Tom's voice: the kids profile

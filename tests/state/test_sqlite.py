@@ -15,15 +15,20 @@ from loguru import logger
 
 from vixio.state.sqlite import SqliteStore
 from vixio.state.sqlite_schema import SCHEMA_VERSION
-from vixio.state.store import StoreError, StoreWriteError, StoredTurn
+from vixio.state.store import StoredTurn, StoreError, StoreWriteError
+
+pytestmark = pytest.mark.process
 
 DEVICE = "aa:bb:cc:dd:ee:ff"
 
 
 def capture(level: str = "INFO") -> tuple[list[str], int]:
     lines: list[str] = []
-    sink = logger.add(lambda message: lines.append(f"{message.record['level'].name} {message.record['message']}"),
-                      level=level, filter="vixio.state")
+    sink = logger.add(
+        lambda message: lines.append(f"{message.record['level'].name} {message.record['message']}"),
+        level=level,
+        filter="vixio.state",
+    )
     return lines, sink
 
 
@@ -108,8 +113,9 @@ async def test_a_failing_write_takes_no_other_write_of_its_batch_with_it(tmp_pat
     store = SqliteStore(tmp_path / "state.db", max_bytes=256 * 1024)
     await store.open()
     try:
-        small = [store.put_turn(f"02:00:00:00:00:{n:02x}", StoredTurn("c", 0, "hi", "ok", at=time.time()))
-                 for n in range(20)]
+        small = [
+            store.put_turn(f"02:00:00:00:00:{n:02x}", StoredTurn("c", 0, "hi", "ok", at=time.time())) for n in range(20)
+        ]
         huge = store.put_turn(DEVICE, StoredTurn("c", 0, "x" * 400_000, "y", at=time.time()))
         outcomes = await asyncio.gather(*small[:10], huge, *small[10:], return_exceptions=True)
         assert isinstance(outcomes[10], StoreWriteError)
@@ -132,11 +138,13 @@ async def test_another_process_writes_and_this_one_reads(tmp_path: Path) -> None
         "    await asyncio.gather(*(s.put_turn('aa:bb:cc:dd:ee:ff', StoredTurn('c', n, f'q{n}', 'a', at=time.time() + n))"
         " for n in range(50)))\n"
         "    await s.close()\n"
-        "asyncio.run(main())\n")
+        "asyncio.run(main())\n"
+    )
     try:
         writer = await asyncio.create_subprocess_exec(sys.executable, "-c", script, str(path))
-        concurrent = [store.put_turn("02:00:00:00:00:01", StoredTurn("c", n, "mine", "a", at=time.time()))
-                      for n in range(50)]
+        concurrent = [
+            store.put_turn("02:00:00:00:00:01", StoredTurn("c", n, "mine", "a", at=time.time())) for n in range(50)
+        ]
         await asyncio.gather(*concurrent)
         assert await writer.wait() == 0
         assert len(await store.recent_turns(DEVICE, limit=100)) == 50
@@ -164,9 +172,11 @@ def test_an_unwritable_folder_is_named(tmp_path: Path) -> None:
 
 def test_migrations_run_once_when_workers_start_together(tmp_path: Path) -> None:
     path = tmp_path / "state.db"
-    script = ("import asyncio, sys\nfrom vixio.state.sqlite import SqliteStore\n"
-              "async def main():\n    s = SqliteStore(sys.argv[1]); await s.open(); await s.close()\n"
-              "asyncio.run(main())\n")
+    script = (
+        "import asyncio, sys\nfrom vixio.state.sqlite import SqliteStore\n"
+        "async def main():\n    s = SqliteStore(sys.argv[1]); await s.open(); await s.close()\n"
+        "asyncio.run(main())\n"
+    )
     processes = [subprocess.Popen([sys.executable, "-c", script, str(path)]) for _ in range(4)]
     assert [p.wait(timeout=60) for p in processes] == [0, 0, 0, 0]
     with sqlite3.connect(path) as raw:
@@ -269,9 +279,17 @@ def test_a_really_full_disk_a_256_kb_tmpfs_is_one_error_and_keeps_the_rest(tmp_p
     script = tmp_path / "fill.py"
     script.write_text(REAL_DISK_FULL, encoding="utf-8")
     result = subprocess.run(
-        ["unshare", "-m", "sh", "-c",
-         f'mount -t tmpfs -o size=256k tmpfs "{mount}" || exit 77; exec "{sys.executable}" "{script}" "{mount}"'],
-        capture_output=True, text=True, timeout=120)
+        [
+            "unshare",
+            "-m",
+            "sh",
+            "-c",
+            f'mount -t tmpfs -o size=256k tmpfs "{mount}" || exit 77; exec "{sys.executable}" "{script}" "{mount}"',
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     if result.returncode == 77:
         pytest.skip(f"cannot mount a tmpfs here: {result.stderr.strip()}")
     assert result.returncode == 0, result.stderr

@@ -16,18 +16,29 @@ import pytest
 from vixio.serve.supervisor import reuse_port_supported
 from vixio.state.sqlite_schema import SCHEMA_VERSION
 
-WORKERS = ["1", pytest.param("2", marks=pytest.mark.skipif(not reuse_port_supported(),
-                                                            reason="workers are Linux only"))]
+pytestmark = pytest.mark.process
+
+WORKERS = [
+    "1",
+    pytest.param("2", marks=pytest.mark.skipif(not reuse_port_supported(), reason="workers are Linux only")),
+]
 
 
 def serve(tmp_path: Path, workers: str) -> subprocess.CompletedProcess[str]:
     config = tmp_path / "config.yaml"
-    config.write_text(f"""
+    config.write_text(
+        f"""
 xiaozhi: {{host: 127.0.0.1, port: 0, http: {{host: 127.0.0.1, port: 0}}}}
-state: {{path: {tmp_path / 'state.db'}, lock_timeout: 0.5}}
-""", encoding="utf-8")
-    return subprocess.run([sys.executable, "-m", "vixio", "serve", "--config", str(config), "--workers", workers],
-                          capture_output=True, text=True, timeout=120)
+state: {{path: {tmp_path / "state.db"}, lock_timeout: 0.5}}
+""",
+        encoding="utf-8",
+    )
+    return subprocess.run(
+        [sys.executable, "-m", "vixio", "serve", "--config", str(config), "--workers", workers],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 @contextmanager
@@ -57,10 +68,12 @@ def newer(path: Path) -> Iterator[None]:
 
 
 CASES: dict[str, tuple[Callable[[Path], object], str]] = {
-    "damaged": (damaged, "not a usable vixio state file (file is not a database); stop vixio and move the file "
-                         "aside (a new empty one is made at the next start) or restore it from a backup"),
-    "locked": (locked, "locked by another process for more than 0.5 s (state.lock_timeout): close whatever holds "
-                       "it"),
+    "damaged": (
+        damaged,
+        "not a usable vixio state file (file is not a database); stop vixio and move the file "
+        "aside (a new empty one is made at the next start) or restore it from a backup",
+    ),
+    "locked": (locked, "locked by another process for more than 0.5 s (state.lock_timeout): close whatever holds it"),
     "newer": (newer, f"written by a newer vixio (schema version {SCHEMA_VERSION + 1}"),
 }
 

@@ -11,6 +11,8 @@ from vixio.state.store import LiveSession, Store, StoredTurn
 
 from .conftest import StoreFactory
 
+pytestmark = pytest.mark.integration
+
 DEVICE = "aa:bb:cc:dd:ee:ff"
 OTHER = "02:00:00:00:00:01"
 
@@ -49,7 +51,10 @@ async def test_turns_come_back_in_order_bounded_and_replaced_by_seq(store: Store
     await store.put_turn(DEVICE, StoredTurn("c1", 4, "question 4", "ans", interrupted=True, at=start + 4))
     turns = await store.recent_turns(DEVICE, limit=3)
     assert [(t.seq, t.user, t.assistant, t.interrupted) for t in turns] == [
-        (2, "question 2", "answer 2", False), (3, "question 3", "answer 3", False), (4, "question 4", "ans", True)]
+        (2, "question 2", "answer 2", False),
+        (3, "question 3", "answer 3", False),
+        (4, "question 4", "ans", True),
+    ]
     assert turns[-1].conversation == "c1" and turns[-1].at == pytest.approx(start + 4)
     assert len(await store.recent_turns(DEVICE, limit=100)) == 5
 
@@ -60,7 +65,10 @@ async def test_turns_of_several_conversations_interleave_by_time(store: Store) -
     await store.put_turn(DEVICE, StoredTurn("old", 1, "c", "d", at=now - 3500))
     await store.put_turn(DEVICE, StoredTurn("new", 0, "e", "f", at=now - 10))
     assert [(t.conversation, t.seq) for t in await store.recent_turns(DEVICE, limit=10)] == [
-        ("old", 0), ("old", 1), ("new", 0)]
+        ("old", 0),
+        ("old", 1),
+        ("new", 0),
+    ]
 
 
 async def test_history_is_cleared_per_device_and_pruned_by_age(store: Store) -> None:
@@ -146,12 +154,17 @@ async def test_pairing_approvals(store: Store) -> None:
     await store.approve_pairing(DEVICE, "companion-1", "client-a")
     await store.approve_pairing(OTHER, "companion-3")
     assert [(p.companion, p.client_id) for p in await store.pairings(DEVICE)] == [
-        ("companion-1", "client-a"), ("companion-1", "client-b"), ("companion-2", "")]
+        ("companion-1", "client-a"),
+        ("companion-1", "client-b"),
+        ("companion-2", ""),
+    ]
     assert len(await store.pairings()) == 4
     assert await store.revoke_pairing(DEVICE, "companion-1", "client-a") is True
     assert await store.revoke_pairing(DEVICE, "companion-1", "client-a") is False
     assert [(p.device_id, p.companion, p.client_id) for p in await store.pairings(DEVICE)] == [
-        (DEVICE, "companion-1", "client-b"), (DEVICE, "companion-2", "")]
+        (DEVICE, "companion-1", "client-b"),
+        (DEVICE, "companion-2", ""),
+    ]
 
 
 async def test_events_are_counted_per_key_and_window_by_every_client(open_client: StoreFactory) -> None:
@@ -246,8 +259,9 @@ async def test_the_first_client_id_seen_pins_a_device_once_for_every_client(open
     assert await first.identity_pin(DEVICE) is None
     before = time.time()
     # Two processes meet the same device id at once with different Client-Ids: one pin wins for both.
-    pins = await asyncio.gather(*(client.pin_identity(DEVICE, f"board-{i}")
-                                  for i in range(20) for client in (first, second)))
+    pins = await asyncio.gather(
+        *(client.pin_identity(DEVICE, f"board-{i}") for i in range(20) for client in (first, second))
+    )
     winner = pins[0].client_id
     assert {pin.client_id for pin in pins} == {winner} and winner.startswith("board-")
     pin = await second.identity_pin(DEVICE)
@@ -311,8 +325,12 @@ async def test_a_hundred_devices_finishing_turns_at_once_lose_nothing(open_clien
     first, second = await open_client(), await open_client()
     devices = [f"02:00:00:00:{n // 256:02x}:{n % 256:02x}" for n in range(100)]
     now = time.time()
-    writes = [client.put_turn(device, StoredTurn("c", seq, f"q{seq}", f"a{seq}", at=now + seq))
-              for seq in range(3) for n, device in enumerate(devices) for client in [(first, second)[n % 2]]]
+    writes = [
+        client.put_turn(device, StoredTurn("c", seq, f"q{seq}", f"a{seq}", at=now + seq))
+        for seq in range(3)
+        for n, device in enumerate(devices)
+        for client in [(first, second)[n % 2]]
+    ]
     await asyncio.gather(*writes)
     for device in devices:
         assert [t.user for t in await first.recent_turns(device, limit=10)] == ["q0", "q1", "q2"]
@@ -345,8 +363,15 @@ async def test_a_hundred_turns_at_once_do_not_stall_the_event_loop(store: Store,
     ticker = asyncio.create_task(tick())
     try:
         for round_ in range(5):  # 100 devices finishing a turn at once, five times
-            await asyncio.gather(*(store.put_turn(f"02:00:00:00:00:{n:02x}", StoredTurn(
-                "c", round_, "what is the weather " * 5, "sunny and warm " * 20, at=time.time())) for n in range(100)))
+            await asyncio.gather(
+                *(
+                    store.put_turn(
+                        f"02:00:00:00:00:{n:02x}",
+                        StoredTurn("c", round_, "what is the weather " * 5, "sunny and warm " * 20, at=time.time()),
+                    )
+                    for n in range(100)
+                )
+            )
     finally:
         stop.set()
         await ticker
@@ -367,7 +392,10 @@ async def test_voiceprints_are_per_device_and_person_replaced_and_deleted(store:
     assert [(p.person, p.samples, p.vector) for p in prints] == [("Alice", 3, alice), ("Bob", 2, bob)]
     assert prints[0].array()[0] == -1.0 and prints[0].at <= time.time()
     assert [(p.device_id, p.person) for p in await store.voiceprints()] == [
-        (OTHER, "Alice"), (DEVICE, "Alice"), (DEVICE, "Bob")]
+        (OTHER, "Alice"),
+        (DEVICE, "Alice"),
+        (DEVICE, "Bob"),
+    ]
     assert await store.delete_voiceprint(DEVICE, "Bob") is True
     assert await store.delete_voiceprint(DEVICE, "Bob") is False
     assert [p.person for p in await store.voiceprints(DEVICE)] == ["Alice"]

@@ -29,13 +29,13 @@ async def test_every_cut_of_one_sentence_is_heard_as_the_same_words() -> None:
     pcm = resample(b"".join([chunk async for chunk in tts.synthesize(SENTENCE)]), tts.sample_rate, 16000)
     voice = np.frombuffer(pcm, dtype="<i2")
     loud = np.flatnonzero(np.abs(voice) > 300)
-    voice = voice[max(0, loud[0] - 1600): loud[-1] + 1600]
+    voice = voice[max(0, loud[0] - 1600) : loud[-1] + 1600]
     asr = FasterWhisperASR(model="tiny.en", cpu_threads=2)
     heard = set()
     for lead in range(0, 8 * 320, 640):  # 0-120 ms of silence before, in 40 ms steps
         for tail in (2400, 8000):  # a pause's draft (150 ms) and a turn's end (500 ms)
             cut = np.concatenate([np.zeros(lead, "<i2"), voice, np.zeros(tail, "<i2")]).tobytes()
-            frames = [AudioChunk(pcm=cut[i:i + 1920], sample_rate=16000) for i in range(0, len(cut), 1920)]
+            frames = [AudioChunk(pcm=cut[i : i + 1920], sample_rate=16000) for i in range(0, len(cut), 1920)]
             out = await run_station(ASRStation(asr), [TurnStartChunk(), *frames, TurnEndChunk()])
             heard |= {chunk.text for chunk in out if isinstance(chunk, TextChunk)}
     await asr.close()

@@ -6,16 +6,46 @@ import pytest
 
 from vixio.stations.asr.endpointing import EndpointRules, hanging_ending
 
+pytestmark = pytest.mark.unit
 
-@pytest.mark.parametrize("text", ["What is the weather in.", "Set the volume to", "Call my mom and.",
-                                  "Remind me about the", "把音量调到。", "我想听周杰伦的", "帮我查一下北京和", "明天在", "从上海到。", "帮我放一首。"])
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "What is the weather in.",
+        "Set the volume to",
+        "Call my mom and.",
+        "Remind me about the",
+        "把音量调到。",
+        "我想听周杰伦的",
+        "帮我查一下北京和",
+        "明天在",
+        "从上海到。",
+        "帮我放一首。",
+    ],
+)
 def test_hanging_endings_are_unfinished(text: str) -> None:
     verdict = EndpointRules().judge(text)
     assert verdict is not None and verdict[0] == "unfinished"
 
 
-@pytest.mark.parametrize("text", ["What time is it?", "Turn the light on.", "Tell me more!", "Where are you from?",
-                                  "今天天气怎么样？", "好的。", "是的。", "帮我查一下。", "这是我的。", "收到。", "来一个。", "我要这个。"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "What time is it?",
+        "Turn the light on.",
+        "Tell me more!",
+        "Where are you from?",
+        "今天天气怎么样？",
+        "好的。",
+        "是的。",
+        "帮我查一下。",
+        "这是我的。",
+        "收到。",
+        "来一个。",
+        "我要这个。",
+    ],
+)
 def test_sentence_final_punctuation_completes(text: str) -> None:
     assert EndpointRules().judge(text) == ("complete", f"ends in {text[-1]!r}")
 

@@ -11,6 +11,8 @@ import pytest
 from vixio.providers.agent.base import AgentEvent, AgentTextDelta, AgentTextEnd, AgentToolCall, AgentToolResult
 from vixio.stations.agent.reply_watch import FILLER, ReplyTimeout, ReplyTimeouts, watch_reply
 
+pytestmark = pytest.mark.unit
+
 
 class Scripted:
     """An event stream with a pause (seconds) before each event; records whether it was closed."""
@@ -56,12 +58,16 @@ async def test_a_stall_mid_answer_hits_the_gap_limit() -> None:
 
 
 async def test_no_limit_while_a_tool_runs_and_the_first_token_clock_restarts_after_it() -> None:
-    script = Scripted((0, AgentToolCall("c1", "slow", "{}")), (0.5, AgentToolResult("c1", "slow", "ok")),
-                      (0.1, AgentTextDelta("Done.")))
+    script = Scripted(
+        (0, AgentToolCall("c1", "slow", "{}")),
+        (0.5, AgentToolResult("c1", "slow", "ok")),
+        (0.1, AgentTextDelta("Done.")),
+    )
     out = await collect(watch_reply(script.events(), ReplyTimeouts(first_token=0.3, gap=0.3)))
     assert out[-1] == AgentTextDelta("Done.")
-    late_after_tool = Scripted((0, AgentToolCall("c1", "t", "{}")), (0, AgentToolResult("c1", "t", "ok")),
-                               (5, AgentTextDelta("late")))
+    late_after_tool = Scripted(
+        (0, AgentToolCall("c1", "t", "{}")), (0, AgentToolResult("c1", "t", "ok")), (5, AgentTextDelta("late"))
+    )
     with pytest.raises(ReplyTimeout) as info:
         await collect(watch_reply(late_after_tool.events(), ReplyTimeouts(first_token=0.2, gap=5)))
     assert info.value.phase == "first_token"
@@ -135,8 +141,9 @@ async def test_a_reply_that_stays_silent_hits_the_silence_limit_however_the_mode
     script = Scripted(*[(0.1, AgentTextDelta("<think>"))] * 20)
     started = time.monotonic()
     with pytest.raises(ReplyTimeout, match=r"left the user in silence for 0.5 s \(agent.silence_timeout\)") as info:
-        await collect(watch_reply(script.events(), ReplyTimeouts(first_token=5, gap=5, silence=0.5),
-                                  audio_until=lambda: 0.0))
+        await collect(
+            watch_reply(script.events(), ReplyTimeouts(first_token=5, gap=5, silence=0.5), audio_until=lambda: 0.0)
+        )
     assert info.value.phase == "silence" and 0.5 <= time.monotonic() - started < 0.8
     assert script.closed
 
@@ -146,14 +153,18 @@ async def test_audio_moves_the_silence_limit_on_while_the_model_is_awaited() -> 
     loop = asyncio.get_running_loop()
     heard_until = loop.time() + 0.5
     script = Scripted((0, AgentTextDelta("One. ")), (0.6, AgentTextDelta("Two.")))
-    out = await collect(watch_reply(script.events(), ReplyTimeouts(first_token=5, gap=5, silence=0.4),
-                                    audio_until=lambda: heard_until))
+    out = await collect(
+        watch_reply(script.events(), ReplyTimeouts(first_token=5, gap=5, silence=0.4), audio_until=lambda: heard_until)
+    )
     assert out == [AgentTextDelta("One. "), AgentTextDelta("Two.")]
     script = Scripted((0, AgentTextDelta("One. ")), (1.2, AgentTextDelta("Two.")))
     heard_until = loop.time() + 0.5
     with pytest.raises(ReplyTimeout) as info:
-        await collect(watch_reply(script.events(), ReplyTimeouts(first_token=5, gap=5, silence=0.4),
-                                  audio_until=lambda: heard_until))
+        await collect(
+            watch_reply(
+                script.events(), ReplyTimeouts(first_token=5, gap=5, silence=0.4), audio_until=lambda: heard_until
+            )
+        )
     assert info.value.phase == "silence"
 
 
@@ -161,17 +172,22 @@ async def test_the_silence_limit_applies_before_the_first_token_with_a_filler_to
     script = Scripted((5, AgentTextDelta("late")))
     seen: list[object] = []
     with pytest.raises(ReplyTimeout) as info:
-        async for item in watch_reply(script.events(), ReplyTimeouts(first_token=5, gap=5, filler_after=0.1,
-                                                                     silence=0.4), audio_until=lambda: 0.0):
+        async for item in watch_reply(
+            script.events(), ReplyTimeouts(first_token=5, gap=5, filler_after=0.1, silence=0.4), audio_until=lambda: 0.0
+        ):
             seen.append(item)
     assert seen == [FILLER] and info.value.phase == "silence"
 
 
 async def test_no_silence_limit_while_a_tool_runs() -> None:
-    script = Scripted((0, AgentToolCall("c1", "slow", "{}")), (0.6, AgentToolResult("c1", "slow", "ok")),
-                      (0.1, AgentTextDelta("Done.")))
-    out = await collect(watch_reply(script.events(), ReplyTimeouts(first_token=1, gap=1, silence=0.3),
-                                    audio_until=lambda: 0.0))
+    script = Scripted(
+        (0, AgentToolCall("c1", "slow", "{}")),
+        (0.6, AgentToolResult("c1", "slow", "ok")),
+        (0.1, AgentTextDelta("Done.")),
+    )
+    out = await collect(
+        watch_reply(script.events(), ReplyTimeouts(first_token=1, gap=1, silence=0.3), audio_until=lambda: 0.0)
+    )
     assert out[-1] == AgentTextDelta("Done.")
 
 
@@ -179,10 +195,20 @@ async def test_a_pause_after_text_calls_on_pause_once() -> None:
     pauses: list[float] = []
     loop = asyncio.get_running_loop()
     started = loop.time()
-    script = Scripted((0, AgentTextDelta("Hello")), (0.5, AgentTextDelta(" there")), (0.05, AgentTextDelta("!")),
-                      (0.5, AgentTextEnd()), (0.5, AgentTextDelta("")))
-    out = await collect(watch_reply(script.events(), ReplyTimeouts(first_token=5, gap=5, pause=0.2),
-                                    on_pause=lambda: pauses.append(loop.time() - started)))
+    script = Scripted(
+        (0, AgentTextDelta("Hello")),
+        (0.5, AgentTextDelta(" there")),
+        (0.05, AgentTextDelta("!")),
+        (0.5, AgentTextEnd()),
+        (0.5, AgentTextDelta("")),
+    )
+    out = await collect(
+        watch_reply(
+            script.events(),
+            ReplyTimeouts(first_token=5, gap=5, pause=0.2),
+            on_pause=lambda: pauses.append(loop.time() - started),
+        )
+    )
     assert len(out) == 5
     # After "Hello" and after "!"; not after the text ended, and not again while the same pause lasts.
     assert len(pauses) == 2, pauses
@@ -203,8 +229,14 @@ async def test_a_steady_slow_model_is_spoken_at_half_the_silence_limit_and_not_c
         heard_until = loop.time() + 0.3  # the TTS makes 0.3 s of audio of it
 
     script = Scripted(*[(0.1, AgentTextDelta("word "))] * 20)
-    out = await collect(watch_reply(script.events(), ReplyTimeouts(first_token=5, gap=5, silence=1.0, pause=5),
-                                    audio_until=lambda: heard_until, on_pause=speak))
+    out = await collect(
+        watch_reply(
+            script.events(),
+            ReplyTimeouts(first_token=5, gap=5, silence=1.0, pause=5),
+            audio_until=lambda: heard_until,
+            on_pause=speak,
+        )
+    )
     assert len(out) == 20  # never cut
     assert pauses and 0.5 <= pauses[0] < 0.7, pauses
     assert all(later - earlier >= 0.5 for earlier, later in zip(pauses, pauses[1:], strict=False)), pauses

@@ -1,10 +1,11 @@
 """TTSCircuit and TTSStation together: a failing TTS costs one wait, the fallback speaks until a
-background probe hears the TTS again, and each outage is logged once when it starts and ends."""
+background probe hears the TTS again, and each outage is logged once when it starts and ends.
+The tests of waits, hangs and pauses run on a virtual clock (vixio.testing.virtual_time): exact
+durations, no sleeping, the same on a busy machine."""
 
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import AsyncIterator, Iterator
 from typing import Any, Literal
 
@@ -17,8 +18,11 @@ from vixio.providers.tts.base import TTSError, TTSProvider
 from vixio.stations import TTSStation
 from vixio.stations.tts.circuit import TTSCircuit
 from vixio.testing.harness import run_station
+from vixio.testing.virtual_time import virtual_time
 
 from .fakes import ToneTTS
+
+pytestmark = pytest.mark.unit
 
 Mode = Literal["ok", "fail", "hang", "stall"]
 
@@ -82,20 +86,24 @@ async def test_a_failure_sends_that_sentence_and_the_next_ones_to_the_fallback(l
     assert at(log_lines, "ERROR") == []
 
 
+@virtual_time
 async def test_a_hang_costs_one_first_audio_timeout_then_nothing(log_lines: list) -> None:
+    loop = asyncio.get_running_loop()
     primary, fallback = FlakyTTS("hang"), ToneTTS()
-    circuit = TTSCircuit(primary, fallback, first_audio_timeout=0.3)
-    started = time.monotonic()
+    circuit = TTSCircuit(primary, fallback, first_audio_timeout=0.3, clock=loop.time)
+    started = loop.time()
     out = await run_station(TTSStation(primary, circuit=circuit), sentences("One.", "Two.", "Three."))
-    assert 0.3 <= time.monotonic() - started < 0.8  # one wait, not one per sentence (0.9)
+    assert loop.time() - started == pytest.approx(0.3, abs=0.01)  # one wait, not one per sentence (0.9)
     assert fallback.spoken == ["One.", "Two.", "Three."] and audio_seconds(out) > 0
     warnings = at(log_lines, "WARNING")
     assert len(warnings) == 1 and "no audio for 0.3 s (tts.fallback_after)" in warnings[0]
 
 
+@virtual_time
 async def test_a_stall_mid_sentence_cuts_it_and_the_rest_goes_to_the_fallback(log_lines: list) -> None:
+    loop = asyncio.get_running_loop()
     primary, fallback = FlakyTTS("stall"), ToneTTS()
-    circuit = TTSCircuit(primary, fallback, first_audio_timeout=0.3)
+    circuit = TTSCircuit(primary, fallback, first_audio_timeout=0.3, clock=loop.time)
     out = await run_station(TTSStation(primary, circuit=circuit), sentences("One.", "Two."))
     assert primary.requests == ["One."] and fallback.spoken == ["Two."]
     assert audio_seconds(out) == pytest.approx(0.1 + 0.05, abs=0.01)  # one chunk of One., then Two.
@@ -103,22 +111,30 @@ async def test_a_stall_mid_sentence_cuts_it_and_the_rest_goes_to_the_fallback(lo
     assert len(warnings) == 1 and "a sentence was cut off" in warnings[0]
 
 
+@virtual_time
 async def test_a_background_probe_brings_the_primary_back_without_anyone_waiting(log_lines: list) -> None:
+    loop = asyncio.get_running_loop()
     primary, fallback = FlakyTTS("fail"), ToneTTS()
-    circuit = TTSCircuit(primary, fallback, first_audio_timeout=1, retry_after=0.2)
+    circuit = TTSCircuit(primary, fallback, first_audio_timeout=1, retry_after=0.2, clock=loop.time)
     station = TTSStation(primary, circuit=circuit)
     await run_station(station, sentences("Down."))
     assert circuit.down and circuit.probes == 0
     primary.mode = "hang"  # a probe that hangs must not hold the sentence up
-    started = time.monotonic()
-    await asyncio.sleep(0.25)
+    await asyncio.sleep(0.1)
+    await run_station(TTSStation(primary, circuit=circuit), sentences("Too early."))
+    assert circuit.probes == 0  # the pause (0.2 s) has not passed
+    await asyncio.sleep(0.15)
+    started = loop.time()
     await run_station(TTSStation(primary, circuit=circuit), sentences("Probe one."))
-    assert circuit.probes == 1 and time.monotonic() - started < 0.5
+    assert circuit.probes == 1 and loop.time() - started < 0.01  # nobody waited for the hanging probe
     assert fallback.spoken[-1] == "Probe one."
-    await asyncio.sleep(1.1)  # the probe gives up after first_audio_timeout; the pause doubles to 0.4 s
+    await asyncio.sleep(1.05)  # the probe gives up after first_audio_timeout; the pause doubles to 0.4 s
     assert circuit.down
     primary.mode = "ok"
-    await asyncio.sleep(0.45)
+    await asyncio.sleep(0.3)
+    await run_station(TTSStation(primary, circuit=circuit), sentences("Not yet."))
+    assert circuit.probes == 1  # 0.3 s of the doubled pause
+    await asyncio.sleep(0.15)
     await run_station(TTSStation(primary, circuit=circuit), sentences("Probe two."))
     assert circuit.probes == 2 and fallback.spoken[-1] == "Probe two."  # the fallback still spoke it
     await asyncio.sleep(0.05)  # the probe hears the primary's first audio
@@ -127,7 +143,7 @@ async def test_a_background_probe_brings_the_primary_back_without_anyone_waiting
     assert primary.requests[-1] == "Back." and fallback.spoken[-1] == "Probe two."
     assert len(at(log_lines, "WARNING")) == 1
     recovered = at(log_lines, "INFO")
-    assert len(recovered) == 1 and "TTS (flaky) is speaking again after" in recovered[0], recovered
+    assert len(recovered) == 1 and "TTS (flaky) is speaking again after 2 s" in recovered[0], recovered
     await circuit.close()
 
 

@@ -27,15 +27,18 @@ def without_soxr(monkeypatch: pytest.MonkeyPatch):
     audio._soxr.cache_clear()
 
 
-async def test_resampling_without_soxr_is_an_error_naming_the_extra(without_soxr: None,
-                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+async def test_resampling_without_soxr_is_an_error_naming_the_extra(
+    without_soxr: None, capsys: pytest.CaptureFixture[str]
+) -> None:
     tts = ToneTTS()
     assert tts.sample_rate != 24000
     logger.disable("vixio")  # as a library's user has it unless they turn it on
     try:
         with pytest.raises(ImportError, match=r"vixio\[xiaozhi\]"):
-            await run_station(TTSStation(tts, output_sample_rate=24000),
-                              [TextChunk(text="Hello there.", role="assistant"), StreamCompleteChunk()])
+            await run_station(
+                TTSStation(tts, output_sample_rate=24000),
+                [TextChunk(text="Hello there.", role="assistant"), StreamCompleteChunk()],
+            )
     finally:
         logger.enable("vixio")
     assert "xiaozhi" in capsys.readouterr().err  # the library's log is off by default
@@ -43,6 +46,8 @@ async def test_resampling_without_soxr_is_an_error_naming_the_extra(without_soxr
 
 async def test_no_resampling_needs_no_soxr(without_soxr: None) -> None:
     tts = ToneTTS()
-    out = await run_station(TTSStation(tts, output_sample_rate=tts.sample_rate),
-                            [TextChunk(text="Hello there.", role="assistant"), StreamCompleteChunk()])
+    out = await run_station(
+        TTSStation(tts, output_sample_rate=tts.sample_rate),
+        [TextChunk(text="Hello there.", role="assistant"), StreamCompleteChunk()],
+    )
     assert any(getattr(chunk, "pcm", b"") for chunk in out)

@@ -2,6 +2,8 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from vixio.core.chunk import (
     AudioChunk,
     ErrorChunk,
@@ -20,23 +22,26 @@ from vixio.testing.harness import run_station
 
 from .fakes import LoudnessVAD, ScriptedAgent, ScriptedASR, loud, quiet
 
+pytestmark = pytest.mark.unit
+
 
 def frames(pcm: bytes, ms: int = 60) -> list[AudioChunk]:
     step = 16 * ms * 2
-    return [AudioChunk(pcm=pcm[i:i + step], sample_rate=16000) for i in range(0, len(pcm), step)]
+    return [AudioChunk(pcm=pcm[i : i + step], sample_rate=16000) for i in range(0, len(pcm), step)]
 
 
 async def test_vad_passes_only_speech_with_pre_roll_between_start_and_end() -> None:
     audio = quiet(1.0) + loud(1.0) + quiet(1.0)
-    out = await run_station(VADStation(LoudnessVAD(), min_speech_ms=250, min_silence_ms=500, speech_pad_ms=100),
-                            frames(audio))
+    out = await run_station(
+        VADStation(LoudnessVAD(), min_speech_ms=250, min_silence_ms=500, speech_pad_ms=100), frames(audio)
+    )
     kinds = [c.kind for c in out]
     assert kinds[0] == "vad_start" and "vad_end" in kinds
     speech = [c for c in out[: kinds.index("vad_end")] if isinstance(c, AudioChunk)]
     seconds = sum(c.duration for c in speech)
     # the whole 1 s of speech, its 100 ms pads, and the silence before the end was decided
     assert 1.1 <= seconds <= 1.1 + 0.5 + 0.07
-    assert not any(isinstance(c, AudioChunk) for c in out[kinds.index("vad_end"):])  # silence consumed
+    assert not any(isinstance(c, AudioChunk) for c in out[kinds.index("vad_end") :])  # silence consumed
 
 
 async def test_vad_barges_in_when_the_assistant_is_speaking() -> None:
@@ -49,6 +54,7 @@ async def test_vad_barges_in_when_the_assistant_is_speaking() -> None:
         await pipeline.join()
         out = pipeline.drain_output()
     assert isinstance(out[0], InterruptChunk) and out[0].reason == "barge_in"
+    assert pipeline.state.interruptions == {"real": 1, "false": 0}
     assert isinstance(out[1], VADStartChunk) and out[1].turn_id > turn
     # the speech that caused the barge-in survived the interrupt (user audio is never stale)
     assert sum(c.duration for c in out if isinstance(c, AudioChunk)) >= 0.3
@@ -57,25 +63,56 @@ async def test_vad_barges_in_when_the_assistant_is_speaking() -> None:
 async def test_turn_detector_vad_turns_short_blips_and_push_to_talk() -> None:
     speech = AudioChunk(pcm=loud(0.5), sample_rate=16000)
     blip = AudioChunk(pcm=loud(0.1), sample_rate=16000)
-    out = await run_station(TurnDetectorStation(min_speech_ms=300), [
-        VADStartChunk(), speech, VADEndChunk(),  # a turn
-        VADStartChunk(), blip, VADEndChunk(),  # too short: no turn end
-    ])
-    assert [c.kind for c in out] == ["vad_start", "turn_start", "audio", "vad_end", "turn_end",
-                                     "vad_start", "turn_start", "audio", "vad_end"]
-    out = await run_station(TurnDetectorStation(), [
-        TurnStartChunk(source="push_to_talk"), VADStartChunk(), speech, VADEndChunk(), speech,
-        TurnEndChunk(source="push_to_talk"), speech,  # after release: dropped
-    ])
+    out = await run_station(
+        TurnDetectorStation(min_speech_ms=300),
+        [
+            VADStartChunk(),
+            speech,
+            VADEndChunk(),  # a turn
+            VADStartChunk(),
+            blip,
+            VADEndChunk(),  # too short: no turn end
+        ],
+    )
+    assert [c.kind for c in out] == [
+        "vad_start",
+        "turn_start",
+        "audio",
+        "vad_end",
+        "turn_end",
+        "vad_start",
+        "turn_start",
+        "audio",
+        "vad_end",
+    ]
+    out = await run_station(
+        TurnDetectorStation(),
+        [
+            TurnStartChunk(source="push_to_talk"),
+            VADStartChunk(),
+            speech,
+            VADEndChunk(),
+            speech,
+            TurnEndChunk(source="push_to_talk"),
+            speech,  # after release: dropped
+        ],
+    )
     assert [c.kind for c in out] == ["turn_start", "vad_start", "audio", "vad_end", "audio", "turn_end"]
 
 
 async def test_asr_transcribes_the_turn_and_consumes_its_audio() -> None:
     asr = ScriptedASR("turn the volume up", "")
-    out = await run_station(ASRStation(asr), [
-        TurnStartChunk(), *frames(loud(0.6)), TurnEndChunk(),
-        TurnStartChunk(), *frames(loud(0.3)), TurnEndChunk(),  # nothing recognised
-    ])
+    out = await run_station(
+        ASRStation(asr),
+        [
+            TurnStartChunk(),
+            *frames(loud(0.6)),
+            TurnEndChunk(),
+            TurnStartChunk(),
+            *frames(loud(0.3)),
+            TurnEndChunk(),  # nothing recognised
+        ],
+    )
     # The recogniser hears the speech between 0.2 s of silence either side (vixio.core.utterance),
     # a tone's first sample (zero) being silence.
     assert asr.calls == [((0.6 + 0.4) * 16000 * 2 - 2, 16000), ((0.3 + 0.4) * 16000 * 2 - 2, 16000)]
@@ -98,7 +135,10 @@ async def test_agent_streams_the_reply_and_records_history() -> None:
     assert out[0].kind == "text" and out[0].role == "user"  # forwarded for `stt`
     assert "".join(c.text for c in out if isinstance(c, TextDeltaChunk)).strip() == "It is noon."
     assert isinstance(out[-1], StreamCompleteChunk)
-    assert [(m.role, m.content) for m in station.session_state.history] == [("user", "what time is it"), ("assistant", "It is noon. ")]
+    assert [(m.role, m.content) for m in station.session_state.history] == [
+        ("user", "what time is it"),
+        ("assistant", "It is noon. "),
+    ]
 
 
 async def test_agent_failure_is_an_error_event_and_the_next_turn_works() -> None:
@@ -126,15 +166,27 @@ async def test_asr_drafts_at_a_pause_reuses_it_for_the_turn_and_forgets_it_when_
     from vixio.core.chunk import VADPauseChunk, VADResumeChunk
 
     asr = ScriptedASR("set the volume to", "set the volume to thirty.")
-    out = await run_station(ASRStation(asr), [
-        TurnStartChunk(), *frames(loud(0.6)), VADPauseChunk(), VADResumeChunk(), *frames(loud(0.3)),
-        VADPauseChunk(), *frames(quiet(0.3)), TurnEndChunk(),
-    ])
+    out = await run_station(
+        ASRStation(asr),
+        [
+            TurnStartChunk(),
+            *frames(loud(0.6)),
+            VADPauseChunk(),
+            VADResumeChunk(),
+            *frames(loud(0.3)),
+            VADPauseChunk(),
+            *frames(quiet(0.3)),
+            TurnEndChunk(),
+        ],
+    )
     # Two pauses, two drafts; the turn's text is the second, not transcribed a third time.
     assert asr.calls == [(int((0.6 + 0.4) * 32000) - 2, 16000), (int((0.9 + 0.4) * 32000) - 2, 16000)]  # speech_span
     assert [(c.kind, getattr(c, "text", "")) for c in out if c.kind in ("draft_text", "text", "vad_resume")] == [
-        ("draft_text", "set the volume to"), ("vad_resume", ""), ("draft_text", "set the volume to thirty."),
-        ("text", "set the volume to thirty.")]
+        ("draft_text", "set the volume to"),
+        ("vad_resume", ""),
+        ("draft_text", "set the volume to thirty."),
+        ("text", "set the volume to thirty."),
+    ]
 
 
 async def test_asr_drafts_at_most_max_drafts_pauses_per_turn() -> None:

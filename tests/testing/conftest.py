@@ -71,8 +71,9 @@ class DeviceConnection:
     def binaries(self) -> list[bytes]:
         return [data for _, kind, data in self.events if kind == "binary"]
 
-    async def next_json_timed(self, type: str | None = None, *, state: str | None = None,
-                              timeout: float = 5.0) -> tuple[float, dict[str, Any]]:
+    async def next_json_timed(
+        self, type: str | None = None, *, state: str | None = None, timeout: float = 5.0
+    ) -> tuple[float, dict[str, Any]]:
         """The next JSON message of this type/state, skipping others; with its arrival time."""
         async with asyncio.timeout(timeout):
             while True:
@@ -80,8 +81,9 @@ class DeviceConnection:
                 if (type is None or data.get("type") == type) and (state is None or data.get("state") == state):
                     return when, data
 
-    async def next_json(self, type: str | None = None, *, state: str | None = None,
-                        timeout: float = 5.0) -> dict[str, Any]:
+    async def next_json(
+        self, type: str | None = None, *, state: str | None = None, timeout: float = 5.0
+    ) -> dict[str, Any]:
         return (await self.next_json_timed(type, state=state, timeout=timeout))[1]
 
     async def expect_no_json(self, seconds: float) -> None:
@@ -105,8 +107,9 @@ class DeviceConnection:
     async def tts(self, state: str, **fields: Any) -> None:
         await self.send_json({"session_id": SESSION, "type": "tts", "state": state, **fields})
 
-    async def send_frames(self, packets: tuple[bytes, ...] | list[bytes], *, version: int = 1,
-                          prebuffer: int | None = None) -> None:
+    async def send_frames(
+        self, packets: tuple[bytes, ...] | list[bytes], *, version: int = 1, prebuffer: int | None = None
+    ) -> None:
         """Send Opus packets; with `prebuffer`, that many at once and then one per 60 ms."""
         loop = asyncio.get_running_loop()
         start = loop.time()

@@ -22,6 +22,8 @@ from vixio.testing.device.audio import tone
 from vixio.transports.xiaozhi.protocol.codec import OpusDecoder
 from vixio.transports.xiaozhi.protocol.framing import unpack
 
+pytestmark = pytest.mark.integration
+
 MAC = re.compile(r"[0-9a-f]{2}(:[0-9a-f]{2}){5}")
 DEVICE_HELLO = {
     "type": "hello",
@@ -139,8 +141,9 @@ async def test_ota_version_3_empty_token_and_aec_shape_the_channel(
         assert all(data[:2] == b"\x00\x00" for data in connection.binaries)  # v3: type 0, reserved 0
 
         await connection.tts("start")
-        await connection.send_frames([bytes([0, 0]) + len(p).to_bytes(2, "big") + p for p in downlink_packets(3)],
-                                     version=1)  # hand-built v3 frames
+        await connection.send_frames(
+            [bytes([0, 0]) + len(p).to_bytes(2, "big") + p for p in downlink_packets(3)], version=1
+        )  # hand-built v3 frames
         await connection.tts("stop")
         await device.wait_for("tts", state="stop")
         assert [f.played for f in device.audio_frames] == [True] * 3
@@ -317,9 +320,13 @@ async def test_too_long_packet_and_second_hello_follow_the_announced_audio_param
     await device.wait_for("tts", state="stop")
     assert device.drop_counts() == {"too_long": 1}
 
-    await connection.send_json({**SERVER_HELLO, "session_id": "second",
-                                "audio_params": {"format": "opus", "sample_rate": 16000, "channels": 1,
-                                                 "frame_duration": 60}})
+    await connection.send_json(
+        {
+            **SERVER_HELLO,
+            "session_id": "second",
+            "audio_params": {"format": "opus", "sample_rate": 16000, "channels": 1, "frame_duration": 60},
+        }
+    )
     await device.wait_for("hello", after=1)
     assert device.session_id == "second" and device.server_sample_rate == 16000
     mark = device.mark()
@@ -337,8 +344,12 @@ async def test_too_long_packet_and_second_hello_follow_the_announced_audio_param
 async def test_auto_mode_sends_listen_start_after_tts_stop_once_playback_drained(connect: Connect) -> None:
     device, connection = await connect()
     await device.start_listening()
-    assert await connection.next_json("listen") == {"session_id": SESSION, "type": "listen", "state": "start",
-                                                     "mode": "auto"}
+    assert await connection.next_json("listen") == {
+        "session_id": SESSION,
+        "type": "listen",
+        "state": "start",
+        "mode": "auto",
+    }
     await connection.tts("start")
     await connection.send_frames(downlink_packets(10))  # 0.6 s of audio queued at once
     await connection.tts("stop")
@@ -357,8 +368,12 @@ async def test_manual_push_to_talk_streams_opus_and_tts_stop_returns_to_idle(con
     started = time.monotonic()
     sent = await device.push_to_talk(tone(0.3))
     assert sent == 5 and time.monotonic() - started >= 0.22  # paced at real time
-    assert await connection.next_json("listen") == {"session_id": SESSION, "type": "listen", "state": "start",
-                                                     "mode": "manual"}
+    assert await connection.next_json("listen") == {
+        "session_id": SESSION,
+        "type": "listen",
+        "state": "start",
+        "mode": "manual",
+    }
     assert await connection.next_json("listen") == {"session_id": SESSION, "type": "listen", "state": "stop"}
     kinds = [kind for _, kind, _ in connection.events]
     assert kinds == ["text"] + ["text"] + ["binary"] * 5 + ["text"]  # hello, start, audio, stop
@@ -428,8 +443,11 @@ async def test_wake_word_sends_audio_then_detect_then_listen_start(connect: Conn
     await connection.tts("start")
     await device.wait_for_state("speaking")
     await device.wake_word()  # heard again while speaking
-    assert await connection.next_json("abort") == {"session_id": SESSION, "type": "abort",
-                                                    "reason": "wake_word_detected"}
+    assert await connection.next_json("abort") == {
+        "session_id": SESSION,
+        "type": "abort",
+        "reason": "wake_word_detected",
+    }
     assert (await connection.next_json("listen"))["state"] == "start" and device.state == "listening"
 
 
@@ -442,13 +460,15 @@ async def test_malformed_and_unknown_server_messages_are_ignored(connect: Connec
     await connection.send_json({"session_id": SESSION, "type": "iot", "commands": []})
     await connection.send_json({"session_id": SESSION, "type": "goodbye"})
     await connection.send_json({"session_id": SESSION, "type": "alert", "status": "Warning", "message": "low"})
-    await connection.send_json({"session_id": SESSION, "type": "alert", "status": "Warning", "message": "Battery low",
-                                "emotion": "sad"})
+    await connection.send_json(
+        {"session_id": SESSION, "type": "alert", "status": "Warning", "message": "Battery low", "emotion": "sad"}
+    )
     await connection.send_json({"type": "system", "command": "shutdown"})
     await device.wait_for("system")
     assert len(device.warnings) == 5 and device.faults == []
-    assert device.alerts == [{"session_id": SESSION, "type": "alert", "status": "Warning",
-                              "message": "Battery low", "emotion": "sad"}]
+    assert device.alerts == [
+        {"session_id": SESSION, "type": "alert", "status": "Warning", "message": "Battery low", "emotion": "sad"}
+    ]
     assert device.emotion == "sad" and device.connected
     await device.send_text("still alive")
     assert (await connection.next_json("listen"))["text"] == "still alive"
@@ -482,8 +502,13 @@ async def test_save_recording_writes_timed_messages_and_played_audio(connect: Co
 
     document = json.loads((tmp_path / "rec" / "messages.json").read_text(encoding="utf-8"))
     flow = [(m["dir"], m["data"]["type"], m["data"].get("state")) for m in document["messages"]]
-    assert flow == [("out", "hello", None), ("in", "hello", None), ("out", "listen", "detect"),
-                    ("in", "tts", "start"), ("in", "tts", "stop")]
+    assert flow == [
+        ("out", "hello", None),
+        ("in", "hello", None),
+        ("out", "listen", "detect"),
+        ("in", "tts", "start"),
+        ("in", "tts", "stop"),
+    ]
     times = [m["t"] for m in document["messages"]]
     assert times == sorted(times) and times[0] == 0.0
     assert document["audio"]["played"] == 4 and document["session_id"] == SESSION

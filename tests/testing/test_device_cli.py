@@ -14,6 +14,8 @@ import pytest
 from tests.testing.conftest import SESSION, DeviceConnection, LoopbackServer, downlink_packets
 from vixio.testing.device.cli import add_device_parser
 
+pytestmark = pytest.mark.integration
+
 
 def parse(*argv: str) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="vixio")
@@ -36,8 +38,18 @@ async def answer(connection: DeviceConnection, frames: int = 4) -> None:
 async def test_text_exchange_prints_one_line_per_message_and_records(
     server: LoopbackServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    args = parse("--ws", server.ws_url, "--text", "what time is it", "--record", str(tmp_path / "rec"),
-                 "--timeout", "5", "--device-id", "aa:bb:cc:dd:ee:01")
+    args = parse(
+        "--ws",
+        server.ws_url,
+        "--text",
+        "what time is it",
+        "--record",
+        str(tmp_path / "rec"),
+        "--timeout",
+        "5",
+        "--device-id",
+        "aa:bb:cc:dd:ee:01",
+    )
     running = asyncio.create_task(run_in_thread(args))
     connection = await server.accept()
     await connection.handshake()
@@ -50,7 +62,11 @@ async def test_text_exchange_prints_one_line_per_message_and_records(
     lines = capsys.readouterr().out.splitlines()
     messages = [json.loads(line.split("] ", 1)[1]) for line in lines]
     assert [(m["type"], m.get("state")) for m in messages] == [
-        ("hello", None), ("stt", None), ("tts", "start"), ("tts", "stop")]
+        ("hello", None),
+        ("stt", None),
+        ("tts", "start"),
+        ("tts", "stop"),
+    ]
     assert all(line.startswith("[") for line in lines)
     recorded = json.loads((tmp_path / "rec" / "messages.json").read_text(encoding="utf-8"))
     assert recorded["audio"]["played"] == 4 and recorded["faults"] == []
@@ -118,7 +134,9 @@ async def test_a_refused_connection_is_one_line(unused_tcp_port: int, capsys: py
     assert errors == [f"error: connection refused by {url}: is `vixio serve` running on that port?"]
 
 
-async def test_an_ota_url_on_a_closed_port_is_one_line(unused_tcp_port: int, capsys: pytest.CaptureFixture[str]) -> None:
+async def test_an_ota_url_on_a_closed_port_is_one_line(
+    unused_tcp_port: int, capsys: pytest.CaptureFixture[str]
+) -> None:
     url = f"http://127.0.0.1:{unused_tcp_port}/xiaozhi/ota/"
     assert await run_in_thread(parse("--ota", url, "--text", "hi", "--timeout", "5")) == 1
     output = capsys.readouterr()
@@ -135,13 +153,19 @@ async def test_an_ota_host_that_does_not_resolve_is_one_line(capsys: pytest.Capt
 
 
 async def test_a_401_is_one_line_with_the_reason(capsys: pytest.CaptureFixture[str]) -> None:
-    from vixio.config.models import VixioConfig
     from vixio.app.server import VixioServer
+    from vixio.config.models import VixioConfig
 
-    config = VixioConfig.model_validate({
-        "xiaozhi": {"host": "127.0.0.1", "port": 0, "http": {"host": "127.0.0.1", "port": 0},
-                    "auth": {"enabled": True, "secret": "s3cret"}},
-    })
+    config = VixioConfig.model_validate(
+        {
+            "xiaozhi": {
+                "host": "127.0.0.1",
+                "port": 0,
+                "http": {"host": "127.0.0.1", "port": 0},
+                "auth": {"enabled": True, "secret": "s3cret"},
+            },
+        }
+    )
     from loguru import logger
 
     server = VixioServer(config)
@@ -150,8 +174,9 @@ async def test_a_401_is_one_line_with_the_reason(capsys: pytest.CaptureFixture[s
     sink = logger.add(lambda message: records.append(message.record), level="INFO")
     try:
         url = f"ws://127.0.0.1:{server.transport.port}/xiaozhi/v1/"
-        args = parse("--ws", url, "--token", "forged", "--device-id", "aa:bb:cc:00:11:22", "--text", "hi",
-                     "--timeout", "5")
+        args = parse(
+            "--ws", url, "--token", "forged", "--device-id", "aa:bb:cc:00:11:22", "--text", "hi", "--timeout", "5"
+        )
         assert await run_in_thread(args) == 1
     finally:
         logger.remove(sink)
@@ -160,7 +185,9 @@ async def test_a_401_is_one_line_with_the_reason(capsys: pytest.CaptureFixture[s
     assert len(refused) == 1 and refused[0]["level"].name == "INFO"
     assert "device aa:bb:cc:00:11:22" in refused[0]["message"] and refused[0]["extra"]["device"] == "aa:bb:cc:00:11:22"
     errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
-    assert len(errors) == 1 and errors[0].startswith("error: the server refused the connection with HTTP 401 (unauthorized")
+    assert len(errors) == 1 and errors[0].startswith(
+        "error: the server refused the connection with HTTP 401 (unauthorized"
+    )
 
 
 async def test_a_reply_longer_than_the_timeout_is_waited_for_while_it_streams(

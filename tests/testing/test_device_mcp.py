@@ -12,6 +12,8 @@ import pytest
 from tests.testing.conftest import DeviceConnection, LoopbackServer
 from vixio.testing.device import DeviceTool, SimulatedDevice, hang_forever
 
+pytestmark = pytest.mark.integration
+
 Connect = Callable[..., Awaitable[tuple[SimulatedDevice, DeviceConnection]]]
 
 
@@ -35,10 +37,20 @@ async def connect(server: LoopbackServer) -> AsyncIterator[Connect]:
 
 def bulky_tools(count: int) -> list[DeviceTool]:
     """Board tools with long descriptions, so a listing needs several 8000-byte pages."""
-    schema = {"type": "object", "properties": {"level": {"type": "integer", "minimum": 0, "maximum": 9}},
-              "required": ["level"]}
-    return [DeviceTool(f"self.board.tool_{i:02d}", f"Tool number {i}. " + "Does a board-specific thing. " * 20,
-                       schema, lambda args: args["level"]) for i in range(count)]
+    schema = {
+        "type": "object",
+        "properties": {"level": {"type": "integer", "minimum": 0, "maximum": 9}},
+        "required": ["level"],
+    }
+    return [
+        DeviceTool(
+            f"self.board.tool_{i:02d}",
+            f"Tool number {i}. " + "Does a board-specific thing. " * 20,
+            schema,
+            lambda args: args["level"],
+        )
+        for i in range(count)
+    ]
 
 
 def payload_bytes(payload: dict[str, Any]) -> int:
@@ -48,12 +60,24 @@ def payload_bytes(payload: dict[str, Any]) -> int:
 async def test_initialize_reply_and_vision_capability(connect: Connect) -> None:
     device, connection = await connect()
     vision = {"url": "http://127.0.0.1:8003/mcp/vision/explain", "token": "t"}
-    reply = await connection.call(1, "initialize", {"protocolVersion": "2024-11-05",
-                                                    "capabilities": {"vision": vision},
-                                                    "clientInfo": {"name": "test", "version": "1"}})
-    assert reply == {"jsonrpc": "2.0", "id": 1, "result": {
-        "protocolVersion": "2024-11-05", "capabilities": {"tools": {}},
-        "serverInfo": {"name": "bread-compact-wifi", "version": "2.4.2"}}}
+    reply = await connection.call(
+        1,
+        "initialize",
+        {
+            "protocolVersion": "2024-11-05",
+            "capabilities": {"vision": vision},
+            "clientInfo": {"name": "test", "version": "1"},
+        },
+    )
+    assert reply == {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "result": {
+            "protocolVersion": "2024-11-05",
+            "capabilities": {"tools": {}},
+            "serverInfo": {"name": "bread-compact-wifi", "version": "2.4.2"},
+        },
+    }
     assert device.mcp_stats.vision == vision
 
 
@@ -101,12 +125,17 @@ async def test_user_only_tools_are_listed_with_with_user_tools(connect: Connect)
     assert tools["self.get_system_info"]["annotations"] == {"audience": ["user"]}
     assert "annotations" not in tools["self.get_device_status"]
     assert tools["self.audio_speaker.set_volume"]["inputSchema"] == {
-        "type": "object", "properties": {"volume": {"type": "integer", "minimum": 0, "maximum": 100}},
-        "required": ["volume"]}
+        "type": "object",
+        "properties": {"volume": {"type": "integer", "minimum": 0, "maximum": 100}},
+        "required": ["volume"],
+    }
     plain = await connection.call(3, "tools/list")  # params omitted
     assert [t["name"] for t in plain["result"]["tools"]] == [
-        "self.get_device_status", "self.audio_speaker.set_volume", "self.screen.set_brightness",
-        "self.screen.set_theme"]
+        "self.get_device_status",
+        "self.audio_speaker.set_volume",
+        "self.screen.set_brightness",
+        "self.screen.set_theme",
+    ]
 
 
 @pytest.mark.parametrize(
@@ -118,14 +147,26 @@ async def test_user_only_tools_are_listed_with_with_user_tools(connect: Connect)
         ("tools/call", {"name": "self.reboot", "arguments": [1]}, "Invalid arguments"),
         ("tools/call", {"name": "self.lamp.on", "arguments": {}}, "Unknown tool: self.lamp.on"),
         ("tools/call", {"name": "self.audio_speaker.set_volume", "arguments": {}}, "Missing valid argument: volume"),
-        ("tools/call", {"name": "self.audio_speaker.set_volume", "arguments": {"volume": "50"}},
-         "Missing valid argument: volume"),
-        ("tools/call", {"name": "self.audio_speaker.set_volume", "arguments": {"volume": True}},
-         "Missing valid argument: volume"),
-        ("tools/call", {"name": "self.audio_speaker.set_volume", "arguments": {"volume": 101}},
-         "Value exceeds maximum allowed: 100"),
-        ("tools/call", {"name": "self.audio_speaker.set_volume", "arguments": {"volume": -1}},
-         "Value is below minimum allowed: 0"),
+        (
+            "tools/call",
+            {"name": "self.audio_speaker.set_volume", "arguments": {"volume": "50"}},
+            "Missing valid argument: volume",
+        ),
+        (
+            "tools/call",
+            {"name": "self.audio_speaker.set_volume", "arguments": {"volume": True}},
+            "Missing valid argument: volume",
+        ),
+        (
+            "tools/call",
+            {"name": "self.audio_speaker.set_volume", "arguments": {"volume": 101}},
+            "Value exceeds maximum allowed: 100",
+        ),
+        (
+            "tools/call",
+            {"name": "self.audio_speaker.set_volume", "arguments": {"volume": -1}},
+            "Value is below minimum allowed: 0",
+        ),
         ("tools/call", {"name": "self.screen.set_theme", "arguments": {"theme": 1}}, "Missing valid argument: theme"),
     ],
 )
@@ -140,10 +181,14 @@ async def test_errors_carry_only_a_message(
 
 async def test_tool_calls_change_and_report_the_simulated_state(connect: Connect) -> None:
     device, connection = await connect()
-    reply = await connection.call(3, "tools/call", {"name": "self.audio_speaker.set_volume",
-                                                    "arguments": {"volume": 35}})
-    assert reply == {"jsonrpc": "2.0", "id": 3,
-                     "result": {"content": [{"type": "text", "text": "true"}], "isError": False}}
+    reply = await connection.call(
+        3, "tools/call", {"name": "self.audio_speaker.set_volume", "arguments": {"volume": 35}}
+    )
+    assert reply == {
+        "jsonrpc": "2.0",
+        "id": 3,
+        "result": {"content": [{"type": "text", "text": "true"}], "isError": False},
+    }
     await connection.call(4, "tools/call", {"name": "self.screen.set_theme", "arguments": {"theme": "dark"}})
     status = await connection.call(5, "tools/call", {"name": "self.get_device_status", "arguments": {}})
     text = status["result"]["content"][0]["text"]
@@ -163,14 +208,18 @@ async def test_slow_and_hanging_tools_do_not_block_the_channel(connect: Connect)
     def broken(args: dict[str, Any]) -> str:
         raise RuntimeError("motor stalled")
 
-    flag_schema = {"type": "object", "properties": {"flag": {"type": "boolean"},
-                                                    "n": {"type": "integer", "default": 3}}}
-    device, connection = await connect(tools=[
-        DeviceTool("self.slow", "slow", flag_schema, slow),
-        DeviceTool("self.hang", "never answers", {"type": "object", "properties": {}}, hang_forever),
-        DeviceTool("self.broken", "fails", {"type": "object", "properties": {}}, broken),
-        DeviceTool("self.flag", "echo flag", flag_schema, lambda args: args["flag"] and args["n"] == 3),
-    ])
+    flag_schema = {
+        "type": "object",
+        "properties": {"flag": {"type": "boolean"}, "n": {"type": "integer", "default": 3}},
+    }
+    device, connection = await connect(
+        tools=[
+            DeviceTool("self.slow", "slow", flag_schema, slow),
+            DeviceTool("self.hang", "never answers", {"type": "object", "properties": {}}, hang_forever),
+            DeviceTool("self.broken", "fails", {"type": "object", "properties": {}}, broken),
+            DeviceTool("self.flag", "echo flag", flag_schema, lambda args: args["flag"] and args["n"] == 3),
+        ]
+    )
     call = {"jsonrpc": "2.0", "method": "tools/call"}
     await connection.mcp({**call, "id": 20, "params": {"name": "self.hang", "arguments": {}}})
     await connection.mcp({**call, "id": 21, "params": {"name": "self.slow", "arguments": {"flag": True}}})

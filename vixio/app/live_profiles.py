@@ -8,8 +8,8 @@ from typing import Any
 
 from loguru import logger
 
-from vixio.profiles.book import ProfileBook, ProfileChoice
 from vixio.app.profile_switch import SessionProfile
+from vixio.profiles.book import ProfileBook, ProfileChoice
 from vixio.state.store import Store, StoreError
 
 
@@ -42,7 +42,9 @@ class LiveProfiles:
             assigned = None
         return self.book.choose(device_id, assigned)
 
-    def reassign(self, device_id: str, profile: str | None, sessions: Iterable[tuple[str, str]]) -> list[dict[str, Any]]:
+    def reassign(
+        self, device_id: str, profile: str | None, sessions: Iterable[tuple[str, str]]
+    ) -> list[dict[str, Any]]:
         """The device's live sessions among `sessions` ((session id, device id) pairs) switch to
         `profile` (None: the one the config gives it) at their next turn; what each will run with."""
         choice = self.book.choose(device_id, profile)

@@ -1,7 +1,7 @@
 """Logging with loguru: one line per event, bound with session and device id.
 
-    log = logger.bind(session=session_id, device=device_id)
-    log.info("hello answered in {:.1f} ms", ms)
+log = logger.bind(session=session_id, device=device_id)
+log.info("hello answered in {:.1f} ms", ms)
 """
 
 from __future__ import annotations
@@ -14,7 +14,9 @@ from loguru import logger
 if TYPE_CHECKING:
     from loguru import Record
 
-_LINE = "{time:YYYY-MM-DD HH:mm:ss.SSS} | {level: <7} | {extra[session]} | {extra[device]} | {extra[component]} | {message}"
+_LINE = (
+    "{time:YYYY-MM-DD HH:mm:ss.SSS} | {level: <7} | {extra[session]} | {extra[device]} | {extra[component]} | {message}"
+)
 
 
 def setup_logging(level: str = "INFO", *, tracebacks: bool = False, process: str = "") -> None:

@@ -38,8 +38,7 @@ def front_class() -> type[MqttFront]:
     try:
         from vixio.transports.xiaozhi.mqtt.front import MqttFront
     except ImportError as exc:
-        raise ImportError(f"mqtt.enabled needs the 'mqtt' extra ({exc.name} missing): "
-                          f"{install_hint('mqtt')}") from exc
+        raise ImportError(f"mqtt.enabled needs the 'mqtt' extra ({exc.name} missing): {install_hint('mqtt')}") from exc
     return MqttFront
 
 
@@ -86,8 +85,9 @@ class MqttService:
         assert self._credentials is not None
         if self.front is not None:
             return self.front.ota_section(device_id, client_id, host)
-        return self._credentials.issue(device_id, client_id, self.config.device_endpoint(host, self.config.broker_port()),
-                                       self.config.keepalive)
+        return self._credentials.issue(
+            device_id, client_id, self.config.device_endpoint(host, self.config.broker_port()), self.config.keepalive
+        )
 
     async def push_to_idle_device(self, device_id: str, message: dict[str, Any]) -> bool:
         """Send `message` (a JSON object with a string `type`) to `device_id` over MQTT, from any
@@ -126,7 +126,9 @@ class MqttService:
             return web.json_response({"error": "body is not JSON"}, status=400)
         device_id, message = (body.get("device_id"), body.get("message")) if isinstance(body, dict) else (None, None)
         if not isinstance(device_id, str) or not isinstance(message, dict) or not isinstance(message.get("type"), str):
-            return web.json_response({"error": 'expected {"device_id": str, "message": {"type": str, ...}}'}, status=400)
+            return web.json_response(
+                {"error": 'expected {"device_id": str, "message": {"type": str, ...}}'}, status=400
+            )
         if local:
             delivered = self.front is not None and await self.front.push_to_idle_device(device_id, message)
         else:

@@ -76,8 +76,9 @@ def url_base(config: NotifyConfig, public_url: str | None, http_port: int, http_
 class NotifyAudio:
     """Renders notify files into the store and serves them (`handle` at `PATH`)."""
 
-    def __init__(self, store: Store, config: NotifyConfig, tts: Callable[[], TTSProvider | None],
-                 base: Callable[[], str]) -> None:
+    def __init__(
+        self, store: Store, config: NotifyConfig, tts: Callable[[], TTSProvider | None], base: Callable[[], str]
+    ) -> None:
         self.store = store
         self.config = config
         self.tts = tts
@@ -98,14 +99,15 @@ class NotifyAudio:
             spoken = bytearray()
             async for chunk in tts.synthesize(sentence):
                 spoken += chunk
-            pcm += (await asyncio.to_thread(resample, bytes(spoken), tts.sample_rate, SAMPLE_RATE))[:limit - len(pcm)]
+            pcm += (await asyncio.to_thread(resample, bytes(spoken), tts.sample_rate, SAMPLE_RATE))[: limit - len(pcm)]
         if not pcm:
             return None
         data = await asyncio.to_thread(encode_ogg_opus, bytes(pcm))
         token = secrets.token_urlsafe(32)
         await self.store.put_clip(token, data, time.time() + self.config.ttl_seconds, self.config.max_clips)
-        logger.bind(component="vixio.notify").info("notify file of {:.1f} s ({} bytes) for {:g} s", len(pcm) / 32000,
-                                                   len(data), self.config.ttl_seconds)
+        logger.bind(component="vixio.notify").info(
+            "notify file of {:.1f} s ({} bytes) for {:g} s", len(pcm) / 32000, len(data), self.config.ttl_seconds
+        )
         return {"type": "notify", "audio_url": f"{self.base()}/notify/{token}.ogg", "subtitles": subtitles}
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
@@ -123,5 +125,5 @@ def encode_ogg_opus(pcm: bytes) -> bytes:
 
     encoder = OpusEncoder(SAMPLE_RATE, 1, FRAME_MS)
     size = encoder.frame_bytes
-    packets = [encoder.encode(pcm[start:start + size]) for start in range(0, len(pcm), size)]
+    packets = [encoder.encode(pcm[start : start + size]) for start in range(0, len(pcm), size)]
     return ogg_opus(packets, SAMPLE_RATE, FRAME_MS)

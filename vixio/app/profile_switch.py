@@ -28,9 +28,17 @@ if TYPE_CHECKING:
 class SessionProfile:
     """The profile a live session runs with, and the switch to another."""
 
-    def __init__(self, session_id: str, choice: ProfileChoice, stack: VoiceStack, pipeline: Pipeline,
-                 tools: SessionTools | None, *, resolve: Callable[[str], VoiceStack],
-                 memory_note: str | Callable[[], str] = "") -> None:
+    def __init__(
+        self,
+        session_id: str,
+        choice: ProfileChoice,
+        stack: VoiceStack,
+        pipeline: Pipeline,
+        tools: SessionTools | None,
+        *,
+        resolve: Callable[[str], VoiceStack],
+        memory_note: str | Callable[[], str] = "",
+    ) -> None:
         """`resolve` gives a profile's stack by name; `memory_note` is the device's long-term memory
         the session's instructions carry (read at every turn when callable)."""
         self.session_id = session_id
@@ -109,8 +117,14 @@ class SessionProfile:
             elif isinstance(station, SentenceAggregatorStation):
                 station.first_clause_min_chars = speech.first_clause_min_chars
                 station.default_emotion = speech.default_emotion
-        self._logger.info("switched to profile {} ({}) in {:.1f} ms: model {}, voice {}", choice.name, choice.source,
-                          (time.perf_counter() - started) * 1000, _model(config.agent), _voice(config.tts))
+        self._logger.info(
+            "switched to profile {} ({}) in {:.1f} ms: model {}, voice {}",
+            choice.name,
+            choice.source,
+            (time.perf_counter() - started) * 1000,
+            _model(config.agent),
+            _voice(config.tts),
+        )
 
     async def _switch_agent(self, agent: AgentStation, stack: VoiceStack) -> None:
         """A provider of the profile's model continues the conversation under its instructions."""
@@ -120,8 +134,11 @@ class SessionProfile:
         old = agent.provider
         history = old.history
         if type(parts.provider) is not type(old):  # another framework's items: the words only
-            history = [item for item in history
-                       if item.get("role") in ("user", "assistant") and isinstance(item.get("content"), str)]
+            history = [
+                item
+                for item in history
+                if item.get("role") in ("user", "assistant") and isinstance(item.get("content"), str)
+            ]
         tools = agent.tools
         if self._tools is not None and parts.converter is not None:
             tools = self._tools.rebind_agent(parts.converter, offered=parts.offered)

@@ -89,8 +89,14 @@ def spoken_text(fired: FiredReminder, language: str, now: float) -> str:
 class Reminders:
     """The scheduler and the delivery chain of one process (see the module docstring)."""
 
-    def __init__(self, store: Store, config: RemindersConfig, language: str,
-                 connections: Callable[[], dict[str, XiaozhiConnection]], notify: NotifyAudio | None) -> None:
+    def __init__(
+        self,
+        store: Store,
+        config: RemindersConfig,
+        language: str,
+        connections: Callable[[], dict[str, XiaozhiConnection]],
+        notify: NotifyAudio | None,
+    ) -> None:
         self.store = store
         self.config = config
         self.language = language
@@ -150,9 +156,13 @@ class Reminders:
                 if await self.store.fire_reminder(reminder, reminder.following(now), self.config.keep_missed):
                     claimed += 1
                     self.fired_here += 1
-                    log.bind(device=reminder.device_id).info("{} {} fired ({:.1f} s after its time): {!r}",
-                                                             reminder.kind, reminder.id, now - reminder.due,
-                                                             reminder.text[:60])
+                    log.bind(device=reminder.device_id).info(
+                        "{} {} fired ({:.1f} s after its time): {!r}",
+                        reminder.kind,
+                        reminder.id,
+                        now - reminder.due,
+                        reminder.text[:60],
+                    )
                     self._spawn(self.deliver(reminder.fired()))
             if len(due) < BATCH or not claimed:  # a full batch someone else claimed: look again later
                 return
@@ -173,8 +183,12 @@ class Reminders:
             # the device is idle on MQTT at all before a TTS render is spent; then `notify` speaks it
             # on firmware that plays notify audio (others ignore an unknown type with one log line).
             text = spoken_text(fired, self.language, time.time())
-            alert = {"type": "alert", "status": ALERT_STATUS.get(self.language, ALERT_STATUS["en"]),
-                     "message": text[:200], "emotion": "neutral"}
+            alert = {
+                "type": "alert",
+                "status": ALERT_STATUS.get(self.language, ALERT_STATUS["en"]),
+                "message": text[:200],
+                "emotion": "neutral",
+            }
             if await self.idle_push.push_to_idle_device(device_id, alert):
                 message = await self.notify.render(text)
                 if message is not None:
@@ -182,8 +196,9 @@ class Reminders:
                 if await self.store.take_fired(device_id, fired.occurrence):
                     log.bind(device=device_id).info("{} {} sent as alert and notify", fired.kind, fired.reminder_id)
                 return "notify"
-        log.bind(device=device_id).info("{} {}: the device is away; kept for its next session", fired.kind,
-                                        fired.reminder_id)
+        log.bind(device=device_id).info(
+            "{} {}: the device is away; kept for its next session", fired.kind, fired.reminder_id
+        )
         if self._connection(device_id) is not None:  # it came back meanwhile
             await self.speak_pending(device_id)
         return "held"
@@ -208,8 +223,12 @@ class Reminders:
             return 0
         now = time.time()
         for occurrence in fired:
-            log.bind(device=device_id).info("{} {} spoken{}", occurrence.kind, occurrence.reminder_id,
-                                            " as missed" if now - occurrence.due > LATE_AFTER else "")
+            log.bind(device=device_id).info(
+                "{} {} spoken{}",
+                occurrence.kind,
+                occurrence.reminder_id,
+                " as missed" if now - occurrence.due > LATE_AFTER else "",
+            )
             await connection.say(spoken_text(occurrence, self.language, now))
         return len(fired)
 
@@ -224,8 +243,9 @@ class Reminders:
         holders = [] if self.locate is None else await self.locate(device_id) or []
         for holder in holders:
             if holder != self.worker:
-                reply = await self.siblings.request(holder, "POST", PATH, json={"call": "deliver",
-                                                                                "device_id": device_id})
+                reply = await self.siblings.request(
+                    holder, "POST", PATH, json={"call": "deliver", "device_id": device_id}
+                )
                 if reply.ok:
                     return True
         return False
@@ -281,14 +301,22 @@ def attach_reminders(server: VixioServer) -> Reminders:
 
     config = server.config
     settings = config.reminders
-    notify = NotifyAudio(server.store, settings.notify, lambda: server.voice.tts,
-                         lambda: url_base(settings.notify, config.xiaozhi.public_url,
-                                          server.transport.http_port or config.xiaozhi.http.port,
-                                          config.xiaozhi.http.host))
+    notify = NotifyAudio(
+        server.store,
+        settings.notify,
+        lambda: server.voice.tts,
+        lambda: url_base(
+            settings.notify,
+            config.xiaozhi.public_url,
+            server.transport.http_port or config.xiaozhi.http.port,
+            config.xiaozhi.http.host,
+        ),
+    )
     reminders = Reminders(server.store, settings, config.language, lambda: server.transport.connections, notify)
     if "reminders" in config.tools.builtin and config.agent is not None:
-        server.voice.reminder_tools = reminder_tools(server.store, settings, config.agent.timezone or "",
-                                                     reminders.changed)
+        server.voice.reminder_tools = reminder_tools(
+            server.store, settings, config.agent.timezone or "", reminders.changed
+        )
     earlier = server.transport.on_device_session
 
     def device_session(device_id: str, session_id: str) -> None:

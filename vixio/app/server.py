@@ -29,7 +29,14 @@ from aiohttp import web
 from loguru import logger
 
 from vixio import metrics
-from vixio.voice.agent_model import warn_when_model_has_no_tools
+from vixio.app.live_profiles import LiveProfiles
+from vixio.app.mqtt import PATH as MQTT_PUSH_PATH
+from vixio.app.mqtt import MqttService
+from vixio.app.profile_switch import SessionProfile
+from vixio.app.reminders import attach_reminders
+from vixio.app.startup import freeze_startup_heap, log_http_urls, warn_about_open_tokens
+from vixio.app.task_results import TaskResults
+from vixio.app.vision import VisionRoute
 from vixio.config.models import VixioConfig
 from vixio.config.pipeline import LocalLlamaAgentConfig
 from vixio.console import Console
@@ -38,33 +45,27 @@ from vixio.console import worker_calls as console_workers
 from vixio.core.batching import worker_stats
 from vixio.core.pipeline import Pipeline
 from vixio.core.session_state import SessionState
-from vixio.transports.xiaozhi.session.auth import DeviceAuthenticator
-from vixio.transports.xiaozhi.http.limits import AcceptErrorThrottle, install_accept_error_throttle
-from vixio.transports.xiaozhi.session.identity import IdentityPins
-from vixio.transports.xiaozhi.http.ota import OtaServer
-from vixio.transports.xiaozhi.companions.policy import warn_about_trusted_macs
-from vixio.transports.xiaozhi.websocket.transport import DeviceContext, PipelineFactory, XiaozhiTransport
 from vixio.core.tools.types import ToolDefinition
-from vixio.voice.session_tools import SessionTools
-from vixio.app.startup import freeze_startup_heap, log_http_urls, warn_about_open_tokens
-from vixio.app.reminders import attach_reminders
-from vixio.app.task_results import TaskResults
-from vixio.app.mqtt import PATH as MQTT_PUSH_PATH
-from vixio.app.mqtt import MqttService
-from vixio.state import open_store
-from vixio.state.limits import StoreRate
-from vixio.memory.long_term import long_term_updater
-from vixio.memory.conversation import ConversationMemory, prune_history_forever
-from vixio.transports.xiaozhi.companions.stored import StorePairings
-from vixio.profiles import ProfileBook
-from vixio.profiles.book import DEFAULT
-from vixio.app.profile_switch import SessionProfile
-from vixio.app.live_profiles import LiveProfiles
-from vixio.transports.xiaozhi.http.hosts import VISION_PATH
-from vixio.app.vision import VisionRoute
-from vixio.voice.stack import VoiceStack
 from vixio.fleet.directory import SessionDirectory, holder_name, in_fleet, resolve_instance
 from vixio.fleet.plan import cpu_count
+from vixio.memory.conversation import ConversationMemory
+from vixio.memory.long_term import fact_model, long_term_updater
+from vixio.profiles import ProfileBook
+from vixio.profiles.book import DEFAULT
+from vixio.state import open_store
+from vixio.state.limits import StoreRate
+from vixio.state.prune import prune_history_forever
+from vixio.transports.xiaozhi.companions.policy import warn_about_trusted_macs
+from vixio.transports.xiaozhi.companions.stored import StorePairings
+from vixio.transports.xiaozhi.http.hosts import VISION_PATH
+from vixio.transports.xiaozhi.http.limits import AcceptErrorThrottle, install_accept_error_throttle
+from vixio.transports.xiaozhi.http.ota import OtaServer
+from vixio.transports.xiaozhi.session.auth import DeviceAuthenticator
+from vixio.transports.xiaozhi.session.identity import IdentityPins
+from vixio.transports.xiaozhi.websocket.transport import DeviceContext, PipelineFactory, XiaozhiTransport
+from vixio.voice.agent_model import warn_when_model_has_no_tools
+from vixio.voice.session_tools import SessionTools
+from vixio.voice.stack import VoiceStack
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -81,8 +82,14 @@ class SessionRoute:
 class VixioServer:
     """The WebSocket server and the OTA/HTTP server of one process."""
 
-    def __init__(self, config: VixioConfig, pipeline_factory: PipelineFactory | None = None, *,
-                 serve_http: bool = True, worker_index: int = 0) -> None:
+    def __init__(
+        self,
+        config: VixioConfig,
+        pipeline_factory: PipelineFactory | None = None,
+        *,
+        serve_http: bool = True,
+        worker_index: int = 0,
+    ) -> None:
         """`serve_http=False` (a worker process) starts no OTA/HTTP server: the supervisor answers
         the HTTP port and reaches `session_routes` through the worker's private socket."""
         self.config = config
@@ -94,7 +101,9 @@ class VixioServer:
         self.pairings = StorePairings(self.store, config.xiaozhi.pairing.state_file)
         """Companion approvals (loaded in `start()`)."""
         self.transport = XiaozhiTransport(
-            config.xiaozhi, pipeline_factory or self._build_pipeline, authenticator=self.authenticator,
+            config.xiaozhi,
+            pipeline_factory or self._build_pipeline,
+            authenticator=self.authenticator,
             pairings=self.pairings,
         )
         # With a worker on every core there is no core to spare for encoding beside the loop.
@@ -105,8 +114,9 @@ class VixioServer:
         self.profiles = LiveProfiles(self.book, self.store)
         """Live sessions' profiles (vixio/app/live_profiles.py)."""
         self._pruner: asyncio.Task[None] | None = None
-        self.ota = OtaServer(config.xiaozhi, self.authenticator, websocket_port=lambda: self.transport.port,
-                             store=self.store)
+        self.ota = OtaServer(
+            config.xiaozhi, self.authenticator, websocket_port=lambda: self.transport.port, store=self.store
+        )
         self.mqtt = MqttService(config, self.transport, owner=worker_index == 0)
         """MQTT + UDP (vixio/app/mqtt.py): the broker in the process that owns it, the push channel in every one."""
         if self.mqtt.enabled:
@@ -132,16 +142,21 @@ class VixioServer:
         self.voice.results_after_session = self.task_results.finished
         self.transport.on_device_session = self.task_results.device_session
         self.instance = resolve_instance(config.server.instance, in_fleet(config))
-        self.directory = SessionDirectory(self.store, holder_name(self.instance, worker_index),
-                                          ttl=config.server.directory_ttl, close_here=self.transport.close_session)
+        self.directory = SessionDirectory(
+            self.store,
+            holder_name(self.instance, worker_index),
+            ttl=config.server.directory_ttl,
+            close_here=self.transport.close_session,
+        )
         """Records this process's sessions and closes a device's stale one (vixio/fleet/directory.py)."""
         self.transport.sessions_seen = self.directory
         # Who each device is, pinned in the store (vixio/transports/xiaozhi/session/identity.py); OTA pins through the same store.
         self.transport.identities = IdentityPins(self.store)
         self.transport.companions.pinned_client = self.transport.identities.pinned_client
         # registerTools per Device-Id over all its connections, counted machine- or fleet-wide.
-        self.transport.registration_rate = StoreRate(self.store, "register",
-                                                     config.xiaozhi.mcp.limits.registrations_per_minute).allow
+        self.transport.registration_rate = StoreRate(
+            self.store, "register", config.xiaozhi.mcp.limits.registrations_per_minute
+        ).allow
         self._accept_throttle: AcceptErrorThrottle | None = None
         self.console = Console(self)
         """The operator console at /console/ and its /api/ (vixio.console)."""
@@ -152,9 +167,14 @@ class VixioServer:
             self.reminders.idle_push = self
         if not serve_http:  # a worker: the supervisor's console and /metrics reach this one over its private socket
             self.session_routes.append(SessionRoute("GET", metrics.SAMPLES_PATH, self._samples))
-            self.session_routes.append(SessionRoute("POST", console_workers.PATH, console_workers.worker_route(self.console.local)))
-            self.session_routes.append(SessionRoute("POST", console_pairing.WORKER_PATH,
-                                                    console_pairing.worker_route(self.console.pairing_local)))
+            self.session_routes.append(
+                SessionRoute("POST", console_workers.PATH, console_workers.worker_route(self.console.local))
+            )
+            self.session_routes.append(
+                SessionRoute(
+                    "POST", console_pairing.WORKER_PATH, console_pairing.worker_route(self.console.pairing_local)
+                )
+            )
 
     async def _prometheus(self, request: web.Request) -> web.Response:
         """This process's series in the Prometheus text format; for operators (`xiaozhi.http.admin_token`)."""
@@ -172,9 +192,14 @@ class VixioServer:
         Session and device ids are for operators (`xiaozhi.http.admin_token`); anyone else gets the
         count. A worker answers on its private socket: there the supervisor has checked the caller."""
         if self.serve_http and not self.ota.admin.is_operator(request):
-            return web.json_response({"sessions": len(self.transport.connections), "detail": [],
-                                      "note": "details need the operator token (xiaozhi.http.admin_token); "
-                                              "without one configured, ask from this machine"})
+            return web.json_response(
+                {
+                    "sessions": len(self.transport.connections),
+                    "detail": [],
+                    "note": "details need the operator token (xiaozhi.http.admin_token); "
+                    "without one configured, ask from this machine",
+                }
+            )
         return web.json_response(self.metrics())
 
     def metrics(self) -> dict[str, Any]:
@@ -183,14 +208,28 @@ class VixioServer:
         sessions: list[dict[str, Any]] = []
         for session_id, connection in self.transport.connections.items():
             session = connection.session
-            turns = [] if session is None else [
-                {"turn": turn.turn_id, "ms": turn.durations()} for turn in session.state.turns]
+            turns = (
+                []
+                if session is None
+                else [{"turn": turn.turn_id, "ms": turn.durations()} for turn in session.state.turns]
+            )
             tools = self.tools.get(session_id)
-            sessions.append({"session_id": session_id, "device_id": connection.device_id,
-                             "speaking": connection.speaking, "turns": turns,
-                             "tools": tools.toolset.sources() if tools is not None else {}})
-        process = {"worker": self.worker_index, "pid": os.getpid(), "sessions": len(sessions), "rss_mb": rss_mb(),
-                   "batching": worker_stats()}
+            sessions.append(
+                {
+                    "session_id": session_id,
+                    "device_id": connection.device_id,
+                    "speaking": connection.speaking,
+                    "turns": turns,
+                    "tools": tools.toolset.sources() if tools is not None else {},
+                }
+            )
+        process = {
+            "worker": self.worker_index,
+            "pid": os.getpid(),
+            "sessions": len(sessions),
+            "rss_mb": rss_mb(),
+            "batching": worker_stats(),
+        }
         return {"sessions": len(sessions), "detail": sessions, "workers": [process]}
 
     def _server_tool(self, name: str) -> ToolDefinition | None:
@@ -205,8 +244,11 @@ class VixioServer:
         with its `memory.enabled: false`."""
         if profile not in self._memories:
             config = self.book.effective(profile)
-            self._memories[profile] = (ConversationMemory(self.store, config.memory, long_term_updater(config))
-                                       if config.memory.enabled else None)
+            self._memories[profile] = (
+                ConversationMemory(self.store, config.memory, long_term_updater(config), fact_model(config))
+                if config.memory.enabled
+                else None
+            )
         return self._memories[profile]
 
     def memories(self) -> list[ConversationMemory]:
@@ -242,13 +284,26 @@ class VixioServer:
         if memory is not None and tools is not None and device_id:
             conversation = await memory.resume(device_id)
             tools.add_closer(conversation.close)  # the last turn is stored before the session is gone
-        pipeline = stack.build_pipeline(context.session_id, tools=tools, conversation=conversation,
-                                        on_forgotten=partial(self.profiles.forgotten, session_id, device_id))
+        pipeline = stack.build_pipeline(
+            context.session_id,
+            tools=tools,
+            conversation=conversation,
+            on_forgotten=partial(self.profiles.forgotten, session_id, device_id),
+        )
         if conversation is not None:  # a reconnect goes on with its conversation: so do its turn numbers
             pipeline.continue_turns(conversation.turns_before)
-        live = SessionProfile(session_id, choice, stack, pipeline, tools, resolve=self.voice.for_profile,
-                              memory_note=conversation.memory_text if conversation is not None else "")
+        live = SessionProfile(
+            session_id,
+            choice,
+            stack,
+            pipeline,
+            tools,
+            resolve=self.voice.for_profile,
+            memory_note=conversation.memory_text if conversation is not None else "",
+        )
         context.greeting = live.greeting
+        if conversation is not None and conversation.learner is not None and stack.speaker_encoder is not None:
+            conversation.learner.person_source = partial(getattr, pipeline.state, "person")  # Alice's facts are Alice's
         if self.config.speakers.people and conversation is not None and stack.speaker_encoder is not None:
             state, people = pipeline.state, self.config.speakers
             live.speaker_profile = lambda: people.profile_of(state.person) if state.person else None
@@ -265,8 +320,9 @@ class VixioServer:
         await self.pairings.load(import_legacy=self.serve_http)  # a worker's supervisor imports
         await self.directory.start(forget=self.serve_http)  # a worker's supervisor forgets its entries
         if self.serve_http:  # with workers, the supervisor keeps the store tidy
-            self._pruner = asyncio.create_task(prune_history_forever(self.store, self.config.memory),
-                                               name="vixio-prune-history")
+            self._pruner = asyncio.create_task(
+                prune_history_forever(self.store, self.config.memory), name="vixio-prune-history"
+            )
         if not self._custom_factory:
             await self.voice.load()  # models load once, before the first device connects
         if self.vision.model is not None:
@@ -298,8 +354,11 @@ class VixioServer:
 
     def replying(self) -> int:
         """Sessions whose reply is being made or spoken now."""
-        return sum(1 for connection in self.transport.connections.values()
-                   if connection.speaking or connection.session is not None and connection.session.pipeline.turn_in_progress)
+        return sum(
+            1
+            for connection in self.transport.connections.values()
+            if connection.speaking or connection.session is not None and connection.session.pipeline.turn_in_progress
+        )
 
     async def drain(self, timeout: float) -> None:
         """A graceful stop's first step (SIGTERM): close the HTTP port (health checks fail), take
@@ -309,13 +368,21 @@ class VixioServer:
         self.mqtt.stop_accepting()
         deadline = time.monotonic() + timeout
         if busy := self.replying():
-            logger.info("draining: {} repl{} being made or spoken; waiting up to {:g} s", busy,
-                        "y" if busy == 1 else "ies", timeout)
+            logger.info(
+                "draining: {} repl{} being made or spoken; waiting up to {:g} s",
+                busy,
+                "y" if busy == 1 else "ies",
+                timeout,
+            )
         while self.replying() and time.monotonic() < deadline:
             await asyncio.sleep(0.1)
         if busy := self.replying():
-            logger.warning("drain: {} repl{} still running after {:g} s (server.drain_timeout); cutting off", busy,
-                           "y" if busy == 1 else "ies", timeout)
+            logger.warning(
+                "drain: {} repl{} still running after {:g} s (server.drain_timeout); cutting off",
+                busy,
+                "y" if busy == 1 else "ies",
+                timeout,
+            )
 
     async def stop(self) -> None:
         self.console.stop_streams()  # open console pages would hold the HTTP server's shutdown

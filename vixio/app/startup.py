@@ -18,7 +18,6 @@ from vixio.config.languages import language_pack
 from vixio.config.models import VixioConfig
 from vixio.config.needs import missing_keys
 
-
 GC_GEN0_THRESHOLD = 10_000
 """Allocations between young collections (CPython's default 700 makes one per ~1 ms of load)."""
 
@@ -38,9 +37,11 @@ def warn_about_open_tokens(config: VixioConfig) -> None:
     """With auth on but neither activation nor an allow-list, OTA gives a token to every caller."""
     xiaozhi = config.xiaozhi
     if xiaozhi.auth.enabled and not xiaozhi.activation.enabled and not xiaozhi.auth.allowed_devices:
-        logger.warning("auth.enabled is on, but with neither activation.enabled nor auth.allowed_devices any "
-                       "device that can reach the OTA port gets a token: auth then keeps out only clients "
-                       "that skip OTA (see docs/security.md)")
+        logger.warning(
+            "auth.enabled is on, but with neither activation.enabled nor auth.allowed_devices any "
+            "device that can reach the OTA port gets a token: auth then keeps out only clients "
+            "that skip OTA (see docs/security.md)"
+        )
 
 
 def lan_addresses() -> list[str]:
@@ -71,8 +72,13 @@ def log_http_urls(host: str, port: int, config: VixioConfig | None = None) -> No
     local = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
     logger.info("Operator console: http://{}:{}/console/", local, port)
     question = language_pack(config.language).smoke_question if config is not None else "what time is it"
-    logger.info('No device at hand? Try: {} device --ota http://{}:{}/xiaozhi/ota/ --text "{}"',
-                vixio_command(), local, port, question)
+    logger.info(
+        'No device at hand? Try: {} device --ota http://{}:{}/xiaozhi/ota/ --text "{}"',
+        vixio_command(),
+        local,
+        port,
+        question,
+    )
     for problem in missing_keys(config) if config is not None else ():
         logger.warning(problem)
 

@@ -67,8 +67,13 @@ class TaskResults:
             if not reply.ok:
                 reply = await self.siblings.forward_first("POST", PATH, json=body)
             if reply.ok:
-                log.info("task {} ({}) of {}: result sent to its session on worker {}", record.task_id,
-                         record.tool_name, device_id, reply.worker)
+                log.info(
+                    "task {} ({}) of {}: result sent to its session on worker {}",
+                    record.task_id,
+                    record.tool_name,
+                    device_id,
+                    reply.worker,
+                )
                 return
         if await self._hold(device_id, record) and nudge:
             await self._nudge(device_id)  # the device may have come back while the result was held
@@ -88,8 +93,12 @@ class TaskResults:
         if runner.context.task(record.task_id) is None:  # get_task_status finds it there too
             runner.context.record_task(record)
         self._spawn(runner.on_complete(record))
-        log.bind(session=session_id).info("task {} ({}) finished after an earlier session of {}: reported "
-                                          "here", record.task_id, record.tool_name, device_id)
+        log.bind(session=session_id).info(
+            "task {} ({}) finished after an earlier session of {}: reported here",
+            record.task_id,
+            record.tool_name,
+            device_id,
+        )
         return True
 
     def _runner(self, device_id: str) -> tuple[str, SessionTaskRunner] | None:
@@ -97,8 +106,12 @@ class TaskResults:
         for session_id, connection in list(self.server.transport.connections.items()):
             tools = self.server.tools.get(session_id)
             runner = tools.executor.async_runner if tools is not None else None
-            if (connection.device_id == device_id and isinstance(runner, SessionTaskRunner) and not runner.closed
-                    and runner.on_complete is not None):
+            if (
+                connection.device_id == device_id
+                and isinstance(runner, SessionTaskRunner)
+                and not runner.closed
+                and runner.on_complete is not None
+            ):
                 return session_id, runner
         return None
 
@@ -111,8 +124,9 @@ class TaskResults:
             device_id = str(args["device_id"])
             if call == "deliver":
                 delivered = self.deliver_here(device_id, _record_from_json(args["record"]))
-                return web.json_response({"result": True} if delivered else {"error": "not here"},
-                                         status=200 if delivered else 404)
+                return web.json_response(
+                    {"result": True} if delivered else {"error": "not here"}, status=200 if delivered else 404
+                )
             if call == "held":
                 if self._runner(device_id) is not None:
                     self._spawn(self._deliver_held(device_id))
@@ -139,19 +153,34 @@ class TaskResults:
     async def _hold(self, device_id: str, record: AsyncTaskRecord) -> bool:
         """Keep `record` in the store for the device's next session; False when it is dropped."""
         if self.hold_seconds <= 0:  # memory.enabled: false, or resume_minutes: 0
-            log.info("task {} ({}) of {} finished while the device is away: result dropped", record.task_id,
-                     record.tool_name, device_id)
+            log.info(
+                "task {} ({}) of {} finished while the device is away: result dropped",
+                record.task_id,
+                record.tool_name,
+                device_id,
+            )
             return False
         payload = json.dumps(_record_json(record), ensure_ascii=False)
         try:
-            await self.server.store.hold_result(device_id, payload, time.time() + self.hold_seconds,
-                                                MAX_HELD_PER_DEVICE)
+            await self.server.store.hold_result(
+                device_id, payload, time.time() + self.hold_seconds, MAX_HELD_PER_DEVICE
+            )
         except StoreError as exc:
-            log.warning("task {} ({}) of {} finished while the device is away; result not kept: {}",
-                        record.task_id, record.tool_name, device_id, exc)
+            log.warning(
+                "task {} ({}) of {} finished while the device is away; result not kept: {}",
+                record.task_id,
+                record.tool_name,
+                device_id,
+                exc,
+            )
             return False
-        log.info("task {} ({}) of {} finished while the device is away: kept {:g} min for its next session",
-                 record.task_id, record.tool_name, device_id, self.hold_seconds / 60)
+        log.info(
+            "task {} ({}) of {} finished while the device is away: kept {:g} min for its next session",
+            record.task_id,
+            record.tool_name,
+            device_id,
+            self.hold_seconds / 60,
+        )
         return True
 
     async def _deliver_held(self, device_id: str) -> None:

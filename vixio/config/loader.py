@@ -58,8 +58,11 @@ class _UniqueKeyLoader(yaml.SafeLoader):
             line = key_node.start_mark.line + 1
             if key in seen:
                 raise yaml.constructor.ConstructorError(
-                    None, None, f"duplicate key {key!r} (first at line {seen[key]}; the later one would "
-                    "silently replace it)", key_node.start_mark)
+                    None,
+                    None,
+                    f"duplicate key {key!r} (first at line {seen[key]}; the later one would silently replace it)",
+                    key_node.start_mark,
+                )
             seen[key] = line
         return super().construct_mapping(node, deep=deep)
 
@@ -97,8 +100,10 @@ def substitute_env(value: Any, environ: Mapping[str, str], errors: list[str], pa
             return environ[name]
         if default is not None:
             return default
-        errors.append(f"{path or '<root>'}: environment variable {name} is not set (used as ${{{name}}}); "
-                      f"set it or write ${{{name}:-default}}")
+        errors.append(
+            f"{path or '<root>'}: environment variable {name} is not set (used as ${{{name}}}); "
+            f"set it or write ${{{name}:-default}}"
+        )
         return ""
 
     result = _ENV_PATTERN.sub(replace, value)
@@ -128,7 +133,7 @@ def describe_error(error: Mapping[str, Any]) -> str:
         return f"{path}: unknown key{hint}"
     message = error["msg"]
     if message.startswith("Value error, "):
-        message = message[len("Value error, "):]
+        message = message[len("Value error, ") :]
     if error["type"] == "missing":
         return f"{path}: required key is missing"
     return f"{path or '<root>'}: {message} (got {error.get('input')!r})"

@@ -81,7 +81,8 @@ class McpHttpServerConfig(_McpServerCommon):
     headers: dict[str, str] = Field(default_factory=dict)
     """Sent with every request, e.g. {Authorization: "Bearer ${TOKEN}"}."""
     transport: Literal["streamable-http", "sse"] = Field(
-        default="streamable-http", validation_alias=AliasChoices("transport", "type"))
+        default="streamable-http", validation_alias=AliasChoices("transport", "type")
+    )
     """streamable-http (also written "http"), or sse for servers that only speak the older HTTP+SSE transport. `type` is accepted as another name for this key."""
 
     @field_validator("transport", mode="before")
@@ -124,8 +125,11 @@ def _command_or_url(value: Any) -> Any:
 
 McpServerConfig = Annotated[
     Annotated[McpStdioServerConfig, Tag("stdio")] | Annotated[McpHttpServerConfig, Tag("http")],
-    Discriminator(_server_kind, custom_error_type="mcp_server_kind",
-                  custom_error_message="an MCP server must be a mapping with `command` or `url`"),
+    Discriminator(
+        _server_kind,
+        custom_error_type="mcp_server_kind",
+        custom_error_message="an MCP server must be a mapping with `command` or `url`",
+    ),
     BeforeValidator(_command_or_url),
 ]
 """One MCP server: stdio when it has `command`, HTTP when it has `url`."""

@@ -14,7 +14,8 @@ FLEET_SECRET_MISSING = (
     "state.fleet_secret is not set: with state.backend 'redis' the instances call each other over Redis "
     "(closing a device's stale session, the console, pairing, activation) and these calls are signed with it; "
     "set the same random secret on every instance, e.g. `fleet_secret: ${VIXIO_FLEET_SECRET}` with "
-    "VIXIO_FLEET_SECRET=$(openssl rand -hex 32) (docs/security.md#redis)")
+    "VIXIO_FLEET_SECRET=$(openssl rand -hex 32) (docs/security.md#redis)"
+)
 """What `vixio config check` and `vixio serve` say about a fleet without its secret (vixio/config/preflight.py)."""
 
 
@@ -50,15 +51,19 @@ class StateConfig(StrictModel):
         if not secret:
             return None  # `${VIXIO_FLEET_SECRET:-}` with the variable unset
         if len(secret) < MIN_SECRET_CHARS or len(secret) > MAX_SECRET_CHARS:
-            raise ValueError(f"expected {MIN_SECRET_CHARS} to {MAX_SECRET_CHARS} characters (e.g. `openssl rand -hex 32`), "
-                             f"got {len(secret)}")
+            raise ValueError(
+                f"expected {MIN_SECRET_CHARS} to {MAX_SECRET_CHARS} characters (e.g. `openssl rand -hex 32`), "
+                f"got {len(secret)}"
+            )
         return secret
 
     @field_validator("url")
     @classmethod
     def _redis_url(cls, url: str) -> str:
         if not url.startswith(("redis://", "rediss://", "unix://")):
-            raise ValueError("expected redis://[:password@]host:port/db, rediss://... (TLS) or unix:///path/to/redis.sock")
+            raise ValueError(
+                "expected redis://[:password@]host:port/db, rediss://... (TLS) or unix:///path/to/redis.sock"
+            )
         return url
 
 
@@ -73,9 +78,9 @@ class MemoryConfig(StrictModel):
     """Turns (a user message and the reply the device played) restored on a resume; the model's own history bound (`agent.max_history_messages`) still applies."""
     history_days: float = Field(default=30.0, gt=0)
     """Days a stored turn is kept; older ones are deleted at startup and every hour."""
-    long_term: Literal["verbatim", "model", "off"] = "verbatim"
-    """How each device's long-term memory (carried in the instructions of its next conversations) is updated when a conversation ends: "verbatim" keeps the latest turns as they were said (offline, and plainly what was said); "model" asks `memory.model` (else a litellm agent's model) to merge the conversation into a few lasting facts — one more model call per conversation, with the conversation sent again; "off" keeps none. The offline local-llama model does not summarise reliably: use "verbatim" with it."""
+    long_term: Literal["facts", "model", "verbatim", "off"] = "facts"
+    """What each device remembers beyond its conversations, carried in the instructions of the next ones (docs/memory.md): "facts" learns facts (names, likes, dislikes, birthdays and dates, family, where they live, what the user asked to be remembered) from every utterance by rules, in English and Mandarin, offline, storing nothing the model made up; "model" also asks `memory.model` (else a litellm agent's model) for facts as JSON, checked against what the user said, every 10 utterances and when the conversation ends (the rules' facts stand when it fails); "verbatim" keeps the latest turns as they were said (the earlier default); "off" keeps none. The offline local-llama model cannot extract facts: with it, "model" without `memory.model` falls back to "facts"."""
     model: str | None = None
     """The litellm model name that updates long-term memory; null: the agent's model. It is called with the agent's `api_base` and `api_key`."""
     max_chars: int = Field(default=600, ge=50, le=4000)
-    """Longest long-term memory per device, in characters."""
+    """Longest long-term memory per device, in characters; with facts, the most characters of facts the instructions carry (identity first, then the facts about what the user just said)."""

@@ -8,15 +8,15 @@ from pydantic import Field, ModelWrapValidatorHandler, field_validator, model_va
 
 from vixio.config.languages import Language, apply_language, language_pack
 from vixio.config.memory import MemoryConfig, StateConfig
+from vixio.config.mqtt import MqttConfig
+from vixio.config.pipeline import AgentConfig, ASRConfig, SpeechConfig, TTSConfig, TurnConfig, VADConfig
+from vixio.config.profiles import DevicesConfig, ProfilesConfig, lower_device_keys, materialize
 from vixio.config.reminders import RemindersConfig
 from vixio.config.speakers import SpeakersConfig
-from vixio.config.profiles import DevicesConfig, ProfilesConfig, lower_device_keys, materialize
 from vixio.config.tools import ToolsConfig
 from vixio.config.vision import VisionConfig
-from vixio.config.pipeline import AgentConfig, ASRConfig, SpeechConfig, TTSConfig, TurnConfig, VADConfig
-from vixio.core.settings import StrictModel
 from vixio.config.xiaozhi import XiaozhiConfig
-from vixio.config.mqtt import MqttConfig
+from vixio.core.settings import StrictModel
 
 LogLevel = Literal["TRACE", "DEBUG", "INFO", "SUCCESS", "WARNING", "ERROR", "CRITICAL"]
 

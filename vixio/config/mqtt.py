@@ -81,5 +81,7 @@ class MqttConfig(StrictModel):
     @classmethod
     def _secret(cls, value: str) -> str:
         if value and len(value) < MIN_SECRET_CHARS:
-            raise ValueError(f"mqtt.secret must be at least {MIN_SECRET_CHARS} characters (or empty for a generated one)")
+            raise ValueError(
+                f"mqtt.secret must be at least {MIN_SECRET_CHARS} characters (or empty for a generated one)"
+            )
         return value

@@ -14,9 +14,9 @@ import importlib.util
 import os
 from collections.abc import Mapping
 
+from vixio.config.extras import PROVIDER_EXTRAS
 from vixio.config.languages import language_pack
 from vixio.config.models import VixioConfig
-from vixio.config.vision import VisionConfig
 from vixio.config.pipeline import (
     EdgeTTSConfig,
     EspeakTTSConfig,
@@ -29,15 +29,22 @@ from vixio.config.pipeline import (
     PiperTTSConfig,
     TTSConfig,
 )
-from vixio.config.extras import PROVIDER_EXTRAS
 from vixio.config.profiles import ProfileErrors, effective_config
+from vixio.config.vision import VisionConfig
 
 # litellm reads these when the config gives no key; local servers (ollama...) need none.
 _KEY_VARIABLES = {
-    "openai": "OPENAI_API_KEY", "deepseek": "DEEPSEEK_API_KEY", "dashscope": "DASHSCOPE_API_KEY",
-    "anthropic": "ANTHROPIC_API_KEY", "groq": "GROQ_API_KEY", "gemini": "GEMINI_API_KEY",
-    "mistral": "MISTRAL_API_KEY", "openrouter": "OPENROUTER_API_KEY", "moonshot": "MOONSHOT_API_KEY",
-    "volcengine": "VOLCENGINE_API_KEY", "zai": "ZAI_API_KEY",
+    "openai": "OPENAI_API_KEY",
+    "deepseek": "DEEPSEEK_API_KEY",
+    "dashscope": "DASHSCOPE_API_KEY",
+    "anthropic": "ANTHROPIC_API_KEY",
+    "groq": "GROQ_API_KEY",
+    "gemini": "GEMINI_API_KEY",
+    "mistral": "MISTRAL_API_KEY",
+    "openrouter": "OPENROUTER_API_KEY",
+    "moonshot": "MOONSHOT_API_KEY",
+    "volcengine": "VOLCENGINE_API_KEY",
+    "zai": "ZAI_API_KEY",
 }
 _KEYLESS = {"ollama", "ollama_chat", "hosted_vllm", "lm_studio", "llamafile"}
 
@@ -50,7 +57,9 @@ def provider_needs(config: VixioConfig) -> list[tuple[str, str, str]]:
         asr = config.asr
         if isinstance(asr, FasterWhisperASRConfig):
             packaged = f"asr:faster-whisper:{asr.model}"  # tiny.en, base; else a local directory
-            needs.append(("asr", asr.provider, packaged if packaged in PROVIDER_EXTRAS else "asr:faster-whisper:directory"))
+            needs.append(
+                ("asr", asr.provider, packaged if packaged in PROVIDER_EXTRAS else "asr:faster-whisper:directory")
+            )
         else:
             needs.append(("asr", asr.provider, f"asr:{asr.provider}"))
     agent = config.agent
@@ -134,21 +143,25 @@ def missing_keys(config: VixioConfig, environ: Mapping[str, str] | None = None) 
         variable = _litellm_key_variable(agent.model)
         problems.append(
             f"agent.model {agent.model}：没有 API 密钥——{variable} 未设置，agent.api_key 也为空，所以每个回答都会失败"
-            f"（用户只会听到 speech.apology）。请先设置：export {variable}=..." if zh else
-            f"agent.model {agent.model}: no API key — {variable} is not set and agent.api_key is "
-            f"empty, so every answer will fail (the user hears speech.apology). Set it: export {variable}=...")
+            f"（用户只会听到 speech.apology）。请先设置：export {variable}=..."
+            if zh
+            else f"agent.model {agent.model}: no API key — {variable} is not set and agent.api_key is "
+            f"empty, so every answer will fail (the user hears speech.apology). Set it: export {variable}=..."
+        )
     for section, name in ((config.asr, "asr"), (config.tts, "tts")):
         if isinstance(section, OpenAIASRConfig | OpenAITTSConfig) and missing_key(section, name, environ):
             problems.append(
                 f"{name}.api_key 为空（{section.api_base}）：大多数云端 API 会拒绝（HTTP 401）。"
-                f"请设置，例如 api_key: ${{SILICONFLOW_API_KEY}}" if zh else
-                f"{name}.api_key is empty for {section.api_base}; most cloud APIs will refuse "
-                f"(HTTP 401). Set it, e.g. api_key: ${{SILICONFLOW_API_KEY}}")
+                f"请设置，例如 api_key: ${{SILICONFLOW_API_KEY}}"
+                if zh
+                else f"{name}.api_key is empty for {section.api_base}; most cloud APIs will refuse "
+                f"(HTTP 401). Set it, e.g. api_key: ${{SILICONFLOW_API_KEY}}"
+            )
     return problems
 
 
 def missing_key(section: object, name: str, environ: Mapping[str, str] | None = None) -> str | None:
-    """"agent.api_key is empty (DEEPSEEK_API_KEY unset)" when the provider configured at `name`
+    """ "agent.api_key is empty (DEEPSEEK_API_KEY unset)" when the provider configured at `name`
     (agent, asr, tts, vision, tts.fallback) calls a cloud API with no key to send; else None.
     Providers add it to their failure messages."""
     environ = os.environ if environ is None else environ
@@ -157,8 +170,11 @@ def missing_key(section: object, name: str, environ: Mapping[str, str] | None = 
         variable = _litellm_key_variable(section.model)
         if prefix not in _KEYLESS and not section.api_base and not environ.get(variable):
             return f"{name}.api_key is empty ({variable} unset)"
-    if isinstance(section, OpenAIASRConfig | OpenAITTSConfig) and not section.api_key \
-            and not section.api_base.startswith(("http://127.", "http://localhost")):
+    if (
+        isinstance(section, OpenAIASRConfig | OpenAITTSConfig)
+        and not section.api_key
+        and not section.api_base.startswith(("http://127.", "http://localhost"))
+    ):
         return f"{name}.api_key is empty"
     return None
 

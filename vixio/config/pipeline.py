@@ -32,6 +32,10 @@ class VADConfig(StrictModel):
     """Silence after which what was said is transcribed and the agent starts at once (a preemptive turn), its reply held until the turn is confirmed (`min_silence_ms`, or sooner: `turn.*`); speech before that cancels it without a trace. 0 (or >= min_silence_ms): off, the agent starts when the turn ends."""
     barge_in: bool = True
     """In realtime mode, user speech while the assistant speaks interrupts it."""
+    barge_in_pause: bool = True
+    """Speech over the reply first pauses it (`tts stop` at the VAD's start, the rest held) and interrupts only once it lasts `barge_in_confirm_ms`; shorter speech (the reply's own echo, a cough, "uh-huh") resumes the reply (`tts start`, the rest sent on). false: speech over the reply interrupts at once."""
+    barge_in_confirm_ms: int = Field(default=600, ge=0, le=5000)
+    """Speech over the reply that lasts this long (from its onset) is a barge-in; shorter speech is a false interruption and the reply resumes (the trade-off measured in docs/barge-in.md)."""
     quiet_below_dbfs: float | None = Field(default=-60.0, ge=-120, le=0)
     """While nobody speaks, microphone audio quieter than this (every 32 ms window, dBFS) is silence without running the model: a quiet room or the firmware's DTX comfort noise (speech at a metre reads about -40 to -20 dBFS). Louder audio and whole utterances are scored as always. null: score everything."""
 
@@ -209,7 +213,9 @@ class EdgeTTSConfig(StrictModel):
     """With a fallback: seconds a sentence waits for this API's first audio (and at most between two pieces of it) before the fallback speaks. After a failure the fallback speaks every sentence until a background probe hears the API again (after 5 s, then up to every 60 s)."""
 
 
-TTSConfig = Annotated[PiperTTSConfig | EspeakTTSConfig | OpenAITTSConfig | EdgeTTSConfig, Field(discriminator="provider")]
+TTSConfig = Annotated[
+    PiperTTSConfig | EspeakTTSConfig | OpenAITTSConfig | EdgeTTSConfig, Field(discriminator="provider")
+]
 
 
 class SpeechConfig(StrictModel):

@@ -11,12 +11,12 @@ import errno
 import importlib.util
 import socket
 
+from vixio.config.extras import PROVIDER_EXTRAS, install_hint
 from vixio.config.memory import FLEET_SECRET_MISSING
 from vixio.config.models import VixioConfig
 from vixio.config.needs import profile_config, provider_needs
-from vixio.config.voice_check import voice_problems
 from vixio.config.pipeline import FasterWhisperASRConfig, LitellmAgentConfig
-from vixio.config.extras import PROVIDER_EXTRAS, install_hint
+from vixio.config.voice_check import voice_problems
 
 
 def _missing(module: str) -> bool:
@@ -38,10 +38,13 @@ def extra_problems(config: VixioConfig) -> list[str]:
             continue
         reported.add(need.extra)
         what = {"xiaozhi": "xiaozhi: the transport", "state": f"state.backend {provider!r}"}.get(
-            key, f"{key}.provider {provider!r}")
+            key, f"{key}.provider {provider!r}"
+        )
         if need.extra:
-            problems.append(f"{what} needs the '{need.extra}' extra, which is not installed ({', '.join(missing)} "
-                            f"missing): {install_hint(need.extra)}")
+            problems.append(
+                f"{what} needs the '{need.extra}' extra, which is not installed ({', '.join(missing)} "
+                f"missing): {install_hint(need.extra)}"
+            )
         else:
             problems.append(f"{what} needs {', '.join(missing)}, a dependency of vixio itself: {install_hint('')}")
     return problems
@@ -53,8 +56,11 @@ def config_problems(config: VixioConfig) -> list[str]:
     problems = _combination_problems(config) + voice_problems(config)
     for name in config.profiles:
         profile = profile_config(config, name)
-        problems += [f"profiles.{name}.{problem}" for problem in _combination_problems(profile) + voice_problems(profile)
-                     if problem not in problems]
+        problems += [
+            f"profiles.{name}.{problem}"
+            for problem in _combination_problems(profile) + voice_problems(profile)
+            if problem not in problems
+        ]
     return problems
 
 
@@ -62,26 +68,33 @@ def _combination_problems(config: VixioConfig) -> list[str]:
     problems: list[str] = []
     asr = config.asr
     if isinstance(asr, FasterWhisperASRConfig) and asr.model.endswith(".en") and asr.language not in (None, "en"):
-        problems.append(f"asr.model {asr.model!r} is English-only but asr.language is {asr.language!r}: "
-                        "use a multilingual model (e.g. 'base') or language 'en'")
+        problems.append(
+            f"asr.model {asr.model!r} is English-only but asr.language is {asr.language!r}: "
+            "use a multilingual model (e.g. 'base') or language 'en'"
+        )
     agent = config.agent
     if isinstance(agent, LitellmAgentConfig) and "/" not in agent.model:
-        problems.append(f"agent.model {agent.model!r} has no provider prefix: litellm needs e.g. "
-                        f"'openai/{agent.model}' (an OpenAI-compatible server) or 'ollama/{agent.model}'")
+        problems.append(
+            f"agent.model {agent.model!r} has no provider prefix: litellm needs e.g. "
+            f"'openai/{agent.model}' (an OpenAI-compatible server) or 'ollama/{agent.model}'"
+        )
     if config.state.backend == "redis" and not config.state.fleet_secret:
         problems.append(FLEET_SECRET_MISSING)
     ws, http = config.xiaozhi, config.xiaozhi.http
     if ws.port and ws.port == http.port:
-        problems.append(f"xiaozhi.port and xiaozhi.http.port are both {ws.port}: the WebSocket and HTTP "
-                        "servers need a port each")
+        problems.append(
+            f"xiaozhi.port and xiaozhi.http.port are both {ws.port}: the WebSocket and HTTP servers need a port each"
+        )
     return problems
 
 
 def port_problems(config: VixioConfig) -> list[str]:
     """Ports another program already holds (bound and released at once)."""
     problems: list[str] = []
-    for key, host, port in (("xiaozhi.port", config.xiaozhi.host, config.xiaozhi.port),
-                            ("xiaozhi.http.port", config.xiaozhi.http.host, config.xiaozhi.http.port)):
+    for key, host, port in (
+        ("xiaozhi.port", config.xiaozhi.host, config.xiaozhi.port),
+        ("xiaozhi.http.port", config.xiaozhi.http.host, config.xiaozhi.http.port),
+    ):
         if not port:
             continue
         why = _bind_error(host, port)

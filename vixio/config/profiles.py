@@ -145,10 +145,14 @@ def profile_source(base: Mapping[str, Any], profile: ProfileConfig, errors: list
                 errors.append(f"{where}.{name}.{key}: belongs to the whole server, a profile cannot change it{hint}")
         current = merged.get(name)
         if current is None and name in PROVIDER_SECTIONS and "provider" not in override:
-            errors.append(f"{where}.{name}: the top-level config has no {name} section to change; "
-                          f"give this profile's {name} a provider")
+            errors.append(
+                f"{where}.{name}: the top-level config has no {name} section to change; "
+                f"give this profile's {name} a provider"
+            )
             continue
-        if not isinstance(current, Mapping) or ("provider" in override and override["provider"] != current.get("provider")):
+        if not isinstance(current, Mapping) or (
+            "provider" in override and override["provider"] != current.get("provider")
+        ):
             merged[name] = dict(override)  # another provider: its own section
         else:
             merged[name] = deep_merge(current, override)
@@ -160,7 +164,9 @@ def deep_merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str
     merged = dict(base)
     for key, value in override.items():
         current = merged.get(key)
-        merged[key] = deep_merge(current, value) if isinstance(current, Mapping) and isinstance(value, Mapping) else value
+        merged[key] = (
+            deep_merge(current, value) if isinstance(current, Mapping) and isinstance(value, Mapping) else value
+        )
     return merged
 
 
@@ -175,7 +181,9 @@ def _diff(base: Any, effective: Any) -> Any:
 _SAME = object()
 
 
-def effective_config(config: VixioConfig, source: Mapping[str, Any], name: str, errors: list[str]) -> VixioConfig | None:
+def effective_config(
+    config: VixioConfig, source: Mapping[str, Any], name: str, errors: list[str]
+) -> VixioConfig | None:
     """Profile `name` of `config` as a whole config (None with its problems added to `errors`);
     `source` is the config as written (or as the supervisor sent it)."""
     from vixio.config.loader import describe_error
@@ -189,8 +197,10 @@ def effective_config(config: VixioConfig, source: Mapping[str, Any], name: str, 
     try:
         return VixioConfig.model_validate(data)
     except ValidationError as exc:
-        errors.extend(f"{where}.{line}" if not line.startswith("<root>") else f"{where}: {line[8:]}"
-                      for line in (describe_error(error) for error in exc.errors()))
+        errors.extend(
+            f"{where}.{line}" if not line.startswith("<root>") else f"{where}: {line[8:]}"
+            for line in (describe_error(error) for error in exc.errors())
+        )
         return None
 
 
@@ -199,8 +209,10 @@ def materialize(config: VixioConfig, source: Mapping[str, Any]) -> None:
     makes to the top-level config (see the module docstring). Raises ProfileErrors."""
     errors: list[str] = []
     if DEFAULT_NAME in config.profiles:
-        errors.append(f"profiles.{DEFAULT_NAME}: the name is the top-level config's (the default profile); "
-                      "write those keys at the top level, or give this profile another name")
+        errors.append(
+            f"profiles.{DEFAULT_NAME}: the name is the top-level config's (the default profile); "
+            "write those keys at the top level, or give this profile another name"
+        )
     for pattern, name in config.devices.items():
         if name not in config.profiles and name != DEFAULT_NAME:
             known = ", ".join([DEFAULT_NAME, *config.profiles])

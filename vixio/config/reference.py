@@ -47,7 +47,9 @@ def _render(model: type[BaseModel], path: str, sections: list[str]) -> None:
             for variant, tag in zip(variants, tags):
                 nested.append((variant, f"{key_path} (provider: {tag})"))
             choices = ", ".join(f"`{tag}`" for tag in tags)
-            lines.append(f"| `{name}` | section | {_default(field)} | {_description(field)} One of, by `provider`: {choices} |")
+            lines.append(
+                f"| `{name}` | section | {_default(field)} | {_description(field)} One of, by `provider`: {choices} |"
+            )
             continue
         if sub is not None and typing.get_origin(field.annotation) is None:
             nested.append((sub, key_path))

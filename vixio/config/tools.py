@@ -89,8 +89,9 @@ class ToolsConfig(StrictModel):
     sub_types: dict[str, SubTypeName] = Field(default_factory=dict)
     """Per-tool sub_type, e.g. {"self.audio_speaker.set_volume": "control"}."""
     async_tools: AsyncToolsConfig = Field(default_factory=AsyncToolsConfig)
-    read_only: list[str] = Field(default_factory=lambda: ["self.get_device_status", "get_time", "get_date",
-                                                           "list_reminders"])
+    read_only: list[str] = Field(
+        default_factory=lambda: ["self.get_device_status", "get_time", "get_date", "list_reminders"]
+    )
     """Tools (names or patterns) without side effects, which may run during a preemptive turn (before the user's turn is confirmed). Besides these, MCP tools marked `readOnlyHint` and local query tools may; control, async and confirmation-bound tools, and the device's and companions' tools, wait for the confirmation."""
     mcp_servers: McpServersConfig = Field(default_factory=dict)
     """Third-party MCP servers by name, in the `mcpServers` shape of desktop MCP clients (see examples/mcp_servers.yaml)."""

@@ -16,8 +16,10 @@ class VisionConfig(StrictModel):
     """Base URL of an OpenAI-compatible server (vLLM, LM Studio, Qwen-VL behind one)."""
     api_key: str | None = None
     """Use ${...}; null lets litellm read the provider's usual environment variable."""
-    prompt: str = ("You are the eyes of a voice assistant. Answer the user's question about the photo in two or "
-                   "three short spoken sentences; if there is no question, describe what matters in the picture.")
+    prompt: str = (
+        "You are the eyes of a voice assistant. Answer the user's question about the photo in two or "
+        "three short spoken sentences; if there is no question, describe what matters in the picture."
+    )
     """System prompt for every picture."""
     timeout: float = Field(default=30.0, gt=0)
     """Seconds the model may take; the firmware's tool call itself times out after 30 s."""

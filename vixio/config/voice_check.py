@@ -59,7 +59,11 @@ def espeak_voices() -> tuple[frozenset[str], frozenset[str]] | None:
     data = Path(spec.origin).parent / "espeak-ng-data"
     if not data.is_dir():
         return None
-    names = {path.name.lower() for folder in ("lang", "voices") for path in (data / folder).rglob("*")
-             if path.is_file() and "!v" not in path.parts}
+    names = {
+        path.name.lower()
+        for folder in ("lang", "voices")
+        for path in (data / folder).rglob("*")
+        if path.is_file() and "!v" not in path.parts
+    }
     variants = {path.name.lower() for path in (data / "voices" / "!v").glob("*") if path.is_file()}
     return frozenset(names), frozenset(variants)

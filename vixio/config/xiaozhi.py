@@ -90,9 +90,11 @@ class HttpConfig(_Strict):
     @classmethod
     def _token_long_enough(cls, value: str) -> str:
         if value and len(value) < MIN_ADMIN_TOKEN_CHARS:
-            raise ValueError(f"xiaozhi.http.admin_token is {len(value)} characters; an operator token needs at least "
-                             f"{MIN_ADMIN_TOKEN_CHARS} (make one with {MAKE_A_TOKEN}), or leave it empty to let "
-                             "only callers on this machine use operator routes")
+            raise ValueError(
+                f"xiaozhi.http.admin_token is {len(value)} characters; an operator token needs at least "
+                f"{MIN_ADMIN_TOKEN_CHARS} (make one with {MAKE_A_TOKEN}), or leave it empty to let "
+                "only callers on this machine use operator routes"
+            )
         return value
 
 
@@ -125,13 +127,17 @@ class XiaozhiConfig(_Strict):
     """Seconds without user speech after which the session is closed; 0 disables."""
     idle_goodbye: str | None = None
     """Spoken before an idle close when set (needs a TTS in the pipeline); in config.yaml `true` speaks the top-level `language`'s built-in goodbye."""
-    wake_words: list[str] = Field(default_factory=lambda: ["你好小智", "你好小志", "小爱同学", "hi esp", "hey jarvis", "alexa"])
+    wake_words: list[str] = Field(
+        default_factory=lambda: ["你好小智", "你好小志", "小爱同学", "hi esp", "hey jarvis", "alexa"]
+    )
     """`listen detect` texts treated as a wake word (greeting) rather than a typed utterance; matched case-insensitively."""
     greeting: str = "Hi, how can I help?"
     """What the assistant says after a wake word; empty to stay silent. Unset: the top-level `language`'s greeting."""
     prebuffer_frames: int = Field(default=5, ge=1, le=30)
     """Downlink frames sent ahead of real time (then frames go out four at a time, so at times three
     more); the device drops packets past 40 queued."""
+    server_aec: bool = True
+    """Cancel the reply's echo in the microphone of devices whose hello has `features.aec` (firmware built with CONFIG_USE_SERVER_AEC, protocol v2) before the VAD hears it: WebRTC AEC3 on a worker thread, aligned by the v2 timestamps (docs/barge-in.md). Needs vixio[aec]; without it such devices are served uncancelled, with a warning. false: never."""
     max_message_bytes: int = Field(default=256 * 1024, ge=1024)
     """Larger WebSocket messages close the connection with code 1009 (protects the server); at most 16 MiB (16777216), since every connection may hold one such message in memory."""
     max_json_depth: int = Field(default=DEFAULT_MAX_DEPTH, ge=8, le=512)
@@ -154,9 +160,11 @@ class XiaozhiConfig(_Strict):
     @classmethod
     def _message_size_bounded(cls, value: int) -> int:
         if value > MAX_MESSAGE_BYTES:
-            raise ValueError(f"xiaozhi.max_message_bytes is {value}; at most {MAX_MESSAGE_BYTES} (16 MiB): every "
-                             "connection may hold one message this large in memory, and a device's largest message "
-                             "(a tools/list page) is a few KiB")
+            raise ValueError(
+                f"xiaozhi.max_message_bytes is {value}; at most {MAX_MESSAGE_BYTES} (16 MiB): every "
+                "connection may hold one message this large in memory, and a device's largest message "
+                "(a tools/list page) is a few KiB"
+            )
         return value
 
     @field_validator("path")

@@ -21,10 +21,10 @@ from vixio.console.backend import ConsoleBackend, ConsoleError, LocalBackend
 from vixio.console.fan_out import FanOutBackend
 from vixio.console.identity import IdentityApi
 from vixio.console.memory import MemoryApi
-from vixio.console.speakers import SpeakersApi
 from vixio.console.pairing import LocalPairing, PairingApi
 from vixio.console.profiles import ProfileApi
 from vixio.console.reminders import ReminderApi
+from vixio.console.speakers import SpeakersApi
 
 if TYPE_CHECKING:
     from vixio.console.host import ConsoleHost
@@ -39,8 +39,11 @@ class Console:
     def __init__(self, server: ConsoleHost, backend: ConsoleBackend | None = None) -> None:
         self.local = LocalBackend(server)
         agent = server.config.agent
-        self.api = ConsoleApi(backend or self.local, server.ota.admin,  # one guard: one wrong-token throttle
-                              vcp_fuzzy=bool(agent is not None and agent.vcp_fuzzy_markers))
+        self.api = ConsoleApi(
+            backend or self.local,
+            server.ota.admin,  # one guard: one wrong-token throttle
+            vcp_fuzzy=bool(agent is not None and agent.vcp_fuzzy_markers),
+        )
         self.api.register(server.ota.add_route)
         registry = server.transport.companions
         self.pairing_local = LocalPairing(registry)
@@ -58,8 +61,9 @@ class Console:
         self.identities = IdentityApi(server.store)
         self.identities.register(server.ota.add_route, self.api._protect)
         agent = server.config.agent
-        self.reminders = ReminderApi(server.store, server.config.reminders,
-                                     agent.timezone or "" if agent is not None else "")
+        self.reminders = ReminderApi(
+            server.store, server.config.reminders, agent.timezone or "" if agent is not None else ""
+        )
         self.reminders.register(server.ota.add_route, self.api._protect)
         self.api.say_to_device = self.reminders.say
 

@@ -24,8 +24,8 @@ import asyncio
 import contextlib
 import json
 import time
-from importlib import resources
 from collections.abc import Awaitable, Callable
+from importlib import resources
 from typing import Any
 
 from aiohttp import web
@@ -39,8 +39,13 @@ from vixio.console.replies import json_reply as _json
 from vixio.core.json_limits import loads_bounded
 from vixio.transports.xiaozhi.http.admin import COOKIE_NAME, AdminGuard, Handler, is_foreign_origin, is_local_direct
 
-STATIC_TYPES = {".html": "text/html", ".js": "text/javascript", ".css": "text/css", ".png": "image/png",
-                ".svg": "image/svg+xml"}
+STATIC_TYPES = {
+    ".html": "text/html",
+    ".js": "text/javascript",
+    ".css": "text/css",
+    ".png": "image/png",
+    ".svg": "image/svg+xml",
+}
 EVENT_INTERVAL = 0.5
 """Seconds between two looks at the sessions for the event stream."""
 KEEPALIVE = 15.0
@@ -52,10 +57,16 @@ LOGIN_FAILURE_DELAY = 0.5
 """Seconds a wrong token waits for its answer; guessing is bounded by the guard's throttle
 (admin.py `TokenThrottle`: a few wrong tokens per address, then HTTP 429 unchecked)."""
 COOKIE_MAX_AGE = 30 * 24 * 3600
-_SECURITY_HEADERS = {"X-Content-Type-Options": "nosniff", "X-Frame-Options": "DENY",
-                     "Referrer-Policy": "no-referrer", "Cache-Control": "no-store"}
-_PAGE_CSP = ("default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; "
-             "connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'")
+_SECURITY_HEADERS = {
+    "X-Content-Type-Options": "nosniff",
+    "X-Frame-Options": "DENY",
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-store",
+}
+_PAGE_CSP = (
+    "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; "
+    "connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'"
+)
 
 
 class ConsoleApi:
@@ -83,8 +94,11 @@ class ConsoleApi:
         add_route("GET", "/console", self._redirect)
         add_route("GET", "/console/", self._page)
         add_route("GET", "/console/{name}", self._asset)
-        for method, path, handler in (("GET", "/api/console", self._info), ("POST", "/api/login", self._login),
-                                      ("POST", "/api/logout", self._logout)):
+        for method, path, handler in (
+            ("GET", "/api/console", self._info),
+            ("POST", "/api/login", self._login),
+            ("POST", "/api/logout", self._logout),
+        ):
             add_route(method, path, self._answer(handler))
         for method, path, handler in (
             ("GET", "/api/sessions", self._sessions),
@@ -136,8 +150,9 @@ class ConsoleApi:
         headers = dict(_SECURITY_HEADERS)
         if name.endswith(".html"):
             headers["Content-Security-Policy"] = _PAGE_CSP
-        return web.Response(body=body, content_type=content_type, charset="utf-8" if "text" in content_type else None,
-                            headers=headers)
+        return web.Response(
+            body=body, content_type=content_type, charset="utf-8" if "text" in content_type else None, headers=headers
+        )
 
     # --- who may use it ------------------------------------------------------------------------
 
@@ -146,13 +161,23 @@ class ConsoleApi:
         if self.guard.configured:
             message = "signed in" if operator else "type the operator token (xiaozhi.http.admin_token) to sign in"
         elif operator:
-            message = ("no operator token is configured: the console answers on this machine only "
-                       "(set xiaozhi.http.admin_token to use it from elsewhere)")
+            message = (
+                "no operator token is configured: the console answers on this machine only "
+                "(set xiaozhi.http.admin_token to use it from elsewhere)"
+            )
         else:
-            message = ("no operator token is configured, so the console answers only on the server's own "
-                       "machine; set xiaozhi.http.admin_token (e.g. ${VIXIO_ADMIN_TOKEN}) to use it from here")
-        return _json({"operator": operator, "token_configured": self.guard.configured,
-                      "local": is_local_direct(request), "message": message})
+            message = (
+                "no operator token is configured, so the console answers only on the server's own "
+                "machine; set xiaozhi.http.admin_token (e.g. ${VIXIO_ADMIN_TOKEN}) to use it from here"
+            )
+        return _json(
+            {
+                "operator": operator,
+                "token_configured": self.guard.configured,
+                "local": is_local_direct(request),
+                "message": message,
+            }
+        )
 
     async def _login(self, request: web.Request) -> web.Response:
         if not self.guard.configured:
@@ -168,8 +193,15 @@ class ConsoleApi:
             await asyncio.sleep(LOGIN_FAILURE_DELAY)
             return _error(401, "wrong operator token")
         response = _json({"operator": True})
-        response.set_cookie(COOKIE_NAME, token, max_age=COOKIE_MAX_AGE, path="/", httponly=True, samesite="Strict",
-                            secure=request.secure)
+        response.set_cookie(
+            COOKIE_NAME,
+            token,
+            max_age=COOKIE_MAX_AGE,
+            path="/",
+            httponly=True,
+            samesite="Strict",
+            secure=request.secure,
+        )
         return response
 
     async def _logout(self, request: web.Request) -> web.Response:
@@ -224,8 +256,9 @@ class ConsoleApi:
             return _error(503, f"too many open event streams (at most {MAX_EVENT_STREAMS})")
         self._streams += 1
         try:
-            response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-store",
-                                                   "X-Accel-Buffering": "no"})
+            response = web.StreamResponse(
+                headers={"Content-Type": "text/event-stream", "Cache-Control": "no-store", "X-Accel-Buffering": "no"}
+            )
             await response.prepare(request)
             last = None
             quiet = 0.0
@@ -247,7 +280,6 @@ class ConsoleApi:
         finally:
             self._streams -= 1
         return response
-
 
     async def _snapshot(self) -> str:
         """The sessions as one event's data; shared by every open stream within half an interval."""

@@ -17,16 +17,16 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from vixio.fleet.peers import CallError
 from vixio.core.tools.executor import ToolExecutor
 from vixio.core.tools.policy import ToolPolicy
 from vixio.core.tools.toolset import ToolSet
 from vixio.core.tools.types import ToolCallRequest, ToolCallResult, ToolDefinition
+from vixio.fleet.peers import CallError
 
 if TYPE_CHECKING:
     from vixio.console.host import ConsoleHost
-    from vixio.voice.session_tools import SessionTools
     from vixio.transports.xiaozhi.session.connection import XiaozhiConnection
+    from vixio.voice.session_tools import SessionTools
 
 MAX_SAY_CHARS = 1000
 """Longest sentence the Say box may type into a session."""
@@ -143,8 +143,10 @@ class LocalBackend:
         turns: dict[int, dict[str, Any]] = {}
 
         def turn(turn_id: int) -> dict[str, Any]:
-            return turns.setdefault(turn_id, {"turn": turn_id, "heard": [], "said": [], "interrupted": False,
-                                              "tools": [], "marks": {}, "notes": {}})
+            return turns.setdefault(
+                turn_id,
+                {"turn": turn_id, "heard": [], "said": [], "interrupted": False, "tools": [], "marks": {}, "notes": {}},
+            )
 
         for message in list(state.history):
             if message.role == "user":
@@ -166,8 +168,13 @@ class LocalBackend:
             if metrics.notes:
                 turn(metrics.turn_id)["notes"] = dict(metrics.notes)
         ordered = [turns[key] for key in sorted(turns)][-MAX_TURNS:]
-        return {**summary, "connected_seconds": round(time.monotonic() - connection.session.created_at, 1),
-                "device": _jsonable(state.device), "conversation": ordered, "console_calls": console_calls}
+        return {
+            **summary,
+            "connected_seconds": round(time.monotonic() - connection.session.created_at, 1),
+            "device": _jsonable(state.device),
+            "conversation": ordered,
+            "console_calls": console_calls,
+        }
 
     def _summary(self, connection: XiaozhiConnection) -> dict[str, Any]:
         session = connection.session
@@ -182,14 +189,21 @@ class LocalBackend:
         activity = self._activity(connection)
         last = state.history[-1] if state.history else None
         # Marks and notes of a turn may be replaced (a preemptive attempt replacing a cancelled one).
-        marks = (f"{sum(len(turn.marks) + len(turn.notes) for turn in state.turns)}."
-                 f"{max((at for turn in state.turns for at in turn.marks.values()), default=0.0):.3f}")
+        marks = (
+            f"{sum(len(turn.marks) + len(turn.notes) for turn in state.turns)}."
+            f"{max((at for turn in state.turns for at in turn.marks.values()), default=0.0):.3f}"
+        )
         live = self.server.profiles.get(connection.session_id)
-        profile = {**live.choice.to_json(), "profile_pending": live.pending.name if live.pending else None} \
-            if live is not None else {"profile": None, "profile_source": None, "profile_pending": None}
-        version = (f"{len(state.history)}:{last.turn_id if last else 0}:{len(last.content) if last else 0}:"
-                   f"{log.count if log else 0}:{marks}:{activity}:{connection.mode}:{profile['profile']}:"
-                   f"{profile['profile_pending']}")
+        profile = (
+            {**live.choice.to_json(), "profile_pending": live.pending.name if live.pending else None}
+            if live is not None
+            else {"profile": None, "profile_source": None, "profile_pending": None}
+        )
+        version = (
+            f"{len(state.history)}:{last.turn_id if last else 0}:{len(last.content) if last else 0}:"
+            f"{log.count if log else 0}:{marks}:{activity}:{connection.mode}:{profile['profile']}:"
+            f"{profile['profile_pending']}:{state.interruptions}:{state.echo_erle_db}"
+        )
         return {
             "session_id": connection.session_id,
             "device_id": connection.device_id,
@@ -199,6 +213,8 @@ class LocalBackend:
             "turns": len({message.turn_id for message in state.history if message.role == "user"}),
             "tools": len(tools.tools) if tools is not None else 0,
             "tools_offered": self._tools_offered(),
+            "interruptions": dict(state.interruptions),
+            "echo_erle_db": state.echo_erle_db,
             **profile,
             "version": version,
         }
@@ -215,7 +231,8 @@ class LocalBackend:
             latest = state.turns[-1]
             started = latest.marks.get("agent_start") or latest.marks.get("speech_end")
             answered = "first_frame_sent" in latest.marks or any(
-                message.role == "assistant" and message.turn_id == latest.turn_id for message in state.history[-4:])
+                message.role == "assistant" and message.turn_id == latest.turn_id for message in state.history[-4:]
+            )
             if started is not None and not answered and time.monotonic() - started < THINKING_LIMIT:
                 return "thinking"
         return "listening" if connection.listening or connection.mode == "realtime" else "idle"
@@ -266,8 +283,9 @@ class LocalBackend:
         executor = self._session_tools(session_id).executor if session_id else self._process()[1]
         if executor.closed:
             raise ConsoleError("the session is closing", 409)
-        request = ToolCallRequest(call_id=executor.new_call_id(CONSOLE_CALL_PREFIX), tool_name=tool,
-                                  arguments=dict(arguments))
+        request = ToolCallRequest(
+            call_id=executor.new_call_id(CONSOLE_CALL_PREFIX), tool_name=tool, arguments=dict(arguments)
+        )
         started = time.perf_counter()
         result = await executor.execute(request)
         entry = _call_entry(request, result, (time.perf_counter() - started) * 1000, cut=False)
@@ -283,12 +301,10 @@ class LocalBackend:
         await connection.handle({"type": "listen", "state": "detect", "text": text})
         return {"session_id": session_id, "text": text, "wake_word": connection.is_wake_word(text)}
 
-
     # --- profiles ------------------------------------------------------------------------------
 
     async def reassign(self, device_id: str, profile: str | None) -> list[dict[str, Any]]:
         return self.server.reassign(device_id, profile)
-
 
     # --- memory --------------------------------------------------------------------------------
 
@@ -299,6 +315,10 @@ class LocalBackend:
                 followed += await memory.changed(str(device_id), str(what), str(conversation), int(seq))
             except ValueError as exc:
                 raise ConsoleError(str(exc)) from None
+        if what in ("forget", "history"):  # the Sessions pane shows the live words: they go too
+            for connection in list(self.server.transport.connections.values()):
+                if connection.device_id == device_id and connection.session is not None:
+                    connection.session.state.history.clear()
         return followed
 
 
@@ -339,8 +359,9 @@ def describe_tool(tool: ToolDefinition, policy: ToolPolicy, *, key: str, enabled
     }
 
 
-def _call_entry(request: ToolCallRequest, result: ToolCallResult, elapsed_ms: float,
-                *, cut: bool = True) -> dict[str, Any]:
+def _call_entry(
+    request: ToolCallRequest, result: ToolCallResult, elapsed_ms: float, *, cut: bool = True
+) -> dict[str, Any]:
     def short(text: str | None) -> str | None:
         return text[:MAX_TEXT] + "…" if cut and text is not None and len(text) > MAX_TEXT else text
 
@@ -370,4 +391,3 @@ def _jsonable(value: Any) -> Any:
     if value is None or isinstance(value, str | int | float | bool):
         return value
     return str(value)
-

@@ -33,10 +33,16 @@ class ApiError(Exception):
 def connection_options() -> argparse.ArgumentParser:
     """The options every console command shares (a parent parser): --url, --token, --json."""
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--url", default=os.environ.get("VIXIO_URL", DEFAULT_URL),
-                        help="the server's HTTP (OTA) address (default: $VIXIO_URL or %(default)s)")
-    common.add_argument("--token", default=os.environ.get("VIXIO_ADMIN_TOKEN", ""),
-                        help="operator token, xiaozhi.http.admin_token (default: $VIXIO_ADMIN_TOKEN)")
+    common.add_argument(
+        "--url",
+        default=os.environ.get("VIXIO_URL", DEFAULT_URL),
+        help="the server's HTTP (OTA) address (default: $VIXIO_URL or %(default)s)",
+    )
+    common.add_argument(
+        "--token",
+        default=os.environ.get("VIXIO_ADMIN_TOKEN", ""),
+        help="operator token, xiaozhi.http.admin_token (default: $VIXIO_ADMIN_TOKEN)",
+    )
     common.add_argument("--json", action="store_true", help="print the API's JSON answer")
     return common
 
@@ -53,10 +59,14 @@ def add_tools_parser(commands: Any) -> None:
 
     call = actions.add_parser("call", parents=[common], help="run one tool through the agent's executor")
     call.add_argument("name", help="the tool's public or original name")
-    call.add_argument("arguments", nargs="*", help='a JSON object, or key=value pairs (values read as JSON when they parse)')
+    call.add_argument(
+        "arguments", nargs="*", help="a JSON object, or key=value pairs (values read as JSON when they parse)"
+    )
     call.add_argument("--session", "-s", help=session_help)
 
-    parse = actions.add_parser("parse", parents=[common], help="what the VCP/XML parsers and the speech filter make of a reply")
+    parse = actions.add_parser(
+        "parse", parents=[common], help="what the VCP/XML parsers and the speech filter make of a reply"
+    )
     parse.add_argument("file", nargs="?", default="-", help="the model reply (default: standard input)")
     parse.add_argument("--protocol", "-p", choices=("auto", "vcp", "xml"), default="auto")
 
@@ -120,7 +130,11 @@ def _list(client: Client, args: argparse.Namespace) -> int:
     tools = answer["tools"]
     if args.search:
         needle = args.search.lower()
-        tools = [t for t in tools if any(needle in str(t[k]).lower() for k in ("name", "original_name", "description", "source"))]
+        tools = [
+            t
+            for t in tools
+            if any(needle in str(t[k]).lower() for k in ("name", "original_name", "description", "source"))
+        ]
     if args.json:
         print(json.dumps({**answer, "tools": tools}, ensure_ascii=False, indent=2))
         return 0
@@ -132,7 +146,9 @@ def _list(client: Client, args: argparse.Namespace) -> int:
         if not tool["enabled"]:
             flags.insert(0, "OFF")
         original = "" if tool["original_name"] == tool["name"] else f"  ({tool['original_name']})"
-        print(f"{tool['name']:<{width}}  {tool['source']:<8}  {tool['parameter_count']:>6}  {','.join(flags)}{original}")
+        print(
+            f"{tool['name']:<{width}}  {tool['source']:<8}  {tool['parameter_count']:>6}  {','.join(flags)}{original}"
+        )
     print(f"{len(tools)} tools" + (f" of session {session}" if session else " (process-wide)"))
     return 0
 
@@ -166,7 +182,9 @@ def _call(client: Client, args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(answer, ensure_ascii=False, indent=2))
     else:
-        print(f"{answer['status']} in {answer['ms']} ms: {answer['tool']}({json.dumps(answer['arguments'], ensure_ascii=False)})")
+        print(
+            f"{answer['status']} in {answer['ms']} ms: {answer['tool']}({json.dumps(answer['arguments'], ensure_ascii=False)})"
+        )
         print(answer["result"] if answer["success"] else f"Error: {answer['error']}")
     return 0 if answer["success"] else 1
 
@@ -185,8 +203,10 @@ def _parse(client: Client, args: argparse.Namespace) -> int:
         print(json.dumps(answer, ensure_ascii=False, indent=2))
         return 0
     for request in answer["requests"]:
-        print(f"[{request['protocol']}] {request['tool'] or '?'} {json.dumps(request['arguments'], ensure_ascii=False)}"
-              f"  id={request['request_id']}")
+        print(
+            f"[{request['protocol']}] {request['tool'] or '?'} {json.dumps(request['arguments'], ensure_ascii=False)}"
+            f"  id={request['request_id']}"
+        )
     if not answer["requests"]:
         print("no tool request found")
     for error in answer["errors"]:

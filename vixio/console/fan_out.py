@@ -69,8 +69,9 @@ class FanOutBackend:
 
     async def reassign(self, device_id: str, profile: str | None) -> list[dict[str, Any]]:
         """Every backend: the device may have sessions on several workers (or none)."""
-        answers = await asyncio.gather(*(backend.reassign(device_id, profile) for backend in self._backends()),
-                                       return_exceptions=True)
+        answers = await asyncio.gather(
+            *(backend.reassign(device_id, profile) for backend in self._backends()), return_exceptions=True
+        )
         switched: list[dict[str, Any]] = []
         for answer in answers:
             if isinstance(answer, asyncio.CancelledError):
@@ -83,8 +84,10 @@ class FanOutBackend:
 
     async def memory_changed(self, device_id: str, what: str, conversation: str = "", seq: int = -1) -> int:
         """Every backend: a device's conversations may be live on any worker."""
-        answers = await asyncio.gather(*(backend.memory_changed(device_id, what, conversation, seq)
-                                         for backend in self._backends()), return_exceptions=True)
+        answers = await asyncio.gather(
+            *(backend.memory_changed(device_id, what, conversation, seq) for backend in self._backends()),
+            return_exceptions=True,
+        )
         followed = 0
         for answer in answers:
             if isinstance(answer, BaseException):

@@ -55,24 +55,35 @@ class IdentityApi:
         await self._pending(device_id, client_id)
         before = await _store(self.store.identity_pin(device_id))
         await _store(self.store.repin_identity(device_id, client_id))
-        logger.bind(device=device_id).info("console: {} re-bound by an operator to Client-Id {!r} (was {!r})",
-                                           device_id, client_id, None if before is None else before.client_id)
-        return {"device_id": device_id, "client_id": client_id,
-                "previous_client_id": None if before is None else before.client_id}
+        logger.bind(device=device_id).info(
+            "console: {} re-bound by an operator to Client-Id {!r} (was {!r})",
+            device_id,
+            client_id,
+            None if before is None else before.client_id,
+        )
+        return {
+            "device_id": device_id,
+            "client_id": client_id,
+            "previous_client_id": None if before is None else before.client_id,
+        }
 
     async def dismiss(self, device_id: str, client_id: str) -> dict[str, Any]:
         if not await _store(self.store.dismiss_rebind(device_id, client_id)):
             raise ConsoleError(f"no re-bind of {device_id} to Client-Id {client_id!r} is pending", 404)
-        logger.bind(device=device_id).info("console: the re-bind of {} to Client-Id {!r} was dismissed",
-                                           device_id, client_id)
+        logger.bind(device=device_id).info(
+            "console: the re-bind of {} to Client-Id {!r} was dismissed", device_id, client_id
+        )
         return {"device_id": device_id, "client_id": client_id, "dismissed": True}
 
     async def _pending(self, device_id: str, client_id: str) -> RebindRequest:
         for request in await _store(self.store.rebind_requests(device_id)):
             if request.client_id == client_id:
                 return request
-        raise ConsoleError(f"no re-bind of {device_id} to Client-Id {client_id!r} is pending (the board asks by "
-                           "connecting; GET /api/identities lists the requests)", 404)
+        raise ConsoleError(
+            f"no re-bind of {device_id} to Client-Id {client_id!r} is pending (the board asks by "
+            "connecting; GET /api/identities lists the requests)",
+            404,
+        )
 
     async def _state(self, request: web.Request) -> web.Response:
         return json_reply(await self.state())
@@ -85,8 +96,14 @@ class IdentityApi:
 
 
 def _entry(request: RebindRequest, pinned: str | None) -> dict[str, Any]:
-    return {"device_id": request.device_id, "client_id": request.client_id, "pinned_client_id": pinned,
-            "first": request.first, "last": request.last, "attempts": request.attempts}
+    return {
+        "device_id": request.device_id,
+        "client_id": request.client_id,
+        "pinned_client_id": pinned,
+        "first": request.first,
+        "last": request.last,
+        "attempts": request.attempts,
+    }
 
 
 async def _pair(request: web.Request) -> tuple[str, str]:

@@ -25,8 +25,10 @@ def add_identity_parser(commands: Any) -> None:
     common = connection_options()
     actions = identity.add_subparsers(dest="identity_command", metavar="ACTION", required=True)
     actions.add_parser("list", parents=[common], help="re-binds waiting for an operator")
-    for action, what in (("approve", "pin the device to this Client-Id (the re-flashed board is the device again)"),
-                         ("dismiss", "drop the request")):
+    for action, what in (
+        ("approve", "pin the device to this Client-Id (the re-flashed board is the device again)"),
+        ("dismiss", "drop the request"),
+    ):
         parser = actions.add_parser(action, parents=[common], help=what)
         parser.add_argument("device", help="the device id (its MAC)")
         parser.add_argument("client_id", help="the Client-Id that asked (from `vixio identity list`)")
@@ -38,8 +40,9 @@ def run_identity(args: argparse.Namespace) -> int:
         if args.identity_command == "list":
             answer = client.request("/api/identities")
         else:
-            answer = client.request(f"/api/identities/{args.identity_command}",
-                                    {"device_id": args.device, "client_id": args.client_id})
+            answer = client.request(
+                f"/api/identities/{args.identity_command}", {"device_id": args.device, "client_id": args.client_id}
+            )
     except ApiError as exc:
         print(f"vixio identity: {exc}", file=sys.stderr)
         return 2
@@ -48,8 +51,10 @@ def run_identity(args: argparse.Namespace) -> int:
     elif args.identity_command == "list":
         print(_listing(answer))
     elif args.identity_command == "approve":
-        print(f"{answer['device_id']} is pinned to Client-Id {answer['client_id']} (was "
-              f"{answer['previous_client_id']}): that board is the device from its next connection")
+        print(
+            f"{answer['device_id']} is pinned to Client-Id {answer['client_id']} (was "
+            f"{answer['previous_client_id']}): that board is the device from its next connection"
+        )
     else:
         print(f"dismissed the re-bind of {answer['device_id']} to Client-Id {answer['client_id']}")
     return 0
@@ -57,7 +62,10 @@ def run_identity(args: argparse.Namespace) -> int:
 
 def _listing(answer: dict[str, Any]) -> str:
     lines = ["RE-BINDS WAITING FOR AN OPERATOR (device, new Client-Id, pinned Client-Id, attempts, last)"]
-    lines += [f"  {r['device_id']}  {r['client_id']}  pinned: {r['pinned_client_id'] or '-'}  {r['attempts']}x  "
-              f"{time.strftime('%Y-%m-%d %H:%M', time.localtime(r['last']))}" for r in answer["rebinds"]]
+    lines += [
+        f"  {r['device_id']}  {r['client_id']}  pinned: {r['pinned_client_id'] or '-'}  {r['attempts']}x  "
+        f"{time.strftime('%Y-%m-%d %H:%M', time.localtime(r['last']))}"
+        for r in answer["rebinds"]
+    ]
     lines += ["  none"] * (not answer["rebinds"])
     return "\n".join(lines)

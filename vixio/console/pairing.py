@@ -24,8 +24,7 @@ from loguru import logger
 
 from vixio.console.backend import ConsoleError
 from vixio.console.replies import json_body, json_reply
-from vixio.fleet.peers import internal_call_route
-from vixio.fleet.peers import instance_of, worker_number
+from vixio.fleet.peers import instance_of, internal_call_route, worker_number
 from vixio.transports.xiaozhi.companions.pairing import CompanionRegistry
 from vixio.transports.xiaozhi.companions.store import CompanionKey, PairingStore
 
@@ -160,9 +159,13 @@ class PairingApi:
         entry = next((e for e in live["pending"] if e["id"] == pairing_id), None)
         if entry is None:
             known = any(a.key.id == pairing_id for a in self.store.approvals())
-            raise ConsoleError(f"pairing {pairing_id} is approved already" if known else
-                               f"no companion is waiting for approval with pairing id {pairing_id!r} "
-                               "(it must be connected; GET /api/pairing lists them)", 409 if known else 404)
+            raise ConsoleError(
+                f"pairing {pairing_id} is approved already"
+                if known
+                else f"no companion is waiting for approval with pairing id {pairing_id!r} "
+                "(it must be connected; GET /api/pairing lists them)",
+                409 if known else 404,
+            )
         approval = self.store.approve(CompanionKey(entry["companion"], entry["client_id"], entry["mac"]))
         await self.store.sync()  # stored before any process is told
         await self.backend.refresh()

@@ -47,27 +47,44 @@ def run_pairing(args: argparse.Namespace) -> int:
     elif args.pairing_command == "approve":
         approved = answer["approved"]
         live = answer["companions"]
-        state = ("paired now" if any(c["paired"] for c in live) else "waiting for the device" if live else
-                 "it is not connected now; it pairs when it registers again")
+        state = (
+            "paired now"
+            if any(c["paired"] for c in live)
+            else "waiting for the device"
+            if live
+            else "it is not connected now; it pairs when it registers again"
+        )
         print(f"approved {approved['id']}: companion {approved['companion']} may pair with {approved['mac']} ({state})")
     else:
         revoked = answer["revoked"]
-        print(f"revoked {args.id}" + (f" (companion {revoked['companion']} for {revoked['mac']})" if revoked else
-                                      " (it had no approval)") + f"; {answer['unpaired']} live companion(s) unpaired")
+        print(
+            f"revoked {args.id}"
+            + (f" (companion {revoked['companion']} for {revoked['mac']})" if revoked else " (it had no approval)")
+            + f"; {answer['unpaired']} live companion(s) unpaired"
+        )
     return 0
 
 
 def _listing(answer: dict[str, Any]) -> str:
     lines = ["WAITING FOR APPROVAL"]
-    lines += [f"  {e['id']}  {e['companion']} -> {e['mac']}  tools: {', '.join(e['tools']) or '-'}"
-              + (f"  (token refused: {e['refusal']})" if e.get("refusal") else "") for e in answer["pending"]]
+    lines += [
+        f"  {e['id']}  {e['companion']} -> {e['mac']}  tools: {', '.join(e['tools']) or '-'}"
+        + (f"  (token refused: {e['refusal']})" if e.get("refusal") else "")
+        for e in answer["pending"]
+    ]
     lines += ["  none"] * (not answer["pending"])
     lines.append("COMPANIONS")
-    lines += [f"  {e['id']}  {e['companion']} -> {e['mac']}  {'paired' if e['paired'] else 'waiting for device'}"
-              f" (by {e['grant']})  tools: {', '.join(e['tools']) or '-'}" for e in answer["companions"]]
+    lines += [
+        f"  {e['id']}  {e['companion']} -> {e['mac']}  {'paired' if e['paired'] else 'waiting for device'}"
+        f" (by {e['grant']})  tools: {', '.join(e['tools']) or '-'}"
+        for e in answer["companions"]
+    ]
     lines += ["  none"] * (not answer["companions"])
     lines.append("APPROVED (remembered)")
-    lines += [f"  {a['id']}  {a['companion']} -> {a['mac']}  since "
-              f"{time.strftime('%Y-%m-%d %H:%M', time.localtime(a['approved_at']))}" for a in answer["approved"]]
+    lines += [
+        f"  {a['id']}  {a['companion']} -> {a['mac']}  since "
+        f"{time.strftime('%Y-%m-%d %H:%M', time.localtime(a['approved_at']))}"
+        for a in answer["approved"]
+    ]
     lines += ["  none"] * (not answer["approved"])
     return "\n".join(lines)

@@ -29,14 +29,16 @@ def check_reply(text: str, protocol: ParseProtocol = "auto", *, vcp_fuzzy: bool 
         if parsed:
             found.append(name)
         for request in parsed:
-            requests.append({
-                "protocol": name,
-                "tool": request.tool_name,
-                "arguments": request.arguments,
-                "request_id": request.call_id,
-                "errors": list(request.errors),
-                "raw": request.raw,
-            })
+            requests.append(
+                {
+                    "protocol": name,
+                    "tool": request.tool_name,
+                    "arguments": request.arguments,
+                    "request_id": request.call_id,
+                    "errors": list(request.errors),
+                    "raw": request.raw,
+                }
+            )
     speech_filter = SpeechFilter()
     first = speech_filter.feed(text)
     last = speech_filter.flush()

@@ -41,18 +41,30 @@ class ProfileApi:
         add_route("POST", "/api/profiles/clear", protect(self._clear))
 
     def profiles(self) -> dict[str, Any]:
-        return {"profiles": [self.book.summary(name) for name in self.book.names],
-                "devices": dict(self.book.config.devices)}
+        return {
+            "profiles": [self.book.summary(name) for name in self.book.names],
+            "devices": dict(self.book.config.devices),
+        }
 
     async def device(self, device_id: str) -> dict[str, Any]:
         """What the device has now, its assignment and what `devices:` alone would give it."""
         assigned = await self._read(device_id)
         choice = self.book.choose(device_id, assigned)
         sessions = [s for s in await self._backend().sessions() if s.get("device_id") == device_id]
-        return {"device": device_id, **choice.to_json(), "assigned": assigned,
-                "configured": self.book.configured(device_id).name,
-                "sessions": [{key: s.get(key) for key in ("session_id", "profile", "profile_source", "profile_pending",
-                                                            "worker") if key in s} for s in sessions]}
+        return {
+            "device": device_id,
+            **choice.to_json(),
+            "assigned": assigned,
+            "configured": self.book.configured(device_id).name,
+            "sessions": [
+                {
+                    key: s.get(key)
+                    for key in ("session_id", "profile", "profile_source", "profile_pending", "worker")
+                    if key in s
+                }
+                for s in sessions
+            ],
+        }
 
     async def assign(self, device_id: str, profile: str | None) -> dict[str, Any]:
         """Assign `profile` (None: clear) and switch the device's live sessions at their next turn."""
@@ -84,9 +96,10 @@ class ProfileApi:
         profile = body.get("profile")
         if profile is not None and (not isinstance(profile, str) or not profile.strip()):
             raise ConsoleError("profile must be a profile's name, or null to clear the assignment")
-        return json_reply(await self.assign(checked_device_id(body.get("device")), profile.strip() if profile else None))
+        return json_reply(
+            await self.assign(checked_device_id(body.get("device")), profile.strip() if profile else None)
+        )
 
     async def _clear(self, request: web.Request) -> web.Response:
         body = await json_body(request, '{"device": ID, "profile": NAME}')
         return json_reply(await self.assign(checked_device_id(body.get("device")), None))
-

@@ -31,8 +31,9 @@ def add_profile_parser(commands: Any) -> None:
     actions.add_parser("list", parents=[common], help="the profiles, devices: and the live sessions' profiles")
     show = actions.add_parser("show", parents=[common], help="the device's profile now, and why")
     show.add_argument("device", type=device_id_argument, help="the device id (its MAC, aa:bb:cc:dd:ee:ff)")
-    assign = actions.add_parser("assign", parents=[common],
-                                help="give a device a profile (wins over devices: until cleared)")
+    assign = actions.add_parser(
+        "assign", parents=[common], help="give a device a profile (wins over devices: until cleared)"
+    )
     assign.add_argument("device", type=device_id_argument, help="the device id")
     assign.add_argument("profile", help="a profile's name, or `default` for the top-level config")
     clear = actions.add_parser("clear", parents=[common], help="remove the device's assignment (the config decides)")
@@ -64,31 +65,46 @@ def run_profile(args: argparse.Namespace) -> int:
 def _listing(answer: dict[str, Any]) -> str:
     lines = ["PROFILES"]
     for p in answer["profiles"]:
-        lines.append(f"  {p['name']:<16} {p['language']}  model {p['model'] or '-'}  voice {p['voice'] or '-'}  "
-                     f"tools {p['tools']}  memory {p['memory']}" + (f"  — {p['description']}" if p["description"] else ""))
+        lines.append(
+            f"  {p['name']:<16} {p['language']}  model {p['model'] or '-'}  voice {p['voice'] or '-'}  "
+            f"tools {p['tools']}  memory {p['memory']}" + (f"  — {p['description']}" if p["description"] else "")
+        )
     lines.append("DEVICES (config)")
     lines += [f"  {pattern:<20} {name}" for pattern, name in answer["devices"].items()] or ["  none"]
     lines.append("LIVE SESSIONS")
-    lines += [f"  {s['device_id']:<20} {s.get('profile') or '-'} ({s.get('profile_source') or '-'})"
-              + (f" -> {s['profile_pending']} at the next turn" if s.get("profile_pending") else "")
-              + (f"  w{s['worker']}" if "worker" in s else "") for s in answer["sessions"]] or ["  none"]
+    lines += [
+        f"  {s['device_id']:<20} {s.get('profile') or '-'} ({s.get('profile_source') or '-'})"
+        + (f" -> {s['profile_pending']} at the next turn" if s.get("profile_pending") else "")
+        + (f"  w{s['worker']}" if "worker" in s else "")
+        for s in answer["sessions"]
+    ] or ["  none"]
     return "\n".join(lines)
 
 
 def _device(answer: dict[str, Any]) -> str:
     why = {"assigned": "assigned at run time", "config": "from devices:", "default": "named nowhere"}
-    lines = [f"{answer['device']}: {answer['profile']} ({why[answer['profile_source']]})",
-             f"  assigned: {answer['assigned'] or '-'}; devices: gives {answer['configured']}"]
-    lines += [f"  live session {s['session_id']}: {s.get('profile')}"
-              + (f" -> {s['profile_pending']} at the next turn" if s.get("profile_pending") else "")
-              for s in answer["sessions"]]
+    lines = [
+        f"{answer['device']}: {answer['profile']} ({why[answer['profile_source']]})",
+        f"  assigned: {answer['assigned'] or '-'}; devices: gives {answer['configured']}",
+    ]
+    lines += [
+        f"  live session {s['session_id']}: {s.get('profile')}"
+        + (f" -> {s['profile_pending']} at the next turn" if s.get("profile_pending") else "")
+        for s in answer["sessions"]
+    ]
     return "\n".join(lines)
 
 
 def _assigned(answer: dict[str, Any]) -> str:
-    done = (f"assigned {answer['assigned']} to {answer['device']}" if answer["assigned"] is not None
-            else f"cleared {answer['device']}'s assignment: it gets {answer['profile']} ({answer['profile_source']})")
+    done = (
+        f"assigned {answer['assigned']} to {answer['device']}"
+        if answer["assigned"] is not None
+        else f"cleared {answer['device']}'s assignment: it gets {answer['profile']} ({answer['profile_source']})"
+    )
     sessions = answer["sessions"]
-    live = (f"; {len(sessions)} live session(s) switch at their next turn" if sessions
-            else "; no live session (its next connection uses it)")
+    live = (
+        f"; {len(sessions)} live session(s) switch at their next turn"
+        if sessions
+        else "; no live session (its next connection uses it)"
+    )
     return done + live

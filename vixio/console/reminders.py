@@ -35,9 +35,18 @@ _EXAMPLE = '{"device_id": "aa:bb:cc:dd:ee:ff", "text": "take your medicine", "in
 
 
 def reminder_json(reminder: Reminder) -> dict[str, Any]:
-    return {"id": reminder.id, "device_id": reminder.device_id, "text": reminder.text, "kind": reminder.kind,
-            "due": reminder.due, "when": describe_time(reminder.due, reminder.zone), "repeat": reminder.repeat,
-            "time_of_day": reminder.at, "zone": reminder.zone, "created": reminder.created}
+    return {
+        "id": reminder.id,
+        "device_id": reminder.device_id,
+        "text": reminder.text,
+        "kind": reminder.kind,
+        "due": reminder.due,
+        "when": describe_time(reminder.due, reminder.zone),
+        "repeat": reminder.repeat,
+        "time_of_day": reminder.at,
+        "zone": reminder.zone,
+        "created": reminder.created,
+    }
 
 
 class ReminderApi:
@@ -70,14 +79,23 @@ class ReminderApi:
             raise ConsoleError(f"text and kind must be strings ({_EXAMPLE})")
         try:
             in_seconds = float(fields["in_seconds"]) if fields["in_seconds"] is not None else None
-            reminder = build_reminder(device_id, text, self.config, self.zone, kind=kind,
-                                      at=_text(fields["at"]), in_seconds=in_seconds, repeat=_text(fields["repeat"]),
-                                      time_of_day=_text(fields["time_of_day"]))
+            reminder = build_reminder(
+                device_id,
+                text,
+                self.config,
+                self.zone,
+                kind=kind,
+                at=_text(fields["at"]),
+                in_seconds=in_seconds,
+                repeat=_text(fields["repeat"]),
+                time_of_day=_text(fields["time_of_day"]),
+            )
         except ValueError as exc:
             raise ConsoleError(str(exc)) from None
         await self._put(reminder)
-        logger.bind(device=device_id).info("console: {} {} added for {}", reminder.kind, reminder.id,
-                                           describe_time(reminder.due, reminder.zone))
+        logger.bind(device=device_id).info(
+            "console: {} {} added for {}", reminder.kind, reminder.id, describe_time(reminder.due, reminder.zone)
+        )
         return reminder_json(reminder)
 
     async def cancel(self, device_id: str, reminder_id: str) -> dict[str, Any]:
@@ -97,8 +115,11 @@ class ReminderApi:
 
     async def _put(self, reminder: Reminder) -> None:
         if not await _store(self.store.put_reminder(reminder, self.config.max_per_device)):
-            raise ConsoleError(f"{reminder.device_id} already has {self.config.max_per_device} reminders "
-                               "(reminders.max_per_device); cancel one first", 409)
+            raise ConsoleError(
+                f"{reminder.device_id} already has {self.config.max_per_device} reminders "
+                "(reminders.max_per_device); cancel one first",
+                409,
+            )
         await self._woken()
 
     async def _woken(self) -> None:

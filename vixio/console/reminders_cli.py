@@ -28,7 +28,7 @@ _DELAY = re.compile(r"(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s?)?")
 
 
 def delay_seconds(text: str) -> int:
-    """"90", "90s", "10m", "1h30m" → seconds; ArgumentTypeError otherwise."""
+    """ "90", "90s", "10m", "1h30m" → seconds; ArgumentTypeError otherwise."""
     match = _DELAY.fullmatch(text.strip().lower())
     if not text.strip() or match is None or not any(match.groups()):
         raise argparse.ArgumentTypeError(f"{text!r}: expected a delay such as 90s, 10m or 1h30m")
@@ -57,8 +57,9 @@ def add_reminders_parser(commands: Any) -> None:
 
 
 def add_say_parser(commands: Any) -> None:
-    say = commands.add_parser("say", parents=[connection_options()],
-                              help="say something to a device now, whether it is talking, idle or away")
+    say = commands.add_parser(
+        "say", parents=[connection_options()], help="say something to a device now, whether it is talking, idle or away"
+    )
     say.add_argument("device", help="the device id (its MAC)")
     say.add_argument("text", help="what to say")
 
@@ -70,8 +71,15 @@ def run_reminders(args: argparse.Namespace) -> int:
             query = f"?{urllib.parse.urlencode({'device': args.device})}" if args.device else ""
             answer = client.request("/api/reminders" + query)
         elif args.reminders_command == "add":
-            body = {"device_id": args.device, "text": args.text, "kind": args.kind, "in_seconds": args.in_seconds,
-                    "at": args.at, "repeat": args.repeat, "time_of_day": args.time_of_day}
+            body = {
+                "device_id": args.device,
+                "text": args.text,
+                "kind": args.kind,
+                "in_seconds": args.in_seconds,
+                "at": args.at,
+                "repeat": args.repeat,
+                "time_of_day": args.time_of_day,
+            }
             answer = client.request("/api/reminders/add", {k: v for k, v in body.items() if v is not None})
         else:
             answer = client.request("/api/reminders/cancel", {"device_id": args.device, "id": args.id})
@@ -104,10 +112,16 @@ def run_say(args: argparse.Namespace) -> int:
 
 def line(reminder: dict[str, Any]) -> str:
     repeat = f" (repeats {reminder['repeat']} at {reminder['time_of_day']})" if reminder["repeat"] else ""
-    return (f"[{reminder['id']}] {reminder['device_id']}  {reminder['kind']} {reminder['when']}{repeat}: "
-            f"{reminder['text']}")
+    return (
+        f"[{reminder['id']}] {reminder['device_id']}  {reminder['kind']} {reminder['when']}{repeat}: {reminder['text']}"
+    )
 
 
 def listing(reminders: list[dict[str, Any]]) -> str:
-    return "\n".join(["REMINDERS (id, device, kind, when, text)", *(f"  {line(r)}" for r in reminders),
-                      *["  none"] * (not reminders)])
+    return "\n".join(
+        [
+            "REMINDERS (id, device, kind, when, text)",
+            *(f"  {line(r)}" for r in reminders),
+            *["  none"] * (not reminders),
+        ]
+    )

@@ -45,5 +45,9 @@ def checked_device_id(value: Any, what: str = "device") -> str:
 
 def json_reply(data: Any, status: int = 200) -> web.Response:
     """`data` as JSON (non-ASCII text as is), never cached."""
-    return web.json_response(data, status=status, headers={"Cache-Control": "no-store"},
-                             dumps=lambda value: json.dumps(value, ensure_ascii=False))
+    return web.json_response(
+        data,
+        status=status,
+        headers={"Cache-Control": "no-store"},
+        dumps=lambda value: json.dumps(value, ensure_ascii=False),
+    )

@@ -59,9 +59,22 @@ class SpeakersApi:
         device = request.query.get("device")
         device_id = checked_device_id(device, "device") if device else None
         prints = await _read(self.store.voiceprints(device_id))
-        return json_reply({"speakers": [{"device_id": p.device_id, "person": p.person, "samples": p.samples,
-                                         "at": p.at, "profile": self.config.profile_of(p.person)} for p in prints],
-                           "enabled": self.config.enabled, "threshold": self.config.threshold})
+        return json_reply(
+            {
+                "speakers": [
+                    {
+                        "device_id": p.device_id,
+                        "person": p.person,
+                        "samples": p.samples,
+                        "at": p.at,
+                        "profile": self.config.profile_of(p.person),
+                    }
+                    for p in prints
+                ],
+                "enabled": self.config.enabled,
+                "threshold": self.config.threshold,
+            }
+        )
 
     async def _delete(self, request: web.Request) -> web.Response:
         device_id = checked_device_id(request.match_info["device_id"], "the device id in the path")
@@ -83,12 +96,14 @@ class SpeakersApi:
             raise ConsoleError("mulaw must be base64 (16 kHz mono G.711 µ-law)") from None
         seconds = len(audio) / 16000
         if not MIN_UPLOAD_SECONDS <= seconds <= MAX_UPLOAD_SECONDS:
-            raise ConsoleError(f"a recording of {seconds:.1f} s: send {MIN_UPLOAD_SECONDS:g} to "
-                               f"{MAX_UPLOAD_SECONDS:g} s a request")
+            raise ConsoleError(
+                f"a recording of {seconds:.1f} s: send {MIN_UPLOAD_SECONDS:g} to {MAX_UPLOAD_SECONDS:g} s a request"
+            )
         async with self._enrolling:
             try:
-                (vector,) = await asyncio.to_thread(embed_recordings, self.config.model,
-                                                    [(mulaw_to_float(audio), 16000)])
+                (vector,) = await asyncio.to_thread(
+                    embed_recordings, self.config.model, [(mulaw_to_float(audio), 16000)]
+                )
             except (OSError, ImportError) as exc:  # the model is not installed or its file is missing
                 raise ConsoleError(f"speakers.model {self.config.model!r} cannot be used: {exc}", 503) from None
         try:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-
 from vixio.console.backend import ConsoleBackend, ConsoleError
 from vixio.fleet.peers import instance_of, internal_call_route, worker_number
 
@@ -73,5 +72,6 @@ class WorkerBackend:
         return switched
 
     async def memory_changed(self, device_id: str, what: str, conversation: str = "", seq: int = -1) -> int:
-        return int(await self._call("memory_changed", device_id=device_id, what=what, conversation=conversation,
-                                    seq=seq))
+        return int(
+            await self._call("memory_changed", device_id=device_id, what=what, conversation=conversation, seq=seq)
+        )

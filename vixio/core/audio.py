@@ -18,7 +18,9 @@ def _soxr() -> ModuleType:
     try:
         import soxr
     except ImportError as exc:
-        raise ImportError(f"Resampling needs soxr ({exc}); vixio[xiaozhi] extra: pip install -e '.[xiaozhi]' in the vixio checkout") from exc
+        raise ImportError(
+            f"Resampling needs soxr ({exc}); vixio[xiaozhi] extra: pip install -e '.[xiaozhi]' in the vixio checkout"
+        ) from exc
     module: ModuleType = soxr
     return module
 

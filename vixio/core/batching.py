@@ -66,8 +66,16 @@ def worker_stats() -> dict[str, dict[str, float]]:
 class BatchWorker(Generic[J, R]):
     """A daemon thread running `run_batch` over whatever jobs are queued; see the module doc."""
 
-    def __init__(self, run_batch: RunBatch[J, R], *, name: str, max_batch: int = 512,
-                 linger: float = 0.0, target: int = 1, nice: int = 0) -> None:
+    def __init__(
+        self,
+        run_batch: RunBatch[J, R],
+        *,
+        name: str,
+        max_batch: int = 512,
+        linger: float = 0.0,
+        target: int = 1,
+        nice: int = 0,
+    ) -> None:
         if linger < 0 or target < 1 or max_batch < 1:
             raise ValueError(f"BatchWorker {name}: linger must be >= 0, target and max_batch >= 1")
         self._run_batch = run_batch
@@ -83,7 +91,9 @@ class BatchWorker(Generic[J, R]):
         self._rate_since = time.monotonic()
         self._rate_jobs = 0
         # A C-implemented queue: put() is a few hundred ns with the GIL, get() waits without it.
-        self._jobs: queue.SimpleQueue[tuple[J, asyncio.Future[R], asyncio.AbstractEventLoop] | None] = queue.SimpleQueue()
+        self._jobs: queue.SimpleQueue[tuple[J, asyncio.Future[R], asyncio.AbstractEventLoop] | None] = (
+            queue.SimpleQueue()
+        )
         self._hurry = threading.Event()
         """Set with an urgent job: a lingering batch runs at once."""
         self._start_lock = threading.Lock()

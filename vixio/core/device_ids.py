@@ -47,13 +47,17 @@ def device_id_problem(device_id: str) -> str | None:
 def normalize_device_id(raw: object, what: str = "device id") -> str:
     """`raw` stripped and lowercased when it keeps the rule; DeviceIdError naming `what` otherwise."""
     if not isinstance(raw, str):
-        raise DeviceIdError(f"{what} must be a string of 1 to {MAX_DEVICE_ID_CHARS} characters "
-                            f"({DEVICE_ID_CHARACTERS}), e.g. aa:bb:cc:dd:ee:ff")
+        raise DeviceIdError(
+            f"{what} must be a string of 1 to {MAX_DEVICE_ID_CHARS} characters "
+            f"({DEVICE_ID_CHARACTERS}), e.g. aa:bb:cc:dd:ee:ff"
+        )
     device_id = raw.strip().lower()
     problem = device_id_problem(device_id)
     if problem is not None:
-        raise DeviceIdError(f"{what} refused: {problem}; a device id is 1 to {MAX_DEVICE_ID_CHARS} "
-                            f"characters ({DEVICE_ID_CHARACTERS}), e.g. aa:bb:cc:dd:ee:ff")
+        raise DeviceIdError(
+            f"{what} refused: {problem}; a device id is 1 to {MAX_DEVICE_ID_CHARS} "
+            f"characters ({DEVICE_ID_CHARACTERS}), e.g. aa:bb:cc:dd:ee:ff"
+        )
     return device_id
 
 

@@ -16,8 +16,9 @@ from collections.abc import Coroutine, Generator
 from typing import Any
 
 
-def eager_task(coro: Coroutine[Any, Any, Any], *, name: str | None = None,
-               context: contextvars.Context | None = None) -> asyncio.Future[Any]:
+def eager_task(
+    coro: Coroutine[Any, Any, Any], *, name: str | None = None, context: contextvars.Context | None = None
+) -> asyncio.Future[Any]:
     """`asyncio.create_task(coro)` whose first step runs now (Python 3.12's `eager_start`)."""
     loop = asyncio.get_running_loop()
     context = context if context is not None else contextvars.copy_context()

@@ -24,16 +24,32 @@ from http import HTTPStatus
 from typing import Literal
 from urllib.parse import urlsplit
 
-_DNS_TEXT = ("Name or service not known", "nodename nor servname", "Temporary failure in name resolution",
-             "No address associated with hostname", "getaddrinfo failed")
+_DNS_TEXT = (
+    "Name or service not known",
+    "nodename nor servname",
+    "Temporary failure in name resolution",
+    "No address associated with hostname",
+    "getaddrinfo failed",
+)
 _REFUSED_TEXT = ("Connection refused", "Errno 111", "ECONNREFUSED", "actively refused")
 _MAX_DETAIL = 200
 
-FailureKind = Literal["dns", "refused", "tls", "timeout", "connection", "auth", "rate_limit", "http_4xx",
-                      "http_5xx", "other"]
+FailureKind = Literal[
+    "dns", "refused", "tls", "timeout", "connection", "auth", "rate_limit", "http_4xx", "http_5xx", "other"
+]
 """What kind of cause a provider failure had: a bounded set, so it can label a counter."""
-FAILURE_KINDS: tuple[FailureKind, ...] = ("dns", "refused", "tls", "timeout", "connection", "auth", "rate_limit",
-                                           "http_4xx", "http_5xx", "other")
+FAILURE_KINDS: tuple[FailureKind, ...] = (
+    "dns",
+    "refused",
+    "tls",
+    "timeout",
+    "connection",
+    "auth",
+    "rate_limit",
+    "http_4xx",
+    "http_5xx",
+    "other",
+)
 # The words of this module's descriptions (and the providers' own) that name a kind.
 _TIMEOUT_TEXT = ("in time", "timed out", "did not answer within", "stalled", "no audio for")
 _CONNECTION_TEXT = ("could not connect", "broke off", "could not reach", "Connection error")
@@ -72,7 +88,11 @@ def failure_kind(exc: BaseException) -> FailureKind:
     for error in chain:
         if isinstance(error, socket.gaierror) or type(error).__name__ == "ClientConnectorDNSError":
             return "dns"
-        if isinstance(error, ConnectionRefusedError) or isinstance(error, OSError) and error.errno == errno.ECONNREFUSED:
+        if (
+            isinstance(error, ConnectionRefusedError)
+            or isinstance(error, OSError)
+            and error.errno == errno.ECONNREFUSED
+        ):
             return "refused"
         if isinstance(error, ssl.SSLError | ssl.CertificateError):
             return "tls"
@@ -83,11 +103,13 @@ def failure_kind(exc: BaseException) -> FailureKind:
         return "refused"
     if "TLS handshake" in text:
         return "tls"
-    if any(isinstance(error, TimeoutError) or "Timeout" in type(error).__name__ for error in chain) \
-            or any(marker in text for marker in _TIMEOUT_TEXT):
+    if any(isinstance(error, TimeoutError) or "Timeout" in type(error).__name__ for error in chain) or any(
+        marker in text for marker in _TIMEOUT_TEXT
+    ):
         return "timeout"
-    if any(marker in text for marker in _CONNECTION_TEXT) \
-            or any(isinstance(error, OSError) and error.errno is not None for error in chain):
+    if any(marker in text for marker in _CONNECTION_TEXT) or any(
+        isinstance(error, OSError) and error.errno is not None for error in chain
+    ):
         return "connection"
     status = _status(chain, text)
     if status in (401, 403):
@@ -140,7 +162,11 @@ def connection_failure(exc: BaseException, url: str | None = None) -> str | None
     for error in chain:
         if isinstance(error, socket.gaierror) or type(error).__name__ == "ClientConnectorDNSError":
             return f"DNS lookup failed for {host}"
-        if isinstance(error, ConnectionRefusedError) or isinstance(error, OSError) and error.errno == errno.ECONNREFUSED:
+        if (
+            isinstance(error, ConnectionRefusedError)
+            or isinstance(error, OSError)
+            and error.errno == errno.ECONNREFUSED
+        ):
             return f"connection refused at {where}"
         if isinstance(error, ssl.SSLError | ssl.CertificateError):
             return f"TLS handshake with {where} failed: {getattr(error, 'reason', None) or _first_line(error)}"

@@ -57,8 +57,9 @@ class Pipeline:
         self.session_id = session_id
         self.logger = (logger or root_logger).bind(session=session_id or "-")
         self._inboxes: list[ChunkQueue[Chunk]] = [ChunkQueue(queue_size) for _ in stations]
-        self._inline: list[asyncio.Lock | None] = [asyncio.Lock() if s.inline and i else None
-                                                   for i, s in enumerate(stations)]
+        self._inline: list[asyncio.Lock | None] = [
+            asyncio.Lock() if s.inline and i else None for i, s in enumerate(stations)
+        ]
         """Per station: a lock when it runs inline, in the task that forwards to it (not the first)."""
         self._output: ChunkQueue[Chunk] = ChunkQueue(queue_size)
         self._sink: Callable[[Chunk], bool] | None = None
@@ -100,8 +101,10 @@ class Pipeline:
     def turn_in_progress(self) -> bool:
         """A station is working on something other than microphone audio (e.g. the agent is
         answering or waiting for a tool)."""
-        return any(chunk is not None and not (isinstance(chunk, AudioChunk) and chunk.role == "user")
-                   for chunk in self._in_progress)
+        return any(
+            chunk is not None and not (isinstance(chunk, AudioChunk) and chunk.role == "user")
+            for chunk in self._in_progress
+        )
 
     def quiet_after(self, station: Station, *, output: bool = True, before_turn: int | None = None) -> bool:
         """Nothing is queued or being processed downstream of `station` (nor waits in the
@@ -113,8 +116,9 @@ class Pipeline:
             return chunk is not None and (before_turn is None or chunk.turn_id < before_turn)
 
         queues = [*self._inboxes[index + 1 :], *([self._output] if output else [])]
-        return (not any(busy(chunk) for queue in queues for chunk in queue)
-                and not any(busy(chunk) for chunk in self._in_progress[index + 1 :]))
+        return not any(busy(chunk) for queue in queues for chunk in queue) and not any(
+            busy(chunk) for chunk in self._in_progress[index + 1 :]
+        )
 
     def is_stale(self, chunk: BaseChunk) -> bool:
         """True for chunks of a turn that an interrupt cancelled.
@@ -257,8 +261,13 @@ class Pipeline:
                 busy_with = self._in_progress[index]
                 # An inline station stops with its host's task; the task raising the interrupt
                 # (an inline origin's host) keeps running, as the origin does.
-                if (station is not origin and busy_with is not None and self.is_stale(busy_with)
-                        and self._inline[index] is None and self._workers[index] is not asyncio.current_task()):
+                if (
+                    station is not origin
+                    and busy_with is not None
+                    and self.is_stale(busy_with)
+                    and self._inline[index] is None
+                    and self._workers[index] is not asyncio.current_task()
+                ):
                     await self._cancel_worker(index)
                     restart.append(index)
             self.dropped_stale += len(self._output.purge(lambda c: not self.is_stale(c)))
@@ -382,7 +391,9 @@ class Pipeline:
 
     def _error(self, station: Station, exc: BaseException, turn_id: int) -> ErrorChunk:
         message = f"{type(exc).__name__}: {exc}"
-        return ErrorChunk(session_id=self.session_id, turn_id=turn_id, source=station.name, message=message, exception=exc)
+        return ErrorChunk(
+            session_id=self.session_id, turn_id=turn_id, source=station.name, message=message, exception=exc
+        )
 
     @staticmethod
     def _stamp(chunk: BaseChunk, session_id: str, turn_id: int) -> None:

@@ -25,6 +25,7 @@ OutputHandler = Callable[[Chunk], Awaitable[None]]
 
 def fan_out(*handlers: OutputHandler) -> OutputHandler:
     """One output handler calling each of `handlers` in order (e.g. the device first)."""
+
     async def handle(chunk: Chunk) -> None:
         for handler in handlers:
             await handler(chunk)

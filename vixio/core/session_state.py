@@ -77,6 +77,13 @@ class SessionState:
     """Sentences of the current reply that reached the device, in order (`hear` adds one)."""
     on_heard: Callable[[], None] | None = None
     """Called after each sentence added to `heard` (the agent stores the reply so far)."""
+    reply_control: Callable[[str], None] | None = None
+    """Set by the transport: "pause" holds the reply being played (`tts stop`, the rest kept),
+    "resume" plays the rest; the VAD station calls it on speech over the reply (InterruptionArbiter)."""
+    interruptions: dict[str, int] = field(default_factory=lambda: {"real": 0, "false": 0})
+    """Speech over a reply judged a barge-in ("real") or not ("false": the reply resumed)."""
+    echo_erle_db: float | None = None
+    """Server-side echo cancellation's echo return loss enhancement so far (AEC devices only)."""
     audio_until: float = 0.0
     """`time.monotonic()` at which the reply audio made so far ends if played from when it was made
     (the TTS station keeps it; the agent bounds a reply's silence with it)."""

@@ -237,8 +237,9 @@ class TransportBase(ABC):
                     await io.reads.put(rest)
         finally:
             if io.bad_frames.pending():
-                io.logger.warning("dropped {} more malformed frames ({} in all)",
-                                  io.bad_frames.pending(), io.bad_frames.total)
+                io.logger.warning(
+                    "dropped {} more malformed frames ({} in all)", io.bad_frames.pending(), io.bad_frames.total
+                )
             # Wake a reader blocked in read(); a full queue still gets the end marker.
             while io.reads.full():
                 io.reads.get_nowait()
@@ -291,8 +292,9 @@ class TransportBase(ABC):
             more = " (further ones are counted, not logged)" if io.bad_frames.total == io.bad_frames.first else ""
             io.logger.warning("dropped malformed frame: {}{}", exc, more)
         elif verdict:
-            io.logger.warning("dropped {} more malformed frames ({} in all); last: {}", verdict,
-                              io.bad_frames.total, exc)
+            io.logger.warning(
+                "dropped {} more malformed frames ({} in all); last: {}", verdict, io.bad_frames.total, exc
+            )
 
     def _route_mcp(self, io: _SessionIO, message: Message) -> None:
         payload = self.protocol.get_mcp_payload(message)

@@ -34,4 +34,4 @@ def speech_span(pcm: bytes, sample_rate: int) -> bytes:
         return pcm
     loud = np.flatnonzero(level >= peak * FLOOR)
     pad = np.zeros(round(sample_rate * PAD_SECONDS), dtype="<i2")
-    return np.concatenate([pad, samples[loud[0]:loud[-1] + 1], pad]).astype("<i2", copy=False).tobytes()
+    return np.concatenate([pad, samples[loud[0] : loud[-1] + 1], pad]).astype("<i2", copy=False).tobytes()

@@ -50,8 +50,12 @@ class FleetActivation:
     async def elsewhere(self, code: str) -> str | None:
         """The device another instance gave `code` to, now admitted; None when none did."""
         body = {"call": "confirm", "args": {"code": code}}
-        replies = await asyncio.gather(*(self.bus.request(name, "POST", PATH, json=body, timeout=self.timeout)
-                                         for name in await self.supervisors()))
+        replies = await asyncio.gather(
+            *(
+                self.bus.request(name, "POST", PATH, json=body, timeout=self.timeout)
+                for name in await self.supervisors()
+            )
+        )
         for reply in replies:
             if reply.ok and isinstance(reply.body, dict) and reply.body.get("result"):
                 return str(reply.body["result"])
@@ -62,10 +66,21 @@ class FleetActivation:
     async def prove_elsewhere(self, device_id: str, proof: DeviceProof) -> None:
         """Have the instance that issued `proof.challenge` check it; raises ActivationRefused with
         its reason, or "not issued" when no instance issued it."""
-        body = {"call": "prove", "args": {"device_id": device_id, "serial_number": proof.serial_number,
-                                          "challenge": proof.challenge, "hmac": proof.hmac}}
-        replies = await asyncio.gather(*(self.bus.request(name, "POST", PATH, json=body, timeout=self.timeout)
-                                         for name in await self.supervisors()))
+        body = {
+            "call": "prove",
+            "args": {
+                "device_id": device_id,
+                "serial_number": proof.serial_number,
+                "challenge": proof.challenge,
+                "hmac": proof.hmac,
+            },
+        }
+        replies = await asyncio.gather(
+            *(
+                self.bus.request(name, "POST", PATH, json=body, timeout=self.timeout)
+                for name in await self.supervisors()
+            )
+        )
         for reply in replies:
             if reply.ok:
                 return
@@ -73,10 +88,15 @@ class FleetActivation:
             if reply.status == 503:
                 raise StoreWriteError("another instance could not store the activation")
             if reply.status == 403 and isinstance(reply.body, dict):
-                raise ActivationRefused(str(reply.body.get("kind", "bad_hmac")),  # type: ignore[arg-type]
-                                        str(reply.body.get("error", "refused"))[:300])
-        raise ActivationRefused("not_issued", "this challenge was not issued to this device (or has expired); "
-                                "the device gets a new one when it asks OTA again")
+                raise ActivationRefused(
+                    str(reply.body.get("kind", "bad_hmac")),  # type: ignore[arg-type]
+                    str(reply.body.get("error", "refused"))[:300],
+                )
+        raise ActivationRefused(
+            "not_issued",
+            "this challenge was not issued to this device (or has expired); "
+            "the device gets a new one when it asks OTA again",
+        )
 
     async def _serve_prove(self, args: Any) -> PeerReply:
         name = self.bus.name

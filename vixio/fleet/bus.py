@@ -66,8 +66,9 @@ class BusNameTaken(RuntimeError):
     """Another process on the same Redis uses this process's name (two instances, one name)."""
 
 
-def fleet_bus(config: VixioConfig, name: str, serve: Serve | None = None, member: bool | None = None
-              ) -> RedisBus | None:
+def fleet_bus(
+    config: VixioConfig, name: str, serve: Serve | None = None, member: bool | None = None
+) -> RedisBus | None:
     """This process's bus when the config makes a fleet (`state.backend: redis`), else None."""
     from vixio.fleet.directory import in_fleet
 
@@ -76,17 +77,35 @@ def fleet_bus(config: VixioConfig, name: str, serve: Serve | None = None, member
     state = config.state
     if not state.fleet_secret:  # `vixio serve` refused this config already (vixio/config/preflight.py)
         raise ValueError(FLEET_SECRET_MISSING)
-    return RedisBus(state.url, name, password=state.password, prefix=state.prefix, serve=serve, member=member,
-                    ttl=config.server.directory_ttl, secret=state.fleet_secret,
-                    also_accepted=[state.fleet_secret_rotating] if state.fleet_secret_rotating else [])
+    return RedisBus(
+        state.url,
+        name,
+        password=state.password,
+        prefix=state.prefix,
+        serve=serve,
+        member=member,
+        ttl=config.server.directory_ttl,
+        secret=state.fleet_secret,
+        also_accepted=[state.fleet_secret_rotating] if state.fleet_secret_rotating else [],
+    )
 
 
 class RedisBus:
     """This process on the fleet's bus: asks other instances' workers, and (a worker) answers them."""
 
-    def __init__(self, url: str, name: str, *, password: str | None = None, prefix: str = "vixio:",
-                 serve: Serve | None = None, member: bool | None = None, ttl: float = 30.0,
-                 secret: str, also_accepted: list[str] | None = None) -> None:
+    def __init__(
+        self,
+        url: str,
+        name: str,
+        *,
+        password: str | None = None,
+        prefix: str = "vixio:",
+        serve: Serve | None = None,
+        member: bool | None = None,
+        ttl: float = 30.0,
+        secret: str,
+        also_accepted: list[str] | None = None,
+    ) -> None:
         self.url = url
         self._prefix = prefix + CHANNELS
         self._members_key = prefix + MEMBERS
@@ -124,9 +143,15 @@ class RedisBus:
         # would open a connection (connect, handshake, health check) for most of them. One retry,
         # at once: after a Redis restart the pooled connections are dead and the first call on
         # each would fail (a stale session on another instance left open); the retry reconnects.
-        pool = aioredis.BlockingConnectionPool.from_url(self.url, max_connections=MAX_CONNECTIONS, timeout=5,
-                                                        socket_connect_timeout=5, health_check_interval=15,
-                                                        retry=Retry(NoBackoff(), 1), **extra)
+        pool = aioredis.BlockingConnectionPool.from_url(
+            self.url,
+            max_connections=MAX_CONNECTIONS,
+            timeout=5,
+            socket_connect_timeout=5,
+            health_check_interval=15,
+            retry=Retry(NoBackoff(), 1),
+            **extra,
+        )
         self._redis = aioredis.Redis.from_pool(pool)
         try:
             async with asyncio.timeout(5):
@@ -137,10 +162,14 @@ class RedisBus:
         if taken:
             await self._redis.aclose()
             self._redis = None
-            raise BusNameTaken(f"another vixio on the fleet's Redis ({_safe(self.url)}) already runs as {self.name!r}: "
-                               "give each instance its own server.instance")
-        self._loops = [asyncio.create_task(self._listen_forever(), name="vixio-bus-listen"),
-                       asyncio.create_task(self._members_forever(), name="vixio-bus-members")]
+            raise BusNameTaken(
+                f"another vixio on the fleet's Redis ({_safe(self.url)}) already runs as {self.name!r}: "
+                "give each instance its own server.instance"
+            )
+        self._loops = [
+            asyncio.create_task(self._listen_forever(), name="vixio-bus-listen"),
+            asyncio.create_task(self._members_forever(), name="vixio-bus-members"),
+        ]
         with suppress(TimeoutError):
             await asyncio.wait_for(self._subscribed.wait(), 5)
 
@@ -172,8 +201,10 @@ class RedisBus:
         call_id = f"{self.name}:{next(self._ids)}"
         future: asyncio.Future[PeerReply] = asyncio.get_running_loop().create_future()
         self._pending[call_id] = future
-        message = self.signer.seal(self._prefix + holder, {"id": call_id, "reply_to": self.channel, "method": method,
-                                                           "path": path, "json": json})
+        message = self.signer.seal(
+            self._prefix + holder,
+            {"id": call_id, "reply_to": self.channel, "method": method, "path": path, "json": json},
+        )
         try:
             async with asyncio.timeout(timeout):
                 if await self._redis.publish(self._prefix + holder, message) == 0:
@@ -207,8 +238,11 @@ class RedisBus:
                 raise
             except Exception as exc:  # noqa: BLE001 - Redis went away: subscribe again after a back-off
                 if self._failures.hit() is not None:
-                    log.error("fleet bus: Redis at {} unreachable ({}); calls to other instances fail until "
-                              "it is back", _safe(self.url), exc or type(exc).__name__)
+                    log.error(
+                        "fleet bus: Redis at {} unreachable ({}); calls to other instances fail until it is back",
+                        _safe(self.url),
+                        exc or type(exc).__name__,
+                    )
             finally:
                 with suppress(Exception):
                     await pubsub.aclose()

@@ -69,8 +69,9 @@ class Refused(Exception):
 class BusSigner:
     """Seals this process's messages and opens the ones it receives (see the module docstring)."""
 
-    def __init__(self, secret: str, *, also_accepted: Sequence[str] = (), channel: str,
-                 clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self, secret: str, *, also_accepted: Sequence[str] = (), channel: str, clock: Callable[[], float] = time.time
+    ) -> None:
         if not secret:
             raise ValueError("the fleet bus needs state.fleet_secret")
         self._key = secret.encode()
@@ -87,16 +88,17 @@ class BusSigner:
 
     def seal(self, to: str, message: dict[str, Any]) -> str:
         """`message` (a call or an answer) for the channel `to`, signed."""
-        body = json.dumps({"to": to, "ts": self._clock(), "mid": secrets.token_hex(12), **message},
-                          separators=(",", ":"), default=str)
+        body = json.dumps(
+            {"to": to, "ts": self._clock(), "mid": secrets.token_hex(12), **message}, separators=(",", ":"), default=str
+        )
         return f"{SEAL}{_mac(self._key, body.encode())}.{body}"
 
     def open(self, data: bytes | str) -> dict[str, Any]:
         """The message in `data`; `Refused` if it is not a genuine, fresh one for this channel."""
         raw = data if isinstance(data, bytes) else data.encode()
-        if not raw.startswith(SEAL.encode()) or raw[len(SEAL) + 64:len(SEAL) + 65] != b".":
+        if not raw.startswith(SEAL.encode()) or raw[len(SEAL) + 64 : len(SEAL) + 65] != b".":
             raise Refused("unsigned")
-        mac, body = raw[len(SEAL):len(SEAL) + 64], raw[len(SEAL) + 65:]
+        mac, body = raw[len(SEAL) : len(SEAL) + 64], raw[len(SEAL) + 65 :]
         if not any(hmac.compare_digest(mac, _mac(key, body).encode()) for key in self._keys):
             raise Refused("forged")
         try:
@@ -127,8 +129,14 @@ class BusSigner:
         if count is None:
             return
         again = f" ({count} more since the last line)" if count else ""
-        log.warning("fleet bus: dropped a message of {} bytes on {}: {}{}; only instances with this fleet's "
-                    "state.fleet_secret may send calls", size, self.channel, refusal, again)
+        log.warning(
+            "fleet bus: dropped a message of {} bytes on {}: {}{}; only instances with this fleet's "
+            "state.fleet_secret may send calls",
+            size,
+            self.channel,
+            refusal,
+            again,
+        )
 
     def _forget_expired(self, now: float) -> None:
         # Expiries are appended in about the order they fall due (senders' clocks differ by a

@@ -33,8 +33,8 @@ from aiohttp import web
 from loguru import logger
 
 from vixio.core.tools.types import ToolCallResult, ToolDefinition
-from vixio.transports.xiaozhi.companions.relay import CompanionLink, RemoteCompanion, RemoteHost
 from vixio.fleet.peers import PeerReply, Peers
+from vixio.transports.xiaozhi.companions.relay import CompanionLink, RemoteCompanion, RemoteHost
 
 if TYPE_CHECKING:
     from vixio.fleet.directory import SessionDirectory
@@ -52,8 +52,9 @@ log = logger.bind(component="vixio.companions")
 class WorkerCompanionRelay:
     """Pairs this worker's companions with devices on its siblings, and the reverse."""
 
-    def __init__(self, transport: XiaozhiTransport, holder: str, siblings: Peers,
-                 directory: SessionDirectory | None = None) -> None:
+    def __init__(
+        self, transport: XiaozhiTransport, holder: str, siblings: Peers, directory: SessionDirectory | None = None
+    ) -> None:
         self.transport = transport
         self.registry = transport.companions
         self.holder = holder
@@ -88,18 +89,29 @@ class WorkerCompanionRelay:
             self.directory.unlist_companion(companion.session_id)
         self._listed[companion.session_id] = (mac, self.directory.list_companion(mac, companion.session_id))
 
-    async def pair(self, companion: RegisterToolsClient, key: CompanionKey, only: str | None = None
-                   ) -> RemoteHost | None:
+    async def pair(
+        self, companion: RegisterToolsClient, key: CompanionKey, only: str | None = None
+    ) -> RemoteHost | None:
         listed = self._listed.get(companion.session_id)
         if listed is not None:
             # Listed before the device is looked up: a device connecting meanwhile either is found
             # here or finds this listing (see device_connected).
             await asyncio.wait({listed[1]})
         link = next(self._links)
-        body = _call("pair", mac=key.mac, worker=self.holder, session_id=companion.session_id, link=link,
-                     device_id=companion.device_id, tools=[_tool_json(tool) for tool in companion.presented_tools])
-        reply = (await self._to_holder(key.mac, body) if only is None else
-                 await self.peers.request(only, "POST", PATH, json=body))
+        body = _call(
+            "pair",
+            mac=key.mac,
+            worker=self.holder,
+            session_id=companion.session_id,
+            link=link,
+            device_id=companion.device_id,
+            tools=[_tool_json(tool) for tool in companion.presented_tools],
+        )
+        reply = (
+            await self._to_holder(key.mac, body)
+            if only is None
+            else await self.peers.request(only, "POST", PATH, json=body)
+        )
         if reply.status == 502:
             log.warning("companion {} for {}: {}", key.companion, key.mac, reply.body.get("error"))
         if not reply.ok:
@@ -126,8 +138,14 @@ class WorkerCompanionRelay:
         linked = self._linked.pop(companion, None)
         if linked is not None:
             worker, link = linked
-            self._spawn(self.peers.request(worker, "POST", PATH, json=_call(
-                "unpair", worker=self.holder, session_id=companion.session_id, link=link)))
+            self._spawn(
+                self.peers.request(
+                    worker,
+                    "POST",
+                    PATH,
+                    json=_call("unpair", worker=self.holder, session_id=companion.session_id, link=link),
+                )
+            )
 
     def device_connected(self, mac: str) -> None:
         self._spawn(self._announce(mac))
@@ -139,8 +157,9 @@ class WorkerCompanionRelay:
         if holders is None:
             await self.peers.gather("POST", PATH, json=body)
             return
-        await asyncio.gather(*(self.peers.request(holder, "POST", PATH, json=body)
-                               for holder in holders if holder != self.holder))
+        await asyncio.gather(
+            *(self.peers.request(holder, "POST", PATH, json=body) for holder in holders if holder != self.holder)
+        )
 
     def device_disconnected(self, host: RegisterToolsClient) -> None:
         gone: dict[str, list[str]] = {}
@@ -150,8 +169,11 @@ class WorkerCompanionRelay:
                 host.detach_companion(companion)
                 gone.setdefault(companion.link.worker, []).append(companion.session_id)
         for worker, sessions in gone.items():
-            self._spawn(self.peers.request(worker, "POST", PATH, json=_call("device_gone", sessions=sessions,
-                                                                            device_session=host.session_id)))
+            self._spawn(
+                self.peers.request(
+                    worker, "POST", PATH, json=_call("device_gone", sessions=sessions, device_session=host.session_id)
+                )
+            )
 
     # --- requests from the siblings ----------------------------------------------------------------
 
@@ -164,20 +186,25 @@ class WorkerCompanionRelay:
         except (ValueError, KeyError, TypeError):
             handler = None
         if handler is None:
-            return web.json_response({"error": f"expected {{\"call\": one of {_CALLS}, \"args\": {{...}}}}"},
-                                     status=400)
+            return web.json_response({"error": f'expected {{"call": one of {_CALLS}, "args": {{...}}}}'}, status=400)
         try:
             response: web.Response = await handler(**args)
             return response
         except (TypeError, ValueError, KeyError) as exc:
             return web.json_response({"error": f"bad arguments for {call}: {exc}"}, status=400)
 
-    async def _on_pair(self, mac: str, worker: str, session_id: str, link: int, device_id: str,
-                       tools: list[dict[str, Any]]) -> web.Response:
+    async def _on_pair(
+        self, mac: str, worker: str, session_id: str, link: int, device_id: str, tools: list[dict[str, Any]]
+    ) -> web.Response:
         if self.registry.host(mac) is None:
             return _not_here(f"no device {mac} here")
-        proxy = RemoteCompanion(self._link(worker, session_id), device_id, [_tool_from_json(t) for t in tools],
-                                call_timeout=self.transport.config.mcp.tool_call_timeout, on_gone=self._gone)
+        proxy = RemoteCompanion(
+            self._link(worker, session_id),
+            device_id,
+            [_tool_from_json(t) for t in tools],
+            call_timeout=self.transport.config.mcp.tool_call_timeout,
+            on_gone=self._gone,
+        )
         previous = self._proxies.pop((worker, session_id), None)
         if previous is not None:
             self.registry.detach_remote(previous[1])
@@ -186,8 +213,9 @@ class WorkerCompanionRelay:
             proxy.close()
             return web.json_response({"result": {"device_session": ""}})
         self._proxies[(worker, session_id)] = (link, proxy)
-        log.bind(session=host.session_id).info("companion {} on worker {} paired with device {} here ({} tools)",
-                                               device_id, worker, mac, len(tools))
+        log.bind(session=host.session_id).info(
+            "companion {} on worker {} paired with device {} here ({} tools)", device_id, worker, mac, len(tools)
+        )
         return web.json_response({"result": {"device_session": host.session_id}})
 
     async def _on_unpair(self, worker: str, session_id: str, link: int) -> web.Response:
@@ -220,8 +248,9 @@ class WorkerCompanionRelay:
         if companion is None:
             return _not_here(f"no paired companion session {session_id} here")
         result = await companion.call_tool(tool, arguments)
-        return web.json_response({"result": {"success": result.success, "result": result.result,
-                                             "error": result.error}})
+        return web.json_response(
+            {"result": {"success": result.success, "result": result.result, "error": result.error}}
+        )
 
     async def _on_message(self, session_id: str, message: dict[str, Any]) -> web.Response:
         companion = self._paired_here(session_id)
@@ -239,21 +268,28 @@ class WorkerCompanionRelay:
 
     def _link(self, worker: str, session_id: str) -> CompanionLink:
         async def call(name: str, arguments: dict[str, Any], timeout: float) -> ToolCallResult | None:
-            reply = await self.peers.request(worker, "POST", PATH, timeout=timeout + REPLY_MARGIN, json=_call(
-                "execute", session_id=session_id, tool=name, arguments=arguments))
+            reply = await self.peers.request(
+                worker,
+                "POST",
+                PATH,
+                timeout=timeout + REPLY_MARGIN,
+                json=_call("execute", session_id=session_id, tool=name, arguments=arguments),
+            )
             if reply.status == 404:
                 return None
             if not reply.ok:
-                return ToolCallResult.fail(f"{name}: the companion on worker {worker} cannot be reached "
-                                           f"({_error(reply)})")
+                return ToolCallResult.fail(
+                    f"{name}: the companion on worker {worker} cannot be reached ({_error(reply)})"
+                )
             result = reply.body["result"]
             if result["success"]:
                 return ToolCallResult.ok(str(result["result"] or ""))
             return ToolCallResult.fail(str(result["error"] or f"{name} failed"))
 
         async def send(message: dict[str, Any]) -> bool:
-            reply = await self.peers.request(worker, "POST", PATH, json=_call(
-                "message", session_id=session_id, message=message))
+            reply = await self.peers.request(
+                worker, "POST", PATH, json=_call("message", session_id=session_id, message=message)
+            )
             if reply.status == 502:
                 raise ConnectionError(_error(reply))
             return reply.status != 404
@@ -300,11 +336,21 @@ def _error(reply: PeerReply) -> str:
 
 
 def _tool_json(tool: ToolDefinition) -> dict[str, Any]:
-    return {"name": tool.name, "description": tool.description, "parameters": tool.parameters,
-            "sub_type": tool.sub_type, "origin": tool.origin}
+    return {
+        "name": tool.name,
+        "description": tool.description,
+        "parameters": tool.parameters,
+        "sub_type": tool.sub_type,
+        "origin": tool.origin,
+    }
 
 
 def _tool_from_json(entry: dict[str, Any]) -> ToolDefinition:
-    return ToolDefinition(name=str(entry["name"]), description=str(entry["description"]),
-                          parameters=dict(entry["parameters"]), source="register", sub_type=entry.get("sub_type"),
-                          origin=str(entry.get("origin") or ""))
+    return ToolDefinition(
+        name=str(entry["name"]),
+        description=str(entry["description"]),
+        parameters=dict(entry["parameters"]),
+        source="register",
+        sub_type=entry.get("sub_type"),
+        origin=str(entry.get("origin") or ""),
+    )

@@ -45,8 +45,8 @@ from typing import TYPE_CHECKING, Any
 
 from loguru import logger
 
-from vixio.fleet.peers import internal_call_route
 from vixio.core.log_throttle import LogThrottle
+from vixio.fleet.peers import internal_call_route
 from vixio.state.store import LiveSession, Store, StoreError
 
 if TYPE_CHECKING:
@@ -93,8 +93,15 @@ def resolve_instance(configured: str | None, fleet: bool) -> str:
 class SessionDirectory:
     """Records this process's sessions in the store and keeps one session per device."""
 
-    def __init__(self, store: Store, holder: str, *, ttl: float, close_here: CloseHere,
-                 close_elsewhere: CloseElsewhere | None = None) -> None:
+    def __init__(
+        self,
+        store: Store,
+        holder: str,
+        *,
+        ttl: float,
+        close_here: CloseHere,
+        close_elsewhere: CloseElsewhere | None = None,
+    ) -> None:
         self.store = store
         self.holder = holder
         self.ttl = ttl
@@ -209,8 +216,12 @@ class SessionDirectory:
         else:
             closed = False
         if closed:
-            log.bind(device=stale.device_id).info("device {} connected again: closed its earlier session {} on {}",
-                                                  stale.device_id, stale.session_id, stale.worker)
+            log.bind(device=stale.device_id).info(
+                "device {} connected again: closed its earlier session {} on {}",
+                stale.device_id,
+                stale.session_id,
+                stale.worker,
+            )
 
     async def _remove(self, session_id: str, recording: asyncio.Task[None]) -> None:
         with suppress(Exception):
@@ -226,8 +237,11 @@ class SessionDirectory:
         while True:
             await asyncio.sleep(self.ttl / 3)
             # Only entries already recorded: one whose first write is still queued is not "lost".
-            live = [entry for session_id, entry in self._live.items()
-                    if (recording := self._recorded.get(session_id)) is not None and recording.done()]
+            live = [
+                entry
+                for session_id, entry in self._live.items()
+                if (recording := self._recorded.get(session_id)) is not None and recording.done()
+            ]
             self._beat = asyncio.ensure_future(self.store.heartbeat(self.holder, self.ttl, live))
             try:
                 again = await self._beat
@@ -235,8 +249,12 @@ class SessionDirectory:
                 self._failed("send its heartbeat", exc)
                 continue
             if again:
-                log.warning("the session directory had lost {} of this process's {} session(s) (the store restarted "
-                            "empty?): listed again", len(again), len(self._live))
+                log.warning(
+                    "the session directory had lost {} of this process's {} session(s) (the store restarted "
+                    "empty?): listed again",
+                    len(again),
+                    len(self._live),
+                )
             now = time.monotonic()
             self._recheck.update((i, now + RECHECK_S) for i in again if not i.startswith(COMPANION))
             for session_id, until in list(self._recheck.items()):
@@ -253,8 +271,10 @@ class SessionDirectory:
         except StoreError as exc:
             self._failed("look a device up", exc)
             return
-        if any(not _is_companion(other) and (other.started, other.session_id) > (entry.started, entry.session_id)
-               for other in listed):
+        if any(
+            not _is_companion(other) and (other.started, other.session_id) > (entry.started, entry.session_id)
+            for other in listed
+        ):
             await self._close(entry)
 
     def _failed(self, what: str, exc: StoreError) -> None:
@@ -291,9 +311,14 @@ class DirectoryRoute:
         return await self.transport.close_session(str(session_id), str(reason)[:120])
 
     async def close_elsewhere(self, holder: str, session_id: str, reason: str) -> bool:
-        reply = await self.peers.request(holder, "POST", PATH, json={"call": "close", "args": {
-            "session_id": session_id, "reason": reason}})
+        reply = await self.peers.request(
+            holder, "POST", PATH, json={"call": "close", "args": {"session_id": session_id, "reason": reason}}
+        )
         if not reply.ok:
-            log.warning("cannot close the stale session {} on {}: {}", session_id, holder,
-                        reply.body.get("error") if isinstance(reply.body, dict) else reply.status)
+            log.warning(
+                "cannot close the stale session {} on {}: {}",
+                session_id,
+                holder,
+                reply.body.get("error") if isinstance(reply.body, dict) else reply.status,
+            )
         return reply.ok and reply.body.get("result") is True

@@ -125,21 +125,31 @@ class Peers:
         sessions, self._sessions = list(self._sessions.values()), {}
         await asyncio.gather(*(session.close() for session in sessions), *self._closing, return_exceptions=True)
 
-    async def request(self, worker: str, method: str, path: str, *, json: Any = None,
-                      body: bytes | None = None, headers: dict[str, str] | None = None,
-                      timeout: float | None = None) -> PeerReply:
+    async def request(
+        self,
+        worker: str,
+        method: str,
+        path: str,
+        *,
+        json: Any = None,
+        body: bytes | None = None,
+        headers: dict[str, str] | None = None,
+        timeout: float | None = None,
+    ) -> PeerReply:
         """One worker's answer to `method path` (within `timeout` seconds, else the default);
         never raises for an unreachable worker (502). Another instance's worker takes JSON only."""
         session = self._sessions.get(worker)
         if session is None:
             if self.remote is not None and "/" in worker:
-                return await self.remote.request(worker, method, path, json=json,
-                                                 timeout=timeout or self._default_timeout)
+                return await self.remote.request(
+                    worker, method, path, json=json, timeout=timeout or self._default_timeout
+                )
             return PeerReply(worker, 502, {"error": f"worker {worker} is not running"})
         limit: dict[str, Any] = {} if timeout is None else {"timeout": aiohttp.ClientTimeout(total=timeout)}
         try:
-            async with session.request(method, f"http://worker{path}", json=json, data=body,
-                                       headers=headers, **limit) as response:
+            async with session.request(
+                method, f"http://worker{path}", json=json, data=body, headers=headers, **limit
+            ) as response:
                 raw = await response.read()
                 content_type = response.content_type
                 status = response.status
@@ -177,8 +187,9 @@ class Peers:
         # A worker that did not answer may be the one with the session: say so rather than 404.
         return failed or PeerReply("", 404, {"error": "no worker has it"})
 
-    async def forward_any(self, method: str, path: str, *, body: bytes | None = None,
-                          headers: dict[str, str] | None = None) -> PeerReply:
+    async def forward_any(
+        self, method: str, path: str, *, body: bytes | None = None, headers: dict[str, str] | None = None
+    ) -> PeerReply:
         """One worker of this instance's answer, the workers taking turns (stateless work that needs models)."""
         workers = self.local
         if not workers:

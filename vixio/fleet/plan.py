@@ -35,8 +35,7 @@ def resolve_workers(requested: int | None) -> int:
     if requested is None:
         return cpu_count() if reuse_port_supported() else 1
     if requested > 1 and not reuse_port_supported():
-        raise ValueError(f"server.workers is {requested}, but several workers run on Linux only; "
-                         "use 1 on this system")
+        raise ValueError(f"server.workers is {requested}, but several workers run on Linux only; use 1 on this system")
     return requested
 
 
@@ -45,8 +44,9 @@ def listen_port(host: str, port: int, backlog: int = socket.SOMAXCONN) -> socket
     devices for the workers (vixio/serve/dispatch.py). A listener already on the port (another
     program, or another vixio) makes this fail with EADDRINUSE: no SO_REUSEPORT, so nothing is
     silently shared."""
-    family, kind, proto, _, address = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM,
-                                                        flags=socket.AI_PASSIVE)[0]
+    family, kind, proto, _, address = socket.getaddrinfo(
+        host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+    )[0]
     sock = socket.socket(family, kind, proto)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # a restart is not refused by TIME_WAIT
@@ -79,7 +79,9 @@ def raise_open_file_limit(max_connections: int) -> str | None:
             resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
     if soft != resource.RLIM_INFINITY and max_connections + SPARE_DESCRIPTORS > soft:
-        return (f"xiaozhi.max_connections is {max_connections} per worker, but this process may open only {soft} "
-                f"files (its hard limit): devices past ~{max(0, soft - SPARE_DESCRIPTORS)} will fail to connect; "
-                "raise the limit (ulimit -n, systemd LimitNOFILE, Compose ulimits.nofile) or lower max_connections")
+        return (
+            f"xiaozhi.max_connections is {max_connections} per worker, but this process may open only {soft} "
+            f"files (its hard limit): devices past ~{max(0, soft - SPARE_DESCRIPTORS)} will fail to connect; "
+            "raise the limit (ulimit -n, systemd LimitNOFILE, Compose ulimits.nofile) or lower max_connections"
+        )
     return None

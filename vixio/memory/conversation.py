@@ -21,6 +21,10 @@ An operator's edit in the store (the console) reaches the device's live conversa
 deleted turn or a cleared history leaves the model's history at once. The long-term update at a
 conversation's end learns only from the turns the store still holds, so an erasure made by another
 process (`vixio memory clear` while the device talks) is not undone when the session ends.
+
+Facts (`memory.long_term: facts` or `model`) are learnt from every utterance as it is recorded
+(vixio/state/fact_learner.py); the instructions carry them, identity first, then those about
+what the user just said, within `memory.max_chars`, followed by an operator's memory text.
 """
 
 from __future__ import annotations
@@ -35,10 +39,18 @@ from loguru import logger
 
 from vixio.config.memory import MemoryConfig
 from vixio.providers.agent.base import mark_interrupted
-from vixio.state.store import DeviceMemory, Store, StoredTurn, StoreError, StoreWriteError
+from vixio.state.store import (
+    DeviceMemory,
+    Store,
+    StoredTurn,
+    StoreError,
+    StoreWriteError,
+)
 
 if TYPE_CHECKING:
     from vixio.memory.long_term import MemoryUpdater
+    from vixio.state.fact_learner import FactLearner
+    from vixio.state.fact_model import ModelFacts
 
 MAX_TEXT_CHARS = 4000
 """Longest user text or reply stored per turn (longer ones keep their start); bounds what one device can store."""
@@ -51,14 +63,25 @@ KEPT_SESSION_TURNS = 50
 LATE_WRITE_WAIT = 5.0
 """Seconds an operator's erase waits for a live conversation's write under way before erasing again."""
 
+
 class ConversationMemory:
     """One per process: opens each new session's conversation, and updates the device's long-term
     memory with `updater` when a conversation ends (vixio/memory/long_term.py)."""
 
-    def __init__(self, store: Store, config: MemoryConfig, updater: MemoryUpdater | None = None) -> None:
+    def __init__(
+        self,
+        store: Store,
+        config: MemoryConfig,
+        updater: MemoryUpdater | None = None,
+        facts_model: ModelFacts | None = None,
+    ) -> None:
         self.store = store
         self.config = config
         self.updater = updater
+        self.facts_model = facts_model
+        """The cloud model that extracts facts (`long_term: model`); None: the rules alone."""
+        self.learns = config.long_term in ("facts", "model")
+        self.reads_memory = config.long_term != "off"
         self._updates: set[asyncio.Task[None]] = set()
         self._live: dict[str, set[Conversation]] = {}
         """The conversations of this process's live sessions, by device."""
@@ -69,9 +92,12 @@ class ConversationMemory:
         turns: list[StoredTurn] = []
         window = self.config.resume_minutes * 60
         # Both reads at once: one round trip on Redis (calls made together share a pipeline).
-        recent_read, memory_read = await asyncio.gather(
-            self.store.recent_turns(device_id, self.config.max_turns) if window > 0 else _nothing(),
-            self.store.memory(device_id) if self.updater is not None else _nothing(), return_exceptions=True)
+        recent_read, memory_read, facts_read = await asyncio.gather(
+            self.store.recent_turns(device_id, self.config.max_turns) if window > 0 else asyncio.sleep(0),
+            self.store.memory(device_id) if self.reads_memory else asyncio.sleep(0),
+            self.store.facts(device_id) if self.learns else asyncio.sleep(0),
+            return_exceptions=True,
+        )
         if isinstance(recent_read, StoreError):
             logger.bind(device=device_id).warning("the conversation starts afresh: {}", recent_read)
         elif isinstance(recent_read, BaseException):
@@ -79,26 +105,44 @@ class ConversationMemory:
         elif recent_read and recent_read[-1].at >= time.time() - window:
             turns = _last_conversation(recent_read)
         conversation = Conversation(self.store, device_id, turns, on_close=self._ended)
+        conversation.budget = self.config.max_chars
         self._live.setdefault(device_id, set()).add(conversation)
-        if self.updater is not None:
+        if self.learns:
+            from vixio.state.fact_learner import FactLearner
+
+            if isinstance(facts_read, BaseException) and not isinstance(facts_read, StoreError):
+                raise facts_read
+            if isinstance(facts_read, StoreError):
+                logger.bind(device=device_id).warning("facts not read: {}", facts_read)
+            known = facts_read if isinstance(facts_read, list) else []
+            conversation.learner = FactLearner(self.store, device_id, known, model=self.facts_model)
+        if self.reads_memory:
             if isinstance(memory_read, StoreError):
                 logger.bind(device=device_id).warning("long-term memory not read: {}", memory_read)
             elif isinstance(memory_read, BaseException):
                 raise memory_read
             conversation.memory = memory_read.text if isinstance(memory_read, DeviceMemory) else ""
         if turns:
-            logger.bind(device=device_id).info("resuming conversation {}: {} earlier turn(s)", conversation.id, len(turns))
+            logger.bind(device=device_id).info(
+                "resuming conversation {}: {} earlier turn(s)", conversation.id, len(turns)
+            )
         return conversation
 
     async def changed(self, device_id: str, what: str, conversation: str = "", seq: int = -1) -> int:
         """An operator changed the device's record in the store: bring its live conversations in
         this process along; how many there were. `what`: "memory" (read it again), "turn"
-        (`conversation` and `seq` were deleted), "history" (cleared) or "forget" (all of it)."""
+        (`conversation` and `seq` were deleted), "history" (cleared), "facts" (read them again) or
+        "forget" (all of it)."""
         live = list(self._live.get(device_id, ()))
-        if what not in ("memory", "turn", "history", "forget"):
-            raise ValueError(f"what must be memory, turn, history or forget, not {what!r}")
-        if what == "memory" and self.updater is None:  # memory.long_term: off reads no memory
+        if what not in ("memory", "turn", "history", "forget", "facts"):
+            raise ValueError(f"what must be memory, turn, history, facts or forget, not {what!r}")
+        if what == "memory" and not self.reads_memory:  # memory.long_term: off reads no memory
             return 0
+        if what == "facts":
+            for each in live:
+                if each.learner is not None:
+                    await each.learner.reload()
+            return len(live)
         text = ""
         if live and what == "memory":
             remembered = await self.store.memory(device_id)
@@ -125,11 +169,13 @@ class ConversationMemory:
                 else:
                     await self.store.forget_device(device_id)
             except StoreError as exc:
-                logger.bind(device=device_id).warning("the {} erase could not be repeated after a late write: {}",
-                                                      what, exc)
+                logger.bind(device=device_id).warning(
+                    "the {} erase could not be repeated after a late write: {}", what, exc
+                )
         if live:
-            logger.bind(device=device_id).info("an operator changed the stored {}: {} live conversation(s) follow",
-                                               what, len(live))
+            logger.bind(device=device_id).info(
+                "an operator changed the stored {}: {} live conversation(s) follow", what, len(live)
+            )
         return len(live)
 
     def _ended(self, conversation: Conversation) -> None:
@@ -138,9 +184,15 @@ class ConversationMemory:
             conversations.discard(conversation)
             if not conversations:
                 del self._live[conversation.device_id]
+        learner = conversation.learner
+        if learner is not None and learner.busy:  # the model's last batch, the last writes
+            self._spawn(learner.finish(), f"vixio-facts-finish-{conversation.device_id}")
         if self.updater is None or not conversation.session_turns:
             return
-        task = asyncio.create_task(self._update(conversation), name=f"vixio-memory-update-{conversation.device_id}")
+        self._spawn(self._update(conversation), f"vixio-memory-update-{conversation.device_id}")
+
+    def _spawn(self, work: Any, name: str) -> None:
+        task = asyncio.create_task(work, name=name)
         self._updates.add(task)
         task.add_done_callback(self._updates.discard)
 
@@ -149,15 +201,17 @@ class ConversationMemory:
         log = logger.bind(device=conversation.device_id)
         try:
             # Together (one round trip on Redis); the memory as now: another session may have changed it.
-            turns, current = await asyncio.gather(self._still_stored(conversation),
-                                                  self.store.memory(conversation.device_id))
+            turns, current = await asyncio.gather(
+                self._still_stored(conversation), self.store.memory(conversation.device_id)
+            )
             if not turns:
                 log.info("long-term memory not updated: the conversation's turns were erased meanwhile")
                 return
             text = await self.updater.update(current.text if current is not None else "", turns)
             # The model may take seconds: an erasure or an edit made meanwhile wins over this update.
-            after, now = await asyncio.gather(self._still_stored(conversation),
-                                              self.store.memory(conversation.device_id))
+            after, now = await asyncio.gather(
+                self._still_stored(conversation), self.store.memory(conversation.device_id)
+            )
             if after != turns or now != current:
                 log.info("long-term memory not updated: the device's record changed while it was written")
                 return
@@ -188,8 +242,13 @@ class ConversationMemory:
 class Conversation:
     """One device's conversation in one session: the turns restored, and the recorder of new ones."""
 
-    def __init__(self, store: Store, device_id: str, restored: list[StoredTurn],
-                 on_close: Callable[[Conversation], None] | None = None) -> None:
+    def __init__(
+        self,
+        store: Store,
+        device_id: str,
+        restored: list[StoredTurn],
+        on_close: Callable[[Conversation], None] | None = None,
+    ) -> None:
         self.store = store
         self.device_id = device_id
         self.restored = restored
@@ -197,6 +256,11 @@ class Conversation:
         self.memory = ""
         """The device's long-term memory ("" without one): as the session began, or as an operator
         last set it (the instructions read it at every turn)."""
+        self.learner: FactLearner | None = None
+        """Its facts (`memory.long_term: facts` or `model`), else None."""
+        self.budget, self.latest_user = 600, ""
+        """At most this many characters of facts in the instructions (`memory.max_chars`), those
+        about what the user said last first after identity."""
         self.on_history: Callable[[list[dict[str, Any]]], None] | None = None
         """Called with the history the model should have now, when an operator removed turns."""
         self.session_turns: list[StoredTurn] = []
@@ -217,8 +281,9 @@ class Conversation:
         """Writes `_queued` (done once it found nothing left)."""
 
     def memory_text(self) -> str:
-        """The memory as it is now (instructions call this at every turn)."""
-        return self.memory
+        """The facts and the memory as they are now (instructions call this at every turn)."""
+        facts = self.learner.note(self.latest_user, self.budget) if self.learner is not None else ""
+        return f"{facts}\n{self.memory}".strip()
 
     def history_items(self, *, with_session: bool = False) -> list[dict[str, Any]]:
         """The restored turns (and this session's, `with_session`) as agent history: user and
@@ -244,13 +309,18 @@ class Conversation:
             self._next_seq += 1
             while len(self._turns) > KEPT_TURN_IDS:
                 del self._turns[next(iter(self._turns))]
+            if user.strip():
+                self.latest_user = user.strip()[:MAX_TEXT_CHARS]
+                if self.learner is not None:
+                    self.learner.heard(self.id, known[0], self.latest_user, known[1])
         seq, at = known
-        turn = StoredTurn(self.id, seq, user.strip()[:MAX_TEXT_CHARS], assistant.strip()[:MAX_TEXT_CHARS],
-                          interrupted, at)
+        turn = StoredTurn(
+            self.id, seq, user.strip()[:MAX_TEXT_CHARS], assistant.strip()[:MAX_TEXT_CHARS], interrupted, at
+        )
         if self.session_turns and self.session_turns[-1].seq == seq:
             self.session_turns[-1] = turn
         else:
-            self.session_turns = [*self.session_turns[-(KEPT_SESSION_TURNS - 1):], turn]
+            self.session_turns = [*self.session_turns[-(KEPT_SESSION_TURNS - 1) :], turn]
         self._queued[seq] = turn
         if self._writer is None or self._writer.done():
             self._writer = asyncio.create_task(self._write_queued(), name=f"vixio-memory-{self.device_id}")
@@ -285,6 +355,8 @@ class Conversation:
         if conversation != self.id:
             return []
         in_flight = self._drop_writes({seq})
+        if self.learner is not None:
+            self.learner.drop_turn(seq)
         self._erase_keys([key for key, known in self._turns.items() if known[0] == seq])
         kept = [t for t in self.restored if t.seq != seq]
         session = [t for t in self.session_turns if t.seq != seq]
@@ -305,7 +377,9 @@ class Conversation:
         self.restored, self.session_turns, self._turns = [], [], {}
         self.id, self._next_seq = uuid.uuid4().hex[:16], 0
         if not keep_memory:
-            self.memory = ""
+            self.memory, self.latest_user = "", ""
+            if self.learner is not None:
+                in_flight += self.learner.forget_all()
         if self.on_history is not None:
             self.on_history([])
         return in_flight
@@ -313,11 +387,20 @@ class Conversation:
     async def forget(self) -> None:
         """Erase what the store keeps of the device (after the writes under way) and start afresh:
         nothing of this session so far is remembered either."""
-        if self._writer is not None:
-            await asyncio.gather(self._writer, return_exceptions=True)
+        waiting = [self._writer] if self._writer is not None else []
+        if self.learner is not None:
+            waiting += self.learner.forget_all()
+        if waiting:
+            await asyncio.gather(*waiting, return_exceptions=True)
         await self.store.forget_device(self.device_id)
         self.restored, self.session_turns, self.memory, self._turns = [], [], "", {}
+        self.latest_user = ""
         self.id, self._next_seq = uuid.uuid4().hex[:16], 0
+
+    async def written(self) -> None:
+        """Wait for the queued writes, so an erase that follows finds every turn it must erase."""
+        while self._writer is not None and not self._writer.done():
+            await asyncio.gather(self._writer, return_exceptions=True)
 
     async def close(self) -> None:
         """Wait for the writes still under way, so a device reconnecting at once finds its turns;
@@ -329,10 +412,6 @@ class Conversation:
             on_close(self)
 
 
-async def _nothing() -> None:
-    return None
-
-
 def _last_conversation(turns: list[StoredTurn]) -> list[StoredTurn]:
     """The unbroken run of turns at the end of `turns` that belong to the newest conversation."""
     last = turns[-1].conversation
@@ -340,20 +419,3 @@ def _last_conversation(turns: list[StoredTurn]) -> list[StoredTurn]:
     while start > 0 and turns[start - 1].conversation == last:
         start -= 1
     return turns[start:]
-
-
-async def prune_history_forever(store: Store, config: MemoryConfig, every: float = 3600.0) -> None:
-    """Delete turns older than `memory.history_days` and background results held past their time
-    (vixio/app/task_results.py), now and every `every` seconds (run as a task)."""
-    while True:
-        try:
-            removed = await store.prune_history(time.time() - config.history_days * 86400)
-            if removed:
-                logger.info("state store: {} turn(s) older than {:g} days deleted", removed, config.history_days)
-            expired = await store.prune_results(time.time())
-            if expired:
-                logger.info("state store: {} background result(s) deleted: their devices did not come back "
-                            "within memory.resume_minutes", expired)
-        except StoreError as exc:
-            logger.warning("state store: old turns not deleted this time: {}", exc)
-        await asyncio.sleep(every)

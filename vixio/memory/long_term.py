@@ -1,20 +1,20 @@
-"""Long-term memory: a short text of lasting facts per device, updated when a conversation ends.
+"""Long-term memory beyond the facts: the verbatim text memory, and the model that extracts facts.
 
-    updater = long_term_updater(config)          # None with memory.long_term: off
-    text = await updater.update(old_text, turns) # the device's new memory
+    updater = long_term_updater(config)          # VerbatimMemory with memory.long_term: verbatim, else None
+    model = fact_model(config)                   # ModelFacts with memory.long_term: model, else None
 
-Two ways (`memory.long_term`):
+`memory.long_term` (docs/memory.md):
 
-- **verbatim** (the default): the memory is the latest turns as they were said, cut to
-  `memory.max_chars`. Offline, no model call, and plainly what was said, so the person it is
-  about can check it. The only way for the offline local-llama agent: the bundled SmolLM2-135M
-  does not summarise reliably (it repeats the conversation or invents facts).
-- **model**: the configured language model (`memory.model`, else the litellm agent's) is asked
-  to merge the conversation into the memory so far: names, preferences, what the user asked to
-  remember; small talk and what was corrected or asked to be forgotten left out. Opt-in: it is
-  one more model call per conversation, sending the conversation to the provider again.
+- **facts** (the default): facts learnt by rules from every utterance (vixio/state/fact_rules.py),
+  offline. The bundled SmolLM2-135M does not summarise or extract reliably (it repeats the
+  conversation or invents facts, "I've lost all of my memories"), so nothing it says is stored.
+- **model**: the rules, plus the configured language model (`memory.model`, else the litellm
+  agent's) asked for facts as JSON (vixio/state/fact_model.py). Opt-in: one more model call per
+  10 utterances, sending them to the provider again.
+- **verbatim**: the latest turns as they were said, cut to `memory.max_chars` (the earlier default).
 
-The next conversation's instructions carry the memory (`with_memory`).
+The next conversation's instructions carry the facts and any memory text (`with_memory`); an
+operator can write that text (console, `vixio memory set`) in every mode but off.
 """
 
 from __future__ import annotations
@@ -29,18 +29,13 @@ from loguru import logger
 
 from vixio.config.models import VixioConfig
 from vixio.config.pipeline import LitellmAgentConfig
+from vixio.state.fact_model import ModelFacts
 from vixio.state.store import StoredTurn
 
-MEMORY_NOTE = "What you remember about this user from earlier conversations (use it when it helps):\n{memory}"
-SUMMARY_PROMPT = (
-    "You keep a short memory of lasting facts about the user of a voice assistant: their name, the "
-    "people and things in their life, their preferences, and whatever they asked to be remembered. "
-    "Update the memory with the conversation below. Keep facts that still hold; drop what was corrected "
-    "or what the user asked to forget; leave out small talk, one-off questions and the assistant's own "
-    "answers. Reply with the updated memory only, in short sentences, at most {max_chars} characters; "
-    "reply NONE when there is nothing worth remembering.")
-SUMMARY_TIMEOUT = 60.0
-"""Seconds the model has to answer; then the memory stays as it was."""
+MEMORY_NOTE = (
+    "What you remember about this user from earlier conversations (use it when it helps; a date is when "
+    "it was said):\n{memory}"
+)
 
 
 class MemoryUpdater(Protocol):
@@ -77,56 +72,51 @@ class VerbatimMemory:
         return "\n".join(reversed(kept))
 
 
-class ModelMemory:
-    """Asks a chat-completions model to merge the conversation into the memory."""
-
-    def __init__(self, complete: Callable[[list[dict[str, str]]], Any], max_chars: int) -> None:
-        self._complete = complete
-        self.max_chars = max_chars
-
-    async def update(self, memory: str, turns: Sequence[StoredTurn]) -> str:
-        messages = [{"role": "system", "content": SUMMARY_PROMPT.format(max_chars=self.max_chars)},
-                    {"role": "user", "content": f"Memory so far:\n{memory or '(empty)'}\n\n"
-                                                f"Conversation:\n{transcript(turns)}"}]
-        text = str(await asyncio.wait_for(self._complete(messages), SUMMARY_TIMEOUT) or "").strip()
-        if text.upper().rstrip(".") == "NONE":
-            return ""
-        return text[:self.max_chars]
-
-
 def long_term_updater(config: VixioConfig) -> MemoryUpdater | None:
-    """What `memory.long_term` asks for (None: off, or no agent to remember for)."""
-    memory, agent = config.memory, config.agent
-    mode = memory.long_term
-    if mode == "off" or agent is None:
+    """The text memory `memory.long_term` asks for: VerbatimMemory with "verbatim", else None."""
+    if config.memory.long_term != "verbatim" or config.agent is None:
         return None
-    if mode == "model" and not memory.model and not isinstance(agent, LitellmAgentConfig):
-        logger.warning("memory.long_term is model, but the local-llama agent has no model to summarise with "
-                       "(set memory.model): keeping the latest turns verbatim instead")
-        mode = "verbatim"
-    if mode == "verbatim":
-        return VerbatimMemory(memory.max_chars)
+    return VerbatimMemory(config.memory.max_chars)
+
+
+def fact_model(config: VixioConfig) -> ModelFacts | None:
+    """The model that extracts facts with `memory.long_term: model` (None: the rules alone)."""
+    memory, agent = config.memory, config.agent
+    if memory.long_term != "model" or agent is None:
+        return None
+    if not memory.model and not isinstance(agent, LitellmAgentConfig):
+        logger.warning(
+            "memory.long_term is model, but the local-llama agent has no model to extract facts with "
+            "(set memory.model): the rules alone learn facts (memory.long_term: facts)"
+        )
+        return None
     api_base = agent.api_base if isinstance(agent, LitellmAgentConfig) else None
     api_key = agent.api_key if isinstance(agent, LitellmAgentConfig) else None
     model = memory.model or (agent.model if isinstance(agent, LitellmAgentConfig) else "")
     direct = isinstance(agent, LitellmAgentConfig) and agent.openai_direct and model.startswith("openai/")
     timeout = agent.timeout if isinstance(agent, LitellmAgentConfig) else None
-    complete = (_openai_completion(model, api_base, api_key, timeout) if direct
-                else _litellm_completion(model, api_base, api_key))
-    return ModelMemory(complete, memory.max_chars)
+    complete = (
+        _openai_completion(model, api_base, api_key, timeout)
+        if direct
+        else _litellm_completion(model, api_base, api_key)
+    )
+    return ModelFacts(complete)
 
 
-def _openai_completion(model: str, api_base: str | None, api_key: str | None,
-                       timeout: float | None) -> Callable[..., Any]:
+def _openai_completion(
+    model: str, api_base: str | None, api_key: str | None, timeout: float | None
+) -> Callable[..., Any]:
     """`openai/...` models through the openai SDK, as the agent calls them (no litellm import), on
     the client the agent uses for that server (its pool, closed when the server stops)."""
     from vixio.providers.agent.openai_agents.clients import shared_openai_client
 
     async def complete(messages: list[dict[str, str]]) -> str:
         client = shared_openai_client(api_base, api_key, timeout)
-        response = await client.chat.completions.create(model=model.removeprefix("openai/"),
-                                                        messages=messages,  # type: ignore[arg-type]
-                                                        stream=False)
+        response = await client.chat.completions.create(
+            model=model.removeprefix("openai/"),
+            messages=messages,  # type: ignore[arg-type]
+            stream=False,
+        )
         content: str | None = response.choices[0].message.content  # type: ignore[union-attr]  # stream=False
         return content or ""
 
@@ -137,8 +127,9 @@ def _litellm_completion(model: str, api_base: str | None, api_key: str | None) -
     async def complete(messages: list[dict[str, str]]) -> str:
         os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # offline: no price list download
         litellm = await asyncio.to_thread(importlib.import_module, "litellm")
-        response = await litellm.acompletion(model=model, messages=messages, api_base=api_base, api_key=api_key,
-                                             num_retries=0)
+        response = await litellm.acompletion(
+            model=model, messages=messages, api_base=api_base, api_key=api_key, num_retries=0
+        )
         return response.choices[0].message.content or ""
 
     return complete

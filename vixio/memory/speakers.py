@@ -23,11 +23,22 @@ from vixio.core.session_state import SessionState
 from vixio.state.store import Store, StoreError
 from vixio.state.voiceprints import MAX_PEOPLE, Voiceprint, clean_name
 
-ENROL = {"en": ("remember my voice", "learn my voice", "enroll my voice", "enrol my voice", "register my voice",
-                "recognize my voice", "recognise my voice"),
-         "zh": ("记住我的声音", "记下我的声音", "认识我的声音", "录入我的声音", "注册我的声音", "记住我的声纹", "录入声纹")}
-FORGET = {"en": ("forget my voice", "delete my voice", "erase my voice"),
-          "zh": ("忘记我的声音", "忘掉我的声音", "删除我的声音", "删除我的声纹")}
+ENROL = {
+    "en": (
+        "remember my voice",
+        "learn my voice",
+        "enroll my voice",
+        "enrol my voice",
+        "register my voice",
+        "recognize my voice",
+        "recognise my voice",
+    ),
+    "zh": ("记住我的声音", "记下我的声音", "认识我的声音", "录入我的声音", "注册我的声音", "记住我的声纹", "录入声纹"),
+}
+FORGET = {
+    "en": ("forget my voice", "delete my voice", "erase my voice"),
+    "zh": ("忘记我的声音", "忘掉我的声音", "删除我的声音", "删除我的声纹"),
+}
 CANCEL = ("cancel", "stop", "never mind", "取消", "算了", "停止")
 _NAME_EN = re.compile(r"\b(?:i am|i'm|im|my name is|this is|call me|it's|its)\s+([^\W\d_][\w'-]{0,39})", re.I)
 _NAME_ZH = re.compile(r"(?:我叫|我是|我的名字是|叫我)\s*([\u4e00-\u9fffA-Za-z]{1,8}?)(?:[，。！,.!\s]|$)")
@@ -35,26 +46,30 @@ _NOT_WORD = re.compile(r"[^\w\s]+")
 _NOT_NAMES = {"here", "back", "ready", "done", "sure", "not", "the", "a"}
 
 SAY = {
-    "en": {"ask_name": "Sure. Tell me your name too: say \"remember my voice, I'm\" and your name.",
-           "more": "Hello {name}. Say {left} more sentence{s}, anything you like, so I learn your voice.",
-           "again": "Thanks. {left} more, please.",
-           "done": "Got it, {name}. I'll know your voice from now on.",
-           "full": "I already know {limit} voices on this device; forget one first.",
-           "failed": "Sorry, I could not save your voice just now. Please try again later.",
-           "cancelled": "All right, I won't learn your voice.",
-           "unheard": "I didn't catch enough of your voice there. Please say a full sentence.",
-           "forgot": "Done, {name}. I have deleted your voiceprint.",
-           "unknown": "I don't recognise your voice, so there is no voiceprint of yours to delete."},
-    "zh": {"ask_name": "好的。也请告诉我你的名字，比如说：“记住我的声音，我叫小明”。",
-           "more": "你好，{name}。请再随便说{left}句话，让我记住你的声音。",
-           "again": "谢谢，请再说{left}句。",
-           "done": "好的，{name}，我以后能认出你的声音了。",
-           "full": "这台设备已经记住了{limit}个人的声音，请先删除一个。",
-           "failed": "抱歉，现在没能保存你的声音，请稍后再试。",
-           "cancelled": "好的，不记录你的声音了。",
-           "unheard": "刚才没听清你的声音，请说一句完整的话。",
-           "forgot": "好的，{name}，你的声纹已经删除了。",
-           "unknown": "我认不出你的声音，所以没有你的声纹可以删除。"},
+    "en": {
+        "ask_name": 'Sure. Tell me your name too: say "remember my voice, I\'m" and your name.',
+        "more": "Hello {name}. Say {left} more sentence{s}, anything you like, so I learn your voice.",
+        "again": "Thanks. {left} more, please.",
+        "done": "Got it, {name}. I'll know your voice from now on.",
+        "full": "I already know {limit} voices on this device; forget one first.",
+        "failed": "Sorry, I could not save your voice just now. Please try again later.",
+        "cancelled": "All right, I won't learn your voice.",
+        "unheard": "I didn't catch enough of your voice there. Please say a full sentence.",
+        "forgot": "Done, {name}. I have deleted your voiceprint.",
+        "unknown": "I don't recognise your voice, so there is no voiceprint of yours to delete.",
+    },
+    "zh": {
+        "ask_name": "好的。也请告诉我你的名字，比如说：“记住我的声音，我叫小明”。",
+        "more": "你好，{name}。请再随便说{left}句话，让我记住你的声音。",
+        "again": "谢谢，请再说{left}句。",
+        "done": "好的，{name}，我以后能认出你的声音了。",
+        "full": "这台设备已经记住了{limit}个人的声音，请先删除一个。",
+        "failed": "抱歉，现在没能保存你的声音，请稍后再试。",
+        "cancelled": "好的，不记录你的声音了。",
+        "unheard": "刚才没听清你的声音，请说一句完整的话。",
+        "forgot": "好的，{name}，你的声纹已经删除了。",
+        "unknown": "我认不出你的声音，所以没有你的声纹可以删除。",
+    },
 }
 
 
@@ -123,8 +138,9 @@ class SpeakerBook:
 class VoiceEnrolment:
     """The spoken enrolment and "forget my voice" of one session (an agent station's intercept)."""
 
-    def __init__(self, book: SpeakerBook, state: Callable[[], SessionState], *, language: str,
-                 utterances: int = 3) -> None:
+    def __init__(
+        self, book: SpeakerBook, state: Callable[[], SessionState], *, language: str, utterances: int = 3
+    ) -> None:
         self.book = book
         self.state = state
         self.language = language if language in SAY else "en"

@@ -28,8 +28,13 @@ def add_speakers_parser(commands: Any) -> None:
     speakers = commands.add_parser("speakers", help="list, enrol or delete voiceprints (who is speaking)")
     actions = speakers.add_subparsers(dest="speakers_command", metavar="ACTION", required=True)
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--config", "-c", default="config.yaml", metavar="FILE",
-                        help="path to config.yaml, for state and speakers.model (default: ./config.yaml)")
+    common.add_argument(
+        "--config",
+        "-c",
+        default="config.yaml",
+        metavar="FILE",
+        help="path to config.yaml, for state and speakers.model (default: ./config.yaml)",
+    )
     listing = actions.add_parser("list", parents=[common], help="the voiceprints of one device, or of all")
     listing.add_argument("device", nargs="?", type=device_id_argument, help="the device id (default: every device)")
     listing.add_argument("--json", action="store_true", help="print JSON")
@@ -70,8 +75,10 @@ async def _run(store: Store, args: argparse.Namespace, model: str) -> int:
     try:
         if args.speakers_command == "enrol":
             stored = await SpeakerBook(store, args.device).enrol(args.person, vectors)
-            print(f"{args.device}: voiceprint of {stored.person} now from {stored.samples} recording(s), in "
-                  f"{store.location}")
+            print(
+                f"{args.device}: voiceprint of {stored.person} now from {stored.samples} recording(s), in "
+                f"{store.location}"
+            )
             return 0
         if args.speakers_command == "delete":
             if await store.delete_voiceprint(args.device, args.person):
@@ -81,8 +88,13 @@ async def _run(store: Store, args: argparse.Namespace, model: str) -> int:
             return 2
         prints = await store.voiceprints(args.device)
         if args.json:
-            print(json.dumps([{"device": p.device_id, "person": p.person, "samples": p.samples, "at": p.at}
-                              for p in prints], ensure_ascii=False, indent=2))
+            print(
+                json.dumps(
+                    [{"device": p.device_id, "person": p.person, "samples": p.samples, "at": p.at} for p in prints],
+                    ensure_ascii=False,
+                    indent=2,
+                )
+            )
             return 0
         if not prints:
             print("no voiceprints")

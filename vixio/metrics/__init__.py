@@ -16,6 +16,9 @@ sum, so no counter of the instance goes down when a worker restarts (`merge.py`)
 from __future__ import annotations
 
 from vixio.metrics.instruments import (
+    ECHO_ERLE,
+    ECHO_FRAMES,
+    INTERRUPTIONS,
     LATE_FRAMES,
     SESSIONS,
     SESSIONS_STARTED,
@@ -39,6 +42,27 @@ from vixio.metrics.merge import (
     worker_families,
 )
 
-__all__ = ["CONTENT_TYPE", "JSON_PATH", "LATE_FRAMES", "PATH", "SAMPLES_PATH", "SESSIONS", "SESSIONS_STARTED", "TURNS",
-           "TURN_LATENCY", "VAD_QUIET_WINDOWS", "Family", "FleetSamples", "count_provider_error", "count_store_error", "local_families",
-           "render", "reply_ended", "samples_json", "worker_families"]
+__all__ = [
+    "CONTENT_TYPE",
+    "ECHO_ERLE",
+    "ECHO_FRAMES",
+    "INTERRUPTIONS",
+    "JSON_PATH",
+    "LATE_FRAMES",
+    "PATH",
+    "SAMPLES_PATH",
+    "SESSIONS",
+    "SESSIONS_STARTED",
+    "TURNS",
+    "TURN_LATENCY",
+    "VAD_QUIET_WINDOWS",
+    "Family",
+    "FleetSamples",
+    "count_provider_error",
+    "count_store_error",
+    "local_families",
+    "render",
+    "reply_ended",
+    "samples_json",
+    "worker_families",
+]

@@ -40,8 +40,12 @@ class Family:
     samples: dict[SampleKey, float] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "type": self.type, "help": self.help,
-                "samples": [[name, dict(labels), value] for (name, labels), value in self.samples.items()]}
+        return {
+            "name": self.name,
+            "type": self.type,
+            "help": self.help,
+            "samples": [[name, dict(labels), value] for (name, labels), value in self.samples.items()],
+        }
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Family:
@@ -133,10 +137,20 @@ def render(families: Iterable[Family]) -> bytes:
 
 def worker_families(ready: int, restarted: int) -> list[Family]:
     """What the supervisor knows of its workers (one process: 1 ready, never restarted)."""
-    return [Family("vixio_workers_ready", "gauge", "Worker processes serving devices now.",
-                   {("vixio_workers_ready", ()): float(ready)}),
-            Family("vixio_workers_restarted", "counter", "Worker processes restarted after they exited unexpectedly.",
-                   {("vixio_workers_restarted_total", ()): float(restarted)})]
+    return [
+        Family(
+            "vixio_workers_ready",
+            "gauge",
+            "Worker processes serving devices now.",
+            {("vixio_workers_ready", ()): float(ready)},
+        ),
+        Family(
+            "vixio_workers_restarted",
+            "counter",
+            "Worker processes restarted after they exited unexpectedly.",
+            {("vixio_workers_restarted_total", ()): float(restarted)},
+        ),
+    ]
 
 
 def samples_json(registry: CollectorRegistry = REGISTRY) -> dict[str, Any]:

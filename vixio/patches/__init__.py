@@ -58,8 +58,11 @@ def allowed(distribution: str, checked: tuple[str, ...], what: str) -> bool:
     if version is None:
         return False
     if not version.startswith(checked):
-        _note_once(distribution, f"{distribution} {version} is not a version vixio's patch was checked against "
-                                 f"({', '.join(v + '*' for v in checked)}): {what} left as the library does it")
+        _note_once(
+            distribution,
+            f"{distribution} {version} is not a version vixio's patch was checked against "
+            f"({', '.join(v + '*' for v in checked)}): {what} left as the library does it",
+        )
         return False
     return True
 

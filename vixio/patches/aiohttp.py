@@ -70,8 +70,9 @@ class _EagerAsyncio(types.ModuleType):
         return getattr(asyncio, name)
 
     @staticmethod
-    def create_task(coro: Coroutine[Any, Any, Any], *, name: str | None = None,
-                    context: contextvars.Context | None = None) -> asyncio.Future[Any]:
+    def create_task(
+        coro: Coroutine[Any, Any, Any], *, name: str | None = None, context: contextvars.Context | None = None
+    ) -> asyncio.Future[Any]:
         return eager_task(coro, name=name, context=context)
 
 
@@ -86,6 +87,10 @@ class ServerClassRunner(web.AppRunner):
 
     async def _make_server(self) -> web.Server:
         server = await super()._make_server()
-        return self.server_class(server.request_handler, request_factory=server.request_factory,
-                                 handler_cancellation=server.handler_cancellation,
-                                 **self.server_arguments(), **server._kwargs)
+        return self.server_class(
+            server.request_handler,
+            request_factory=server.request_factory,
+            handler_cancellation=server.handler_cancellation,
+            **self.server_arguments(),
+            **server._kwargs,
+        )

@@ -42,8 +42,11 @@ _MISSING = object()
 def install() -> bool:
     """Install both patches once in each installed, checked httpcore; True when at least one
     has both in place."""
-    backends = [BACKENDS[name] for name, checked in CHECKED.items()
-                if installed_version(name) and allowed(name, checked, "pooled connections' readable check and writes")]
+    backends = [
+        BACKENDS[name]
+        for name, checked in CHECKED.items()
+        if installed_version(name) and allowed(name, checked, "pooled connections' readable check and writes")
+    ]
     if not backends:
         return False
     readable = _install_readable_check(backends)
@@ -109,8 +112,12 @@ def _direct_write(original: Any, socket_stream: Any) -> Any:
 def _writable_now(stream: Any) -> bool:
     """What anyio's `SocketStream.send` checks before writing, all passing without a wait."""
     try:
-        return (stream._protocol.write_event.is_set() and not stream._closed
-                and stream._protocol.exception is None and not stream._transport.is_closing())
+        return (
+            stream._protocol.write_event.is_set()
+            and not stream._closed
+            and stream._protocol.exception is None
+            and not stream._transport.is_closing()
+        )
     except AttributeError:  # another anyio: its own path
         return False
 

@@ -35,7 +35,8 @@ def amx_kernels_disabled() -> Iterator[None]:
     import llama_cpp.llama_cpp as low_level
 
     if b"AMX_INT8 = 1" not in llama_cpp.llama_print_system_info() or not allowed(
-            DISTRIBUTION, CHECKED, "llama.cpp's AMX kernels (they may crash in a VM)"):
+        DISTRIBUTION, CHECKED, "llama.cpp's AMX kernels (they may crash in a VM)"
+    ):
         yield
         return
     logger.warning("this llama.cpp build has AMX kernels, which crash in some VMs: loading without them")

@@ -160,9 +160,14 @@ def plain_copy(value: Any) -> Any:
 # (for the device, say) is such a continuation, and function tools still run concurrently: the SDK
 # starts a task per call itself. Applied only to the openai-agents versions it was checked against.
 
-_MODULES = ("agents.run_internal.run_loop", "agents.run_internal.turn_preparation", "agents.agent",
-            "agents.run_internal.turn_resolution", "agents.run_internal.tool_planning",
-            "agents.run_internal.tool_execution")
+_MODULES = (
+    "agents.run_internal.run_loop",
+    "agents.run_internal.turn_preparation",
+    "agents.agent",
+    "agents.run_internal.turn_resolution",
+    "agents.run_internal.tool_planning",
+    "agents.run_internal.tool_execution",
+)
 
 
 def _install_gather() -> bool:
@@ -231,8 +236,9 @@ async def eager_gather_with_cancel(
     if not pending:
         return tuple(results)
     tasks_module = load("agents.util._asyncio_tasks")
-    gathered = await tasks_module.gather_with_cancel(*(future for _, future in pending),
-                                                     on_child_failure=on_child_failure)
+    gathered = await tasks_module.gather_with_cancel(
+        *(future for _, future in pending), on_child_failure=on_child_failure
+    )
     for (index, _), value in zip(pending, gathered, strict=True):
         results[index] = value
     return tuple(results)

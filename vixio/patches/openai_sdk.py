@@ -99,8 +99,12 @@ def stream_models() -> list[Any]:
     modules += [sys.modules.get(name) for name in _STREAM_MODULES_IF_LOADED]
     for module in filter(None, modules):
         for value in vars(module).values():
-            if (isinstance(value, type) and issubclass(value, base_model) and value.__module__.startswith("openai.types.")
-                    and not value.__dict__.get("__pydantic_complete__", True)):
+            if (
+                isinstance(value, type)
+                and issubclass(value, base_model)
+                and value.__module__.startswith("openai.types.")
+                and not value.__dict__.get("__pydantic_complete__", True)
+            ):
                 found[id(value)] = value
     return list(found.values())
 

@@ -73,7 +73,8 @@ Receiver = Callable[[bytes], bool]
 """Takes one binary message at once: True when handled, False to leave it to `recv()`."""
 
 _AVAILABLE = hasattr(ServerConnection, "process_event") and all(
-    name in getattr(Frame, "__dataclass_fields__", {}) for name in ("opcode", "data", "fin"))
+    name in getattr(Frame, "__dataclass_fields__", {}) for name in ("opcode", "data", "fin")
+)
 
 
 class DirectConnection(ServerConnection):
@@ -90,15 +91,19 @@ class DirectConnection(ServerConnection):
         """Messages handed to `receiver` (for tests and diagnostics)."""
 
     def process_event(self, event: Any) -> None:
-        if (self.request is not None and isinstance(event, Frame) and event.opcode in DATA_OPCODES
-                and self._give(event)):
+        if self.request is not None and isinstance(event, Frame) and event.opcode in DATA_OPCODES and self._give(event):
             return
         super().process_event(event)
 
     def _give(self, frame: Frame) -> bool:
         """True when `receiver` took `frame`; False after counting it as queued for `recv()`."""
-        if (frame.opcode is Opcode.BINARY and frame.fin and self.parked and not self.queued
-                and self.receiver is not None):
+        if (
+            frame.opcode is Opcode.BINARY
+            and frame.fin
+            and self.parked
+            and not self.queued
+            and self.receiver is not None
+        ):
             try:
                 taken = self.receiver(bytes(frame.data))
             except Exception:  # the reader meets it again, in its own task, as without this path
@@ -129,8 +134,9 @@ def connection_class() -> type[ServerConnection]:
     if not allowed(DISTRIBUTION, CHECKED, "microphone frames (each goes through recv())"):
         return ServerConnection
     if not _AVAILABLE:
-        logger.info("this websockets version lacks what vixio hands microphone frames over with: "
-                    "each goes through recv()")
+        logger.info(
+            "this websockets version lacks what vixio hands microphone frames over with: each goes through recv()"
+        )
         return ServerConnection
     return DirectConnection
 
@@ -155,7 +161,8 @@ def connection_class() -> type[ServerConnection]:
 # `transport`); where they are missing each message goes through plain `send`.
 
 _CLASS_API = hasattr(Connection, "send_context") and all(
-    hasattr(Protocol, name) for name in ("send_binary", "send_text", "data_to_send"))
+    hasattr(Protocol, name) for name in ("send_binary", "send_text", "data_to_send")
+)
 _INSTANCE_API = ("protocol", "transport", "send_in_progress")
 _batching: bool | None = None
 """Whether `send_together` writes messages together; decided on the first connection it sees."""
@@ -169,8 +176,10 @@ def batching_available(connection: Connection) -> bool:
         if allowed(DISTRIBUTION, CHECKED, "downlink writes (one socket write per message)"):
             _batching = _CLASS_API and all(hasattr(connection, name) for name in _INSTANCE_API)
             if not _batching:
-                logger.info("this websockets version lacks the internals vixio batches writes with: "
-                            "one socket write per downlink message")
+                logger.info(
+                    "this websockets version lacks the internals vixio batches writes with: "
+                    "one socket write per downlink message"
+                )
     return _batching
 
 
@@ -193,9 +202,13 @@ async def send_together(connection: Connection, messages: Sequence[bytes | str])
 def can_send_now(connection: Connection) -> bool:
     """Whether `send_now` may write to `connection` at once: open, no fragmented message going
     out, an empty write buffer (nothing for flow control to wait on)."""
-    return (batching_available(connection) and connection.send_in_progress is None
-            and connection.protocol.state is State.OPEN and not connection.transport.is_closing()
-            and connection.transport.get_write_buffer_size() == 0)
+    return (
+        batching_available(connection)
+        and connection.send_in_progress is None
+        and connection.protocol.state is State.OPEN
+        and not connection.transport.is_closing()
+        and connection.transport.get_write_buffer_size() == 0
+    )
 
 
 def send_now(connection: Connection, messages: Sequence[bytes | str]) -> None:

@@ -72,7 +72,11 @@ class ProfileBook:
             self._warned.add(assigned)
             logger.bind(device=device_id).warning(
                 "the profile {!r} assigned to this device is not in the config (profiles: {}); using {!r} until "
-                "it is assigned again or cleared", assigned, ", ".join(self.names), self.configured(device_id).name)
+                "it is assigned again or cleared",
+                assigned,
+                ", ".join(self.names),
+                self.configured(device_id).name,
+            )
         return self.configured(device_id)
 
     def summary(self, name: str) -> dict[str, Any]:
@@ -84,7 +88,9 @@ class ProfileBook:
             "name": name,
             "description": profile.description if profile is not None else "the top-level config",
             "language": config.language,
-            "model": getattr(agent, "model", None) or getattr(agent, "model_path", None) or getattr(agent, "provider", None),
+            "model": getattr(agent, "model", None)
+            or getattr(agent, "model_path", None)
+            or getattr(agent, "provider", None),
             "voice": f"{tts.provider}:{getattr(tts, 'voice', None) or 'built-in'}" if tts is not None else None,
             "instructions": agent.system_prompt if agent is not None else None,
             "tools": tools_summary(config.tools),

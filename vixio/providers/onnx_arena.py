@@ -36,8 +36,9 @@ def shrinking_session(model: str | Path, providers: list[Any] | None = None) -> 
     _register_cpu_arena(onnxruntime)
     options = onnxruntime.SessionOptions()
     options.add_session_config_entry(*USE_ENV_ALLOCATORS)
-    session = onnxruntime.InferenceSession(str(model), sess_options=options,
-                                           providers=providers or ["CPUExecutionProvider"])
+    session = onnxruntime.InferenceSession(
+        str(model), sess_options=options, providers=providers or ["CPUExecutionProvider"]
+    )
     return ArenaShrinkingSession(session, model_path=str(model))
 
 
@@ -49,8 +50,9 @@ def _register_cpu_arena(onnxruntime: Any) -> None:
             return
         # max_mem 0: no limit; -1: onnxruntime's defaults for the first chunk and dead bytes.
         config = onnxruntime.OrtArenaCfg(0, SAME_AS_REQUESTED, -1, -1)
-        memory = onnxruntime.OrtMemoryInfo("Cpu", onnxruntime.OrtAllocatorType.ORT_ARENA_ALLOCATOR, 0,
-                                           onnxruntime.OrtMemType.DEFAULT)
+        memory = onnxruntime.OrtMemoryInfo(
+            "Cpu", onnxruntime.OrtAllocatorType.ORT_ARENA_ALLOCATOR, 0, onnxruntime.OrtMemType.DEFAULT
+        )
         onnxruntime.create_and_register_allocator(memory, config)
         _registered = True
 

@@ -46,8 +46,14 @@ def external_weights_model(model: Path) -> Path:
     building = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}."))
     try:
         proto = onnx.load(str(model))
-        onnx.save_model(proto, str(building / model.name), save_as_external_data=True,
-                        all_tensors_to_one_file=True, location=_data_name(model), size_threshold=SIZE_THRESHOLD)
+        onnx.save_model(
+            proto,
+            str(building / model.name),
+            save_as_external_data=True,
+            all_tensors_to_one_file=True,
+            location=_data_name(model),
+            size_threshold=SIZE_THRESHOLD,
+        )
         del proto
         os.chmod(building, 0o755)  # mkdtemp makes 0700; a shared cache must stay readable
         for path in building.iterdir():
@@ -59,8 +65,9 @@ def external_weights_model(model: Path) -> Path:
                 raise
     finally:
         shutil.rmtree(building, ignore_errors=True)
-    logger.info("{}: weights moved to {} for memory mapping in {:.1f} s", model.name, target,
-                time.perf_counter() - started)
+    logger.info(
+        "{}: weights moved to {} for memory mapping in {:.1f} s", model.name, target, time.perf_counter() - started
+    )
     return graph
 
 

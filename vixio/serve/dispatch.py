@@ -151,8 +151,11 @@ class Dispatcher:
                     continue
                 stuck = not channel.turning(now)
                 if stuck and not channel.stuck:
-                    log.warning("worker w{}'s event loop has not turned for {:.1f} s; it gets no new device "
-                                "until it does", channel.index, now - channel.last_beat)
+                    log.warning(
+                        "worker w{}'s event loop has not turned for {:.1f} s; it gets no new device until it does",
+                        channel.index,
+                        now - channel.last_beat,
+                    )
                 elif channel.stuck and not stuck:
                     log.info("worker w{}'s event loop turns again", channel.index)
                 channel.stuck = stuck

@@ -23,8 +23,8 @@ from loguru import logger
 
 from vixio.config.models import VixioConfig
 from vixio.fleet.directory import holder_name
-from vixio.serve.dispatch import Dispatcher
 from vixio.fleet.peers import Peers
+from vixio.serve.dispatch import Dispatcher
 from vixio.state import Store, StoreError
 from vixio.transports.xiaozhi.http.ota import OtaServer
 
@@ -81,10 +81,23 @@ class WorkerLifecycle:
         channel = self._dispatch.attach(worker.index)
         try:
             worker.process = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "vixio.serve.worker", "--index", str(worker.index), "--workers", str(len(self.workers)),
-                "--socket", worker.socket_path,
-                "--http-port", str(self.ota.port), "--dispatch-fd", str(channel.fileno()),
-                stdin=asyncio.subprocess.PIPE, env=_worker_environment(), pass_fds=(channel.fileno(),))
+                sys.executable,
+                "-m",
+                "vixio.serve.worker",
+                "--index",
+                str(worker.index),
+                "--workers",
+                str(len(self.workers)),
+                "--socket",
+                worker.socket_path,
+                "--http-port",
+                str(self.ota.port),
+                "--dispatch-fd",
+                str(channel.fileno()),
+                stdin=asyncio.subprocess.PIPE,
+                env=_worker_environment(),
+                pass_fds=(channel.fileno(),),
+            )
         finally:
             channel.close()  # the worker has its own copy
         worker.started = time.monotonic()
@@ -100,12 +113,17 @@ class WorkerLifecycle:
         assert process is not None
         deadline = time.monotonic() + READY_TIMEOUT
         timeout = aiohttp.ClientTimeout(total=2)
-        async with aiohttp.ClientSession(connector=aiohttp.UnixConnector(path=worker.socket_path),
-                                         timeout=timeout) as http:
+        async with aiohttp.ClientSession(
+            connector=aiohttp.UnixConnector(path=worker.socket_path), timeout=timeout
+        ) as http:
             while process.returncode is None and not self._stopping.is_set():
                 if time.monotonic() > deadline:
-                    logger.error("worker w{} (pid {}) not ready after {:.0f} s; killing it", worker.index,
-                                 process.pid, READY_TIMEOUT)
+                    logger.error(
+                        "worker w{} (pid {}) not ready after {:.0f} s; killing it",
+                        worker.index,
+                        process.pid,
+                        READY_TIMEOUT,
+                    )
                     with suppress(ProcessLookupError):
                         process.kill()
                     return False
@@ -136,8 +154,14 @@ class WorkerLifecycle:
             uptime = time.monotonic() - worker.started
             worker.failures = 1 if uptime >= STABLE_AFTER else worker.failures + 1
             delay = min(BACKOFF_MAX, BACKOFF_FIRST * 2 ** (worker.failures - 1))
-            logger.error("worker w{} (pid {}) exited with code {} after {:.0f} s; restarting in {:.0f} s",
-                         worker.index, worker.process.pid, code, uptime, delay)
+            logger.error(
+                "worker w{} (pid {}) exited with code {} after {:.0f} s; restarting in {:.0f} s",
+                worker.index,
+                worker.process.pid,
+                code,
+                uptime,
+                delay,
+            )
             with suppress(TimeoutError):
                 await asyncio.wait_for(self._stopping.wait(), delay)
             if self._stopping.is_set():
@@ -161,9 +185,7 @@ class WorkerLifecycle:
         try:
             await self.store.forget_sessions([self.holder(worker.index)])
         except StoreError as exc:
-            logger.warning("the session directory keeps worker w{}'s sessions until it restarts: {}",
-                           worker.index, exc)
-
+            logger.warning("the session directory keeps worker w{}'s sessions until it restarts: {}", worker.index, exc)
 
     async def _end_workers(self, *, drain: bool) -> list[asyncio.subprocess.Process]:
         """SIGTERM to every worker (with `drain`, SIGUSR1 to the ready ones: finish the replies

@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 
 from vixio import metrics
-from vixio.metrics.merge import Family
-from vixio.fleet.peers import PeerReply, Peers, worker_number
 from vixio.app.server import rss_mb
+from vixio.fleet.peers import PeerReply, Peers, worker_number
+from vixio.metrics.merge import Family
 
 if TYPE_CHECKING:
     from vixio.serve.lifecycle import WorkerProcess
@@ -37,15 +37,17 @@ class InstanceMetrics:
                 families = [Family.from_json(family) for family in reply.body.get("families", [])]
                 self.samples.update(worker_number(reply.worker), reply.body.get("pid"), families)
                 answered.append(worker_number(reply.worker))
-        extra = metrics.worker_families(ready=sum(1 for w in self.workers if w.ready),
-                                        restarted=sum(w.restarts for w in self.workers))
+        extra = metrics.worker_families(
+            ready=sum(1 for w in self.workers if w.ready), restarted=sum(w.restarts for w in self.workers)
+        )
         body = metrics.render(self.samples.families(answered, metrics.local_families(), extra))
         return web.Response(body=body, headers={"Content-Type": metrics.CONTENT_TYPE})
 
     async def json(self, request: web.Request) -> web.Response:
         """Every worker's sessions, and per worker: pid, sessions, RSS, restarts."""
-        return web.json_response(merge_metrics(self.workers, await self.peers.gather("GET", metrics.JSON_PATH,
-                                                                                     local=True)))
+        return web.json_response(
+            merge_metrics(self.workers, await self.peers.gather("GET", metrics.JSON_PATH, local=True))
+        )
 
 
 def merge_metrics(workers: list[WorkerProcess], replies: list[PeerReply]) -> dict[str, Any]:
@@ -64,8 +66,14 @@ def merge_metrics(workers: list[WorkerProcess], replies: list[PeerReply]) -> dic
             status = "starting" if worker.running and not worker.ready else "down"
             if reply is not None:
                 status = "not answering"
-            lines.append({"worker": worker.index, "pid": worker.pid, "sessions": None, "rss_mb": None,
-                          "status": status, **extra})
+            lines.append(
+                {"worker": worker.index, "pid": worker.pid, "sessions": None, "rss_mb": None, "status": status, **extra}
+            )
     total_rss = sum(line["rss_mb"] or 0 for line in lines) + (rss_mb() or 0)
-    return {"sessions": len(detail), "detail": detail, "workers": lines,
-            "supervisor": {"pid": os.getpid(), "rss_mb": rss_mb()}, "rss_mb": round(total_rss, 1)}
+    return {
+        "sessions": len(detail),
+        "detail": detail,
+        "workers": lines,
+        "supervisor": {"pid": os.getpid(), "rss_mb": rss_mb()},
+        "rss_mb": round(total_rss, 1),
+    }

@@ -45,7 +45,13 @@ from aiohttp import web
 from loguru import logger
 
 from vixio import metrics
-from vixio.voice.agent_model import warn_when_model_has_no_tools
+from vixio.app.mqtt import PATH as MQTT_PUSH_PATH
+from vixio.app.mqtt import MqttService
+from vixio.app.notify import PATH as NOTIFY_PATH
+from vixio.app.notify import NotifyAudio
+from vixio.app.reminders import PATH as REMINDERS_PATH
+from vixio.app.startup import log_http_urls, warn_about_open_tokens
+from vixio.app.vision import UPLOAD_TIMEOUT
 from vixio.config.models import VixioConfig
 from vixio.console import ConsoleApi, FanOutBackend
 from vixio.console.identity import IdentityApi
@@ -54,34 +60,37 @@ from vixio.console.pairing import FanOutPairing, PairingApi, WorkerPairing
 from vixio.console.profiles import ProfileApi
 from vixio.console.reminders import ReminderApi
 from vixio.console.worker_calls import WorkerBackend
-from vixio.app.notify import PATH as NOTIFY_PATH
-from vixio.app.notify import NotifyAudio
-from vixio.app.reminders import PATH as REMINDERS_PATH
-from vixio.app.startup import log_http_urls, warn_about_open_tokens
-from vixio.profiles import ProfileBook
-from vixio.state import StoreError, open_store
-from vixio.memory.conversation import prune_history_forever
-from vixio.transports.xiaozhi.companions.stored import StorePairings
-from vixio.state.redis_link import unprotected
-from vixio.transports.xiaozhi.http.limits import install_accept_error_throttle
-from vixio.transports.xiaozhi.session.auth import DeviceAuthenticator
-from vixio.transports.xiaozhi.http.hosts import VISION_PATH
-from vixio.transports.xiaozhi.http.ota import OtaServer
-from vixio.transports.xiaozhi.companions.policy import warn_about_trusted_macs
-from vixio.app.vision import UPLOAD_TIMEOUT
-from vixio.app.mqtt import PATH as MQTT_PUSH_PATH
-from vixio.app.mqtt import MqttService
-from vixio.serve.dispatch import Dispatcher
+from vixio.fleet.activation import SUPERVISOR, FleetActivation
 from vixio.fleet.bus import BusNameTaken, fleet_bus
 from vixio.fleet.directory import in_fleet, resolve_instance
-from vixio.fleet.activation import SUPERVISOR, FleetActivation
-from vixio.serve.lifecycle import WorkerLifecycle, WorkerProcess, WorkerStartError
-from vixio.serve.metrics_routes import InstanceMetrics, merge_metrics
 from vixio.fleet.peers import PeerReply, Peers
 from vixio.fleet.plan import cpu_count, listen_port, resolve_workers, reuse_port_supported
+from vixio.profiles import ProfileBook
+from vixio.serve.dispatch import Dispatcher
+from vixio.serve.lifecycle import WorkerLifecycle, WorkerProcess, WorkerStartError
+from vixio.serve.metrics_routes import InstanceMetrics, merge_metrics
+from vixio.state import StoreError, open_store
+from vixio.state.prune import prune_history_forever
+from vixio.state.redis_link import unprotected
+from vixio.transports.xiaozhi.companions.policy import warn_about_trusted_macs
+from vixio.transports.xiaozhi.companions.stored import StorePairings
+from vixio.transports.xiaozhi.http.hosts import VISION_PATH
+from vixio.transports.xiaozhi.http.limits import install_accept_error_throttle
+from vixio.transports.xiaozhi.http.ota import OtaServer
+from vixio.transports.xiaozhi.session.auth import DeviceAuthenticator
+from vixio.voice.agent_model import warn_when_model_has_no_tools
 
-__all__ = ["Supervisor", "WorkerProcess", "WorkerStartError", "cpu_count", "listen_port", "merge_metrics",
-           "resolve_workers", "reuse_port_supported", "serve_workers"]
+__all__ = [
+    "Supervisor",
+    "WorkerProcess",
+    "WorkerStartError",
+    "cpu_count",
+    "listen_port",
+    "merge_metrics",
+    "resolve_workers",
+    "reuse_port_supported",
+    "serve_workers",
+]
 
 
 class Supervisor(WorkerLifecycle):
@@ -98,8 +107,12 @@ class Supervisor(WorkerLifecycle):
         self.store = open_store(config.state, config.memory)
         """The state store; every worker opens the same one (vixio/state/)."""
         self._pruner: asyncio.Task[None] | None = None
-        self.ota = OtaServer(config.xiaozhi, DeviceAuthenticator(config.xiaozhi.auth),
-                             websocket_port=lambda: self.websocket_port, store=self.store)
+        self.ota = OtaServer(
+            config.xiaozhi,
+            DeviceAuthenticator(config.xiaozhi.auth),
+            websocket_port=lambda: self.websocket_port,
+            store=self.store,
+        )
         if self.bus is not None and self.ota.activations is not None:  # a code confirmed on any instance
             self.bus.serve = FleetActivation(self.ota.activations, self.bus, self.instance).serve
         # Operator routes (vixio/transports/xiaozhi/http/admin.py): the JSON view has live device ids.
@@ -117,14 +130,17 @@ class Supervisor(WorkerLifecycle):
             self.ota.add_route("POST", MQTT_PUSH_PATH, guard.protect(self.mqtt.handle_operator_push))
         # The operator console over every worker's sessions (vixio/console/worker_calls.py).
         agent = config.agent
-        self.console = ConsoleApi(FanOutBackend(lambda: [WorkerBackend(self.peers, w) for w in self.peers.workers]),
-                                  guard,
-                                  vcp_fuzzy=bool(agent is not None and agent.vcp_fuzzy_markers))
+        self.console = ConsoleApi(
+            FanOutBackend(lambda: [WorkerBackend(self.peers, w) for w in self.peers.workers]),
+            guard,
+            vcp_fuzzy=bool(agent is not None and agent.vcp_fuzzy_markers),
+        )
         self.console.register(self.ota.add_route)
         # Companions live in the workers; the approvals are written here (vixio/console/pairing.py).
         self.pairings = StorePairings(self.store, config.xiaozhi.pairing.state_file)
-        self.pairing = PairingApi(self.pairings,
-                                  FanOutPairing(lambda: [WorkerPairing(self.peers, w) for w in self.peers.workers]))
+        self.pairing = PairingApi(
+            self.pairings, FanOutPairing(lambda: [WorkerPairing(self.peers, w) for w in self.peers.workers])
+        )
         self.pairing.register(self.ota.add_route, self.console._protect)
         # Profile assignments are written here; the workers switch their sessions (vixio/console/profiles.py).
         self.profiles = ProfileApi(self.store, ProfileBook(config), lambda: self.console.backend)
@@ -142,8 +158,9 @@ class Supervisor(WorkerLifecycle):
         self.reminders.register(self.ota.add_route, self.console._protect)
         self.console.say_to_device = self.reminders.say
         # Notify files are in the store: rendered by a worker, fetched from this port.
-        self.ota.add_route("GET", NOTIFY_PATH, NotifyAudio(self.store, config.reminders.notify, lambda: None,
-                                                           lambda: "").handle)
+        self.ota.add_route(
+            "GET", NOTIFY_PATH, NotifyAudio(self.store, config.reminders.notify, lambda: None, lambda: "").handle
+        )
         self.websocket_port = 0
         self._dispatch: Dispatcher | None = None
         self._run_dir = ""
@@ -161,8 +178,9 @@ class Supervisor(WorkerLifecycle):
             await self.store.forget_sessions([self.holder(w.index) for w in self.workers])  # an earlier run's
         except StoreError as exc:
             raise WorkerStartError(str(exc)) from exc
-        self._pruner = asyncio.create_task(prune_history_forever(self.store, self.config.memory),
-                                           name="vixio-prune-history")
+        self._pruner = asyncio.create_task(
+            prune_history_forever(self.store, self.config.memory), name="vixio-prune-history"
+        )
         if self.bus is not None:
             try:
                 await self.bus.start()
@@ -171,8 +189,9 @@ class Supervisor(WorkerLifecycle):
         try:
             listener = listen_port(xiaozhi.host, xiaozhi.port)
         except OSError as exc:
-            raise WorkerStartError(f"cannot bind the WebSocket port {xiaozhi.host}:{xiaozhi.port} (xiaozhi.port): "
-                                   f"{exc.strerror or exc}") from exc
+            raise WorkerStartError(
+                f"cannot bind the WebSocket port {xiaozhi.host}:{xiaozhi.port} (xiaozhi.port): {exc.strerror or exc}"
+            ) from exc
         self._dispatch = Dispatcher(listener)
         self.websocket_port = int(listener.getsockname()[1])
         settings = self.config.model_dump(mode="json", by_alias=True)  # as written: `async`, not `run_async`
@@ -193,12 +212,16 @@ class Supervisor(WorkerLifecycle):
             await self.ota.start()
         except OSError as exc:
             http = self.config.xiaozhi.http
-            raise WorkerStartError(f"cannot bind the HTTP port {http.host}:{http.port} (xiaozhi.http.port): "
-                                   f"{exc.strerror or exc}") from exc
+            raise WorkerStartError(
+                f"cannot bind the HTTP port {http.host}:{http.port} (xiaozhi.http.port): {exc.strerror or exc}"
+            ) from exc
         started = time.perf_counter()
         await asyncio.gather(*(self._spawn(worker) for worker in self.workers))
-        logger.info("starting {} workers (pids {}); each loads its models", len(self.workers),
-                    ", ".join(str(w.pid) for w in self.workers))
+        logger.info(
+            "starting {} workers (pids {}); each loads its models",
+            len(self.workers),
+            ", ".join(str(w.pid) for w in self.workers),
+        )
 
         async def ready(worker: WorkerProcess) -> tuple[WorkerProcess, bool]:
             return worker, await self._wait_ready(worker)
@@ -209,8 +232,9 @@ class Supervisor(WorkerLifecycle):
                 worker, ok = await next_ready
                 if not ok:  # fail fast; stop() ends the others
                     code = worker.process.returncode if worker.process is not None else None
-                    raise WorkerStartError(f"worker w{worker.index} did not start (exit code {code}); "
-                                           "its log lines above say why")
+                    raise WorkerStartError(
+                        f"worker w{worker.index} did not start (exit code {code}); its log lines above say why"
+                    )
         finally:
             for wait in waits:
                 wait.cancel()
@@ -218,8 +242,12 @@ class Supervisor(WorkerLifecycle):
         self._watchers = [asyncio.create_task(self._watch(w), name=f"vixio-watch-w{w.index}") for w in self.workers]
         http = self.config.xiaozhi.http
         logger.info("{} workers ready in {:.1f} s", len(self.workers), time.perf_counter() - started)
-        logger.info("WebSocket server on {}:{} (any path), shared by {} workers", xiaozhi.host, self.websocket_port,
-                    len(self.workers))
+        logger.info(
+            "WebSocket server on {}:{} (any path), shared by {} workers",
+            xiaozhi.host,
+            self.websocket_port,
+            len(self.workers),
+        )
         log_http_urls(http.host, self.ota.port, self.config)
 
     async def stop(self, *, drain: bool = False) -> None:
@@ -257,8 +285,11 @@ class Supervisor(WorkerLifecycle):
 
     async def _forward_to_any(self, request: web.Request) -> web.Response:
         """A stateless route that needs a worker's models (the camera tool's upload)."""
-        headers = {name: value for name, value in request.headers.items()
-                   if name.lower() in ("authorization", "content-type", "device-id", "client-id")}
+        headers = {
+            name: value
+            for name, value in request.headers.items()
+            if name.lower() in ("authorization", "content-type", "device-id", "client-id")
+        }
         limit = self.config.vision.max_image_bytes + 64 * 1024 if self.config.vision is not None else 64 * 1024
         body = bytearray()
         try:
@@ -266,14 +297,15 @@ class Supervisor(WorkerLifecycle):
                 while chunk := await request.content.readany():
                     body += chunk
                     if len(body) > limit:
-                        return web.json_response({"success": False, "message": f"the upload is larger than {limit} bytes"},
-                                                 status=413)
+                        return web.json_response(
+                            {"success": False, "message": f"the upload is larger than {limit} bytes"}, status=413
+                        )
         except TimeoutError:
-            return web.json_response({"success": False,
-                                      "message": f"the upload did not arrive within {UPLOAD_TIMEOUT:g} s"}, status=408)
+            return web.json_response(
+                {"success": False, "message": f"the upload did not arrive within {UPLOAD_TIMEOUT:g} s"}, status=408
+            )
         reply = await self.peers.forward_any(request.method, request.path_qs, body=bytes(body), headers=headers)
         return _response(reply)
-
 
 
 def _response(reply: PeerReply) -> web.Response:

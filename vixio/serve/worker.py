@@ -30,14 +30,14 @@ from contextlib import suppress
 from aiohttp import web
 from loguru import logger
 
-from vixio.config.models import VixioConfig
 from vixio.app.log import setup_logging
-from vixio.app.server import SessionRoute, VixioServer, rss_mb
-from vixio.fleet.companions import PATH as COMPANIONS_PATH
 from vixio.app.reminders import PATH as REMINDERS_PATH
+from vixio.app.server import SessionRoute, VixioServer, rss_mb
 from vixio.app.task_results import PATH as TASK_RESULTS_PATH
-from vixio.fleet.companions import WorkerCompanionRelay
+from vixio.config.models import VixioConfig
 from vixio.fleet.bus import fleet_bus
+from vixio.fleet.companions import PATH as COMPANIONS_PATH
+from vixio.fleet.companions import WorkerCompanionRelay
 from vixio.fleet.directory import PATH as DIRECTORY_PATH
 from vixio.fleet.directory import DirectoryRoute, holder_name
 from vixio.fleet.peers import Peers
@@ -54,13 +54,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=1, help="how many workers there are (RUN_DIR/w<i>.sock each)")
     parser.add_argument("--socket", required=True, help="Unix socket for the session routes")
     parser.add_argument("--http-port", type=int, required=True, help="the supervisor's HTTP (OTA) port")
-    parser.add_argument("--dispatch-fd", type=int, required=True,
-                        help="the Unix socket on which the supervisor hands over accepted connections")
+    parser.add_argument(
+        "--dispatch-fd",
+        type=int,
+        required=True,
+        help="the Unix socket on which the supervisor hands over accepted connections",
+    )
     args = parser.parse_args(argv)
     line = sys.stdin.buffer.readline()
     if not line:
-        print("vixio.serve.worker: no config on stdin (this process is started by `vixio serve --workers N`)",
-              file=sys.stderr)
+        print(
+            "vixio.serve.worker: no config on stdin (this process is started by `vixio serve --workers N`)",
+            file=sys.stderr,
+        )
         return 2
     config = VixioConfig.model_validate_json(line)
     setup_logging(config.log.level, tracebacks=config.log.tracebacks, process=f"w{args.index}")
@@ -78,8 +84,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     os._exit(0)
 
 
-async def run_worker(config: VixioConfig, index: int, socket_path: str, http_port: int, dispatch_fd: int,
-                     workers: int = 1) -> None:
+async def run_worker(
+    config: VixioConfig, index: int, socket_path: str, http_port: int, dispatch_fd: int, workers: int = 1
+) -> None:
     """Serve until SIGTERM or until the supervisor goes away."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -92,8 +99,9 @@ async def run_worker(config: VixioConfig, index: int, socket_path: str, http_por
     holder = server.directory.holder
     for other in range(workers):
         if other != index:
-            siblings.add(holder_name(server.instance, other),
-                         os.path.join(os.path.dirname(socket_path), f"w{other}.sock"))
+            siblings.add(
+                holder_name(server.instance, other), os.path.join(os.path.dirname(socket_path), f"w{other}.sock")
+            )
     relay = WorkerCompanionRelay(server.transport, holder, siblings, directory=server.directory)
     server.transport.companions.relay = relay
     server.task_results.siblings, server.task_results.worker = siblings, holder
@@ -103,10 +111,12 @@ async def run_worker(config: VixioConfig, index: int, socket_path: str, http_por
     server.reminders.locate = server.directory.holders_of
     sessions = DirectoryRoute(server.transport, siblings)
     server.directory.close_elsewhere = sessions.close_elsewhere
-    server.session_routes += [SessionRoute("POST", COMPANIONS_PATH, relay.handle),
-                              SessionRoute("POST", TASK_RESULTS_PATH, server.task_results.handle),
-                              SessionRoute("POST", REMINDERS_PATH, server.reminders.handle),
-                              SessionRoute("POST", DIRECTORY_PATH, sessions.handle)]
+    server.session_routes += [
+        SessionRoute("POST", COMPANIONS_PATH, relay.handle),
+        SessionRoute("POST", TASK_RESULTS_PATH, server.task_results.handle),
+        SessionRoute("POST", REMINDERS_PATH, server.reminders.handle),
+        SessionRoute("POST", DIRECTORY_PATH, sessions.handle),
+    ]
     # Until the models are loaded SIGTERM keeps its default action: there is nothing to close yet.
     await server.start()
     websockets = server.transport.websocket_server
@@ -150,9 +160,15 @@ async def _serve_session_routes(server: VixioServer, socket_path: str) -> web.Ap
         app.router.add_route(route.method, route.path, route.handler)
 
     async def health(request: web.Request) -> web.Response:
-        return web.json_response({"worker": server.worker_index, "pid": os.getpid(),
-                                  "websocket_port": server.transport.port,
-                                  "sessions": len(server.transport.connections), "rss_mb": rss_mb()})
+        return web.json_response(
+            {
+                "worker": server.worker_index,
+                "pid": os.getpid(),
+                "websocket_port": server.transport.port,
+                "sessions": len(server.transport.connections),
+                "rss_mb": rss_mb(),
+            }
+        )
 
     app.router.add_get("/healthz", health)
     runner = web.AppRunner(app, access_log=None, handle_signals=False)

@@ -37,7 +37,11 @@ class StoreRate:
             count = await self.store.count_event(f"{self.name}:{key[:MAX_KEY_CHARS]}", self.window)
         except StoreError as exc:
             if self._failures.hit() is not None:
-                logger.warning("the {} limit is not counted while the state store fails ({}); "
-                               "each connection's own limit still holds", self.name, exc)
+                logger.warning(
+                    "the {} limit is not counted while the state store fails ({}); "
+                    "each connection's own limit still holds",
+                    self.name,
+                    exc,
+                )
             return True
         return count <= self.limit

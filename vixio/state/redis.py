@@ -9,7 +9,7 @@ are JSON arrays, times unix seconds):
     P schema                     "1": the layout version (a newer one is refused)
     P admissions                 hash  device -> [via, at]
     P profiles                   hash  device -> [profile, at]
-    P memories                   hash  device -> [text, at]
+    P memories, P facts:DEVICE   hash  device -> [text, at]; [person, key] -> [kind, value, at, source] (redis_facts.py)
     P pairings                   hash  [device, companion, client_id] -> at
     P turns:DEVICE               zset  "SEQ|CONVERSATION" scored by the turn's start time
     P turn-text:DEVICE           hash  "SEQ|CONVERSATION" -> [conversation, seq, user, assistant, interrupted, at]
@@ -31,16 +31,15 @@ are JSON arrays, times unix seconds):
 Bounds: a device keeps its newest `state.max_turns` turns; its two turn keys expire
 `memory.history_days` after its newest turn (the hourly prune also drops older turns of devices
 still talking). A turn's texts are bounded by the recorder (vixio/memory/conversation.py), the long-term
-memory by `memory.max_chars`. A device's held results expire with the latest of them (at most
+memory by `memory.max_chars`, facts by `MAX_FACTS_PER_DEVICE` (what RDB/AOF keep: docs/privacy.md#redis). A device's held results expire with the latest of them (at most
 `keep`). `devices` drops a device whose turns expired and memory is gone when it meets it.
 Sessions are listed while their worker's heartbeat is current (`Store.heartbeat`); a worker
 silent for a day has its entries deleted when sessions are next listed.
 
-Every call is one command, or one Lua script from redis_scripts.py where it must be atomic; calls
-made at the same moment share one round trip (redis_link.py: pipelines, and what an outage does).
-A turn is one call; a session start's two reads (turns, long-term memory) share one round trip. Nothing is cached
-here: every instance reads what another just wrote. Standalone Redis/Valkey (or a primary), not
-Redis Cluster: the session scripts reach keys they find on the way.
+Every call is one command, or one Lua script from redis_scripts.py where it must be atomic; calls made at the
+same moment share one round trip (redis_link.py: pipelines, and what an outage does). A turn is one call; a
+session start's reads share one round trip. Nothing is cached here: every instance reads what another just
+wrote. Standalone Redis/Valkey (or a primary), not Redis Cluster: the session scripts reach keys they find.
 """
 
 from __future__ import annotations
@@ -53,6 +52,7 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from vixio.state import redis_scripts as scripts
+from vixio.state.redis_facts import RedisFacts
 from vixio.state.redis_link import Op, RedisLink, unusable
 from vixio.state.redis_reminders import RedisReminders
 from vixio.state.redis_voiceprints import RedisVoiceprints
@@ -68,8 +68,8 @@ from vixio.state.store import (
     PairingApproval,
     RebindRequest,
     Store,
-    StoreError,
     StoredTurn,
+    StoreError,
 )
 
 LAYOUT_VERSION = 1
@@ -91,11 +91,19 @@ def redacted(url: str) -> str:
     return urlunsplit((parts.scheme, f"{user}:***@{host}", parts.path, parts.query, parts.fragment))
 
 
-class RedisStore(RedisReminders, RedisVoiceprints, Store):
+class RedisStore(RedisFacts, RedisReminders, RedisVoiceprints, Store):
     """`Store` on a Redis server (see the module docstring for keys, bounds and failures)."""
 
-    def __init__(self, url: str, *, password: str | None = None, prefix: str = "vixio:", timeout: float = 1.0,
-                 max_turns: int = 1000, history_seconds: float = 30 * 86400.0) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        password: str | None = None,
+        prefix: str = "vixio:",
+        timeout: float = 1.0,
+        max_turns: int = 1000,
+        history_seconds: float = 30 * 86400.0,
+    ) -> None:
         self.url = url
         self.location = redacted(url)
         self.prefix = prefix
@@ -126,9 +134,11 @@ class RedisStore(RedisReminders, RedisVoiceprints, Store):
             raise StoreError(unusable(f"state.url {self.location}", exc)) from None
         if version > LAYOUT_VERSION:
             await self._link.close()
-            raise StoreError(f"state.url {self.location}: keys under {self.prefix!r} were written by a newer vixio "
-                             f"(layout {version}, this vixio knows up to {LAYOUT_VERSION}); upgrade vixio, or set "
-                             "another state.prefix")
+            raise StoreError(
+                f"state.url {self.location}: keys under {self.prefix!r} were written by a newer vixio "
+                f"(layout {version}, this vixio knows up to {LAYOUT_VERSION}); upgrade vixio, or set "
+                "another state.prefix"
+            )
         self._open = True
 
     async def close(self) -> None:
@@ -187,11 +197,17 @@ class RedisStore(RedisReminders, RedisVoiceprints, Store):
     async def put_turn(self, device_id: str, turn: StoredTurn) -> None:
         # Zero-padded seq first: turns that began at the same time come back in seq order.
         member = f"{turn.seq:010d}|{turn.conversation}"
-        value = json.dumps([turn.conversation, turn.seq, turn.user, turn.assistant, turn.interrupted, turn.at],
-                           ensure_ascii=False)
-        await self._call(self._script("PUT_TURN", [*self._turn_keys(device_id), self.prefix + "devices"],
-                                      [member, repr(turn.at), value, self._max_turns, self._history_ms, device_id]),
-                         write=True)
+        value = json.dumps(
+            [turn.conversation, turn.seq, turn.user, turn.assistant, turn.interrupted, turn.at], ensure_ascii=False
+        )
+        await self._call(
+            self._script(
+                "PUT_TURN",
+                [*self._turn_keys(device_id), self.prefix + "devices"],
+                [member, repr(turn.at), value, self._max_turns, self._history_ms, device_id],
+            ),
+            write=True,
+        )
 
     async def recent_turns(self, device_id: str, limit: int) -> list[StoredTurn]:
         if limit <= 0:
@@ -214,13 +230,18 @@ class RedisStore(RedisReminders, RedisVoiceprints, Store):
 
     async def prune_history(self, before: float) -> int:
         """Walks every device's turn keys (SCAN, one round trip per batch) and trims each batch in one script."""
-        return await self._prune("turns:*", "PRUNE_TURNS", before,
-                                 lambda order: (order, self.prefix + "turn-text:" + order[len(self.prefix) + 6:]))
+        return await self._prune(
+            "turns:*",
+            "PRUNE_TURNS",
+            before,
+            lambda order: (order, self.prefix + "turn-text:" + order[len(self.prefix) + 6 :]),
+        )
 
     async def _prune(self, glob: str, script: str, before: float, keys_of: Callable[[str], Sequence[str]]) -> int:
         pattern = _glob_escape(self.prefix) + glob
         cursor, removed = 0, 0
         while True:
+
             def scan(r: Any, at: int = cursor) -> Any:
                 return r.scan(at, match=pattern, count=PRUNE_BATCH)
 
@@ -234,14 +255,21 @@ class RedisStore(RedisReminders, RedisVoiceprints, Store):
     async def devices(self, limit: int, offset: int = 0) -> list[DeviceRecord]:
         if limit <= 0:
             return []
-        flat = await self._call(self._script("DEVICES", [self.prefix + "devices", self.prefix + "memories"],
-                                             [self.prefix, max(0, offset), limit]), write=True)
+        flat = await self._call(
+            self._script(
+                "DEVICES", [self.prefix + "devices", self.prefix + "memories"], [self.prefix, max(0, offset), limit]
+            ),
+            write=True,
+        )
         records = []
-        for i in range(0, len(flat), 5):
-            device, turns, newest, memory, updated = flat[i:i + 5]
+        for i in range(0, len(flat), 6):
+            device, turns, newest, memory, updated, facts = flat[i : i + 6]
             text = json.loads(memory)[0] if memory else ""
-            records.append(DeviceRecord(device, int(turns), float(newest) if newest else None, len(text),
-                                        float(updated)))
+            records.append(
+                DeviceRecord(
+                    device, int(turns), float(newest) if newest else None, len(text), float(updated), int(facts)
+                )
+            )
         return records
 
     # --- long-term memory ---------------------------------------------------------------------
@@ -260,19 +288,25 @@ class RedisStore(RedisReminders, RedisVoiceprints, Store):
             return
         at = time.time()
         value = json.dumps([text, at], ensure_ascii=False)
-        await self._call(self._script("SET_MEMORY", [key, self.prefix + "devices"], [device_id, value, repr(at)]),
-                         write=True)
+        await self._call(
+            self._script("SET_MEMORY", [key, self.prefix + "devices"], [device_id, value, repr(at)]), write=True
+        )
 
     # --- results held for a device that is away ----------------------------------------------
 
     async def hold_result(self, device_id: str, payload: str, until: float, keep: int) -> None:
         item = json.dumps([payload, until], ensure_ascii=False)
-        await self._call(self._script("HOLD_RESULT", [f"{self.prefix}held:{device_id}"], [item, repr(until),
-                                                                                          max(1, keep)]), write=True)
+        await self._call(
+            self._script("HOLD_RESULT", [f"{self.prefix}held:{device_id}"], [item, repr(until), max(1, keep)]),
+            write=True,
+        )
 
     async def take_results(self, device_id: str) -> list[str]:
-        return list(await self._call(self._script("TAKE_RESULTS", [f"{self.prefix}held:{device_id}"],
-                                                  [repr(time.time())]), write=True))
+        return list(
+            await self._call(
+                self._script("TAKE_RESULTS", [f"{self.prefix}held:{device_id}"], [repr(time.time())]), write=True
+            )
+        )
 
     async def prune_results(self, before: float) -> int:
         return await self._prune("held:*", "PRUNE_RESULTS", before, lambda key: (key,))
@@ -295,8 +329,10 @@ class RedisStore(RedisReminders, RedisVoiceprints, Store):
 
     async def pairings(self, device_id: str | None = None) -> list[PairingApproval]:
         entries = await self._call(lambda r: r.hgetall(self.prefix + "pairings"), write=False)
-        approvals = [PairingApproval(device, companion, client, at=float(at))
-                     for (device, companion, client), at in ((json.loads(field), at) for field, at in entries.items())]
+        approvals = [
+            PairingApproval(device, companion, client, at=float(at))
+            for (device, companion, client), at in ((json.loads(field), at) for field, at in entries.items())
+        ]
         if device_id is not None:
             approvals = [a for a in approvals if a.device_id == device_id]
         return sorted(approvals, key=lambda a: (a.at, a.device_id, a.companion, a.client_id))
@@ -309,9 +345,10 @@ class RedisStore(RedisReminders, RedisVoiceprints, Store):
     async def pin_identity(self, device_id: str, client_id: str) -> IdentityPin:
         now = time.time()
         pin = json.dumps([client_id, now], ensure_ascii=False)
-        value, seen = await self._call(self._script("PIN_IDENTITY", self._pin_keys()[:2],
-                                                    [device_id, client_id, pin, repr(now), PIN_SEEN_EVERY]),
-                                       write=True)
+        value, seen = await self._call(
+            self._script("PIN_IDENTITY", self._pin_keys()[:2], [device_id, client_id, pin, repr(now), PIN_SEEN_EVERY]),
+            write=True,
+        )
         client_id, at = json.loads(value)
         return IdentityPin(device_id, client_id, at, seen=float(seen))
 
@@ -319,7 +356,8 @@ class RedisStore(RedisReminders, RedisVoiceprints, Store):
         keys = self._pin_keys()
         value, seen = await asyncio.gather(  # one round trip
             self._call(lambda r: r.hget(keys[0], device_id), write=False),
-            self._call(lambda r: r.hget(keys[1], device_id), write=False))
+            self._call(lambda r: r.hget(keys[1], device_id), write=False),
+        )
         if value is None:
             return None
         client_id, at = json.loads(value)
@@ -328,18 +366,29 @@ class RedisStore(RedisReminders, RedisVoiceprints, Store):
     async def repin_identity(self, device_id: str, client_id: str) -> None:
         now = time.time()
         pin = json.dumps([client_id, now], ensure_ascii=False)
-        await self._call(self._script("REPIN_IDENTITY", self._pin_keys(),
-                                      [device_id, pin, repr(now), _rebind_prefix(device_id)]), write=True)
+        await self._call(
+            self._script("REPIN_IDENTITY", self._pin_keys(), [device_id, pin, repr(now), _rebind_prefix(device_id)]),
+            write=True,
+        )
 
     async def unpin_identity(self, device_id: str) -> bool:
-        return bool(await self._call(self._script("REPIN_IDENTITY", self._pin_keys(),
-                                                  [device_id, "", "0", _rebind_prefix(device_id)]), write=True))
+        return bool(
+            await self._call(
+                self._script("REPIN_IDENTITY", self._pin_keys(), [device_id, "", "0", _rebind_prefix(device_id)]),
+                write=True,
+            )
+        )
 
     async def request_rebind(self, device_id: str, client_id: str, per_device: int, total: int) -> None:
         member = json.dumps([device_id, client_id], ensure_ascii=False)
-        await self._call(self._script("REQUEST_REBIND", self._pin_keys()[2:],
-                                      [member, repr(time.time()), _rebind_prefix(device_id), max(1, per_device),
-                                       max(1, total)]), write=True)
+        await self._call(
+            self._script(
+                "REQUEST_REBIND",
+                self._pin_keys()[2:],
+                [member, repr(time.time()), _rebind_prefix(device_id), max(1, per_device), max(1, total)],
+            ),
+            write=True,
+        )
 
     async def rebind_requests(self, device_id: str | None = None) -> list[RebindRequest]:
         entries = await self._call(lambda r: r.hgetall(self.prefix + "rebinds"), write=False)
@@ -357,12 +406,16 @@ class RedisStore(RedisReminders, RedisVoiceprints, Store):
     async def session_started(self, session: LiveSession) -> None:
         value = json.dumps([session.device_id, session.worker, session.started], ensure_ascii=False)
         keys = [self.prefix + "sessions", f"{self.prefix}device-sessions:{session.device_id}", self.prefix + "workers"]
-        await self._call(self._script("SESSION_STARTED", keys, [session.session_id, value, session.worker,
-                                                                int(SESSION_TTL * 1000), self.prefix,
-                                                                session.device_id]), write=True)
+        await self._call(
+            self._script(
+                "SESSION_STARTED",
+                keys,
+                [session.session_id, value, session.worker, int(SESSION_TTL * 1000), self.prefix, session.device_id],
+            ),
+            write=True,
+        )
 
-    async def heartbeat(self, worker: str, ttl: float = SESSION_TTL,
-                        sessions: Sequence[LiveSession] = ()) -> list[str]:
+    async def heartbeat(self, worker: str, ttl: float = SESSION_TTL, sessions: Sequence[LiveSession] = ()) -> list[str]:
         args: list[Any] = [worker, int(ttl * 1000), self.prefix]
         for s in sessions:
             args += [s.session_id, json.dumps([s.device_id, s.worker, s.started], ensure_ascii=False), s.device_id]
@@ -370,15 +423,17 @@ class RedisStore(RedisReminders, RedisVoiceprints, Store):
         return list(await self._call(self._script("HEARTBEAT", keys, args), write=True) or [])
 
     async def session_ended(self, session_id: str) -> None:
-        await self._call(self._script("SESSION_ENDED", [self.prefix + "sessions"], [self.prefix, session_id]),
-                         write=True)
+        await self._call(
+            self._script("SESSION_ENDED", [self.prefix + "sessions"], [self.prefix, session_id]), write=True
+        )
 
     async def live_sessions(self, device_id: str | None = None) -> list[LiveSession]:
         keys = [self.prefix + "sessions", self.prefix + "workers"]
         if device_id is not None:
             keys.append(f"{self.prefix}device-sessions:{device_id}")
-        flat = await self._call(self._script("LIVE_SESSIONS", keys, [self.prefix, int(FORGET_WORKER_AFTER * 1000)]),
-                                write=False)
+        flat = await self._call(
+            self._script("LIVE_SESSIONS", keys, [self.prefix, int(FORGET_WORKER_AFTER * 1000)]), write=False
+        )
         sessions = [LiveSession(flat[i], *json.loads(flat[i + 1])) for i in range(0, len(flat), 2)]
         return sorted(sessions, key=lambda s: (s.started, s.session_id))
 
@@ -386,8 +441,7 @@ class RedisStore(RedisReminders, RedisVoiceprints, Store):
         if workers is not None and not workers:
             return 0
         keys = [self.prefix + "sessions", self.prefix + "workers"]
-        return int(await self._call(self._script("FORGET_SESSIONS", keys, [self.prefix, *(workers or [])]),
-                                    write=True))
+        return int(await self._call(self._script("FORGET_SESSIONS", keys, [self.prefix, *(workers or [])]), write=True))
 
 
 def _rebind_prefix(device_id: str) -> str:

@@ -78,12 +78,20 @@ class RedisLink:
             # One retry, at once: after a server restart the pooled connection is dead and the
             # retry reconnects; a server still down fails the call within the timeout.
             pool = aioredis.BlockingConnectionPool.from_url(
-                self.url, max_connections=MAX_PIPELINES + 1, timeout=self._timeout, socket_timeout=self._timeout,
-                socket_connect_timeout=self._timeout, retry=Retry(NoBackoff(), 1), decode_responses=True,
-                client_name="vixio", **({"password": self._password} if self._password is not None else {}))
+                self.url,
+                max_connections=MAX_PIPELINES + 1,
+                timeout=self._timeout,
+                socket_timeout=self._timeout,
+                socket_connect_timeout=self._timeout,
+                retry=Retry(NoBackoff(), 1),
+                decode_responses=True,
+                client_name="vixio",
+                **({"password": self._password} if self._password is not None else {}),
+            )
         except ValueError as exc:
-            raise StoreError(f"{where}: not a Redis URL ({exc}); expected redis://host:port/db or "
-                             "rediss://host:port/db") from None
+            raise StoreError(
+                f"{where}: not a Redis URL ({exc}); expected redis://host:port/db or rediss://host:port/db"
+            ) from None
         client = aioredis.Redis.from_pool(pool)
         try:
             await client.ping()
@@ -128,8 +136,10 @@ class RedisLink:
                 await self._send(batch)
             except BaseException as exc:  # no caller may wait forever for a batch that went wrong
                 for _, future, write in batch:
-                    _settle(future, error=(StoreWriteError if write else StoreError)(
-                        f"state store {self.location}: {exc!r}"))
+                    _settle(
+                        future,
+                        error=(StoreWriteError if write else StoreError)(f"state store {self.location}: {exc!r}"),
+                    )
                 if not isinstance(exc, Exception):
                     raise
                 logger.opt(exception=exc).error("state store {}: a pipeline failed", self.location)
@@ -141,8 +151,12 @@ class RedisLink:
 
         if self._failing and time.monotonic() < self._retry_at:  # down: fail at once until a retry is due
             for _, future, write in batch:
-                _settle(future, error=(StoreWriteError if write else StoreError)(
-                    f"state store {self.location}: unreachable (retrying with backoff)"))
+                _settle(
+                    future,
+                    error=(StoreWriteError if write else StoreError)(
+                        f"state store {self.location}: unreachable (retrying with backoff)"
+                    ),
+                )
             return
         pipe = self.client.pipeline(transaction=False)
         queued = []
@@ -168,8 +182,12 @@ class RedisLink:
             replies = [exc] * len(queued)
         except BaseException as exc:  # cancelled, or a bug: nobody waits forever
             for _, future, _ in queued:
-                _settle(future, error=exc if isinstance(exc, Exception) else StoreError(f"state store {self.location}: "
-                                                                                      "call cancelled"))
+                _settle(
+                    future,
+                    error=exc
+                    if isinstance(exc, Exception)
+                    else StoreError(f"state store {self.location}: call cancelled"),
+                )
             raise
         forgotten = [call for call, reply in zip(queued, replies, strict=True) if isinstance(reply, NoScriptError)]
         if forgotten and not reloaded:  # the server restarted and forgot its scripts
@@ -205,22 +223,28 @@ class RedisLink:
         """The server answered no: out of memory (maxmemory), a read-only replica, a script error."""
         message = f"state store {self.location}: Redis refused: {exc}"
         if "maxmemory" in str(exc) or str(exc).startswith("OOM"):
-            message = (f"state store {self.location}: Redis is out of memory (maxmemory): give it more, or set "
-                       "maxmemory-policy volatile-lru so that old turns make room")
+            message = (
+                f"state store {self.location}: Redis is out of memory (maxmemory): give it more, or set "
+                "maxmemory-policy volatile-lru so that old turns make room"
+            )
         if not write:
             return StoreError(message)
         if not self._refusing:
             self._refusing = True
-            logger.error("{}; what is not stored now is lost, the conversations go on "
-                         "(one line until writes work again)", message)
+            logger.error(
+                "{}; what is not stored now is lost, the conversations go on (one line until writes work again)",
+                message,
+            )
         return StoreWriteError(message)
 
     def _outage(self, exc: BaseException) -> None:
         if not self._failing:
             self._failing, self._backoff = True, BACKOFF_FIRST
-            logger.error("{}; what is not stored now is lost, the conversations go on, new ones start without "
-                         "their history; retrying with backoff (one line until it is back)",
-                         unusable(f"state store {self.location}", exc))
+            logger.error(
+                "{}; what is not stored now is lost, the conversations go on, new ones start without "
+                "their history; retrying with backoff (one line until it is back)",
+                unusable(f"state store {self.location}", exc),
+            )
         else:
             self._backoff = min(self._backoff * 2, BACKOFF_MAX)
         self._retry_at = time.monotonic() + self._backoff
@@ -243,9 +267,11 @@ def unprotected(url: str, password: str | None) -> str | None:
         return None
     scheme = urlsplit(url).scheme
     where = "a Unix socket: every local user allowed to open it" if scheme == "unix" else "anyone who can reach it"
-    return (f"state.url {url} has no password: {where} can read every device's conversations and rewrite their "
-            "memory, profiles, pairings and admissions; set requirepass on the server and state.password "
-            "(e.g. ${REDIS_PASSWORD}), and use rediss:// across machines (docs/security.md#redis)")
+    return (
+        f"state.url {url} has no password: {where} can read every device's conversations and rewrite their "
+        "memory, profiles, pairings and admissions; set requirepass on the server and state.password "
+        "(e.g. ${REDIS_PASSWORD}), and use rediss:// across machines (docs/security.md#redis)"
+    )
 
 
 def unusable(where: str, exc: BaseException) -> str:
@@ -256,7 +282,8 @@ def unusable(where: str, exc: BaseException) -> str:
         text = os.strerror(int(refused.group(1)))
     lowered = text.lower()
     if "auth" in lowered or "password" in lowered:
-        return (f"{where}: Redis refused the password ({text}); set state.password (or the password in "
-                "state.url) to the server's")
-    return (f"{where}: cannot reach Redis ({text}); start it, or point state.url to a running Redis or "
-            "Valkey server")
+        return (
+            f"{where}: Redis refused the password ({text}); set state.password (or the password in "
+            "state.url) to the server's"
+        )
+    return f"{where}: cannot reach Redis ({text}); start it, or point state.url to a running Redis or Valkey server"

@@ -134,8 +134,16 @@ class RedisReminders:
 
     async def put_reminder(self, reminder: Reminder, per_device: int) -> bool:
         member = f"{reminder.id}|{reminder.device_id}"
-        return bool(await self._call(self._lua(PUT_REMINDER, self._reminder_keys(reminder.device_id), [
-            reminder.id, _dumps(asdict(reminder)), repr(reminder.due), per_device, member]), write=True))
+        return bool(
+            await self._call(
+                self._lua(
+                    PUT_REMINDER,
+                    self._reminder_keys(reminder.device_id),
+                    [reminder.id, _dumps(asdict(reminder)), repr(reminder.due), per_device, member],
+                ),
+                write=True,
+            )
+        )
 
     async def reminders(self, device_id: str | None = None, limit: int = 1000) -> list[Reminder]:
         if device_id is not None:
@@ -145,8 +153,12 @@ class RedisReminders:
         return await self._due("+inf", limit)
 
     async def cancel_reminder(self, device_id: str, reminder_id: str) -> bool:
-        return bool(await self._call(self._lua(CANCEL_REMINDER, self._reminder_keys(device_id),
-                                               [reminder_id, f"{reminder_id}|{device_id}"]), write=True))
+        return bool(
+            await self._call(
+                self._lua(CANCEL_REMINDER, self._reminder_keys(device_id), [reminder_id, f"{reminder_id}|{device_id}"]),
+                write=True,
+            )
+        )
 
     async def next_reminder_due(self) -> float | None:
         first = await self._call(lambda r: r.zrange(self.prefix + "reminder-due", 0, 0, withscores=True), write=False)
@@ -156,28 +168,58 @@ class RedisReminders:
         return await self._due(repr(now), limit)
 
     async def _due(self, until: str, limit: int) -> list[Reminder]:
-        values = await self._call(self._lua(DUE_REMINDERS, [self.prefix + "reminder-due"],
-                                            [self.prefix, until, max(0, limit)]), write=True)
+        values = await self._call(
+            self._lua(DUE_REMINDERS, [self.prefix + "reminder-due"], [self.prefix, until, max(0, limit)]), write=True
+        )
         return [Reminder(**json.loads(value)) for value in values]
 
     async def fire_reminder(self, reminder: Reminder, next_due: float | None, keep: int) -> bool:
         fired = reminder.fired()
         moved = "" if next_due is None else _dumps(asdict(reminder.moved_to(next_due)))
         keys = [*self._reminder_keys(reminder.device_id), f"{self.prefix}fired:{reminder.device_id}"]
-        return bool(await self._call(self._lua(FIRE_REMINDER, keys, [
-            f"{reminder.id}|{reminder.device_id}", repr(reminder.due), "" if next_due is None else repr(next_due),
-            moved, reminder.id, fired.occurrence, _dumps(asdict(fired)), max(1, keep)]), write=True))
+        return bool(
+            await self._call(
+                self._lua(
+                    FIRE_REMINDER,
+                    keys,
+                    [
+                        f"{reminder.id}|{reminder.device_id}",
+                        repr(reminder.due),
+                        "" if next_due is None else repr(next_due),
+                        moved,
+                        reminder.id,
+                        fired.occurrence,
+                        _dumps(asdict(fired)),
+                        max(1, keep),
+                    ],
+                ),
+                write=True,
+            )
+        )
 
     async def take_fired(self, device_id: str, occurrence: str | None = None) -> list[FiredReminder]:
-        values = await self._call(self._lua(TAKE_FIRED, [f"{self.prefix}fired:{device_id}"], [occurrence or ""]),
-                                  write=True)
+        values = await self._call(
+            self._lua(TAKE_FIRED, [f"{self.prefix}fired:{device_id}"], [occurrence or ""]), write=True
+        )
         fired = [FiredReminder(**json.loads(value)) for value in values]
         return sorted(fired, key=lambda f: (f.due, f.occurrence))
 
     async def put_clip(self, token: str, data: bytes, until: float, keep: int) -> None:
-        await self._call(self._lua(PUT_CLIP, [f"{self.prefix}clip:{token}", self.prefix + "clips"], [
-            base64.b64encode(data).decode(), int(until * 1000), max(1, keep), token, int(time.time() * 1000),
-            self.prefix + "clip:"]), write=True)
+        await self._call(
+            self._lua(
+                PUT_CLIP,
+                [f"{self.prefix}clip:{token}", self.prefix + "clips"],
+                [
+                    base64.b64encode(data).decode(),
+                    int(until * 1000),
+                    max(1, keep),
+                    token,
+                    int(time.time() * 1000),
+                    self.prefix + "clip:",
+                ],
+            ),
+            write=True,
+        )
 
     async def clip(self, token: str) -> bytes | None:
         value = await self._call(lambda r: r.get(f"{self.prefix}clip:{token}"), write=False)

@@ -41,8 +41,8 @@ return removed
 DEVICES = """
 -- KEYS: devices (zset, device -> newest update), memories (hash)
 -- ARGV: prefix, offset, limit
--- Returns device, turns, newest turn's time (or ''), memory json (or ''), updated, ... for the
--- page; devices whose turns expired and whose memory is gone leave the list on the way.
+-- Returns device, turns, newest turn's time (or ''), memory json (or ''), updated, facts, ... for
+-- the page; devices whose turns expired and whose memory and facts are gone leave the list on the way.
 local out = {}
 local skip = tonumber(ARGV[2])
 local want = tonumber(ARGV[3])
@@ -56,7 +56,8 @@ while want > 0 do
     local order = ARGV[1] .. 'turns:' .. device
     local turns = redis.call('ZCARD', order)
     local memory = redis.call('HGET', KEYS[2], device)
-    if turns == 0 and not memory then
+    local facts = redis.call('HLEN', ARGV[1] .. 'facts:' .. device)
+    if turns == 0 and not memory and facts == 0 then
       redis.call('ZREM', KEYS[1], device)
       gone = gone + 1
     elseif skip > 0 then
@@ -69,6 +70,7 @@ while want > 0 do
       out[#out + 1] = newest
       out[#out + 1] = memory or ''
       out[#out + 1] = page[i + 1]
+      out[#out + 1] = facts
       want = want - 1
     end
   end
@@ -289,7 +291,9 @@ local function drop_rebinds(rebinds, order, prefix, keep)
 end
 """
 
-REPIN_IDENTITY = _DROP_REBINDS + """
+REPIN_IDENTITY = (
+    _DROP_REBINDS
+    + """
 -- KEYS: pins, pins seen, rebinds (hash [device, client] -> [first, last, attempts]), rebind order (zset by last)
 -- ARGV: device, pin json (or '' to unpin), now, the device's rebind member prefix
 drop_rebinds(KEYS[3], KEYS[4], ARGV[4], 0)
@@ -301,8 +305,11 @@ redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
 redis.call('HSET', KEYS[2], ARGV[1], ARGV[3])
 return 1
 """
+)
 
-REQUEST_REBIND = _DROP_REBINDS + """
+REQUEST_REBIND = (
+    _DROP_REBINDS
+    + """
 -- KEYS: rebinds, rebind order
 -- ARGV: member ([device, client] json), now, the device's member prefix, per device, total
 local now = tonumber(ARGV[2])
@@ -322,10 +329,30 @@ if extra > 0 then
   redis.call('HDEL', KEYS[1], unpack(oldest))
 end
 """
+)
 """The device's least recent requests beyond `per device`, then everyone's beyond `total`, go."""
 
 DISMISS_REBIND = """
 -- KEYS: rebinds, rebind order; ARGV: member
 redis.call('ZREM', KEYS[2], ARGV[1])
 return redis.call('HDEL', KEYS[1], ARGV[1])
+"""
+
+PUT_FACTS = """
+-- KEYS: the device's facts (hash [person, key] json -> [kind, value, at, source] json), devices (zset)
+-- ARGV: device, now, number of fields to drop, the fields to drop, then field, value pairs to set
+local drop = tonumber(ARGV[3])
+for i = 4, 3 + drop do redis.call('HDEL', KEYS[1], ARGV[i]) end
+for i = 4 + drop, #ARGV, 2 do redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
+if #ARGV >= 4 + drop then redis.call('ZADD', KEYS[2], 'GT', ARGV[2], ARGV[1]) end
+"""
+"""Merge facts in one step: a contradiction's old fact goes in the same call its successor lands."""
+
+FORGET_PERSON_FACTS = """
+-- KEYS: the device's facts; ARGV: the person's field prefix ('["person", '), '' for everyone's
+local removed = 0
+for _, field in ipairs(redis.call('HKEYS', KEYS[1])) do
+  if string.sub(field, 1, #ARGV[1]) == ARGV[1] then removed = removed + redis.call('HDEL', KEYS[1], field) end
+end
+return removed
 """

@@ -1,7 +1,7 @@
 """The Redis store's voiceprint calls (vixio/state/voiceprints.py).
 
-    P voiceprints:DEVICE   hash  person -> [base64 float32 vector, samples, at]
-    P voiceprint-devices   set   devices holding any (so `voiceprints()` can list them all)
+P voiceprints:DEVICE   hash  person -> [base64 float32 vector, samples, at]
+P voiceprint-devices   set   devices holding any (so `voiceprints()` can list them all)
 """
 
 from __future__ import annotations
@@ -28,8 +28,10 @@ class RedisVoiceprints:
         key, devices = self.prefix + "voiceprints:" + device_id, self.prefix + "voiceprint-devices"
 
         # One command a call (the link pipelines calls made together): both go in one round trip.
-        await asyncio.gather(self._call(lambda r: r.hset(key, person, value), write=True),
-                             self._call(lambda r: r.sadd(devices, device_id), write=True))
+        await asyncio.gather(
+            self._call(lambda r: r.hset(key, person, value), write=True),
+            self._call(lambda r: r.sadd(devices, device_id), write=True),
+        )
 
     async def voiceprints(self, device_id: str | None = None) -> list[Voiceprint]:
         if device_id is None:
@@ -51,6 +53,8 @@ class RedisVoiceprints:
         key = self.prefix + "voiceprints:" + device_id
 
         count, _, _ = await asyncio.gather(
-            self._call(lambda r: r.hlen(key), write=False), self._call(lambda r: r.delete(key), write=True),
-            self._call(lambda r: r.srem(self.prefix + "voiceprint-devices", device_id), write=True))
+            self._call(lambda r: r.hlen(key), write=False),
+            self._call(lambda r: r.delete(key), write=True),
+            self._call(lambda r: r.srem(self.prefix + "voiceprint-devices", device_id), write=True),
+        )
         return int(count)

@@ -30,7 +30,7 @@ MAX_ID_CHARS = 32
 
 
 def describe_time(when: float, zone: str, now: float | None = None) -> str:
-    """"today 07:00", "tomorrow 06:30" or "Mon 2026-12-01 07:00", in `zone`."""
+    """ "today 07:00", "tomorrow 06:30" or "Mon 2026-12-01 07:00", in `zone`."""
     tz = zone_of(zone)
     moment = datetime.fromtimestamp(when, tz)
     days = (moment.date() - datetime.fromtimestamp(time.time() if now is None else now, tz).date()).days
@@ -41,13 +41,22 @@ def describe_time(when: float, zone: str, now: float | None = None) -> str:
 def describe(reminder: Reminder, now: float | None = None) -> str:
     """One line for the model, the console and the CLI."""
     repeat = f", repeats {reminder.repeat} at {reminder.at}" if reminder.repeat else ""
-    return (f"[{reminder.id}] {reminder.kind} {describe_time(reminder.due, reminder.zone, now)}{repeat}: "
-            f"{reminder.text}")
+    return f"[{reminder.id}] {reminder.kind} {describe_time(reminder.due, reminder.zone, now)}{repeat}: {reminder.text}"
 
 
-def build_reminder(device_id: str, text: str, config: RemindersConfig, zone: str, *, kind: str = "reminder",
-                   at: str | None = None, in_seconds: float | None = None, repeat: str | None = None,
-                   time_of_day: str | None = None, now: float | None = None) -> Reminder:
+def build_reminder(
+    device_id: str,
+    text: str,
+    config: RemindersConfig,
+    zone: str,
+    *,
+    kind: str = "reminder",
+    at: str | None = None,
+    in_seconds: float | None = None,
+    repeat: str | None = None,
+    time_of_day: str | None = None,
+    now: float | None = None,
+) -> Reminder:
     """A checked reminder from the tool's (or the console's) arguments; ValueError says what is wrong."""
     now = time.time() if now is None else now
     text = " ".join(text.split())
@@ -59,8 +68,9 @@ def build_reminder(device_id: str, text: str, config: RemindersConfig, zone: str
         raise ValueError("kind must be reminder, alarm or timer")
     given = [name for name, value in (("at", at), ("in_seconds", in_seconds), ("repeat", repeat)) if value]
     if len(given) != 1:
-        raise ValueError("give exactly one of: at (a local date and time), in_seconds (a delay), or repeat "
-                         "with time_of_day")
+        raise ValueError(
+            "give exactly one of: at (a local date and time), in_seconds (a delay), or repeat with time_of_day"
+        )
     horizon = now + config.horizon_days * 86400
     reminder = Reminder(Reminder.new_id(), device_id, text, 0.0, kind, zone=zone, created=now)  # type: ignore[arg-type]
     if in_seconds:
@@ -70,8 +80,7 @@ def build_reminder(device_id: str, text: str, config: RemindersConfig, zone: str
     if repeat:
         days = repeat_days(repeat)
         clock = _clock(time_of_day or "")
-        return replace(reminder, due=next_occurrence(days, clock, zone, now), repeat=repeat.strip().lower(),
-                       at=clock)
+        return replace(reminder, due=next_occurrence(days, clock, zone, now), repeat=repeat.strip().lower(), at=clock)
     assert at is not None
     try:
         moment = datetime.fromisoformat(at.strip())
@@ -97,21 +106,38 @@ def _clock(value: str) -> str:
     return f"{hour:02d}:{minute:02d}"
 
 
-def reminder_tools(store: Store, config: RemindersConfig, zone: str,
-                   changed: Callable[[], None]) -> list[ToolDefinition]:
+def reminder_tools(
+    store: Store, config: RemindersConfig, zone: str, changed: Callable[[], None]
+) -> list[ToolDefinition]:
     """The three tools, on `store`, in `zone` (an IANA name, "" the server's); `changed` is
     called after a reminder is set or cancelled (wakes the scheduler)."""
 
     async def set_reminder(
-        text: Annotated[str, Field(description="What to say when it fires, in the user's language, e.g. "
-                                               "'take your medicine' / '吃药'.")],
-        kind: Annotated[Literal["reminder", "alarm", "timer"], Field(
-            description="alarm: wake me / 闹钟; timer: 'in 10 minutes' countdowns / 计时器; else reminder.")] = "reminder",
-        at: Annotated[str | None, Field(description="Local date and time in ISO form, e.g. 2026-12-01T07:00 (use the "
-                                                    "current date and time you were given).")] = None,
-        in_seconds: Annotated[int | None, Field(description="Delay from now in seconds ('in 10 minutes' = 600).")] = None,
-        repeat: Annotated[str | None, Field(description="For a repeating one: daily, weekdays, weekends, or days "
-                                                        "such as mon,wed,fri; with time_of_day.")] = None,
+        text: Annotated[
+            str,
+            Field(description="What to say when it fires, in the user's language, e.g. 'take your medicine' / '吃药'."),
+        ],
+        kind: Annotated[
+            Literal["reminder", "alarm", "timer"],
+            Field(description="alarm: wake me / 闹钟; timer: 'in 10 minutes' countdowns / 计时器; else reminder."),
+        ] = "reminder",
+        at: Annotated[
+            str | None,
+            Field(
+                description="Local date and time in ISO form, e.g. 2026-12-01T07:00 (use the "
+                "current date and time you were given)."
+            ),
+        ] = None,
+        in_seconds: Annotated[
+            int | None, Field(description="Delay from now in seconds ('in 10 minutes' = 600).")
+        ] = None,
+        repeat: Annotated[
+            str | None,
+            Field(
+                description="For a repeating one: daily, weekdays, weekends, or days "
+                "such as mon,wed,fri; with time_of_day."
+            ),
+        ] = None,
         time_of_day: Annotated[str | None, Field(description="HH:MM (24-hour) of a repeating one.")] = None,
         *,
         context: ToolContext,
@@ -121,14 +147,25 @@ def reminder_tools(store: Store, config: RemindersConfig, zone: str,
         if not device_id:
             return "Reminders need a device: this conversation has none."
         try:
-            reminder = build_reminder(device_id, text, config, zone, kind=kind, at=at, in_seconds=in_seconds,
-                                      repeat=repeat, time_of_day=time_of_day)
+            reminder = build_reminder(
+                device_id,
+                text,
+                config,
+                zone,
+                kind=kind,
+                at=at,
+                in_seconds=in_seconds,
+                repeat=repeat,
+                time_of_day=time_of_day,
+            )
         except ValueError as exc:
             return f"Not set: {exc}."
         try:
             if not await store.put_reminder(reminder, config.max_per_device):
-                return (f"Not set: this device already has {config.max_per_device} reminders; cancel one first "
-                        "(list_reminders shows them).")
+                return (
+                    f"Not set: this device already has {config.max_per_device} reminders; cancel one first "
+                    "(list_reminders shows them)."
+                )
         except StoreError:
             return "Not set: reminders cannot be saved right now."
         changed()
@@ -147,7 +184,9 @@ def reminder_tools(store: Store, config: RemindersConfig, zone: str,
 
     async def cancel_reminder(
         reminder_id: Annotated[str | None, Field(description="The id from list_reminders, e.g. Ab3dE6fG.")] = None,
-        text_contains: Annotated[str | None, Field(description="Or a word of its text, e.g. 'medicine' / '吃药'.")] = None,
+        text_contains: Annotated[
+            str | None, Field(description="Or a word of its text, e.g. 'medicine' / '吃药'.")
+        ] = None,
         *,
         context: ToolContext,
     ) -> str:
@@ -160,7 +199,7 @@ def reminder_tools(store: Store, config: RemindersConfig, zone: str,
             if reminder_id:
                 matches = [r for r in found if r.id == reminder_id.strip()[:MAX_ID_CHARS]]
             elif text_contains and text_contains.strip():
-                word = text_contains.strip().lower()[:config.max_text_chars]
+                word = text_contains.strip().lower()[: config.max_text_chars]
                 matches = [r for r in found if word in r.text.lower()]
             else:
                 return "Name the reminder to cancel: its id or a word of its text."
@@ -175,7 +214,10 @@ def reminder_tools(store: Store, config: RemindersConfig, zone: str,
             changed()
         return f"Cancelled: {describe(matches[0])}." if cancelled else "It was already gone."
 
-    tools = [func_to_tool_definition(set_reminder), func_to_tool_definition(list_reminders),
-             func_to_tool_definition(cancel_reminder)]
+    tools = [
+        func_to_tool_definition(set_reminder),
+        func_to_tool_definition(list_reminders),
+        func_to_tool_definition(cancel_reminder),
+    ]
     # Setting and cancelling change the world: never during a preemptive turn the user may still cancel.
     return [replace(tool, read_only=tool.name == "list_reminders") for tool in tools]

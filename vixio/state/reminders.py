@@ -110,8 +110,9 @@ class Reminder:
 
     def fired(self) -> FiredReminder:
         """Its occurrence at `due`."""
-        return FiredReminder(f"{self.id}@{int(self.due)}", self.device_id, self.id, self.text, self.kind,
-                             self.due, self.zone)
+        return FiredReminder(
+            f"{self.id}@{int(self.due)}", self.device_id, self.id, self.text, self.kind, self.due, self.zone
+        )
 
     def moved_to(self, due: float) -> Reminder:
         return replace(self, due=due)

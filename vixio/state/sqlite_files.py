@@ -56,9 +56,12 @@ def _tighten_folder(folder: Path, database: str) -> None:
     if ours:
         _tighten(folder, FOLDER_MODE, "folder")
     else:
-        _warn_once(folder, f"state.path's folder {folder} is open to other users (mode {mode:04o}) and holds other "
-                           f"files, so vixio leaves it as it is; the state files in it are {FILE_MODE:04o}. "
-                           f"Run `chmod 700 {folder}` or give state.path a folder of its own")
+        _warn_once(
+            folder,
+            f"state.path's folder {folder} is open to other users (mode {mode:04o}) and holds other "
+            f"files, so vixio leaves it as it is; the state files in it are {FILE_MODE:04o}. "
+            f"Run `chmod 700 {folder}` or give state.path a folder of its own",
+        )
 
 
 def _tighten(path: Path, wanted: int, kind: str) -> None:
@@ -75,8 +78,11 @@ def _tighten(path: Path, wanted: int, kind: str) -> None:
             reason = exc.strerror or str(exc)
     else:
         reason = "another user owns it"
-    _warn_once(path, f"state {kind} {path} is open to other users (mode {mode:04o}) and vixio cannot tighten it "
-                     f"({reason}); run `chmod {wanted:o} {path}` as its owner")
+    _warn_once(
+        path,
+        f"state {kind} {path} is open to other users (mode {mode:04o}) and vixio cannot tighten it "
+        f"({reason}); run `chmod {wanted:o} {path}` as its owner",
+    )
 
 
 def _warn_once(path: Path, message: str) -> None:

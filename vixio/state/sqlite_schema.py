@@ -80,6 +80,12 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
             device_id TEXT NOT NULL, person TEXT NOT NULL, vector BLOB NOT NULL, samples INTEGER NOT NULL,
             at REAL NOT NULL, PRIMARY KEY (device_id, person)) WITHOUT ROWID""",
     ),
+    (  # 9: facts about each device's people (vixio/state/facts.py); `person` "" is the household
+        """CREATE TABLE facts (
+            device_id TEXT NOT NULL, person TEXT NOT NULL DEFAULT '', key TEXT NOT NULL, kind TEXT NOT NULL,
+            value TEXT NOT NULL, at REAL NOT NULL, source TEXT NOT NULL, updated REAL NOT NULL,
+            PRIMARY KEY (device_id, person, key))""",
+    ),
 )
 """Migration n (from 1) takes a file from version n-1 to n."""
 

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from vixio.metrics.instruments import count_store_error
+from vixio.state.facts import FactStore
 from vixio.state.reminders import ReminderStore
 from vixio.state.voiceprints import VoiceprintStore
 
@@ -145,6 +146,8 @@ class DeviceRecord:
     """Length of its long-term memory (0 without one)."""
     updated: float
     """Unix time of its newest turn or memory update, whichever is later."""
+    facts: int = 0
+    """Facts remembered about its people (vixio/state/facts.py)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,17 +161,21 @@ class LiveSession:
     started: float
 
 
-class Store(ReminderStore, VoiceprintStore, ABC):
-    """What vixio keeps beyond a session. Device ids are lowercase MACs or other printable ids."""
+class Store(FactStore, ReminderStore, VoiceprintStore, ABC):
+    """What vixio keeps beyond a session (facts: vixio/state/facts.py). Device ids are lowercase MACs or other printable ids."""
 
     location: str = ""
     """What to name in messages: the file path or the server URL."""
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        for name in Store.__abstractmethods__:
-            method = getattr(cls, name, None)  # a mixin's too (vixio/state/sqlite_reminders.py)
-            if inspect.iscoroutinefunction(method) and not getattr(method, "_counts_store_errors", False):
+        for name in Store.__abstractmethods__:  # FactStore's included, and those a mixin brings
+            method = getattr(cls, name, None)
+            if (
+                inspect.iscoroutinefunction(method)
+                and not getattr(method, "_counts_store_errors", False)
+                and not getattr(method, "__isabstractmethod__", False)
+            ):
                 setattr(cls, name, _counting_failures(method))
 
     @abstractmethod
@@ -289,8 +296,7 @@ class Store(ReminderStore, VoiceprintStore, ABC):
         `SESSION_TTL` seconds unless a heartbeat already said for how long."""
 
     @abstractmethod
-    async def heartbeat(self, worker: str, ttl: float = SESSION_TTL,
-                        sessions: Sequence[LiveSession] = ()) -> list[str]:
+    async def heartbeat(self, worker: str, ttl: float = SESSION_TTL, sessions: Sequence[LiveSession] = ()) -> list[str]:
         """`worker` is alive for `ttl` more seconds: its sessions stay in `live_sessions`. A worker
         that stops calling this (killed, its machine gone) has its sessions drop out `ttl` seconds
         after its last call; call it every `ttl / 3` or so. `sessions` (the worker's live ones)
@@ -347,10 +353,11 @@ class Store(ReminderStore, VoiceprintStore, ABC):
     # --- a device's whole record --------------------------------------------------------------
 
     async def forget_device(self, device_id: str) -> None:
-        """Erase what the device said and what was learnt about it: history, memory, profile
+        """Erase what the device said and what was learnt about it: history, facts, memory, profile
         assignment, results held for it, its reminders (and those that fired while it was away),
         its voiceprints, and its identity pin (the next contact pins again); its admission and
         pairings stay: they are the operator's decisions."""
+        await self.forget_facts(device_id)
         await self.clear_history(device_id)
         await self.take_results(device_id)
         for reminder in await self.reminders(device_id):

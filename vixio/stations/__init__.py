@@ -1,7 +1,7 @@
 """The stations of a voice pipeline, one per file, importable for custom pipelines.
 
-    VADStation → TurnDetectorStation → ASRStation → TextAggregatorStation → AgentStation
-    → SentenceAggregatorStation → TTSStation (or, text only, ApologyStation)
+VADStation → TurnDetectorStation → ASRStation → TextAggregatorStation → AgentStation
+→ SentenceAggregatorStation → TTSStation (or, text only, ApologyStation)
 """
 
 from vixio.stations.agent.station import AgentStation

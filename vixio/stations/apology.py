@@ -19,8 +19,9 @@ class ApologyStation(Station):
     handles = (ErrorChunk,)
     inline = True  # no awaits: runs in the task of the station before it
 
-    def __init__(self, *, apology: str = "Sorry, something went wrong. Please try again.",
-                 name: str | None = None) -> None:
+    def __init__(
+        self, *, apology: str = "Sorry, something went wrong. Please try again.", name: str | None = None
+    ) -> None:
         super().__init__(name)
         self.apology = apology
         """Shown after a failure; empty: the reply just ends."""

@@ -4,7 +4,9 @@ Output per utterance: VADStartChunk, the speech audio (with a short pre-roll so 
 survive), VADEndChunk; with `early_silence_ms`, a VADPauseChunk where the user went quiet for
 that long (and a VADResumeChunk if they go on). An EndpointChunk pushed at the pipeline's input
 ends the utterance at its pause now, or makes its end wait longer. Silence is consumed here, so later stations never see it. When speech
-starts while the assistant is speaking (realtime mode), it first raises an interrupt: barge-in.
+starts while the assistant is speaking (realtime mode), it first raises an interrupt: barge-in;
+with an `InterruptionArbiter` it pauses the reply instead and holds the speech until the arbiter
+decides (stations/interruption.py): then the interrupt and the held speech, or the reply resumes.
 With `quiet_below_dbfs`, quiet audio while nobody speaks is silence without a scoring round trip
 (`QuietGate`; `vixio_vad_quiet_windows_total` counts it).
 """
@@ -28,10 +30,10 @@ from vixio.core.chunk import (
     VADStartChunk,
 )
 from vixio.core.station import Station
-from vixio.metrics import VAD_QUIET_WINDOWS
+from vixio.metrics import INTERRUPTIONS, VAD_QUIET_WINDOWS
 from vixio.providers.vad.base import VADProvider
 from vixio.providers.vad.detector import VADEvent, VoiceActivityDetector
-
+from vixio.stations.interruption import InterruptionArbiter
 
 MAX_MERGED_SECONDS = 1.0
 """Most queued microphone audio scored in one round trip when the station catches up."""
@@ -63,15 +65,26 @@ class VADStation(Station):
         speech_pad_ms: int = 100,
         early_silence_ms: int = 0,
         barge_in: bool = True,
+        arbiter: InterruptionArbiter | None = None,
         quiet_below_dbfs: float | None = None,
         name: str | None = None,
     ) -> None:
         super().__init__(name)
         self.provider = provider
         self.barge_in = barge_in
-        self._settings = dict(threshold=threshold, min_speech_ms=min_speech_ms, min_silence_ms=min_silence_ms,
-                              speech_pad_ms=speech_pad_ms, early_silence_ms=early_silence_ms,
-                              quiet_below_dbfs=quiet_below_dbfs)
+        self.arbiter = arbiter
+        """None: speech over the reply interrupts at once; else it pauses the reply until the
+        arbiter's verdict (a barge-in, or a false interruption: the reply resumes)."""
+        self._held: list[np.ndarray] | None = None
+        self._confirmed = False
+        self._settings = dict(
+            threshold=threshold,
+            min_speech_ms=min_speech_ms,
+            min_silence_ms=min_silence_ms,
+            speech_pad_ms=speech_pad_ms,
+            early_silence_ms=early_silence_ms,
+            quiet_below_dbfs=quiet_below_dbfs,
+        )
         # Audio kept while silent: enough to reach back to a padded start event.
         self._keep_samples = provider.sample_rate * (min_speech_ms + speech_pad_ms + 200) // 1000
         self._detector: VoiceActivityDetector | None = None
@@ -96,16 +109,27 @@ class VADStation(Station):
         awaiting one scoring round trip per 60 ms frame falls behind real time for good once a
         round trip takes longer (a loaded server) and the device's end of speech is heard late;
         merged, a backlog is scored in one round trip, and each frame is then handled as before."""
-        if not (isinstance(chunk, AudioChunk) and isinstance(following, AudioChunk)
-                and chunk.role == following.role == "user" and chunk.turn_id == following.turn_id
-                and (chunk.sample_rate, chunk.channels) == (following.sample_rate, following.channels)
-                and chunk.duration < MAX_MERGED_SECONDS):
+        if not (
+            isinstance(chunk, AudioChunk)
+            and isinstance(following, AudioChunk)
+            and chunk.role == following.role == "user"
+            and chunk.turn_id == following.turn_id
+            and (chunk.sample_rate, chunk.channels) == (following.sample_rate, following.channels)
+            and chunk.duration < MAX_MERGED_SECONDS
+        ):
             return None
         parts = [*(chunk.parts if isinstance(chunk, QueuedFrames) else [chunk.pcm]), following.pcm]
         arrivals = [*(chunk.arrivals if isinstance(chunk, QueuedFrames) else [chunk.created_at]), following.created_at]
-        return QueuedFrames(pcm=b"".join(parts), parts=parts, arrivals=arrivals, sample_rate=chunk.sample_rate,
-                            channels=chunk.channels, session_id=chunk.session_id, turn_id=chunk.turn_id,
-                            created_at=chunk.created_at)
+        return QueuedFrames(
+            pcm=b"".join(parts),
+            parts=parts,
+            arrivals=arrivals,
+            sample_rate=chunk.sample_rate,
+            channels=chunk.channels,
+            session_id=chunk.session_id,
+            turn_id=chunk.turn_id,
+            created_at=chunk.created_at,
+        )
 
     async def process(self, chunk: Chunk) -> AsyncIterator[Chunk]:
         if isinstance(chunk, EndpointChunk):
@@ -117,8 +141,10 @@ class VADStation(Station):
             yield chunk
             return
         if chunk.sample_rate != self.provider.sample_rate or chunk.channels != 1:
-            raise ValueError(f"{self.name} needs mono {self.provider.sample_rate} Hz audio, got "
-                             f"{chunk.channels} channel(s) at {chunk.sample_rate} Hz")
+            raise ValueError(
+                f"{self.name} needs mono {self.provider.sample_rate} Hz audio, got "
+                f"{chunk.channels} channel(s) at {chunk.sample_rate} Hz"
+            )
         assert self._detector is not None, "start() was not called"
         merged = isinstance(chunk, QueuedFrames)
         parts = chunk.parts if merged else [chunk.pcm]
@@ -138,45 +164,114 @@ class VADStation(Station):
             for out in self._route(np.frombuffer(pcm, dtype="<i2"), events, speaking, chunk, arrived):
                 yield out
 
-    def _route(self, samples: np.ndarray, events: list[VADEvent], speaking: bool, like: AudioChunk,
-               arrived: float) -> Iterator[Chunk]:
+    def _route(
+        self, samples: np.ndarray, events: list[VADEvent], speaking: bool, like: AudioChunk, arrived: float
+    ) -> Iterator[Chunk]:
         """What one frame (`samples`, the VAD events it completed, whether speech goes on after
         it) sends downstream: speech and the events around it. A generator, so that `bot_speaking`
         and the turn are read as each event is handled (after an interrupt raised by an earlier one).
         A pause or an end is stamped with the frame's arrival (`arrived`), not the moment it is
-        sent on: the latency marks then include the frame's wait for the VAD and its scoring."""
+        sent on: the latency marks then include the frame's wait for the VAD and its scoring.
+        Speech over a reply that the arbiter paused is held here until its verdict (`_held`)."""
         begin = self._position
         self._position += samples.shape[0]
+        now = self._position / self.provider.sample_rate
         cursor = begin  # samples before `cursor` of this frame were already handled
         for event in events:
             if event.type == "start":
+                pieces = self._since(event.sample, samples, begin)
+                self._recent.clear()
+                cursor = self._position
                 if self.barge_in and self.session_state.bot_speaking:
+                    if self.arbiter is not None and self._pause(now, event.sample):
+                        self._held = pieces
+                        continue
+                    self._count("real")
                     yield InterruptChunk(reason="barge_in")  # starts the new turn
                 else:
                     self.begin_turn()
                 yield VADStartChunk(turn_id=self.current_turn_id)
-                for pcm in self._since(event.sample, samples, begin):
+                for pcm in pieces:
                     yield self._audio(pcm, like)
-                self._recent.clear()
-                cursor = self._position
             elif event.type == "end":
                 if cursor < event.sample:
-                    yield self._audio(samples[cursor - begin: event.sample - begin], like)
+                    yield from self._speech(samples[cursor - begin : event.sample - begin], like)
                 cursor = max(cursor, event.sample)
+                if self._held is not None:
+                    assert self.arbiter is not None
+                    yield from self._verdict(
+                        self.arbiter.speech_ended(now, event.sample / self.provider.sample_rate), like
+                    )
+                    if self._held is None and self._confirmed:
+                        yield VADEndChunk(turn_id=self.current_turn_id, created_at=arrived)
+                    continue
                 yield VADEndChunk(turn_id=self.current_turn_id, created_at=arrived)
-            else:  # pause or resume: after the audio that decided it
+            elif self._held is None:  # pause or resume: after the audio that decided it
                 upto = min(max(event.detected_at, cursor), self._position)
                 if cursor < upto:
-                    yield self._audio(samples[cursor - begin: upto - begin], like)
+                    yield self._audio(samples[cursor - begin : upto - begin], like)
                     cursor = upto
-                yield (VADPauseChunk(silence_start=event.sample, turn_id=self.current_turn_id, created_at=arrived)
-                       if event.type == "pause"
-                       else VADResumeChunk(turn_id=self.current_turn_id))
+                yield (
+                    VADPauseChunk(silence_start=event.sample, turn_id=self.current_turn_id, created_at=arrived)
+                    if event.type == "pause"
+                    else VADResumeChunk(turn_id=self.current_turn_id)
+                )
         if speaking:
             if cursor < self._position:
-                yield self._audio(samples[cursor - begin:], like)
+                yield from self._speech(samples[cursor - begin :], like)
         else:
             self._remember(begin, samples)
+        if self._held is not None and self.arbiter is not None:
+            if not self.session_state.bot_speaking:  # the reply ended meanwhile: an ordinary turn
+                yield from self._release_as_turn(like, interrupt=False)
+            else:
+                assert self._detector is not None
+                voiced = speaking and self._detector.silence_start is None
+                yield from self._verdict(self.arbiter.tick(now, voiced), like)
+
+    def _pause(self, now: float, onset: int) -> bool:
+        """Speech over the reply: pause it (True) if the arbiter says so."""
+        assert self.arbiter is not None
+        if self.arbiter.speech_started(now, onset / self.provider.sample_rate, True) != "pause":
+            return False
+        self._confirmed = False
+        if self.session_state.reply_control is not None:
+            self.session_state.reply_control("pause")
+        return True
+
+    def _verdict(self, action: str | None, like: AudioChunk) -> Iterator[Chunk]:
+        if action == "interrupt":
+            self._count("real")
+            yield from self._release_as_turn(like, interrupt=True)
+        elif action == "resume":
+            self._count("false")
+            self._held = None
+            if self.session_state.reply_control is not None:
+                self.session_state.reply_control("resume")
+
+    def _release_as_turn(self, like: AudioChunk, *, interrupt: bool) -> Iterator[Chunk]:
+        """The held speech becomes the user's turn (after cancelling the reply, on a barge-in)."""
+        held, self._held = self._held or [], None
+        self._confirmed = True
+        if interrupt:
+            yield InterruptChunk(reason="barge_in")
+        else:
+            self.begin_turn()
+        yield VADStartChunk(turn_id=self.current_turn_id)
+        if held:
+            yield self._audio(np.concatenate(held), like)
+
+    def _speech(self, pcm: np.ndarray, like: AudioChunk) -> Iterator[Chunk]:
+        """Speech audio: held while its verdict is pending (bounded: the verdict comes by
+        `confirm_ms` of speech), sent on otherwise."""
+        if self._held is not None:
+            self._held.append(pcm)
+        else:
+            yield self._audio(pcm, like)
+
+    def _count(self, verdict: str) -> None:
+        self.session_state.interruptions[verdict] = self.session_state.interruptions.get(verdict, 0) + 1
+        INTERRUPTIONS.labels(verdict).inc()
 
     def _endpoint(self, chunk: EndpointChunk) -> Iterator[Chunk]:
         """The transcript's verdict on a pause; ignored when the user spoke again since."""
@@ -195,7 +290,7 @@ class VADStation(Station):
         for offset, pcm in pieces:
             end = offset + pcm.shape[0]
             if end > start:
-                out.append(pcm[max(0, start - offset):])
+                out.append(pcm[max(0, start - offset) :])
         return out
 
     def _remember(self, begin: int, samples: np.ndarray) -> None:
@@ -204,5 +299,6 @@ class VADStation(Station):
             self._recent.popleft()
 
     def _audio(self, pcm: np.ndarray, like: AudioChunk) -> AudioChunk:
-        return AudioChunk(pcm=pcm.astype("<i2", copy=False).tobytes(), sample_rate=like.sample_rate,
-                          turn_id=self.current_turn_id)
+        return AudioChunk(
+            pcm=pcm.astype("<i2", copy=False).tobytes(), sample_rate=like.sample_rate, turn_id=self.current_turn_id
+        )

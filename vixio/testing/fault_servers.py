@@ -100,10 +100,16 @@ def _fault(mode: SpeechMode) -> web.Response:
         body = {"error": {"message": "scripted failure", "type": "server_error", "code": 500}}
         return web.Response(text=json.dumps(body), status=500, content_type="application/json")
     if mode == "http_401":
-        body = {"error": {"message": "Incorrect API key provided", "type": "invalid_request_error",
-                          "code": "invalid_api_key"}}
+        body = {
+            "error": {
+                "message": "Incorrect API key provided",
+                "type": "invalid_request_error",
+                "code": "invalid_api_key",
+            }
+        }
         return web.Response(text=json.dumps(body), status=401, content_type="application/json")
     if mode == "not_json":
-        return web.Response(body=b"\xff\xfe\x00<html>\x9c\x80 upstream proxy error", status=200,
-                            content_type="text/html")
+        return web.Response(
+            body=b"\xff\xfe\x00<html>\x9c\x80 upstream proxy error", status=200, content_type="text/html"
+        )
     return web.Response(body=os.urandom(48000), status=200, content_type="audio/pcm")

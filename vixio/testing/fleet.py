@@ -34,8 +34,10 @@ SHIPPED_CONFIG = Path(__file__).resolve().parents[2] / "deploy" / "haproxy.cfg"
 """deploy/haproxy.cfg of this checkout."""
 WEBSOCKET_PORT, HTTP_PORT = 8000, 8003
 """The ports the shipped config names (vixio's defaults)."""
-MISSING = ("Debian package haproxy is not installed (apt-get install haproxy; as root `make test` installs it: "
-           "scripts/ensure_test_packages.sh)")
+MISSING = (
+    "Debian package haproxy is not installed (apt-get install haproxy; as root `make test` installs it: "
+    "scripts/ensure_test_packages.sh)"
+)
 _SERVER = re.compile(r"^(?P<indent>\s*)server vixio\d+ vixio\d+:(?P<port>\d+)(?P<rest>.*)$")
 
 
@@ -50,8 +52,7 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def haproxy_config(shipped: str, *, websocket_port: int, http_port: int,
-                   instances: list[tuple[int, int]]) -> str:
+def haproxy_config(shipped: str, *, websocket_port: int, http_port: int, instances: list[tuple[int, int]]) -> str:
     """`shipped` listening on 127.0.0.1 `websocket_port` / `http_port`, each backend's servers
     being `instances` ((WebSocket port, HTTP port) each, on 127.0.0.1) in place of vixio1, vixio2, ..."""
     text = shipped.replace(f"bind :{WEBSOCKET_PORT}\n", f"bind 127.0.0.1:{websocket_port}\n")
@@ -89,8 +90,9 @@ class HAProxy:
         if binary is None:
             raise RuntimeError(MISSING)
         with self.log.open("wb") as sink:
-            self.process = await asyncio.create_subprocess_exec(binary, "-db", "-f", str(self.config),
-                                                                stdout=sink, stderr=sink, start_new_session=True)
+            self.process = await asyncio.create_subprocess_exec(
+                binary, "-db", "-f", str(self.config), stdout=sink, stderr=sink, start_new_session=True
+            )
 
     def text(self) -> str:
         return self.log.read_text(encoding="utf-8", errors="replace") if self.log.exists() else ""
@@ -111,9 +113,18 @@ class HAProxy:
 class Fleet:
     """HAProxy in front of `instances` vixio instances, each with `workers` workers."""
 
-    def __init__(self, directory: Path, llm: ScriptedLLMServer | None = None, *, instances: int = 2,
-                 workers: int = 1, xiaozhi: str = "", extra: str = "", shipped: Path = SHIPPED_CONFIG,
-                 pin: bool = False) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        llm: ScriptedLLMServer | None = None,
+        *,
+        instances: int = 2,
+        workers: int = 1,
+        xiaozhi: str = "",
+        extra: str = "",
+        shipped: Path = SHIPPED_CONFIG,
+        pin: bool = False,
+    ) -> None:
         """`pin`: instance k runs on core k-1 only (modulo the cores), as if each had a machine of
         its own; otherwise every instance sees every core and sizes its threads for all of them."""
         self.directory = directory
@@ -151,18 +162,34 @@ class Fleet:
             # One host: each instance needs its own name in the fleet (elsewhere the host name is it).
             cores = sorted(os.sched_getaffinity(0))
             cpus = {cores[(number - 1) % len(cores)]} if self.pin else None
-            self.instances.append(await start_serve(folder, self.llm, "--workers", str(self.workers),
-                                                    xiaozhi=xiaozhi, extra=extra, server=f"instance: vixio{number}",
-                                                    cpus=cpus))
+            self.instances.append(
+                await start_serve(
+                    folder,
+                    self.llm,
+                    "--workers",
+                    str(self.workers),
+                    xiaozhi=xiaozhi,
+                    extra=extra,
+                    server=f"instance: vixio{number}",
+                    cpus=cpus,
+                )
+            )
         await asyncio.gather(*(instance.wait_ready() for instance in self.instances))
         config = self.directory / "haproxy.cfg"
-        config.write_text(haproxy_config(self.shipped.read_text(encoding="utf-8"), websocket_port=self.websocket_port,
-                                         http_port=self.http_port, instances=[self.ports(i) for i in self.instances]),
-                          encoding="utf-8")
+        config.write_text(
+            haproxy_config(
+                self.shipped.read_text(encoding="utf-8"),
+                websocket_port=self.websocket_port,
+                http_port=self.http_port,
+                instances=[self.ports(i) for i in self.instances],
+            ),
+            encoding="utf-8",
+        )
         self.haproxy = HAProxy(config, self.directory / "haproxy.log")
         await self.haproxy.start()
-        await until(self._balancer_answers, 30, f"HAProxy answering on 127.0.0.1:{self.http_port}:\n"
-                                                f"{self.haproxy.text()}")
+        await until(
+            self._balancer_answers, 30, f"HAProxy answering on 127.0.0.1:{self.http_port}:\n{self.haproxy.text()}"
+        )
 
     @staticmethod
     def ports(instance: ServeProcess) -> tuple[int, int]:
@@ -175,7 +202,10 @@ class Fleet:
         if self.haproxy.process.returncode is not None:
             raise AssertionError(f"haproxy exited with {self.haproxy.process.returncode}:\n{self.haproxy.text()}")
         with suppress(aiohttp.ClientError, OSError):
-            async with aiohttp.ClientSession() as http, http.get(self.ota_url.replace("/xiaozhi/ota/", "/healthz")) as r:
+            async with (
+                aiohttp.ClientSession() as http,
+                http.get(self.ota_url.replace("/xiaozhi/ota/", "/healthz")) as r,
+            ):
                 return r.status == 200
         return False
 
@@ -202,6 +232,7 @@ class Fleet:
             raise
         return self
 
-    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                        tb: TracebackType | None) -> None:
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         await self.stop()

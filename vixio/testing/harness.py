@@ -1,7 +1,7 @@
 """Run one station (or a few) on a list of chunks and get what came out, in order.
 
-    out = await run_stations([MyStation()], [TextChunk(text="hi", role="user")])
-    assert [c.kind for c in out] == ["text", "stream_complete"]
+out = await run_stations([MyStation()], [TextChunk(text="hi", role="user")])
+assert [c.kind for c in out] == ["text", "stream_complete"]
 """
 
 from __future__ import annotations

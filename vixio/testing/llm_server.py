@@ -17,6 +17,10 @@ Fault modes act out what real servers do wrong: `Reply.faulty("reset", text, aft
 five deltas and then drops the connection; "stall" stops sending, "malformed" sends broken SSE;
 `Reply.empty()` answers nothing; `Reply.hang()` never answers.
 
+`server.rule = lambda body: Reply.text(...) or None` answers by a fixed rule instead (consulted
+before the queue; None falls through to it): a long session whose every request cannot be
+scripted in order, e.g. a model that also extracts memory facts (tests/state/test_long_session.py).
+
 Fails loudly: a request with no scripted reply left, a reply whose `check` rejects the
 request, or an unknown route gets HTTP 500/404 with the reason in the body *and* lands in
 `.errors`, which `assert_all_consumed()` raises on.
@@ -129,7 +133,6 @@ class Reply:
         return cls(deltas=split_deltas(text), fault=fault, fault_after=after, delta_delay=delta_delay)
 
 
-
 def split_deltas(text: str) -> tuple[str, ...]:
     """Split text the way models stream it: a word with its trailing space, or 4 characters of
     text without spaces (Chinese), so a test sees several deltas for any non-trivial text."""
@@ -159,6 +162,8 @@ class ScriptedLLMServer(LoopbackServer):
         """Streams the client closed before the last chunk (e.g. a cancelled run)."""
         self.faults_served = 0
         """Scripted faults (`Reply.faulty`) that were acted out."""
+        self.rule: Callable[[dict[str, Any]], Reply | None] | None = None
+        """Answers a request (its body) by a fixed rule, before the queue; None falls through to it."""
 
     # --- lifecycle ----------------------------------------------------------------------------
 
@@ -221,6 +226,9 @@ class ScriptedLLMServer(LoopbackServer):
             return self._reject(400, f"request body is not JSON: {exc}")
         self.requests.append(body)
         number = len(self.requests)
+        ruled = self.rule(body) if self.rule is not None else None
+        if ruled is not None:
+            self._replies.appendleft(ruled)
         if not self._replies:
             last = body.get("messages", [{}])[-1] if body.get("messages") else {}
             reason = f"unexpected request #{number}: no scripted reply left (last message: {last})"
@@ -274,7 +282,9 @@ class ScriptedLLMServer(LoopbackServer):
         self.aborted_streams += 1
         return response
 
-    async def _fail_stream(self, request: web.Request, response: web.StreamResponse, fault: Fault) -> web.StreamResponse:
+    async def _fail_stream(
+        self, request: web.Request, response: web.StreamResponse, fault: Fault
+    ) -> web.StreamResponse:
         self.faults_served += 1
         if fault == "malformed":
             await response.write(b'data: {"id": "chatcmpl-broken", "choices": [{"delta": {"content": "Hel\n\n')
@@ -293,8 +303,12 @@ def _call_id(call: ScriptedToolCall, number: int, index: int) -> str:
 
 
 def _envelope(body: dict[str, Any], number: int, kind: str) -> dict[str, Any]:
-    return {"id": f"chatcmpl-scripted-{number}", "object": kind, "created": int(time.time()),
-            "model": body.get("model", "scripted")}
+    return {
+        "id": f"chatcmpl-scripted-{number}",
+        "object": kind,
+        "created": int(time.time()),
+        "model": body.get("model", "scripted"),
+    }
 
 
 def _stream_chunks(body: dict[str, Any], reply: Reply, number: int) -> Sequence[dict[str, Any]]:
@@ -302,8 +316,12 @@ def _stream_chunks(body: dict[str, Any], reply: Reply, number: int) -> Sequence[
     deltas: list[tuple[dict[str, Any], str | None]] = [({"role": "assistant", "content": ""}, None)]
     deltas += [({"content": text}, None) for text in reply.deltas]
     for index, call in enumerate(reply.calls):
-        head = {"index": index, "id": _call_id(call, number, index), "type": "function",
-                "function": {"name": call.name, "arguments": ""}}
+        head = {
+            "index": index,
+            "id": _call_id(call, number, index),
+            "type": "function",
+            "function": {"name": call.name, "arguments": ""},
+        }
         deltas.append(({"tool_calls": [head]}, None))
         arguments = call.arguments_json()
         step = max(1, -(-len(arguments) // 3))  # three fragments, as real models split them
@@ -312,8 +330,10 @@ def _stream_chunks(body: dict[str, Any], reply: Reply, number: int) -> Sequence[
             deltas.append(({"tool_calls": [fragment]}, None))
     deltas.append(({}, "tool_calls" if reply.calls else "stop"))
     chunks = [
-        {**_envelope(body, number, "chat.completion.chunk"),
-         "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+        {
+            **_envelope(body, number, "chat.completion.chunk"),
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+        }
         for delta, finish in deltas
     ]
     if (body.get("stream_options") or {}).get("include_usage"):
@@ -327,13 +347,19 @@ def _completion(body: dict[str, Any], reply: Reply, number: int) -> dict[str, An
     message: dict[str, Any] = {"role": "assistant", "content": "".join(reply.deltas) or None}
     if reply.calls:
         message["tool_calls"] = [
-            {"id": _call_id(c, number, i), "type": "function",
-             "function": {"name": c.name, "arguments": c.arguments_json()}}
+            {
+                "id": _call_id(c, number, i),
+                "type": "function",
+                "function": {"name": c.name, "arguments": c.arguments_json()},
+            }
             for i, c in enumerate(reply.calls)
         ]
     finish = "tool_calls" if reply.calls else "stop"
-    return {**_envelope(body, number, "chat.completion"),
-            "choices": [{"index": 0, "message": message, "finish_reason": finish}], "usage": _usage(reply)}
+    return {
+        **_envelope(body, number, "chat.completion"),
+        "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+        "usage": _usage(reply),
+    }
 
 
 def _usage(reply: Reply) -> dict[str, int]:

@@ -1,10 +1,10 @@
 """LoopbackServer: an aiohttp app on a free loopback port, for the test servers in vixio.testing.
 
-    class MyServer(LoopbackServer):
-        def build_app(self) -> web.Application: ...
+class MyServer(LoopbackServer):
+    def build_app(self) -> web.Application: ...
 
-    async with MyServer() as server:
-        client(base_url=server.base_url)     # http://127.0.0.1:<port>/v1
+async with MyServer() as server:
+    client(base_url=server.base_url)     # http://127.0.0.1:<port>/v1
 """
 
 from __future__ import annotations

@@ -37,6 +37,10 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
+class PortTaken(RuntimeError):
+    """redis-server could not bind its port: another process holds it."""
+
+
 class RedisServer:
     """One `redis-server` process; `url` stays the same across `restart()`."""
 
@@ -49,9 +53,17 @@ class RedisServer:
     @classmethod
     def start(cls, folder: Path, requirepass: str | None = None) -> RedisServer:
         folder.mkdir(parents=True, exist_ok=True)
-        server = cls(folder, free_port(), requirepass)
-        server.restart()
-        return server
+        # The free port is free when probed, not when redis binds it: under parallel tests another
+        # worker's server may take it in between; redis then exits, and a new port is tried.
+        for attempt in range(5):
+            server = cls(folder, free_port(), requirepass)
+            try:
+                server.restart()
+                return server
+            except PortTaken:
+                if attempt == 4:
+                    raise
+        raise AssertionError("unreachable")
 
     @property
     def url(self) -> str:
@@ -65,25 +77,59 @@ class RedisServer:
         """Start it (again) on its port and wait until it answers."""
         if self.running:
             self.stop()
-        command = ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-                   "--appendonly", "no", "--dir", str(self.folder), "--logfile", str(self.folder / "redis.log")]
+        command = [
+            "redis-server",
+            "--port",
+            str(self.port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            str(self.folder),
+            "--logfile",
+            str(self.folder / "redis.log"),
+        ]
         if self.requirepass is not None:
             command += ["--requirepass", self.requirepass]
         deadline = time.monotonic() + timeout
         self.process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         while True:
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5) as probe:
-                    probe.sendall(b"PING\r\n")
-                    if probe.recv(64):  # +PONG, or -NOAUTH with a password: either way it is serving
-                        return
-            except OSError:
-                pass
+            if self._serving():
+                return
             if self.process.poll() is not None or time.monotonic() > deadline:
-                log = (self.folder / "redis.log").read_text(errors="replace")[-400:] if (self.folder / "redis.log").exists() else ""
+                log = (
+                    (self.folder / "redis.log").read_text(errors="replace")[-400:]
+                    if (self.folder / "redis.log").exists()
+                    else ""
+                )
                 self.close()
-                raise RuntimeError(f"redis-server on port {self.port} did not start: {log}")
+                error = PortTaken if "Address already in use" in log else RuntimeError
+                raise error(f"redis-server on port {self.port} did not start: {log}")
             time.sleep(0.02)
+
+    def _serving(self) -> bool:
+        """This process answers on the port (not another test's server that took the port first)."""
+        assert self.process is not None
+        auth = b""
+        if self.requirepass is not None:  # RESP, not an inline command: a password may hold spaces
+            password = self.requirepass.encode()
+            auth = b"*2\r\n$4\r\nAUTH\r\n$%d\r\n%s\r\n" % (len(password), password)
+        try:
+            with socket.create_connection(("127.0.0.1", self.port), timeout=0.5) as probe:
+                probe.sendall(auth + b"INFO server\r\n")
+                answer = b""
+                while b"process_id:" not in answer or not answer.endswith(b"\r\n"):
+                    piece = probe.recv(4096)
+                    if not piece:
+                        return False
+                    answer += piece
+        except OSError:
+            return False
+        pid = answer.split(b"process_id:", 1)[1].split(b"\r\n", 1)[0]
+        return pid.strip() == str(self.process.pid).encode()
 
     def stop(self) -> None:
         """SIGTERM and wait: the port is closed when this returns."""

@@ -54,8 +54,13 @@ class ClientTool:
     main_type: Literal["remote", "local"] = "remote"
 
     def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "description": self.description, "main_type": self.main_type,
-                "sub_type": self.sub_type, "parameters": self.parameters}
+        return {
+            "name": self.name,
+            "description": self.description,
+            "main_type": self.main_type,
+            "sub_type": self.sub_type,
+            "parameters": self.parameters,
+        }
 
 
 @dataclass
@@ -72,12 +77,20 @@ class Execution:
 class RegisterClient:
     """One client session; see the module docstring."""
 
-    def __init__(self, url: str, tools: list[ClientTool] | None = None, *, envelope: Literal["mcp", "bare"] = "mcp",
-                 device_id: str = "", client_id: str = "", token: str = "") -> None:
+    def __init__(
+        self,
+        url: str,
+        tools: list[ClientTool] | None = None,
+        *,
+        envelope: Literal["mcp", "bare"] = "mcp",
+        device_id: str = "",
+        client_id: str = "",
+        token: str = "",
+    ) -> None:
         self.url = url
         self.tools = {tool.name: tool for tool in tools or []}
         self.envelope = envelope
-        self.device_id = device_id or "aa:bb:cc:" + ":".join(uuid.uuid4().hex[i:i + 2] for i in (0, 2, 4))
+        self.device_id = device_id or "aa:bb:cc:" + ":".join(uuid.uuid4().hex[i : i + 2] for i in (0, 2, 4))
         # A companion keeps its Client-Id: the same Device-Id with another one is another client to the server.
         self.client_id = client_id or str(uuid.uuid5(uuid.NAMESPACE_URL, f"vixio-register-client:{self.device_id}"))
         self.token = token
@@ -123,9 +136,14 @@ class RegisterClient:
         return None
 
     async def send_hello(self) -> None:
-        await self.send_json({"type": "hello", "version": 1, "transport": "websocket",
-                              "audio_params": {"format": "opus", "sample_rate": 16000, "channels": 1,
-                                               "frame_duration": 60}})
+        await self.send_json(
+            {
+                "type": "hello",
+                "version": 1,
+                "transport": "websocket",
+                "audio_params": {"format": "opus", "sample_rate": 16000, "channels": 1, "frame_duration": 60},
+            }
+        )
 
     async def send_text(self, text: str) -> None:
         """A typed user utterance (`listen detect` with text, as test clients send it)."""
@@ -151,9 +169,17 @@ class RegisterClient:
 
     # --- registerTools ------------------------------------------------------------------------
 
-    async def register(self, *, mac_addr: str = "AA-BB-CC-DD-EE-FF", tools: list[dict[str, Any]] | None = None,
-                       request_id: Any = None, params: Any = None, timeout: float = 5.0,
-                       device_token: str = "", device_client_id: str = "") -> dict[str, Any]:
+    async def register(
+        self,
+        *,
+        mac_addr: str = "AA-BB-CC-DD-EE-FF",
+        tools: list[dict[str, Any]] | None = None,
+        request_id: Any = None,
+        params: Any = None,
+        timeout: float = 5.0,
+        device_token: str = "",
+        device_client_id: str = "",
+    ) -> dict[str, Any]:
         """Send `mcp/registerTools` and return the server's reply payload (result or error).
         `tools` overrides this client's tool list (raw entries, to test bad ones); `params`
         overrides the whole params value. `device_token` and `device_client_id`: the named
@@ -191,8 +217,10 @@ class RegisterClient:
 
     async def wait_for_message(self, kind: str, *, timeout: float = 5.0, **fields: Any) -> dict[str, Any]:
         def found() -> dict[str, Any] | None:
-            return next((m for m in self.messages if m.get("type") == kind and
-                         all(m.get(k) == v for k, v in fields.items())), None)
+            return next(
+                (m for m in self.messages if m.get("type") == kind and all(m.get(k) == v for k, v in fields.items())),
+                None,
+            )
 
         await self._wait(lambda: found() is not None, timeout)
         return found()  # type: ignore[return-value]
@@ -262,8 +290,13 @@ class RegisterClient:
             task.add_done_callback(self._handlers.discard)
         elif method is not None:
             if "id" in payload:  # e.g. device-MCP `initialize`: not spoken here
-                await self.send_jsonrpc({"jsonrpc": "2.0", "id": payload["id"],
-                                         "error": {"code": -32601, "message": f"method not found: {method}"}})
+                await self.send_jsonrpc(
+                    {
+                        "jsonrpc": "2.0",
+                        "id": payload["id"],
+                        "error": {"code": -32601, "message": f"method not found: {method}"},
+                    }
+                )
         else:
             future = self._pending.get(payload.get("id"))
             if future is not None and not future.done():
@@ -301,11 +334,23 @@ def demo_tools() -> list[ClientTool]:
         return {"status": "success", "message": f"volume set to {state['level']}"}
 
     return [
-        ClientTool("amplify_volume", "Set the device volume (0-100).",
-                   {"type": "object", "properties": {"level": {"type": "integer", "minimum": 0, "maximum": 100}},
-                    "required": ["level"]}, set_volume, sub_type="control"),
-        ClientTool("get_volume", "Read the current device volume.", {"type": "object", "properties": {}},
-                   lambda args: {"level": state["level"]}),
+        ClientTool(
+            "amplify_volume",
+            "Set the device volume (0-100).",
+            {
+                "type": "object",
+                "properties": {"level": {"type": "integer", "minimum": 0, "maximum": 100}},
+                "required": ["level"],
+            },
+            set_volume,
+            sub_type="control",
+        ),
+        ClientTool(
+            "get_volume",
+            "Read the current device volume.",
+            {"type": "object", "properties": {}},
+            lambda args: {"level": state["level"]},
+        ),
     ]
 
 

@@ -21,8 +21,8 @@ import os
 import re
 import signal
 import sys
-import time
 import textwrap
+import time
 from collections.abc import Awaitable, Callable
 from contextlib import suppress
 from pathlib import Path
@@ -103,10 +103,14 @@ class ServeProcess:
             await self.process.wait()
 
 
-def serve_config(llm: ScriptedLLMServer | None = None, *, xiaozhi: str = "", extra: str = "",
-                 vision: bool = False, server: str = "") -> str:
+def serve_config(
+    llm: ScriptedLLMServer | None = None, *, xiaozhi: str = "", extra: str = "", vision: bool = False, server: str = ""
+) -> str:
     """The YAML `start_serve` runs: free loopback ports, espeak TTS, the scripted LLM if given."""
-    voice = "" if llm is None else f"""
+    voice = (
+        ""
+        if llm is None
+        else f"""
 agent:
   provider: litellm
   model: openai/test-model
@@ -117,6 +121,7 @@ tts:
   provider: espeak
   voice: en-us
 """
+    )
     if vision and llm is not None:
         voice += f"""
 vision:
@@ -137,9 +142,16 @@ server:
 {voice}{textwrap.dedent(extra)}"""
 
 
-async def start_serve(tmp_path: Path, llm: ScriptedLLMServer | None = None, *args: str, xiaozhi: str = "",
-                      extra: str = "", vision: bool = False, server: str = "",
-                      cpus: set[int] | None = None) -> ServeProcess:
+async def start_serve(
+    tmp_path: Path,
+    llm: ScriptedLLMServer | None = None,
+    *args: str,
+    xiaozhi: str = "",
+    extra: str = "",
+    vision: bool = False,
+    server: str = "",
+    cpus: set[int] | None = None,
+) -> ServeProcess:
     """Start `python -m vixio serve` on `serve_config(...)` with `args` (e.g. "--workers", "2");
     `cpus`: the cores it may run on (as a machine or a container of that many cores would)."""
     config = tmp_path / "config.yaml"
@@ -147,9 +159,18 @@ async def start_serve(tmp_path: Path, llm: ScriptedLLMServer | None = None, *arg
     log = tmp_path / "serve.log"
     with log.open("wb") as sink:
         process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "vixio", "serve", "--config", str(config), *args,
-            stdout=sink, stderr=sink, start_new_session=True,
-            preexec_fn=None if cpus is None else (lambda: os.sched_setaffinity(0, cpus)))
+            sys.executable,
+            "-m",
+            "vixio",
+            "serve",
+            "--config",
+            str(config),
+            *args,
+            stdout=sink,
+            stderr=sink,
+            start_new_session=True,
+            preexec_fn=None if cpus is None else (lambda: os.sched_setaffinity(0, cpus)),
+        )
     return ServeProcess(process, log)
 
 

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import asyncio
 import re
-from abc import abstractmethod
 import time
 import uuid
+from abc import abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -46,7 +46,7 @@ def tone_for(text: str) -> bytes:
     fade = min(samples // 2, RATE // 100)
     ramp = np.linspace(0, 1, fade)
     wave[:fade] *= ramp
-    wave[samples - fade:] *= ramp[::-1]
+    wave[samples - fade :] *= ramp[::-1]
     return wave.astype("<i2").tobytes()
 
 
@@ -60,7 +60,7 @@ def encode_mp3(pcm: bytes, sample_rate: int = RATE, bit_rate: int = 48000) -> by
     out = bytearray()
     step = 1152
     for start in range(0, len(samples), step):
-        frame = av.AudioFrame.from_ndarray(samples[start:start + step].reshape(1, -1), format="s16p", layout="mono")
+        frame = av.AudioFrame.from_ndarray(samples[start : start + step].reshape(1, -1), format="s16p", layout="mono")
         frame.sample_rate = sample_rate
         for packet in codec.encode(frame):
             out += bytes(packet)
@@ -107,8 +107,14 @@ _OUTPUT_FORMAT = re.compile(r'"outputFormat":"([^"]+)"')
 class EdgeSpeechServer(_Server):
     """The Edge read-aloud WebSocket protocol on loopback; point `EdgeTTS(service_url=...)` at `url`."""
 
-    def __init__(self, *, chunk_bytes: int = 600, chunk_delay: float = 0.0,
-                 synthesize: Synthesize | None = None, fail: str | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        chunk_bytes: int = 600,
+        chunk_delay: float = 0.0,
+        synthesize: Synthesize | None = None,
+        fail: str | None = None,
+    ) -> None:
         """`chunk_bytes` of MP3 per binary message (600 B = 100 ms at 48 kbit/s); `fail`:
         "no_audio" ends the turn without audio, "close" drops the connection after turn.start,
         "reject" refuses the WebSocket handshake with HTTP 500, "hang" sends turn.start and then
@@ -141,8 +147,12 @@ class EdgeSpeechServer(_Server):
                 output_format = found.group(1) if found else ""
             elif "Path:ssml" in headers:
                 request_id = re.search(r"X-RequestId:(\w+)", headers)
-                await self._answer(ws, body, request_id.group(1) if request_id else uuid.uuid4().hex,
-                                   {"output_format": output_format, "query": dict(request.query)})
+                await self._answer(
+                    ws,
+                    body,
+                    request_id.group(1) if request_id else uuid.uuid4().hex,
+                    {"output_format": output_format, "query": dict(request.query)},
+                )
                 if self.fail == "close":
                     break
         await ws.close()
@@ -154,8 +164,9 @@ class EdgeSpeechServer(_Server):
         text = unescape(prosody.group(4)) if prosody else ""
         if prosody:
             params.update(pitch=prosody.group(1), rate=prosody.group(2), volume=prosody.group(3))
-        record = SpeechRequest(text=text, voice=voice.group(1) if voice else "", params=params,
-                               started_at=time.perf_counter())
+        record = SpeechRequest(
+            text=text, voice=voice.group(1) if voice else "", params=params, started_at=time.perf_counter()
+        )
         self.requests.append(record)
         await ws.send_str(_text_message(request_id, "turn.start", '{"context":{"serviceTag":"test"}}'))
         if self.fail == "close":
@@ -168,15 +179,14 @@ class EdgeSpeechServer(_Server):
             for start in range(0, len(mp3), self.chunk_bytes):
                 if self.chunk_delay:
                     await asyncio.sleep(self.chunk_delay)
-                await ws.send_bytes(_audio_message(request_id, mp3[start:start + self.chunk_bytes]))
+                await ws.send_bytes(_audio_message(request_id, mp3[start : start + self.chunk_bytes]))
             await ws.send_bytes(_audio_message(request_id, b"", content_type=None))
         record.finished_at = time.perf_counter()
         await ws.send_str(_text_message(request_id, "turn.end", "{}"))
 
 
 def _text_message(request_id: str, path: str, body: str) -> str:
-    return (f"X-RequestId:{request_id}\r\nContent-Type:application/json; charset=utf-8\r\n"
-            f"Path:{path}\r\n\r\n{body}")
+    return f"X-RequestId:{request_id}\r\nContent-Type:application/json; charset=utf-8\r\nPath:{path}\r\n\r\n{body}"
 
 
 def _audio_message(request_id: str, data: bytes, content_type: str | None = "audio/mpeg") -> bytes:
@@ -191,8 +201,9 @@ def _audio_message(request_id: str, data: bytes, content_type: str | None = "aud
 class SlowSpeechServer(_Server):
     """OpenAI-compatible `POST /v1/audio/speech` sending PCM in slow pieces; `base_url` ends in /v1."""
 
-    def __init__(self, *, chunk_bytes: int = 4800, chunk_delay: float = 0.0,
-                 synthesize: Synthesize | None = None) -> None:
+    def __init__(
+        self, *, chunk_bytes: int = 4800, chunk_delay: float = 0.0, synthesize: Synthesize | None = None
+    ) -> None:
         """`chunk_bytes` of int16 PCM at 24 kHz per piece (4800 B = 100 ms), each after `chunk_delay` s."""
         super().__init__(chunk_delay=chunk_delay, synthesize=synthesize)
         self.chunk_bytes = chunk_bytes
@@ -204,8 +215,12 @@ class SlowSpeechServer(_Server):
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         body = await request.json()
-        record = SpeechRequest(text=str(body.get("input", "")), voice=str(body.get("voice", "")), params=body,
-                               started_at=time.perf_counter())
+        record = SpeechRequest(
+            text=str(body.get("input", "")),
+            voice=str(body.get("voice", "")),
+            params=body,
+            started_at=time.perf_counter(),
+        )
         self.requests.append(record)
         pcm = self.synthesize(record.text)
         response = web.StreamResponse(headers={"Content-Type": "audio/pcm"})
@@ -213,8 +228,7 @@ class SlowSpeechServer(_Server):
         for start in range(0, len(pcm), self.chunk_bytes):
             if self.chunk_delay:
                 await asyncio.sleep(self.chunk_delay)
-            await response.write(pcm[start:start + self.chunk_bytes])
+            await response.write(pcm[start : start + self.chunk_bytes])
         record.finished_at = time.perf_counter()
         await response.write_eof()
         return response
-

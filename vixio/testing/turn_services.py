@@ -102,8 +102,14 @@ class UtteranceServices(LoopbackServer):
 
     label = "utterance services"
 
-    def __init__(self, *, first_token_delay: float = 0.0, first_audio_delay: float = 0.0, tts_seconds: float = 1.0,
-                 answer: Callable[[str], str] | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        first_token_delay: float = 0.0,
+        first_audio_delay: float = 0.0,
+        tts_seconds: float = 1.0,
+        answer: Callable[[str], str] | None = None,
+    ) -> None:
         super().__init__()
         self.first_token_delay = first_token_delay
         self.first_audio_delay = first_audio_delay
@@ -147,12 +153,24 @@ class UtteranceServices(LoopbackServer):
             await asyncio.sleep(self.first_token_delay)
         envelope = {"id": f"chatcmpl-{len(self.chats)}", "created": int(time.time()), "model": body.get("model", "m")}
         words = self.answer(user_text).split(" ")
-        deltas = [{"role": "assistant", "content": ""}] + [{"content": w + (" " if n < len(words) - 1 else "")}
-                                                           for n, w in enumerate(words)]
-        chunks = [{**envelope, "object": "chat.completion.chunk",
-                   "choices": [{"index": 0, "delta": d, "finish_reason": None}]} for d in deltas]
-        chunks.append({**envelope, "object": "chat.completion.chunk",
-                       "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+        deltas = [{"role": "assistant", "content": ""}] + [
+            {"content": w + (" " if n < len(words) - 1 else "")} for n, w in enumerate(words)
+        ]
+        chunks = [
+            {
+                **envelope,
+                "object": "chat.completion.chunk",
+                "choices": [{"index": 0, "delta": d, "finish_reason": None}],
+            }
+            for d in deltas
+        ]
+        chunks.append(
+            {
+                **envelope,
+                "object": "chat.completion.chunk",
+                "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
+            }
+        )
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
         try:
             await response.prepare(request)

@@ -9,7 +9,6 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from vixio.voice.agent_model import no_tools_guard, turn_instructions
 from vixio.config.models import VixioConfig
 from vixio.core.tools.context import AsyncTaskRecord
 from vixio.core.tools.converter import ToolConverterBase
@@ -18,10 +17,11 @@ from vixio.core.tools.tasks import SessionTaskRunner
 from vixio.providers.agent.base import AgentProvider
 from vixio.providers.agent.instructions import TurnInstructions
 from vixio.providers.agent.tool_support import ToolSupport
-from vixio.voice.session_tools import SessionTools
 from vixio.stations import AgentStation
 from vixio.stations.agent.reply_watch import ReplyTimeouts
+from vixio.voice.agent_model import no_tools_guard, turn_instructions
 from vixio.voice.providers import make_agent, text_protocol
+from vixio.voice.session_tools import SessionTools
 
 DEVICE_TOOLS_WAIT = 2.0
 """Seconds a turn right after hello waits for the tools the device announced (MCP)."""
@@ -48,17 +48,22 @@ def agent_parts(config: VixioConfig, support: ToolSupport, tools: SessionTools |
     if tools is not None and config.agent.tool_protocol != "native":
         from vixio.providers.agent.text_tools import TextToolAgentProvider, ToolDefinitionConverter
 
-        provider = TextToolAgentProvider(provider, text_protocol(config), tools.executor,
-                                         max_iterations=config.tools.max_iterations)
+        provider = TextToolAgentProvider(
+            provider, text_protocol(config), tools.executor, max_iterations=config.tools.max_iterations
+        )
         converter = ToolDefinitionConverter()
     elif tools is not None:
         from vixio.providers.agent.openai_agents.tools import OpenAIAgentToolConverter
 
         converter = OpenAIAgentToolConverter(tools.executor)
     speech = config.speech
-    timeouts = ReplyTimeouts(first_token=config.agent.first_token_timeout, gap=config.agent.token_gap_timeout,
-                             filler_after=speech.filler_after if speech.filler else None,
-                             silence=config.agent.silence_timeout, pause=speech.unfinished_after)
+    timeouts = ReplyTimeouts(
+        first_token=config.agent.first_token_timeout,
+        gap=config.agent.token_gap_timeout,
+        filler_after=speech.filler_after if speech.filler else None,
+        silence=config.agent.silence_timeout,
+        pause=speech.unfinished_after,
+    )
     instructions = turn_instructions(config, support)
     if not support.offered and config.agent.no_tools_guard:
         from vixio.providers.agent.openai_agents.provider import OpenAIAgentProvider
@@ -72,9 +77,14 @@ def agent_station(config: VixioConfig, support: ToolSupport, tools: SessionTools
     """The agent station of one session, on `agent_parts`, bound to the session's tools."""
     parts = agent_parts(config, support, tools)
     speech = config.speech
-    station = AgentStation(parts.provider, system_prompt=parts.instructions,
-                           executor=tools.executor if tools is not None else None,
-                           timeouts=parts.timeouts, empty_reply=speech.empty_reply, filler=speech.filler)
+    station = AgentStation(
+        parts.provider,
+        system_prompt=parts.instructions,
+        executor=tools.executor if tools is not None else None,
+        timeouts=parts.timeouts,
+        empty_reply=speech.empty_reply,
+        filler=speech.filler,
+    )
     if tools is not None and parts.offered:
         station.before_turn = partial(tools.wait_for_device_tools, DEVICE_TOOLS_WAIT)
     if tools is not None and parts.converter is not None:
@@ -84,6 +94,7 @@ def agent_station(config: VixioConfig, support: ToolSupport, tools: SessionTools
         tools.executor.speaker_refusal = SPEAKER_REFUSAL.get(config.language, SPEAKER_REFUSAL["en"])
         runner = tools.executor.async_runner
         if isinstance(runner, SessionTaskRunner):
+
             async def speak_result(record: AsyncTaskRecord) -> None:
                 tools.context.mark_reported(record.task_id)
                 station.announce(async_result_note(record))
@@ -95,8 +106,10 @@ def agent_station(config: VixioConfig, support: ToolSupport, tools: SessionTools
 def async_result_note(record: AsyncTaskRecord) -> str:
     """How a finished background task is put to the model (a user-role note naming the call)."""
     outcome = "finished" if record.status == "completed" else record.status
-    return (f"[Background task {record.task_id} for tool call {record.call_id} ({record.tool_name}) {outcome}: "
-            f"{record.to_result().text}] Tell the user about this result briefly.")
+    return (
+        f"[Background task {record.task_id} for tool call {record.call_id} ({record.tool_name}) {outcome}: "
+        f"{record.to_result().text}] Tell the user about this result briefly."
+    )
 
 
 def history_setter(station: AgentStation) -> Callable[[list[dict[str, Any]]], None]:

@@ -11,8 +11,7 @@ from loguru import logger
 
 from vixio.config.languages import language_pack
 from vixio.config.models import VixioConfig
-from vixio.config.pipeline import LitellmAgentConfig, LocalLlamaAgentConfig
-from vixio.config.pipeline import resolve_timezone
+from vixio.config.pipeline import LitellmAgentConfig, LocalLlamaAgentConfig, resolve_timezone
 from vixio.providers.agent.instructions import TurnInstructions
 from vixio.providers.agent.no_tools_guard import RULES, NoToolsGuard
 from vixio.providers.agent.tool_support import TOOL_MODELS_HINT, ToolSupport, gguf_takes_tools, litellm_function_calling
@@ -59,8 +58,13 @@ def warn_when_model_has_no_tools(config: VixioConfig) -> None:
         subject = f"agent.model_path {agent.model_path}"
     else:
         subject = f"agent.model {support.model}"
-    logger.warning("{} cannot call tools ({}), so it is offered none: it cannot change anything on the device or "
-                   "look anything up, and is told to say so. For tools, {}", subject, support.reason, TOOL_MODELS_HINT)
+    logger.warning(
+        "{} cannot call tools ({}), so it is offered none: it cannot change anything on the device or "
+        "look anything up, and is told to say so. For tools, {}",
+        subject,
+        support.reason,
+        TOOL_MODELS_HINT,
+    )
 
 
 def turn_instructions(config: VixioConfig, support: ToolSupport | None = None) -> TurnInstructions:
@@ -69,9 +73,13 @@ def turn_instructions(config: VixioConfig, support: ToolSupport | None = None) -
     assert agent is not None
     support = support or tool_support(config)
     pack = language_pack(config.language)
-    return TurnInstructions(agent.system_prompt, clock_note=pack.clock_note, weekdays=pack.weekdays,
-                            timezone=resolve_timezone(agent.timezone),
-                            limits="" if support.offered else pack.no_tools_note)
+    return TurnInstructions(
+        agent.system_prompt,
+        clock_note=pack.clock_note,
+        weekdays=pack.weekdays,
+        timezone=resolve_timezone(agent.timezone),
+        limits="" if support.offered else pack.no_tools_note,
+    )
 
 
 def no_tools_guard(config: VixioConfig, instructions: TurnInstructions) -> NoToolsGuard:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from loguru import logger
 
+from vixio.config.extras import install_hint
 from vixio.config.models import VixioConfig
 from vixio.config.needs import missing_key
 from vixio.config.pipeline import (
@@ -23,7 +24,6 @@ from vixio.config.pipeline import (
     TTSConfig,
 )
 from vixio.core.tools.protocols.base import TextToolProtocol
-from vixio.config.extras import install_hint
 from vixio.providers.agent.base import AgentProvider
 from vixio.providers.asr.base import ASRProvider
 from vixio.providers.prewarm import Prewarmer
@@ -65,13 +65,20 @@ def make_asr(config: VixioConfig) -> ASRProvider:
     if isinstance(asr, FasterWhisperASRConfig):
         from vixio.providers.asr.faster_whisper import FasterWhisperASR
 
-        return FasterWhisperASR(model=asr.model, language=asr.language, compute_type=asr.compute_type,
-                                cpu_threads=asr.cpu_threads)
+        return FasterWhisperASR(
+            model=asr.model, language=asr.language, compute_type=asr.compute_type, cpu_threads=asr.cpu_threads
+        )
     assert isinstance(asr, OpenAIASRConfig)
     from vixio.providers.asr.openai_compatible import OpenAICompatibleASR
 
-    return OpenAICompatibleASR(asr.api_base, asr.api_key, model=asr.model, language=asr.language, timeout=asr.timeout,
-                               missing_key=missing_key(asr, "asr"))
+    return OpenAICompatibleASR(
+        asr.api_base,
+        asr.api_key,
+        model=asr.model,
+        language=asr.language,
+        timeout=asr.timeout,
+        missing_key=missing_key(asr, "asr"),
+    )
 
 
 async def load_tts_fallback(config: VixioConfig) -> TTSProvider | None:
@@ -82,8 +89,12 @@ async def load_tts_fallback(config: VixioConfig) -> TTSProvider | None:
     wanted = getattr(config.tts, "fallback", None)
     chosen = auto_fallback(config.language) if wanted == "auto" else wanted
     if wanted == "auto" and chosen is None:
-        logger.warning("tts: no offline voice is installed to speak while the {} TTS fails (replies would be shown, "
-                       "not heard): {}", provider_kind(config.tts), install_hint("piper" if config.language == "en" else "espeak"))
+        logger.warning(
+            "tts: no offline voice is installed to speak while the {} TTS fails (replies would be shown, "
+            "not heard): {}",
+            provider_kind(config.tts),
+            install_hint("piper" if config.language == "en" else "espeak"),
+        )
     if chosen is None:
         return None
     fallback = make_tts(chosen, "tts.fallback")
@@ -92,11 +103,18 @@ async def load_tts_fallback(config: VixioConfig) -> TTSProvider | None:
     except Exception as exc:
         if wanted != "auto":
             raise
-        logger.warning("tts: the offline fallback voice ({}) did not load, none will speak while the TTS fails: {}",
-                       fallback.name, exc)
+        logger.warning(
+            "tts: the offline fallback voice ({}) did not load, none will speak while the TTS fails: {}",
+            fallback.name,
+            exc,
+        )
         return None
-    logger.info("tts: {} speaks while the {} TTS fails{}", fallback.name, provider_kind(config.tts),
-                " (tts.fallback: auto)" if wanted == "auto" else "")
+    logger.info(
+        "tts: {} speaks while the {} TTS fails{}",
+        fallback.name,
+        provider_kind(config.tts),
+        " (tts.fallback: auto)" if wanted == "auto" else "",
+    )
     return fallback
 
 
@@ -112,14 +130,28 @@ def make_tts(tts: TTSConfig | OfflineTTSConfig, name: str = "tts") -> TTSProvide
     if isinstance(tts, EdgeTTSConfig):
         from vixio.providers.tts.edge import EdgeTTS
 
-        return EdgeTTS(tts.voice, rate=tts.rate, pitch=tts.pitch, volume=tts.volume, timeout=tts.timeout,
-                       service_url=tts.service_url)
+        return EdgeTTS(
+            tts.voice,
+            rate=tts.rate,
+            pitch=tts.pitch,
+            volume=tts.volume,
+            timeout=tts.timeout,
+            service_url=tts.service_url,
+        )
     assert isinstance(tts, OpenAITTSConfig)
     from vixio.providers.tts.openai_compatible import OpenAICompatibleTTS
 
-    return OpenAICompatibleTTS(tts.api_base, tts.api_key, model=tts.model, voice=tts.voice,
-                               response_format=tts.response_format, sample_rate=tts.sample_rate, timeout=tts.timeout,
-                               extra_body=tts.extra_body, missing_key=missing_key(tts, name))
+    return OpenAICompatibleTTS(
+        tts.api_base,
+        tts.api_key,
+        model=tts.model,
+        voice=tts.voice,
+        response_format=tts.response_format,
+        sample_rate=tts.sample_rate,
+        timeout=tts.timeout,
+        extra_body=tts.extra_body,
+        missing_key=missing_key(tts, name),
+    )
 
 
 def make_agent(config: VixioConfig) -> AgentProvider:
@@ -132,17 +164,32 @@ def make_agent(config: VixioConfig) -> AgentProvider:
             from vixio.providers.agent.mistralrs.provider import LocalMistralrsAgentProvider
 
             local = LocalMistralrsAgentProvider
-        tuning = {k: v for k, v in (("temperature", agent.temperature), ("max_tokens", agent.max_tokens)) if v is not None}
-        return local(agent.model_path, n_ctx=agent.n_ctx, timeout=agent.timeout,
-                                       max_history_messages=agent.max_history_messages, **tuning)
+        tuning = {
+            k: v for k, v in (("temperature", agent.temperature), ("max_tokens", agent.max_tokens)) if v is not None
+        }
+        return local(
+            agent.model_path,
+            n_ctx=agent.n_ctx,
+            timeout=agent.timeout,
+            max_history_messages=agent.max_history_messages,
+            **tuning,
+        )
     assert isinstance(agent, LitellmAgentConfig)
     from vixio.providers.agent.openai_agents.provider import OpenAIAgentProvider
 
-    return OpenAIAgentProvider(agent.model, api_base=agent.api_base, api_key=agent.api_key or None,
-                               missing_key=missing_key(agent, "agent"), max_tool_iterations=config.tools.max_iterations,
-                               temperature=agent.temperature, max_tokens=agent.max_tokens, timeout=agent.timeout,
-                               tracing=agent.tracing, max_history_messages=agent.max_history_messages,
-                               openai_direct=agent.openai_direct)
+    return OpenAIAgentProvider(
+        agent.model,
+        api_base=agent.api_base,
+        api_key=agent.api_key or None,
+        missing_key=missing_key(agent, "agent"),
+        max_tool_iterations=config.tools.max_iterations,
+        temperature=agent.temperature,
+        max_tokens=agent.max_tokens,
+        timeout=agent.timeout,
+        tracing=agent.tracing,
+        max_history_messages=agent.max_history_messages,
+        openai_direct=agent.openai_direct,
+    )
 
 
 def make_prewarmer(config: VixioConfig, asr: ASRProvider | None, tts: TTSProvider | None) -> Prewarmer | None:

@@ -120,8 +120,9 @@ class SessionTools:
         for source in dict.fromkeys(tool.source for tool in definitions):
             await self.update_source(source, [tool for tool in definitions if tool.source == source])
 
-    def bind_agent(self, converter: ToolConverterBase, update: Callable[[Sequence[Any]], Awaitable[None]],
-                   *, offered: bool = True) -> list[Any]:
+    def bind_agent(
+        self, converter: ToolConverterBase, update: Callable[[Sequence[Any]], Awaitable[None]], *, offered: bool = True
+    ) -> list[Any]:
         """Keep an agent's tool list in sync; returns its first list (empty when the model is not
         `offered` tools: they stay the console's and the policy's)."""
         self._agent = (converter, offered)

@@ -12,30 +12,25 @@ its whole config (`for_profile`), sharing every provider its config does not cha
 from __future__ import annotations
 
 import time
-from functools import partial
 from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from loguru import logger
 
-from vixio.voice.agent_model import tool_support
 from vixio.config.models import VixioConfig
-from vixio.config.pipeline import EdgeTTSConfig, OpenAITTSConfig
+from vixio.config.pipeline import EdgeTTSConfig, OpenAITTSConfig, resolve_timezone
 from vixio.core.pipeline import Pipeline
 from vixio.core.station import Station
 from vixio.core.tools.context import AsyncTaskRecord
 from vixio.core.tools.local import ToolLoadError, builtin_tool, func_to_tool_definition, load_tool_function
 from vixio.core.tools.tasks import AsyncTaskQueue, SessionTaskRunner, task_status_tool
 from vixio.core.tools.types import ToolDefinition
-from vixio.config.pipeline import resolve_timezone
 from vixio.providers.agent.openai_agents.clients import close_openai_clients
-from vixio.providers.prewarm import Prewarmer
 from vixio.providers.asr.base import ASRProvider
+from vixio.providers.prewarm import Prewarmer
 from vixio.providers.tts.base import TTSProvider
 from vixio.providers.vad.base import VADProvider
-from vixio.voice.session_tools import SessionTools
-from vixio.stations.asr.endpointing import EndpointRules
-from vixio.stations.tts.circuit import TTSCircuit
 from vixio.stations import (
     ApologyStation,
     ASRStation,
@@ -45,7 +40,11 @@ from vixio.stations import (
     TurnDetectorStation,
     VADStation,
 )
+from vixio.stations.asr.endpointing import EndpointRules
+from vixio.stations.interruption import InterruptionArbiter
+from vixio.stations.tts.circuit import TTSCircuit
 from vixio.voice.agent import AgentParts, agent_parts, agent_station, history_setter
+from vixio.voice.agent_model import tool_support
 from vixio.voice.providers import (
     load_tts_fallback,
     make_agent,
@@ -55,10 +54,11 @@ from vixio.voice.providers import (
     make_vad,
     provider_kind,
 )
+from vixio.voice.session_tools import SessionTools
 
 if TYPE_CHECKING:
-    from vixio.providers.tools.mcp_servers import McpServerPool
     from vixio.memory.conversation import Conversation
+    from vixio.providers.tools.mcp_servers import McpServerPool
 
 
 class VoiceStack:
@@ -77,11 +77,13 @@ class VoiceStack:
         self.tts_circuit: TTSCircuit | None = None
         """Whether `tts` or its fallback speaks, shared by every session of the process."""
         zone = resolve_timezone(config.agent.timezone) if config.agent is not None else None
-        self.local_tools: list[ToolDefinition] = [func_to_tool_definition(builtin_tool(name, zone))
-                                                  for name in _clock_tools(config)]
+        self.local_tools: list[ToolDefinition] = [
+            func_to_tool_definition(builtin_tool(name, zone)) for name in _clock_tools(config)
+        ]
         """Local tools every session gets (built-ins, `tools.local`; add your own before the first session)."""
-        self.local_tools += (base.local_tools[len(_clock_tools(base.config)):] if base is not None
-                             else self._configured_local_tools())
+        self.local_tools += (
+            base.local_tools[len(_clock_tools(base.config)) :] if base is not None else self._configured_local_tools()
+        )
         self.reminder_tools: list[ToolDefinition] = []
         """set/list/cancel_reminder, bound to the store by the server when `tools.builtin` has `reminders`."""
         self._task_queue: AsyncTaskQueue | None = None
@@ -127,8 +129,9 @@ class VoiceStack:
             self._owned += [provider for provider in (self.tts, self.tts_fallback) if provider is not None]
             waits = getattr(config.tts, "fallback_after", None) if self.tts_fallback is not None else None
             online = isinstance(config.tts, OpenAITTSConfig | EdgeTTSConfig)
-            self.tts_circuit = TTSCircuit(self.tts, self.tts_fallback, first_audio_timeout=waits,
-                                          breaks=online or self.tts_fallback is not None)
+            self.tts_circuit = TTSCircuit(
+                self.tts, self.tts_fallback, first_audio_timeout=waits, breaks=online or self.tts_fallback is not None
+            )
         self.prewarm = make_prewarmer(config, self.asr, self.tts)
         if base is not None:
             self.speaker_encoder = base.speaker_encoder
@@ -146,8 +149,14 @@ class VoiceStack:
             self.mcp = McpServerPool(config.tools.mcp_servers)
             await self.mcp.start()  # a server that fails is logged and left out; the others work
         what = f"profile {_profile_name(self)}" if base is not None else "voice stack"
-        logger.info("{} ready in {:.1f} s: asr={} agent={} tts={}", what, time.perf_counter() - started,
-                    provider_kind(config.asr), provider_kind(config.agent), provider_kind(config.tts))
+        logger.info(
+            "{} ready in {:.1f} s: asr={} agent={} tts={}",
+            what,
+            time.perf_counter() - started,
+            provider_kind(config.asr),
+            provider_kind(config.agent),
+            provider_kind(config.tts),
+        )
         if base is None:
             await self._load_profiles()
 
@@ -169,15 +178,21 @@ class VoiceStack:
         for entry in self.config.tools.local_entries():
             try:
                 func = load_tool_function(entry.function)
-                tool = func_to_tool_definition(func, name=entry.name, description=entry.description,
-                                               is_async=entry.run_async, sub_type=entry.sub_type,
-                                               timeout=entry.timeout)
+                tool = func_to_tool_definition(
+                    func,
+                    name=entry.name,
+                    description=entry.description,
+                    is_async=entry.run_async,
+                    sub_type=entry.sub_type,
+                    timeout=entry.timeout,
+                )
             except ToolLoadError as exc:
                 errors.append(str(exc))
                 continue
             except Exception as exc:  # e.g. a parameter type pydantic cannot describe
-                errors.append(f"tools.local entry {entry.function!r}: cannot describe it as a tool: "
-                              f"{type(exc).__name__}: {exc}")
+                errors.append(
+                    f"tools.local entry {entry.function!r}: cannot describe it as a tool: {type(exc).__name__}: {exc}"
+                )
                 continue
             tools.append(tool)
         if errors:
@@ -240,9 +255,14 @@ class VoiceStack:
         if self.base is None:  # the agents' shared clients, after the sessions that used them
             await close_openai_clients()
 
-    def build_pipeline(self, session_id: str, *, tools: SessionTools | None = None,
-                       conversation: Conversation | None = None,
-                       on_forgotten: Callable[[], None] | None = None) -> Pipeline:
+    def build_pipeline(
+        self,
+        session_id: str,
+        *,
+        tools: SessionTools | None = None,
+        conversation: Conversation | None = None,
+        on_forgotten: Callable[[], None] | None = None,
+    ) -> Pipeline:
         """The stations of one session, sharing this stack's providers.
 
         Without `tools`, the session gets its own `session_tools()` (local tools only unless
@@ -257,17 +277,32 @@ class VoiceStack:
         speakers = _speakers(self, conversation)
         if self.vad is not None and self.asr is not None and config.asr is not None:
             vad, turn = config.vad, config.turn
-            rules = EndpointRules(punctuation=turn.confirm_on_punctuation, hanging_words=turn.hanging_words,
-                                  hanging_silence_ms=turn.hanging_silence_ms)
+            rules = EndpointRules(
+                punctuation=turn.confirm_on_punctuation,
+                hanging_words=turn.hanging_words,
+                hanging_silence_ms=turn.hanging_silence_ms,
+            )
             stations += [
-                VADStation(self.vad, threshold=vad.threshold, min_speech_ms=vad.min_speech_ms,
-                           min_silence_ms=vad.min_silence_ms, speech_pad_ms=vad.speech_pad_ms,
-                           early_silence_ms=vad.early_silence_ms, barge_in=vad.barge_in,
-                           quiet_below_dbfs=vad.quiet_below_dbfs),
+                VADStation(
+                    self.vad,
+                    threshold=vad.threshold,
+                    min_speech_ms=vad.min_speech_ms,
+                    min_silence_ms=vad.min_silence_ms,
+                    speech_pad_ms=vad.speech_pad_ms,
+                    early_silence_ms=vad.early_silence_ms,
+                    barge_in=vad.barge_in,
+                    arbiter=InterruptionArbiter(confirm_ms=vad.barge_in_confirm_ms) if vad.barge_in_pause else None,
+                    quiet_below_dbfs=vad.quiet_below_dbfs,
+                ),
                 TurnDetectorStation(min_speech_ms=turn.min_speech_ms),
-                ASRStation(self.asr, language=config.asr.language, endpointing=rules,
-                           min_silence_ms=vad.min_silence_ms, on_speech=self.prewarm,
-                           speaker=speakers[0] if speakers is not None else None),
+                ASRStation(
+                    self.asr,
+                    language=config.asr.language,
+                    endpointing=rules,
+                    min_silence_ms=vad.min_silence_ms,
+                    on_speech=self.prewarm,
+                    speaker=speakers[0] if speakers is not None else None,
+                ),
             ]
         stations.append(TextAggregatorStation())
         if config.agent is not None:
@@ -284,26 +319,33 @@ class VoiceStack:
 
                 policy = tools.toolset.policy if tools is not None else config.tools.policy()
                 forget = ForgetRequest(conversation, language=config.language, confirms=policy.confirms)
+
                 def forgotten() -> None:
                     station.provider.clear_history()  # the provider of now (a profile switch replaces it)
+                    station.session_state.history.clear()  # the console's Sessions pane shows these words
                     if on_forgotten is not None:
                         on_forgotten()
 
                 forget.on_forgotten = forgotten
                 station.intercept = forget.intercept
                 if speakers is not None:
-                    station.intercept = _first_answer(speakers[1](lambda: station.session_state).intercept,
-                                                      forget.intercept)
+                    station.intercept = _first_answer(
+                        speakers[1](lambda: station.session_state).intercept, forget.intercept
+                    )
             stations.append(station)
-        stations.append(SentenceAggregatorStation(first_clause_min_chars=config.speech.first_clause_min_chars,
-                                                  default_emotion=config.speech.default_emotion))
+        stations.append(
+            SentenceAggregatorStation(
+                first_clause_min_chars=config.speech.first_clause_min_chars,
+                default_emotion=config.speech.default_emotion,
+            )
+        )
         if self.tts is not None:
-            stations.append(TTSStation(self.tts, output_sample_rate=24000, apology=config.speech.apology,
-                                       circuit=self.tts_circuit))
+            stations.append(
+                TTSStation(self.tts, output_sample_rate=24000, apology=config.speech.apology, circuit=self.tts_circuit)
+            )
         else:  # text only: a failed turn must still end (Xiaozhi: `tts stop`)
             stations.append(ApologyStation(apology=config.speech.apology))
         return Pipeline(stations, session_id=session_id, queue_size=config.pipeline.queue_size)
-
 
     def agent_parts(self, tools: SessionTools | None) -> AgentParts:
         """A new agent provider of this stack's config for one session, and what goes with it."""
@@ -327,18 +369,21 @@ def _speakers(stack: VoiceStack, conversation: Conversation | None) -> tuple[Any
     settings = stack.config.speakers
     if stack.speaker_encoder is None or conversation is None or not settings.enabled:
         return None
-    from vixio.stations.asr.speaker_id import SpeakerIdentifier
     from vixio.memory.speakers import SpeakerBook, VoiceEnrolment
+    from vixio.stations.asr.speaker_id import SpeakerIdentifier
 
     book = SpeakerBook(conversation.store, conversation.device_id)
-    identifier = SpeakerIdentifier(stack.speaker_encoder, voiceprints=book.prints, threshold=settings.threshold,
-                                   wait=settings.wait_ms / 1000)
-    return identifier, partial(VoiceEnrolment, book, language=stack.config.language,
-                               utterances=settings.enrol_utterances)
+    identifier = SpeakerIdentifier(
+        stack.speaker_encoder, voiceprints=book.prints, threshold=settings.threshold, wait=settings.wait_ms / 1000
+    )
+    return identifier, partial(
+        VoiceEnrolment, book, language=stack.config.language, utterances=settings.enrol_utterances
+    )
 
 
 def _first_answer(*intercepts: Callable[[str], Awaitable[str | None]]) -> Callable[[str], Awaitable[str | None]]:
     """One agent intercept from several: the first that answers a turn answers it."""
+
     async def intercept(text: str) -> str | None:
         for each in intercepts:
             if (answer := await each(text)) is not None:

@@ -6,8 +6,13 @@ import pytest
 
 from vixio.core.tools.arguments import ArgumentError, coerce_value, normalize_schema, parse_arguments, prepare_arguments
 
-VOLUME = {"type": "object", "properties": {"volume": {"type": "integer", "minimum": 0, "maximum": 100}},
-          "required": ["volume"]}
+pytestmark = pytest.mark.unit
+
+VOLUME = {
+    "type": "object",
+    "properties": {"volume": {"type": "integer", "minimum": 0, "maximum": 100}},
+    "required": ["volume"],
+}
 
 
 def test_string_numbers_and_booleans_are_coerced() -> None:
@@ -50,8 +55,9 @@ def test_raw_json_text_is_parsed_with_clear_errors() -> None:
 
 
 def test_bfcl_python_type_names_become_json_schema() -> None:
-    schema = normalize_schema({"type": "dict", "properties": {"x": {"type": "float"}, "t": {"type": "tuple"},
-                                                           "a": {"type": "any"}}})
+    schema = normalize_schema(
+        {"type": "dict", "properties": {"x": {"type": "float"}, "t": {"type": "tuple"}, "a": {"type": "any"}}}
+    )
     assert schema["type"] == "object"
     assert schema["properties"]["x"] == {"type": "number"}
     assert schema["properties"]["t"] == {"type": "array"}

@@ -19,8 +19,13 @@ from vixio.core.tools import (
 )
 from vixio.core.tools.context import is_affirmative
 
-VOLUME_SCHEMA = {"type": "object", "properties": {"volume": {"type": "integer", "minimum": 0, "maximum": 100}},
-                 "required": ["volume"]}
+pytestmark = pytest.mark.unit
+
+VOLUME_SCHEMA = {
+    "type": "object",
+    "properties": {"volume": {"type": "integer", "minimum": 0, "maximum": 100}},
+    "required": ["volume"],
+}
 
 
 class FakeDevice:
@@ -47,7 +52,9 @@ class FakeDevice:
 
 def device_tools(device: FakeDevice) -> list[ToolDefinition]:
     return [
-        ToolDefinition("self.audio_speaker.set_volume", "Set the volume.", VOLUME_SCHEMA, source="device", client=device),
+        ToolDefinition(
+            "self.audio_speaker.set_volume", "Set the volume.", VOLUME_SCHEMA, source="device", client=device
+        ),
         ToolDefinition("self.get_device_status", "Status.", source="device", client=device),
         ToolDefinition("self.reboot", "Reboot.", source="device", client=device),
     ]
@@ -215,8 +222,9 @@ async def test_toolset_listeners_hear_each_change() -> None:
 
 
 def test_what_may_run_before_the_turn_is_confirmed() -> None:
-    policy = ToolPolicy(read_only=("self.get_device_status",), sub_types={"self.screen.*": "control"},
-                        async_tools=("slow_report",))
+    policy = ToolPolicy(
+        read_only=("self.get_device_status",), sub_types={"self.screen.*": "control"}, async_tools=("slow_report",)
+    )
     device = FakeDevice()
 
     def local(name: str, **kw: Any) -> ToolDefinition:
@@ -225,8 +233,9 @@ def test_what_may_run_before_the_turn_is_confirmed() -> None:
     early = {
         "device tool": ToolDefinition("self.audio_speaker.set_volume", "", source="device", client=device),
         "device tool named read-only": ToolDefinition("self.get_device_status", "", source="device", client=device),
-        "device tool with readOnlyHint": ToolDefinition("self.battery", "", source="device", client=device,
-                                                        read_only=True),
+        "device tool with readOnlyHint": ToolDefinition(
+            "self.battery", "", source="device", client=device, read_only=True
+        ),
         "MCP tool without the hint": ToolDefinition("search", "", source="mcp", client=device),
         "MCP tool with readOnlyHint false": ToolDefinition("write", "", source="mcp", client=device, read_only=False),
         "companion tool": ToolDefinition("lamp_on", "", source="register", client=device),
@@ -235,9 +244,15 @@ def test_what_may_run_before_the_turn_is_confirmed() -> None:
         "local async tool": local("slow_report"),
     }
     assert {what: policy.runs_before_confirmation(tool) for what, tool in early.items()} == {
-        "device tool": False, "device tool named read-only": True, "device tool with readOnlyHint": True,
-        "MCP tool without the hint": False, "MCP tool with readOnlyHint false": False, "companion tool": False,
-        "local query tool": True, "local control tool": False, "local async tool": False,
+        "device tool": False,
+        "device tool named read-only": True,
+        "device tool with readOnlyHint": True,
+        "MCP tool without the hint": False,
+        "MCP tool with readOnlyHint false": False,
+        "companion tool": False,
+        "local query tool": True,
+        "local control tool": False,
+        "local async tool": False,
     }
     confirming = ToolPolicy(require_confirmation=("get_weather",))
     assert not confirming.runs_before_confirmation(early["local query tool"])
@@ -248,8 +263,9 @@ async def test_a_held_turn_holds_side_effects_and_lets_reads_run() -> None:
     executor.hold()
     status = await executor.execute(ToolCallRequest("c1", "self.get_device_status"))
     assert status.success and device.calls == [("self.get_device_status", {})]
-    waiting = asyncio.create_task(executor.execute(ToolCallRequest("c2", "self.audio_speaker.set_volume",
-                                                                    {"volume": 30})))
+    waiting = asyncio.create_task(
+        executor.execute(ToolCallRequest("c2", "self.audio_speaker.set_volume", {"volume": 30}))
+    )
     await asyncio.sleep(0.05)
     assert not waiting.done() and len(device.calls) == 1
     executor.release(confirmed=True)

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
+
 from vixio.core.tools.names import MAX_NAME_LENGTH, ToolNameMapper, is_safe_name
+
+pytestmark = pytest.mark.unit
 
 
 def test_dots_become_underscores_and_map_back() -> None:
@@ -60,11 +64,17 @@ def test_rewriting_agrees_with_the_plain_alternation_and_does_not_grow_with_the_
     mapper.assign([("device", name) for name in names])
     renames = {name: mapper.public(name, "device") for name in names}
     reference = re.compile(
-        r"(?<![A-Za-z0-9_.-])(" + "|".join(re.escape(n) for n in sorted(renames, key=len, reverse=True))
-        + r")(?![A-Za-z0-9_-]|\.[A-Za-z0-9_])")
-    texts = ["Call robot.joint_3.move, then robot.joint_40.move.", "Use my tool or 天气.查询 first.",
-             "Not self.audio_speaker nor self.audio.volume nor xself.audio; but self.audio...", "x.y. then done",
-             "robot.joint_3.moved robot.joint_3.move-x -robot.joint_3.move (robot.joint_999.move)"]
+        r"(?<![A-Za-z0-9_.-])("
+        + "|".join(re.escape(n) for n in sorted(renames, key=len, reverse=True))
+        + r")(?![A-Za-z0-9_-]|\.[A-Za-z0-9_])"
+    )
+    texts = [
+        "Call robot.joint_3.move, then robot.joint_40.move.",
+        "Use my tool or 天气.查询 first.",
+        "Not self.audio_speaker nor self.audio.volume nor xself.audio; but self.audio...",
+        "x.y. then done",
+        "robot.joint_3.moved robot.joint_3.move-x -robot.joint_3.move (robot.joint_999.move)",
+    ]
     for text in texts:
         assert mapper.rewrite(text) == reference.sub(lambda m: renames[m.group(1)], text), text
     small = ToolNameMapper()

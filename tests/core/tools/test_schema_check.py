@@ -12,6 +12,8 @@ from vixio.core.tools.arguments import normalize_schema
 from vixio.core.tools.schema_check import SchemaProblem, check_tool_schema
 from vixio.testing import bfcl
 
+pytestmark = pytest.mark.unit
+
 CATEGORIES = ("simple_python", "multiple", "parallel", "parallel_multiple", "live_simple", "live_multiple")
 
 
@@ -38,18 +40,24 @@ def test_every_bfcl_tool_schema_that_jsonschema_accepts_is_accepted() -> None:
     assert accepted > 500
 
 
-@pytest.mark.parametrize(("schema", "path"), [
-    ({"type": "object", "properties": {"x": {"type": "float"}}}, "parameters.properties.x.type"),
-    ({"type": "object", "properties": []}, "parameters.properties"),
-    ({"type": "object", "properties": {"x": {"type": "string", "enum": "abc"}}}, "parameters.properties.x.enum"),
-    ({"type": "object", "required": "x"}, "parameters.required"),
-    ({"type": "object", "properties": {"x": {"type": "integer", "minimum": "0"}}}, "parameters.properties.x.minimum"),
-    ({"type": "object", "properties": {"x": {"type": "array", "items": 5}}}, "parameters.properties.x.items"),
-    ({"type": "object", "anyOf": []}, "parameters.anyOf"),
-    ({"type": "object", "properties": {"x": {"maxLength": -1}}}, "parameters.properties.x.maxLength"),
-    ({"type": "object", "properties": {"x": {"pattern": 3}}}, "parameters.properties.x.pattern"),
-    ({"type": "object", "properties": {"x": {"multipleOf": 0}}}, "parameters.properties.x.multipleOf"),
-])
+@pytest.mark.parametrize(
+    ("schema", "path"),
+    [
+        ({"type": "object", "properties": {"x": {"type": "float"}}}, "parameters.properties.x.type"),
+        ({"type": "object", "properties": []}, "parameters.properties"),
+        ({"type": "object", "properties": {"x": {"type": "string", "enum": "abc"}}}, "parameters.properties.x.enum"),
+        ({"type": "object", "required": "x"}, "parameters.required"),
+        (
+            {"type": "object", "properties": {"x": {"type": "integer", "minimum": "0"}}},
+            "parameters.properties.x.minimum",
+        ),
+        ({"type": "object", "properties": {"x": {"type": "array", "items": 5}}}, "parameters.properties.x.items"),
+        ({"type": "object", "anyOf": []}, "parameters.anyOf"),
+        ({"type": "object", "properties": {"x": {"maxLength": -1}}}, "parameters.properties.x.maxLength"),
+        ({"type": "object", "properties": {"x": {"pattern": 3}}}, "parameters.properties.x.pattern"),
+        ({"type": "object", "properties": {"x": {"multipleOf": 0}}}, "parameters.properties.x.multipleOf"),
+    ],
+)
 def test_unusable_schemas_are_refused_with_their_key_path(schema: dict, path: str) -> None:
     with pytest.raises(SchemaProblem) as caught:
         check_tool_schema(schema)
@@ -70,8 +78,15 @@ def test_depth_and_size_are_bounded() -> None:
 
 
 def test_six_hundred_tools_take_milliseconds_not_seconds() -> None:
-    schema = {"type": "object", "properties": {"x": {"type": "number"}, "y": {"type": "integer", "minimum": 0},
-                                               "mode": {"type": "string", "enum": ["a", "b"]}}, "required": ["x"]}
+    schema = {
+        "type": "object",
+        "properties": {
+            "x": {"type": "number"},
+            "y": {"type": "integer", "minimum": 0},
+            "mode": {"type": "string", "enum": ["a", "b"]},
+        },
+        "required": ["x"],
+    }
     started = time.perf_counter()
     for _ in range(600):
         check_tool_schema(schema)

@@ -13,6 +13,8 @@ from hypothesis import strategies as st
 
 from vixio.core.tools.speech_filter import DEFAULT_RULES, FilterOutput, MarkupRule, SpeechFilter, literal
 
+pytestmark = pytest.mark.unit
+
 
 @dataclass(frozen=True)
 class Fixture:
@@ -26,69 +28,121 @@ class Fixture:
 
 
 FIXTURES = [
-    Fixture("xml call",
-            'Sure, turning it down.\n<function_calls>\n<invoke name="set_volume">\n<parameter name="level">30'
-            "</parameter>\n</invoke>\n</function_calls>\nDone.",
-            "Sure, turning it down.\n\nDone.", markup=True),
-    Fixture("xml values with < & and fences",
-            '<function_calls><invoke name="run"><parameter name="code">if a < b & c:\n    print("```", "</think>")\n'
-            "</parameter></invoke></function_calls>ok",
-            "ok", markup=True),
-    Fixture("namespaced tool_call",
-            '好的<minimax:tool_call>\n<invoke name="a"></invoke>\n</minimax:tool_call>马上。',
-            "好的马上。", markup=True),
+    Fixture(
+        "xml call",
+        'Sure, turning it down.\n<function_calls>\n<invoke name="set_volume">\n<parameter name="level">30'
+        "</parameter>\n</invoke>\n</function_calls>\nDone.",
+        "Sure, turning it down.\n\nDone.",
+        markup=True,
+    ),
+    Fixture(
+        "xml values with < & and fences",
+        '<function_calls><invoke name="run"><parameter name="code">if a < b & c:\n    print("```", "</think>")\n'
+        "</parameter></invoke></function_calls>ok",
+        "ok",
+        markup=True,
+    ),
+    Fixture(
+        "namespaced tool_call",
+        '好的<minimax:tool_call>\n<invoke name="a"></invoke>\n</minimax:tool_call>马上。',
+        "好的马上。",
+        markup=True,
+    ),
     Fixture("upper case tags", "A<FUNCTION_CALLS><invoke name='a'></invoke></Function_Calls>B", "AB", markup=True),
-    Fixture("echoed results",
-            "<function_results><result><tool_name>a</tool_name><stdout>42</stdout></result></function_results>"
-            "The answer is 42.",
-            "The answer is 42.", markup=True),
+    Fixture(
+        "echoed results",
+        "<function_results><result><tool_name>a</tool_name><stdout>42</stdout></result></function_results>"
+        "The answer is 42.",
+        "The answer is 42.",
+        markup=True,
+    ),
     Fixture("think", "<think>The user wants 42.</think>It is 42.", "It is 42.", thought="The user wants 42."),
-    Fixture("thinking with a call inside",
-            "<thinking>maybe <function_calls><invoke name='a'></invoke></function_calls>?</thinking>No call needed.",
-            "No call needed.", thought="maybe <function_calls><invoke name='a'></invoke></function_calls>?"),
+    Fixture(
+        "thinking with a call inside",
+        "<thinking>maybe <function_calls><invoke name='a'></invoke></function_calls>?</thinking>No call needed.",
+        "No call needed.",
+        thought="maybe <function_calls><invoke name='a'></invoke></function_calls>?",
+    ),
     Fixture("upper case think", "<THINK>x</THINK>y", "y", thought="x"),
-    Fixture("vcp request",
-            "我来算一下。\n<<<[TOOL_REQUEST]>>>\ntool_name:「始」SciCalculator「末」,\nexpression:「始」sqrt(2)「末」\n"
-            "<<<[END_TOOL_REQUEST]>>>\n稍等。",
-            "我来算一下。\n\n稍等。", markup=True),
-    Fixture("vcp fuzzy markers",
-            "Ok <<[tool_request]>>\ntool_name:{始}x{末}\n<<<<[END_TOOL_REQUEST]>>>> done, <<[TOOL_REQUEST]>>>"
-            "tool_name:「始」y「末」<<<[end_tool_request]>> bye",
-            "Ok  done,  bye", markup=True),
-    Fixture("vcp escape block",
-            "x<<<[TOOL_REQUEST_ESCAPE]>>>tool_name:「始」a「末」<<<[END_TOOL_REQUEST_ESCAPE]>>>y", "xy", markup=True),
-    Fixture("vcp result", "<<<[TOOL_RESULT]>>>\ntool_name: x\nstatus: ok\n<<<[END_TOOL_RESULT]>>>Result read.",
-            "Result read.", markup=True),
-    Fixture("vcp summary",
-            "[[VCP调用结果信息汇总:\n- 工具名称: X\n- 执行状态: ✅ SUCCESS\n- 返回内容: 42\nVCP调用结果结束]]好了。",
-            "好了。", markup=True),
+    Fixture(
+        "vcp request",
+        "我来算一下。\n<<<[TOOL_REQUEST]>>>\ntool_name:「始」SciCalculator「末」,\nexpression:「始」sqrt(2)「末」\n"
+        "<<<[END_TOOL_REQUEST]>>>\n稍等。",
+        "我来算一下。\n\n稍等。",
+        markup=True,
+    ),
+    Fixture(
+        "vcp fuzzy markers",
+        "Ok <<[tool_request]>>\ntool_name:{始}x{末}\n<<<<[END_TOOL_REQUEST]>>>> done, <<[TOOL_REQUEST]>>>"
+        "tool_name:「始」y「末」<<<[end_tool_request]>> bye",
+        "Ok  done,  bye",
+        markup=True,
+    ),
+    Fixture(
+        "vcp escape block",
+        "x<<<[TOOL_REQUEST_ESCAPE]>>>tool_name:「始」a「末」<<<[END_TOOL_REQUEST_ESCAPE]>>>y",
+        "xy",
+        markup=True,
+    ),
+    Fixture(
+        "vcp result",
+        "<<<[TOOL_RESULT]>>>\ntool_name: x\nstatus: ok\n<<<[END_TOOL_RESULT]>>>Result read.",
+        "Result read.",
+        markup=True,
+    ),
+    Fixture(
+        "vcp summary",
+        "[[VCP调用结果信息汇总:\n- 工具名称: X\n- 执行状态: ✅ SUCCESS\n- 返回内容: 42\nVCP调用结果结束]]好了。",
+        "好了。",
+        markup=True,
+    ),
     Fixture("aio summary", "前[[AIO工具调用结果信息汇总：\n### 结果 1\nAIO工具调用结果结束]]后", "前后", markup=True),
-    Fixture("code fence", "Here is code:\n```python\nprint('<think>')\n```\nThat's it.", "Here is code:\n\nThat's it.",
-            markup=True),
+    Fixture(
+        "code fence",
+        "Here is code:\n```python\nprint('<think>')\n```\nThat's it.",
+        "Here is code:\n\nThat's it.",
+        markup=True,
+    ),
     Fixture("four-backtick fence", "a ````\nx ``` y\n```` b", "a  b", markup=True),
-    Fixture("fenced vcp request",
-            "Calling:\n```Tool\n<<<[TOOL_REQUEST]>>>\ntool_name:「始」x「末」\n<<<[END_TOOL_REQUEST]>>>\n```\nwait",
-            "Calling:\n\nwait", markup=True),
-    Fixture("plain text with look-alikes",
-            "If a < b and b << c, see [[note]] or [x], `code`, ``two``, <b>bold</b>, <function>x</function>, "
-            "<think about it, <<<[TOOL and ns:function_calls.",
-            "If a < b and b << c, see [[note]] or [x], `code`, ``two``, <b>bold</b>, <function>x</function>, "
-            "<think about it, <<<[TOOL and ns:function_calls."),
+    Fixture(
+        "fenced vcp request",
+        "Calling:\n```Tool\n<<<[TOOL_REQUEST]>>>\ntool_name:「始」x「末」\n<<<[END_TOOL_REQUEST]>>>\n```\nwait",
+        "Calling:\n\nwait",
+        markup=True,
+    ),
+    Fixture(
+        "plain text with look-alikes",
+        "If a < b and b << c, see [[note]] or [x], `code`, ``two``, <b>bold</b>, <function>x</function>, "
+        "<think about it, <<<[TOOL and ns:function_calls.",
+        "If a < b and b << c, see [[note]] or [x], `code`, ``two``, <b>bold</b>, <function>x</function>, "
+        "<think about it, <<<[TOOL and ns:function_calls.",
+    ),
     Fixture("ends with <", "Is 3 <", "Is 3 <"),
     Fixture("ends with a marker prefix", "Almost <minimax:function_ca", "Almost <minimax:function_ca"),
     Fixture("ends with a vcp prefix", "Then <<<[TOOL_REQ", "Then <<<[TOOL_REQ"),
-    Fixture("CJK", "今天天气很好，适合出去走走。<think>用户问天气</think>明天可能下雨。",
-            "今天天气很好，适合出去走走。明天可能下雨。", thought="用户问天气"),
-    Fixture("unclosed call protects to the end",
-            'Let me check. <function_calls><invoke name="a"><parameter name="x">1</parameter>\nmore words',
-            "Let me check. ", markup=True),
+    Fixture(
+        "CJK",
+        "今天天气很好，适合出去走走。<think>用户问天气</think>明天可能下雨。",
+        "今天天气很好，适合出去走走。明天可能下雨。",
+        thought="用户问天气",
+    ),
+    Fixture(
+        "unclosed call protects to the end",
+        'Let me check. <function_calls><invoke name="a"><parameter name="x">1</parameter>\nmore words',
+        "Let me check. ",
+        markup=True,
+    ),
     Fixture("unclosed think", "<think>still thinking about </thi", "", thought="still thinking about </thi"),
     Fixture("unclosed fence", "Look: ```\nprint(1)\n", "Look: ", markup=True),
-    Fixture("everything",
-            "<think>plan</think>First, <function_calls><invoke name='a'></invoke></function_calls>then "
-            "<<<[TOOL_REQUEST]>>>tool_name:「始」b「末」<<<[END_TOOL_REQUEST]>>>and ```x```, finally "
-            "<function_results>r</function_results>done <thinking>more</thinking>.",
-            "First, then and , finally done .", thought="planmore", markup=True),
+    Fixture(
+        "everything",
+        "<think>plan</think>First, <function_calls><invoke name='a'></invoke></function_calls>then "
+        "<<<[TOOL_REQUEST]>>>tool_name:「始」b「末」<<<[END_TOOL_REQUEST]>>>and ```x```, finally "
+        "<function_results>r</function_results>done <thinking>more</thinking>.",
+        "First, then and , finally done .",
+        thought="planmore",
+        markup=True,
+    ),
     Fixture("empty", "", ""),
 ]
 
@@ -158,8 +212,13 @@ def test_any_chunking_of_fixtures_back_to_back(data: st.DataObject) -> None:
     parts = data.draw(st.lists(st.sampled_from(closed), min_size=2, max_size=4), label="fixtures")
     text = "".join(f.text for f in parts)
     cuts = data.draw(st.lists(st.integers(0, len(text)), max_size=60), label="cuts")
-    joined = Fixture("joined", text, "".join(f.speech for f in parts), "".join(f.thought for f in parts),
-                     any(f.markup for f in parts))
+    joined = Fixture(
+        "joined",
+        text,
+        "".join(f.speech for f in parts),
+        "".join(f.thought for f in parts),
+        any(f.markup for f in parts),
+    )
     check(joined, cuts)
 
 

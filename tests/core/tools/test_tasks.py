@@ -11,9 +11,11 @@ from loguru import logger
 from vixio.core.tools.context import AsyncTaskRecord, ToolCallContext
 from vixio.core.tools.executor import ToolExecutor
 from vixio.core.tools.local import func_to_tool_definition
-from vixio.core.tools.tasks import AsyncTaskQueue, SessionTaskRunner, task_status_tool
+from vixio.core.tools.tasks import STOPPED_BY_RESTART, AsyncTaskQueue, SessionTaskRunner, task_status_tool
 from vixio.core.tools.toolset import ToolSet
 from vixio.core.tools.types import ToolCallRequest, ToolDefinition
+
+pytestmark = pytest.mark.unit
 
 WAIT = 1.0
 """Upper bound for an event the test expects; a correct run sets it within milliseconds."""
@@ -87,13 +89,21 @@ async def test_submit_answers_pending_at_once_then_runs_to_completion(queue: Asy
 
     assert (result.call_id, result.success, result.status) == ("call_1", True, "pending")
     handle = json.loads(result.result or "")
-    assert handle == {"type": "async_task", "task_id": handle["task_id"], "status": "pending",
-                      "message": "slow_search is running in the background; its result will be reported when it finishes"}
+    assert handle == {
+        "type": "async_task",
+        "task_id": handle["task_id"],
+        "status": "pending",
+        "message": "slow_search is running in the background; its result will be reported when it finishes",
+    }
     assert "," in result.result and ", " not in result.result  # compact JSON
     record = context.tasks[handle["task_id"]]
     assert context.task_for_call("call_1") is record
     assert (record.status, record.tool_name, record.arguments, record.session_id) == (
-        "pending", "slow_search", {"query": "weather"}, "s1")
+        "pending",
+        "slow_search",
+        {"query": "weather"},
+        "s1",
+    )
     assert not gate.started.is_set()
 
     await asyncio.wait_for(gate.started.wait(), WAIT)
@@ -281,8 +291,9 @@ async def test_on_complete_errors_are_logged_with_the_session(queue: AsyncTaskQu
         await asyncio.wait_for(_until(lambda: len(queue) == 0), WAIT)
     finally:
         logger.remove(sink)
-    assert any(line.startswith("sess-4") and "conversation is gone" in line and "slow_search" in line
-               for line in lines), lines
+    assert any(
+        line.startswith("sess-4") and "conversation is gone" in line and "slow_search" in line for line in lines
+    ), lines
 
 
 async def test_task_status_tool_reports_one_task_and_lists_them(queue: AsyncTaskQueue) -> None:
@@ -306,7 +317,12 @@ async def test_task_status_tool_reports_one_task_and_lists_them(queue: AsyncTask
     assert one.success and ", " not in one.text
     data = json.loads(one.text)
     assert (data["task_id"], data["call_id"], data["tool"], data["status"], data["result"]) == (
-        first, "call_1", "slow_search", "completed", "42 results")
+        first,
+        "call_1",
+        "slow_search",
+        "completed",
+        "42 results",
+    )
     assert "error" not in data
 
     by_call = json.loads((await status.invoke({"task_id": "call_2"})).text)
@@ -320,7 +336,8 @@ async def test_task_status_tool_reports_one_task_and_lists_them(queue: AsyncTask
 
 
 async def test_executor_hands_async_tools_to_the_runner_and_answers_at_once(
-        queue: AsyncTaskQueue, no_leaked_tasks) -> None:
+    queue: AsyncTaskQueue, no_leaked_tasks
+) -> None:
     release, started = asyncio.Event(), asyncio.Event()
 
     async def slow_search(query: str, limit: int = 3) -> dict[str, Any]:
@@ -335,8 +352,12 @@ async def test_executor_hands_async_tools_to_the_runner_and_answers_at_once(
     toolset.set_tools("local", [func_to_tool_definition(slow_search, is_async=True), task_status_tool(runner)])
     executor = ToolExecutor(toolset, context, async_runner=runner, session_id="s2")
 
-    result = await asyncio.wait_for(executor.execute(
-        ToolCallRequest(call_id="call_3", tool_name="slow_search", arguments={"query": "cats", "limit": "5"})), WAIT)
+    result = await asyncio.wait_for(
+        executor.execute(
+            ToolCallRequest(call_id="call_3", tool_name="slow_search", arguments={"query": "cats", "limit": "5"})
+        ),
+        WAIT,
+    )
 
     assert (result.call_id, result.status, result.success) == ("call_3", "pending", True)
     task_id = json.loads(result.result or "")["task_id"]
@@ -345,8 +366,9 @@ async def test_executor_hands_async_tools_to_the_runner_and_answers_at_once(
     assert record is not None and record.arguments == {"query": "cats", "limit": 5}  # coerced by the executor
 
     await asyncio.wait_for(started.wait(), WAIT)
-    polled = await executor.execute(ToolCallRequest(call_id="call_4", tool_name="get_task_status",
-                                                     arguments={"task_id": task_id}))
+    polled = await executor.execute(
+        ToolCallRequest(call_id="call_4", tool_name="get_task_status", arguments={"task_id": task_id})
+    )
     assert json.loads(polled.text)["status"] == "running"
 
     release.set()
@@ -367,12 +389,25 @@ async def test_queue_shutdown_cancels_every_session_and_refuses_new_tasks(no_lea
 
     await queue.shutdown()
 
-    assert [runner.tasks()[0].status for runner in runners] == ["cancelled", "cancelled"]
+    # Running or waiting, each is reported as stopped by the restart, not dropped in silence.
+    assert [runner.tasks()[0].status for runner in runners] == ["failed", "failed"]
+    assert all("server restarted" in (runner.tasks()[0].error or "") for runner in runners)
     assert len(queue) == 0 and queue.closed
     refused = runners[0].submit(Gate().tool, request("again"))
     assert refused.status == "failed"
     with pytest.raises(RuntimeError, match="shut down"):
         queue.submit(AsyncTaskRecord("t", "c", "x"), Gate().tool)
+
+
+async def test_a_task_running_at_a_restart_reaches_the_reporter_of_its_released_session(no_leaked_tasks) -> None:
+    queue, gate, reports = AsyncTaskQueue(), Gate(), Reports()
+    runner = SessionTaskRunner(queue, ToolCallContext(), session_id="s1")
+    runner.submit(gate.tool, request())
+    await asyncio.wait_for(gate.started.wait(), WAIT)
+    await runner.release(reports)  # the session ended; its device may come back
+    await queue.shutdown()  # the server stops before the tool answered
+    assert gate.cancelled and reports.statuses == ["failed"]
+    assert reports.records[0].error == STOPPED_BY_RESTART.format(tool="slow_search")
 
 
 async def test_task_cancelled_before_its_first_step_is_cancelled(no_leaked_tasks) -> None:

@@ -24,6 +24,8 @@ from vixio.core.tools.protocols.vcp import (
 )
 from vixio.core.tools.types import ToolCallRequest, ToolCallResult, ToolDefinition
 
+pytestmark = pytest.mark.unit
+
 VCP = VcpProtocol()
 FUZZY = VcpProtocol(fuzzy=True)
 
@@ -38,12 +40,21 @@ def calls(text: str, protocol: VcpProtocol = VCP) -> list[tuple[str, dict[str, s
 
 # --- well-formed requests -------------------------------------------------------------------
 
+
 def test_single_call_with_trailing_commas_and_prose():
-    text = "Let me work that out.\n" + block("tool_name:「始」SciCalculator「末」,", "expression:「始」sqrt(2)「末」") + "\nOne moment."
+    text = (
+        "Let me work that out.\n"
+        + block("tool_name:「始」SciCalculator「末」,", "expression:「始」sqrt(2)「末」")
+        + "\nOne moment."
+    )
     [request] = VCP.parse(text)
-    assert request == ToolCallRequest(call_id="vcp_1", tool_name="SciCalculator", arguments={"expression": "sqrt(2)"},
-                                      protocol="vcp", raw=block("tool_name:「始」SciCalculator「末」,",
-                                                                 "expression:「始」sqrt(2)「末」"))
+    assert request == ToolCallRequest(
+        call_id="vcp_1",
+        tool_name="SciCalculator",
+        arguments={"expression": "sqrt(2)"},
+        protocol="vcp",
+        raw=block("tool_name:「始」SciCalculator「末」,", "expression:「始」sqrt(2)「末」"),
+    )
 
 
 def test_whitespace_around_colon_multiline_values_and_trimming():
@@ -63,14 +74,17 @@ def test_crlf_becomes_lf_everywhere():
 
 
 def test_key_charset_is_word_characters_and_hyphen():
-    text = block("tool_name:「始」car「末」", "año_vehiculo:「始」2020「末」", "max-speed:「始」90「末」", "x.y:「始」1「末」")
+    text = block(
+        "tool_name:「始」car「末」", "año_vehiculo:「始」2020「末」", "max-speed:「始」90「末」", "x.y:「始」1「末」"
+    )
     # `x.y` is not a key; its `y` part is (the scanner skips what is not a key, as VCPToolBox does).
     assert calls(text) == [("car", {"año_vehiculo": "2020", "max-speed": "90", "y": "1"}, [])]
 
 
 def test_dotted_tool_names_are_kept_exactly():
     assert calls(block("tool_name:「始」self.audio_speaker.set_volume「末」", "volume:「始」50「末」")) == [
-        ("self.audio_speaker.set_volume", {"volume": "50"}, [])]
+        ("self.audio_speaker.set_volume", {"volume": "50"}, [])
+    ]
 
 
 def test_two_blocks_keep_their_order_and_get_distinct_ids():
@@ -79,9 +93,12 @@ def test_two_blocks_keep_their_order_and_get_distinct_ids():
 
 
 def test_request_id_is_read_and_repeats_made_unique():
-    text = (block("tool_name:「始」a「末」", "request_id:「始」r1「末」") + block("tool_name:「始」b「末」")
-            + block("tool_name:「始」c「末」", "request_id:「始」r1「末」")
-            + block("tool_name:「始」d「末」", "request_id:「始」vcp_2「末」"))
+    text = (
+        block("tool_name:「始」a「末」", "request_id:「始」r1「末」")
+        + block("tool_name:「始」b「末」")
+        + block("tool_name:「始」c「末」", "request_id:「始」r1「末」")
+        + block("tool_name:「始」d「末」", "request_id:「始」vcp_2「末」")
+    )
     requests = VCP.parse(text)
     assert [r.call_id for r in requests] == ["r1", "vcp_1", "r1_2", "vcp_2"]
     assert all("request_id" not in r.arguments for r in requests)
@@ -103,8 +120,13 @@ def test_repeated_key_last_value_wins():
 
 # --- fences, think, result regions -----------------------------------------------------------
 
+
 def test_blocks_inside_code_fences_are_parsed():
-    text = "Calling it:\n```Tool\n" + block("tool_name:「始」SciCalculator「末」", "expression:「始」1+1「末」") + "\n```\n"
+    text = (
+        "Calling it:\n```Tool\n"
+        + block("tool_name:「始」SciCalculator「末」", "expression:「始」1+1「末」")
+        + "\n```\n"
+    )
     assert calls(text) == [("SciCalculator", {"expression": "1+1"}, [])]
 
 
@@ -126,7 +148,13 @@ def test_stray_closing_think_tag_is_dropped_not_the_text_after_it():
 def test_markers_inside_copied_result_blocks_are_ignored():
     copied = f"{RESULT_START}\ncontent:「始」{block('tool_name:「始」echoed「末」')}「末」\n{RESULT_END}"
     summary = f"{SUMMARY_START}\n- 返回内容: {block('tool_name:「始」echoed「末」')}\n{SUMMARY_END}"
-    text = copied + summary + "[[AIO工具调用结果信息汇总:\n" + block("tool_name:「始」echoed「末」") + "\nAIO工具调用结果结束]]"
+    text = (
+        copied
+        + summary
+        + "[[AIO工具调用结果信息汇总:\n"
+        + block("tool_name:「始」echoed「末」")
+        + "\nAIO工具调用结果结束]]"
+    )
     assert calls(text + block("tool_name:「始」real「末」")) == [("real", {}, [])]
 
 
@@ -141,9 +169,14 @@ def test_result_region_end_quoted_in_an_escape_value_does_not_end_it():
 
 # --- escapes --------------------------------------------------------------------------------
 
+
 def test_escape_values_hold_literal_markers_and_their_spaces():
     value = f"use 「始」 and 「末」, then {REQUEST_END} and {REQUEST_START}"
-    text = block("tool_name:「始」echo「末」", f"text:{ESCAPE_FIELD_START}{value}{ESCAPE_FIELD_END}", "sep:「始ESCAPE」 「末ESCAPE」")
+    text = block(
+        "tool_name:「始」echo「末」",
+        f"text:{ESCAPE_FIELD_START}{value}{ESCAPE_FIELD_END}",
+        "sep:「始ESCAPE」 「末ESCAPE」",
+    )
     assert calls(text) == [("echo", {"text": value, "sep": " "}, [])]
 
 
@@ -153,7 +186,10 @@ def test_escape_value_drops_one_newline_at_each_edge_and_keeps_indentation():
 
 
 def test_escaped_block_markers_inside_escape_values_are_restored():
-    text = block("tool_name:「始」doc「末」", "text:「始ESCAPE」<<<[TOOL_REQUEST_ESCAPE]>>>x<<<[END_TOOL_REQUEST_ESCAPE]>>>「末ESCAPE」")
+    text = block(
+        "tool_name:「始」doc「末」",
+        "text:「始ESCAPE」<<<[TOOL_REQUEST_ESCAPE]>>>x<<<[END_TOOL_REQUEST_ESCAPE]>>>「末ESCAPE」",
+    )
     assert calls(text)[0][1] == {"text": f"{REQUEST_START}x{REQUEST_END}"}
 
 
@@ -163,22 +199,31 @@ def test_aio_exp_variant():
 
 def test_escape_request_block_may_contain_plain_request_markers():
     inner = block("tool_name:「始」inner「末」")
-    text = "\n".join(["<<<[TOOL_REQUEST_ESCAPE]>>>", "tool_name:「始」save「末」",
-                      f"template:「始ESCAPE」{inner}「末ESCAPE」", "<<<[END_TOOL_REQUEST_ESCAPE]>>>"])
+    text = "\n".join(
+        [
+            "<<<[TOOL_REQUEST_ESCAPE]>>>",
+            "tool_name:「始」save「末」",
+            f"template:「始ESCAPE」{inner}「末ESCAPE」",
+            "<<<[END_TOOL_REQUEST_ESCAPE]>>>",
+        ]
+    )
     assert calls(text) == [("save", {"template": inner}, [])]
 
 
 # --- malformed ------------------------------------------------------------------------------
 
+
 def test_unclosed_field_is_an_error_naming_it_and_later_fields_survive():
     text = block("tool_name:「始」weather「末」", "city:「始」Paris", "unit:「始」celsius「末」")
-    assert calls(text) == [("weather", {"city": "Paris", "unit": "celsius"},
-                            ["the value of city was not closed with 「末」"])]
+    assert calls(text) == [
+        ("weather", {"city": "Paris", "unit": "celsius"}, ["the value of city was not closed with 「末」"])
+    ]
 
 
 def test_unclosed_last_field_runs_to_the_block_end():
     assert calls(block("tool_name:「始」weather「末」", "city:「始」Paris")) == [
-        ("weather", {"city": "Paris"}, ["the value of city was not closed with 「末」"])]
+        ("weather", {"city": "Paris"}, ["the value of city was not closed with 「末」"])
+    ]
 
 
 def test_unclosed_escape_field():
@@ -213,17 +258,22 @@ def test_empty_tool_name_counts_as_missing():
     assert calls(block("tool_name:「始」 「末」"))[0][2] == ["the tool request has no tool_name field"]
 
 
-@pytest.mark.parametrize("drifted", [
-    "<<[TOOL_REQUEST]>>\ntool_name:「始」t「末」\n<<[END_TOOL_REQUEST]>>",
-    "<<<<[tool_request]>>>>\ntool_name:「始」t「末」\n<<<<[end_tool_request]>>>>",
-    "<<<[Tool_Request]>>\ntool_name:「始」t「末」\n<<<[END_TOOL_REQUEST]>>>",
-])
+@pytest.mark.parametrize(
+    "drifted",
+    [
+        "<<[TOOL_REQUEST]>>\ntool_name:「始」t「末」\n<<[END_TOOL_REQUEST]>>",
+        "<<<<[tool_request]>>>>\ntool_name:「始」t「末」\n<<<<[end_tool_request]>>>>",
+        "<<<[Tool_Request]>>\ntool_name:「始」t「末」\n<<<[END_TOOL_REQUEST]>>>",
+    ],
+)
 def test_block_marker_drift_needs_fuzzy(drifted: str):
     assert VCP.parse(drifted) == []
     assert calls(drifted, FUZZY) == [("t", {}, [])]
 
 
-@pytest.mark.parametrize(("start", "end"), [("{始}", "{末}"), ("{始」", "{末」"), ("「始}", "「末}"), ("「 始 」", "{末}")])
+@pytest.mark.parametrize(
+    ("start", "end"), [("{始}", "{末}"), ("{始」", "{末」"), ("「始}", "「末}"), ("「 始 」", "{末}")]
+)
 def test_field_marker_drift_needs_fuzzy(start: str, end: str):
     text = block(f"tool_name:{start}t{end}", f"a:{start}1{end}", "b：「始」2「末」")
     assert calls(text, FUZZY) == [("t", {"a": "1", "b": "2"}, [])]
@@ -236,21 +286,38 @@ def test_fuzzy_mode_still_reads_exact_markup_and_escape_variants():
 
 
 def test_fuzzy_result_regions_are_ignored_too():
-    text = "<<[tool_result]>>\n" + block("tool_name:「始」x「末」") + "\n<<[END_TOOL_RESULT]>>" + block("tool_name:「始」y「末」")
+    text = (
+        "<<[tool_result]>>\n"
+        + block("tool_name:「始」x「末」")
+        + "\n<<[END_TOOL_RESULT]>>"
+        + block("tool_name:「始」y「末」")
+    )
     assert calls(text, FUZZY) == [("y", {}, [])]
 
 
 # --- batch ----------------------------------------------------------------------------------
 
+
 def test_batch_with_numbered_tool_names_splits_in_index_order():
-    text = block("tool_name2:「始」b「末」", "city2:「始」Rome「末」", "tool_name1:「始」a「末」", "city1:「始」Paris「末」",
-                 "unit:「始」c「末」")
+    text = block(
+        "tool_name2:「始」b「末」",
+        "city2:「始」Rome「末」",
+        "tool_name1:「始」a「末」",
+        "city1:「始」Paris「末」",
+        "unit:「始」c「末」",
+    )
     assert calls(text) == [("a", {"city": "Paris", "unit": "c"}, []), ("b", {"city": "Rome", "unit": "c"}, [])]
 
 
 def test_batch_with_commands_shares_the_tool_name_and_ids_follow_request_id():
-    text = block("tool_name:「始」FileOperator「末」", "request_id:「始」files「末」", "command1:「始」ReadFile「末」",
-                 "path1:「始」a.txt「末」", "command2:「始」ListDir「末」", "path2:「始」/tmp「末」")
+    text = block(
+        "tool_name:「始」FileOperator「末」",
+        "request_id:「始」files「末」",
+        "command1:「始」ReadFile「末」",
+        "path1:「始」a.txt「末」",
+        "command2:「始」ListDir「末」",
+        "path2:「始」/tmp「末」",
+    )
     requests = VCP.parse(text)
     assert [(r.call_id, r.tool_name, r.arguments) for r in requests] == [
         ("files_1", "FileOperator", {"command": "ReadFile", "path": "a.txt"}),
@@ -260,11 +327,18 @@ def test_batch_with_commands_shares_the_tool_name_and_ids_follow_request_id():
 
 def test_numbered_keys_without_batch_keys_are_ordinary_arguments():
     assert calls(block("tool_name:「始」dist「末」", "point1:「始」[0, 0]「末」", "point2:「始」[3, 4]「末」")) == [
-        ("dist", {"point1": "[0, 0]", "point2": "[3, 4]"}, [])]
+        ("dist", {"point1": "[0, 0]", "point2": "[3, 4]"}, [])
+    ]
 
 
 def test_batch_keys_whose_base_ends_in_a_digit_use_the_shortest_suffix():
-    text = block("tool_name1:「始」a「末」", "t01:「始」x「末」", "city11:「始」y「末」", "tool_name2:「始」b「末」", "x2:「始」z「末」")
+    text = block(
+        "tool_name1:「始」a「末」",
+        "t01:「始」x「末」",
+        "city11:「始」y「末」",
+        "tool_name2:「始」b「末」",
+        "x2:「始」z「末」",
+    )
     assert calls(text) == [("a", {"t0": "x", "city1": "y"}, []), ("b", {"x": "z"}, [])]
 
 
@@ -283,14 +357,21 @@ def test_batch_errors_apply_to_every_call_of_the_block():
 WEATHER = ToolDefinition(
     name="self.weather.get",
     description="Current weather for a city.",
-    parameters={"type": "object", "required": ["city"], "properties": {
-        "city": {"type": "string", "description": "City name"},
-        "unit": {"type": "string", "enum": ["celsius", "fahrenheit"], "default": "celsius"},
-        "days": {"type": "integer"},
-        "where": {"type": "dict", "properties": {"lat": {"type": "float"}, "lon": {"type": "float"}},
-                  "required": ["lat"]},
-        "tags": {"type": "array", "items": {"type": "string"}},
-    }},
+    parameters={
+        "type": "object",
+        "required": ["city"],
+        "properties": {
+            "city": {"type": "string", "description": "City name"},
+            "unit": {"type": "string", "enum": ["celsius", "fahrenheit"], "default": "celsius"},
+            "days": {"type": "integer"},
+            "where": {
+                "type": "dict",
+                "properties": {"lat": {"type": "float"}, "lon": {"type": "float"}},
+                "required": ["lat"],
+            },
+            "tags": {"type": "array", "items": {"type": "string"}},
+        },
+    },
 )
 
 
@@ -324,25 +405,72 @@ def test_description_with_markers_is_escaped():
 
 
 def test_render_call_round_trips_json_values_and_escapes_what_needs_it():
-    arguments = {"n": 3, "ok": True, "xs": [1, "a"], "obj": {"k": None}, "s": " padded ", "m": "a 「末」 <<<[TOOL_REQUEST]>>>"}
+    arguments = {
+        "n": 3,
+        "ok": True,
+        "xs": [1, "a"],
+        "obj": {"k": None},
+        "s": " padded ",
+        "m": "a 「末」 <<<[TOOL_REQUEST]>>>",
+    }
     text = render_call("t.x", arguments, request_id="r9")
     assert "m:「始ESCAPE」a 「末」 <<<[TOOL_REQUEST_ESCAPE]>>>「末ESCAPE」" in text
     [request] = VCP.parse(text)
     assert request.call_id == "r9" and request.tool_name == "t.x"
-    assert request.arguments == {"n": "3", "ok": "true", "xs": '[1, "a"]', "obj": '{"k": null}', "s": " padded ",
-                                 "m": "a 「末」 <<<[TOOL_REQUEST]>>>"}
+    assert request.arguments == {
+        "n": "3",
+        "ok": "true",
+        "xs": '[1, "a"]',
+        "obj": '{"k": null}',
+        "s": " padded ",
+        "m": "a 「末」 <<<[TOOL_REQUEST]>>>",
+    }
 
 
-_ALPHABET = st.sampled_from(["a", "Z", " ", "\n", ",", ":", "「", "」", "{", "}", "始", "末", "<", ">", "[", "]",
-                             "TOOL_REQUEST", "END_", "ESCAPE", "exp", "<<<", ">>>", "<think>", "</think>", "```"])
+_ALPHABET = st.sampled_from(
+    [
+        "a",
+        "Z",
+        " ",
+        "\n",
+        ",",
+        ":",
+        "「",
+        "」",
+        "{",
+        "}",
+        "始",
+        "末",
+        "<",
+        ">",
+        "[",
+        "]",
+        "TOOL_REQUEST",
+        "END_",
+        "ESCAPE",
+        "exp",
+        "<<<",
+        ">>>",
+        "<think>",
+        "</think>",
+        "```",
+    ]
+)
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.dictionaries(st.from_regex(r"[a-z][a-z0-9_]{0,8}", fullmatch=True), st.lists(_ALPHABET).map("".join),
-                       max_size=4), st.booleans())
+@given(
+    st.dictionaries(
+        st.from_regex(r"[a-z][a-z0-9_]{0,8}", fullmatch=True), st.lists(_ALPHABET).map("".join), max_size=4
+    ),
+    st.booleans(),
+)
 def test_any_string_value_round_trips(arguments: dict[str, str], fuzzy: bool):
-    arguments = {k: v for k, v in arguments.items() if k not in ("tool_name", "request_id")
-                 and not re.fullmatch(r"(tool_name|command)\d+", k)}
+    arguments = {
+        k: v
+        for k, v in arguments.items()
+        if k not in ("tool_name", "request_id") and not re.fullmatch(r"(tool_name|command)\d+", k)
+    }
     for value in arguments.values():
         assume(not re.search(r"[「{]\s*末\s*(ESCAPE|exp)\s*[」}]", value, re.IGNORECASE))  # cannot be a value
         assume(not re.search(r"_ESCAPE\]>>>", value))  # read back as the plain marker (VCPToolBox)
@@ -351,9 +479,16 @@ def test_any_string_value_round_trips(arguments: dict[str, str], fuzzy: bool):
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(_ALPHABET | st.sampled_from(["tool_name", "「始」", "「末」", "「始ESCAPE」", "「末ESCAPE」",
-                                             REQUEST_START, REQUEST_END, RESULT_START]), max_size=40).map("".join),
-       st.booleans())
+@given(
+    st.lists(
+        _ALPHABET
+        | st.sampled_from(
+            ["tool_name", "「始」", "「末」", "「始ESCAPE」", "「末ESCAPE」", REQUEST_START, REQUEST_END, RESULT_START]
+        ),
+        max_size=40,
+    ).map("".join),
+    st.booleans(),
+)
 def test_parse_never_raises_and_every_request_is_well_formed(text: str, fuzzy: bool):
     for request in VcpProtocol(fuzzy=fuzzy).parse(text):
         assert request.protocol == "vcp" and request.call_id
@@ -362,19 +497,23 @@ def test_parse_never_raises_and_every_request_is_well_formed(text: str, fuzzy: b
 
 # --- results --------------------------------------------------------------------------------
 
+
 def _pairs() -> list[tuple[ToolCallRequest, ToolCallResult]]:
     return [
-        (ToolCallRequest("vcp_1", "weather", {"city": "Paris"}, protocol="vcp"),
-         ToolCallResult(result="21 °C, sunny", duration_ms=12.4)),
+        (
+            ToolCallRequest("vcp_1", "weather", {"city": "Paris"}, protocol="vcp"),
+            ToolCallResult(result="21 °C, sunny", duration_ms=12.4),
+        ),
         (ToolCallRequest("r2", "fetch", protocol="vcp"), ToolCallResult.fail(f"page said {REQUEST_START} 「末」")),
     ]
 
 
 def test_default_results_are_result_blocks_with_escape_safe_fields():
     text = VCP.format_results(_pairs())
-    assert text.startswith(RESULT_START + "\ntool_name:「始」weather「末」\nrequest_id:「始」vcp_1「末」\n"
-                           "status:「始」success「末」\nduration_ms:「始」12「末」\ncontent:「始」21 °C, sunny「末」\n"
-                           + RESULT_END)
+    assert text.startswith(
+        RESULT_START + "\ntool_name:「始」weather「末」\nrequest_id:「始」vcp_1「末」\n"
+        "status:「始」success「末」\nduration_ms:「始」12「末」\ncontent:「始」21 °C, sunny「末」\n" + RESULT_END
+    )
     assert "status:「始」error「末」" in text
     assert "content:「始ESCAPE」Error: page said <<<[TOOL_REQUEST_ESCAPE]>>> 「末」「末ESCAPE」" in text
     assert VCP.parse(text) == [], "results the model copies into its reply never run"
@@ -382,8 +521,13 @@ def test_default_results_are_result_blocks_with_escape_safe_fields():
 
 def test_vcptoolbox_summary_results():
     text = VcpProtocol(compat="vcptoolbox").format_results(_pairs())
-    assert text.split("\n")[:5] == [SUMMARY_START, "- 工具名称: weather", "- 执行状态: ✅ SUCCESS",
-                                    "- 返回内容: 21 °C, sunny", SUMMARY_END]
+    assert text.split("\n")[:5] == [
+        SUMMARY_START,
+        "- 工具名称: weather",
+        "- 执行状态: ✅ SUCCESS",
+        "- 返回内容: 21 °C, sunny",
+        SUMMARY_END,
+    ]
     assert "- 执行状态: ❌ ERROR\n- 返回内容: Error: page said <<<[TOOL_REQUEST_ESCAPE]>>> 「末」" in text
     assert VCP.parse(text) == []
 

@@ -22,11 +22,18 @@ from vixio.core.tools.protocols.vcp import (
 )
 from vixio.testing import bfcl
 
-pytestmark = pytest.mark.skipif(bfcl.data_dir() is None, reason="BFCL corpus not found (set VIXIO_BFCL_DIR)")
+pytestmark = [
+    pytest.mark.unit,
+    pytest.mark.skipif(bfcl.data_dir() is None, reason="BFCL corpus not found (set VIXIO_BFCL_DIR)"),
+]
 
 EXPECTED = {  # category: (cases, calls, cases BFCL rejects because the ground truth contradicts its schema)
-    "simple_python": (400, 400, 1), "multiple": (200, 200, 0), "parallel": (200, 540, 0),
-    "parallel_multiple": (200, 607, 0), "live_simple": (258, 258, 2), "live_multiple": (1053, 1053, 19),
+    "simple_python": (400, 400, 1),
+    "multiple": (200, 200, 0),
+    "parallel": (200, 540, 0),
+    "parallel_multiple": (200, 607, 0),
+    "live_simple": (258, 258, 2),
+    "live_multiple": (1053, 1053, 19),
 }
 NOISE = "Note: 「quoted」 {braces}, a <<< b >>> c, x:「始」not a call「末」 and [[brackets]]."
 TRAILING = f"\nAlso, {REQUEST_START} is how I call tools and 「始」 opens a value"
@@ -48,8 +55,11 @@ def _contradicts_schema(case: bfcl.BfclCase) -> bool:
     """The ground truth breaks its own function's schema (`True` for a "string" parameter, an
     explicit null for a string, an empty list of acceptable values...). A text protocol coerces
     by the schema, so it cannot reproduce such a value; native JSON could."""
-    return any(validation_errors(call.canonical_arguments(), case.schema(call.name))
-               or any(values == [] for values in call.acceptable.values()) for call in case.calls)
+    return any(
+        validation_errors(call.canonical_arguments(), case.schema(call.name))
+        or any(values == [] for values in call.acceptable.values())
+        for call in case.calls
+    )
 
 
 def _blocks(case: bfcl.BfclCase) -> list[str]:
@@ -75,6 +85,7 @@ def _drift_case(word: str, rng: random.Random) -> str:
 
 def _fuzzy(text: str, rng: random.Random) -> str:
     """Marker drift as VCPToolBox's fuzzy matcher sees it: 2-4 brackets, any case, {} for 「」."""
+
     def block(match: re.Match[str]) -> str:
         return "<" * rng.randint(2, 4) + f"[{_drift_case(match.group(1), rng)}]" + ">" * rng.randint(2, 4)
 
@@ -97,9 +108,12 @@ CORRUPTIONS: dict[str, tuple[Reply, bool]] = {  # name: (reply builder, fuzzy pa
     "noisy_prose": (lambda case, blocks, rng: NOISE + _prose(case, [b + "\n" + NOISE for b in blocks]), False),
     "trailing_unclosed": (lambda case, blocks, rng: _prose(case, blocks) + TRAILING + UNCLOSED_THINK, False),
     "batch": (lambda case, blocks, rng: _prose(case, [_batch(case)]), False),
-    "everything": (lambda case, blocks, rng: (
-        NOISE + _prose(case, _fenced([_fuzzy(b, rng) for b in blocks])) + TRAILING + UNCLOSED_THINK
-    ).replace("\n", "\r\n"), True),
+    "everything": (
+        lambda case, blocks, rng: (
+            NOISE + _prose(case, _fenced([_fuzzy(b, rng) for b in blocks])) + TRAILING + UNCLOSED_THINK
+        ).replace("\n", "\r\n"),
+        True,
+    ),
 }
 
 
@@ -166,5 +180,7 @@ def test_parse_speed():
             protocol.parse(reply)
     per_reply = (time.perf_counter() - started) / (5 * len(replies))
     kilobytes = sum(len(r.encode()) for r in replies) / len(replies) / 1024
-    print(f"\nVCP parse: {per_reply * 1e6:.0f} µs per reply ({kilobytes:.2f} KB), {per_reply / kilobytes * 1e6:.0f} µs/KB")
+    print(
+        f"\nVCP parse: {per_reply * 1e6:.0f} µs per reply ({kilobytes:.2f} KB), {per_reply / kilobytes * 1e6:.0f} µs/KB"
+    )
     assert per_reply < 0.005

@@ -13,7 +13,10 @@ from vixio.core.tools.arguments import coerce_object, schema_types
 from vixio.core.tools.protocols.xml import XmlProtocol, render_calls
 from vixio.testing import bfcl
 
-pytestmark = pytest.mark.skipif(bfcl.data_dir() is None, reason="BFCL corpus not found (set VIXIO_BFCL_DIR)")
+pytestmark = [
+    pytest.mark.unit,
+    pytest.mark.skipif(bfcl.data_dir() is None, reason="BFCL corpus not found (set VIXIO_BFCL_DIR)"),
+]
 
 xml = XmlProtocol()
 
@@ -70,15 +73,21 @@ EXCLUDED: dict[str, set[str]] = {
     "live_simple": {"live_simple_106-63-0", "live_simple_112-68-0"},
     # True for a string enum of "True"/"False"/"dontcare", 2 for a string enum of "1"/"2"/"3", None
     # for a required string.
-    "live_multiple": {"live_multiple_552-153-1", "live_multiple_731-167-2", "live_multiple_733-167-4",
-                      "live_multiple_735-167-6", "live_multiple_595-158-1", "live_multiple_596-158-2",
-                      "live_multiple_1038-265-0"},
+    "live_multiple": {
+        "live_multiple_552-153-1",
+        "live_multiple_731-167-2",
+        "live_multiple_733-167-4",
+        "live_multiple_735-167-6",
+        "live_multiple_595-158-1",
+        "live_multiple_596-158-2",
+        "live_multiple_1038-265-0",
+    },
 }
 """Cases whose ground truth no text reply can produce (see `representable_arguments`)."""
 
 
 def _reply(block: str) -> str:
-    return f"Let me check: 3 < 4 & that's \"it\".\n{block}\nOne moment <please>."
+    return f'Let me check: 3 < 4 & that\'s "it".\n{block}\nOne moment <please>.'
 
 
 def representable_arguments(case: bfcl.BfclCase, call: bfcl.BfclCall) -> dict[str, Any] | None:
@@ -93,8 +102,11 @@ def representable_arguments(case: bfcl.BfclCase, call: bfcl.BfclCall) -> dict[st
     arguments: dict[str, Any] = {}
     for param, values in call.acceptable.items():
         types = schema_types(properties.get(param, {}))
-        usable = [v for v in values if v != "" and (not types or _json_kind(v) in types
-                                                     or _json_kind(v) == "integer" and "number" in types)]
+        usable = [
+            v
+            for v in values
+            if v != "" and (not types or _json_kind(v) in types or _json_kind(v) == "integer" and "number" in types)
+        ]
         if usable:
             arguments[param] = usable[0]
         elif "" not in values:
@@ -135,7 +147,9 @@ def test_bfcl_calls_survive_the_xml_round_trip(category: str, corruption: str) -
     excluded = sorted({c.id for c in cases} - {c.id for c in usable})
     failures = [f for case in usable for f in roundtrip_failures(case, CORRUPTIONS[corruption])]
     calls = sum(len(case.calls) for case in usable)
-    print(f"{category} / {corruption}: {len(usable)} cases, {calls} calls, {len(failures)} failed; "
-          f"{len(excluded)} excluded")
+    print(
+        f"{category} / {corruption}: {len(usable)} cases, {calls} calls, {len(failures)} failed; "
+        f"{len(excluded)} excluded"
+    )
     assert set(excluded) == EXCLUDED.get(category, set())
     assert not failures, "\n".join(failures[:50])

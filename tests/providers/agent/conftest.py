@@ -24,4 +24,3 @@ def make_provider(server: ScriptedLLMServer) -> Callable[..., Any]:
         return OpenAIAgentProvider("openai/test-model", api_base=server.base_url, api_key="test", **kwargs)
 
     return make
-

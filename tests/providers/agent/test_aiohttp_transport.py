@@ -20,12 +20,14 @@ import openai
 import pytest
 from aiohttp import web
 
-from vixio.providers.agent.openai_agents.aiohttp_transport import AiohttpTransport
 from vixio.providers.agent.base import AgentError, AgentTextDelta
-from vixio.providers.agent.openai_agents.provider import OpenAIAgentProvider
+from vixio.providers.agent.openai_agents.aiohttp_transport import AiohttpTransport
 from vixio.providers.agent.openai_agents.clients import _CLIENTS, close_openai_clients, shared_openai_client
+from vixio.providers.agent.openai_agents.provider import OpenAIAgentProvider
 from vixio.testing.llm_server import Reply, ScriptedLLMServer
 from vixio.testing.loopback import LoopbackServer
+
+pytestmark = pytest.mark.process
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -44,8 +46,13 @@ class HandlerServer(LoopbackServer):
 
 
 def sse_chunk(text: str) -> bytes:
-    chunk = {"id": "c1", "object": "chat.completion.chunk", "created": 0, "model": "m",
-             "choices": [{"index": 0, "delta": {"content": text}, "finish_reason": None}]}
+    chunk = {
+        "id": "c1",
+        "object": "chat.completion.chunk",
+        "created": 0,
+        "model": "m",
+        "choices": [{"index": 0, "delta": {"content": text}, "finish_reason": None}],
+    }
     return f"data: {json.dumps(chunk)}\n\n".encode()
 
 
@@ -100,8 +107,9 @@ async def test_a_streamed_event_arrives_before_the_next_is_sent() -> None:
 
     async with HandlerServer(two_chunks) as server:
         client = shared_openai_client(server.base_url, "k", 5.0)
-        stream = await client.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}],
-                                                      stream=True)
+        stream = await client.chat.completions.create(
+            model="m", messages=[{"role": "user", "content": "hi"}], stream=True
+        )
         texts = []
         async for chunk in stream:
             texts.append(chunk.choices[0].delta.content)
@@ -153,8 +161,9 @@ async def test_a_refused_connection_names_the_address_not_a_timeout() -> None:
     await agent.initialize()
     with pytest.raises(AgentError) as failed:
         [_ async for _ in agent.chat("hi")]
-    assert str(failed.value) == (f"could not reach the language model at http://127.0.0.1:{port}/v1: "
-                                 f"connection refused at 127.0.0.1:{port}")
+    assert str(failed.value) == (
+        f"could not reach the language model at http://127.0.0.1:{port}/v1: connection refused at 127.0.0.1:{port}"
+    )
     assert isinstance(failed.value.__cause__, openai.APIConnectionError)
     await close_openai_clients()
 
@@ -255,12 +264,14 @@ def test_a_loop_closed_without_shutting_down_is_forgotten_silently() -> None:
         gc.collect()
     assert dead() is None
     assert reported == []
-    assert not [w for w in caught if "nclosed client session" in str(w.message)
-                or "nclosed connector" in str(w.message)], [str(w.message) for w in caught]
+    assert not [
+        w for w in caught if "nclosed client session" in str(w.message) or "nclosed connector" in str(w.message)
+    ], [str(w.message) for w in caught]
 
 
 async def test_proxies_from_the_environment_are_used_unless_no_proxy_names_the_host(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     async with ScriptedLLMServer(Reply.text("Via the proxy.")) as proxy:  # it answers the absolute-form request
         monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{proxy.port}")
         monkeypatch.setenv("NO_PROXY", "bypassed.invalid")
@@ -279,8 +290,12 @@ def test_httpx2_timeouts_become_aiohttp_limits_per_read_not_for_the_whole() -> N
     from vixio.providers.agent.openai_agents.aiohttp_transport import _client_timeout
 
     sdk_default = _client_timeout(5.0, 600.0, 600.0)  # openai.DEFAULT_TIMEOUT
-    assert (sdk_default.total, sdk_default.sock_connect, sdk_default.sock_read, sdk_default.connect) == \
-        (None, 5.0, 600.0, 605.0)
+    assert (sdk_default.total, sdk_default.sock_connect, sdk_default.sock_read, sdk_default.connect) == (
+        None,
+        5.0,
+        600.0,
+        605.0,
+    )
     unlimited = _client_timeout(None, None, None)
     assert (unlimited.total, unlimited.sock_connect, unlimited.sock_read, unlimited.connect) == (None, None, None, None)
 
@@ -337,9 +352,28 @@ async def test_tls_is_verified_and_a_failed_handshake_is_named(tmp_path: Any) ->
     if shutil.which("openssl") is None:
         pytest.skip("needs the openssl command (Debian package openssl) for a self-signed certificate")
     cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert),
-                    "-days", "1", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
-                   check=True, capture_output=True)
+    subprocess.run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+            "-days",
+            "1",
+            "-subj",
+            "/CN=127.0.0.1",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1",
+        ],
+        check=True,
+        capture_output=True,
+    )
     server_context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     server_context.load_cert_chain(cert, key)
 
@@ -360,8 +394,10 @@ async def test_tls_is_verified_and_a_failed_handshake_is_named(tmp_path: Any) ->
         await agent.initialize()
         with pytest.raises(AgentError) as failed:  # the default trust store does not know the certificate
             [_ async for _ in agent.chat("hi")]
-        assert str(failed.value) == (f"could not reach the language model at https://127.0.0.1:{port}/v1: "
-                                     f"TLS handshake with 127.0.0.1:{port} failed: CERTIFICATE_VERIFY_FAILED")
+        assert str(failed.value) == (
+            f"could not reach the language model at https://127.0.0.1:{port}/v1: "
+            f"TLS handshake with 127.0.0.1:{port} failed: CERTIFICATE_VERIFY_FAILED"
+        )
         await close_openai_clients()
     finally:
         await runner.cleanup()

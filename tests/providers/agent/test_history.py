@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from vixio.providers.agent.base import INTERRUPTED_MARK, mark_interrupted
 from vixio.providers.agent.openai_agents.history import (
     drop_unpaired_tool_items,
@@ -11,6 +13,8 @@ from vixio.providers.agent.openai_agents.history import (
     replace_last_reply,
     trim_history,
 )
+
+pytestmark = pytest.mark.unit
 
 
 def user(text: str) -> dict[str, Any]:
@@ -51,7 +55,12 @@ def test_replace_last_reply_keeps_tools_and_earlier_turns() -> None:
     replaced = replace_last_reply(items, "It is")
     assert replaced is not None
     assert replaced[:2] == items[:2]
-    assert replaced[2:] == [user("q2"), call("c"), output("c"), {"role": "assistant", "content": f"It is… {INTERRUPTED_MARK}"}]
+    assert replaced[2:] == [
+        user("q2"),
+        call("c"),
+        output("c"),
+        {"role": "assistant", "content": f"It is… {INTERRUPTED_MARK}"},
+    ]
     assert replace_last_reply([reply("greeting")], "x") is None
 
 

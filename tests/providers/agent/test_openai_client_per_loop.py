@@ -5,8 +5,12 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from vixio.providers.agent.openai_agents.provider import OpenAIAgentProvider
 from vixio.testing.llm_server import Reply, ScriptedLLMServer
+
+pytestmark = pytest.mark.integration
 
 
 def test_each_event_loop_gets_its_own_client_for_the_same_server() -> None:

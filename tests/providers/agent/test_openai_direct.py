@@ -6,9 +6,13 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 from vixio.providers.agent.base import AgentTextDelta, AgentToolCall, AgentToolResult
 from vixio.providers.agent.openai_agents.provider import OpenAIAgentProvider
 from vixio.testing.llm_server import Reply, ScriptedLLMServer
+
+pytestmark = pytest.mark.process
 
 
 async def _turns(server: ScriptedLLMServer, *, direct: bool) -> list[tuple[str, str]]:

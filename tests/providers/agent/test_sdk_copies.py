@@ -16,18 +16,27 @@ state_module = pytest.importorskip("agents.run_state")
 from agents.items import ItemHelpers  # noqa: E402
 from pydantic import BaseModel  # noqa: E402
 
+pytestmark = pytest.mark.unit
+
 
 def history(turns: int = 10) -> list[dict[str, Any]]:
     """A conversation as vixio keeps it: user, tool call, tool output and answer items."""
     items: list[dict[str, Any]] = []
     for i in range(turns):
         items.append({"role": "user", "content": f"Question {i}: what is the weather like?"})
-        items.append({"type": "function_call", "call_id": f"call_{i}", "name": "get_weather",
-                      "arguments": '{"city": "Paris"}'})
+        items.append(
+            {"type": "function_call", "call_id": f"call_{i}", "name": "get_weather", "arguments": '{"city": "Paris"}'}
+        )
         items.append({"type": "function_call_output", "call_id": f"call_{i}", "output": "sunny"})
-        items.append({"role": "assistant", "type": "message", "status": "completed", "id": f"msg_{i}",
-                      "content": [{"type": "output_text", "text": "It is sunny.", "annotations": [],
-                                   "logprobs": None}]})
+        items.append(
+            {
+                "role": "assistant",
+                "type": "message",
+                "status": "completed",
+                "id": f"msg_{i}",
+                "content": [{"type": "output_text", "text": "It is sunny.", "annotations": [], "logprobs": None}],
+            }
+        )
     return items
 
 
@@ -51,22 +60,28 @@ def test_plain_history_never_reaches_the_sdks_walk(monkeypatch: pytest.MonkeyPat
     dump = json_module._to_dump_compatible_internal
     calls: list[Any] = []
     original = dump.original
-    monkeypatch.setattr(json_module, "_to_dump_compatible_internal",
-                        sdk_copies._dump_compatible(lambda obj: calls.append(obj) or original(obj)))
+    monkeypatch.setattr(
+        json_module,
+        "_to_dump_compatible_internal",
+        sdk_copies._dump_compatible(lambda obj: calls.append(obj) or original(obj)),
+    )
     items = history()
     assert ItemHelpers.input_to_new_input_list(items) == items  # through the SDK's public entry
     assert calls == []
 
 
-@pytest.mark.parametrize("value", [
-    history(3),
-    {"messages": tuple(history(1)), "n": 1, "ok": True, "none": None},
-    [Part(text="a"), {"nested": [Part(text="b", weight=2.0)]}],
-    OrderedDict(a=[1, 2], b={"c": (3, 4)}),
-    [b"bytes", bytearray(b"x"), frozenset({3})],
-    "a string",
-    [],
-])
+@pytest.mark.parametrize(
+    "value",
+    [
+        history(3),
+        {"messages": tuple(history(1)), "n": 1, "ok": True, "none": None},
+        [Part(text="a"), {"nested": [Part(text="b", weight=2.0)]}],
+        OrderedDict(a=[1, 2], b={"c": (3, 4)}),
+        [b"bytes", bytearray(b"x"), frozenset({3})],
+        "a string",
+        [],
+    ],
+)
 def test_dump_compatible_equals_the_sdks(value: Any) -> None:
     sdk_copies.install()
     dump = json_module._to_dump_compatible_internal
@@ -78,7 +93,11 @@ def test_dump_compatible_equals_the_sdks(value: Any) -> None:
 def test_dump_compatible_materialises_generators_as_the_sdk_does() -> None:
     sdk_copies.install()
     dump = json_module._to_dump_compatible_internal
-    assert dump({"parts": (x for x in range(3))}) == dump.original({"parts": (x for x in range(3))}) == {"parts": [0, 1, 2]}
+    assert (
+        dump({"parts": (x for x in range(3))})
+        == dump.original({"parts": (x for x in range(3))})
+        == {"parts": [0, 1, 2]}
+    )
 
 
 def test_the_input_clone_is_deep_and_equals_deepcopy() -> None:

@@ -11,6 +11,8 @@ from agents.util._asyncio_tasks import gather_with_cancel
 from vixio.patches.openai_agents import eager_gather_with_cancel, install
 from vixio.testing.loop_ticks import LoopTicks
 
+pytestmark = pytest.mark.unit
+
 GATHERS = pytest.mark.parametrize("gather", [gather_with_cancel, eager_gather_with_cancel], ids=["sdk", "eager"])
 TRACE: contextvars.ContextVar[str] = contextvars.ContextVar("trace", default="outer")
 

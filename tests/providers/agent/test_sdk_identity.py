@@ -17,6 +17,8 @@ tracker_module = pytest.importorskip("agents.run_internal.tool_use_tracker")
 state_module = pytest.importorskip("agents.run_state")
 from agents import Agent, ModelSettings, function_tool  # noqa: E402
 
+pytestmark = pytest.mark.unit
+
 
 @function_tool
 def get_weather(city: str) -> str:
@@ -31,8 +33,13 @@ def set_volume(level: int) -> str:
 
 
 def voice_agent(**changes: Any) -> Agent[Any]:
-    return Agent(name="assistant", instructions="You are a voice assistant. " * 40, model="openai/bench",
-                 tools=[get_weather, set_volume], **changes)
+    return Agent(
+        name="assistant",
+        instructions="You are a voice assistant. " * 40,
+        model="openai/bench",
+        tools=[get_weather, set_volume],
+        **changes,
+    )
 
 
 def test_installed_everywhere_the_sdk_reads_the_map() -> None:
@@ -63,9 +70,13 @@ def test_repeated_names_go_to_the_sdks_ordering(monkeypatch: pytest.MonkeyPatch)
     fast = identity_module._build_agent_identity_map
     calls: list[Any] = []
     original = fast.original
-    monkeypatch.setattr(identity_module, "_build_agent_identity_map",
-                        sdk_identity._identity_map(lambda agent: calls.append(agent) or original(agent),
-                                                   identity_module._iter_agent_graph))
+    monkeypatch.setattr(
+        identity_module,
+        "_build_agent_identity_map",
+        sdk_identity._identity_map(
+            lambda agent: calls.append(agent) or original(agent), identity_module._iter_agent_graph
+        ),
+    )
     twin_a = Agent(name="twin", instructions="First.")
     twin_b = Agent(name="twin", instructions="Second.")
     root = voice_agent(handoffs=[twin_a, twin_b])
@@ -94,6 +105,7 @@ def test_a_turns_agent_is_the_clone_it_replaces() -> None:
     tools = [get_weather]
     copied, cloned = with_tools(agent, tools), agent.clone(tools=list(tools))
     assert copied is not agent and copied.tools is tools
-    assert {f.name: getattr(copied, f.name) for f in dataclasses.fields(copied)} == \
-           {f.name: getattr(cloned, f.name) for f in dataclasses.fields(cloned)}
+    assert {f.name: getattr(copied, f.name) for f in dataclasses.fields(copied)} == {
+        f.name: getattr(cloned, f.name) for f in dataclasses.fields(cloned)
+    }
     assert agent.tools == [get_weather, set_volume]  # the provider's agent keeps its own list

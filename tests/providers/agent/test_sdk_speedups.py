@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import datetime
-import json
 import importlib
+import json
 import subprocess
 import sys
 import time
@@ -28,15 +28,41 @@ def body(history: int = 10, tools: int = 5) -> dict:
     messages: list[dict] = [{"role": "system", "content": "You are a voice assistant."}]
     for i in range(history):
         messages.append({"role": "user", "content": f"Question {i}: what is the weather like?"})
-        messages.append({"role": "assistant", "content": None, "tool_calls": [
-            {"id": f"call_{i}", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}]})
+        messages.append(
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": f"call_{i}",
+                        "type": "function",
+                        "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'},
+                    }
+                ],
+            }
+        )
         messages.append({"role": "tool", "tool_call_id": f"call_{i}", "content": "sunny"})
         messages.append({"role": "assistant", "content": [{"type": "text", "text": "It is sunny."}]})
     return {
-        "messages": messages, "model": "gpt-4o-mini", "stream": True, "stream_options": {"include_usage": True},
-        "temperature": 0.7, "max_tokens": NOT_GIVEN, "top_p": omit, "tool_choice": "auto",
-        "tools": [{"type": "function", "function": {"name": f"tool_{i}", "description": "d", "parameters": {
-            "type": "object", "properties": {"x": {"type": "number"}}, "required": ["x"]}}} for i in range(tools)],
+        "messages": messages,
+        "model": "gpt-4o-mini",
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        "temperature": 0.7,
+        "max_tokens": NOT_GIVEN,
+        "top_p": omit,
+        "tool_choice": "auto",
+        "tools": [
+            {
+                "type": "function",
+                "function": {
+                    "name": f"tool_{i}",
+                    "description": "d",
+                    "parameters": {"type": "object", "properties": {"x": {"type": "number"}}, "required": ["x"]},
+                },
+            }
+            for i in range(tools)
+        ],
     }
 
 
@@ -95,6 +121,8 @@ from openai import APIResponseValidationError, AsyncOpenAI  # noqa: E402
 from openai._base_client import httpx2  # noqa: E402 - the HTTP library this SDK version uses
 from openai.types.chat import ChatCompletionChunk  # noqa: E402
 
+pytestmark = pytest.mark.process
+
 ENVELOPE = {"id": "chatcmpl-1", "created": 1700000000, "model": "m", "object": "chat.completion.chunk"}
 
 
@@ -107,18 +135,50 @@ CHUNKS = [
     chunk({"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}),
     chunk({"index": 0, "delta": {"content": "sunny "}, "finish_reason": None, "logprobs": None}),
     chunk({"index": 0, "delta": {}, "finish_reason": "stop"}),
-    chunk(usage={"prompt_tokens": 10, "completion_tokens": 8, "total_tokens": 18,
-                 "prompt_tokens_details": {"cached_tokens": 0}, "completion_tokens_details": {"reasoning_tokens": 0}}),
-    chunk({"index": 0, "delta": {"tool_calls": [{"index": 0, "id": "call_1", "type": "function",
-                                                 "function": {"name": "get_weather", "arguments": ""}}]}}),
-    chunk({"index": 0, "delta": {"tool_calls": [{"index": 0, "function": {"arguments": "{\"city\": "}}]}}),
+    chunk(
+        usage={
+            "prompt_tokens": 10,
+            "completion_tokens": 8,
+            "total_tokens": 18,
+            "prompt_tokens_details": {"cached_tokens": 0},
+            "completion_tokens_details": {"reasoning_tokens": 0},
+        }
+    ),
+    chunk(
+        {
+            "index": 0,
+            "delta": {
+                "tool_calls": [
+                    {
+                        "index": 0,
+                        "id": "call_1",
+                        "type": "function",
+                        "function": {"name": "get_weather", "arguments": ""},
+                    }
+                ]
+            },
+        }
+    ),
+    chunk({"index": 0, "delta": {"tool_calls": [{"index": 0, "function": {"arguments": '{"city": '}}]}}),
     chunk({"index": 0, "delta": {}, "finish_reason": "tool_calls"}),
     chunk({"index": 0, "delta": {"reasoning_content": "Let me think", "content": None}}),  # DeepSeek
-    chunk({"index": 0, "delta": {"content": "hi"}, "finish_reason": None}, system_fingerprint="fp_ollama",
-          service_tier="default", x_extra={"nested": [1, 2]}),
+    chunk(
+        {"index": 0, "delta": {"content": "hi"}, "finish_reason": None},
+        system_fingerprint="fp_ollama",
+        service_tier="default",
+        x_extra={"nested": [1, 2]},
+    ),
     chunk({"index": 0, "delta": {"refusal": "I can't."}, "finish_reason": None}),
-    chunk({"index": 0, "delta": {"content": "a"}, "logprobs": {"content": [
-        {"token": "a", "logprob": -0.1, "bytes": [97], "top_logprobs": []}], "refusal": None}}),
+    chunk(
+        {
+            "index": 0,
+            "delta": {"content": "a"},
+            "logprobs": {
+                "content": [{"token": "a", "logprob": -0.1, "bytes": [97], "top_logprobs": []}],
+                "refusal": None,
+            },
+        }
+    ),
     # Off-spec values the SDK's builder tolerates; pydantic refuses them, so they take the SDK's way.
     chunk({"index": 0, "delta": {"content": "x"}, "finish_reason": "eos"}),
     {**chunk({"index": 0, "delta": {"content": "x"}}), "object": "chat.completion"},
@@ -131,8 +191,12 @@ def fields_set_tree(value: object) -> object:
     if isinstance(value, list):
         return [fields_set_tree(item) for item in value]
     if hasattr(value, "model_fields_set"):
-        return (type(value).__name__, sorted(value.model_fields_set), value.__pydantic_extra__,
-                {name: fields_set_tree(getattr(value, name)) for name in type(value).model_fields})
+        return (
+            type(value).__name__,
+            sorted(value.model_fields_set),
+            value.__pydantic_extra__,
+            {name: fields_set_tree(getattr(value, name)) for name in type(value).model_fields},
+        )
     return value
 
 

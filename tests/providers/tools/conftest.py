@@ -26,8 +26,13 @@ def pid_alive(pid: int) -> bool:
 
 
 def _serve(flag: str) -> Iterator[str]:
-    process = subprocess.Popen([sys.executable, str(WEATHER_SERVER), flag], stdin=subprocess.PIPE,
-                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    process = subprocess.Popen(
+        [sys.executable, str(WEATHER_SERVER), flag],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
     try:
         line = process.stdout.readline() if process.stdout else ""
         assert line.startswith("PORT "), f"the HTTP weather server did not start: {line!r}"

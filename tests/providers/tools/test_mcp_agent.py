@@ -3,6 +3,8 @@ ToolExecutor → the stdio weather server → the result in the model's next req
 
 from __future__ import annotations
 
+import pytest
+
 from tests.providers.tools.conftest import stdio_config
 from vixio.core.tools import ToolExecutor, ToolSet
 from vixio.providers.agent.base import AgentTextDelta, AgentToolResult
@@ -10,6 +12,8 @@ from vixio.providers.agent.openai_agents.provider import OpenAIAgentProvider
 from vixio.providers.agent.openai_agents.tools import OpenAIAgentToolConverter
 from vixio.providers.tools import McpServerPool
 from vixio.testing.llm_server import Reply, ScriptedLLMServer
+
+pytestmark = pytest.mark.process
 
 
 async def test_agent_calls_an_mcp_tool_and_the_model_reads_its_result() -> None:
@@ -21,8 +25,9 @@ async def test_agent_calls_an_mcp_tool_and_the_model_reads_its_result() -> None:
             toolset.set_tools(key, tools)
         converter = OpenAIAgentToolConverter(ToolExecutor(toolset))
         async with ScriptedLLMServer() as server:
-            server.expect(Reply.tool_call("get_weather", {"city": "Paris"}, call_id="call_w"),
-                          Reply.text("It is sunny in Paris."))
+            server.expect(
+                Reply.tool_call("get_weather", {"city": "Paris"}, call_id="call_w"), Reply.text("It is sunny in Paris.")
+            )
             agent = OpenAIAgentProvider("openai/test", api_base=server.base_url, api_key="x")
             await agent.initialize(tools=converter.convert_all(toolset.tools))
 

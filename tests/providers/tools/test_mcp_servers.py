@@ -21,6 +21,8 @@ from vixio.core.tools import (
 )
 from vixio.providers.tools import McpServerPool, McpServerTools, call_result
 
+pytestmark = pytest.mark.process
+
 
 def executor_for(tools: dict[str, list], policy: ToolPolicy | None = None) -> ToolExecutor:
     toolset = ToolSet(policy)
@@ -118,7 +120,9 @@ async def test_a_server_that_does_not_start_leaves_the_others_working(http_base:
     elapsed = time.perf_counter() - started
     try:
         assert set(pool.failures) == {"missing", "crashes", "silent", "unreachable"}
-        assert pool.failures["missing"] == "/nonexistent/bin/mcp-weather --x: command not found (check `command` and PATH)"
+        assert (
+            pool.failures["missing"] == "/nonexistent/bin/mcp-weather --x: command not found (check `command` and PATH)"
+        )
         assert "Connection closed" in pool.failures["crashes"] and "exited" in pool.failures["crashes"]
         assert pool.failures["silent"] == "sleep 30: no answer within 1 s"
         assert pool.failures["unreachable"].startswith("http://127.0.0.1:9/mcp (streamable-http): ")
@@ -165,8 +169,9 @@ async def test_a_call_after_close_fails_without_restarting() -> None:
 
 
 async def test_cancelled_session_start_leaves_no_process() -> None:
-    pool = McpServerPool({"mine": stdio_config(scope="session"), "slow": stdio_config(
-        command="sleep", args=["30"], scope="session")})
+    pool = McpServerPool(
+        {"mine": stdio_config(scope="session"), "slow": stdio_config(command="sleep", args=["30"], scope="session")}
+    )
     before = set(_child_pids())
     opening = asyncio.create_task(pool.open_session("s1"))
     await asyncio.sleep(2.0)  # "mine" has started by now; "slow" never answers
@@ -181,8 +186,9 @@ async def test_cancelled_session_start_leaves_no_process() -> None:
 
 
 async def test_allow_and_exclude_lists() -> None:
-    server = McpServerTools("weather", stdio_config(tools=["get_*", "forecast", "book_table", "nothing_like_this"],
-                                                    exclude=["book_*"]))
+    server = McpServerTools(
+        "weather", stdio_config(tools=["get_*", "forecast", "book_table", "nothing_like_this"], exclude=["book_*"])
+    )
     await server.connect()
     try:
         assert sorted(tool.name for tool in server.tools) == ["forecast", "get_weather"]
@@ -207,8 +213,10 @@ async def test_timeouts_and_a_crash_mid_session_then_restart() -> None:
         assert (await server.call_tool("get_weather", {"city": "Paris"})).success, "a timeout keeps the connection"
 
         crashed = await server.call_tool("crash", {})
-        assert crashed.error == ("MCP server 'weather' could not run crash: Connection closed: the server process "
-                                 "exited (or closed its stdout)")
+        assert crashed.error == (
+            "MCP server 'weather' could not run crash: Connection closed: the server process "
+            "exited (or closed its stdout)"
+        )
         assert not pid_alive(pid)
         again = await server.call_tool("server_pid", {})
         assert again.success, again.text
@@ -240,11 +248,13 @@ def test_result_conversion_covers_every_content_kind() -> None:
 
     resource = EmbeddedResource(resource=TextResourceContents(uri="file:///notes.txt", text="note text"))
     link = ResourceLink(uri="https://example.com/report", name="report")
-    result = call_result(CallToolResult(content=[TextContent(text="a"), resource, link],
-                                        structured_content={"ignored": True}))
+    result = call_result(
+        CallToolResult(content=[TextContent(text="a"), resource, link], structured_content={"ignored": True})
+    )
     assert result.text == "a\nnote text\n[link report: https://example.com/report]"
     assert call_result(CallToolResult(content=[], is_error=True)).text == (
-        "Error: the tool reported an error without a message")
+        "Error: the tool reported an error without a message"
+    )
     assert call_result(CallToolResult(content=[])).text == ""
 
 

@@ -19,6 +19,8 @@ from vixio.providers.tts.mp3 import Mp3StreamDecoder  # noqa: E402
 from vixio.testing.speech_servers import MS_PER_CHAR, EdgeSpeechServer, encode_mp3, tone_for  # noqa: E402
 from vixio.voice.providers import make_tts as _tts  # noqa: E402
 
+pytestmark = pytest.mark.integration
+
 
 async def collect(tts: EdgeTTS, text: str) -> tuple[bytes, float]:
     """All PCM, and the time of the first chunk (perf_counter)."""
@@ -97,7 +99,7 @@ def test_mp3_decodes_the_same_whatever_the_pieces() -> None:
     out, start = b"", 0
     while start < len(mp3):
         size = rng.randint(1, 700)
-        out += pieces.feed(mp3[start:start + size])
+        out += pieces.feed(mp3[start : start + size])
         start += size
     out += pieces.flush()
     assert out == reference and abs(len(out) / 2 / 24000 - 0.6) < 0.1

@@ -13,6 +13,8 @@ from vixio.providers.tts import EspeakTTS, TTSError
 
 from .audio import pcm_seconds, speech_fraction
 
+pytestmark = pytest.mark.unit
+
 MANDARIN = "你好，世界。今天天气很好，我们去公园散步吧。"
 
 

@@ -17,6 +17,8 @@ from aiohttp import web
 from vixio.providers.tts import OpenAICompatibleTTS, TTSError
 from vixio.providers.tts.openai_compatible import _PcmReframer, _WavStreamParser
 
+pytestmark = pytest.mark.integration
+
 RATE = 24000
 TONE_HZ = 440.0
 PIECE = 1001  # odd on purpose: the provider must realign to whole int16 samples
@@ -33,10 +35,15 @@ def wav_header(rate: int, channels: int) -> bytes:
     fmt = struct.pack("<HHIIHH", 1, channels, rate, rate * 2 * channels, 2 * channels, 16)
     list_chunk = b"LIST" + struct.pack("<I", 5) + b"INFO\x00\x00"  # odd size, padded
     return (
-        b"RIFF" + struct.pack("<I", 0xFFFFFFFF) + b"WAVE"
-        + b"fmt " + struct.pack("<I", len(fmt)) + fmt
+        b"RIFF"
+        + struct.pack("<I", 0xFFFFFFFF)
+        + b"WAVE"
+        + b"fmt "
+        + struct.pack("<I", len(fmt))
+        + fmt
         + list_chunk
-        + b"data" + struct.pack("<I", 0xFFFFFFFF)
+        + b"data"
+        + struct.pack("<I", 0xFFFFFFFF)
     )
 
 
@@ -129,7 +136,9 @@ async def test_pcm_streams_before_the_body_ends_and_the_request_is_openai_shaped
     rest = [chunk async for chunk in stream]
     await tts.close()
 
-    assert server.requests == [{"model": "tts-1-hd", "input": "Hello there.", "voice": "nova", "response_format": "pcm"}]
+    assert server.requests == [
+        {"model": "tts-1-hd", "input": "Hello there.", "voice": "nova", "response_format": "pcm"}
+    ]
     assert server.headers[0]["Authorization"] == "Bearer sk-test"
     assert "application/json" in server.headers[0]["Content-Type"]
     chunks = [first, *rest]
@@ -198,7 +207,6 @@ def test_bad_configuration_names_the_value() -> None:
         OpenAICompatibleTTS("ftp://x")
     with pytest.raises(ValueError, match="'mp3'"):
         OpenAICompatibleTTS("http://x", response_format="mp3")  # type: ignore[arg-type]
-
 
 
 def test_wav_split_into_single_bytes_decodes_to_the_same_samples() -> None:

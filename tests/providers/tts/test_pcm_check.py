@@ -14,6 +14,8 @@ from vixio.providers.tts.base import TTSError
 from vixio.providers.tts.openai_compatible import _PROBE_BYTES, check_pcm_start
 from vixio.testing.fault_servers import tone_pcm
 
+pytestmark = pytest.mark.unit
+
 SPEECH = Path(__file__).parents[2] / "fixtures" / "speech"
 
 
@@ -42,8 +44,15 @@ def test_random_bytes_are_noise() -> None:
             check_pcm_start("test", os.urandom(_PROBE_BYTES))
 
 
-@pytest.mark.parametrize(("head", "kind"), [(b"RIFF\x24\x00\x00\x00WAVEfmt ", "WAV"), (b"ID3\x04\x00", "MP3"),
-                                            (b"OggS\x00\x02", "Ogg"), (b"<!DOCTYPE html>", "HTML")])
+@pytest.mark.parametrize(
+    ("head", "kind"),
+    [
+        (b"RIFF\x24\x00\x00\x00WAVEfmt ", "WAV"),
+        (b"ID3\x04\x00", "MP3"),
+        (b"OggS\x00\x02", "Ogg"),
+        (b"<!DOCTYPE html>", "HTML"),
+    ],
+)
 def test_other_formats_are_named(head: bytes, kind: str) -> None:
     with pytest.raises(TTSError, match=f"looks like {kind}"):
         check_pcm_start("test", head + bytes(_PROBE_BYTES))

@@ -19,6 +19,8 @@ from vixio.providers.tts._runtime import load_count
 
 from .audio import pcm_seconds, speech_fraction
 
+pytestmark = pytest.mark.models
+
 COMMAND = "Turn the volume up to fifty."
 
 
@@ -93,9 +95,7 @@ async def test_length_scale_slows_speech() -> None:
     # noise_w_scale=0 makes phoneme durations deterministic: with the voice's default the
     # same sentence varied from 1.6 to 2.1 s between runs, enough to hide the slowdown.
     normal = pcm_seconds(b"".join(await speak(PiperTTS(noise_w_scale=0.0), COMMAND)), 22050)
-    slow = pcm_seconds(
-        b"".join(await speak(PiperTTS(length_scale=1.6, noise_w_scale=0.0), COMMAND)), 22050
-    )
+    slow = pcm_seconds(b"".join(await speak(PiperTTS(length_scale=1.6, noise_w_scale=0.0), COMMAND)), 22050)
     assert slow > 1.3 * normal
 
 

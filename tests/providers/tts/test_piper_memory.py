@@ -19,8 +19,14 @@ from vixio.providers.onnx_arena import SHRINK_CPU_ARENA, USE_ENV_ALLOCATORS, Are
 from vixio.providers.onnx_external import external_weights_model
 from vixio.providers.tts import PiperTTS
 
-LONG_SENTENCE = ", and ".join(["The dragon flew over the mountains and the rivers, and found a small village "
-                               "where bread was baked"] * 4) + "."
+pytestmark = pytest.mark.process
+
+LONG_SENTENCE = (
+    ", and ".join(
+        ["The dragon flew over the mountains and the rivers, and found a small village where bread was baked"] * 4
+    )
+    + "."
+)
 """One sentence of ~22 s of speech: its tensors took ~400 MB that the stock arena kept."""
 
 
@@ -37,8 +43,7 @@ async def test_the_voice_runs_on_the_shrinking_shared_arena() -> None:
     assert (path.parent / (path.name + ".data")).is_file()
 
 
-def test_the_split_copy_speaks_exactly_as_the_published_file(tmp_path: Path,
-                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_split_copy_speaks_exactly_as_the_published_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import onnxruntime
 
     monkeypatch.setenv("VIXIO_CACHE_DIR", str(tmp_path))
@@ -49,20 +54,27 @@ def test_the_split_copy_speaks_exactly_as_the_published_file(tmp_path: Path,
     assert external_weights_model(original) == split  # made once, then found
     assert [p.name for p in split.parent.parent.iterdir()] == [split.parent.name]  # no temporary left
     # No noise (scales 0): the same weights give the same samples.
-    feeds = {"input": np.array([[1, 20, 30, 40, 50, 60, 2]], dtype=np.int64),
-             "input_lengths": np.array([7], dtype=np.int64), "scales": np.array([0.0, 1.0, 0.0], dtype=np.float32)}
-    outputs = [onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
-               for path in (original, split)]
+    feeds = {
+        "input": np.array([[1, 20, 30, 40, 50, 60, 2]], dtype=np.int64),
+        "input_lengths": np.array([7], dtype=np.int64),
+        "scales": np.array([0.0, 1.0, 0.0], dtype=np.float32),
+    }
+    outputs = [
+        onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+        for path in (original, split)
+    ]
     assert outputs[0].shape == outputs[1].shape and np.array_equal(outputs[0], outputs[1])
 
 
 def test_an_unwritable_cache_loads_the_published_file(tmp_path: Path) -> None:
     blocked = tmp_path / "file"
     blocked.write_text("not a directory")
-    script = ("import asyncio; from loguru import logger; from vixio.providers.tts import PiperTTS\n"
-              "logger.enable(\"vixio\")\n"
-              "async def main():\n t = PiperTTS(); await t.initialize(); print(t._voice.session.model_path)\n"
-              "asyncio.run(main())")
+    script = (
+        "import asyncio; from loguru import logger; from vixio.providers.tts import PiperTTS\n"
+        'logger.enable("vixio")\n'
+        "async def main():\n t = PiperTTS(); await t.initialize(); print(t._voice.session.model_path)\n"
+        "asyncio.run(main())"
+    )
     env = {**os.environ, "VIXIO_CACHE_DIR": str(blocked / "cache")}
     done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=180)
     assert done.returncode == 0, done.stderr

@@ -18,6 +18,8 @@ from vixio.providers.tts._runtime import (
     stream_blocking,
 )
 
+pytestmark = pytest.mark.unit
+
 
 async def test_concurrent_first_loads_share_one_load() -> None:
     key = ("test", object())

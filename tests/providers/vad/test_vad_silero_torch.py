@@ -9,6 +9,8 @@ import pytest
 
 from vixio.providers.vad import SileroTorchVAD, VoiceActivityDetector, silero_torch
 
+pytestmark = pytest.mark.models
+
 HAVE_TORCH = importlib.util.find_spec("torch") is not None and importlib.util.find_spec("silero_vad") is not None
 needs_torch = pytest.mark.skipif(not HAVE_TORCH, reason="needs vixio[silero-torch] (torch + silero-vad)")
 

@@ -5,11 +5,11 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 import numpy as np
 import pytest
 
+from vixio.app.server import VixioServer
 from vixio.config.models import VixioConfig
 from vixio.core.chunk import AudioChunk, Chunk, StreamCompleteChunk, TextChunk
 from vixio.core.pipeline import Pipeline
 from vixio.core.station import Station
-from vixio.app.server import VixioServer
 from vixio.transports.xiaozhi.websocket.transport import DeviceContext
 
 
@@ -39,7 +39,7 @@ class ToneReply(Station):
         pcm = tone(self.seconds)
         step = int(0.2 * 22050) * 2
         for i in range(0, len(pcm), step):
-            yield AudioChunk(pcm=pcm[i:i + step], sample_rate=22050, role="assistant")
+            yield AudioChunk(pcm=pcm[i : i + step], sample_rate=22050, role="assistant")
         yield StreamCompleteChunk(source=self.name)
 
 
@@ -52,10 +52,17 @@ async def make_server() -> AsyncIterator[ServerFactory]:
     stations: list[ToneReply] = []
 
     async def make(reply_seconds: float = 1.0, **xiaozhi: object) -> VixioServer:
-        config = VixioConfig.model_validate({
-            "xiaozhi": {"host": "127.0.0.1", "port": 0, "http": {"host": "127.0.0.1", "port": 0}, "idle_timeout": 0,
-                        **xiaozhi},
-        })
+        config = VixioConfig.model_validate(
+            {
+                "xiaozhi": {
+                    "host": "127.0.0.1",
+                    "port": 0,
+                    "http": {"host": "127.0.0.1", "port": 0},
+                    "idle_timeout": 0,
+                    **xiaozhi,
+                },
+            }
+        )
 
         async def factory(context: DeviceContext) -> Pipeline:
             station = ToneReply(reply_seconds)

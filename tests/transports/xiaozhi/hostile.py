@@ -51,15 +51,17 @@ async def captured_logs(level: str = "DEBUG") -> AsyncIterator[LogCapture]:
 
     def sink(message: Any) -> None:
         record = message.record
-        capture.records.append(LogRecord(record["level"].name, record["message"], record["exception"] is not None,
-                                         dict(record["extra"])))
+        capture.records.append(
+            LogRecord(record["level"].name, record["message"], record["exception"] is not None, dict(record["extra"]))
+        )
 
     class StdlibHandler(logging.Handler):
         """The libraries (websockets, aiohttp, asyncio) log through `logging`, not loguru."""
 
         def emit(self, record: logging.LogRecord) -> None:
-            capture.records.append(LogRecord(record.levelname, record.getMessage(), record.exc_info is not None,
-                                             {"logger": record.name}))
+            capture.records.append(
+                LogRecord(record.levelname, record.getMessage(), record.exc_info is not None, {"logger": record.name})
+            )
 
     sink_id = logger.add(sink, level=level, filter="vixio")
     handler = StdlibHandler(logging.WARNING)

@@ -14,18 +14,31 @@ import sys
 async def main(keepalive_timeout: float) -> None:
     from loguru import logger
 
+    from vixio.app.server import VixioServer
     from vixio.config.models import VixioConfig
     from vixio.core.pipeline import Pipeline
-    from vixio.app.server import VixioServer
     from vixio.transports.xiaozhi.websocket.transport import DeviceContext
 
     logger.remove()
     logger.add(sys.stderr, level="INFO")
     logger.enable("vixio")  # importing vixio leaves its log off until an application turns it on
     # Caps above the descriptor limit, so accept() itself fails.
-    config = VixioConfig.model_validate({"xiaozhi": {
-        "host": "127.0.0.1", "port": 0, "idle_timeout": 0, "max_connections": 5000,
-        "http": {"host": "127.0.0.1", "port": 0, "max_connections": 5000, "keepalive_timeout": keepalive_timeout}}})
+    config = VixioConfig.model_validate(
+        {
+            "xiaozhi": {
+                "host": "127.0.0.1",
+                "port": 0,
+                "idle_timeout": 0,
+                "max_connections": 5000,
+                "http": {
+                    "host": "127.0.0.1",
+                    "port": 0,
+                    "max_connections": 5000,
+                    "keepalive_timeout": keepalive_timeout,
+                },
+            }
+        }
+    )
 
     async def factory(context: DeviceContext) -> Pipeline:
         return Pipeline([], session_id=context.session_id)

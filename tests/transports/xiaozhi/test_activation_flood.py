@@ -11,12 +11,14 @@ import aiohttp
 import pytest
 from loguru import logger
 
+from vixio.config.xiaozhi import ActivationConfig
 from vixio.state.sqlite import SqliteStore
 from vixio.transports.xiaozhi.http import activation
 from vixio.transports.xiaozhi.http.activation import MAX_PENDING_ACTIVATIONS, ActivationRegistry
-from vixio.config.xiaozhi import ActivationConfig
 
 from .test_ota import DEVICE, HEADERS, SYSTEM_INFO, StartServer, http, start_server, store  # noqa: F401
+
+pytestmark = pytest.mark.integration
 
 
 class Clock:
@@ -87,8 +89,9 @@ async def test_an_http_flood_from_one_address(
 ) -> None:
     server = await start_server(activation={"enabled": True})
     lines: list[str] = []
-    sink = logger.add(lambda m: lines.append(m.record["message"]), level="INFO",
-                      filter="vixio.transports.xiaozhi.http.ota")
+    sink = logger.add(
+        lambda m: lines.append(m.record["message"]), level="INFO", filter="vixio.transports.xiaozhi.http.ota"
+    )
     try:
         async with http.post(server.url, headers=HEADERS, data=json.dumps(SYSTEM_INFO)) as response:
             code = (await response.json())["activation"]["code"]

@@ -19,12 +19,14 @@ import aiohttp
 import pytest
 from loguru import logger
 
+from vixio.config.xiaozhi import ActivationConfig
 from vixio.state.sqlite import SqliteStore
 from vixio.transports.xiaozhi.http.activation import ActivationRegistry
-from vixio.config.xiaozhi import ActivationConfig
 from vixio.transports.xiaozhi.http.ota import OtaServer
 
 from .test_ota import CLIENT, DEVICE, HEADERS, SYSTEM_INFO, StartServer, http, start_server, store  # noqa: F401
+
+pytestmark = pytest.mark.integration
 
 SERIAL = "SN-XZ-2026-0000000000000000000001"  # 32 characters, one eFuse block of user data
 KEY = bytes(range(32))  # the 256-bit key burnt into eFuse KEY0
@@ -36,8 +38,10 @@ def firmware_payload(challenge: str, *, serial: str = SERIAL, key: bytes = KEY) 
     """Ota::GetActivationPayload: esp_hmac_calculate(HMAC_KEY0, challenge.data(), challenge.size()),
     each byte printed "%02x", in a cJSON object printed unformatted."""
     digest = hmac.new(key, challenge.encode(), hashlib.sha256).hexdigest()
-    return json.dumps({"algorithm": "hmac-sha256", "serial_number": serial, "challenge": challenge,
-                       "hmac": digest}, separators=(",", ":"))
+    return json.dumps(
+        {"algorithm": "hmac-sha256", "serial_number": serial, "challenge": challenge, "hmac": digest},
+        separators=(",", ":"),
+    )
 
 
 @pytest.fixture
@@ -59,8 +63,9 @@ async def ota(http: aiohttp.ClientSession, server: OtaServer, headers: dict[str,
         return await response.json()
 
 
-async def activate(http: aiohttp.ClientSession, server: OtaServer, body: str,
-                   headers: dict[str, str] = V2_HEADERS) -> tuple[int, dict[str, Any]]:
+async def activate(
+    http: aiohttp.ClientSession, server: OtaServer, body: str, headers: dict[str, str] = V2_HEADERS
+) -> tuple[int, dict[str, Any]]:
     async with http.post(server.url + "activate", headers=headers, data=body) as response:
         return response.status, await response.json()
 
@@ -79,7 +84,8 @@ async def test_a_device_that_signs_our_challenge_with_its_key_is_confirmed_witho
     after = await ota(http, server)
     assert "activation" not in after and after["websocket"]["token"]  # the firmware's next OTA: its token
     assert [m for level, m in lines if "activated by the eFuse key" in m] == [
-        f"device {DEVICE} activated by the eFuse key of serial number {SERIAL}"]
+        f"device {DEVICE} activated by the eFuse key of serial number {SERIAL}"
+    ]
     everything = "\n".join(m for _, m in lines)
     assert KEY.hex() not in everything and OTHER_KEY.hex() not in everything.lower()
     assert KEY.hex() not in repr(server._config)  # noqa: SLF001 - the config's repr must not carry keys
@@ -194,7 +200,8 @@ async def test_a_proof_pins_the_mac_to_the_proving_board_even_after_a_claimant_c
     assert (await ota(http, server))["websocket"]["token"]  # the board's next OTA gets its token
     assert (await ota(http, server, claimant))["websocket"]["token"] == ""  # the claimant none
     assert [m for _, m in lines if "pinned to it" in m] == [
-        f"device {DEVICE} proved its eFuse key with Client-Id {CLIENT!r}: pinned to it (it was pinned to another)"]
+        f"device {DEVICE} proved its eFuse key with Client-Id {CLIENT!r}: pinned to it (it was pinned to another)"
+    ]
 
 
 async def test_a_refused_proof_moves_no_pin(

@@ -10,6 +10,8 @@ from aiohttp import web
 
 from vixio.transports.xiaozhi.http.admin import ADDRESS_BURST, COOKIE_NAME, AdminGuard, TokenThrottle
 
+pytestmark = pytest.mark.integration
+
 
 async def _secret(request: web.Request) -> web.Response:
     return web.json_response({"secret": 42})
@@ -39,8 +41,11 @@ async def test_without_token_loopback_direct_callers_are_operators(http: aiohttp
             assert response.status == 200
             assert (await response.json()) == {"secret": 42}
         # Through a proxy on this host, or from another site's page: not local any more.
-        for headers in ({"X-Forwarded-For": "203.0.113.9"}, {"Forwarded": "for=203.0.113.9"},
-                        {"Origin": "http://evil.example"}):
+        for headers in (
+            {"X-Forwarded-For": "203.0.113.9"},
+            {"Forwarded": "for=203.0.113.9"},
+            {"Origin": "http://evil.example"},
+        ):
             async with http.get(url, headers=headers) as response:
                 assert response.status == 403
                 assert "admin_token" in (await response.json())["error"]
@@ -85,8 +90,14 @@ async def test_a_foreign_origin_is_refused_whatever_token_it_carries(http: aioht
 
 def test_the_throttle_counts_wrong_tokens_by_address_and_overall() -> None:
     now = [1000.0]
-    throttle = TokenThrottle(address_burst=5, address_interval=10.0, overall_burst=8, overall_interval=1.0,
-                             max_addresses=3, clock=lambda: now[0])
+    throttle = TokenThrottle(
+        address_burst=5,
+        address_interval=10.0,
+        overall_burst=8,
+        overall_interval=1.0,
+        max_addresses=3,
+        clock=lambda: now[0],
+    )
     for _ in range(5):
         assert throttle.retry_after("203.0.113.9") == 0
         throttle.failed("203.0.113.9")

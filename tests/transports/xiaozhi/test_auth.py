@@ -9,6 +9,7 @@ import hmac
 import pytest
 from multidict import CIMultiDict
 
+from vixio.config.xiaozhi import AuthConfig
 from vixio.transports.xiaozhi.session.auth import (
     AuthError,
     DeviceAuthenticator,
@@ -17,7 +18,8 @@ from vixio.transports.xiaozhi.session.auth import (
     parse_bearer,
     verify_token,
 )
-from vixio.config.xiaozhi import AuthConfig
+
+pytestmark = pytest.mark.unit
 
 SECRET = "s3cret"
 CLIENT = "0f3c1a2b-1111-4222-8333-444455556666"

@@ -23,6 +23,8 @@ from vixio.transports.xiaozhi.protocol.codec import (
     resample,
 )
 
+pytestmark = pytest.mark.unit
+
 TONE_HZ = 440.0
 
 
@@ -186,7 +188,9 @@ def test_missing_opus_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "opuslib_next", None)
     codec._opuslib.cache_clear()
     try:
-        with pytest.raises(ImportError, match=r"vixio\[xiaozhi\] extra: pip install -e '\.\[xiaozhi\]' in the vixio checkout"):
+        with pytest.raises(
+            ImportError, match=r"vixio\[xiaozhi\] extra: pip install -e '\.\[xiaozhi\]' in the vixio checkout"
+        ):
             OpusDecoder()
     finally:
         codec._opuslib.cache_clear()
@@ -347,10 +351,12 @@ async def test_codec_thread_reports_a_bad_frame_to_its_session_only() -> None:
     import asyncio
 
     good, bad = OpusEncoder(16000), OpusEncoder(16000)
-    results = await asyncio.gather(good.encode_async(bytes(1920)), bad.encode_async(b"\x01" * 3000),
-                                   return_exceptions=True)
+    results = await asyncio.gather(
+        good.encode_async(bytes(1920)), bad.encode_async(b"\x01" * 3000), return_exceptions=True
+    )
     assert isinstance(results[0], bytes) and results[0]
     assert isinstance(results[1], ValueError)
+
 
 # --- ReplyFramer ---------------------------------------------------------------------
 

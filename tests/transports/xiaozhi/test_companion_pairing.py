@@ -12,15 +12,16 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+from loguru import logger
 
 from vixio.core.tools.types import ToolDefinition
 from vixio.testing.device import SimulatedDevice
 from vixio.testing.register_client import RegisterClient
-from loguru import logger
-
 from vixio.transports.xiaozhi.companions.pairing import CompanionRegistry, normalize_mac
 
 from .test_register_tools import Harness, harness, start_harness, until, volume_tools  # noqa: F401  (fixture)
+
+pytestmark = pytest.mark.integration
 
 DEVICE = "aa:bb:cc:dd:ee:ff"
 
@@ -45,6 +46,7 @@ def device_session(h: Harness, device_id: str = DEVICE) -> str:
 
 async def device_tools(h: Harness, session_id: str, names: set[str], timeout: float = 5.0) -> list[ToolDefinition]:
     """The device session's latest tool list, once it has exactly `names`."""
+
     def latest() -> list[ToolDefinition]:
         seen = h.tools_seen.get(session_id, [])
         return seen[-1] if seen else []
@@ -108,8 +110,11 @@ async def test_a_companion_waits_unpaired_then_pairs_when_its_device_connects(tr
             sid = device_session(harness)
             await device_tools(harness, sid, {"amplify_volume", "get_weather"})
             host = harness.server.transport.register_clients[sid]
-            own = next(s for s, c in harness.server.transport.register_clients.items() if c is not host
-                       and c.mac_addr == "aa-bb-cc-dd-ee-ff")
+            own = next(
+                s
+                for s, c in harness.server.transport.register_clients.items()
+                if c is not host and c.mac_addr == "aa-bb-cc-dd-ee-ff"
+            )
             assert harness.server.transport.register_clients[own].paired_with == sid
             await ask(device, "hi")
             assert await companion.wait_for_ai("final", count=2) == "You said: hi. That is all."
@@ -121,10 +126,13 @@ async def test_a_companion_waits_unpaired_then_pairs_when_its_device_connects(tr
 
 async def test_main_type_local_maps_to_the_servers_own_tool(harness: Harness) -> None:  # noqa: F811
     async with RegisterClient(harness.url, volume_tools()) as client:
-        reply = await client.register(tools=[
-            {"name": "get_time", "description": "the clock", "main_type": "local"},
-            {"name": "fly", "description": "d", "main_type": "local"},
-            volume_tools()[0].to_json()])
+        reply = await client.register(
+            tools=[
+                {"name": "get_time", "description": "the clock", "main_type": "local"},
+                {"name": "fly", "description": "d", "main_type": "local"},
+                volume_tools()[0].to_json(),
+            ]
+        )
         result = reply["result"]
         assert result["tools"] == 2 and result["local"] == ["get_time"]
         assert [(s["name"], "no tool named 'fly'" in s["reason"]) for s in result["skipped"]] == [("fly", True)]

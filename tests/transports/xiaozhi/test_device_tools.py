@@ -12,26 +12,38 @@ from typing import Any
 import pytest
 
 import vixio
+from vixio.app.server import VixioServer
 from vixio.config.models import VixioConfig
 from vixio.core.pipeline import Pipeline
 from vixio.core.tools.types import ToolDefinition
-from vixio.app.server import VixioServer
 from vixio.testing.device import DeviceTool, McpToolResult, SimulatedDevice, hang_forever
 from vixio.testing.device.mcp import DeviceMcpServer
-from vixio.transports.xiaozhi.mcp.device_tools import XiaozhiDeviceToolClient, tool_call_result
 from vixio.transports.xiaozhi.http.hosts import derive_vision_url
+from vixio.transports.xiaozhi.mcp.device_tools import XiaozhiDeviceToolClient, tool_call_result
 from vixio.transports.xiaozhi.websocket.transport import DeviceContext
 
 from .conftest import ServerFactory, ws_url
 
-OBJECT_WITH_LEVEL = {"type": "object", "properties": {"level": {"type": "integer", "minimum": 0, "maximum": 9}},
-                     "required": ["level"]}
+pytestmark = pytest.mark.integration
+
+OBJECT_WITH_LEVEL = {
+    "type": "object",
+    "properties": {"level": {"type": "integer", "minimum": 0, "maximum": 9}},
+    "required": ["level"],
+}
 
 
 def bulky_tools(count: int) -> list[DeviceTool]:
     """Board tools with long descriptions, so a listing needs several 8000-byte pages."""
-    return [DeviceTool(f"self.board.tool_{i:02d}", f"Tool number {i}. " + "Does a board-specific thing. " * 20,
-                       OBJECT_WITH_LEVEL, lambda args: args["level"]) for i in range(count)]
+    return [
+        DeviceTool(
+            f"self.board.tool_{i:02d}",
+            f"Tool number {i}. " + "Does a board-specific thing. " * 20,
+            OBJECT_WITH_LEVEL,
+            lambda args: args["level"],
+        )
+        for i in range(count)
+    ]
 
 
 @dataclass
@@ -59,8 +71,12 @@ Connect = Callable[..., Awaitable[Setup]]
 async def connect(make_server: ServerFactory) -> AsyncIterator[Connect]:
     devices: list[SimulatedDevice] = []
 
-    async def make(*, tools: list[DeviceTool] | tuple[DeviceTool, ...] = (), server_mcp: dict[str, Any] | None = None,
-                   **device_options: Any) -> Setup:
+    async def make(
+        *,
+        tools: list[DeviceTool] | tuple[DeviceTool, ...] = (),
+        server_mcp: dict[str, Any] | None = None,
+        **device_options: Any,
+    ) -> Setup:
         """`server_mcp` is the `xiaozhi.mcp` config; `device_options` go to SimulatedDevice."""
         server = await make_server(mcp=server_mcp or {})
         lists: asyncio.Queue[list[ToolDefinition]] = asyncio.Queue()
@@ -160,8 +176,12 @@ async def test_user_only_tools_are_hidden_from_the_model() -> None:
     async def tools_changed(definitions: list[ToolDefinition]) -> None:
         lists.append(definitions)
 
-    device = DeviceMcpServer(bulky_tools(3) + [DeviceTool("self.reboot", "Reboot.", {}, lambda a: True, user_only=True)],
-                             board="b", firmware_version="1", send=to_client)
+    device = DeviceMcpServer(
+        bulky_tools(3) + [DeviceTool("self.reboot", "Reboot.", {}, lambda a: True, user_only=True)],
+        board="b",
+        firmware_version="1",
+        send=to_client,
+    )
     client = XiaozhiDeviceToolClient("s", to_device, on_tools_changed=tools_changed, device_id="aa:bb")
     assert await client.initialize()
 
@@ -176,8 +196,9 @@ async def test_list_changed_lists_again_and_calls_back_with_the_new_tools(connec
     first = await setup.next_list()
     assert "self.board.tool_01" in [d.name for d in first]
 
-    setup.device.mcp_tools.append(DeviceTool("self.light.set_rgb", "Set the LED colour.", OBJECT_WITH_LEVEL,
-                                             lambda args: True))
+    setup.device.mcp_tools.append(
+        DeviceTool("self.light.set_rgb", "Set the LED colour.", OBJECT_WITH_LEVEL, lambda args: True)
+    )
     setup.device.mcp_tools[:] = [t for t in setup.device.mcp_tools if t.name != "self.board.tool_01"]
     await setup.device.notify_mcp_tools_changed()
     second = await setup.next_list()
@@ -247,9 +268,14 @@ async def test_call_tool_sends_the_dotted_name_and_arguments_and_returns_the_tex
 
 
 async def test_every_content_block_becomes_text(connect: Connect) -> None:
-    blocks = McpToolResult([{"type": "text", "text": "first"}, {"type": "text", "text": "second"},
-                            {"type": "image", "data": "AAEC", "mimeType": "image/jpeg"},
-                            {"type": "image", "image": "{\"w\":1}"}])
+    blocks = McpToolResult(
+        [
+            {"type": "text", "text": "first"},
+            {"type": "text", "text": "second"},
+            {"type": "image", "data": "AAEC", "mimeType": "image/jpeg"},
+            {"type": "image", "image": '{"w":1}'},
+        ]
+    )
     setup = await connect(tools=[DeviceTool("self.camera.describe", "d", {}, lambda args: blocks)])
     await setup.next_list()
 
@@ -292,8 +318,9 @@ def test_error_codes_are_kept_when_the_server_sends_them() -> None:
 
 
 async def test_a_tool_that_never_answers_times_out_and_is_cancelled_on_the_device(connect: Connect) -> None:
-    setup = await connect(tools=[DeviceTool("self.board.stuck", "d", {}, hang_forever)],
-                          server_mcp={"tool_call_timeout": 0.3})
+    setup = await connect(
+        tools=[DeviceTool("self.board.stuck", "d", {}, hang_forever)], server_mcp={"tool_call_timeout": 0.3}
+    )
     await setup.next_list()
 
     started = time.monotonic()
@@ -361,23 +388,32 @@ def test_vision_url_comes_from_config_then_public_url_then_the_dialled_host() ->
         return VixioConfig.model_validate({"xiaozhi": xiaozhi}).xiaozhi
 
     assert derive_vision_url(config(mcp={"vision_url": "https://v.example/x"}), "h:1") == "https://v.example/x"
-    assert derive_vision_url(config(public_url="wss://voice.example.com/xiaozhi/v1/"), "h:1") == \
-        "https://voice.example.com/mcp/vision/explain"
-    assert derive_vision_url(config(), "192.168.1.5:8000", local_address="192.168.1.5") == \
-        "http://192.168.1.5:8003/mcp/vision/explain"
+    assert (
+        derive_vision_url(config(public_url="wss://voice.example.com/xiaozhi/v1/"), "h:1")
+        == "https://voice.example.com/mcp/vision/explain"
+    )
+    assert (
+        derive_vision_url(config(), "192.168.1.5:8000", local_address="192.168.1.5")
+        == "http://192.168.1.5:8003/mcp/vision/explain"
+    )
     # A Host that does not name this server is not reflected: the address the connection arrived on is used.
-    assert derive_vision_url(config(), "evil.example:8000", local_address="192.168.1.5") == \
-        "http://192.168.1.5:8003/mcp/vision/explain"
-    assert derive_vision_url(config(allowed_hosts=["voice.lan"]), "voice.lan:8000", local_address="10.0.0.2") == \
-        "http://voice.lan:8003/mcp/vision/explain"
+    assert (
+        derive_vision_url(config(), "evil.example:8000", local_address="192.168.1.5")
+        == "http://192.168.1.5:8003/mcp/vision/explain"
+    )
+    assert (
+        derive_vision_url(config(allowed_hosts=["voice.lan"]), "voice.lan:8000", local_address="10.0.0.2")
+        == "http://voice.lan:8003/mcp/vision/explain"
+    )
     assert derive_vision_url(config(), "", http_port=9000) == "http://127.0.0.1:9000/mcp/vision/explain"
 
 
 # --- a third-party MCP server -----------------------------------------------------------------
 
 
-async def test_xiaozhi_sdk_device_tools_are_listed_and_called(make_server: ServerFactory,
-                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_xiaozhi_sdk_device_tools_are_listed_and_called(
+    make_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The PyPI `xiaozhi-sdk` client is someone else's MCP server: it raises KeyError (and never
     answers) without `capabilities.vision`, so a listing proves the handshake suits it."""
     import ctypes.util
@@ -412,12 +448,21 @@ async def test_xiaozhi_sdk_device_tools_are_listed_and_called(make_server: Serve
         return None
 
     client = sdk.XiaoZhiWebsocket(message_handler_callback=on_message, ota_url=server.ota.url)
-    await client.set_mcp_tool([{
-        "name": "self.audio_speaker.set_volume", "description": "Set the speaker volume (0-100).",
-        "inputSchema": {"type": "object", "properties": {"volume": {"type": "integer", "minimum": 0, "maximum": 100}},
-                        "required": ["volume"]},
-        "tool_func": set_volume, "is_async": True,
-    }])
+    await client.set_mcp_tool(
+        [
+            {
+                "name": "self.audio_speaker.set_volume",
+                "description": "Set the speaker volume (0-100).",
+                "inputSchema": {
+                    "type": "object",
+                    "properties": {"volume": {"type": "integer", "minimum": 0, "maximum": 100}},
+                    "required": ["volume"],
+                },
+                "tool_func": set_volume,
+                "is_async": True,
+            }
+        ]
+    )
     try:
         assert await client.init_connection("AA:BB:CC:00:5D:4C"), "the sdk could not connect (see its log)"
         definitions = await asyncio.wait_for(lists.get(), 5)

@@ -16,6 +16,8 @@ from vixio.transports.xiaozhi.protocol.framing import (
     unpack,
 )
 
+pytestmark = pytest.mark.unit
+
 
 def _random_payloads() -> list[bytes]:
     rng = random.Random(1234)

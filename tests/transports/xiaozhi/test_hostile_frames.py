@@ -13,10 +13,13 @@ import pytest
 import websockets
 
 from vixio.testing.device import SimulatedDevice
+from vixio.transports.xiaozhi.protocol.messages import TEXT_TOO_LONG
 from vixio.transports.xiaozhi.session.auth import issue_token
 
 from .conftest import ws_url
 from .hostile import TURN_BOUND, Bystander, captured_logs
+
+pytestmark = pytest.mark.integration
 
 HELLO = json.dumps({"type": "hello", "version": 1, "transport": "websocket"})
 
@@ -79,8 +82,9 @@ async def test_a_token_with_a_leading_zero_timestamp_is_refused(make_server) -> 
     async with websockets.connect(ws_url(server), additional_headers={**headers, "Authorization": f"Bearer {token}"}):
         pass
     with pytest.raises(websockets.InvalidStatus) as refused:
-        async with websockets.connect(ws_url(server),
-                                      additional_headers={**headers, "Authorization": f"Bearer {signature}.0{stamp}"}):
+        async with websockets.connect(
+            ws_url(server), additional_headers={**headers, "Authorization": f"Bearer {signature}.0{stamp}"}
+        ):
             pass
     assert refused.value.response.status_code == 401
 
@@ -116,7 +120,11 @@ async def test_messages_before_the_hello_are_logged_a_few_times_only(make_server
 async def test_an_oversize_typed_utterance_is_dropped_not_sent_to_the_model(make_server) -> None:
     server = await make_server(reply_seconds=0.2)
     async with captured_logs("INFO") as logs, Bystander(server) as bystander:
+        mark = bystander.device.mark()
         await bystander.device.send_json({"type": "listen", "state": "detect", "text": "x" * 100_000})
+        told = await bystander.device.wait_for("tts", state="sentence_start", after=mark, timeout=10)
+        assert told["text"] == TEXT_TOO_LONG["en"]  # the user is told, not left waiting
+        await bystander.device.wait_for("tts", state="stop", after=mark, timeout=10)
         assert await bystander.turn("short one") < TURN_BOUND
     station = server.stations[-1]  # type: ignore[attr-defined]
     assert station.heard == ["short one"]

@@ -11,8 +11,8 @@ import os
 import socket
 import sys
 import time
-from pathlib import Path
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -25,6 +25,8 @@ from vixio.transports.xiaozhi.session.auth import verify_token
 
 from .conftest import ws_url
 from .hostile import TURN_BOUND, Bystander, captured_logs
+
+pytestmark = pytest.mark.process
 
 DEVICE = "aa:bb:cc:dd:ee:ff"
 CLIENT = "0f3c1a2b-1111-4222-8333-444455556666"
@@ -49,8 +51,9 @@ def http_url(server: VixioServer, path: str) -> str:
 async def test_a_30k_deep_ota_body_is_400_with_one_log_line(make_server, http: aiohttp.ClientSession) -> None:
     server = await make_server()
     async with captured_logs("INFO") as logs:
-        async with http.post(http_url(server, "/xiaozhi/ota/"), headers=HEADERS,
-                             data="[" * 30_000 + "]" * 30_000) as response:
+        async with http.post(
+            http_url(server, "/xiaozhi/ota/"), headers=HEADERS, data="[" * 30_000 + "]" * 30_000
+        ) as response:
             assert response.status == 400
             assert "nested deeper than 64" in (await response.json())["error"]
     assert len(logs.lines("/xiaozhi/ota/ -> 400")) == 1
@@ -108,8 +111,10 @@ async def test_idle_and_slow_header_connections_are_closed_after_the_keepalive_t
 async def test_a_body_that_never_arrives_gets_408(make_server) -> None:
     server = await make_server(http={"host": "127.0.0.1", "port": 0, "body_timeout": 0.3})
     reader, writer = await asyncio.open_connection("127.0.0.1", server.ota.port)
-    writer.write(b"POST /xiaozhi/ota/ HTTP/1.1\r\nHost: 127.0.0.1\r\nDevice-Id: aa:bb:cc:dd:ee:ff\r\n"
-                 b"Content-Length: 100\r\n\r\n{")
+    writer.write(
+        b"POST /xiaozhi/ota/ HTTP/1.1\r\nHost: 127.0.0.1\r\nDevice-Id: aa:bb:cc:dd:ee:ff\r\n"
+        b"Content-Length: 100\r\n\r\n{"
+    )
     await writer.drain()
     status_line = await asyncio.wait_for(reader.readline(), 5)
     writer.close()
@@ -119,8 +124,9 @@ async def test_a_body_that_never_arrives_gets_408(make_server) -> None:
 async def test_connections_past_the_cap_are_closed_and_devices_get_through_once_idle_ones_expire(
     make_server, http: aiohttp.ClientSession
 ) -> None:
-    server = await make_server(reply_seconds=0.2,
-                               http={"host": "127.0.0.1", "port": 0, "max_connections": 20, "keepalive_timeout": 1.0})
+    server = await make_server(
+        reply_seconds=0.2, http={"host": "127.0.0.1", "port": 0, "max_connections": 20, "keepalive_timeout": 1.0}
+    )
     async with captured_logs("INFO") as logs, Bystander(server) as bystander:
         idle = [_raw_connect(server.ota.port) for _ in range(60)]
         try:
@@ -150,8 +156,9 @@ async def test_accept_errors_are_logged_once_per_second_with_a_count(make_server
     error = OSError(24, "Too many open files")
     async with captured_logs("INFO") as logs:
         for _ in range(10_000):
-            loop.call_exception_handler({"message": "socket.accept() out of system resource",
-                                         "exception": error, "socket": None})
+            loop.call_exception_handler(
+                {"message": "socket.accept() out of system resource", "exception": error, "socket": None}
+            )
     (line,) = logs.lines("accept failed")
     assert "ulimit" in line.message
 
@@ -164,8 +171,16 @@ async def test_descriptor_exhaustion_logs_a_line_per_second_and_recovers(tmp_pat
     root = Path(__file__).resolve().parents[3]
     with log_path.open("w") as log:
         process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "tests.transports.xiaozhi.low_fd_server", "128", "1.0",
-            stdout=asyncio.subprocess.PIPE, stderr=log, cwd=root, env={**os.environ, "PYTHONPATH": str(root)})
+            sys.executable,
+            "-m",
+            "tests.transports.xiaozhi.low_fd_server",
+            "128",
+            "1.0",
+            stdout=asyncio.subprocess.PIPE,
+            stderr=log,
+            cwd=root,
+            env={**os.environ, "PYTHONPATH": str(root)},
+        )
         try:
             assert process.stdout is not None
             line = await asyncio.wait_for(process.stdout.readline(), 60)
@@ -175,8 +190,10 @@ async def test_descriptor_exhaustion_logs_a_line_per_second_and_recovers(tmp_pat
             for sock in idle:
                 sock.close()
             await asyncio.sleep(2.5)  # the server's idle connections expire (keepalive 1 s)
-            async with aiohttp.ClientSession() as http, http.post(
-                    f"http://127.0.0.1:{http_port}/xiaozhi/ota/", headers=HEADERS, data="{}") as response:
+            async with (
+                aiohttp.ClientSession() as http,
+                http.post(f"http://127.0.0.1:{http_port}/xiaozhi/ota/", headers=HEADERS, data="{}") as response,
+            ):
                 assert response.status == 200
         finally:
             process.terminate()
@@ -202,26 +219,30 @@ async def test_websocket_handshakes_past_max_connections_get_503(make_server) ->
 
 
 async def post_ota(http: aiohttp.ClientSession, server: VixioServer, device: str = DEVICE) -> dict[str, Any]:
-    async with http.post(http_url(server, "/xiaozhi/ota/"), headers={**HEADERS, "Device-Id": device},
-                         data="{}") as response:
+    async with http.post(
+        http_url(server, "/xiaozhi/ota/"), headers={**HEADERS, "Device-Id": device}, data="{}"
+    ) as response:
         assert response.status == 200
         return await response.json()
 
 
 async def test_ota_gives_no_token_before_activation_is_confirmed(make_server, http, tmp_path) -> None:
-    server = await make_server(auth={"enabled": True, "secret": "s3cret"},
-                               activation={"enabled": True, "state_file": str(tmp_path / "a.json")})
+    server = await make_server(
+        auth={"enabled": True, "secret": "s3cret"}, activation={"enabled": True, "state_file": str(tmp_path / "a.json")}
+    )
     invented = await post_ota(http, server, "de:ad:be:ef:00:01")
     assert invented["websocket"]["token"] == "" and "activation" in invented
     # Without a token the WebSocket handshake is refused.
     with pytest.raises(websockets.InvalidStatus) as refused:
-        async with websockets.connect(ws_url(server), additional_headers={"Device-Id": "de:ad:be:ef:00:01",
-                                                                           "Client-Id": CLIENT}):
+        async with websockets.connect(
+            ws_url(server), additional_headers={"Device-Id": "de:ad:be:ef:00:01", "Client-Id": CLIENT}
+        ):
             pass
     assert refused.value.response.status_code == 401
     # Once the operator confirms the code, the next OTA request gets a working token.
-    async with http.post(http_url(server, "/xiaozhi/ota/activate/confirm"),
-                         json={"code": invented["activation"]["code"]}) as response:
+    async with http.post(
+        http_url(server, "/xiaozhi/ota/activate/confirm"), json={"code": invented["activation"]["code"]}
+    ) as response:
         assert response.status == 200
     confirmed = await post_ota(http, server, "de:ad:be:ef:00:01")
     token = confirmed["websocket"]["token"]
@@ -231,8 +252,9 @@ async def test_ota_gives_no_token_before_activation_is_confirmed(make_server, ht
 
 async def test_a_device_gets_its_token_after_activation_like_the_firmware(make_server, http, tmp_path) -> None:
     """The firmware re-runs the OTA check after /activate answers 200; that reply carries the token."""
-    server = await make_server(auth={"enabled": True, "secret": "s3cret"},
-                               activation={"enabled": True, "state_file": str(tmp_path / "a.json")})
+    server = await make_server(
+        auth={"enabled": True, "secret": "s3cret"}, activation={"enabled": True, "state_file": str(tmp_path / "a.json")}
+    )
     async with SimulatedDevice(ota_url=server.ota.url, activation_poll_interval=0.05) as device:
         ota = asyncio.create_task(device.run_ota())
         registry = server.ota.activations
@@ -273,7 +295,9 @@ async def test_metrics_details_are_for_operators_only(make_server, http: aiohttp
         async with http.get(http_url(server, "/metrics.json")) as response:
             public = await response.json()
         assert public["sessions"] == 1 and public["detail"] == [] and DEVICE not in json.dumps(public)
-        async with http.get(http_url(server, "/metrics.json"), headers={"Authorization": "Bearer op-token-for-tests"}) as response:
+        async with http.get(
+            http_url(server, "/metrics.json"), headers={"Authorization": "Bearer op-token-for-tests"}
+        ) as response:
             detail = (await response.json())["detail"]
         assert detail[0]["device_id"] == DEVICE
 
@@ -289,8 +313,9 @@ async def test_without_a_token_metrics_details_answer_only_direct_local_callers(
 
 
 async def test_healthz_is_minimal_and_activate_names_no_code(make_server, http, tmp_path) -> None:
-    server = await make_server(auth={"enabled": True, "secret": "s3cret"},
-                               activation={"enabled": True, "state_file": str(tmp_path / "a.json")})
+    server = await make_server(
+        auth={"enabled": True, "secret": "s3cret"}, activation={"enabled": True, "state_file": str(tmp_path / "a.json")}
+    )
     async with http.get(http_url(server, "/healthz")) as response:
         assert await response.json() == {"status": "ok"}
     code = (await post_ota(http, server))["activation"]["code"]
@@ -299,21 +324,26 @@ async def test_healthz_is_minimal_and_activate_names_no_code(make_server, http, 
 
 
 async def test_confirm_needs_the_operator_token_when_one_is_configured(make_server, http, tmp_path) -> None:
-    server = await make_server(http={"host": "127.0.0.1", "port": 0, "admin_token": "op-token-for-tests"},
-                               activation={"enabled": True, "state_file": str(tmp_path / "a.json")})
+    server = await make_server(
+        http={"host": "127.0.0.1", "port": 0, "admin_token": "op-token-for-tests"},
+        activation={"enabled": True, "state_file": str(tmp_path / "a.json")},
+    )
     code = (await post_ota(http, server))["activation"]["code"]
     confirm = http_url(server, "/xiaozhi/ota/activate/confirm")
     async with http.post(confirm, json={"code": code}) as response:  # loopback, but no token
         assert response.status == 401
-    async with http.post(confirm, json={"code": code}, headers={"Authorization": "Bearer op-token-for-tests"}) as response:
+    async with http.post(
+        confirm, json={"code": code}, headers={"Authorization": "Bearer op-token-for-tests"}
+    ) as response:
         assert response.status == 200
 
 
 async def test_confirm_without_a_token_is_refused_for_proxied_callers(make_server, http, tmp_path) -> None:
     server = await make_server(activation={"enabled": True, "state_file": str(tmp_path / "a.json")})
     code = (await post_ota(http, server))["activation"]["code"]
-    async with http.post(http_url(server, "/xiaozhi/ota/activate/confirm"), json={"code": code},
-                         headers=PROXIED) as response:
+    async with http.post(
+        http_url(server, "/xiaozhi/ota/activate/confirm"), json={"code": code}, headers=PROXIED
+    ) as response:
         assert response.status == 403 and "admin_token" in (await response.json())["error"]
 
 
@@ -322,13 +352,13 @@ async def test_confirm_without_a_token_is_refused_for_proxied_callers(make_serve
 
 async def test_ota_does_not_hand_out_a_foreign_host_and_the_device_still_connects(make_server, http) -> None:
     server = await make_server()
-    async with http.post(http_url(server, "/xiaozhi/ota/"), headers={**HEADERS, "Host": "attacker.example:8000"},
-                         data="{}") as response:
+    async with http.post(
+        http_url(server, "/xiaozhi/ota/"), headers={**HEADERS, "Host": "attacker.example:8000"}, data="{}"
+    ) as response:
         url = (await response.json())["websocket"]["url"]
     assert url == f"ws://127.0.0.1:{server.transport.port}/xiaozhi/v1/"
     async with SimulatedDevice(ws_url=url) as device:
         await device.connect()
-
 
 
 async def test_prometheus_metrics_are_for_operators_only(make_server, http: aiohttp.ClientSession) -> None:
@@ -339,7 +369,9 @@ async def test_prometheus_metrics_are_for_operators_only(make_server, http: aioh
         assert response.status == 401
     async with SimulatedDevice(ws_url=ws_url(server), device_id=DEVICE) as device:
         await device.connect()
-        async with http.get(http_url(server, "/metrics"), headers={"Authorization": "Bearer op-token-for-tests"}) as response:
+        async with http.get(
+            http_url(server, "/metrics"), headers={"Authorization": "Bearer op-token-for-tests"}
+        ) as response:
             assert response.status == 200
             assert response.headers["Content-Type"] == "text/plain; version=0.0.4; charset=utf-8"
             text = await response.text()

@@ -18,6 +18,8 @@ from vixio.testing.register_client import RegisterClient
 from .conftest import ws_url
 from .hostile import captured_logs
 
+pytestmark = pytest.mark.integration
+
 FORGED = "aa:bb:cc:dd:ee:ff\n00:00:00 | INFO | forged line"
 LONG = "a" * 65
 CLIENT = "0f3c1a2b-1111-4222-8333-444455556666"
@@ -60,11 +62,15 @@ async def test_ota_refuses_a_newline_or_a_65_character_id(make_server) -> None:
     server = await make_server()
     url = f"http://127.0.0.1:{server.ota.port}/xiaozhi/ota/"
     async with captured_logs("DEBUG") as logs, aiohttp.ClientSession() as http:
-        for headers, body in (({"Client-Id": CLIENT}, {"mac_address": FORGED, "uuid": CLIENT}),
-                              ({"Device-Id": LONG, "Client-Id": CLIENT}, {})):
+        for headers, body in (
+            ({"Client-Id": CLIENT}, {"mac_address": FORGED, "uuid": CLIENT}),
+            ({"Device-Id": LONG, "Client-Id": CLIENT}, {}),
+        ):
             async with http.post(url, headers=headers, data=json.dumps(body)) as response:
                 error = (await response.json())["error"]
-                assert response.status == 400 and error.startswith("Device-Id (or the body's mac_address) refused"), error
+                assert response.status == 400 and error.startswith("Device-Id (or the body's mac_address) refused"), (
+                    error
+                )
     _no_forged_lines(logs)
 
 

@@ -19,6 +19,8 @@ from vixio.testing.register_client import RegisterClient
 from .conftest import ws_url
 from .hostile import TURN_BOUND, Bystander, HangingEndpoint, captured_logs
 
+pytestmark = pytest.mark.integration
+
 
 def tool_entry(name: str, schema: dict[str, Any], description: str = "a tool") -> dict[str, Any]:
     return {"name": name, "description": description, "parameters": schema}
@@ -29,8 +31,9 @@ async def test_a_remote_ref_is_refused_at_registration_and_never_fetched(make_se
     async with HangingEndpoint() as endpoint, captured_logs("INFO") as logs, Bystander(server) as bystander:
         schema = {"type": "object", "properties": {"x": {"$ref": endpoint.url()}}}
         async with RegisterClient(ws_url(server)) as client:
-            reply = await client.register(tools=[tool_entry("fetcher", schema),
-                                                 tool_entry("fine", {"type": "object", "properties": {}})])
+            reply = await client.register(
+                tools=[tool_entry("fetcher", schema), tool_entry("fine", {"type": "object", "properties": {}})]
+            )
             result = reply["result"]
             assert result["tools"] == 1
             (skipped,) = result["skipped"]
@@ -44,9 +47,15 @@ async def test_a_remote_ref_is_refused_at_registration_and_never_fetched(make_se
 async def test_a_device_tool_with_a_remote_ref_is_skipped_and_never_fetched(make_server) -> None:
     server = await make_server(reply_seconds=0.2)
     async with HangingEndpoint() as endpoint, captured_logs("INFO") as logs:
-        tools = [DeviceTool("self.fetch", "fetches", {"type": "object", "properties": {"x": {"$ref": endpoint.url()}}},
-                            lambda args: True),
-                 DeviceTool("self.light.on", "light on", {"type": "object", "properties": {}}, lambda args: True)]
+        tools = [
+            DeviceTool(
+                "self.fetch",
+                "fetches",
+                {"type": "object", "properties": {"x": {"$ref": endpoint.url()}}},
+                lambda args: True,
+            ),
+            DeviceTool("self.light.on", "light on", {"type": "object", "properties": {}}, lambda args: True),
+        ]
         async with SimulatedDevice(ws_url=ws_url(server), tools=tools) as device:
             hello = await device.connect()
             client = server.transport.device_tools[hello["session_id"]]
@@ -64,17 +73,21 @@ async def test_a_remote_ref_from_a_trusted_source_fails_the_call_fast_without_fe
     and a bystander's turn meanwhile is unaffected."""
     server = await make_server(reply_seconds=0.2)
     async with HangingEndpoint() as endpoint, Bystander(server) as bystander:
+
         async def never(arguments: dict[str, Any]) -> str:
             raise AssertionError("an invalid call must not run")
 
         schema = {"type": "object", "properties": {"x": {"$ref": endpoint.url()}}}
         toolset = ToolSet()
-        toolset.set_tools("local", [ToolDefinition(name="fetcher", description="d", parameters=schema,
-                                                   source="local", executor=never)])
+        toolset.set_tools(
+            "local",
+            [ToolDefinition(name="fetcher", description="d", parameters=schema, source="local", executor=never)],
+        )
         executor = ToolExecutor(toolset)
         started = time.monotonic()
-        call = asyncio.create_task(executor.execute(ToolCallRequest(call_id="c1", tool_name="fetcher",
-                                                                    arguments={"x": 1})))
+        call = asyncio.create_task(
+            executor.execute(ToolCallRequest(call_id="c1", tool_name="fetcher", arguments={"x": 1}))
+        )
         turn = asyncio.create_task(bystander.turn())
         result = await call
         assert time.monotonic() - started < 1.0
@@ -98,8 +111,9 @@ async def test_a_regex_bomb_pattern_is_matched_in_linear_time(make_server) -> No
         executor = ToolExecutor(toolset)
         started = time.monotonic()
         turn = asyncio.create_task(bystander.turn())
-        result = await executor.execute(ToolCallRequest(call_id="c1", tool_name="bomb",
-                                                        arguments={"word": "a" * 40 + "!"}))
+        result = await executor.execute(
+            ToolCallRequest(call_id="c1", tool_name="bomb", arguments={"word": "a" * 40 + "!"})
+        )
         assert time.monotonic() - started < 1.0
         assert not result.success and "does not match" in result.text
         assert await turn < TURN_BOUND
@@ -160,18 +174,33 @@ async def test_the_session_budget_is_shared_by_device_and_register_tools(make_se
 
         register._send = record
         entries = [tool_entry(f"r{i}", {"type": "object", "properties": {}}) for i in range(3)]
-        await device.send_json({"type": "mcp", "payload": {"jsonrpc": "2.0", "id": "r-1", "method": "mcp/registerTools",
-                                                           "params": {"tools": entries}}})
+        await device.send_json(
+            {
+                "type": "mcp",
+                "payload": {"jsonrpc": "2.0", "id": "r-1", "method": "mcp/registerTools", "params": {"tools": entries}},
+            }
+        )
         await asyncio.wait_for(_until(lambda: bool(payloads)), 5)
         assert "tools_per_session is 12" in payloads[0]["error"]["message"]
 
 
-@pytest.mark.parametrize(("limit", "tool"), [
-    ("description_chars", tool_entry("long", {"type": "object", "properties": {}}, "x" * 5000)),
-    ("schema_bytes", tool_entry("big", {"type": "object", "properties": {
-        f"p{i}": {"type": "string", "description": "y" * 50} for i in range(200)}})),
-    ("name_chars", tool_entry("n" * 300, {"type": "object", "properties": {}})),
-])
+@pytest.mark.parametrize(
+    ("limit", "tool"),
+    [
+        ("description_chars", tool_entry("long", {"type": "object", "properties": {}}, "x" * 5000)),
+        (
+            "schema_bytes",
+            tool_entry(
+                "big",
+                {
+                    "type": "object",
+                    "properties": {f"p{i}": {"type": "string", "description": "y" * 50} for i in range(200)},
+                },
+            ),
+        ),
+        ("name_chars", tool_entry("n" * 300, {"type": "object", "properties": {}})),
+    ],
+)
 async def test_oversize_tools_are_skipped_naming_the_limit(make_server, limit: str, tool: dict[str, Any]) -> None:
     server = await make_server()
     async with RegisterClient(ws_url(server)) as client:
@@ -204,8 +233,12 @@ async def test_a_240_level_schema_frame_closes_with_1008_and_a_reason(make_serve
     async with captured_logs("INFO") as logs, Bystander(server) as bystander:
         async with websockets.connect(ws_url(server), additional_headers={"Device-Id": "aa:bb:cc:00:00:66"}) as ws:
             await ws.send(json.dumps({"type": "hello", "version": 1, "transport": "websocket"}))
-            payload = {"jsonrpc": "2.0", "id": "x", "method": "mcp/registerTools",
-                       "params": {"tools": [tool_entry("deep", nested_schema(240))]}}
+            payload = {
+                "jsonrpc": "2.0",
+                "id": "x",
+                "method": "mcp/registerTools",
+                "params": {"tools": [tool_entry("deep", nested_schema(240))]},
+            }
             await ws.send(json.dumps(payload))
             await asyncio.wait_for(ws.wait_closed(), 5)
             assert ws.close_code == 1008 and "nested deeper than 64" in (ws.close_reason or "")
@@ -231,8 +264,10 @@ async def test_with_a_raised_frame_limit_a_240_level_schema_gets_a_jsonrpc_answe
 
 async def test_a_device_listing_hundreds_of_tools_is_cut_at_the_limit_and_logged_once(make_server) -> None:
     server = await make_server(reply_seconds=0.2)
-    tools = [DeviceTool(f"self.tool_{i:04d}", "d" * 60, {"type": "object", "properties": {}}, lambda args: True)
-             for i in range(1000)]
+    tools = [
+        DeviceTool(f"self.tool_{i:04d}", "d" * 60, {"type": "object", "properties": {}}, lambda args: True)
+        for i in range(1000)
+    ]
     async with captured_logs("INFO") as logs, Bystander(server) as bystander:
         async with SimulatedDevice(ws_url=ws_url(server), tools=tools) as device:
             hello = await device.connect()

@@ -19,10 +19,10 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from vixio.testing.serve import ServeProcess
 from vixio.serve.supervisor import reuse_port_supported
+from vixio.testing.serve import ServeProcess
 
-pytestmark = pytest.mark.skipif(not reuse_port_supported(), reason="workers are Linux only")
+pytestmark = [pytest.mark.process, pytest.mark.skipif(not reuse_port_supported(), reason="workers are Linux only")]
 
 FLOOD = 1000
 HEADERS = {"Device-Id": "aa:bb:cc:dd:ee:07", "Client-Id": "flood-test", "Content-Type": "application/json"}
@@ -56,18 +56,32 @@ async def _answer(sock: socket.socket, timeout: float = 2.0) -> bytes:
 async def test_one_address_flooding_the_http_port_leaves_ota_to_devices(tmp_path: Path) -> None:
     assert resource.getrlimit(resource.RLIMIT_NOFILE)[0] > FLOOD + 200, "the test itself needs the descriptors"
     config = tmp_path / "config.yaml"
-    config.write_text("""
+    config.write_text(
+        """
 xiaozhi:
   host: 127.0.0.1
   port: 0
   idle_timeout: 0
   http: {host: 127.0.0.1, port: 0}
-""", encoding="utf-8")
+""",
+        encoding="utf-8",
+    )
     log = tmp_path / "serve.log"
     with log.open("wb") as sink:
         process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "vixio", "serve", "--config", str(config), "--workers", "2",
-            stdout=sink, stderr=sink, start_new_session=True, preexec_fn=_low_fd_limit)
+            sys.executable,
+            "-m",
+            "vixio",
+            "serve",
+            "--config",
+            str(config),
+            "--workers",
+            "2",
+            stdout=sink,
+            stderr=sink,
+            start_new_session=True,
+            preexec_fn=_low_fd_limit,
+        )
     serve = ServeProcess(process, log)
     flood: list[socket.socket] = []
     try:
@@ -80,8 +94,9 @@ xiaozhi:
         connector = aiohttp.TCPConnector(local_addr=("127.0.0.2", 0), force_close=True)
         async with aiohttp.ClientSession(connector=connector) as http:
             for _ in range(3):
-                async with http.post(serve.ota_url, headers=HEADERS, data="{}",
-                                     timeout=aiohttp.ClientTimeout(total=10)) as response:
+                async with http.post(
+                    serve.ota_url, headers=HEADERS, data="{}", timeout=aiohttp.ClientTimeout(total=10)
+                ) as response:
                     assert response.status == 200
                     assert (await response.json())["websocket"]["url"].startswith("ws://127.0.0.1:")
         # The flood's over-share connections were answered 503 and closed; the admitted ones idle.
@@ -110,7 +125,10 @@ def test_the_share_counts_ipv4_by_address_and_ipv6_by_its_64() -> None:
 
     assert address_key(("192.168.1.5", 4000)) == "192.168.1.5"
     assert address_key(("::ffff:192.168.1.5", 4000, 0, 0)) == "192.168.1.5"
-    assert address_key(("2001:db8:1:2::7", 4000, 0, 0)) == address_key(("2001:db8:1:2:ffff::1", 1, 0, 0)) \
+    assert (
+        address_key(("2001:db8:1:2::7", 4000, 0, 0))
+        == address_key(("2001:db8:1:2:ffff::1", 1, 0, 0))
         == "2001:db8:1:2::/64"
+    )
     assert address_key(("2001:db8:1:3::7", 4000, 0, 0)) != address_key(("2001:db8:1:2::7", 4000, 0, 0))
     assert address_key("") == address_key(None) == "local"

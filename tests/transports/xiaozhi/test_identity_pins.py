@@ -16,6 +16,8 @@ from vixio.state.sqlite import SqliteStore
 from vixio.transports.xiaozhi.session.auth import DeviceIdentity, anonymous_identity
 from vixio.transports.xiaozhi.session.identity import IdentityPins, IdentityRefused, claimant_device_id
 
+pytestmark = pytest.mark.unit
+
 MAC = "aa:bb:cc:dd:ee:ff"
 
 

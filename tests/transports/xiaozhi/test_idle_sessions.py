@@ -9,10 +9,13 @@ from __future__ import annotations
 import asyncio
 
 import numpy as np
+import pytest
 
 from vixio.testing.device import SimulatedDevice
 
 from .conftest import ws_url
+
+pytestmark = pytest.mark.integration
 
 
 async def _tools_listed(device: SimulatedDevice, timeout: float = 5.0) -> None:

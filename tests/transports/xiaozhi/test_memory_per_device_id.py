@@ -17,10 +17,14 @@ import tracemalloc
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 import vixio
-from vixio.config.models import VixioConfig
 from vixio.app.server import VixioServer
+from vixio.config.models import VixioConfig
 from vixio.testing.device import SimulatedDevice
+
+pytestmark = pytest.mark.integration
 
 CYCLES = 150
 LIMIT_BYTES_PER_ID = 512
@@ -69,4 +73,5 @@ async def test_a_new_device_id_costs_the_heap_no_more_than_a_returning_one(tmp_p
     per_returning = (after_returning - start) / CYCLES
     per_new = (after_new - after_returning) / CYCLES
     assert per_new < LIMIT_BYTES_PER_ID, (
-        f"a new device id keeps {per_new:.0f} bytes on the heap, a returning one {per_returning:.0f}")
+        f"a new device id keeps {per_new:.0f} bytes on the heap, a returning one {per_returning:.0f}"
+    )

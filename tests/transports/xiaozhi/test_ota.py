@@ -14,10 +14,12 @@ import pytest
 from aiohttp import web
 from loguru import logger
 
-from vixio.state.sqlite import SqliteStore
-from vixio.transports.xiaozhi.session.auth import DeviceAuthenticator, verify_token
 from vixio.config.xiaozhi import XiaozhiConfig
+from vixio.state.sqlite import SqliteStore
 from vixio.transports.xiaozhi.http.ota import OtaServer
+from vixio.transports.xiaozhi.session.auth import DeviceAuthenticator, verify_token
+
+pytestmark = pytest.mark.integration
 
 if TYPE_CHECKING:
     from loguru import Record
@@ -273,7 +275,8 @@ async def test_activation_flow(start_server: StartServer, http: aiohttp.ClientSe
 
 
 async def test_the_json_file_of_earlier_versions_is_imported_once(
-        start_server: StartServer, http: aiohttp.ClientSession, store: SqliteStore, tmp_path: Path) -> None:
+    start_server: StartServer, http: aiohttp.ClientSession, store: SqliteStore, tmp_path: Path
+) -> None:
     legacy = tmp_path / "activations.json"
     legacy.write_text(json.dumps({"confirmed": ["AA:BB:CC:DD:EE:FF", "02:00:00:00:00:01"]}))
     server = await start_server(activation={"enabled": True, "state_file": str(legacy)})
@@ -287,7 +290,8 @@ async def test_the_json_file_of_earlier_versions_is_imported_once(
 
 
 async def test_a_confirmation_the_store_cannot_keep_is_503_and_the_code_stays_pending(
-        tmp_path: Path, http: aiohttp.ClientSession) -> None:
+    tmp_path: Path, http: aiohttp.ClientSession
+) -> None:
     path = tmp_path / "state.db"
     store = SqliteStore(path, lock_timeout=0.2)
     await store.open()
@@ -361,8 +365,9 @@ async def test_activate_is_200_when_activation_is_off(start_server: StartServer,
 async def test_unreadable_state_file_names_the_file(tmp_path: Path, store: SqliteStore) -> None:
     state = tmp_path / "activations.json"
     state.write_text("{not json")
-    config = XiaozhiConfig.model_validate({"http": {"host": "127.0.0.1", "port": 0},
-                                           "activation": {"enabled": True, "state_file": str(state)}})
+    config = XiaozhiConfig.model_validate(
+        {"http": {"host": "127.0.0.1", "port": 0}, "activation": {"enabled": True, "state_file": str(state)}}
+    )
     server = OtaServer(config, DeviceAuthenticator(config.auth), store=store)
     with pytest.raises(ValueError, match="activation.state_file .*activations.json"):
         await server.start()

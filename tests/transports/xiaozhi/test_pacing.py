@@ -7,6 +7,8 @@ import pytest
 from vixio.testing.loop_ticks import LoopTicks
 from vixio.transports.xiaozhi.session.pacing import DownlinkPacer
 
+pytestmark = pytest.mark.unit
+
 FRAME = 0.060
 
 
@@ -42,8 +44,10 @@ async def run_pacer(items, clock: VirtualClock, *, until: int, prebuffer: int = 
     pacer.start()
     for item in items:
         if item == "END":
+
             async def stop() -> None:
                 await send({"type": "tts", "state": "stop"})
+
             pacer.end(stop)
         elif isinstance(item, dict):
             pacer.send_message(item)
@@ -164,8 +168,9 @@ async def test_async_encoding_keeps_timing_and_never_sends_a_frame_cleared_while
         await gate.wait()  # the codec thread, as slow as the test wants
         return {"type": "audio", "data": b"enc" + pcm}
 
-    pacer = DownlinkPacer(send, encode_async=encode_async, frame_duration=FRAME, prebuffer=2, clock=clock,
-                          sleep=clock.sleep)
+    pacer = DownlinkPacer(
+        send, encode_async=encode_async, frame_duration=FRAME, prebuffer=2, clock=clock, sleep=clock.sleep
+    )
     pacer.start()
     for i in range(4):
         pacer.send_frame(frame(i))
@@ -237,8 +242,7 @@ async def test_a_new_bursts_prebuffer_is_encoded_on_the_loop_and_leaves_at_once(
         on_loop.append(pcm)
         return {"type": "audio", "data": pcm}
 
-    pacer = DownlinkPacer(send, encode_async=encode_async, encode_now=encode_now, frame_duration=FRAME,
-                          prebuffer=5)
+    pacer = DownlinkPacer(send, encode_async=encode_async, encode_now=encode_now, frame_duration=FRAME, prebuffer=5)
     started = loop.time()
     pacer.start()
     for i in range(8):
@@ -284,8 +288,15 @@ async def test_no_frame_is_encoded_on_the_loop_while_one_is_still_on_the_codec_t
         for _ in range(30):
             await asyncio.sleep(0)
 
-    pacer = DownlinkPacer(send, encode_async=encode_async, encode_now=encode_now, frame_duration=FRAME,
-                          prebuffer=2, clock=lambda: now[0], sleep=sleep)
+    pacer = DownlinkPacer(
+        send,
+        encode_async=encode_async,
+        encode_now=encode_now,
+        frame_duration=FRAME,
+        prebuffer=2,
+        clock=lambda: now[0],
+        sleep=sleep,
+    )
     pacer.start()
     for i in range(4):
         pacer.send_frame(frame(i))
@@ -319,8 +330,9 @@ async def test_with_send_many_what_is_due_together_goes_in_one_call_in_order() -
     async def send_many(messages: list[dict]) -> None:
         calls.append((clock.now, messages))
 
-    pacer = DownlinkPacer(send, send_many=send_many, frame_duration=FRAME, prebuffer=5, batch=2,
-                          clock=clock, sleep=clock.sleep)
+    pacer = DownlinkPacer(
+        send, send_many=send_many, frame_duration=FRAME, prebuffer=5, batch=2, clock=clock, sleep=clock.sleep
+    )
     pacer.start()
     start_message = {"type": "tts", "state": "start"}
     sentence = {"type": "tts", "state": "sentence_start", "text": "hi"}
@@ -338,8 +350,17 @@ async def test_with_send_many_what_is_due_together_goes_in_one_call_in_order() -
         await asyncio.sleep(0)
     await pacer.stop()
     flat = [m for _, batch in calls for m in batch]
-    assert flat == [start_message, sentence, *[sent_frame(i) for i in range(6)], second,
-                    *[sent_frame(i) for i in range(6, 11)]][:len(flat)] and len(flat) == 14
+    assert (
+        flat
+        == [
+            start_message,
+            sentence,
+            *[sent_frame(i) for i in range(6)],
+            second,
+            *[sent_frame(i) for i in range(6, 11)],
+        ][: len(flat)]
+        and len(flat) == 14
+    )
     # One call for the messages, the pre-buffer (frame 5 is due a frame later: with batch=2 it
     # goes along) and the message queued behind it; then a pair per wake-up.
     assert [len(batch) for _, batch in calls] == [9, 2, 2, 1]
@@ -358,8 +379,9 @@ async def test_a_kick_sends_what_is_due_from_the_callers_task_without_a_loop_ite
     async def send_many(messages: list[dict]) -> None:
         calls.append((clock.now, asyncio.current_task().get_name(), messages))  # type: ignore[union-attr]
 
-    pacer = DownlinkPacer(send_many=send_many, frame_duration=FRAME, prebuffer=5, batch=2, clock=clock,
-                          sleep=clock.sleep)
+    pacer = DownlinkPacer(
+        send_many=send_many, frame_duration=FRAME, prebuffer=5, batch=2, clock=clock, sleep=clock.sleep
+    )
     pacer.start()
     await asyncio.sleep(0)  # the task waits for something to send
     start_message = {"type": "tts", "state": "start"}
@@ -379,7 +401,9 @@ async def test_a_kick_sends_what_is_due_from_the_callers_task_without_a_loop_ite
     await pacer.stop()
     assert [m for *_, batch in calls for m in batch] == [start_message, *[sent_frame(i) for i in range(9)]]
     assert [(when - start, task, len(batch)) for when, task, batch in calls[1:]] == [
-        (pytest.approx(2 * FRAME), "vixio-downlink-pacer", 2), (pytest.approx(4 * FRAME), "vixio-downlink-pacer", 1)]
+        (pytest.approx(2 * FRAME), "vixio-downlink-pacer", 2),
+        (pytest.approx(4 * FRAME), "vixio-downlink-pacer", 1),
+    ]
 
 
 async def test_a_kick_does_nothing_while_the_task_is_busy_and_its_send_keeps_the_order() -> None:
@@ -392,8 +416,9 @@ async def test_a_kick_does_nothing_while_the_task_is_busy_and_its_send_keeps_the
             await gate.wait()  # the kick's send has to wait (a busy socket)
         calls.append(messages)
 
-    pacer = DownlinkPacer(send_many=send_many, frame_duration=FRAME, prebuffer=2, batch=1, clock=clock,
-                          sleep=clock.sleep)
+    pacer = DownlinkPacer(
+        send_many=send_many, frame_duration=FRAME, prebuffer=2, batch=1, clock=clock, sleep=clock.sleep
+    )
     pacer.start()
     await asyncio.sleep(0)
     for i in range(2):
@@ -424,8 +449,14 @@ async def test_a_frame_ready_in_time_but_sent_after_the_device_ran_dry_is_late()
             clock.now += 1.0
         await asyncio.sleep(0)
 
-    pacer = DownlinkPacer(slow_send, frame_duration=FRAME, prebuffer=5, clock=clock, sleep=clock.sleep,
-                          on_late_frame=lambda: late.append(clock.now))
+    pacer = DownlinkPacer(
+        slow_send,
+        frame_duration=FRAME,
+        prebuffer=5,
+        clock=clock,
+        sleep=clock.sleep,
+        on_late_frame=lambda: late.append(clock.now),
+    )
     pacer.start()
     for i in range(12):
         pacer.send_frame(frame(i))
@@ -446,8 +477,9 @@ async def test_a_pause_of_the_reply_itself_or_a_new_reply_is_not_late() -> None:
     async def send(message: dict) -> None:
         sent2.append(message)
 
-    pacer = DownlinkPacer(send, frame_duration=FRAME, prebuffer=5, clock=clock, sleep=clock.sleep,
-                          on_late_frame=lambda: late.append(1))
+    pacer = DownlinkPacer(
+        send, frame_duration=FRAME, prebuffer=5, clock=clock, sleep=clock.sleep, on_late_frame=lambda: late.append(1)
+    )
     pacer.start()
     for i in range(6):
         pacer.send_frame(frame(i))

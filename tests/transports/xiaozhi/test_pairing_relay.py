@@ -5,8 +5,16 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import pytest
+
 from vixio.core.tools.types import ToolCallResult, ToolDefinition
-from vixio.transports.xiaozhi.companions.relay import MAX_QUEUED_MESSAGES, CompanionLink, RemoteCompanion
+from vixio.transports.xiaozhi.companions.relay import (
+    MAX_QUEUED_MESSAGES,
+    CompanionLink,
+    RemoteCompanion,
+)
+
+pytestmark = pytest.mark.unit
 
 
 class FakeLink:

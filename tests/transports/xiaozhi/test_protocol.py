@@ -8,6 +8,10 @@ import pytest
 from vixio.core.chunk import AudioChunk, TextChunk
 from vixio.core.protocol import ProtocolError
 from vixio.transports.xiaozhi.protocol import messages as xp
+
+pytestmark = pytest.mark.unit
+
+
 @pytest.mark.parametrize("version", [1, 2, 3])
 def test_audio_round_trips_in_every_binary_version(version: int) -> None:
     protocol = xp.XiaozhiProtocol(version)
@@ -49,7 +53,10 @@ def test_a_lone_surrogate_goes_out_as_the_replacement_character() -> None:
 def test_server_hello_has_every_field_devices_need() -> None:
     hello = xp.server_hello("sid", 1)
     assert hello == {
-        "type": "hello", "version": 1, "transport": "websocket", "session_id": "sid",
+        "type": "hello",
+        "version": 1,
+        "transport": "websocket",
+        "session_id": "sid",
         "audio_params": {"format": "opus", "sample_rate": 24000, "channels": 1, "frame_duration": 60},
     }
 
@@ -61,7 +68,12 @@ def test_builders() -> None:
     with pytest.raises(ValueError):
         xp.llm_emotion("ecstatic")
     assert xp.system() == {"type": "system", "command": "reboot"}
-    assert xp.alert("Warning", "Battery low", "sad") == {"type": "alert", "status": "Warning", "message": "Battery low", "emotion": "sad"}
+    assert xp.alert("Warning", "Battery low", "sad") == {
+        "type": "alert",
+        "status": "Warning",
+        "message": "Battery low",
+        "emotion": "sad",
+    }
     assert xp.custom({"message": "x"}) == {"type": "custom", "payload": {"message": "x"}}
     mcp = xp.XiaozhiProtocol().create_mcp_message({"id": 1})
     assert json.loads(xp.XiaozhiProtocol().encode(mcp)) == {"type": "mcp", "payload": {"id": 1}}
@@ -70,9 +82,16 @@ def test_builders() -> None:
 def test_chunk_mapping() -> None:
     protocol = xp.XiaozhiProtocol()
     assert protocol.chunk_to_messages(TextChunk(text="what time is it", role="user")) == [xp.stt("what time is it")]
-    assert protocol.chunk_to_messages(TextChunk(text="😀 It is\nnoon.", role="assistant")) == [xp.tts("sentence_start", "It is noon.")]
+    assert protocol.chunk_to_messages(TextChunk(text="😀 It is\nnoon.", role="assistant")) == [
+        xp.tts("sentence_start", "It is noon.")
+    ]
     assert protocol.chunk_to_messages(TextChunk(text="🎉", role="assistant")) == []
     assert protocol.chunk_to_messages(AudioChunk(pcm=b"", sample_rate=24000)) == []
     chunk = protocol.message_to_chunk({"type": "listen", "state": "detect", "text": " hello "}, "s", 3)
-    assert isinstance(chunk, TextChunk) and (chunk.text, chunk.role, chunk.session_id, chunk.turn_id) == ("hello", "user", "s", 3)
+    assert isinstance(chunk, TextChunk) and (chunk.text, chunk.role, chunk.session_id, chunk.turn_id) == (
+        "hello",
+        "user",
+        "s",
+        3,
+    )
     assert protocol.message_to_chunk({"type": "listen", "state": "start"}, "s", 0) is None

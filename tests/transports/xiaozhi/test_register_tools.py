@@ -10,20 +10,22 @@ from typing import Any
 
 import pytest
 
+from vixio.app.server import VixioServer
 from vixio.config.models import VixioConfig
 from vixio.core.chunk import AudioChunk, Chunk, InterruptChunk, StreamCompleteChunk, TextChunk, ThoughtChunk
 from vixio.core.pipeline import Pipeline
 from vixio.core.protocol import ProtocolError
 from vixio.core.station import Station
 from vixio.core.tools import ToolCallRequest, ToolDefinition, ToolExecutor, ToolSet
-from vixio.app.server import VixioServer
 from vixio.testing.register_client import ClientTool, RegisterClient, ToolFailure
-from vixio.transports.xiaozhi.protocol import messages as xp
 from vixio.transports.xiaozhi.mcp.ai_messages import join_sentences
 from vixio.transports.xiaozhi.mcp.register_tools import RegisterToolsClient, parse_tools
+from vixio.transports.xiaozhi.protocol import messages as xp
 from vixio.transports.xiaozhi.websocket.transport import DeviceContext
 
 from .conftest import tone, ws_url
+
+pytestmark = pytest.mark.integration
 
 VOLUME_SCHEMA = {"type": "object", "properties": {"level": {"type": "integer"}}, "required": ["level"]}
 
@@ -86,10 +88,17 @@ async def start_harness(**xiaozhi: Any) -> Harness:
         context.transport.set_device_tools_callback(context.session_id, on_tools)
         return Pipeline([ThinkingReply()], session_id=context.session_id)
 
-    config = VixioConfig.model_validate({
-        "xiaozhi": {"host": "127.0.0.1", "port": 0, "http": {"host": "127.0.0.1", "port": 0}, "idle_timeout": 0,
-                    **xiaozhi},
-    })
+    config = VixioConfig.model_validate(
+        {
+            "xiaozhi": {
+                "host": "127.0.0.1",
+                "port": 0,
+                "http": {"host": "127.0.0.1", "port": 0},
+                "idle_timeout": 0,
+                **xiaozhi,
+            },
+        }
+    )
     server = VixioServer(config, factory)
     await server.start()
     return Harness(server, tools_seen)
@@ -102,8 +111,9 @@ async def harness() -> AsyncIterator[Harness]:
     await harness.server.stop()
 
 
-def volume_tools(*, control_delay: float = 0.0, query: Callable[[dict[str, Any]], Awaitable[Any]] | None = None
-                 ) -> list[ClientTool]:
+def volume_tools(
+    *, control_delay: float = 0.0, query: Callable[[dict[str, Any]], Awaitable[Any]] | None = None
+) -> list[ClientTool]:
     async def set_volume(args: dict[str, Any]) -> dict[str, Any]:
         await asyncio.sleep(control_delay)
         return {"status": "success", "message": f"volume set to {args['level']}"}
@@ -113,8 +123,12 @@ def volume_tools(*, control_delay: float = 0.0, query: Callable[[dict[str, Any]]
 
     return [
         ClientTool("amplify_volume", "Set the device volume", VOLUME_SCHEMA, set_volume, sub_type="control"),
-        ClientTool("get_weather", "Weather of a city",
-                   {"type": "object", "properties": {"city": {"type": "string"}}}, query or get_weather),
+        ClientTool(
+            "get_weather",
+            "Weather of a city",
+            {"type": "object", "properties": {"city": {"type": "string"}}},
+            query or get_weather,
+        ),
     ]
 
 
@@ -127,23 +141,34 @@ async def test_registration_is_answered_with_the_clients_id_in_its_own_envelope(
         reply = await client.register(mac_addr="AA-BB-CC-DD-EE-FF", request_id="client-reg-001")
         message = reply["result"].pop("message")
         pairing_id = reply["result"].pop("pairing_id")
-        assert reply == {"jsonrpc": "2.0", "id": "client-reg-001", "result": {
-            "status": "registered", "tools": 2, "paired": False, "pairing": "pending_approval"}}
+        assert reply == {
+            "jsonrpc": "2.0",
+            "id": "client-reg-001",
+            "result": {"status": "registered", "tools": 2, "paired": False, "pairing": "pending_approval"},
+        }
         # Naming a MAC without the device's token: the client is told it waits for an operator.
-        assert message.startswith("Tools were successfully registered. Not paired with aa:bb:cc:dd:ee:ff: pairing "
-                                  "awaits an operator's approval") and pairing_id in message
+        assert (
+            message.startswith(
+                "Tools were successfully registered. Not paired with aa:bb:cc:dd:ee:ff: pairing "
+                "awaits an operator's approval"
+            )
+            and pairing_id in message
+        )
         assert client.envelopes_seen == {envelope}
         server_side = harness.register_client(client)
         assert server_side.mac_addr == "AA-BB-CC-DD-EE-FF" and server_side.envelope == envelope
 
 
 async def test_tools_reach_the_callback_as_register_tools_and_a_second_registration_replaces_them(
-        harness: Harness) -> None:
+    harness: Harness,
+) -> None:
     async with RegisterClient(harness.url, volume_tools()) as client:
         await client.register()
         tools = await harness.tools(client)
         assert [(t.name, t.source, t.sub_type) for t in tools] == [
-            ("amplify_volume", "register", "control"), ("get_weather", "register", "query")]
+            ("amplify_volume", "register", "control"),
+            ("get_weather", "register", "query"),
+        ]
         assert tools[0].parameters == VOLUME_SCHEMA
         assert tools[0].client is harness.register_client(client)
 
@@ -151,11 +176,16 @@ async def test_tools_reach_the_callback_as_register_tools_and_a_second_registrat
         assert reply["result"]["tools"] == 1
         (blink,) = await harness.tools(client, count=2)
         # The defaults: remote, query, an empty object schema.
-        assert (blink.name, blink.sub_type, blink.parameters) == ("blink", "query", {"type": "object", "properties": {}})
+        assert (blink.name, blink.sub_type, blink.parameters) == (
+            "blink",
+            "query",
+            {"type": "object", "properties": {}},
+        )
 
 
 async def test_a_registration_sent_before_the_hello_is_kept_and_delivered_once_the_pipeline_exists(
-        harness: Harness) -> None:
+    harness: Harness,
+) -> None:
     client = RegisterClient(harness.url, volume_tools())
     await client.connect(hello=False)
     try:
@@ -177,14 +207,25 @@ async def test_malformed_registration_gets_an_error_and_bad_entries_are_skipped_
             reply = await client.register(params=params)
             assert reply["error"]["code"] == -32602 and "tools" in reply["error"]["message"]
         good = volume_tools()[0].to_json()
-        reply = await client.register(tools=[
-            good, {"name": 7, "description": "x"}, {"name": "maybe", "description": "d", "sub_type": "sometimes"},
-            {"name": "server_side", "description": "d", "main_type": "local"},
-            {"name": "bad_schema", "description": "d", "parameters": {"type": "array"}}, dict(good)])
+        reply = await client.register(
+            tools=[
+                good,
+                {"name": 7, "description": "x"},
+                {"name": "maybe", "description": "d", "sub_type": "sometimes"},
+                {"name": "server_side", "description": "d", "main_type": "local"},
+                {"name": "bad_schema", "description": "d", "parameters": {"type": "array"}},
+                dict(good),
+            ]
+        )
         result = reply["result"]
         assert result["status"] == "registered" and result["tools"] == 1
         assert [(s["index"], s["name"]) for s in result["skipped"]] == [
-            (1, ""), (2, "maybe"), (3, "server_side"), (4, "bad_schema"), (5, "amplify_volume")]
+            (1, ""),
+            (2, "maybe"),
+            (3, "server_side"),
+            (4, "bad_schema"),
+            (5, "amplify_volume"),
+        ]
         assert "sub_type" in result["skipped"][1]["reason"] and "local" in result["skipped"][2]["reason"]
         assert "Registered 1 of 6 tools" in result["message"]
         assert [t.name for t in await harness.tools(client)] == ["amplify_volume"]
@@ -240,8 +281,9 @@ async def test_a_control_tool_is_answered_success_at_once_while_the_client_is_sl
         toolset.set_tools("register", await harness.tools(client))
         executor = ToolExecutor(toolset)
         started = time.monotonic()
-        result = await executor.execute(ToolCallRequest(call_id="c1", tool_name="amplify_volume",
-                                                        arguments={"level": "80"}))
+        result = await executor.execute(
+            ToolCallRequest(call_id="c1", tool_name="amplify_volume", arguments={"level": "80"})
+        )
         assert time.monotonic() - started < 0.5
         assert result.success and result.text == "success"
         execution = await client.wait_for_execution("amplify_volume")
@@ -249,8 +291,9 @@ async def test_a_control_tool_is_answered_success_at_once_while_the_client_is_sl
         assert not execution.answered.is_set()
         await asyncio.wait_for(execution.answered.wait(), 3)
         # A query tool through the same executor waits for the real result.
-        query = await executor.execute(ToolCallRequest(call_id="c2", tool_name="get_weather",
-                                                       arguments={"city": "Paris"}))
+        query = await executor.execute(
+            ToolCallRequest(call_id="c2", tool_name="get_weather", arguments={"city": "Paris"})
+        )
         assert query.text == '{"city":"Paris","weather":"sunny"}'
         await executor.close()
 
@@ -292,8 +335,12 @@ async def test_the_assistants_reply_streams_as_ai_messages_beside_the_normal_mes
         await client.send_text("hello")
         assert await client.wait_for_ai("final") == "You said: hello. That is all."
         kinds = [(m["type"], m["content"]) for m in client.ai_messages]
-        assert kinds == [("thought", "the user said hello"), ("chunk", "You said: hello."),
-                         ("chunk", " That is all."), ("final", "You said: hello. That is all.")]
+        assert kinds == [
+            ("thought", "the user said hello"),
+            ("chunk", "You said: hello."),
+            ("chunk", " That is all."),
+            ("final", "You said: hello. That is all."),
+        ]
         # Fragments of a stream: concatenated, they are the final text exactly.
         assert "".join(c for k, c in kinds if k == "chunk") == kinds[-1][1]
         assert client.envelopes_seen == {"bare"}
@@ -329,10 +376,19 @@ def test_bare_jsonrpc_frames_decode_as_mcp_and_encode_back_bare() -> None:
 
 
 def test_parse_tools_fills_defaults_and_keeps_good_entries() -> None:
-    tools, skipped = parse_tools([{"name": "a", "description": "A"},
-                                  {"name": "b", "description": "B", "sub_type": "control", "main_type": "remote",
-                                   "inputSchema": VOLUME_SCHEMA},
-                                  "not a tool"])
+    tools, skipped = parse_tools(
+        [
+            {"name": "a", "description": "A"},
+            {
+                "name": "b",
+                "description": "B",
+                "sub_type": "control",
+                "main_type": "remote",
+                "inputSchema": VOLUME_SCHEMA,
+            },
+            "not a tool",
+        ]
+    )
     assert [(t.name, t.sub_type, t.source) for t in tools] == [("a", "query", "register"), ("b", "control", "register")]
     assert tools[1].parameters == VOLUME_SCHEMA
     assert skipped == [{"index": 2, "name": "", "reason": "a tool must be an object, not str"}]
@@ -353,8 +409,14 @@ class _Wire:
 
 async def _registered(wire: _Wire, **kwargs: Any) -> RegisterToolsClient:
     client = RegisterToolsClient("0123456789abcdef", wire, **kwargs)
-    client.on_mcp_message({"jsonrpc": "2.0", "id": 1, "method": "mcp/registerTools",
-                           "params": {"tools": [{"name": "t", "description": "T"}]}})
+    client.on_mcp_message(
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "mcp/registerTools",
+            "params": {"tools": [{"name": "t", "description": "T"}]},
+        }
+    )
     await until(lambda: bool(wire.sent))
     return client
 
@@ -367,7 +429,9 @@ async def test_an_interrupted_reply_is_closed_with_what_was_sent_and_nothing_twi
     await client.on_output(InterruptChunk(reason="abort"))
     await client.on_output(StreamCompleteChunk(source="late"))  # nothing left to finish
     assert [(p["params"]["type"], p["params"]["content"]) for p, _ in wire.sent[1:]] == [
-        ("chunk", "First part."), ("final", "First part.")]
+        ("chunk", "First part."),
+        ("final", "First part."),
+    ]
 
 
 async def test_accepts_only_registrations_and_its_own_string_ids() -> None:
@@ -404,11 +468,21 @@ async def test_every_reply_gets_a_final_and_fragments_concatenate_to_it_exactly(
 
     # The model said nothing: the client still learns the reply is over.
     assert await reply(TextChunk(text="hm", role="user"), StreamCompleteChunk(source="agent")) == [("final", "")]
-    cjk = await reply(TextChunk(text="天气", role="user"), TextChunk(text="北京今天晴。", role="assistant"),
-                      TextChunk(text="气温25度。", role="assistant"), TextChunk(text="OK then.", role="assistant"),
-                      TextChunk(text="Bye.", role="assistant"), StreamCompleteChunk(source="agent"))
-    assert cjk == [("chunk", "北京今天晴。"), ("chunk", "气温25度。"), ("chunk", "OK then."), ("chunk", " Bye."),
-                   ("final", "北京今天晴。气温25度。OK then. Bye.")]
+    cjk = await reply(
+        TextChunk(text="天气", role="user"),
+        TextChunk(text="北京今天晴。", role="assistant"),
+        TextChunk(text="气温25度。", role="assistant"),
+        TextChunk(text="OK then.", role="assistant"),
+        TextChunk(text="Bye.", role="assistant"),
+        StreamCompleteChunk(source="agent"),
+    )
+    assert cjk == [
+        ("chunk", "北京今天晴。"),
+        ("chunk", "气温25度。"),
+        ("chunk", "OK then."),
+        ("chunk", " Bye."),
+        ("final", "北京今天晴。气温25度。OK then. Bye."),
+    ]
     assert "".join(content for kind, content in cjk[:-1]) == cjk[-1][1]
     # A StreamComplete with no turn behind it (nothing owed) sends nothing.
     assert await reply(StreamCompleteChunk(source="say")) == []

@@ -13,13 +13,14 @@ import vixio.app.server
 from vixio.config.models import VixioConfig
 from vixio.core.batching import worker_stats
 from vixio.core.transport import ConnectionClosed
-
 from vixio.testing.device import SimulatedDevice
-from vixio.transports.xiaozhi.session.auth import issue_token
 from vixio.transports.xiaozhi.protocol.codec import OpusEncoder
+from vixio.transports.xiaozhi.session.auth import issue_token
 from vixio.transports.xiaozhi.session.downlink import PACED_FRAMES_PER_WAKEUP
 
 from .conftest import ws_url
+
+pytestmark = pytest.mark.integration
 
 
 async def test_ota_then_hello_then_typed_text_is_answered_with_paced_audio(make_server) -> None:
@@ -45,8 +46,12 @@ async def test_ota_then_hello_then_typed_text_is_answered_with_paced_audio(make_
         frames = device.audio_frames
         assert len(frames) == 20  # 1.2 s at 60 ms
         assert all(frame.played for frame in frames), device.drop_counts()
-        stop_time = next(m.time for m in device.received[mark:] if m.data == {"type": "tts", "state": "stop"} or
-                         (m.data.get("type") == "tts" and m.data.get("state") == "stop"))
+        stop_time = next(
+            m.time
+            for m in device.received[mark:]
+            if m.data == {"type": "tts", "state": "stop"}
+            or (m.data.get("type") == "tts" and m.data.get("state") == "stop")
+        )
         assert stop_time >= frames[-1].time  # the last frame before `tts stop`
         span = frames[-1].time - frames[0].time
         # Paced at real time, not flooded: after the pre-buffer of 5, frames leave in groups when
@@ -105,8 +110,13 @@ async def test_malformed_and_unknown_messages_are_dropped_and_the_session_goes_o
     server = await make_server(reply_seconds=0.2)
     async with SimulatedDevice(ws_url=ws_url(server)) as device:
         await device.connect()
-        for junk in ["{broken json", "[1,2,3]", json.dumps({"type": "iot", "update": True}),
-                     json.dumps({"type": "listen", "state": "dance"}), json.dumps({"no": "type"})]:
+        for junk in [
+            "{broken json",
+            "[1,2,3]",
+            json.dumps({"type": "iot", "update": True}),
+            json.dumps({"type": "listen", "state": "dance"}),
+            json.dumps({"no": "type"}),
+        ]:
             await device.send_raw(junk)
         await device.send_raw(b"")  # an empty binary frame (DTX) before listening
         mark = device.mark()
@@ -172,7 +182,7 @@ def websocket_opcodes(written: bytes) -> list[int]:
         i += 2
         if length >= 126:
             size = 2 if length == 126 else 8
-            length, i = int.from_bytes(written[i:i + size], "big"), i + size
+            length, i = int.from_bytes(written[i : i + size], "big"), i + size
         opcodes.append(opcode)
         i += length
     return opcodes
@@ -235,7 +245,9 @@ async def test_writes_to_a_closed_connection_raise_connection_closed_batched_or_
         await server.transport._do_write_batch(session_id, [b"a", b"b"])
 
 
-@pytest.mark.parametrize(("cores", "workers", "on_thread"), [(2, 2, False), (2, None, True), (4, 2, True), (1, 1, False)])
+@pytest.mark.parametrize(
+    ("cores", "workers", "on_thread"), [(2, 2, False), (2, None, True), (4, 2, True), (1, 1, False)]
+)
 def test_the_server_encodes_on_the_loop_when_every_core_runs_a_worker(monkeypatch, cores, workers, on_thread) -> None:
     monkeypatch.setattr(vixio.app.server, "cpu_count", lambda: cores)
     config = VixioConfig.model_validate({"server": {"workers": workers}})
@@ -289,7 +301,9 @@ async def test_auth_rejects_missing_and_expired_tokens_and_accepts_ota_tokens(ma
     assert info.value.response.status_code == 401
     expired = issue_token("s3cret", "c-1", "aa:bb:cc:dd:ee:ff", now=time.time() - 3600)
     with pytest.raises(websockets.InvalidStatus):
-        async with websockets.connect(ws_url(server), additional_headers={**headers, "Authorization": f"Bearer {expired}"}):
+        async with websockets.connect(
+            ws_url(server), additional_headers={**headers, "Authorization": f"Bearer {expired}"}
+        ):
             pass
     async with SimulatedDevice(ota_url=server.ota.url) as device:
         ota = await device.run_ota()

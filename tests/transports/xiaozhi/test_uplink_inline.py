@@ -6,14 +6,18 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 
+import pytest
+
+from vixio.config.xiaozhi import XiaozhiConfig
 from vixio.core.chunk import AudioChunk, BaseChunk, Chunk, TurnStartChunk
 from vixio.core.pipeline import Pipeline
 from vixio.core.session import Session
 from vixio.core.station import Station
 from vixio.transports.xiaozhi.protocol import messages as xp
 from vixio.transports.xiaozhi.protocol.codec import OpusEncoder
-from vixio.config.xiaozhi import XiaozhiConfig
 from vixio.transports.xiaozhi.session.connection import XiaozhiConnection
+
+pytestmark = pytest.mark.unit
 
 
 class Held(Station):

@@ -7,6 +7,7 @@ import asyncio
 import json
 from typing import Any
 
+import pytest
 import websockets
 from websockets.asyncio.server import serve
 
@@ -18,6 +19,8 @@ from vixio.transports.xiaozhi.protocol.codec import OpusEncoder
 from vixio.transports.xiaozhi.websocket.session_io import XiaozhiSessionIO
 
 from .conftest import ws_url
+
+pytestmark = pytest.mark.integration
 
 
 class SessionIO(XiaozhiSessionIO):
@@ -95,7 +98,9 @@ async def test_binary_messages_never_overtake_text_the_session_is_still_handling
     pauses = set()
     for burst in range(30):
         for k in range(6):
-            script.append(f'{{"type": "listen", "n": "{burst}.{k}"}}' if (burst + k) % 4 == 0 else bytes([burst, k]) * 20)
+            script.append(
+                f'{{"type": "listen", "n": "{burst}.{k}"}}' if (burst + k) % 4 == 0 else bytes([burst, k]) * 20
+            )
         if burst % 3:
             pauses.add(len(script) - 1)
     seen, socket = await serve_a_session(script, pauses)

@@ -14,6 +14,8 @@ from websockets.asyncio.server import ServerConnection, serve
 from vixio.patches import websockets as ws_send
 from vixio.patches.websockets import batching_available, can_send_now, send_now, send_together
 
+pytestmark = pytest.mark.integration
+
 
 class WriteRecorder:
     """Records what the server's connection hands its asyncio transport, one entry per write

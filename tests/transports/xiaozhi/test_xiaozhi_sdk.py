@@ -21,12 +21,14 @@ from typing import Any
 import numpy as np
 import pytest
 
+from vixio.app.server import VixioServer
 from vixio.config.models import VixioConfig
 from vixio.core.pipeline import Pipeline
-from vixio.app.server import VixioServer
 from vixio.transports.xiaozhi.websocket.transport import DeviceContext, XiaozhiTransport
 
 from .conftest import ToneReply
+
+pytestmark = pytest.mark.integration
 
 # Importing the sdk points `ctypes.util.find_library("opus")` at its bundled libopus for the whole
 # process; opuslib has loaded the library once the import returns, so the original is put back.
@@ -70,8 +72,9 @@ class RecordingMcpPeer:
         try:
             return await asyncio.wait_for(waiter, timeout)
         except TimeoutError:
-            raise AssertionError(f"no MCP reply to {method} (id {request_id}) within {timeout}s; "
-                                 f"got {self.received}") from None
+            raise AssertionError(
+                f"no MCP reply to {method} (id {request_id}) within {timeout}s; got {self.received}"
+            ) from None
 
     async def notify(self, method: str) -> None:
         await self.transport.send_mcp(self.session_id, {"jsonrpc": "2.0", "method": method})
@@ -155,12 +158,17 @@ async def connect_sdk(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Connect]
     clients: list[Any] = []
 
     async def connect(auth: bool = True) -> SdkSession:
-        config = VixioConfig.model_validate({
-            "xiaozhi": {
-                "host": "127.0.0.1", "port": 0, "http": {"host": "127.0.0.1", "port": 0}, "idle_timeout": 0,
-                "auth": {"enabled": auth, "secret": "interop-test-secret"},
-            },
-        })
+        config = VixioConfig.model_validate(
+            {
+                "xiaozhi": {
+                    "host": "127.0.0.1",
+                    "port": 0,
+                    "http": {"host": "127.0.0.1", "port": 0},
+                    "idle_timeout": 0,
+                    "auth": {"enabled": auth, "secret": "interop-test-secret"},
+                },
+            }
+        )
         built: asyncio.Queue[tuple[DeviceContext, ToneReply, RecordingMcpPeer]] = asyncio.Queue()
 
         async def factory(context: DeviceContext) -> Pipeline:
@@ -239,12 +247,16 @@ async def test_mcp_initialize_list_and_call_reach_the_sdk_tools(
     session = await connect_sdk()
     peer = session.peer
 
-    initialize = await peer.request(1, "initialize", {
-        "protocolVersion": "2024-11-05",
-        # The sdk reads capabilities.vision.{url,token} unconditionally; without them it never answers.
-        "capabilities": {"vision": {"url": "http://127.0.0.1/x", "token": "t"}},
-        "clientInfo": {"name": "vixio", "version": "test"},
-    })
+    initialize = await peer.request(
+        1,
+        "initialize",
+        {
+            "protocolVersion": "2024-11-05",
+            # The sdk reads capabilities.vision.{url,token} unconditionally; without them it never answers.
+            "capabilities": {"vision": {"url": "http://127.0.0.1/x", "token": "t"}},
+            "clientInfo": {"name": "vixio", "version": "test"},
+        },
+    )
     assert initialize["jsonrpc"] == "2.0"
     result = initialize["result"]
     assert result["protocolVersion"] == "2024-11-05"

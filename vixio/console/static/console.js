@@ -143,6 +143,10 @@ function renderDetail(d) {
     el("dt", {}, "connected since"), el("dd", {}, `${since(d.connected_at)} (${Math.round(d.connected_seconds)} s)`),
     el("dt", {}, "listening mode"), el("dd", {}, d.mode),
     el("dt", {}, "state"), el("dd", {id: "detail-state"}, d.state),
+    el("dt", {}, "interruptions"), el("dd", {id: "detail-interruptions"},
+      d.interruptions ? `${d.interruptions.real} real, ${d.interruptions.false} false (reply resumed)` : "-"),
+    el("dt", {}, "echo cancelled"), el("dd", {id: "detail-erle"},
+      d.echo_erle_db == null ? "no (device without features.aec)" : `ERLE ${d.echo_erle_db} dB`),
     el("dt", {}, "tools"), el("dd", {id: "detail-tools"}, d.tools_offered === false ? `${d.tools} (${NOT_OFFERED})` : d.tools),
     el("dt", {}, "profile"), el("dd", {id: "detail-profile"}, profileControls(d))));
   const turns = d.conversation.length ? d.conversation.slice().reverse().map(renderTurn)

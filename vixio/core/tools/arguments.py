@@ -39,8 +39,18 @@ from vixio.core.json_limits import DEFAULT_MAX_DEPTH, JsonTooDeep, check_depth
 _TRUE = {"true", "1", "yes", "on", "y"}
 _FALSE = {"false", "0", "no", "off", "n"}
 _NULL = {"null", "none", "nil"}
-_BFCL_TYPES = {"dict": "object", "float": "number", "tuple": "array", "any": None, "list": "array",
-               "int": "integer", "bool": "boolean", "str": "string", "double": "number", "long": "integer"}
+_BFCL_TYPES = {
+    "dict": "object",
+    "float": "number",
+    "tuple": "array",
+    "any": None,
+    "list": "array",
+    "int": "integer",
+    "bool": "boolean",
+    "str": "string",
+    "double": "number",
+    "long": "integer",
+}
 
 
 class ArgumentError(ValueError):
@@ -62,7 +72,9 @@ def parse_arguments(raw: str | dict[str, Any] | None) -> dict[str, Any]:
     except JsonTooDeep as exc:
         raise ArgumentError(f"the arguments are refused: {exc}") from None
     except json.JSONDecodeError as exc:
-        raise ArgumentError(f"the arguments are not valid JSON ({exc.msg} at position {exc.pos}): {text[:200]}") from exc
+        raise ArgumentError(
+            f"the arguments are not valid JSON ({exc.msg} at position {exc.pos}): {text[:200]}"
+        ) from exc
     if not isinstance(value, dict):
         raise ArgumentError(f"the arguments must be a JSON object, not {type(value).__name__}")
     return value
@@ -164,7 +176,7 @@ def schema_problem(schema: dict[str, Any]) -> str | None:
         for key in ("$ref", "$dynamicRef", "$recursiveRef"):
             ref = node.get(key)
             if isinstance(ref, str) and not ref.startswith("#"):
-                return f"{key} {ref[:120]!r} points outside the schema; only local references (\"#/...\") are allowed"
+                return f'{key} {ref[:120]!r} points outside the schema; only local references ("#/...") are allowed'
         pattern = node.get("pattern")
         if isinstance(pattern, str) and _re2(pattern) is None:
             return f"pattern {pattern[:120]!r} uses syntax RE2 cannot run (lookaround or backreference)"
@@ -228,8 +240,9 @@ def _additional_properties(validator: Any, additional: Any, instance: Any, schem
         return
     properties = schema.get("properties", {})
     patterns = list(schema.get("patternProperties", {}))
-    extras = [key for key in instance if key not in properties
-              and not any(_re2_search(pattern, key) for pattern in patterns)]
+    extras = [
+        key for key in instance if key not in properties and not any(_re2_search(pattern, key) for pattern in patterns)
+    ]
     if validator.is_type(additional, "object"):
         for extra in extras:
             yield from validator.descend(instance[extra], additional, path=extra)
@@ -244,8 +257,11 @@ def _skip(validator: Any, value: Any, instance: Any, schema: Any) -> Any:
 
 @functools.cache
 def _safe_validator_class(base: Any) -> Any:
-    keywords = {"pattern": _pattern, "patternProperties": _pattern_properties,
-                "additionalProperties": _additional_properties}
+    keywords = {
+        "pattern": _pattern,
+        "patternProperties": _pattern_properties,
+        "additionalProperties": _additional_properties,
+    }
     if "unevaluatedProperties" in base.VALIDATORS:
         # Its implementation matches patternProperties with `re`; schema_problem refuses the pair,
         # so here it can only come from a trusted source, and is skipped rather than backtracked.

@@ -102,8 +102,12 @@ class AsyncTaskRecord:
 
     def to_dict(self) -> dict[str, Any]:
         """What the model is shown about the task: empty fields are left out."""
-        data: dict[str, Any] = {"task_id": self.task_id, "call_id": self.call_id, "tool": self.tool_name,
-                                "status": self.status}
+        data: dict[str, Any] = {
+            "task_id": self.task_id,
+            "call_id": self.call_id,
+            "tool": self.tool_name,
+            "status": self.status,
+        }
         if self.result is not None:
             data["result"] = self.result
         if self.error:

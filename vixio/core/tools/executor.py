@@ -41,8 +41,10 @@ CONTROL_RESULT = "success"
 
 _call_numbers = itertools.count(1)
 
-SPEAKER_REFUSAL = {"en": "Sorry, I only do that for a voice I know. Enrol your voice first.",
-                   "zh": "抱歉，这件事我只为认识的声音做。请先录入你的声音。"}
+SPEAKER_REFUSAL = {
+    "en": "Sorry, I only do that for a voice I know. Enrol your voice first.",
+    "zh": "抱歉，这件事我只为认识的声音做。请先录入你的声音。",
+}
 """Spoken to a voice that is not enrolled when the model calls a `require_speaker` tool."""
 
 CallObserver = Callable[[ToolCallRequest, ToolCallResult, float], None]
@@ -124,10 +126,17 @@ class ToolExecutor:
         self.context.record_call(request)
         started = time.perf_counter()
         # Tasks the call starts (control, async) copy this, so they see the same caller.
-        token = current_tool_context.set(ToolContext(
-            session_id=self.session_id, device_id=self.device_id, call_id=request.call_id,
-            tool_name=request.tool_name, calls=self.context, speaker=self.speaker,
-            person=self.person()))
+        token = current_tool_context.set(
+            ToolContext(
+                session_id=self.session_id,
+                device_id=self.device_id,
+                call_id=request.call_id,
+                tool_name=request.tool_name,
+                calls=self.context,
+                speaker=self.speaker,
+                person=self.person(),
+            )
+        )
         refused = False
         try:
             result = await self._execute(request)
@@ -141,8 +150,14 @@ class ToolExecutor:
         if refused:
             self._log_refusal(request, result)
         else:
-            self._logger.info("tool {} ({}) -> {} in {:.1f} ms: {}", request.tool_name, request.original_name or "?",
-                              result.status if result.success else "error", result.duration_ms, _short(result.text))
+            self._logger.info(
+                "tool {} ({}) -> {} in {:.1f} ms: {}",
+                request.tool_name,
+                request.original_name or "?",
+                result.status if result.success else "error",
+                result.duration_ms,
+                _short(result.text),
+            )
         for observer in list(self.observers):
             try:
                 observer(request, result, result.duration_ms)
@@ -176,15 +191,22 @@ class ToolExecutor:
         if policy.needs_speaker(tool) and not self.person():
             if self.speaker is not None:
                 await self.speaker(self.speaker_refusal)
-            raise _CallRefused(f"{tool.name} was not run: only an enrolled voice may use it and this voice was not "
-                               "recognised. The user has been told so; do not try again or another way.")
+            raise _CallRefused(
+                f"{tool.name} was not run: only an enrolled voice may use it and this voice was not "
+                "recognised. The user has been told so; do not try again or another way."
+            )
         if policy.needs_confirmation(tool):
             key = confirmation_key(tool.name, arguments)
             if not self.context.take_approval(key):
                 self.context.ask_confirmation(key)
-                return ToolCallResult(success=True, status="pending", result=(
-                    f"Not run yet: {tool.name} needs the user's confirmation. Ask the user whether to go ahead "
-                    "(say what it will do), and call it again with the same arguments only if they say yes."))
+                return ToolCallResult(
+                    success=True,
+                    status="pending",
+                    result=(
+                        f"Not run yet: {tool.name} needs the user's confirmation. Ask the user whether to go ahead "
+                        "(say what it will do), and call it again with the same arguments only if they say yes."
+                    ),
+                )
         if policy.runs_async(tool) and self.async_runner is not None:
             return self.async_runner.submit(tool, request)
         if policy.sub_type(tool) == "control":
@@ -230,12 +252,17 @@ class ToolExecutor:
     def _log_refusal(self, request: ToolCallRequest, result: ToolCallResult) -> None:
         count = self._refusals.hit()
         if count == 0:
-            self._logger.warning("tool call {} refused (the model was told): {}", _short(request.tool_name, 60),
-                                 _short(result.text))
+            self._logger.warning(
+                "tool call {} refused (the model was told): {}", _short(request.tool_name, 60), _short(result.text)
+            )
         elif count:
-            self._logger.warning("{} more tool call(s) refused in the last {:g} s (the model was told each); latest: "
-                                 "{}: {}", count, self._refusals.every, _short(request.tool_name, 60),
-                                 _short(result.text))
+            self._logger.warning(
+                "{} more tool call(s) refused in the last {:g} s (the model was told each); latest: {}: {}",
+                count,
+                self._refusals.every,
+                _short(request.tool_name, 60),
+                _short(result.text),
+            )
 
     def on_user_text(self, text: str) -> None:
         """Called with each user turn's text (confirmations)."""

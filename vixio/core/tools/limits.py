@@ -50,8 +50,10 @@ def tool_problem(name: str, description: str, schema: Any, limits: ToolLimitsCon
     if len(name) > limits.name_chars:
         return f"the name has {len(name)} characters; {CONFIG_KEY}.name_chars is {limits.name_chars}"
     if len(description) > limits.description_chars:
-        return (f"the description has {len(description)} characters; "
-                f"{CONFIG_KEY}.description_chars is {limits.description_chars}")
+        return (
+            f"the description has {len(description)} characters; "
+            f"{CONFIG_KEY}.description_chars is {limits.description_chars}"
+        )
     if schema is None:
         return None
     depth = value_depth(schema, limits.schema_depth)
@@ -82,9 +84,11 @@ class ToolBudget:
         if count > self.limits.tools_per_source:
             return f"{count} tools; {CONFIG_KEY}.tools_per_source is {self.limits.tools_per_source}"
         if count > self.allowance(source):
-            return (f"{count} tools, with {self.limits.tools_per_session - self.allowance(source)} already declared "
-                    f"by other sources of this session; {CONFIG_KEY}.tools_per_session is "
-                    f"{self.limits.tools_per_session}")
+            return (
+                f"{count} tools, with {self.limits.tools_per_session - self.allowance(source)} already declared "
+                f"by other sources of this session; {CONFIG_KEY}.tools_per_session is "
+                f"{self.limits.tools_per_session}"
+            )
         return None
 
     def take(self, source: str, count: int) -> None:

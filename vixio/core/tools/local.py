@@ -129,8 +129,9 @@ def load_tool_function(spec: str, *, base_dir: Path | None = None) -> Callable[.
     """
     target, sep, attribute = spec.rpartition(":")
     if not sep or not target.strip() or not attribute.strip() or not attribute.isidentifier():
-        raise ToolLoadError(f"tools.local entry {spec!r}: expected \"package.module:function\" "
-                            "or \"path/to/file.py:function\"")
+        raise ToolLoadError(
+            f'tools.local entry {spec!r}: expected "package.module:function" or "path/to/file.py:function"'
+        )
     target = target.strip()
     if target.endswith(".py") or "/" in target or "\\" in target:
         module = _import_file(spec, target, base_dir)
@@ -139,18 +140,21 @@ def load_tool_function(spec: str, *, base_dir: Path | None = None) -> Callable[.
             module = importlib.import_module(target)
         except ModuleNotFoundError as exc:
             if exc.name and target.startswith(exc.name):
-                raise ToolLoadError(f"tools.local entry {spec!r}: no module named {exc.name!r} "
-                                    "(is it installed, or on PYTHONPATH?)") from exc
+                raise ToolLoadError(
+                    f"tools.local entry {spec!r}: no module named {exc.name!r} (is it installed, or on PYTHONPATH?)"
+                ) from exc
             raise ToolLoadError(f"tools.local entry {spec!r}: importing {target} failed: {exc}") from exc
         except Exception as exc:
-            raise ToolLoadError(f"tools.local entry {spec!r}: importing {target} failed: "
-                                f"{type(exc).__name__}: {exc}") from exc
+            raise ToolLoadError(
+                f"tools.local entry {spec!r}: importing {target} failed: {type(exc).__name__}: {exc}"
+            ) from exc
     func = getattr(module, attribute, None)
     if func is None:
         raise ToolLoadError(f"tools.local entry {spec!r}: {target} has no function {attribute!r}")
     if not callable(func):
-        raise ToolLoadError(f"tools.local entry {spec!r}: {target}.{attribute} is a "
-                            f"{type(func).__name__}, not a function")
+        raise ToolLoadError(
+            f"tools.local entry {spec!r}: {target}.{attribute} is a {type(func).__name__}, not a function"
+        )
     function: Callable[..., Any] = func
     return function
 

@@ -104,7 +104,7 @@ class ToolNameMapper:
             return public
         stem = token.rstrip(".")  # the name, then the sentence's full stop(s)
         public = self._renames.get(stem) if stem != token else None
-        return token if public is None else public + token[len(stem):]
+        return token if public is None else public + token[len(stem) :]
 
 
 def _rename_pattern(renames: dict[str, str]) -> re.Pattern[str] | None:

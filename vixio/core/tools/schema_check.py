@@ -15,15 +15,45 @@ from __future__ import annotations
 from typing import Any
 
 JSON_TYPES = frozenset({"object", "array", "string", "number", "integer", "boolean", "null"})
-_SCHEMA_KEYWORDS = ("additionalProperties", "additionalItems", "not", "if", "then", "else", "contains",
-                    "propertyNames", "unevaluatedProperties", "unevaluatedItems", "contentSchema")
+_SCHEMA_KEYWORDS = (
+    "additionalProperties",
+    "additionalItems",
+    "not",
+    "if",
+    "then",
+    "else",
+    "contains",
+    "propertyNames",
+    "unevaluatedProperties",
+    "unevaluatedItems",
+    "contentSchema",
+)
 _SCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
 _SCHEMA_LISTS = ("allOf", "anyOf", "oneOf", "prefixItems")
 _NUMBERS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")
-_COUNTS = ("minLength", "maxLength", "minItems", "maxItems", "minProperties", "maxProperties", "minContains",
-           "maxContains")
-_STRINGS = ("$ref", "$dynamicRef", "$id", "$schema", "$anchor", "pattern", "format", "title", "description",
-            "contentEncoding", "contentMediaType")
+_COUNTS = (
+    "minLength",
+    "maxLength",
+    "minItems",
+    "maxItems",
+    "minProperties",
+    "maxProperties",
+    "minContains",
+    "maxContains",
+)
+_STRINGS = (
+    "$ref",
+    "$dynamicRef",
+    "$id",
+    "$schema",
+    "$anchor",
+    "pattern",
+    "format",
+    "title",
+    "description",
+    "contentEncoding",
+    "contentMediaType",
+)
 
 DEFAULT_MAX_DEPTH = 32
 """Nesting of subschemas a tool schema may have; real tool schemas use 2-5."""
@@ -104,6 +134,8 @@ def _check(schema: Any, path: str, depth: int, max_depth: int, budget: list[int]
         else:
             _check(items, f"{path}.items", depth + 1, max_depth, budget)
     dependent = schema.get("dependentRequired")
-    if dependent is not None and not (isinstance(dependent, dict) and all(
-            isinstance(v, list) and all(isinstance(s, str) for s in v) for v in dependent.values())):
+    if dependent is not None and not (
+        isinstance(dependent, dict)
+        and all(isinstance(v, list) and all(isinstance(s, str) for s in v) for v in dependent.values())
+    ):
         raise SchemaProblem(f"{path}.dependentRequired: must map names to arrays of strings")

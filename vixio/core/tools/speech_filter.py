@@ -61,17 +61,29 @@ def vcp_marker(name: str) -> Spelling:
 
 
 DEFAULT_RULES: tuple[MarkupRule, ...] = (
-    MarkupRule("think", starts=(literal("<think>"), literal("<thinking>")),
-               ends=(literal("</think>"), literal("</thinking>")), thought=True),
+    MarkupRule(
+        "think",
+        starts=(literal("<think>"), literal("<thinking>")),
+        ends=(literal("</think>"), literal("</thinking>")),
+        thought=True,
+    ),
     MarkupRule("function_calls", starts=tag("function_calls"), ends=tag("/function_calls")),
     MarkupRule("tool_call", starts=tag("tool_call"), ends=tag("/tool_call")),
     MarkupRule("function_results", starts=tag("function_results"), ends=tag("/function_results")),
-    *(MarkupRule(f"vcp_{name.lower()}", starts=(vcp_marker(name),), ends=(vcp_marker(f"END_{name}"),))
-      for name in ("TOOL_REQUEST", "TOOL_REQUEST_ESCAPE", "TOOL_RESULT", "TOOL_DEFINITION")),
-    MarkupRule("vcp_summary", starts=(literal("[[VCP调用结果信息汇总") + ((":：", 1, 1),),),
-               ends=(literal("VCP调用结果结束]]"),)),
-    MarkupRule("aio_summary", starts=(literal("[[AIO工具调用结果信息汇总") + ((":：", 1, 1),),),
-               ends=(literal("AIO工具调用结果结束]]"),)),
+    *(
+        MarkupRule(f"vcp_{name.lower()}", starts=(vcp_marker(name),), ends=(vcp_marker(f"END_{name}"),))
+        for name in ("TOOL_REQUEST", "TOOL_REQUEST_ESCAPE", "TOOL_RESULT", "TOOL_DEFINITION")
+    ),
+    MarkupRule(
+        "vcp_summary",
+        starts=(literal("[[VCP调用结果信息汇总") + ((":：", 1, 1),),),
+        ends=(literal("VCP调用结果结束]]"),),
+    ),
+    MarkupRule(
+        "aio_summary",
+        starts=(literal("[[AIO工具调用结果信息汇总") + ((":：", 1, 1),),),
+        ends=(literal("AIO工具调用结果结束]]"),),
+    ),
     # A fence closes with at least as many backticks as it opened with (CommonMark), so a ````
     # block may quote ``` fences; listed first, it wins where both could start.
     MarkupRule("long_code_fence", starts=((("`", 4, 16),),), ends=((("`", 4, 16),),)),
@@ -152,7 +164,7 @@ class SpeechFilter:
             # ````), so it counts once a character follows it or the reply ends.
             if found is not None and (final or found.end() < len(buffer)):
                 if sink is not None:
-                    sink.append(buffer[pos:found.start()])
+                    sink.append(buffer[pos : found.start()])
                 if self._inside is None:
                     self._inside = markers.rule[found.lastgroup or ""]  # every alternative is a named group
                     self.markup_seen = self.markup_seen or not self.rules[self._inside].thought

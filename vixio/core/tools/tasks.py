@@ -8,8 +8,10 @@ session's `ToolCallContext` and hands each finished record (completed or failed)
 `on_complete`, where the app layer reports it to the conversation against the original call id.
 When the session ends, `cancel_all` cancels its tasks; or, when its device may come back (the
 app layer decides), `release` lets them finish (each still bounded by its timeout) and hands each
-result to another reporter, which gives it to the device's next session. The model may also ask
-with `get_task_status`.
+result to another reporter, which gives it to the device's next session. A task still running
+when the server stops is reported as failed ("stopped because the server restarted"), so a user
+told it was pending hears that it stopped at their next session instead of nothing. The model
+may also ask with `get_task_status`.
 
     queue = AsyncTaskQueue(max_concurrent=4)                     # once, at server start
     runner = SessionTaskRunner(queue, context, session_id=sid, on_complete=report)
@@ -23,6 +25,7 @@ with `get_task_status`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import time
 from collections.abc import Awaitable, Callable
@@ -41,6 +44,13 @@ DEFAULT_MAX_CONCURRENT = 4
 DEFAULT_TASK_TIMEOUT = 300.0
 """Seconds one background run may take (waiting for a slot not counted) before it fails."""
 TASK_STATUS_TOOL = "get_task_status"
+STOPPED_BY_RESTART = (
+    "{tool} was stopped before it finished because the server restarted; it did not complete. "
+    "Ask for it again if it is still wanted."
+)
+"""The error a task still running when the server stops is reported with (`AsyncTaskQueue.shutdown`)."""
+REPORT_AT_SHUTDOWN = 5.0
+"""Seconds each such report may take (it is held in the state store for an away device)."""
 
 TaskCallback = Callable[[AsyncTaskRecord], Awaitable[None]]
 """Gets a finished task's record (completed or failed)."""
@@ -93,8 +103,10 @@ class AsyncTaskQueue:
             raise RuntimeError("the task queue is shut down")
         if record.task_id in self._entries:
             raise ValueError(f"task id {record.task_id!r} is already in the queue")
-        task = asyncio.create_task(self._run(record, tool, self.timeout if timeout is None else timeout, on_done),
-                                   name=f"vixio-task-{record.task_id}")
+        task = asyncio.create_task(
+            self._run(record, tool, self.timeout if timeout is None else timeout, on_done),
+            name=f"vixio-task-{record.task_id}",
+        )
         self._entries[record.task_id] = (record, task)
         task.add_done_callback(lambda done: self._forget(record, done))
         return task
@@ -104,7 +116,9 @@ class AsyncTaskQueue:
         return entry is not None and entry[1].cancel()
 
     async def shutdown(self) -> None:
-        """Refuse new tasks and cancel every task of every session."""
+        """Refuse new tasks and cancel every task of every session; each that was running or
+        waiting is reported to its `on_done` as failed with `STOPPED_BY_RESTART` (bounded), so
+        the user who was told it is pending hears that it stopped."""
         self._closed = True
         tasks = [task for _, task in self._entries.values()]
         for task in tasks:
@@ -113,36 +127,61 @@ class AsyncTaskQueue:
         if tasks:
             logger.bind(component="tasks").info("task queue shut down, {} task(s) cancelled", len(tasks))
 
-    async def _run(self, record: AsyncTaskRecord, tool: ToolDefinition, timeout: float,
-                   on_done: TaskCallback | None) -> None:
+    async def _run(
+        self, record: AsyncTaskRecord, tool: ToolDefinition, timeout: float, on_done: TaskCallback | None
+    ) -> None:
         log = logger.bind(session=record.session_id or "-", component="tasks")
         try:
             async with self._slots:
                 waited = time.time() - record.created_at
                 record.start()
-                log.info("task {} started: {} (call {}, waited {:.1f} s)", record.task_id, record.tool_name,
-                         record.call_id, waited)
+                log.info(
+                    "task {} started: {} (call {}, waited {:.1f} s)",
+                    record.task_id,
+                    record.tool_name,
+                    record.call_id,
+                    waited,
+                )
                 status, text = await _invoke(tool, record.arguments, timeout, log)
         except asyncio.CancelledError:
+            if self._closed and on_done is not None and not record.finished:
+                # The server stops (a restart): the user was told the task is under way, so its
+                # reporter says it stopped (held for the device's next session when it is away)
+                # rather than it vanishing.
+                record.finish("failed", error=STOPPED_BY_RESTART.format(tool=record.tool_name))
+                log.info(
+                    "task {} stopped by the server stopping: {} (call {}); reported",
+                    record.task_id,
+                    record.tool_name,
+                    record.call_id,
+                )
+                with contextlib.suppress(Exception, asyncio.TimeoutError):
+                    await asyncio.wait_for(on_done(record), REPORT_AT_SHUTDOWN)
+                raise
             if not record.finished:
                 record.finish("cancelled")
             log.info("task {} cancelled: {} (call {})", record.task_id, record.tool_name, record.call_id)
             raise
         if status == "completed":
             record.finish("completed", result=text)
-            log.info("task {} completed: {} in {:.1f} s: {}", record.task_id, record.tool_name,
-                     record.duration, _short(text))
+            log.info(
+                "task {} completed: {} in {:.1f} s: {}", record.task_id, record.tool_name, record.duration, _short(text)
+            )
         else:
             record.finish("failed", error=text)
-            log.warning("task {} failed: {} in {:.1f} s: {}", record.task_id, record.tool_name,
-                        record.duration, text)
+            log.warning("task {} failed: {} in {:.1f} s: {}", record.task_id, record.tool_name, record.duration, text)
         if on_done is None:
             return
         try:
             await on_done(record)
         except Exception as exc:  # the reporter's bug must not vanish with the background task
-            log.opt(exception=exc).error("task {} ({}): reporting its result raised {}: {}", record.task_id,
-                                         record.tool_name, type(exc).__name__, exc)
+            log.opt(exception=exc).error(
+                "task {} ({}): reporting its result raised {}: {}",
+                record.task_id,
+                record.tool_name,
+                type(exc).__name__,
+                exc,
+            )
 
     def _forget(self, record: AsyncTaskRecord, task: asyncio.Task[None]) -> None:
         self._entries.pop(record.task_id, None)
@@ -153,12 +192,14 @@ class AsyncTaskQueue:
             record.finish("cancelled")
         else:
             record.finish("failed", error=f"{record.tool_name} stopped unexpectedly: {task.exception()!r}")
-            logger.bind(session=record.session_id or "-", component="tasks").opt(
-                exception=task.exception()).error("task {} crashed", record.task_id)
+            logger.bind(session=record.session_id or "-", component="tasks").opt(exception=task.exception()).error(
+                "task {} crashed", record.task_id
+            )
 
 
-async def _invoke(tool: ToolDefinition, arguments: dict[str, Any], timeout: float,
-                  log: Logger) -> tuple[TaskStatus, str]:
+async def _invoke(
+    tool: ToolDefinition, arguments: dict[str, Any], timeout: float, log: Logger
+) -> tuple[TaskStatus, str]:
     """Run the tool once: ("completed", its output) or ("failed", why)."""
     deadline = asyncio.timeout(timeout)
     try:
@@ -215,8 +256,13 @@ class SessionTaskRunner:
         """Start `tool` in the background; answers at once with the task handle."""
         if self._closed or self.queue.closed:
             return ToolCallResult.fail(f"{tool.name} was not started: the session is ending", call_id=request.call_id)
-        record = AsyncTaskRecord(task_id=self.queue.new_task_id(), call_id=request.call_id, tool_name=tool.name,
-                                 arguments=dict(request.arguments), session_id=self.session_id)
+        record = AsyncTaskRecord(
+            task_id=self.queue.new_task_id(),
+            call_id=request.call_id,
+            tool_name=tool.name,
+            arguments=dict(request.arguments),
+            session_id=self.session_id,
+        )
         self.context.record_task(record)
         own = self.tool_timeout(tool) if self.tool_timeout is not None else None
         task = self.queue.submit(record, tool, timeout=own or self.timeout, on_done=self._report)
@@ -252,8 +298,10 @@ class SessionTaskRunner:
         self._closed = True
         self._released_to = reporter
         if self._tasks:
-            self._logger.info("{} background task(s) go on after the session; their results go to the "
-                              "device's next session", len(self._tasks))
+            self._logger.info(
+                "{} background task(s) go on after the session; their results go to the device's next session",
+                len(self._tasks),
+            )
 
     async def _report(self, record: AsyncTaskRecord) -> None:
         self.context.record_result(record.to_result())
@@ -271,12 +319,14 @@ class SessionTaskRunner:
 
 def task_handle(record: AsyncTaskRecord) -> str:
     """The immediate answer to an async call (aio-hub's `async_task` result, with our ids)."""
-    return output_text({
-        "type": "async_task",
-        "task_id": record.task_id,
-        "status": record.status,
-        "message": f"{record.tool_name} is running in the background; its result will be reported when it finishes",
-    })
+    return output_text(
+        {
+            "type": "async_task",
+            "task_id": record.task_id,
+            "status": record.status,
+            "message": f"{record.tool_name} is running in the background; its result will be reported when it finishes",
+        }
+    )
 
 
 def task_status_tool(runner: SessionTaskRunner) -> ToolDefinition:
@@ -294,15 +344,19 @@ def task_status_tool(runner: SessionTaskRunner) -> ToolDefinition:
 
     return ToolDefinition(
         name=TASK_STATUS_TOOL,
-        description=("Check on tools running in the background: their status (pending, running, completed, "
-                     "failed, cancelled) and their result or error. Give task_id for one task; leave it out "
-                     "to list all of this conversation's tasks."),
+        description=(
+            "Check on tools running in the background: their status (pending, running, completed, "
+            "failed, cancelled) and their result or error. Give task_id for one task; leave it out "
+            "to list all of this conversation's tasks."
+        ),
         parameters={
             "type": "object",
-            "properties": {"task_id": {
-                "type": "string",
-                "description": "The task_id a background tool answered with (leave out to list all tasks).",
-            }},
+            "properties": {
+                "task_id": {
+                    "type": "string",
+                    "description": "The task_id a background tool answered with (leave out to list all tasks).",
+                }
+            },
         },
         source="local",
         executor=get_task_status,

@@ -111,11 +111,12 @@ class ToolSet:
         return self._publish(await map_in_slices(lambda entry: self._public_definition(entry, names), allowed))
 
     def _assign(self) -> tuple[list[tuple[str, ToolDefinition]], dict[tuple[str, str], str]]:
-        allowed = [(key, tool) for key, tools in self._sources.items() for tool in tools
-                   if self.policy.allows(tool)]
+        allowed = [(key, tool) for key, tools in self._sources.items() for tool in tools if self.policy.allows(tool)]
         return allowed, self._mapper.assign((key, tool.source_name) for key, tool in allowed)
 
-    def _public_definition(self, entry: tuple[str, ToolDefinition], names: dict[tuple[str, str], str]) -> ToolDefinition:
+    def _public_definition(
+        self, entry: tuple[str, ToolDefinition], names: dict[tuple[str, str], str]
+    ) -> ToolDefinition:
         key, tool = entry
         return tool.renamed(names[(key, tool.source_name)], self._mapper.rewrite(tool.description))
 

@@ -21,8 +21,20 @@ from pathlib import Path
 
 from vixio.config.pipeline import resolve_timezone  # noqa: F401 (importable from here too)
 
-MONTHS_EN = ("January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
-             "November", "December")
+MONTHS_EN = (
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+)
 
 SystemPrompt = str | Callable[[], str]
 """What providers take as instructions: a fixed text, or a callable rendered at each model call."""
@@ -46,7 +58,7 @@ def split_clock(system: str, templates: Sequence[str]) -> tuple[str, str]:
     for template in templates:
         found = re.search(_template_pattern(template), system)
         if found:
-            rest = (system[:found.start()].rstrip() + "\n\n" + system[found.end():].lstrip()).strip()
+            rest = (system[: found.start()].rstrip() + "\n\n" + system[found.end() :].lstrip()).strip()
             return rest, found.group(0)
     return system, ""
 
@@ -71,7 +83,7 @@ def _iana_zone_name(tz: str) -> str | None:
         return None
     if "zoneinfo" in target.parts:
         parts = target.parts
-        return "/".join(parts[parts.index("zoneinfo") + 1:])
+        return "/".join(parts[parts.index("zoneinfo") + 1 :])
     return None
 
 
@@ -105,10 +117,17 @@ class TurnInstructions:
         zone = self.zone_name or str(getattr(self.timezone, "key", "") or "") or local_zone_name()
         hour12 = now.hour % 12 or 12
         return template.format(
-            weekday=self.weekdays[now.weekday()], day=now.day, month=now.month, month_name=MONTHS_EN[now.month - 1],
-            year=now.year, time24=f"{now.hour:02d}:{now.minute:02d}",
-            time12=f"{hour12}:{now.minute:02d} {'AM' if now.hour < 12 else 'PM'}", zone=zone)
+            weekday=self.weekdays[now.weekday()],
+            day=now.day,
+            month=now.month,
+            month_name=MONTHS_EN[now.month - 1],
+            year=now.year,
+            time24=f"{now.hour:02d}:{now.minute:02d}",
+            time12=f"{hour12}:{now.minute:02d} {'AM' if now.hour < 12 else 'PM'}",
+            zone=zone,
+        )
 
     def __call__(self) -> str:
-        return "\n\n".join(part for part in (self.base.strip(), self.format_clock(self.clock_note), self.limits)
-                           if part)
+        return "\n\n".join(
+            part for part in (self.base.strip(), self.format_clock(self.clock_note), self.limits) if part
+        )

@@ -94,8 +94,10 @@ class TextToolAgentProvider(AgentProvider):
                 return
             # The model's request ids are unique within one reply only; the session's record
             # needs ids unique across turns, while the results must echo the model's own.
-            runs = [replace(r, call_id=self.executor.new_call_id(self.protocol.name), errors=list(r.errors))
-                    for r in requests]
+            runs = [
+                replace(r, call_id=self.executor.new_call_id(self.protocol.name), errors=list(r.errors))
+                for r in requests
+            ]
             for run in runs:
                 yield AgentToolCall(run.call_id, run.tool_name, json.dumps(run.arguments, ensure_ascii=False))
             results = await self._run(runs)

@@ -22,10 +22,12 @@ from functools import cache
 from importlib.util import find_spec
 from pathlib import Path
 
-TOOL_MODELS_HINT = ("set agent.model_path to a GGUF whose chat template takes tools (Qwen 2.5/3, Llama 3.x, "
-                    "SmolLM2-1.7B, Hermes), or use agent.provider litellm with a model that calls functions "
-                    "(openai/gpt-4o-mini, deepseek/deepseek-chat, ollama_chat/qwen2.5), or a text tool protocol "
-                    "(agent.tool_protocol: vcp or xml)")
+TOOL_MODELS_HINT = (
+    "set agent.model_path to a GGUF whose chat template takes tools (Qwen 2.5/3, Llama 3.x, "
+    "SmolLM2-1.7B, Hermes), or use agent.provider litellm with a model that calls functions "
+    "(openai/gpt-4o-mini, deepseek/deepseek-chat, ollama_chat/qwen2.5), or a text tool protocol "
+    "(agent.tool_protocol: vcp or xml)"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,7 +81,7 @@ def _read_string(data: mmap.mmap, offset: int) -> tuple[str, int]:
     start = offset + 8
     if start + length > len(data):
         raise GGUFError("truncated GGUF metadata")
-    return data[start:start + length].decode("utf-8", errors="replace"), start + length
+    return data[start : start + length].decode("utf-8", errors="replace"), start + length
 
 
 def _skip_value(data: mmap.mmap, offset: int, kind: int) -> int:

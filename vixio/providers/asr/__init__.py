@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from vixio.providers.asr.base import ASRError, ASRProvider
 from vixio.providers.asr.faster_whisper import FasterWhisperASR
+from vixio.providers.asr.openai_compatible import OpenAICompatibleASR
 from vixio.providers.inference import (
     inference_executor,
     run_inference,
     shutdown_inference_executor,
 )
-from vixio.providers.asr.openai_compatible import OpenAICompatibleASR
 
 __all__ = [
     "ASRError",

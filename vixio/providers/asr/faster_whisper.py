@@ -28,8 +28,8 @@ from loguru import logger
 
 from vixio.config.extras import install_hint
 from vixio.providers.asr.base import ASRError, ASRProvider, check_pcm
-from vixio.providers.inference import inference_workers, run_inference
 from vixio.providers.asr.whisper_models import resolve_whisper_model
+from vixio.providers.inference import inference_workers, run_inference
 
 WHISPER_SAMPLE_RATE = 16000
 """Whisper's feature extractor only takes 16 kHz audio."""

@@ -22,9 +22,9 @@ from typing import Any
 from loguru import logger
 
 from vixio.config.extras import install_hint
+from vixio.core.failure import describe_failure
 from vixio.patches import aiohttp as http_eager
 from vixio.providers.asr.base import ASRError, ASRProvider, check_pcm
-from vixio.core.failure import describe_failure
 from vixio.providers.prewarm import Warmth, head
 
 _EXTRA_HINT = install_hint("")  # aiohttp is a core dependency
@@ -41,8 +41,22 @@ def _aiohttp() -> ModuleType:
 
 def wav_header(pcm_bytes: int, sample_rate: int) -> bytes:
     """The 44-byte RIFF header of an int16 mono WAV holding `pcm_bytes` of samples."""
-    return struct.pack("<4sI4s4sIHHIIHH4sI", b"RIFF", 36 + pcm_bytes, b"WAVE", b"fmt ", 16, 1, 1,
-                       sample_rate, sample_rate * 2, 2, 16, b"data", pcm_bytes)
+    return struct.pack(
+        "<4sI4s4sIHHIIHH4sI",
+        b"RIFF",
+        36 + pcm_bytes,
+        b"WAVE",
+        b"fmt ",
+        16,
+        1,
+        1,
+        sample_rate,
+        sample_rate * 2,
+        2,
+        16,
+        b"data",
+        pcm_bytes,
+    )
 
 
 def pcm_to_wav(pcm: bytes, sample_rate: int) -> bytes:
@@ -55,10 +69,17 @@ def upload_form(pcm: bytes, sample_rate: int, fields: dict[str, str]) -> tuple[b
     Content-Type. Built in one piece: aiohttp's FormData writes each part separately, a dozen
     socket writes per utterance where this is one."""
     boundary = secrets.token_hex(16)
-    head = (f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="utterance.wav"\r\n'
-            f"Content-Type: audio/wav\r\n\r\n").encode()
-    tail = "".join(f'\r\n--{boundary}\r\nContent-Disposition: form-data; name="{name}"\r\n\r\n{value}'
-                   for name, value in fields.items()) + f"\r\n--{boundary}--\r\n"
+    head = (
+        f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="utterance.wav"\r\n'
+        f"Content-Type: audio/wav\r\n\r\n"
+    ).encode()
+    tail = (
+        "".join(
+            f'\r\n--{boundary}\r\nContent-Disposition: form-data; name="{name}"\r\n\r\n{value}'
+            for name, value in fields.items()
+        )
+        + f"\r\n--{boundary}--\r\n"
+    )
     body = b"".join((head, wav_header(len(pcm), sample_rate), pcm, tail.encode()))
     return body, f"multipart/form-data; boundary={boundary}"
 
@@ -129,8 +150,12 @@ class OpenAICompatibleASR(ASRProvider):
                 # Bytes, decoded leniently: a proxy's binary error page must still make a message.
                 body = (await response.read()).decode("utf-8", "replace")
                 if response.status >= 400:
-                    cause = describe_failure(self.url, status=response.status, detail=repr(body[:_BODY_EXCERPT]),
-                                             missing_key=self._missing_key)
+                    cause = describe_failure(
+                        self.url,
+                        status=response.status,
+                        detail=repr(body[:_BODY_EXCERPT]),
+                        missing_key=self._missing_key,
+                    )
                     raise ASRError(f"{self.name}: POST {self.url} (model {self.model!r}) returned {cause}")
                 try:
                     payload = json.loads(body)

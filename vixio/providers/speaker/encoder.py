@@ -43,7 +43,7 @@ def bundled_weights() -> Path | None:
     return path if path.exists() else None
 
 
-def _slaney_mel(hz: np.ndarray) -> np.ndarray:
+def _slaney_mel(hz: np.ndarray | float) -> np.ndarray:
     hz = np.asarray(hz, dtype=np.float64)
     mel = hz / (200.0 / 3)
     log_part = hz >= 1000.0
@@ -77,7 +77,8 @@ def mel_frames(wav: np.ndarray) -> np.ndarray:
     padded = np.pad(wav.astype(np.float32), N_FFT // 2)
     count = 1 + (len(padded) - N_FFT) // HOP
     frames = np.lib.stride_tricks.as_strided(
-        padded, shape=(count, N_FFT), strides=(padded.strides[0] * HOP, padded.strides[0]))
+        padded, shape=(count, N_FFT), strides=(padded.strides[0] * HOP, padded.strides[0])
+    )
     power = np.abs(np.fft.rfft(frames * _WINDOW, axis=1)) ** 2
     return (power.astype(np.float32) @ _FILTERS.T).astype(np.float32)
 
@@ -110,8 +111,14 @@ def _graph(state: dict[str, np.ndarray]) -> bytes:
     layers = sum(1 for key in state if key.startswith("lstm.weight_ih_l"))
     hidden = state["lstm.weight_hh_l0"].shape[1]
     # PyTorch stacks the gates i, f, g, o; ONNX wants i, o, f, c.
-    order = np.concatenate([np.arange(0, hidden), np.arange(3 * hidden, 4 * hidden),
-                            np.arange(hidden, 2 * hidden), np.arange(2 * hidden, 3 * hidden)])
+    order = np.concatenate(
+        [
+            np.arange(0, hidden),
+            np.arange(3 * hidden, 4 * hidden),
+            np.arange(hidden, 2 * hidden),
+            np.arange(2 * hidden, 3 * hidden),
+        ]
+    )
     inits, nodes = [], [helper.make_node("Transpose", ["mels"], ["x0"], perm=[1, 0, 2])]
     for layer in range(layers):
         w = state[f"lstm.weight_ih_l{layer}"][order][None]
@@ -119,25 +126,38 @@ def _graph(state: dict[str, np.ndarray]) -> bytes:
         b = np.concatenate([state[f"lstm.bias_ih_l{layer}"][order], state[f"lstm.bias_hh_l{layer}"][order]])[None]
         for name, value in (("W", w), ("R", r), ("B", b)):
             inits.append(numpy_helper.from_array(value.astype(np.float32), f"{name}{layer}"))
-        nodes.append(helper.make_node("LSTM", [f"x{layer}", f"W{layer}", f"R{layer}", f"B{layer}"],
-                                      [f"y{layer}", f"h{layer}"], hidden_size=hidden))
+        nodes.append(
+            helper.make_node(
+                "LSTM",
+                [f"x{layer}", f"W{layer}", f"R{layer}", f"B{layer}"],
+                [f"y{layer}", f"h{layer}"],
+                hidden_size=hidden,
+            )
+        )
         if layer + 1 < layers:
             nodes.append(helper.make_node("Squeeze", [f"y{layer}", "axis1"], [f"x{layer + 1}"]))
-    inits += [numpy_helper.from_array(np.array([1], dtype=np.int64), "axis1"),
-              numpy_helper.from_array(np.array([0], dtype=np.int64), "axis0"),
-              numpy_helper.from_array(state["linear.weight"].T.astype(np.float32).copy(), "LW"),
-              numpy_helper.from_array(state["linear.bias"].astype(np.float32), "LB")]
+    inits += [
+        numpy_helper.from_array(np.array([1], dtype=np.int64), "axis1"),
+        numpy_helper.from_array(np.array([0], dtype=np.int64), "axis0"),
+        numpy_helper.from_array(state["linear.weight"].T.astype(np.float32).copy(), "LW"),
+        numpy_helper.from_array(state["linear.bias"].astype(np.float32), "LB"),
+    ]
     last = layers - 1
-    nodes += [helper.make_node("Squeeze", [f"h{last}", "axis0"], ["hidden"]),
-              helper.make_node("MatMul", ["hidden", "LW"], ["projected"]),
-              helper.make_node("Add", ["projected", "LB"], ["biased"]),
-              helper.make_node("Relu", ["biased"], ["raw"]),
-              helper.make_node("LpNormalization", ["raw"], ["embedding"], axis=1, p=2)]
+    nodes += [
+        helper.make_node("Squeeze", [f"h{last}", "axis0"], ["hidden"]),
+        helper.make_node("MatMul", ["hidden", "LW"], ["projected"]),
+        helper.make_node("Add", ["projected", "LB"], ["biased"]),
+        helper.make_node("Relu", ["biased"], ["raw"]),
+        helper.make_node("LpNormalization", ["raw"], ["embedding"], axis=1, p=2),
+    ]
     dim = state["linear.weight"].shape[0]
     graph = helper.make_graph(
-        nodes, "speaker_encoder",
+        nodes,
+        "speaker_encoder",
         [helper.make_tensor_value_info("mels", TensorProto.FLOAT, ["batch", "frames", N_MELS])],
-        [helper.make_tensor_value_info("embedding", TensorProto.FLOAT, ["batch", dim])], inits)
+        [helper.make_tensor_value_info("embedding", TensorProto.FLOAT, ["batch", dim])],
+        inits,
+    )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     onnx.checker.check_model(model)
     return model.SerializeToString()
@@ -150,13 +170,17 @@ class SpeakerEncoder:
         try:
             import onnxruntime
         except ImportError as exc:
-            raise ImportError("speaker identification needs onnxruntime and onnx: pip install 'vixio[speaker]'") from exc
+            raise ImportError(
+                "speaker identification needs onnxruntime and onnx: pip install 'vixio[speaker]'"
+            ) from exc
         self.source = str(model)
         if str(model) == "resemblyzer":
             path = bundled_weights()
             if path is None:
-                raise FileNotFoundError("speakers.model 'resemblyzer' needs Resemblyzer's weights: "
-                                        "pip install --no-deps resemblyzer==0.1.4 (the file only; its torch is not used)")
+                raise FileNotFoundError(
+                    "speakers.model 'resemblyzer' needs Resemblyzer's weights: "
+                    "pip install --no-deps resemblyzer==0.1.4 (the file only; its torch is not used)"
+                )
         else:
             path = Path(model)
             if not path.exists():
@@ -184,7 +208,7 @@ class SpeakerEncoder:
         if len(wav) < need:
             wav = np.pad(wav, (0, need - len(wav)))
         mels = mel_frames(wav)
-        batch = np.stack([mels[start:start + PARTIAL_FRAMES] for start in starts])
+        batch = np.stack([mels[start : start + PARTIAL_FRAMES] for start in starts])
         (partials,) = self._session.run(["embedding"], {"mels": batch})
         mean = partials.mean(axis=0)
         return (mean / max(float(np.linalg.norm(mean)), 1e-9)).astype(np.float32)

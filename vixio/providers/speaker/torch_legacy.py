@@ -19,8 +19,13 @@ from typing import Any
 import numpy as np
 
 _MAGIC = 0x1950A86A20F9469CFC6C
-_DTYPES = {"FloatStorage": np.float32, "DoubleStorage": np.float64, "LongStorage": np.int64,
-           "IntStorage": np.int32, "HalfStorage": np.float16}
+_DTYPES = {
+    "FloatStorage": np.float32,
+    "DoubleStorage": np.float64,
+    "LongStorage": np.int64,
+    "IntStorage": np.int32,
+    "HalfStorage": np.float16,
+}
 
 
 class _StorageType:
@@ -101,7 +106,8 @@ def _resolve(value: Any, storages: dict[str, np.ndarray]) -> Any:
         flat = storages[value.storage[1]]
         itemsize = flat.dtype.itemsize
         return np.lib.stride_tricks.as_strided(
-            flat[value.offset:], shape=value.size, strides=tuple(s * itemsize for s in value.stride)).copy()
+            flat[value.offset :], shape=value.size, strides=tuple(s * itemsize for s in value.stride)
+        ).copy()
     if isinstance(value, dict):
         return type(value)((key, _resolve(item, storages)) for key, item in value.items())
     if isinstance(value, list):

@@ -20,8 +20,10 @@ def call_result(result: Any) -> ToolCallResult:
     short placeholders, structured content as JSON when there is no text; `isError` fails."""
     blocks = list(result.content or [])
     parts = [_block_text(block) for block in blocks]
-    has_text = any(getattr(block, "type", "") == "text" or getattr(getattr(block, "resource", None), "text", None)
-                   for block in blocks)
+    has_text = any(
+        getattr(block, "type", "") == "text" or getattr(getattr(block, "resource", None), "text", None)
+        for block in blocks
+    )
     structured = model_field(result, "structured_content", "structuredContent")
     if structured is not None and not has_text:
         parts.append(json.dumps(structured, ensure_ascii=False, separators=(",", ":"), default=str))
@@ -44,7 +46,11 @@ def _block_text(block: Any) -> str:
     if kind == "resource":
         resource = block.resource
         text = getattr(resource, "text", None)
-        return text if text is not None else f"[resource {resource.uri} ({model_field(resource, 'mime_type', 'mimeType')})]"
+        return (
+            text
+            if text is not None
+            else f"[resource {resource.uri} ({model_field(resource, 'mime_type', 'mimeType')})]"
+        )
     return f"[{kind or 'unknown'} content]"
 
 

@@ -46,7 +46,6 @@ if TYPE_CHECKING:
     from agents.mcp import MCPServer
 
 
-
 def source_key(server_name: str) -> str:
     """The `ToolSet` source key of a server's tools."""
     return f"mcp:{server_name}"
@@ -105,9 +104,14 @@ class McpServerTools:
                 except BaseException:
                     await self._shutdown()
                     raise
-                self._log.info("MCP server {} ({}) ready in {:.0f} ms with {} tools: {}", self.name, self.target,
-                               (time.perf_counter() - started) * 1000, len(self.tools),
-                               ", ".join(t.name for t in self.tools) or "none")
+                self._log.info(
+                    "MCP server {} ({}) ready in {:.0f} ms with {} tools: {}",
+                    self.name,
+                    self.target,
+                    (time.perf_counter() - started) * 1000,
+                    len(self.tools),
+                    ", ".join(t.name for t in self.tools) or "none",
+                )
 
     async def list_tools(self) -> list[ToolDefinition]:
         """Fetch the server's tools; returns (and keeps in `tools`) the ones the config offers."""
@@ -208,8 +212,13 @@ class McpServerTools:
         for key, patterns in (("tools", self.config.tools or []), ("exclude", self.config.exclude)):
             unmatched = [p for p in patterns if not any(fnmatchcase(name, p) for name in names)]
             if unmatched:
-                self._log.warning("MCP server {}: {} entries {} match none of its tools ({})", self.name, key,
-                                  unmatched, ", ".join(names) or "none")
+                self._log.warning(
+                    "MCP server {}: {} entries {} match none of its tools ({})",
+                    self.name,
+                    key,
+                    unmatched,
+                    ", ".join(names) or "none",
+                )
 
     def _definition(self, tool: Any) -> ToolDefinition:
         schema = model_field(tool, "input_schema", "inputSchema")
@@ -274,8 +283,12 @@ class McpServerTools:
 class McpSessionServers:
     """The session-scoped servers of one device session: fresh connections, closed with it."""
 
-    def __init__(self, session_id: str, configs: Mapping[str, McpServerConfig],
-                 on_close: Callable[[McpSessionServers], None] | None = None) -> None:
+    def __init__(
+        self,
+        session_id: str,
+        configs: Mapping[str, McpServerConfig],
+        on_close: Callable[[McpSessionServers], None] | None = None,
+    ) -> None:
         self.session_id = session_id
         self.configs = dict(configs)
         self.servers: dict[str, McpServerTools] = {}
@@ -342,8 +355,11 @@ class McpServerPool:
         await asyncio.gather(*closing, return_exceptions=True)
 
 
-async def connect_all(configs: Mapping[str, McpServerConfig], *, session_id: str = "",
-                      ) -> tuple[dict[str, McpServerTools], dict[str, str]]:
+async def connect_all(
+    configs: Mapping[str, McpServerConfig],
+    *,
+    session_id: str = "",
+) -> tuple[dict[str, McpServerTools], dict[str, str]]:
     """Connect servers concurrently: (connected by name, failures by name). When cancelled,
     the ones that did connect are closed again."""
     servers = {name: McpServerTools(name, config, session_id=session_id) for name, config in configs.items()}
@@ -356,8 +372,9 @@ async def connect_all(configs: Mapping[str, McpServerConfig], *, session_id: str
         except Exception as exc:  # one server's failure, whatever it is, must not stop the others
             reason = str(exc) if isinstance(exc, McpServerError) else describe_error(exc)
             failures[server.name] = f"{server.target}: {reason}"
-            log.error("MCP server {} ({}) failed to start: {}; its tools are not offered", server.name,
-                      server.target, reason)
+            log.error(
+                "MCP server {} ({}) failed to start: {}; its tools are not offered", server.name, server.target, reason
+            )
 
     try:
         async with asyncio.TaskGroup() as group:

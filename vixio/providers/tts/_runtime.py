@@ -79,9 +79,7 @@ def _next_or_done(chunks: Iterator[T]) -> T | object:
     return next(chunks, _DONE)
 
 
-async def stream_blocking(
-    chunks: Iterator[bytes], cancel: threading.Event | None = None
-) -> AsyncIterator[bytes]:
+async def stream_blocking(chunks: Iterator[bytes], cancel: threading.Event | None = None) -> AsyncIterator[bytes]:
     """Drive a blocking iterator on the TTS pool, one `next()` per task, and yield its items.
 
     The next item is computed while the consumer handles the current one (one step of

@@ -101,8 +101,13 @@ class EdgeTTS(TTSProvider):
         import aiohttp
 
         communicate = edge_tts.Communicate(
-            text, self.voice, rate=self.rate, pitch=self.pitch, volume=self.volume,
-            connect_timeout=self.timeout, receive_timeout=self.timeout,
+            text,
+            self.voice,
+            rate=self.rate,
+            pitch=self.pitch,
+            volume=self.volume,
+            connect_timeout=self.timeout,
+            receive_timeout=self.timeout,
         )
         decoder = Mp3StreamDecoder(self.sample_rate)
         started = time.perf_counter()
@@ -131,5 +136,6 @@ class EdgeTTS(TTSProvider):
             raise TTSError(f"edge: the service stalled for more than {self.timeout} s") from exc
         finally:
             await stream.aclose()
-        logger.debug("edge: {:.2f} s of audio, first after {:.0f} ms", total / 2 / self.sample_rate,
-                     (first or 0.0) * 1000)
+        logger.debug(
+            "edge: {:.2f} s of audio, first after {:.0f} ms", total / 2 / self.sample_rate, (first or 0.0) * 1000
+        )

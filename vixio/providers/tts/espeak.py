@@ -86,9 +86,7 @@ class _Engine:
         sink: list[bytes] = []
         self._sink, self._cancel = sink, cancel
         try:
-            status = self._lib.espeak_Synth(
-                data, len(data), 0, _POS_CHARACTER, 0, _CHARS_UTF8 | _ENDPAUSE, None, None
-            )
+            status = self._lib.espeak_Synth(data, len(data), 0, _POS_CHARACTER, 0, _CHARS_UTF8 | _ENDPAUSE, None, None)
         finally:
             self._sink, self._cancel = None, None
         if status != _EE_OK and not cancel.is_set():

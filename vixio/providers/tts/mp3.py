@@ -21,7 +21,9 @@ class Mp3StreamDecoder:
         try:
             import av
         except ImportError as exc:
-            raise ImportError(f"MP3 decoding needs PyAV ({exc}); vixio[edge] extra: pip install -e '.[edge]' in the vixio checkout") from exc
+            raise ImportError(
+                f"MP3 decoding needs PyAV ({exc}); vixio[edge] extra: pip install -e '.[edge]' in the vixio checkout"
+            ) from exc
         self.sample_rate = sample_rate
         self._codec: Any = av.CodecContext.create("mp3", "r")
         self._resampler: Any = av.AudioResampler(format="s16", layout="mono", rate=sample_rate)

@@ -19,8 +19,8 @@ import numpy as np
 from loguru import logger
 
 from vixio.config.extras import install_hint
-from vixio.patches import aiohttp as http_eager
 from vixio.core.failure import describe_failure
+from vixio.patches import aiohttp as http_eager
 from vixio.providers.prewarm import Warmth, head
 from vixio.providers.tts.base import TTSError, TTSProvider
 
@@ -117,13 +117,11 @@ class _WavStreamParser:
         tag, channels, rate, _, _, bits = struct.unpack_from("<HHIIHH", fmt)
         if tag not in (_WAVE_FORMAT_PCM, _WAVE_FORMAT_EXTENSIBLE) or bits != 16 or channels < 1:
             raise TTSError(
-                f"{self._name}: WAV is format {tag}, {bits}-bit, {channels} channel(s); "
-                "expected 16-bit integer PCM"
+                f"{self._name}: WAV is format {tag}, {bits}-bit, {channels} channel(s); expected 16-bit integer PCM"
             )
         if rate != self._expected_rate:
             raise TTSError(
-                f"{self._name}: WAV is {rate} Hz but sample_rate is {self._expected_rate}; "
-                f"set sample_rate={rate}"
+                f"{self._name}: WAV is {rate} Hz but sample_rate is {self._expected_rate}; set sample_rate={rate}"
             )
         return channels
 
@@ -149,8 +147,10 @@ def check_pcm_start(name: str, pcm: bytes) -> None:
     rms = float(np.sqrt(np.mean(samples**2)))
     crossings = float(np.mean(np.signbit(samples[1:]) != np.signbit(samples[:-1])))
     if rms > 10000 and crossings > 0.35:
-        raise TTSError(f"{name}: the audio is noise, not speech (RMS {rms:.0f}, zero-crossing rate "
-                       f"{crossings:.2f}); the server sent garbage or a format other than int16 PCM")
+        raise TTSError(
+            f"{name}: the audio is noise, not speech (RMS {rms:.0f}, zero-crossing rate "
+            f"{crossings:.2f}); the server sent garbage or a format other than int16 PCM"
+        )
 
 
 class _PcmProbe:
@@ -239,8 +239,13 @@ class OpenAICompatibleTTS(TTSProvider):
             await self.initialize()
         assert self._session is not None
         aiohttp = _aiohttp()
-        payload = {**self.extra_body, "model": self.model, "input": text, "voice": self.voice,
-                   "response_format": self.response_format}
+        payload = {
+            **self.extra_body,
+            "model": self.model,
+            "input": text,
+            "voice": self.voice,
+            "response_format": self.response_format,
+        }
         decoder: _WavStreamParser | _PcmReframer = (
             _WavStreamParser(self.name, self.sample_rate) if self.response_format == "wav" else _PcmReframer(1)
         )
@@ -251,15 +256,21 @@ class OpenAICompatibleTTS(TTSProvider):
             async with self._session.post(self.url, json=payload) as response:
                 if response.status >= 400:
                     excerpt = (await response.content.read(_BODY_EXCERPT * 4)).decode("utf-8", "replace")
-                    cause = describe_failure(self.url, status=response.status, detail=repr(excerpt[:_BODY_EXCERPT]),
-                                             missing_key=self._missing_key)
-                    raise TTSError(f"{self.name}: POST {self.url} (model {self.model!r}, voice {self.voice!r}) "
-                                   f"returned {cause}")
+                    cause = describe_failure(
+                        self.url,
+                        status=response.status,
+                        detail=repr(excerpt[:_BODY_EXCERPT]),
+                        missing_key=self._missing_key,
+                    )
+                    raise TTSError(
+                        f"{self.name}: POST {self.url} (model {self.model!r}, voice {self.voice!r}) returned {cause}"
+                    )
                 content_type = response.content_type
                 if content_type.startswith(("text/", "application/json")):
                     excerpt = (await response.content.read(_BODY_EXCERPT * 4)).decode("utf-8", "replace")
-                    raise TTSError(f"{self.name}: POST {self.url} returned {content_type}, not audio: "
-                                   f"{excerpt[:_BODY_EXCERPT]!r}")
+                    raise TTSError(
+                        f"{self.name}: POST {self.url} returned {content_type}, not audio: {excerpt[:_BODY_EXCERPT]!r}"
+                    )
                 probe = _PcmProbe(self.name)
                 async for data in _with_end(response.content.iter_chunked(_READ_SIZE)):
                     pcm = probe.feed(decoder.feed(data), last=not data)

@@ -20,8 +20,8 @@ from typing import Any
 from loguru import logger
 
 from vixio.config.extras import install_hint
-from vixio.providers.onnx_arena import shrinking_session
 from vixio.providers.malloc_trim import trim_soon
+from vixio.providers.onnx_arena import shrinking_session
 from vixio.providers.onnx_external import external_weights_model
 from vixio.providers.tts._runtime import load_shared, stream_blocking
 from vixio.providers.tts.base import TTSError, TTSProvider
@@ -49,8 +49,10 @@ def _load_voice(model: Path, config: Path, use_cuda: bool) -> Any:
     started = time.perf_counter()
     # As PiperVoice.load, on a session that gives back what a long sentence's tensors took.
     providers = [("CUDAExecutionProvider", {"cudnn_conv_algo_search": "HEURISTIC"})] if use_cuda else None
-    voice = PiperVoice(session=shrinking_session(_shared_weights(model), providers),
-                       config=PiperConfig.from_dict(json.loads(config.read_text(encoding="utf-8"))))
+    voice = PiperVoice(
+        session=shrinking_session(_shared_weights(model), providers),
+        config=PiperConfig.from_dict(json.loads(config.read_text(encoding="utf-8"))),
+    )
     for _ in voice.synthesize(_WARMUP_TEXT):
         pass
     logger.info("piper voice {} loaded in {:.2f} s", model.name, time.perf_counter() - started)
@@ -62,8 +64,9 @@ def _shared_weights(model: Path) -> Path:
     try:
         return external_weights_model(model)
     except (OSError, ImportError) as exc:
-        logger.warning("piper: {} is loaded into this process's own memory, not shared between workers: {}",
-                       model.name, exc)
+        logger.warning(
+            "piper: {} is loaded into this process's own memory, not shared between workers: {}", model.name, exc
+        )
         return model
 
 

@@ -129,8 +129,9 @@ class _GraphBuilder:
 
     def dense(self, x: str, weight: np.ndarray, bias: np.ndarray, name: str) -> str:
         """ReLU(x · weight + bias)."""
-        return self.op("Relu", self.op("Add", self.op("MatMul", x, self.const(f"{name}_w", weight)),
-                                       self.const(f"{name}_b", bias)))
+        return self.op(
+            "Relu", self.op("Add", self.op("MatMul", x, self.const(f"{name}_w", weight)), self.const(f"{name}_b", bias))
+        )
 
 
 def _build(w: dict[str, np.ndarray]) -> bytes:
@@ -152,44 +153,67 @@ def _build(w: dict[str, np.ndarray]) -> bytes:
     # encoder.0: kernel 3, padding 1, stride 1 over 4 steps: each step sees steps t-1, t, t+1.
     steps = g.op("Pad", magnitude, g.ints(0, 1, 0, 0, 1, 0))  # [B, 6, 129]
     columns = g.op("Concat", *(g.op("Slice", steps, g.ints(k), g.ints(k + 4), time_axis) for k in range(3)), axis=2)
-    hidden = g.dense(columns, _conv_taps(w["encoder.0.reparam_conv.weight"], (0, 1, 2)),
-                     w["encoder.0.reparam_conv.bias"], "encoder0")  # [B, 4, 128]
+    hidden = g.dense(
+        columns, _conv_taps(w["encoder.0.reparam_conv.weight"], (0, 1, 2)), w["encoder.0.reparam_conv.bias"], "encoder0"
+    )  # [B, 4, 128]
     # encoder.1: stride 2 → 2 steps, seeing (pad, h0, h1) and (h1, h2, h3).
     steps = g.op("Pad", hidden, g.ints(0, 1, 0, 0, 0, 0))  # [B, 5, 128]
     taps = g.ints(-1, 1, 384)
-    columns = g.op("Concat", g.op("Reshape", g.op("Slice", steps, g.ints(0), g.ints(3), time_axis), taps),
-                   g.op("Reshape", g.op("Slice", steps, g.ints(2), g.ints(5), time_axis), taps), axis=1)
-    hidden = g.dense(columns, _conv_taps(w["encoder.1.reparam_conv.weight"], (0, 1, 2)),
-                     w["encoder.1.reparam_conv.bias"], "encoder1")  # [B, 2, 64]
+    columns = g.op(
+        "Concat",
+        g.op("Reshape", g.op("Slice", steps, g.ints(0), g.ints(3), time_axis), taps),
+        g.op("Reshape", g.op("Slice", steps, g.ints(2), g.ints(5), time_axis), taps),
+        axis=1,
+    )
+    hidden = g.dense(
+        columns, _conv_taps(w["encoder.1.reparam_conv.weight"], (0, 1, 2)), w["encoder.1.reparam_conv.bias"], "encoder1"
+    )  # [B, 2, 64]
     # encoder.2: stride 2 → 1 step seeing (pad, h0, h1): the padding tap multiplies zeros.
     hidden = g.op("Reshape", hidden, g.ints(-1, 128))
-    hidden = g.dense(hidden, _conv_taps(w["encoder.2.reparam_conv.weight"], (1, 2)),
-                     w["encoder.2.reparam_conv.bias"], "encoder2")  # [B, 64]
+    hidden = g.dense(
+        hidden, _conv_taps(w["encoder.2.reparam_conv.weight"], (1, 2)), w["encoder.2.reparam_conv.bias"], "encoder2"
+    )  # [B, 64]
     # encoder.3: stride 1 over 1 step: only the centre tap sees data.
-    hidden = g.dense(hidden, _conv_taps(w["encoder.3.reparam_conv.weight"], (1,)),
-                     w["encoder.3.reparam_conv.bias"], "encoder3")  # [B, 128]
+    hidden = g.dense(
+        hidden, _conv_taps(w["encoder.3.reparam_conv.weight"], (1,)), w["encoder.3.reparam_conv.bias"], "encoder3"
+    )  # [B, 128]
     # LSTM cell on state (h, c), PyTorch gate order i, f, g, o.
     h = g.op("Squeeze", g.op("Slice", "state", g.ints(0), g.ints(1), g.ints(0)), g.ints(0))
     c = g.op("Squeeze", g.op("Slice", "state", g.ints(1), g.ints(2), g.ints(0)), g.ints(0))
     gate_weights = np.concatenate([w["decoder.rnn.weight_ih"].T, w["decoder.rnn.weight_hh"].T], axis=0)
-    gates = g.op("Add", g.op("MatMul", g.op("Concat", hidden, h, axis=1), g.const("lstm_w", gate_weights)),
-                 g.const("lstm_b", w["decoder.rnn.bias_ih"] + w["decoder.rnn.bias_hh"]))
+    gates = g.op(
+        "Add",
+        g.op("MatMul", g.op("Concat", hidden, h, axis=1), g.const("lstm_w", gate_weights)),
+        g.const("lstm_b", w["decoder.rnn.bias_ih"] + w["decoder.rnn.bias_hh"]),
+    )
     gate_in, gate_forget, gate_cell, gate_out = g.op("Split", gates, g.ints(128, 128, 128, 128), outputs=4, axis=1)
-    c_next = g.op("Add", g.op("Mul", g.op("Sigmoid", gate_forget), c),
-                  g.op("Mul", g.op("Sigmoid", gate_in), g.op("Tanh", gate_cell)))
+    c_next = g.op(
+        "Add",
+        g.op("Mul", g.op("Sigmoid", gate_forget), c),
+        g.op("Mul", g.op("Sigmoid", gate_in), g.op("Tanh", gate_cell)),
+    )
     h_next = g.op("Mul", g.op("Sigmoid", gate_out), g.op("Tanh", c_next))
-    g.op("Concat", g.op("Unsqueeze", h_next, g.ints(0)), g.op("Unsqueeze", c_next, g.ints(0)), outputs=["stateN"], axis=0)
-    logit = g.op("Add", g.op("MatMul", g.op("Relu", h_next), g.const("decoder_w", w["decoder.decoder.2.weight"][:, :, 0].T)),
-                 g.const("decoder_b", w["decoder.decoder.2.bias"]))
+    g.op(
+        "Concat", g.op("Unsqueeze", h_next, g.ints(0)), g.op("Unsqueeze", c_next, g.ints(0)), outputs=["stateN"], axis=0
+    )
+    logit = g.op(
+        "Add",
+        g.op("MatMul", g.op("Relu", h_next), g.const("decoder_w", w["decoder.decoder.2.weight"][:, :, 0].T)),
+        g.const("decoder_b", w["decoder.decoder.2.bias"]),
+    )
     g.op("Sigmoid", logit, outputs=["output"])
     graph = helper.make_graph(
-        g.nodes, "silero_vad_16k_batched",
-        [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["batch", CONTEXT + WINDOW]),
-         helper.make_tensor_value_info("state", TensorProto.FLOAT, [2, "batch", 128])],
-        [helper.make_tensor_value_info("output", TensorProto.FLOAT, ["batch", 1]),
-         helper.make_tensor_value_info("stateN", TensorProto.FLOAT, [2, "batch", 128])],
+        g.nodes,
+        "silero_vad_16k_batched",
+        [
+            helper.make_tensor_value_info("input", TensorProto.FLOAT, ["batch", CONTEXT + WINDOW]),
+            helper.make_tensor_value_info("state", TensorProto.FLOAT, [2, "batch", 128]),
+        ],
+        [
+            helper.make_tensor_value_info("output", TensorProto.FLOAT, ["batch", 1]),
+            helper.make_tensor_value_info("stateN", TensorProto.FLOAT, [2, "batch", 128]),
+        ],
         g.initializers,
     )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8,
-                              producer_name="vixio")
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8, producer_name="vixio")
     return model.SerializeToString()

@@ -166,12 +166,18 @@ def probe_difference(reference: SileroModel, candidate: SileroModel, *, windows:
     streams: quiet noise, tones rising out of noise, loud noise), window by window from zero state."""
     rng = np.random.default_rng(16000)
     time_axis = np.arange(windows * 512) / 16000
-    streams = np.stack([
-        rng.standard_normal(time_axis.size) * 0.002,
-        np.sin(2 * np.pi * 220 * time_axis * (1 + time_axis)) * np.minimum(1.0, time_axis) * 0.3
-        + rng.standard_normal(time_axis.size) * 0.01,
-        rng.standard_normal(time_axis.size) * 0.3,
-    ]).astype(np.float32).reshape(3, windows, 512)
+    streams = (
+        np.stack(
+            [
+                rng.standard_normal(time_axis.size) * 0.002,
+                np.sin(2 * np.pi * 220 * time_axis * (1 + time_axis)) * np.minimum(1.0, time_axis) * 0.3
+                + rng.standard_normal(time_axis.size) * 0.01,
+                rng.standard_normal(time_axis.size) * 0.3,
+            ]
+        )
+        .astype(np.float32)
+        .reshape(3, windows, 512)
+    )
     states = [np.zeros((2, 3, 128), dtype=np.float32) for _ in range(2)]
     context = np.zeros((3, 64), dtype=np.float32)
     worst = 0.0
@@ -192,8 +198,12 @@ def _batcher(model: SileroModel) -> BatchWorker[tuple[SileroOnnxStream, np.ndarr
         worker = _BATCHERS.get(id(model))
         if worker is None:
             worker = _BATCHERS[id(model)] = BatchWorker(
-                functools.partial(_score_batch, model), name=_BATCHER_NAME, linger=_LINGER, target=_TARGET_BATCH,
-                nice=_BATCHER_NICE)
+                functools.partial(_score_batch, model),
+                name=_BATCHER_NAME,
+                linger=_LINGER,
+                target=_TARGET_BATCH,
+                nice=_BATCHER_NICE,
+            )
         return worker
 
 
@@ -211,8 +221,10 @@ def _score_batch(model: SileroModel, jobs: Sequence[tuple[SileroOnnxStream, np.n
         entry = sequences.setdefault(id(stream), (stream, [], []))
         entry[1].append(windows)
         entry[2].append(index)
-    rows = sorted(((sum(len(w) for w in windows), stream, windows, indexes)
-                   for stream, windows, indexes in sequences.values()), key=lambda row: -row[0])
+    rows = sorted(
+        ((sum(len(w) for w in windows), stream, windows, indexes) for stream, windows, indexes in sequences.values()),
+        key=lambda row: -row[0],
+    )
     lengths = [length for length, _, _, _ in rows]
     first = rows[0][1]
     context, width = first._context, first.window_samples
@@ -304,8 +316,9 @@ class SileroOnnxVAD(VADProvider):
 
     name = "silero-onnx"
 
-    def __init__(self, sample_rate: int = 16000, *, model_path: str | Path | None = None,
-                 rebuild_graph: bool = True) -> None:
+    def __init__(
+        self, sample_rate: int = 16000, *, model_path: str | Path | None = None, rebuild_graph: bool = True
+    ) -> None:
         """Load (or reuse) the process-wide model; `model_path` overrides the packaged model;
         `rebuild_graph=False` runs the file's graph as published (see silero_graph)."""
         if sample_rate not in _WINDOW_SAMPLES:

@@ -22,8 +22,15 @@ from vixio.providers.agent.base import AgentEvent, AgentTextDelta
 class HeldReply:
     """One preemptive attempt: the model's events on `text`, buffered until adopted or cancelled."""
 
-    def __init__(self, text: str, events: AsyncIterator[AgentEvent], *, history_before: list[dict[str, Any]],
-                 turn_id: int = 0, name: str = "vixio-held-reply") -> None:
+    def __init__(
+        self,
+        text: str,
+        events: AsyncIterator[AgentEvent],
+        *,
+        history_before: list[dict[str, Any]],
+        turn_id: int = 0,
+        name: str = "vixio-held-reply",
+    ) -> None:
         self.text = text
         self.turn_id = turn_id
         """The model's input (the user's words, with any notes the turn adds)."""

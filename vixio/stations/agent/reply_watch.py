@@ -57,10 +57,12 @@ class ReplyTimeout(AgentError):
     def __init__(self, phase: Literal["first_token", "gap", "silence"], seconds: float, where: str) -> None:
         self.phase = phase
         self.seconds = seconds
-        what = {"first_token": "sent nothing", "gap": "stopped streaming",
-                "silence": "left the user in silence"}[phase]
-        key = {"first_token": "agent.first_token_timeout", "gap": "agent.token_gap_timeout",
-               "silence": "agent.silence_timeout"}[phase]
+        what = {"first_token": "sent nothing", "gap": "stopped streaming", "silence": "left the user in silence"}[phase]
+        key = {
+            "first_token": "agent.first_token_timeout",
+            "gap": "agent.token_gap_timeout",
+            "silence": "agent.silence_timeout",
+        }[phase]
         super().__init__(f"the language model at {where} {what} for {seconds:g} s ({key})")
 
 
@@ -72,8 +74,12 @@ FILLER = Filler()
 
 
 async def watch_reply(
-    events: AsyncIterator[AgentEvent], timeouts: ReplyTimeouts, *, where: str = "the agent",
-    audio_until: Callable[[], float] | None = None, on_pause: Callable[[], None] | None = None,
+    events: AsyncIterator[AgentEvent],
+    timeouts: ReplyTimeouts,
+    *,
+    where: str = "the agent",
+    audio_until: Callable[[], float] | None = None,
+    on_pause: Callable[[], None] | None = None,
 ) -> AsyncIterator[AgentEvent | Filler]:
     """Yield `events` as they come; raise `ReplyTimeout` when a limit passes (the stream is closed).
 
@@ -116,8 +122,11 @@ async def watch_reply(
         while True:
             limit = None if tools_running else (timeouts.first_token if first else timeouts.gap)
             deadline = None if limit is None else since + limit
-            filler_at = since + timeouts.filler_after if (filler_due and first and not tools_running
-                                                           and timeouts.filler_after is not None) else None
+            filler_at = (
+                since + timeouts.filler_after
+                if (filler_due and first and not tools_running and timeouts.filler_after is not None)
+                else None
+            )
             if filler_at is None and pending is None:
                 # The usual path: the event is awaited right here, one timer per limit and no
                 # extra task (each task hop is a loop iteration, and a busy loop's iterations are

@@ -29,8 +29,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from dataclasses import replace
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 from vixio.core.chunk import (
@@ -59,7 +59,6 @@ from vixio.providers.agent.base import (
 )
 from vixio.stations.agent.held_reply import HeldReply
 from vixio.stations.agent.reply_watch import Filler, ReplyTimeouts, watch_reply
-
 
 ANNOUNCE_WAIT = 120.0
 """Seconds a background result waits for the reply playing to end before it is spoken anyway."""
@@ -251,8 +250,13 @@ class AgentStation(Station):
         text = self._model_input(draft.text)
         if self.executor is not None:
             self.executor.hold()
-        self._held = HeldReply(text, self._held_events(text), history_before=self.provider.history,
-                               turn_id=draft.turn_id, name=f"vixio-{self.session_id}-held-reply")
+        self._held = HeldReply(
+            text,
+            self._held_events(text),
+            history_before=self.provider.history,
+            turn_id=draft.turn_id,
+            name=f"vixio-{self.session_id}-held-reply",
+        )
         self.session_state.metrics(draft.turn_id).remark("preemptive_start", self._held.started_at)
         self.logger.debug("preemptive turn on {!r}", draft.text)
 
@@ -317,8 +321,13 @@ class AgentStation(Station):
         timeouts = self.timeouts if self.filler else replace(self.timeouts, filler_after=None)
         where = str(getattr(self.provider, "where", type(self.provider).__name__))
         source = held.replay() if held is not None else self.provider.chat(text)
-        watched = watch_reply(source, timeouts, where=where,
-                              audio_until=lambda: state.audio_until, on_pause=lambda: self._say_unfinished(turn_id))
+        watched = watch_reply(
+            source,
+            timeouts,
+            where=where,
+            audio_until=lambda: state.audio_until,
+            on_pause=lambda: self._say_unfinished(turn_id),
+        )
         try:
             # aclosing: a cancelled turn closes the provider's stream now, before the interrupt
             # hooks run, so the provider settles its history before on_interrupt corrects it.

@@ -28,22 +28,69 @@ _FINAL = ".?!。？！"
 _TRAILING = " \t\n\"'”’）)」』"
 _WORD = re.compile(r"[A-Za-z']+$")
 
-HANGING_EN = frozenset("""
+HANGING_EN = frozenset(
+    """
 a an the my your its our their
 to of in at for with by into onto about than as via per
 and or but nor because if unless until while whether although though
 is are was were
 what's where's who's it's there's i'm you're we're they're i'd i'll
-""".split())
+""".split()
+)
 """English words after which an utterance goes on. Left out because requests end on them:
 particles of phrasal verbs (on, off, up, down, out: "turn the light on"), demonstratives ("what
 is this"), verbs and modals ("what should I do", "yes I can"), "from" ("where are you from"),
 "so", "please", "more", "no"."""
 
-HANGING_ZH = ("和", "跟", "与", "及", "或", "或者", "还是", "还有", "而且", "并且", "然后", "接着", "因为", "所以",
-              "但是", "可是", "不过", "如果", "要是", "虽然", "的话", "在", "把", "给", "被", "让", "从", "往", "向",
-              "比", "为了", "关于", "除了", "帮我", "我想", "我要", "请", "就是", "是", "的", "地",
-              "到", "调成", "设为", "设置为", "设置成", "改成")
+HANGING_ZH = (
+    "和",
+    "跟",
+    "与",
+    "及",
+    "或",
+    "或者",
+    "还是",
+    "还有",
+    "而且",
+    "并且",
+    "然后",
+    "接着",
+    "因为",
+    "所以",
+    "但是",
+    "可是",
+    "不过",
+    "如果",
+    "要是",
+    "虽然",
+    "的话",
+    "在",
+    "把",
+    "给",
+    "被",
+    "让",
+    "从",
+    "往",
+    "向",
+    "比",
+    "为了",
+    "关于",
+    "除了",
+    "帮我",
+    "我想",
+    "我要",
+    "请",
+    "就是",
+    "是",
+    "的",
+    "地",
+    "到",
+    "调成",
+    "设为",
+    "设置为",
+    "设置成",
+    "改成",
+)
 """Mandarin endings after which an utterance goes on (conjunctions, prepositions, structural 的,
 a verb waiting for its object)."""
 
@@ -51,8 +98,23 @@ _COUNTED_ZH = re.compile(r"(?<![来要])[一两几每哪][个首部本张只条�
 """A numeral and its classifier with the noun still to come ("放一首" … "周杰伦的歌"); after 来/要
 ("来一个") it is a whole request."""
 
-_COMPLETE_ZH = ("好的", "是的", "对的", "真的", "行的", "可以的", "没事的", "我的", "你的", "收到", "找到", "做到", "办到",
-                "迟到", "是")
+_COMPLETE_ZH = (
+    "好的",
+    "是的",
+    "对的",
+    "真的",
+    "行的",
+    "可以的",
+    "没事的",
+    "我的",
+    "你的",
+    "收到",
+    "找到",
+    "做到",
+    "办到",
+    "迟到",
+    "是",
+)
 """Endings that look hanging but are whole answers ("好的", "是的", "收到"); "是" alone is a yes."""
 
 

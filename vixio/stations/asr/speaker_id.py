@@ -63,8 +63,14 @@ def best_match(embedding: np.ndarray, prints: Mapping[str, np.ndarray], threshol
 class SpeakerIdentifier:
     """Identification for one session (cheap: the encoder is shared by the process)."""
 
-    def __init__(self, encoder: SpeakerEncoder, *, voiceprints: Callable[[], Awaitable[Mapping[str, np.ndarray]]],
-                 threshold: float, wait: float = 0.3) -> None:
+    def __init__(
+        self,
+        encoder: SpeakerEncoder,
+        *,
+        voiceprints: Callable[[], Awaitable[Mapping[str, np.ndarray]]],
+        threshold: float,
+        wait: float = 0.3,
+    ) -> None:
         self.encoder = encoder
         self.voiceprints = voiceprints
         """The device's voiceprints by person (read from the store once, then kept by the caller)."""
@@ -77,11 +83,13 @@ class SpeakerIdentifier:
             return None
         samples = np.frombuffer(pcm[: len(pcm) // 2 * 2], dtype="<i2")
         loop = asyncio.get_running_loop()
-        return PendingIdentification(loop.run_in_executor(_embed_pool(), self.encoder.embed, samples),
-                                     asyncio.ensure_future(self.voiceprints()))
+        return PendingIdentification(
+            loop.run_in_executor(_embed_pool(), self.encoder.embed, samples), asyncio.ensure_future(self.voiceprints())
+        )
 
-    async def settle(self, pending: PendingIdentification | None,
-                     previous: SpeakerMatch | None = None) -> SpeakerMatch | None:
+    async def settle(
+        self, pending: PendingIdentification | None, previous: SpeakerMatch | None = None
+    ) -> SpeakerMatch | None:
         """Who spoke, waiting at most `wait` seconds more. When it cannot be told (too short, too
         late), the `previous` turn's person carries over at similarity 0: a "yes" keeps the
         profile and memory of the conversation, but runs no `require_speaker` tool."""
@@ -98,8 +106,11 @@ class SpeakerIdentifier:
                 embedding = await asyncio.shield(pending.embedding)
                 prints = await asyncio.shield(pending.prints)
         except TimeoutError:
-            logger.warning("speaker identification not done {:.0f} ms after the transcript: an unknown voice "
-                           "this turn (the server is busy)", self.wait * 1000)
+            logger.warning(
+                "speaker identification not done {:.0f} ms after the transcript: an unknown voice "
+                "this turn (the server is busy)",
+                self.wait * 1000,
+            )
             return None
         except Exception as exc:  # a broken model file or an unreadable store: the turn goes on
             logger.opt(exception=exc).error("speaker identification failed: {}", exc)

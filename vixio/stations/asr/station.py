@@ -67,10 +67,19 @@ class _Draft:
 class ASRStation(Station):
     handles = (TurnStartChunk, AudioChunk, TurnEndChunk, VADPauseChunk, VADResumeChunk, TextChunk)
 
-    def __init__(self, provider: ASRProvider, *, language: str | None = None, max_seconds: float = 30.0,
-                 endpointing: EndpointRules | None = None, min_silence_ms: int = 500, max_drafts: int = 4,
-                 on_speech: Callable[[], None] | None = None, speaker: SpeakerIdentifier | None = None,
-                 name: str | None = None) -> None:
+    def __init__(
+        self,
+        provider: ASRProvider,
+        *,
+        language: str | None = None,
+        max_seconds: float = 30.0,
+        endpointing: EndpointRules | None = None,
+        min_silence_ms: int = 500,
+        max_drafts: int = 4,
+        on_speech: Callable[[], None] | None = None,
+        speaker: SpeakerIdentifier | None = None,
+        name: str | None = None,
+    ) -> None:
         super().__init__(name)
         self.provider = provider
         self.speaker = speaker
@@ -159,13 +168,19 @@ class ASRStation(Station):
             busy = self._busy(chunk.turn_id)
             seconds = len(pcm) / (2 * rate)
             if draft is not None:
-                self.logger.info("heard {:.1f} s, as transcribed at the pause {:.0f} ms earlier: {!r}", seconds,
-                                 (started - chunk.created_at) * 1000 + draft.seconds * 1000, text)
+                self.logger.info(
+                    "heard {:.1f} s, as transcribed at the pause {:.0f} ms earlier: {!r}",
+                    seconds,
+                    (started - chunk.created_at) * 1000 + draft.seconds * 1000,
+                    text,
+                )
             else:
-                self.logger.info("heard {:.1f} s in {:.0f} ms: {!r}", seconds, (time.monotonic() - started) * 1000,
-                                 text)
-            yield MetricsChunk(values={"asr_ms": (time.monotonic() - started) * 1000, "speech_seconds": seconds},
-                               source=self.name)
+                self.logger.info(
+                    "heard {:.1f} s in {:.0f} ms: {!r}", seconds, (time.monotonic() - started) * 1000, text
+                )
+            yield MetricsChunk(
+                values={"asr_ms": (time.monotonic() - started) * 1000, "speech_seconds": seconds}, source=self.name
+            )
             if text and busy:
                 # A new spoken turn while the last one still runs (e.g. waits for a device tool
                 # that never answers): cancel it, and this text starts the new turn.
@@ -189,8 +204,9 @@ class ASRStation(Station):
         pcm = b"".join(self._pcm)
         identification = self._identify(pcm, self._rate)
         try:
-            text = (await self.provider.transcribe(speech_span(pcm, self._rate), self._rate,
-                                                   language=self.language)).strip()
+            text = (
+                await self.provider.transcribe(speech_span(pcm, self._rate), self._rate, language=self.language)
+            ).strip()
         except Exception as exc:  # the turn's end transcribes again (and apologises if that fails)
             if isinstance(exc, ASRError):
                 count_provider_error("asr", exc)
@@ -209,8 +225,12 @@ class ASRStation(Station):
         if kind == "complete":
             endpoint = EndpointChunk(action="end", silence_start=chunk.silence_start, reason=reason)
         elif self.endpointing.hanging_silence_ms > self.min_silence_ms:
-            endpoint = EndpointChunk(action="extend", silence_start=chunk.silence_start,
-                                     silence_ms=self.endpointing.hanging_silence_ms, reason=reason)
+            endpoint = EndpointChunk(
+                action="extend",
+                silence_start=chunk.silence_start,
+                silence_ms=self.endpointing.hanging_silence_ms,
+                reason=reason,
+            )
         else:
             return
         metrics.notes["endpoint"] = f"{endpoint.action}: {reason}"
@@ -226,8 +246,10 @@ class ASRStation(Station):
         if failed_since is None or timeout is None:
             return (await self.provider.transcribe(pcm, rate, language=self.language)).strip()
         left = timeout - (time.monotonic() - failed_since)
-        given_up = (f"{self.provider.name}: no transcript within {timeout:g} s of the pause (asr.timeout); "
-                    f"at the pause: {failure}")
+        given_up = (
+            f"{self.provider.name}: no transcript within {timeout:g} s of the pause (asr.timeout); "
+            f"at the pause: {failure}"
+        )
         if left <= 0:
             raise ASRError(given_up)
         try:

@@ -26,7 +26,6 @@ from vixio.core.station import Station
 from vixio.core.tools.speech_filter import SpeechFilter
 from vixio.stations.sentences.text import find_sentence_end, leading_emotion, speakable, starts_with_pictograph
 
-
 OPEN_NUMBER = re.compile(r"\S*\d[\d:.,]*\s?$")
 """A number, time or amount the text ends in, which more digits may continue ("10:", "3.", "1,")."""
 
@@ -35,7 +34,7 @@ def split_open_number(text: str) -> tuple[str, str]:
     """`text` without the number it may still be writing at its end, and that number: spoken at
     a pause, "at 10:" then "56 PM" were heard 3.6 s apart as two sentences."""
     found = OPEN_NUMBER.search(text)
-    return (text[:found.start()], text[found.start():]) if found else (text, "")
+    return (text[: found.start()], text[found.start() :]) if found else (text, "")
 
 
 def _soft_break(text: str, limit: int) -> int:
@@ -52,8 +51,14 @@ class SentenceAggregatorStation(Station):
     handles = (TextDeltaChunk, StreamCompleteChunk, ErrorChunk)
     inline = True  # splits text, no awaits: runs in the agent's task
 
-    def __init__(self, *, first_clause_min_chars: int = 10, default_emotion: str = "happy",
-                 max_sentence_chars: int = 160, name: str | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        first_clause_min_chars: int = 10,
+        default_emotion: str = "happy",
+        max_sentence_chars: int = 160,
+        name: str | None = None,
+    ) -> None:
         super().__init__(name)
         self.max_sentence_chars = max_sentence_chars
         """A run-on "sentence" is cut at its last comma or space past this: the TTS must start."""
@@ -146,8 +151,9 @@ class SentenceAggregatorStation(Station):
         out: list[TextChunk] = []
         while True:
             searchable = self._buffer
-            end = find_sentence_end(searchable, allow_clause=self._sentences == 0,
-                                    min_clause_chars=self.first_clause_min_chars)
+            end = find_sentence_end(
+                searchable, allow_clause=self._sentences == 0, min_clause_chars=self.first_clause_min_chars
+            )
             if end < 0 and len(searchable) >= self.max_sentence_chars:
                 end = _soft_break(searchable, self.max_sentence_chars)
             if end < 0:

@@ -26,17 +26,48 @@ _BULLET = re.compile(r"^\s*(?:[-*+•]|\d+[.)])\s+", re.M)
 _EMPHASIS = re.compile(r"(\*\*|__|\*|_|~~)(?=\S)(.+?)(?<=\S)\1")
 _TABLE_RULE = re.compile(r"^\s*\|?\s*:?-{3,}.*$", re.M)
 _PICTOGRAPHS = re.compile(
-    "[\U0001F000-\U0001FAFF\U00002600-\U000027BF\U00002B00-\U00002BFF\U0001F1E6-\U0001F1FF\uFE0F\u200D\u20E3]"
+    "[\U0001f000-\U0001faff\U00002600-\U000027bf\U00002b00-\U00002bff\U0001f1e6-\U0001f1ff\ufe0f\u200d\u20e3]"
 )
 _SPACES = re.compile(r"\s+")
 
 EMOJI_EMOTIONS = {
-    "😀": "happy", "😃": "happy", "😄": "happy", "🙂": "happy", "😊": "happy", "☺": "happy",
-    "😁": "laughing", "😂": "laughing", "🤣": "laughing", "😆": "funny", "😜": "silly", "🤪": "silly",
-    "😢": "sad", "😞": "sad", "🙁": "sad", "😔": "sad", "😭": "crying", "😠": "angry", "😡": "angry",
-    "😍": "loving", "🥰": "loving", "❤": "loving", "😳": "embarrassed", "😮": "surprised", "😯": "surprised",
-    "😲": "shocked", "😱": "shocked", "🤔": "thinking", "😉": "winking", "😎": "cool", "😌": "relaxed",
-    "😋": "delicious", "😘": "kissy", "😏": "confident", "😴": "sleepy", "😕": "confused", "😐": "neutral",
+    "😀": "happy",
+    "😃": "happy",
+    "😄": "happy",
+    "🙂": "happy",
+    "😊": "happy",
+    "☺": "happy",
+    "😁": "laughing",
+    "😂": "laughing",
+    "🤣": "laughing",
+    "😆": "funny",
+    "😜": "silly",
+    "🤪": "silly",
+    "😢": "sad",
+    "😞": "sad",
+    "🙁": "sad",
+    "😔": "sad",
+    "😭": "crying",
+    "😠": "angry",
+    "😡": "angry",
+    "😍": "loving",
+    "🥰": "loving",
+    "❤": "loving",
+    "😳": "embarrassed",
+    "😮": "surprised",
+    "😯": "surprised",
+    "😲": "shocked",
+    "😱": "shocked",
+    "🤔": "thinking",
+    "😉": "winking",
+    "😎": "cool",
+    "😌": "relaxed",
+    "😋": "delicious",
+    "😘": "kissy",
+    "😏": "confident",
+    "😴": "sleepy",
+    "😕": "confused",
+    "😐": "neutral",
 }
 
 

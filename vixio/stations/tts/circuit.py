@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 from loguru import logger
 
@@ -28,10 +28,19 @@ from vixio.providers.tts.base import TTSError, TTSProvider
 class TTSCircuit:
     """A primary TTS, its optional offline fallback and whether the primary is down."""
 
-    def __init__(self, provider: TTSProvider, fallback: TTSProvider | None = None, *,
-                 first_audio_timeout: float | None = None, retry_after: float = 5.0,
-                 max_retry_after: float = 60.0, breaks: bool = True) -> None:
+    def __init__(
+        self,
+        provider: TTSProvider,
+        fallback: TTSProvider | None = None,
+        *,
+        first_audio_timeout: float | None = None,
+        retry_after: float = 5.0,
+        max_retry_after: float = 60.0,
+        breaks: bool = True,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.provider = provider
+        self._clock = clock  # tests pass a virtual loop's time: outages of seconds in no time
         self.fallback = fallback
         self.breaks = breaks
         """A failure opens the circuit. False for an offline engine without a fallback: its failures
@@ -63,29 +72,34 @@ class TTSCircuit:
         if self._down_since is None or not self.breaks:
             return True
         self._fallback_sentences += 1
-        if self._probe is None and time.monotonic() >= self._retry_at:
+        if self._probe is None and self._clock() >= self._retry_at:
             self.probes += 1
             self._probe = asyncio.create_task(self._run_probe(text), name="vixio-tts-probe")
         return False
 
     def attempt(self) -> float:
         """Mark the start of a request to the primary; pass the result to `failed`/`succeeded`."""
-        return time.monotonic()
+        return self._clock()
 
     def succeeded(self, started: float) -> None:
         """The primary spoke a sentence asked for at `started`."""
         if self._down_since is None or started < self._down_since:
             return  # a request older than the outage says nothing about now
-        down_for = time.monotonic() - self._down_since
+        down_for = self._clock() - self._down_since
         shown = "spoken by " + self.fallback.name if self.fallback is not None else "shown only"
-        logger.info("TTS ({}) is speaking again after {:.0f} s down ({} sentences {})", self.provider.name,
-                    down_for, self._fallback_sentences, shown)
+        logger.info(
+            "TTS ({}) is speaking again after {:.0f} s down ({} sentences {})",
+            self.provider.name,
+            down_for,
+            self._fallback_sentences,
+            shown,
+        )
         self._down_since = None
-        self._up_since = time.monotonic()
+        self._up_since = self._clock()
 
     def failed(self, started: float, cause: str) -> None:
         """The primary failed on a sentence asked for at `started` (`cause` says how)."""
-        now = time.monotonic()
+        now = self._clock()
         if self._down_since is not None:
             logger.debug("TTS ({}) still down: {}", self.provider.name, cause)
             return
@@ -97,8 +111,13 @@ class TTSCircuit:
         self._retry_at = now + self._pause
         self._fallback_sentences = 0
         if self.fallback is not None:
-            logger.warning("TTS is down: {}; the fallback ({}) speaks until it answers again (tried every {:g}-{:g} s)",
-                           cause, self.fallback.name, self.retry_after, self.max_retry_after)
+            logger.warning(
+                "TTS is down: {}; the fallback ({}) speaks until it answers again (tried every {:g}-{:g} s)",
+                cause,
+                self.fallback.name,
+                self.retry_after,
+                self.max_retry_after,
+            )
         else:
             logger.error("TTS is down: {}; replies are shown but not spoken until it answers again", cause)
 
@@ -108,8 +127,11 @@ class TTSCircuit:
             logger.debug("the fallback TTS still fails: {}", cause)
             return
         self._fallback_down = True
-        logger.error("the fallback TTS ({}) failed too, sentences are shown but not spoken: {}",
-                     self.fallback.name if self.fallback is not None else "", cause)
+        logger.error(
+            "the fallback TTS ({}) failed too, sentences are shown but not spoken: {}",
+            self.fallback.name if self.fallback is not None else "",
+            cause,
+        )
 
     def fallback_spoke(self) -> None:
         self._fallback_down = False
@@ -128,8 +150,9 @@ class TTSCircuit:
                     return
                 except TimeoutError:
                     if limiter.expired():
-                        raise TTSError(f"{self.provider.name}: no audio for {self.first_audio_timeout:g} s "
-                                       "(tts.fallback_after)") from None
+                        raise TTSError(
+                            f"{self.provider.name}: no audio for {self.first_audio_timeout:g} s (tts.fallback_after)"
+                        ) from None
                     raise
                 yield pcm
 
@@ -143,10 +166,10 @@ class TTSCircuit:
                     raise TTSError(f"{self.provider.name}: no audio for {text!r}")
         except TTSError as exc:
             self._pause = min(self.max_retry_after, self._pause * 2)
-            self._retry_at = time.monotonic() + self._pause
+            self._retry_at = self._clock() + self._pause
             logger.debug("TTS ({}) probe failed, next in {:g} s: {}", self.provider.name, self._pause, exc)
         except Exception as exc:  # noqa: BLE001 - a probe must never take the process down
-            self._retry_at = time.monotonic() + self._pause
+            self._retry_at = self._clock() + self._pause
             logger.opt(exception=exc).warning("TTS ({}) probe raised {}", self.provider.name, type(exc).__name__)
         else:
             self.succeeded(started)

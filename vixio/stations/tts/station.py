@@ -17,14 +17,13 @@ import contextlib
 import time
 from collections.abc import AsyncIterator
 
+from vixio.config.extras import missing_extra
 from vixio.core.audio import Resampler
 from vixio.core.chunk import AudioChunk, Chunk, ErrorChunk, StreamCompleteChunk, TextChunk
 from vixio.core.station import Station
-from vixio.config.extras import missing_extra
 from vixio.metrics import count_provider_error
 from vixio.providers.tts.base import TTSError, TTSProvider
 from vixio.stations.tts.circuit import TTSCircuit
-
 
 MAX_CHUNK_MS = 120
 """Longest AudioChunk the station yields (a sentence's audio is sliced)."""
@@ -115,8 +114,9 @@ class TTSStation(Station):
         else:
             circuit.fallback_spoke()
 
-    async def _synthesize(self, provider: TTSProvider, chunks: AsyncIterator[bytes],
-                          turn_id: int) -> AsyncIterator[AudioChunk]:
+    async def _synthesize(
+        self, provider: TTSProvider, chunks: AsyncIterator[bytes], turn_id: int
+    ) -> AsyncIterator[AudioChunk]:
         rate = provider.sample_rate
         out_rate = self.output_sample_rate or rate
         resampler = Resampler(rate, out_rate) if out_rate != rate else None

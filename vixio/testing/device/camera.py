@@ -58,8 +58,10 @@ class SimulatedCamera:
         form.add_field("question", str(arguments["question"]))
         form.add_field("file", self.image, filename="camera.jpg", content_type="image/jpeg")
         timeout = aiohttp.ClientTimeout(total=self.timeout)
-        async with aiohttp.ClientSession(timeout=timeout) as session, \
-                session.post(url, data=form, headers=headers) as response:
+        async with (
+            aiohttp.ClientSession(timeout=timeout) as session,
+            session.post(url, data=form, headers=headers) as response,
+        ):
             body = await response.text()
         self.uploads.append({"url": url, "question": arguments["question"], "status": response.status, "body": body})
         return body  # the firmware hands the raw response body to the model

@@ -47,22 +47,44 @@ def add_device_parser(subparsers: Any) -> None:
     target = parser.add_mutually_exclusive_group(required=True)
     target.add_argument("--ota", metavar="URL", help="OTA URL to bootstrap from, like a real device at boot")
     target.add_argument("--ws", metavar="URL", help="WebSocket URL to connect to directly (skips OTA)")
-    parser.add_argument("--mqtt", action="store_true",
-                        help="speak MQTT + UDP as the firmware does when OTA hands out `mqtt` (needs --ota)")
+    parser.add_argument(
+        "--mqtt",
+        action="store_true",
+        help="speak MQTT + UDP as the firmware does when OTA hands out `mqtt` (needs --ota)",
+    )
     parser.add_argument("--token", default="", help="bearer token for --ws (OTA hands one out otherwise)")
     parser.add_argument("--device-id", metavar="MAC", help="lowercase MAC such as aa:bb:cc:dd:ee:ff (default: random)")
-    parser.add_argument("--protocol-version", type=int, choices=(1, 2, 3), default=1,
-                        help="binary protocol version (default 1; an OTA websocket.version overrides it)")
-    parser.add_argument("--mode", choices=("auto", "manual", "realtime"), default="auto",
-                        help="listening mode (default auto; manual = push-to-talk)")
+    parser.add_argument(
+        "--protocol-version",
+        type=int,
+        choices=(1, 2, 3),
+        default=1,
+        help="binary protocol version (default 1; an OTA websocket.version overrides it)",
+    )
+    parser.add_argument(
+        "--mode",
+        choices=("auto", "manual", "realtime"),
+        default="auto",
+        help="listening mode (default auto; manual = push-to-talk)",
+    )
     parser.add_argument("--text", metavar="TEXT", help="typed utterance, sent as `listen detect`")
     parser.add_argument("--wav", metavar="FILE", help="spoken utterance: a WAV file (any rate, mono or stereo)")
-    parser.add_argument("--wake-word", nargs="?", const="你好小智", metavar="TEXT",
-                        help="start with a wake word (default text 你好小智)")
+    parser.add_argument(
+        "--wake-word",
+        nargs="?",
+        const="你好小智",
+        metavar="TEXT",
+        help="start with a wake word (default text 你好小智)",
+    )
     parser.add_argument("--record", metavar="DIR", help="save messages.json and received.wav here")
-    parser.add_argument("--timeout", type=float, default=30.0, metavar="S",
-                        help="seconds without any message or audio from the server before giving up on a "
-                             "reply (default 30; a long answer that keeps speaking is waited for)")
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=30.0,
+        metavar="S",
+        help="seconds without any message or audio from the server before giving up on a "
+        "reply (default 30; a long answer that keeps speaking is waited for)",
+    )
     parser.set_defaults(func=run_device)
 
 
@@ -114,8 +136,15 @@ def describe_failure(exc: BaseException, url: str | None) -> str:
 async def _exchange(args: argparse.Namespace) -> int:
     from vixio.testing.device import DeviceError, SimulatedDevice
 
-    device = SimulatedDevice(ota_url=args.ota, ws_url=args.ws, token=args.token, device_id=args.device_id,
-                             protocol_version=args.protocol_version, listening_mode=args.mode, mqtt=args.mqtt)
+    device = SimulatedDevice(
+        ota_url=args.ota,
+        ws_url=args.ws,
+        token=args.token,
+        device_id=args.device_id,
+        protocol_version=args.protocol_version,
+        listening_mode=args.mode,
+        mqtt=args.mqtt,
+    )
     started = time.monotonic()
 
     def show(message: ReceivedMessage) -> None:
@@ -146,7 +175,9 @@ async def _exchange(args: argparse.Namespace) -> int:
         if not (args.wake_word or args.text or args.wav):
             await asyncio.sleep(1.0)  # nothing to say: show the handshake and MCP traffic only
     except Exception as exc:  # noqa: BLE001 - every failure is one line for the user
-        expected = isinstance(exc, DeviceError | TimeoutError | OSError) or type(exc).__module__.startswith("websockets")
+        expected = isinstance(exc, DeviceError | TimeoutError | OSError) or type(exc).__module__.startswith(
+            "websockets"
+        )
         print(f"error: {describe_failure(exc, args.ws or args.ota)}", file=sys.stderr)
         if not expected:
             logger.opt(exception=exc).debug("device exchange failed")
@@ -192,8 +223,10 @@ async def _reply(device: SimulatedDevice, mark: int, timeout: float) -> None:
             seen, since = arrived, loop.time()
         left = since + timeout - loop.time()
         if left <= 0:
-            raise TimeoutError(f"message 'tts stop' did not happen within {timeout:g} s of the last message or "
-                               f"audio (received {recording.types_since(mark)})")
+            raise TimeoutError(
+                f"message 'tts stop' did not happen within {timeout:g} s of the last message or "
+                f"audio (received {recording.types_since(mark)})"
+            )
         try:
             await device.wait_for("tts", state="stop", timeout=min(left, _ACTIVITY_POLL_S), after=mark)
             break
@@ -216,8 +249,10 @@ def _summary(device: SimulatedDevice, record: str | None) -> None:
     seconds = sum(frame.duration for frame in played)
     dropped = device.drop_counts()
     drops = ", ".join(f"{reason}: {count}" for reason, count in sorted(dropped.items())) or "none"
-    print(f"audio: {len(device.audio_frames)} frames received, {len(played)} played ({seconds:.2f} s), "
-          f"dropped: {drops}", file=sys.stderr)
+    print(
+        f"audio: {len(device.audio_frames)} frames received, {len(played)} played ({seconds:.2f} s), dropped: {drops}",
+        file=sys.stderr,
+    )
     for warning in device.warnings:
         print(f"warning: {warning}", file=sys.stderr)
     for fault in device.faults:

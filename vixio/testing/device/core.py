@@ -20,8 +20,7 @@ from vixio.testing.device.audio import ReceivedFrame, Speaker
 from vixio.testing.device.errors import DeviceError
 from vixio.testing.device.mcp import DeviceMcpServer, DeviceStatus, DeviceTool, default_tools
 from vixio.testing.device.mqtt_protocol import DeviceMqttProtocol
-from vixio.testing.device.ota import (DeviceIdentity, OtaResult, board_client_id, random_device_id, run_ota,
-                                      system_info)
+from vixio.testing.device.ota import DeviceIdentity, OtaResult, board_client_id, random_device_id, run_ota, system_info
 from vixio.testing.device.protocol import CHANNEL_TIMEOUT_S, DeviceProtocol
 from vixio.testing.device.recording import DeviceRecording, ReceivedMessage, SentMessage
 from vixio.transports.xiaozhi.protocol.codec import UPLINK_SAMPLE_RATE, OpusEncoder
@@ -120,13 +119,29 @@ class DeviceCore:
         self.audio_frames: list[ReceivedFrame] = self.recording.audio_frames
         self.mqtt = mqtt
         self.protocol: DeviceProtocol | DeviceMqttProtocol = (DeviceMqttProtocol if mqtt else DeviceProtocol)(
-            device_id=self.device_id, client_id=self.client_id, recording=self.recording, clock=clock,
-            on_json=self._on_json, on_binary=self._on_binary, on_closed=self._on_closed, report=self._report)
+            device_id=self.device_id,
+            client_id=self.client_id,
+            recording=self.recording,
+            clock=clock,
+            on_json=self._on_json,
+            on_binary=self._on_binary,
+            on_closed=self._on_closed,
+            report=self._report,
+        )
         self.protocol.url, self.protocol.token = ws_url, token
         self.protocol.version = 1 if mqtt else protocol_version  # UDP carries bare Opus
         builtin = default_tools(self.status, lambda: system_info(self._identity), self._schedule_reboot)
-        self._mcp = (DeviceMcpServer([*builtin, *tools], board=board, firmware_version=firmware_version,
-                                     send=self._send_mcp, device_id=self.device_id) if mcp else None)
+        self._mcp = (
+            DeviceMcpServer(
+                [*builtin, *tools],
+                board=board,
+                firmware_version=firmware_version,
+                send=self._send_mcp,
+                device_id=self.device_id,
+            )
+            if mcp
+            else None
+        )
         self._speaker = Speaker()
         self._mic_encoder: OpusEncoder | None = None
         """The uplink encoder; one per channel, so its state runs across stream_audio calls."""
@@ -179,8 +194,7 @@ class DeviceCore:
         if not self.ota_url:
             raise ValueError("run_ota() needs ota_url")
         poll, error = self._activation_intervals
-        self.ota = await run_ota(self.ota_url, self._identity, poll_interval=poll, error_interval=error,
-                                 mqtt=self.mqtt)
+        self.ota = await run_ota(self.ota_url, self._identity, poll_interval=poll, error_interval=error, mqtt=self.mqtt)
         self.warnings.extend(self.ota.warnings)
         if self.ota.mqtt is not None and isinstance(self.protocol, DeviceMqttProtocol):
             self.protocol.settings = self.ota.mqtt
@@ -202,9 +216,18 @@ class DeviceCore:
         features["glyph_push"] = False
         # MqttProtocol::GetHelloMessage says version 3 and transport udp, whatever the WebSocket settings.
         version, transport = (3, "udp") if self.mqtt else (self.protocol_version, "websocket")
-        return {"type": "hello", "version": version, "features": features, "transport": transport,
-                "audio_params": {"format": "opus", "sample_rate": UPLINK_SAMPLE_RATE, "channels": 1,
-                                 "frame_duration": self.uplink_frame_ms}}
+        return {
+            "type": "hello",
+            "version": version,
+            "features": features,
+            "transport": transport,
+            "audio_params": {
+                "format": "opus",
+                "sample_rate": UPLINK_SAMPLE_RATE,
+                "channels": 1,
+                "frame_duration": self.uplink_frame_ms,
+            },
+        }
 
     async def connect(self) -> dict[str, Any]:
         """Open the channel (running OTA first if only `ota_url` is known); returns the server hello.

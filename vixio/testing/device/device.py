@@ -22,10 +22,11 @@ from pathlib import Path
 from typing import Any
 
 from vixio.testing.device.audio import WAKE_WORD_AUDIO_SECONDS, ReceivedFrame, encode_uplink, read_wav_16k_mono
-from vixio.testing.device.core import DeviceCore, DeviceState, ListeningMode, random_device_id
+from vixio.testing.device.core import DeviceCore, DeviceState, ListeningMode
 from vixio.testing.device.errors import DeviceDisconnected, DeviceError, HelloError, OtaError
-from vixio.testing.device.mqtt_protocol import DeviceMqttProtocol
 from vixio.testing.device.mcp import DeviceTool, McpStats, McpToolResult, hang_forever
+from vixio.testing.device.mqtt_protocol import DeviceMqttProtocol
+from vixio.testing.device.ota import random_device_id
 from vixio.testing.device.recording import ReceivedMessage, SentMessage
 from vixio.transports.xiaozhi.protocol.codec import UPLINK_SAMPLE_RATE, OpusEncoder
 
@@ -145,7 +146,8 @@ class SimulatedDevice(DeviceCore):
     def _mic_open(self) -> bool:
         # auto/manual turn the mic off while speaking; realtime keeps it on (needs AEC).
         return self.connected and (
-            self.state == "listening" or (self.state == "speaking" and self.listening_mode == "realtime"))
+            self.state == "listening" or (self.state == "speaking" and self.listening_mode == "realtime")
+        )
 
     async def stream_audio(self, pcm16k: bytes, *, realtime: bool = True) -> int:
         """Send 16 kHz mono int16 PCM as Opus packets, one per message, paced at real time.
@@ -154,8 +156,10 @@ class SimulatedDevice(DeviceCore):
         when it closes mid-way. Returns the number of packets sent.
         """
         if not self._mic_open():
-            raise DeviceError(f"the mic streams only while listening (or speaking in realtime mode); "
-                              f"state is {self.state}, mode {self.listening_mode}")
+            raise DeviceError(
+                f"the mic streams only while listening (or speaking in realtime mode); "
+                f"state is {self.state}, mode {self.listening_mode}"
+            )
         if self._mic_encoder is None:
             self._mic_encoder = OpusEncoder(UPLINK_SAMPLE_RATE, 1, self.uplink_frame_ms)
         packets = encode_uplink(pcm16k, self.uplink_frame_ms, self._mic_encoder)
@@ -188,8 +192,9 @@ class SimulatedDevice(DeviceCore):
         """Index of the next received message; pass it as `after=` to `wait_for`."""
         return len(self.received)
 
-    async def wait_for(self, type: str, *, state: str | None = None, timeout: float = 10.0,
-                       after: int = 0) -> dict[str, Any]:
+    async def wait_for(
+        self, type: str, *, state: str | None = None, timeout: float = 10.0, after: int = 0
+    ) -> dict[str, Any]:
         """The first received JSON message at index >= `after` with this `type` (and `state`).
 
         Raises TimeoutError, or DeviceDisconnected as soon as the channel closes without it (an MQTT
@@ -197,9 +202,11 @@ class SimulatedDevice(DeviceCore):
         """
         label = type + (f" {state}" if state else "")
         return await self.recording.wait(
-            lambda: self.recording.find(type, state, after), timeout,
+            lambda: self.recording.find(type, state, after),
+            timeout,
             give_up=lambda: None if self._reachable() else f"the channel closed (code {self.close_code})",
-            describe=lambda: f"message {label!r} (received {self.recording.types_since(after)})")
+            describe=lambda: f"message {label!r} (received {self.recording.types_since(after)})",
+        )
 
     def _reachable(self) -> bool:
         """Messages can still arrive: the channel is open, or (MQTT) the broker connection is."""
@@ -207,25 +214,38 @@ class SimulatedDevice(DeviceCore):
 
     async def wait_for_state(self, state: DeviceState, *, timeout: float = 10.0) -> None:
         """Wait until the device is in `state`."""
-        await self.recording.wait(lambda: True if self.state == state else None, timeout,
-                                  give_up=lambda: None, describe=lambda: f"state {state!r} (now {self.state!r})")
+        await self.recording.wait(
+            lambda: True if self.state == state else None,
+            timeout,
+            give_up=lambda: None,
+            describe=lambda: f"state {state!r} (now {self.state!r})",
+        )
 
     async def wait_until_idle(self, *, timeout: float = 10.0) -> None:
         """Wait until the device is not speaking, playback has drained (and the auto-mode
         `listen start` is out) and no tool call is running."""
+
         def settled() -> bool | None:
-            busy = (self.state == "speaking" or self._speaker.queue.is_playing(self._clock())
-                    or (self._relisten is not None and not self._relisten.done())
-                    or (self._mcp is not None and self._mcp.pending_calls > 0))
+            busy = (
+                self.state == "speaking"
+                or self._speaker.queue.is_playing(self._clock())
+                or (self._relisten is not None and not self._relisten.done())
+                or (self._mcp is not None and self._mcp.pending_calls > 0)
+            )
             return None if busy else True
 
-        await self.recording.wait(settled, timeout, give_up=lambda: None,
-                                  describe=lambda: f"idle (state {self.state!r})")
+        await self.recording.wait(
+            settled, timeout, give_up=lambda: None, describe=lambda: f"idle (state {self.state!r})"
+        )
 
     async def wait_closed(self, *, timeout: float = 10.0) -> None:
         """Wait until the channel is closed (by either side)."""
-        await self.recording.wait(lambda: True if not self.connected else None, timeout,
-                                  give_up=lambda: None, describe=lambda: "channel close")
+        await self.recording.wait(
+            lambda: True if not self.connected else None,
+            timeout,
+            give_up=lambda: None,
+            describe=lambda: "channel close",
+        )
 
     def decoded_audio(self) -> bytes:
         """int16 PCM of the played frames at the server hello's `sample_rate`."""
@@ -258,8 +278,16 @@ class SimulatedDevice(DeviceCore):
 
     def save_recording(self, directory: str | Path) -> None:
         """Write `messages.json` (timed messages in both directions) and `received.wav`."""
-        summary = {"device_id": self.device_id, "client_id": self.client_id, "ws_url": self.ws_url,
-                   "protocol_version": self.protocol_version, "session_id": self.session_id,
-                   "server_hello": self.server_hello, "uplink_packets": self.uplink_packets,
-                   "mcp_dropped": self.mcp_stats.dropped, "warnings": self.warnings, "faults": self.faults}
+        summary = {
+            "device_id": self.device_id,
+            "client_id": self.client_id,
+            "ws_url": self.ws_url,
+            "protocol_version": self.protocol_version,
+            "session_id": self.session_id,
+            "server_hello": self.server_hello,
+            "uplink_packets": self.uplink_packets,
+            "mcp_dropped": self.mcp_stats.dropped,
+            "warnings": self.warnings,
+            "faults": self.faults,
+        }
         self.recording.save(directory, summary, self.server_sample_rate)

@@ -158,12 +158,25 @@ def default_tools(
             obj({"volume": _int_schema()}),
             set_volume,
         ),
-        DeviceTool("self.screen.set_brightness", "Set the screen backlight brightness (0-100).",
-                   obj({"brightness": _int_schema()}), set_brightness),
-        DeviceTool("self.screen.set_theme", "Set the screen theme: `light` or `dark`.",
-                   obj({"theme": {"type": "string"}}), set_theme),
-        DeviceTool("self.get_system_info", "Return the device's system information (the OTA report).",
-                   obj({}), lambda args: system_info(), user_only=True),
+        DeviceTool(
+            "self.screen.set_brightness",
+            "Set the screen backlight brightness (0-100).",
+            obj({"brightness": _int_schema()}),
+            set_brightness,
+        ),
+        DeviceTool(
+            "self.screen.set_theme",
+            "Set the screen theme: `light` or `dark`.",
+            obj({"theme": {"type": "string"}}),
+            set_theme,
+        ),
+        DeviceTool(
+            "self.get_system_info",
+            "Return the device's system information (the OTA report).",
+            obj({}),
+            lambda args: system_info(),
+            user_only=True,
+        ),
         DeviceTool("self.reboot", "Reboot the device.", obj({}), do_reboot, user_only=True),
     ]
 
@@ -236,8 +249,15 @@ class DeviceMcpServer:
     run in their own tasks so a slow or never-answering tool does not block the channel.
     """
 
-    def __init__(self, tools: list[DeviceTool], *, board: str, firmware_version: str,
-                 send: Callable[[dict[str, Any]], Awaitable[None]], device_id: str = "-") -> None:
+    def __init__(
+        self,
+        tools: list[DeviceTool],
+        *,
+        board: str,
+        firmware_version: str,
+        send: Callable[[dict[str, Any]], Awaitable[None]],
+        device_id: str = "-",
+    ) -> None:
         """Serve `tools` (duplicates by name are skipped, as `AddTool` does)."""
         self._log = logger.bind(component="SimulatedDevice", device=device_id)
         self.tools: list[DeviceTool] = []
@@ -256,7 +276,7 @@ class DeviceMcpServer:
         """Handle one MCP payload; replies to everything but tool calls before returning."""
         self.stats.requests.append(payload)
         if not isinstance(payload, dict) or payload.get("jsonrpc") != "2.0":
-            return self._drop("jsonrpc is not \"2.0\"", payload)
+            return self._drop('jsonrpc is not "2.0"', payload)
         method = payload.get("method")
         if not isinstance(method, str):
             return self._drop("method missing", payload)
@@ -276,8 +296,14 @@ class DeviceMcpServer:
             capabilities = params.get("capabilities")
             if isinstance(capabilities, dict) and isinstance(capabilities.get("vision"), dict):
                 self.stats.vision = capabilities["vision"]
-            await self._reply(rid, {"protocolVersion": MCP_PROTOCOL_VERSION, "capabilities": {"tools": {}},
-                                    "serverInfo": {"name": self._board, "version": self._firmware_version}})
+            await self._reply(
+                rid,
+                {
+                    "protocolVersion": MCP_PROTOCOL_VERSION,
+                    "capabilities": {"tools": {}},
+                    "serverInfo": {"name": self._board, "version": self._firmware_version},
+                },
+            )
         elif method == "tools/list":
             cursor = params.get("cursor")
             with_user = params.get("withUserTools") is True

@@ -43,16 +43,25 @@ class _Udp(asyncio.DatagramProtocol):
     def __init__(self, on_datagram: Callable[[bytes], None]) -> None:
         self.on_datagram = on_datagram
 
-    def datagram_received(self, data: bytes, addr: tuple[str, int]) -> None:  # type: ignore[override]
+    def datagram_received(self, data: bytes, addr: tuple[str, int]) -> None:
         self.on_datagram(data)
 
 
 class DeviceMqttProtocol:
     """One device's MQTT connection and its UDP audio channel."""
 
-    def __init__(self, *, device_id: str, client_id: str, recording: DeviceRecording, clock: Callable[[], float],
-                 on_json: Callable[[dict[str, Any]], Awaitable[None]], on_binary: Callable[[bytes], None],
-                 on_closed: Callable[[], None], report: Callable[[str, bool], None]) -> None:
+    def __init__(
+        self,
+        *,
+        device_id: str,
+        client_id: str,
+        recording: DeviceRecording,
+        clock: Callable[[], float],
+        on_json: Callable[[dict[str, Any]], Awaitable[None]],
+        on_binary: Callable[[bytes], None],
+        on_closed: Callable[[], None],
+        report: Callable[[str, bool], None],
+    ) -> None:
         self.device_id = device_id
         self.client_id = client_id
         self.settings: dict[str, Any] = {}
@@ -102,12 +111,16 @@ class DeviceMqttProtocol:
             raise DeviceError("no MQTT endpoint: run OTA against a server with `mqtt.enabled`")
         host, _, port = endpoint.partition(":")
         keepalive = self.settings.get("keepalive", 240)
-        client = aiomqtt.Client(host, int(port) if port else FIRMWARE_DEFAULT_PORT,
-                                identifier=str(self.settings.get("client_id", "")),
-                                username=str(self.settings.get("username", "")),
-                                password=str(self.settings.get("password", "")),
-                                keepalive=int(keepalive) if isinstance(keepalive, int) else 240,
-                                clean_session=True, timeout=timeout)
+        client = aiomqtt.Client(
+            host,
+            int(port) if port else FIRMWARE_DEFAULT_PORT,
+            identifier=str(self.settings.get("client_id", "")),
+            username=str(self.settings.get("username", "")),
+            password=str(self.settings.get("password", "")),
+            keepalive=int(keepalive) if isinstance(keepalive, int) else 240,
+            clean_session=True,
+            timeout=timeout,
+        )
         try:
             await client.__aenter__()
         except aiomqtt.MqttError as exc:
@@ -222,11 +235,12 @@ class DeviceMqttProtocol:
         try:
             server_hello = await asyncio.wait_for(asyncio.shield(self._hello), hello_timeout)
         except TimeoutError:
-            raise HelloError(f"no server hello with transport \"udp\" within {hello_timeout:g} s") from None
+            raise HelloError(f'no server hello with transport "udp" within {hello_timeout:g} s') from None
         assert self._udp_address is not None
         loop = asyncio.get_running_loop()
-        self._udp, _ = await loop.create_datagram_endpoint(lambda: _Udp(self._on_datagram),
-                                                           remote_addr=self._udp_address)
+        self._udp, _ = await loop.create_datagram_endpoint(
+            lambda: _Udp(self._on_datagram), remote_addr=self._udp_address
+        )
         self.last_incoming = self._clock()
         return server_hello
 

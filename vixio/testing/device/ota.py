@@ -188,15 +188,25 @@ def _mqtt_settings(ota_url: str, reply: dict[str, Any], code: str | None, polls:
     """What firmware's MQTT path keeps (`Ota::CheckVersion` stores every string/number of `mqtt`)."""
     section = reply.get("mqtt")
     if not isinstance(section, dict):
-        raise OtaError(f"OTA reply from {ota_url} has no `mqtt` object (keys {sorted(reply)}): this device "
-                       "was asked to speak MQTT; is `mqtt.enabled` set on the server?")
+        raise OtaError(
+            f"OTA reply from {ota_url} has no `mqtt` object (keys {sorted(reply)}): this device "
+            "was asked to speak MQTT; is `mqtt.enabled` set on the server?"
+        )
     missing = [key for key in MQTT_KEYS if not isinstance(section.get(key), str) or not section[key]]
     if missing:
         raise OtaError(f"OTA reply `mqtt` lacks {missing}; the firmware cannot connect without them")
-    websocket = reply.get("websocket") if isinstance(reply.get("websocket"), dict) else {}
-    url = websocket.get("url") if isinstance(websocket.get("url"), str) else ""
-    return OtaResult(reply=reply, websocket_url=url, token=None, protocol_version=None, activation_code=code,
-                     activation_polls=polls, mqtt=section)
+    websocket = reply.get("websocket")
+    url = websocket.get("url") if isinstance(websocket, dict) else None
+    url = url if isinstance(url, str) else ""
+    return OtaResult(
+        reply=reply,
+        websocket_url=url,
+        token=None,
+        protocol_version=None,
+        activation_code=code,
+        activation_polls=polls,
+        mqtt=section,
+    )
 
 
 async def _post_ota(http: Any, url: str, headers: dict[str, str], body: str) -> dict[str, Any]:

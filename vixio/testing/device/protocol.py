@@ -93,9 +93,16 @@ class DeviceProtocol:
         if self.url is None:
             raise ValueError("no WebSocket URL (run OTA or pass ws_url)")
         try:
-            ws = await connect(self.url, additional_headers=self.headers(), open_timeout=hello_timeout,
-                               # The firmware neither pings nor negotiates compression; never use a proxy.
-                               ping_interval=None, compression=None, proxy=None, max_size=4 * 2**20)
+            ws = await connect(
+                self.url,
+                additional_headers=self.headers(),
+                open_timeout=hello_timeout,
+                # The firmware neither pings nor negotiates compression; never use a proxy.
+                ping_interval=None,
+                compression=None,
+                proxy=None,
+                max_size=4 * 2**20,
+            )
         except (OSError, InvalidHandshake, InvalidURI, TimeoutError) as exc:
             raise DeviceError(f"cannot open WebSocket {self.url}: {exc!r}") from exc
         self._ws = ws
@@ -111,7 +118,7 @@ class DeviceProtocol:
             self._hello.cancel()
             self.destroy()
             raise HelloError(
-                f"no server hello with transport \"websocket\" within {hello_timeout:g} s; a real device "
+                f'no server hello with transport "websocket" within {hello_timeout:g} s; a real device '
                 "shows 'server timeout', goes idle and drops the socket"
             ) from None
         except DeviceError:
@@ -174,8 +181,11 @@ class DeviceProtocol:
             self.close_code, self.close_reason = ws.close_code, ws.close_reason or ""
             if self._ws is ws:
                 self._ws = None
-                self._resolve_hello(DeviceDisconnected(
-                    f"server closed the WebSocket before its hello (code {self.close_code}, {self.close_reason!r})"))
+                self._resolve_hello(
+                    DeviceDisconnected(
+                        f"server closed the WebSocket before its hello (code {self.close_code}, {self.close_reason!r})"
+                    )
+                )
                 self._on_closed()
 
     async def _on_text(self, text: str) -> None:

@@ -65,8 +65,14 @@ class DeviceRecording:
         self._tick.set()
         self._tick = asyncio.Event()
 
-    async def wait(self, check: Callable[[], T | None], timeout: float, *,
-                   describe: Callable[[], str], give_up: Callable[[], str | None]) -> T:
+    async def wait(
+        self,
+        check: Callable[[], T | None],
+        timeout: float,
+        *,
+        describe: Callable[[], str],
+        give_up: Callable[[], str | None],
+    ) -> T:
         """Return the first non-None `check()`; TimeoutError after `timeout` s.
 
         `give_up()` returns a reason (raised as an error) when waiting can no longer succeed,

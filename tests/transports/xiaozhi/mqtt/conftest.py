@@ -19,10 +19,14 @@ MOSQUITTO = "/usr/sbin/mosquitto"
 SECRET = "mosquitto-test-secret-0123456789"
 SERVER_PASSWORD = "vixio-server-password-0123"
 
-HAVE_MOSQUITTO = (Path(MOSQUITTO).exists() and Path("/usr/include/mosquitto_broker.h").exists()
-                  and shutil.which("cc") is not None)
-NEEDS_MOSQUITTO = pytest.mark.skipif(not HAVE_MOSQUITTO, reason="needs Debian's mosquitto, mosquitto-dev, "
-                                     "libmosquitto-dev and a C compiler (scripts/ensure_test_packages.sh)")
+HAVE_MOSQUITTO = (
+    Path(MOSQUITTO).exists() and Path("/usr/include/mosquitto_broker.h").exists() and shutil.which("cc") is not None
+)
+NEEDS_MOSQUITTO = pytest.mark.skipif(
+    not HAVE_MOSQUITTO,
+    reason="needs Debian's mosquitto, mosquitto-dev, "
+    "libmosquitto-dev and a C compiler (scripts/ensure_test_packages.sh)",
+)
 
 
 def free_port(kind: int = socket.SOCK_STREAM) -> int:
@@ -34,8 +38,13 @@ def free_port(kind: int = socket.SOCK_STREAM) -> int:
 @pytest.fixture
 async def mosquitto(tmp_path: Path) -> AsyncIterator[int]:
     plugin = tmp_path / "vixio_devices.so"
-    await asyncio.to_thread(subprocess.run, ["cc", "-shared", "-fPIC", "-O2", "-Wall", "-Werror", "-o", str(plugin),
-                                              str(PLUGIN), "-lcrypto"], check=True, capture_output=True, timeout=120)
+    await asyncio.to_thread(
+        subprocess.run,
+        ["cc", "-shared", "-fPIC", "-O2", "-Wall", "-Werror", "-o", str(plugin), str(PLUGIN), "-lcrypto"],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
     port = free_port()
     conf = tmp_path / "mosquitto.conf"
     conf.write_text(f"""listener {port} 127.0.0.1
@@ -65,5 +74,3 @@ plugin_opt_server_password {SERVER_PASSWORD}
             process.terminate()
         await process.wait()
         log.close()
-
-

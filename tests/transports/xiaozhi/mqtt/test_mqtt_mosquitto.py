@@ -29,14 +29,27 @@ pytestmark = [pytest.mark.process, NEEDS_MOSQUITTO]
 @pytest.fixture
 async def server(mosquitto: int, llm: ScriptedLLMServer, tmp_path: Path) -> AsyncIterator[VixioServer]:
     async with SlowSpeechServer() as tts:
-        config = VixioConfig.model_validate({
-            "xiaozhi": {"host": "127.0.0.1", "port": 0, "http": {"host": "127.0.0.1", "port": 0}, "idle_timeout": 0},
-            "mqtt": {"enabled": True, "host": "127.0.0.1", "udp_port": 0, "public_host": "127.0.0.1",
-                     "broker_url": f"mqtt://vixio:{SERVER_PASSWORD}@127.0.0.1:{mosquitto}", "secret": SECRET},
-            "agent": {"provider": "litellm", "model": "openai/m", "api_base": llm.base_url, "api_key": "t"},
-            "tts": {"provider": "openai", "api_base": tts.base_url, "voice": "alloy", "fallback": None},
-            "state": {"path": str(tmp_path / "data" / "state.db")},
-        })
+        config = VixioConfig.model_validate(
+            {
+                "xiaozhi": {
+                    "host": "127.0.0.1",
+                    "port": 0,
+                    "http": {"host": "127.0.0.1", "port": 0},
+                    "idle_timeout": 0,
+                },
+                "mqtt": {
+                    "enabled": True,
+                    "host": "127.0.0.1",
+                    "udp_port": 0,
+                    "public_host": "127.0.0.1",
+                    "broker_url": f"mqtt://vixio:{SERVER_PASSWORD}@127.0.0.1:{mosquitto}",
+                    "secret": SECRET,
+                },
+                "agent": {"provider": "litellm", "model": "openai/m", "api_base": llm.base_url, "api_key": "t"},
+                "tts": {"provider": "openai", "api_base": tts.base_url, "voice": "alloy", "fallback": None},
+                "state": {"path": str(tmp_path / "data" / "state.db")},
+            }
+        )
         vixio = VixioServer(config)
         await vixio.start()
         try:
@@ -57,8 +70,10 @@ async def test_a_device_through_mosquitto(server: VixioServer, llm: ScriptedLLMS
     ota = f"http://127.0.0.1:{server.ota.port}/xiaozhi/ota/"
     front = server.mqtt.front
     assert front is not None
-    async with SimulatedDevice(ota_url=ota, device_id="aa:bb:cc:00:47:21", mqtt=True, mcp=False) as device, \
-            SimulatedDevice(ota_url=ota, device_id="aa:bb:cc:00:47:22", mqtt=True, mcp=False) as intruder:
+    async with (
+        SimulatedDevice(ota_url=ota, device_id="aa:bb:cc:00:47:21", mqtt=True, mcp=False) as device,
+        SimulatedDevice(ota_url=ota, device_id="aa:bb:cc:00:47:22", mqtt=True, mcp=False) as intruder,
+    ):
         reply = await device.run_ota()
         assert reply["mqtt"]["endpoint"] == f"127.0.0.1:{mosquitto}"
         await device.connect()  # hello over mosquitto; the server hello came back through the plugin
@@ -88,8 +103,9 @@ async def test_a_device_through_mosquitto(server: VixioServer, llm: ScriptedLLMS
         await device.close()
         await until(lambda: not server.transport.connections)
         mark = device.mark()
-        assert await server.push_to_idle_device("aa:bb:cc:00:47:21", {"type": "alert", "status": "Info",
-                                                                       "message": "dinner", "emotion": "happy"})
+        assert await server.push_to_idle_device(
+            "aa:bb:cc:00:47:21", {"type": "alert", "status": "Info", "message": "dinner", "emotion": "happy"}
+        )
         await device.wait_for("alert", after=mark, timeout=5)
     await until(lambda: not front.reachable("aa:bb:cc:00:47:21"))  # the plugin said it left
     # Credentials vixio did not issue: mosquitto refuses the connection.

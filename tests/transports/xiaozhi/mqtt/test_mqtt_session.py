@@ -42,13 +42,15 @@ async def tts() -> AsyncIterator[SlowSpeechServer]:
 
 @pytest.fixture
 async def server(llm: ScriptedLLMServer, tts: SlowSpeechServer, tmp_path: Path) -> AsyncIterator[VixioServer]:
-    config = VixioConfig.model_validate({
-        "xiaozhi": {"host": "127.0.0.1", "port": 0, "http": {"host": "127.0.0.1", "port": 0}, "idle_timeout": 0},
-        "mqtt": {"enabled": True, "host": "127.0.0.1", "port": 0, "udp_port": 0},
-        "agent": {"provider": "litellm", "model": "openai/house-model", "api_base": llm.base_url, "api_key": "t"},
-        "tts": {"provider": "openai", "api_base": tts.base_url, "voice": "alloy", "fallback": None},
-        "state": {"path": str(tmp_path / "data" / "state.db")},
-    })
+    config = VixioConfig.model_validate(
+        {
+            "xiaozhi": {"host": "127.0.0.1", "port": 0, "http": {"host": "127.0.0.1", "port": 0}, "idle_timeout": 0},
+            "mqtt": {"enabled": True, "host": "127.0.0.1", "port": 0, "udp_port": 0},
+            "agent": {"provider": "litellm", "model": "openai/house-model", "api_base": llm.base_url, "api_key": "t"},
+            "tts": {"provider": "openai", "api_base": tts.base_url, "voice": "alloy", "fallback": None},
+            "state": {"path": str(tmp_path / "data" / "state.db")},
+        }
+    )
     vixio = VixioServer(config)
     await vixio.start()
     try:
@@ -78,7 +80,8 @@ async def until(condition: Any, timeout: float = 10.0) -> None:
 
 
 async def test_ota_mqtt_hello_udp_audio_reply_goodbye_and_an_idle_push(
-        server: VixioServer, llm: ScriptedLLMServer, tmp_path: Path) -> None:
+    server: VixioServer, llm: ScriptedLLMServer, tmp_path: Path
+) -> None:
     llm.expect(Reply.text("Hello from the broker side."))
     async with SimulatedDevice(ota_url=ota_url(server), device_id=DEVICE, mqtt=True, mcp=False) as device:
         reply = await device.run_ota()
@@ -102,8 +105,10 @@ async def test_ota_mqtt_hello_udp_audio_reply_goodbye_and_an_idle_push(
         await device.wait_for("tts", state="stop", after=mark, timeout=15)
         assert device.sentences[-1] == "Hello from the broker side."
         # The console sees the MQTT session as any other (a caller on this machine needs no token).
-        async with aiohttp.ClientSession() as http, \
-                http.get(f"http://127.0.0.1:{server.ota.port}/api/sessions") as response:
+        async with (
+            aiohttp.ClientSession() as http,
+            http.get(f"http://127.0.0.1:{server.ota.port}/api/sessions") as response,
+        ):
             listed = (await response.json())["sessions"]
         assert [s["device_id"] for s in listed] == [DEVICE]
         frames = [f for f in device.audio_frames if f.played]
@@ -117,15 +122,17 @@ async def test_ota_mqtt_hello_udp_audio_reply_goodbye_and_an_idle_push(
         assert server.mqtt.front is not None and server.mqtt.front.reachable(DEVICE)
         # Idle and reachable: a push arrives on its connection.
         mark = device.mark()
-        assert await server.push_to_idle_device(DEVICE, {"type": "alert", "status": "Info", "message": "dinner",
-                                                         "emotion": "happy"})
+        assert await server.push_to_idle_device(
+            DEVICE, {"type": "alert", "status": "Info", "message": "dinner", "emotion": "happy"}
+        )
         await device.wait_for("alert", after=mark, timeout=5)
         assert device.alerts[-1]["message"] == "dinner"
         assert not await server.push_to_idle_device(OTHER, {"type": "alert"})  # never connected
 
 
 async def test_a_server_goodbye_ends_the_devices_channel_and_a_new_hello_opens_a_new_session(
-        server: VixioServer) -> None:
+    server: VixioServer,
+) -> None:
     async with SimulatedDevice(ota_url=ota_url(server), device_id=DEVICE, mqtt=True, mcp=False) as device:
         first = await device.connect()
         await until(lambda: len(server.transport.connections) == 1)
@@ -145,8 +152,10 @@ async def test_a_server_goodbye_ends_the_devices_channel_and_a_new_hello_opens_a
 
 async def test_a_device_publishing_to_another_devices_topic_is_cut_off_and_counted(server: VixioServer) -> None:
     before = counted(MQTT_REFUSED, "topic")
-    async with SimulatedDevice(ota_url=ota_url(server), device_id=OTHER, mqtt=True, mcp=False) as other, \
-            SimulatedDevice(ota_url=ota_url(server), device_id=DEVICE, mqtt=True, mcp=False) as device:
+    async with (
+        SimulatedDevice(ota_url=ota_url(server), device_id=OTHER, mqtt=True, mcp=False) as other,
+        SimulatedDevice(ota_url=ota_url(server), device_id=DEVICE, mqtt=True, mcp=False) as device,
+    ):
         await other.run_ota()
         await mqtt_layer(other).start()
         await device.connect()
@@ -163,8 +172,13 @@ async def test_forged_credentials_are_refused(server: VixioServer) -> None:
     assert server.mqtt.front is not None
     before = counted(MQTT_REFUSED, "credentials")
     reader, writer = await asyncio.open_connection("127.0.0.1", server.mqtt.front.broker_port)
-    body = (mp._pack_string("MQTT") + bytes([4, 0xC2, 0, 60]) + mp._pack_string(f"{DEVICE}|some-board")
-            + mp._pack_string("aabbcc004701") + mp._pack_string("guessed-password"))
+    body = (
+        mp._pack_string("MQTT")
+        + bytes([4, 0xC2, 0, 60])
+        + mp._pack_string(f"{DEVICE}|some-board")
+        + mp._pack_string("aabbcc004701")
+        + mp._pack_string("guessed-password")
+    )
     writer.write(mp.encode(mp.CONNECT, 0, body))
     assert await reader.readexactly(4) == mp.connack(mp.BAD_CREDENTIALS)
     assert await reader.read() == b""
@@ -208,12 +222,15 @@ async def test_replayed_reordered_foreign_and_garbage_datagrams_are_dropped_and_
         # The session is unharmed: the next packet in sequence is taken.
         frames = connection.audio_frames_in
         layer.send_datagram(layer.seal(silence, sequence=10**6 + 1))
-        await until(lambda: connection.audio_frames_in > frames or audio.dropped.get("replay", 0) > base.get("replay", 0) + 2)
+        await until(
+            lambda: connection.audio_frames_in > frames or audio.dropped.get("replay", 0) > base.get("replay", 0) + 2
+        )
         assert audio.dropped.get("replay", 0) - base.get("replay", 0) == 2
 
 
-async def test_vixio_device_mqtt_runs_one_exchange(server: VixioServer, llm: ScriptedLLMServer,
-                                                   capsys: pytest.CaptureFixture[str]) -> None:
+async def test_vixio_device_mqtt_runs_one_exchange(
+    server: VixioServer, llm: ScriptedLLMServer, capsys: pytest.CaptureFixture[str]
+) -> None:
     import argparse
 
     from vixio.testing.device.cli import add_device_parser
@@ -221,19 +238,34 @@ async def test_vixio_device_mqtt_runs_one_exchange(server: VixioServer, llm: Scr
     llm.expect(Reply.text("Hi from the command line."))
     parser = argparse.ArgumentParser(prog="vixio")
     add_device_parser(parser.add_subparsers(dest="command"))
-    args = parser.parse_args(["device", "--ota", ota_url(server), "--mqtt", "--text", "hello", "--timeout", "15",
-                              "--device-id", "aa:bb:cc:00:47:31"])
+    args = parser.parse_args(
+        [
+            "device",
+            "--ota",
+            ota_url(server),
+            "--mqtt",
+            "--text",
+            "hello",
+            "--timeout",
+            "15",
+            "--device-id",
+            "aa:bb:cc:00:47:31",
+        ]
+    )
     assert await asyncio.to_thread(args.func, args) == 0  # it runs its own event loop, as the CLI does
     out = capsys.readouterr().out
     assert '"transport":"udp"' in out and '"text":"Hi from the command line."' in out
 
 
 async def test_the_console_executes_a_device_tool_and_types_into_an_mqtt_session(
-        server: VixioServer, llm: ScriptedLLMServer) -> None:
+    server: VixioServer, llm: ScriptedLLMServer
+) -> None:
     llm.expect(Reply.text("Enjoy your dinner."))
     base = f"http://127.0.0.1:{server.ota.port}"
-    async with SimulatedDevice(ota_url=ota_url(server), device_id=DEVICE, mqtt=True) as device, \
-            aiohttp.ClientSession() as http:
+    async with (
+        SimulatedDevice(ota_url=ota_url(server), device_id=DEVICE, mqtt=True) as device,
+        aiohttp.ClientSession() as http,
+    ):
         await device.connect()
         await device.start_listening("manual")
         await device.stream_audio(bytes(9600), realtime=False)  # the UDP address, as a button press gives it
@@ -255,7 +287,8 @@ async def test_the_console_executes_a_device_tool_and_types_into_an_mqtt_session
 
 
 async def test_a_reminder_and_an_operator_message_reach_an_idle_mqtt_device_as_alert_then_notify(
-        server: VixioServer) -> None:
+    server: VixioServer,
+) -> None:
     """The reminder chain's idle branch over the real broker: the device, idle on MQTT after its
     goodbye, gets an `alert` (what every 2.x firmware shows) and a `notify` whose file it can fetch."""
     from vixio.state.reminders import Reminder
@@ -267,8 +300,9 @@ async def test_a_reminder_and_an_operator_message_reach_an_idle_mqtt_device_as_a
         await device.close()
         await until(lambda: not server.transport.connections)
         mark = device.mark()
-        await server.store.put_reminder(Reminder.once(DEVICE, "take the bread out", time.time() + 0.3, zone="UTC"),
-                                        per_device=20)
+        await server.store.put_reminder(
+            Reminder.once(DEVICE, "take the bread out", time.time() + 0.3, zone="UTC"), per_device=20
+        )
         server.reminders.changed()
         alert = await device.wait_for("alert", after=mark, timeout=20)
         notify = await device.wait_for("notify", after=mark, timeout=20)
@@ -279,8 +313,12 @@ async def test_a_reminder_and_an_operator_message_reach_an_idle_mqtt_device_as_a
         assert await server.store.take_fired(DEVICE) == []  # delivered, not kept for the next session
         # An operator's message to the idle device takes the same way.
         mark = device.mark()
-        async with aiohttp.ClientSession() as http, http.post(
-                f"http://127.0.0.1:{server.ota.port}/api/say", json={"device": DEVICE, "text": "dinner is ready"}) as r:
+        async with (
+            aiohttp.ClientSession() as http,
+            http.post(
+                f"http://127.0.0.1:{server.ota.port}/api/say", json={"device": DEVICE, "text": "dinner is ready"}
+            ) as r,
+        ):
             assert r.status == 200, await r.text()
         alert = await device.wait_for("alert", after=mark, timeout=20)
         assert "dinner is ready" in alert["message"]

@@ -65,12 +65,15 @@ def test_sequences_at_or_below_the_last_accepted_are_refused() -> None:
     assert outcome == [b"p1", b"p2", b"p5", "replay", "replay"]  # a gap is taken, as the firmware does
 
 
-@pytest.mark.parametrize(("datagram", "reason"), [
-    (b"\x01" * 15, "short"),
-    (b"\x02" + bytes(15), "type"),
-    (b"\x01\x00\x00\x05" + bytes(12) + b"1234", "length"),
-    (b"\x01\x00\x07\xd0" + bytes(12) + bytes(2000), "length"),  # over the bound though consistent
-])
+@pytest.mark.parametrize(
+    ("datagram", "reason"),
+    [
+        (b"\x01" * 15, "short"),
+        (b"\x02" + bytes(15), "type"),
+        (b"\x01\x00\x00\x05" + bytes(12) + b"1234", "length"),
+        (b"\x01\x00\x07\xd0" + bytes(12) + bytes(2000), "length"),  # over the bound though consistent
+    ],
+)
 def test_malformed_datagrams_name_why(datagram: bytes, reason: str) -> None:
     with pytest.raises(BadPacket) as caught:
         parse_header(datagram, 1500)
@@ -80,13 +83,17 @@ def test_malformed_datagrams_name_why(datagram: bytes, reason: str) -> None:
 def test_credentials_are_bound_to_the_pinned_pair_and_their_own_topics() -> None:
     issuer = MqttCredentials("s" * 32)
     section = issuer.issue("aa:bb:cc:dd:ee:01", "board-uuid", "10.0.0.2:1883", 240)
-    assert section["publish_topic"] == "vixio/aabbccddee01/up" and section["subscribe_topic"] == "vixio/aabbccddee01/down"
+    assert (
+        section["publish_topic"] == "vixio/aabbccddee01/up" and section["subscribe_topic"] == "vixio/aabbccddee01/down"
+    )
     identity = issuer.check(str(section["client_id"]), str(section["username"]), str(section["password"]))
     assert identity is not None and (identity.device_id, identity.client_id) == ("aa:bb:cc:dd:ee:01", "board-uuid")
     assert issuer.check("aa:bb:cc:dd:ee:01|another-board", str(section["username"]), str(section["password"])) is None
     assert issuer.check(str(section["client_id"]), "aabbccddee02", str(section["password"])) is None
-    assert MqttCredentials("t" * 32).check(str(section["client_id"]), str(section["username"]),
-                                           str(section["password"])) is None
+    assert (
+        MqttCredentials("t" * 32).check(str(section["client_id"]), str(section["username"]), str(section["password"]))
+        is None
+    )
     assert issuer.check("x" * 500, "", "") is None
 
 
@@ -112,11 +119,21 @@ async def read(data: bytes, limit: int = 1024) -> mp.Packet:
 
 
 async def test_mqtt_packets_round_trip_and_lengths_are_bounded() -> None:
-    body = (mp._pack_string("MQTT") + bytes([4, 0xC2, 0, 240]) + mp._pack_string("dev|board")
-            + mp._pack_string("user") + mp._pack_string("pass"))
+    body = (
+        mp._pack_string("MQTT")
+        + bytes([4, 0xC2, 0, 240])
+        + mp._pack_string("dev|board")
+        + mp._pack_string("user")
+        + mp._pack_string("pass")
+    )
     packet = await read(mp.encode(mp.CONNECT, 0, body))
     connect = mp.parse_connect(packet.body)
-    assert (connect.client_id, connect.username, connect.password, connect.keepalive) == ("dev|board", "user", "pass", 240)
+    assert (connect.client_id, connect.username, connect.password, connect.keepalive) == (
+        "dev|board",
+        "user",
+        "pass",
+        240,
+    )
     publish = await read(mp.publish("a/b/up", b"{}"))
     assert mp.parse_publish(publish.flags, publish.body) == mp.Publish("a/b/up", b"{}", 0, 0)
     with pytest.raises(mp.MalformedPacket, match="limit"):

@@ -19,8 +19,10 @@ from vixio.testing.serve import start_serve, until
 
 from .conftest import NEEDS_MOSQUITTO, SECRET, SERVER_PASSWORD, free_port
 
-pytestmark = [pytest.mark.process,
-              pytest.mark.skipif(sys.platform != "linux", reason="several workers run on Linux only")]
+pytestmark = [
+    pytest.mark.process,
+    pytest.mark.skipif(sys.platform != "linux", reason="several workers run on Linux only"),
+]
 
 
 async def test_on_the_embedded_broker(llm: ScriptedLLMServer, tmp_path: Path) -> None:
@@ -30,8 +32,12 @@ async def test_on_the_embedded_broker(llm: ScriptedLLMServer, tmp_path: Path) ->
 
 @NEEDS_MOSQUITTO
 async def test_on_mosquitto(llm: ScriptedLLMServer, tmp_path: Path, mosquitto: int) -> None:
-    await two_workers(llm, tmp_path, mosquitto, f"broker_url: 'mqtt://vixio:{SERVER_PASSWORD}@127.0.0.1:{mosquitto}', "
-                                               f"secret: {SECRET}, public_host: 127.0.0.1")
+    await two_workers(
+        llm,
+        tmp_path,
+        mosquitto,
+        f"broker_url: 'mqtt://vixio:{SERVER_PASSWORD}@127.0.0.1:{mosquitto}', secret: {SECRET}, public_host: 127.0.0.1",
+    )
 
 
 async def two_workers(llm: ScriptedLLMServer, tmp_path: Path, port: int, settings: str) -> None:
@@ -67,8 +73,10 @@ state: {{path: {tmp_path / "state.db"}}}
                 assert ws.sentences[-1] == "Over the socket."
             await mqtt.close()  # goodbye: idle, still on the broker
             mark = mqtt.mark()
-            push = {"device_id": "aa:bb:cc:00:47:10",
-                    "message": {"type": "alert", "status": "Info", "message": "dinner is ready", "emotion": "happy"}}
+            push = {
+                "device_id": "aa:bb:cc:00:47:10",
+                "message": {"type": "alert", "status": "Info", "message": "dinner is ready", "emotion": "happy"},
+            }
             async with aiohttp.ClientSession() as http:
                 async with http.post(serve.base_url + "/api/mqtt/push", json=push) as response:
                     assert response.status == 200, await response.text()

@@ -76,10 +76,26 @@ from vixio.core.tools.protocols.vcp_text import (
 from vixio.core.tools.types import ToolCallRequest, ToolCallResult, ToolDefinition
 
 __all__ = [
-    "AIO_SUMMARY_END", "AIO_SUMMARY_START", "DEFINITION_END", "DEFINITION_START", "ESCAPE_FIELD_END",
-    "ESCAPE_FIELD_START", "ESCAPE_REQUEST_END", "ESCAPE_REQUEST_START", "FIELD_END", "FIELD_START",
-    "NOT_CLOSED", "REQUEST_END", "REQUEST_START", "RESULT_END", "RESULT_START", "SUMMARY_END", "SUMMARY_START",
-    "VcpProtocol", "field_value", "render_call",
+    "AIO_SUMMARY_END",
+    "AIO_SUMMARY_START",
+    "DEFINITION_END",
+    "DEFINITION_START",
+    "ESCAPE_FIELD_END",
+    "ESCAPE_FIELD_START",
+    "ESCAPE_REQUEST_END",
+    "ESCAPE_REQUEST_START",
+    "FIELD_END",
+    "FIELD_START",
+    "NOT_CLOSED",
+    "REQUEST_END",
+    "REQUEST_START",
+    "RESULT_END",
+    "RESULT_START",
+    "SUMMARY_END",
+    "SUMMARY_START",
+    "VcpProtocol",
+    "field_value",
+    "render_call",
 ]
 
 _KEY = r"(?<![\w-])(?P<key>[\w-]+)"
@@ -132,15 +148,17 @@ class VcpProtocol(TextToolProtocol):
         formatter = ResultFormatter()
         items = []
         for request, result in results:
-            items.append(formatter.format(
-                self.result_template,
-                tool_name=request.tool_name,
-                request_id=request.call_id or result.call_id,
-                status="success" if result.success else "error",
-                status_mark="✅ SUCCESS" if result.success else "❌ ERROR",
-                duration_ms=round(result.duration_ms or 0),
-                content=defuse(result.text),
-            ))
+            items.append(
+                formatter.format(
+                    self.result_template,
+                    tool_name=request.tool_name,
+                    request_id=request.call_id or result.call_id,
+                    status="success" if result.success else "error",
+                    status_mark="✅ SUCCESS" if result.success else "❌ ERROR",
+                    duration_ms=round(result.duration_ms or 0),
+                    content=defuse(result.text),
+                )
+            )
         return "\n".join(items)
 
     # --- parsing ----------------------------------------------------------------------------
@@ -149,24 +167,39 @@ class VcpProtocol(TextToolProtocol):
         def block(label: str) -> str:
             return rf"(?i:<{{2,4}}\[{label}\]>{{2,4}})" if fuzzy else re.escape(f"<<<[{label}]>>>")
 
-        start, end = (r"(?:「始」|[「{]\s*始\s*[」}])", r"(?:「末」|[「{]\s*末\s*[」}])") if fuzzy else ("「始」", "「末」")
-        escape_start = r"(?i:[「{]\s*始\s*(?P<variant>ESCAPE|exp)\s*[」}])" if fuzzy else "「始(?P<variant>ESCAPE|exp)」"
+        start, end = (
+            (r"(?:「始」|[「{]\s*始\s*[」}])", r"(?:「末」|[「{]\s*末\s*[」}])") if fuzzy else ("「始」", "「末」")
+        )
+        escape_start = (
+            r"(?i:[「{]\s*始\s*(?P<variant>ESCAPE|exp)\s*[」}])" if fuzzy else "「始(?P<variant>ESCAPE|exp)」"
+        )
         colon = "[:：]" if fuzzy else ":"
-        self._opener = re.compile("|".join([
-            rf"(?P<think>{_THINK})", rf"(?P<request>{block('TOOL_REQUEST')})",
-            rf"(?P<escape_request>{block('TOOL_REQUEST_ESCAPE')})", rf"(?P<result>{block('TOOL_RESULT')})",
-            rf"(?P<summary>{re.escape(SUMMARY_START)})", rf"(?P<aio_summary>{re.escape(AIO_SUMMARY_START)})",
-        ]))
+        self._opener = re.compile(
+            "|".join(
+                [
+                    rf"(?P<think>{_THINK})",
+                    rf"(?P<request>{block('TOOL_REQUEST')})",
+                    rf"(?P<escape_request>{block('TOOL_REQUEST_ESCAPE')})",
+                    rf"(?P<result>{block('TOOL_RESULT')})",
+                    rf"(?P<summary>{re.escape(SUMMARY_START)})",
+                    rf"(?P<aio_summary>{re.escape(AIO_SUMMARY_START)})",
+                ]
+            )
+        )
         self._region_end = {
             "result": re.compile(block("END_TOOL_RESULT")),
             "summary": re.compile(re.escape(SUMMARY_END)),
             "aio_summary": re.compile(re.escape(AIO_SUMMARY_END)),
         }
         self._block_bounds = {
-            "request": re.compile(rf"(?P<end>{block('END_TOOL_REQUEST')})|(?P<start>{block('TOOL_REQUEST')}"
-                                  rf"|{block('TOOL_REQUEST_ESCAPE')}|{_THINK_OPEN})|{escape_start}"),
-            "escape_request": re.compile(rf"(?P<end>{block('END_TOOL_REQUEST_ESCAPE')})"
-                                         rf"|(?P<start>{block('TOOL_REQUEST_ESCAPE')}|{_THINK_OPEN})|{escape_start}"),
+            "request": re.compile(
+                rf"(?P<end>{block('END_TOOL_REQUEST')})|(?P<start>{block('TOOL_REQUEST')}"
+                rf"|{block('TOOL_REQUEST_ESCAPE')}|{_THINK_OPEN})|{escape_start}"
+            ),
+            "escape_request": re.compile(
+                rf"(?P<end>{block('END_TOOL_REQUEST_ESCAPE')})"
+                rf"|(?P<start>{block('TOOL_REQUEST_ESCAPE')}|{_THINK_OPEN})|{escape_start}"
+            ),
         }
         self._escape_end = {
             variant: re.compile(rf"(?i:[「{{]\s*末\s*{variant}\s*[」}}])" if fuzzy else f"「末{variant}」")
@@ -206,14 +239,15 @@ class VcpProtocol(TextToolProtocol):
         pos = start.end()
         while (found := _search(bounds, _BOUND_CHAR, text, pos)) is not None:
             if found.group("end"):
-                content = text[start.end():found.start()]
-                return self._block(text[start.start():found.end()], content, closed=True), found.end()
+                content = text[start.end() : found.start()]
+                return self._block(text[start.start() : found.end()], content, closed=True), found.end()
             if found.group("start"):
-                return self._block(text[start.start():found.start()], text[start.end():found.start()],
-                                   closed=False), found.start()
+                return self._block(
+                    text[start.start() : found.start()], text[start.end() : found.start()], closed=False
+                ), found.start()
             escape_end = self._escape_end[_variant(found)].search(text, found.end())
             pos = escape_end.end() if escape_end else found.end()
-        return self._block(text[start.start():], text[start.end():], closed=False), len(text)
+        return self._block(text[start.start() :], text[start.end() :], closed=False), len(text)
 
     def _block(self, raw: str, content: str, *, closed: bool) -> _Block:
         fields: list[tuple[str, str]] = []
@@ -224,7 +258,7 @@ class VcpProtocol(TextToolProtocol):
             if head.group("escape"):
                 end = self._escape_end[_variant(head)].search(content, head.end())
                 value_end = end.start() if end else len(content)
-                fields.append((key, _unescape(content[head.end():value_end])))
+                fields.append((key, _unescape(content[head.end() : value_end])))
                 if end is None:
                     errors.append(f"the value of {key} was not closed with 「末{head.group('variant')}」")
                     break
@@ -234,7 +268,7 @@ class VcpProtocol(TextToolProtocol):
             next_head = self._head.search(content, head.end())
             limit = next_head.start() if next_head else len(content)
             end = self._plain_end.search(content, head.end(), limit)
-            fields.append((key, content[head.end():end.start() if end else limit].strip()))
+            fields.append((key, content[head.end() : end.start() if end else limit].strip()))
             if end is None:
                 errors.append(f"the value of {key} was not closed with {FIELD_END}")
             head = next_head
@@ -249,8 +283,6 @@ class VcpProtocol(TextToolProtocol):
             value_end = self._escape_end[_variant(value)].search(text, value.end())
             pos = value_end.end() if value_end else value.end()
         return None
-
-
 
 
 def _unescape(value: str) -> str:
@@ -350,10 +382,17 @@ def _split_number(key: str, indices: dict[int, Any]) -> tuple[str, int] | None:
     return None
 
 
-def _request(values: dict[str, str], wanted_id: str | None, block: _Block, errors: list[str],
-             ids: _Ids) -> ToolCallRequest:
+def _request(
+    values: dict[str, str], wanted_id: str | None, block: _Block, errors: list[str], ids: _Ids
+) -> ToolCallRequest:
     tool_name = values.get("tool_name", "")
     problems = list(errors) if tool_name else ["the tool request has no tool_name field", *errors]
     arguments = {key: value for key, value in values.items() if key not in ("tool_name", "request_id")}
-    return ToolCallRequest(call_id=ids.take(wanted_id), tool_name=tool_name, arguments=arguments,
-                           protocol="vcp", raw=block.raw, errors=problems)
+    return ToolCallRequest(
+        call_id=ids.take(wanted_id),
+        tool_name=tool_name,
+        arguments=arguments,
+        protocol="vcp",
+        raw=block.raw,
+        errors=problems,
+    )

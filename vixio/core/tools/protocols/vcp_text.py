@@ -25,8 +25,10 @@ AIO_SUMMARY_START, AIO_SUMMARY_END = "[[AIO工具调用结果信息汇总:", "AI
 FIELD_START, FIELD_END = "「始」", "「末」"
 ESCAPE_FIELD_START, ESCAPE_FIELD_END = "「始ESCAPE」", "「末ESCAPE」"
 
-ESCAPED_LITERALS = {f"<<<[{label}_ESCAPE]>>>": f"<<<[{label}]>>>"
-                    for label in ("TOOL_REQUEST", "END_TOOL_REQUEST", "TOOL_RESULT", "END_TOOL_RESULT")}
+ESCAPED_LITERALS = {
+    f"<<<[{label}_ESCAPE]>>>": f"<<<[{label}]>>>"
+    for label in ("TOOL_REQUEST", "END_TOOL_REQUEST", "TOOL_RESULT", "END_TOOL_RESULT")
+}
 """Literal markers inside an ESCAPE value, as written (key) and as meant (value) — VCPToolBox's map."""
 _ANY_ESCAPE_END = re.compile(r"[「{]\s*末\s*(?:ESCAPE|exp)\s*[」}]", re.IGNORECASE)
 _NEEDS_ESCAPE = re.compile(r"[「{]\s*[始末]|[始末]\s*[」}]|<<|>>|(?i:<\s*think)|\A\s|\s\Z")
@@ -146,8 +148,13 @@ def _example_value(spec: dict[str, Any]) -> Any:
     kind = spec.get("type")
     kind = kind[0] if isinstance(kind, list) and kind else kind
     minimum = spec.get("minimum")
-    examples: dict[str, Any] = {"integer": minimum if isinstance(minimum, int) else 1, "number": minimum if isinstance(
-        minimum, int | float) else 1.5, "boolean": True, "array": [], "object": {}}
+    examples: dict[str, Any] = {
+        "integer": minimum if isinstance(minimum, int) else 1,
+        "number": minimum if isinstance(minimum, int | float) else 1.5,
+        "boolean": True,
+        "array": [],
+        "object": {},
+    }
     return examples.get(str(kind), "...")
 
 
@@ -176,8 +183,9 @@ def _type_label(spec: dict[str, Any], depth: int = 0) -> str:
     properties = spec.get("properties")
     if kind == "object" and isinstance(properties, dict) and properties and depth < 3:
         required = set(spec.get("required") or [])
-        inner = ", ".join(f"{name}{'' if name in required else '?'}: "
-                          f"{_type_label(sub if isinstance(sub, dict) else {}, depth + 1)}"
-                          for name, sub in properties.items())
+        inner = ", ".join(
+            f"{name}{'' if name in required else '?'}: {_type_label(sub if isinstance(sub, dict) else {}, depth + 1)}"
+            for name, sub in properties.items()
+        )
         return f"object {{{inner}}}"
     return str(kind)

@@ -78,8 +78,9 @@ _CUT_TAG = re.compile(rf"<{_NS}([A-Za-z_]+)(\s[^<>]*)?$")
 """A tag the reply ended inside."""
 _NAME_ATTR = re.compile(r"""\bname\s*=\s*(?:"([^"]*)"?|'([^']*)'?|([^\s"'>]+))""", re.IGNORECASE)
 """Closing quote optional: a tag cut off mid-name still names the tool."""
-_IGNORED_CLOSE = {tag: re.compile(rf"</{_NS}{tag}\s*>", re.IGNORECASE)
-                  for tag in ("think", "thinking", "function_results")}
+_IGNORED_CLOSE = {
+    tag: re.compile(rf"</{_NS}{tag}\s*>", re.IGNORECASE) for tag in ("think", "thinking", "function_results")
+}
 _ENTITY = re.compile(r"&(lt|gt|amp|quot|apos|#39);")
 _ENTITIES = {"lt": "<", "gt": ">", "amp": "&", "quot": '"', "apos": "'", "#39": "'"}
 
@@ -121,7 +122,8 @@ class XmlProtocol(TextToolProtocol):
         instructions = _INSTRUCTIONS
         if self.result_format == "event":
             instructions = instructions.replace(
-                "The results come back in the next message inside <function_results>.", _EVENT_INSTRUCTIONS_TAIL)
+                "The results come back in the next message inside <function_results>.", _EVENT_INSTRUCTIONS_TAIL
+            )
         lines += ["</functions>", "", instructions]
         return "\n".join(lines)
 
@@ -164,8 +166,7 @@ class XmlProtocol(TextToolProtocol):
         return "\n".join(parts)
 
 
-def tool_result_event(results: Sequence[tuple[ToolCallRequest, ToolCallResult]], *,
-                      now: datetime | None = None) -> str:
+def tool_result_event(results: Sequence[tuple[ToolCallRequest, ToolCallResult]], *, now: datetime | None = None) -> str:
     """Seed 003 §6.2: results as one `tool_result` event; a JSON result is embedded as JSON, an
     error is the error text with `"success": false`. `duration_ms` is added per result."""
     entries = []
@@ -229,8 +230,15 @@ def _parse_block(text: str, pos: int, calls: list[ToolCallRequest]) -> int:
         else:  # the block was never closed and something else starts
             return found.start()
     if (cut := _cut_tag(text, pos, "invoke")) is not None:
-        calls.append(ToolCallRequest(call_id="", tool_name=_name(cut.group(0)), protocol="xml",
-                                     raw=text[cut.start():], errors=["the reply ended inside the <invoke> tag"]))
+        calls.append(
+            ToolCallRequest(
+                call_id="",
+                tool_name=_name(cut.group(0)),
+                protocol="xml",
+                raw=text[cut.start() :],
+                errors=["the reply ended inside the <invoke> tag"],
+            )
+        )
     return len(text)
 
 
@@ -264,8 +272,16 @@ def _parse_invoke(text: str, opener: re.Match[str], calls: list[ToolCallRequest]
             errors.append(f"parameter {key!r} is given twice with different values")
         else:
             arguments[key] = value
-    calls.append(ToolCallRequest(call_id="", tool_name=name, arguments=arguments, protocol="xml",
-                                 raw=text[opener.start():end].rstrip(), errors=errors))
+    calls.append(
+        ToolCallRequest(
+            call_id="",
+            tool_name=name,
+            arguments=arguments,
+            protocol="xml",
+            raw=text[opener.start() : end].rstrip(),
+            errors=errors,
+        )
+    )
     return end
 
 
@@ -277,8 +293,8 @@ def _read_value(text: str, start: int) -> tuple[str, int, bool]:
     if closers:
         # A value may quote `</parameter>` (code): the real closer is the last one before the
         # next tag when only whitespace follows it; with other text after it, the first one.
-        closer = closers[-1] if not text[closers[-1].end():limit].strip() else closers[0]
-        return _clean(text[start:closer.start()]), closer.end(), True
+        closer = closers[-1] if not text[closers[-1].end() : limit].strip() else closers[0]
+        return _clean(text[start : closer.start()]), closer.end(), True
     if stop is not None:  # </parameter> missing: the next tag ends the value
         return _clean(text[start:limit]), limit, True
     return _clean(text[start:]), len(text), False

@@ -34,9 +34,9 @@ from agents.models.fake_id import FAKE_RESPONSES_ID
 from openai.types.chat import ChatCompletionChunk, ChatCompletionMessage
 from openai.types.responses import Response
 
+from vixio.providers.agent.instructions import SystemPrompt
 from vixio.providers.agent.llama import tools as local_tools
 from vixio.providers.agent.llama.chatml import Message, clock_before_last_turn, normalize_messages
-from vixio.providers.agent.instructions import SystemPrompt
 from vixio.providers.agent.llama.weights import INFERENCE, load_llama, smollm2_model_path
 from vixio.providers.agent.openai_agents.provider import OpenAIAgentProvider
 
@@ -75,7 +75,9 @@ class LocalLlamaModel(Model):
             self._llama = await loop.run_in_executor(INFERENCE, load_llama, path, self.n_ctx, self.n_threads)
         return self._llama
 
-    def _messages(self, system_instructions: str | None, input: str | list[Any], tools_section: str = "") -> list[Message]:
+    def _messages(
+        self, system_instructions: str | None, input: str | list[Any], tools_section: str = ""
+    ) -> list[Message]:
         converted: list[Any] = list(Converter.items_to_messages(input))
         system = "\n\n".join(part for part in (system_instructions, tools_section) if part)
         if system:
@@ -90,12 +92,19 @@ class LocalLlamaModel(Model):
 
     @staticmethod
     def _forced_choice(settings: ModelSettings, chat_tools: list[Any]) -> str | None:
-        """"required" or a tool's name when the settings force a call (see local_tools)."""
+        """ "required" or a tool's name when the settings force a call (see local_tools)."""
         choice = settings.tool_choice
         return choice if chat_tools and isinstance(choice, str) and choice not in ("auto", "none") else None
 
-    async def _forced_call(self, llama: Llama, system_instructions: str | None, input: str | list[Any],
-                           chat_tools: list[Any], choice: str, options: dict[str, Any]) -> list[ChatCompletionChunk]:
+    async def _forced_call(
+        self,
+        llama: Llama,
+        system_instructions: str | None,
+        input: str | list[Any],
+        chat_tools: list[Any],
+        choice: str,
+        options: dict[str, Any],
+    ) -> list[ChatCompletionChunk]:
         """One call generated under a grammar that admits only a call of the offered tools."""
         from llama_cpp import LlamaGrammar
 
@@ -144,22 +153,28 @@ class LocalLlamaModel(Model):
             chunks = await self._forced_call(llama, system_instructions, input, chat_tools, forced, options)
             calls = [call for chunk in chunks for call in chunk.choices[0].delta.tool_calls or []]
             message = ChatCompletionMessage.model_validate(
-                {"role": "assistant", "tool_calls": [call.model_dump(exclude={"index"}) for call in calls]})
-            return ModelResponse(output=Converter.message_to_output_items(message), usage=Usage(requests=1),
-                                 response_id=None)
+                {"role": "assistant", "tool_calls": [call.model_dump(exclude={"index"}) for call in calls]}
+            )
+            return ModelResponse(
+                output=Converter.message_to_output_items(message), usage=Usage(requests=1), response_id=None
+            )
         messages = self._messages(system_instructions, input)
         if chat_tools:
             options["tools"] = chat_tools
         loop = asyncio.get_running_loop()
-        raw = await loop.run_in_executor(
-            INFERENCE, lambda: llama.create_chat_completion(messages=messages, **options)
-        )
+        raw = await loop.run_in_executor(INFERENCE, lambda: llama.create_chat_completion(messages=messages, **options))
         message = ChatCompletionMessage.model_validate(raw["choices"][0]["message"])
         calls = local_tools.parse_tool_calls(message.content or "", _names(chat_tools)) if chat_tools else None
         if calls:
-            message = ChatCompletionMessage.model_validate({"role": "assistant", "tool_calls": [
-                {"id": f"call_{index}", "type": "function", "function": {"name": name, "arguments": arguments}}
-                for index, (name, arguments) in enumerate(calls)]})
+            message = ChatCompletionMessage.model_validate(
+                {
+                    "role": "assistant",
+                    "tool_calls": [
+                        {"id": f"call_{index}", "type": "function", "function": {"name": name, "arguments": arguments}}
+                        for index, (name, arguments) in enumerate(calls)
+                    ],
+                }
+            )
         counts = raw.get("usage") or {}
         usage = Usage(
             requests=1,

@@ -46,8 +46,13 @@ def forced_call_schema(tools: Sequence[dict[str, Any]], choice: str) -> dict[str
             continue
         parameters = dict(spec.get("parameters") or {"type": "object", "properties": {}})
         parameters.setdefault("type", "object")
-        options.append({"type": "object", "properties": {"name": {"const": spec["name"]}, "arguments": parameters},
-                        "required": ["name", "arguments"]})
+        options.append(
+            {
+                "type": "object",
+                "properties": {"name": {"const": spec["name"]}, "arguments": parameters},
+                "required": ["name", "arguments"],
+            }
+        )
     if not options:
         raise ValueError(f"tool_choice {choice!r} names no offered tool")
     return options[0] if len(options) == 1 else {"oneOf": options}
@@ -55,8 +60,9 @@ def forced_call_schema(tools: Sequence[dict[str, Any]], choice: str) -> dict[str
 
 def tools_prompt(tools: Sequence[dict[str, Any]]) -> str:
     """The tools as a system-message section, for templates that cannot render them."""
-    lines = ["You call exactly one of these tools, answering with JSON "
-             '{"name": <tool name>, "arguments": {<parameters>}}:']
+    lines = [
+        'You call exactly one of these tools, answering with JSON {"name": <tool name>, "arguments": {<parameters>}}:'
+    ]
     for spec in function_specs(tools):
         parameters = json.dumps((spec.get("parameters") or {}).get("properties", {}), ensure_ascii=False)
         lines.append(f"- {spec['name']}: {spec.get('description', '').strip()} Parameters: {parameters}")
@@ -104,17 +110,33 @@ def may_open_call(text: str) -> bool:
 
 
 def _chunk(delta: dict[str, Any], model: str, finish_reason: str | None = None) -> ChatCompletionChunk:
-    return ChatCompletionChunk.model_validate({
-        "id": "chatcmpl-local", "object": "chat.completion.chunk", "created": int(time.time()), "model": model,
-        "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}],
-    })
+    return ChatCompletionChunk.model_validate(
+        {
+            "id": "chatcmpl-local",
+            "object": "chat.completion.chunk",
+            "created": int(time.time()),
+            "model": model,
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}],
+        }
+    )
 
 
 def call_chunks(calls: Sequence[Call], model: str) -> list[ChatCompletionChunk]:
     """Chat Completions chunks carrying `calls` (what an API streams for tool calls)."""
-    deltas = [{"role": "assistant", "tool_calls": [{
-        "index": index, "id": f"call_{uuid.uuid4().hex[:24]}", "type": "function",
-        "function": {"name": name, "arguments": arguments}}]} for index, (name, arguments) in enumerate(calls)]
+    deltas = [
+        {
+            "role": "assistant",
+            "tool_calls": [
+                {
+                    "index": index,
+                    "id": f"call_{uuid.uuid4().hex[:24]}",
+                    "type": "function",
+                    "function": {"name": name, "arguments": arguments},
+                }
+            ],
+        }
+        for index, (name, arguments) in enumerate(calls)
+    ]
     return [*(_chunk(delta, model) for delta in deltas), _chunk({}, model, "tool_calls")]
 
 
@@ -122,8 +144,9 @@ def text_chunk(text: str, model: str) -> ChatCompletionChunk:
     return _chunk({"role": "assistant", "content": text}, model)
 
 
-async def split_tool_calls(chunks: AsyncIterator[ChatCompletionChunk], names: Sequence[str],
-                           model: str) -> AsyncIterator[ChatCompletionChunk]:
+async def split_tool_calls(
+    chunks: AsyncIterator[ChatCompletionChunk], names: Sequence[str], model: str
+) -> AsyncIterator[ChatCompletionChunk]:
     """Pass text through as it streams; a reply that opens like a tool call is held until it
     ends, then sent as tool-call chunks when it parses, else as the text it was. A `<tool_call>`
     after some text (Qwen: "Let me check. <tool_call>...") ends the text there: the rest is held."""

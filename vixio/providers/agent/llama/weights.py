@@ -86,7 +86,13 @@ def load_llama(path: Path, n_ctx: int, n_threads: int | None = None) -> Llama:
                 raise ImportError(f"the local LLM needs llama-cpp-python: {EXTRA_HINT}") from exc
             started = time.perf_counter()
             with amx_kernels_disabled():
-                _MODELS[key] = Llama(model_path=str(path), n_ctx=n_ctx, n_threads=n_threads, n_batch=PROMPT_BATCH,
-                                     flash_attn=True, verbose=False)
+                _MODELS[key] = Llama(
+                    model_path=str(path),
+                    n_ctx=n_ctx,
+                    n_threads=n_threads,
+                    n_batch=PROMPT_BATCH,
+                    flash_attn=True,
+                    verbose=False,
+                )
             logger.info("loaded {} in {:.2f} s", path.name, time.perf_counter() - started)
         return _MODELS[key]

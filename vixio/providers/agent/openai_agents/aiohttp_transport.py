@@ -42,8 +42,14 @@ class AiohttpTransport(httpx2.AsyncBaseTransport):
     request).
     """
 
-    def __init__(self, *, limits: httpx2.Limits, ssl_context: ssl.SSLContext | None = None,
-                 trust_env: bool = True, on_open: Callable[[AiohttpTransport], None] | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        limits: httpx2.Limits,
+        ssl_context: ssl.SSLContext | None = None,
+        trust_env: bool = True,
+        on_open: Callable[[AiohttpTransport], None] | None = None,
+    ) -> None:
         self._limits = limits
         self._on_open = on_open
         """Told each time a pool is made (on the running loop), so its owner can close it there."""
@@ -56,16 +62,22 @@ class AiohttpTransport(httpx2.AsyncBaseTransport):
 
     async def warm(self, url: str) -> bool:
         """A HEAD to `url` when the pool went cold (see providers/prewarm.py); True if sent."""
-        return await self.warmth.warm(lambda: head(self._session or self._open(), url,
-                                                   proxy=self._proxy(httpx2.URL(url))))
+        return await self.warmth.warm(
+            lambda: head(self._session or self._open(), url, proxy=self._proxy(httpx2.URL(url)))
+        )
 
     def _open(self) -> aiohttp.ClientSession:
         http_eager.install()  # Python 3.11: the request is written before `request()` waits
-        connector = aiohttp.TCPConnector(limit=self._limits.max_connections or 0, limit_per_host=0,
-                                         keepalive_timeout=self._limits.keepalive_expiry, ssl=self._ssl)
+        connector = aiohttp.TCPConnector(
+            limit=self._limits.max_connections or 0,
+            limit_per_host=0,
+            keepalive_timeout=self._limits.keepalive_expiry,
+            ssl=self._ssl,
+        )
         # httpx2 keeps the cookies, follows redirects and decodes bodies itself.
-        self._session = aiohttp.ClientSession(connector=connector, cookie_jar=aiohttp.DummyCookieJar(),
-                                              auto_decompress=False)
+        self._session = aiohttp.ClientSession(
+            connector=connector, cookie_jar=aiohttp.DummyCookieJar(), auto_decompress=False
+        )
         if self._on_open is not None:
             self._on_open(self)
         return self._session
@@ -78,16 +90,27 @@ class AiohttpTransport(httpx2.AsyncBaseTransport):
         headers = [(name, value) for name, value in request.headers.multi_items() if name != "transfer-encoding"]
         try:
             response = await session.request(
-                request.method, str(request.url), headers=headers, data=body or None, allow_redirects=False,
+                request.method,
+                str(request.url),
+                headers=headers,
+                data=body or None,
+                allow_redirects=False,
                 timeout=_client_timeout(timeout.get("connect"), timeout.get("read"), timeout.get("pool")),
-                proxy=self._proxy(request.url), server_hostname=request.extensions.get("sni_hostname"))
+                proxy=self._proxy(request.url),
+                server_hostname=request.extensions.get("sni_hostname"),
+            )
         except _FAILURES as exc:
             raise httpx_error(exc, request) from _cause(exc)
         extensions: dict[str, Any] = {"http_version": b"HTTP/1.1"}
         if response.reason:
             extensions["reason_phrase"] = response.reason.encode("ascii", "replace")
-        return httpx2.Response(response.status, headers=response.raw_headers, request=request,
-                               stream=_ResponseStream(response, request, self.warmth), extensions=extensions)
+        return httpx2.Response(
+            response.status,
+            headers=response.raw_headers,
+            request=request,
+            stream=_ResponseStream(response, request, self.warmth),
+            extensions=extensions,
+        )
 
     def _proxy(self, url: httpx2.URL) -> str | None:
         """The proxy the environment names for `url`'s scheme and host, if any."""

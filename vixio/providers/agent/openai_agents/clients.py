@@ -114,8 +114,9 @@ def _track(pool: AiohttpTransport) -> None:
     _entry(asyncio.get_running_loop()).pools.append(pool)
 
 
-def _new_client(api_base: str | None, api_key: str | None,
-                timeout: float | None) -> tuple[AsyncOpenAI, AiohttpTransport]:
+def _new_client(
+    api_base: str | None, api_key: str | None, timeout: float | None
+) -> tuple[AsyncOpenAI, AiohttpTransport]:
     """An AsyncOpenAI client with the SDK's own defaults (limits, redirects, timeouts when none is
     given) on an aiohttp transport (returned too); no retries (the user hears an apology, not silence)."""
     import httpx2

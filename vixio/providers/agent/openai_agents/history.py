@@ -48,9 +48,7 @@ def drop_unpaired_tool_items(items: Sequence[Item]) -> list[Item]:
     outputs = {i.get("call_id") for i in items if i.get("type") in _TOOL_OUTPUT_TYPES}
     paired = calls & outputs
     return [
-        i
-        for i in items
-        if i.get("type") not in _TOOL_CALL_TYPES | _TOOL_OUTPUT_TYPES or i.get("call_id") in paired
+        i for i in items if i.get("type") not in _TOOL_CALL_TYPES | _TOOL_OUTPUT_TYPES or i.get("call_id") in paired
     ]
 
 

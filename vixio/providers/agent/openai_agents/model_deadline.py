@@ -20,7 +20,9 @@ class ModelCallTimeout(Exception):
     """One model call took longer than its limit."""
 
 
-async def within_model_deadline(events: AsyncIterator[StreamEvent], timeout: float | None) -> AsyncIterator[StreamEvent]:
+async def within_model_deadline(
+    events: AsyncIterator[StreamEvent], timeout: float | None
+) -> AsyncIterator[StreamEvent]:
     """`events`, each model call (streaming included) limited to `timeout` seconds (None: no limit).
 
     Time spent in tools, and while the consumer is busy with an event, does not count; a tool's

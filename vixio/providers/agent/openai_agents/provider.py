@@ -52,7 +52,6 @@ from vixio.providers.agent.base import (
     AgentToolResult,
 )
 from vixio.providers.agent.instructions import SystemPrompt
-from vixio.providers.agent.openai_agents.model_deadline import within_model_deadline
 from vixio.providers.agent.openai_agents.clients import shared_openai_client, warm_openai_client
 from vixio.providers.agent.openai_agents.history import (
     Item,
@@ -60,6 +59,7 @@ from vixio.providers.agent.openai_agents.history import (
     replace_last_reply,
     trim_history,
 )
+from vixio.providers.agent.openai_agents.model_deadline import within_model_deadline
 from vixio.providers.agent.openai_agents.run_failure import RunFailureContext, describe_run_failure
 
 # Off for the whole process by default; a provider built with tracing=True turns it back on
@@ -218,9 +218,12 @@ class OpenAIAgentProvider(AgentProvider):
             set_tracing_disabled(False)
         # A model that calls a tool that does not exist is told so (and what exists) and answers,
         # instead of the whole turn failing.
-        self._run_config = RunConfig(tracing_disabled=not tracing, workflow_name=f"{name} turn",
-                                     tool_not_found_behavior="return_error_to_model",
-                                     tool_error_formatter=self._tool_error_message)
+        self._run_config = RunConfig(
+            tracing_disabled=not tracing,
+            workflow_name=f"{name} turn",
+            tool_not_found_behavior="return_error_to_model",
+            tool_error_formatter=self._tool_error_message,
+        )
         self._agent: Agent[Any] | None = None
         self.answer_first: Callable[[str], str | None] | None = None
         """Given the user's text, an answer to give without running the model, or None (e.g.
@@ -243,7 +246,7 @@ class OpenAIAgentProvider(AgentProvider):
         done off the event loop)."""
         model = self._model_spec
         if isinstance(model, str) and self._direct:
-            model = _direct_openai_model(model[len(_OPENAI_PREFIX):], self._api_base, self._api_key, self._timeout)
+            model = _direct_openai_model(model[len(_OPENAI_PREFIX) :], self._api_base, self._api_key, self._timeout)
         elif isinstance(model, str):
             # litellm fetches a price list at import unless told not to; vixio runs offline.
             os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
@@ -299,8 +302,7 @@ class OpenAIAgentProvider(AgentProvider):
         # A per-turn copy owns its tool list, so update_tools never races another run's list.
         agent = with_tools(self._agent, list(self._tools))
         result = Runner.run_streamed(agent, start, max_turns=self._max_turns, run_config=self._run_config)
-        turn = self._turn = _Turn(result=result, agent=agent, start=start,
-                                  max_tool_rounds=self._max_tool_iterations)
+        turn = self._turn = _Turn(result=result, agent=agent, start=start, max_tool_rounds=self._max_tool_iterations)
         outcome = "interrupted"
         events = result.stream_events()
         try:
@@ -356,11 +358,17 @@ class OpenAIAgentProvider(AgentProvider):
         names = sorted(str(getattr(tool, "name", "")) for tool in tools if getattr(tool, "name", ""))
         count = self._unknown_calls.hit()
         if count is not None:
-            logger.warning("the model called {!r}, which is not one of its {} tool(s); told it so{}", args.tool_name[:60],
-                           len(names), f" ({count} such calls since the last line)" if count else "")
+            logger.warning(
+                "the model called {!r}, which is not one of its {} tool(s); told it so{}",
+                args.tool_name[:60],
+                len(names),
+                f" ({count} such calls since the last line)" if count else "",
+            )
         available = ", ".join(names) if names else "none"
-        return (f"Error: there is no tool named '{args.tool_name}'. Available tools: {available}. "
-                "Use one of them or answer without a tool.")
+        return (
+            f"Error: there is no tool named '{args.tool_name}'. Available tools: {available}. "
+            "Use one of them or answer without a tool."
+        )
 
     @property
     def history(self) -> list[dict[str, Any]]:
@@ -381,4 +389,6 @@ class OpenAIAgentProvider(AgentProvider):
 
     def restore_history(self, items: Sequence[dict[str, Any]]) -> None:
         """Continue an earlier conversation (see `AgentProvider`)."""
-        self._history = trim_history(drop_unpaired_tool_items([dict(item) for item in items]), self.max_history_messages)
+        self._history = trim_history(
+            drop_unpaired_tool_items([dict(item) for item in items]), self.max_history_messages
+        )

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 from agents import MaxTurnsExceeded, ModelTimeoutError
 
-from vixio.providers.agent.openai_agents.model_deadline import ModelCallTimeout
 from vixio.core.failure import connection_failure, describe_failure
+from vixio.providers.agent.openai_agents.model_deadline import ModelCallTimeout
 
 _LITELLM_PREFIX = re.compile(r"^litellm\.\w+:\s*(\w+:\s*)?(\w+Exception\s*-\s*)?")
 
@@ -51,19 +51,29 @@ def describe_run_failure(exc: BaseException, context: RunFailureContext, *, mid_
         return f"the language model at {where} timed out"
     if mid_reply and not isinstance(status, int) or mid_reply and status == 200:
         # The openai SDK path (openai_direct): the stream broke or could not be read.
-        if "Connection" in name or "Protocol" in name or "Read" in name or isinstance(exc, ConnectionError) \
-                or detail.startswith(("Connection error", "peer closed")):
+        if (
+            "Connection" in name
+            or "Protocol" in name
+            or "Read" in name
+            or isinstance(exc, ConnectionError)
+            or detail.startswith(("Connection error", "peer closed"))
+        ):
             return f"the connection to the language model at {where} broke off mid-reply"
         return f"the language model at {where} sent a malformed stream (HTTP 200): {detail}"
     # litellm gives a connection failure a made-up status (500): the cause in the chain comes first.
     api_base, missing_key = context.api_base, context.missing_key
     unreached = connection_failure(exc, api_base)
-    if unreached is not None or "Connection" in name or isinstance(exc, ConnectionError) \
-            or detail.startswith("Connection error"):
+    if (
+        unreached is not None
+        or "Connection" in name
+        or isinstance(exc, ConnectionError)
+        or detail.startswith("Connection error")
+    ):
         cause = describe_failure(api_base, exc=exc, detail=detail, missing_key=missing_key)
         return f"could not reach the language model at {where}: {cause}"
-    cause = describe_failure(api_base, status=status if isinstance(status, int) else None, exc=exc,
-                             detail=detail, missing_key=missing_key)
+    cause = describe_failure(
+        api_base, status=status if isinstance(status, int) else None, exc=exc, detail=detail, missing_key=missing_key
+    )
     if status in (401, 403):
         return f"the language model at {where} rejected the API key: {cause}"
     if isinstance(status, int):

@@ -115,7 +115,8 @@ class CompanionRegistry:
             spellings = dict.fromkeys([normalize_mac(companion.mac_addr), companion.mac_addr.strip().lower()[:64]])
             pins = [(spelling, await self.pinned_client(spelling)) for spelling in spellings if spelling]
             companion.credential = dataclasses.replace(
-                credential, pinned=tuple((spelling, pin) for spelling, pin in pins if pin is not None))
+                credential, pinned=tuple((spelling, pin) for spelling, pin in pins if pin is not None)
+            )
         outcome = self.companion_registered(companion)
         if outcome is not None and outcome.status == "waiting_for_device":
             outcome = await self.pair_elsewhere(companion) or outcome
@@ -137,9 +138,14 @@ class CompanionRegistry:
         if not remote.device_session:
             return self._outcome("device_full", companion, key)
         companion.paired_with = remote.device_session
-        logger.bind(session=companion.session_id).info("companion {} paired with device {} in worker {} (session {}; "
-                                                       "by {})", key.companion, key.mac, remote.worker,
-                                                       remote.device_session, grant)
+        logger.bind(session=companion.session_id).info(
+            "companion {} paired with device {} in worker {} (session {}; by {})",
+            key.companion,
+            key.mac,
+            remote.worker,
+            remote.device_session,
+            grant,
+        )
         return self._outcome("paired", companion, key)
 
     def let_in_for(self, mac: str) -> list[RegisterToolsClient]:
@@ -156,9 +162,12 @@ class CompanionRegistry:
             if other.session_id == companion.session_id:
                 host.detach_companion(other)
         if len(host.companions) >= MAX_COMPANIONS_PER_DEVICE:
-            logger.bind(session=host.session_id).warning("companion {} (worker {}) not paired: the device has {} "
-                                                         "companions already", companion.device_id,
-                                                         companion.link.worker, len(host.companions))
+            logger.bind(session=host.session_id).warning(
+                "companion {} (worker {}) not paired: the device has {} companions already",
+                companion.device_id,
+                companion.link.worker,
+                len(host.companions),
+            )
             return None
         host.attach_companion(companion)
         return host
@@ -179,15 +188,20 @@ class CompanionRegistry:
         key = CompanionKey(companion.device_id[:MAX_ID_CHARS], companion.client_id[:MAX_ID_CHARS], mac)
         if self.policy is None:
             return self._let_in(companion, key, "trust_mac")
-        decision = self.policy.decide(key, companion.credential, mac_addr=companion.mac_addr,
-                                      operator_only=companion.operator_unpaired)
+        decision = self.policy.decide(
+            key, companion.credential, mac_addr=companion.mac_addr, operator_only=companion.operator_unpaired
+        )
         log = logger.bind(session=companion.session_id, device=key.companion)
         if decision.refusal:
             log.warning("companion {} named {} with a token that was refused: {}", key.companion, mac, decision.refusal)
         if decision.grant is None:
             self._pending[companion] = _Pending(key, time.time(), decision.refusal)
-            log.info("companion {} asks to pair with {}: pending an operator's approval (pairing id {})",
-                     key.companion, mac, key.id)
+            log.info(
+                "companion {} asks to pair with {}: pending an operator's approval (pairing id {})",
+                key.companion,
+                mac,
+                key.id,
+            )
             return self._pending_outcome(key, decision.refusal)
         return self._let_in(companion, key, decision.grant)
 
@@ -224,32 +238,42 @@ class CompanionRegistry:
         mac = companion.mac_addr
         message = {
             "waiting_for_device": f"No device {mac} is connected: you are served on your own (send text to talk to "
-                                  "the assistant) until it connects, then you are paired with it.",
+            "the assistant) until it connects, then you are paired with it.",
             "device_full": f"The device {mac} has {MAX_COMPANIONS_PER_DEVICE} companions already: you are served on "
-                           "your own.",
+            "your own.",
             "paired": f"Paired with the device {mac}: its assistant can use these tools and its replies are streamed "
-                      "to you as mcp/ai/message.",
+            "to you as mcp/ai/message.",
         }[status]
         return PairingOutcome(status, message, key.id)
 
     @staticmethod
     def _pending_outcome(key: CompanionKey, refusal: str) -> PairingOutcome:
         why = f" ({refusal})" if refusal else ""
-        return PairingOutcome("pending_approval", f"Not paired with {key.mac}: pairing awaits an operator's approval"
-                              f"{why}. Stay connected: you are paired as soon as it is approved (console, or `vixio "
-                              f"pairing approve {key.id}`) and told so with an mcp/pairing notification; until then "
-                              "you are served on your own.", key.id)
+        return PairingOutcome(
+            "pending_approval",
+            f"Not paired with {key.mac}: pairing awaits an operator's approval"
+            f"{why}. Stay connected: you are paired as soon as it is approved (console, or `vixio "
+            f"pairing approve {key.id}`) and told so with an mcp/pairing notification; until then "
+            "you are served on your own.",
+            key.id,
+        )
 
     def _attach(self, mac: str, host: RegisterToolsClient, companion: RegisterToolsClient) -> bool:
         if len(host.companions) >= MAX_COMPANIONS_PER_DEVICE and companion not in host.companions:
             logger.bind(session=companion.session_id).warning(
-                "companion for {} not paired: the device has {} companions already", mac, len(host.companions))
+                "companion for {} not paired: the device has {} companions already", mac, len(host.companions)
+            )
             return False
         host.attach_companion(companion)
         companion.paired_with = host.session_id
         grant = self._grants.get(companion, (None, "trust_mac"))[1]
-        logger.bind(session=companion.session_id).info("companion {} paired with device {} (session {}; by {})",
-                                                       companion.device_id[:MAX_ID_CHARS], mac, host.session_id, grant)
+        logger.bind(session=companion.session_id).info(
+            "companion {} paired with device {} (session {}; by {})",
+            companion.device_id[:MAX_ID_CHARS],
+            mac,
+            host.session_id,
+            grant,
+        )
         return True
 
     # --- the operator ---------------------------------------------------------------------------
@@ -262,8 +286,12 @@ class CompanionRegistry:
         for companion, pending in list(self._pending.items()):
             if companion not in self._pending:  # it left while an earlier one paired
                 continue
-            decision = self.policy.decide(pending.key, companion.credential, mac_addr=companion.mac_addr,
-                                          operator_only=companion.operator_unpaired)
+            decision = self.policy.decide(
+                pending.key,
+                companion.credential,
+                mac_addr=companion.mac_addr,
+                operator_only=companion.operator_unpaired,
+            )
             if decision.grant is not None:
                 del self._pending[companion]
                 outcome = self._let_in(companion, pending.key, decision.grant)
@@ -288,18 +316,29 @@ class CompanionRegistry:
     def _wait_for_approval(self, companion: RegisterToolsClient, key: CompanionKey) -> None:
         self.companion_left(companion)
         self._pending[companion] = _Pending(key, time.time(), "")
-        logger.bind(session=companion.session_id).info("companion {} unpaired from {} by the operator",
-                                                       key.companion, key.mac)
+        logger.bind(session=companion.session_id).info(
+            "companion {} unpaired from {} by the operator", key.companion, key.mac
+        )
         companion.notify_pairing(self._pending_outcome(key, ""))
 
     def snapshot(self) -> dict[str, list[dict[str, Any]]]:
         """The companions of this process for the console: `pending` approval and let in (`companions`)."""
-        def entry(companion: RegisterToolsClient, key: CompanionKey) -> dict[str, Any]:
-            return {"id": key.id, "companion": key.companion, "client_id": key.client_id, "mac": key.mac,
-                    "session_id": companion.session_id, "tools": [tool.name for tool in companion.tools]}
 
-        pending = [{**entry(c, p.key), "since": round(p.since, 3), "refusal": p.refusal}
-                   for c, p in self._pending.items()]
-        companions = [{**entry(c, key), "grant": grant, "paired": bool(c.paired_with), "device_session": c.paired_with}
-                      for c, (key, grant) in self._grants.items()]
+        def entry(companion: RegisterToolsClient, key: CompanionKey) -> dict[str, Any]:
+            return {
+                "id": key.id,
+                "companion": key.companion,
+                "client_id": key.client_id,
+                "mac": key.mac,
+                "session_id": companion.session_id,
+                "tools": [tool.name for tool in companion.tools],
+            }
+
+        pending = [
+            {**entry(c, p.key), "since": round(p.since, 3), "refusal": p.refusal} for c, p in self._pending.items()
+        ]
+        companions = [
+            {**entry(c, key), "grant": grant, "paired": bool(c.paired_with), "device_session": c.paired_with}
+            for c, (key, grant) in self._grants.items()
+        ]
         return {"pending": pending, "companions": companions}

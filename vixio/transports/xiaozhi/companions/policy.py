@@ -21,9 +21,9 @@ from typing import Literal
 
 from loguru import logger
 
-from vixio.transports.xiaozhi.session.auth import AuthError, verify_token
 from vixio.config.xiaozhi import AuthConfig, PairingConfig, XiaozhiConfig
 from vixio.transports.xiaozhi.companions.store import CompanionKey, PairingFile, PairingStore
+from vixio.transports.xiaozhi.session.auth import AuthError, verify_token
 
 Grant = Literal["token", "approved", "trust_mac"]
 """How a companion was let in."""
@@ -45,8 +45,10 @@ class Credential:
     @classmethod
     def from_params(cls, params: dict[str, object]) -> Credential:
         token, client_id = params.get("token"), params.get("client_id")
-        return cls(token.strip()[:MAX_TOKEN_CHARS] if isinstance(token, str) else "",
-                   client_id.strip()[:128] if isinstance(client_id, str) else "")
+        return cls(
+            token.strip()[:MAX_TOKEN_CHARS] if isinstance(token, str) else "",
+            client_id.strip()[:128] if isinstance(client_id, str) else "",
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,8 +72,9 @@ class PairingPolicy:
         """`store`: where approvals live (the server passes the state store's); None reads `pairing.state_file`."""
         return cls(config.auth, config.pairing, store if store is not None else PairingFile(config.pairing.state_file))
 
-    def decide(self, key: CompanionKey, credential: Credential, *, mac_addr: str = "",
-               operator_only: bool = False) -> Decision:
+    def decide(
+        self, key: CompanionKey, credential: Credential, *, mac_addr: str = "", operator_only: bool = False
+    ) -> Decision:
         """`operator_only`: the operator unpaired this connection, so only an approval lets it back."""
         if self.store.is_approved(key):
             return Decision("approved")
@@ -103,14 +106,19 @@ class PairingPolicy:
             pinned = dict(credential.pinned).get(device_id)
             if pinned == credential.client_id:
                 return ""
-            return (f"params.client_id is not the Client-Id {key.mac} is pinned to" if pinned is not None else
-                    f"{key.mac} has no pinned Client-Id to check the token's against") + ": a token alone is not proof"
+            return (
+                f"params.client_id is not the Client-Id {key.mac} is pinned to"
+                if pinned is not None
+                else f"{key.mac} has no pinned Client-Id to check the token's against"
+            ) + ": a token alone is not proof"
         return f"the token is not valid for {key.mac}: {reason}"
 
 
 def warn_about_trusted_macs(config: XiaozhiConfig) -> None:
     """With `pairing.trust_mac` any client that names a device's MAC reads its conversation."""
     if config.pairing.trust_mac:
-        logger.warning("xiaozhi.pairing.trust_mac is on: any client that can reach the WebSocket port and names a "
-                       "device's MAC in mcp/registerTools is paired with it (reads its conversation, adds tools to "
-                       "its assistant) without a token or an operator's approval (see docs/security.md)")
+        logger.warning(
+            "xiaozhi.pairing.trust_mac is on: any client that can reach the WebSocket port and names a "
+            "device's MAC in mcp/registerTools is paired with it (reads its conversation, adds tools to "
+            "its assistant) without a token or an operator's approval (see docs/security.md)"
+        )

@@ -38,8 +38,9 @@ companion whose worker stalls must not hold the device's memory or its replies).
 class CompanionRelay(Protocol):
     """How a process's `CompanionRegistry` reaches devices and companions held by other processes."""
 
-    async def pair(self, companion: RegisterToolsClient, key: CompanionKey, only: str | None = None
-                   ) -> RemoteHost | None:
+    async def pair(
+        self, companion: RegisterToolsClient, key: CompanionKey, only: str | None = None
+    ) -> RemoteHost | None:
         """Pair `companion` (let in, its device not here) with its device elsewhere (on worker
         `only`, else wherever it is); None when no other process holds the device."""
         ...
@@ -88,8 +89,15 @@ class CompanionLink:
 class RemoteCompanion:
     """A companion held by another process, as the device's host carries it."""
 
-    def __init__(self, link: CompanionLink, device_id: str, tools: list[ToolDefinition], *,
-                 call_timeout: float, on_gone: Callable[[RemoteCompanion], None]) -> None:
+    def __init__(
+        self,
+        link: CompanionLink,
+        device_id: str,
+        tools: list[ToolDefinition],
+        *,
+        call_timeout: float,
+        on_gone: Callable[[RemoteCompanion], None],
+    ) -> None:
         self.link = link
         self.session_id = link.session_id
         self.device_id = device_id
@@ -117,8 +125,9 @@ class RemoteCompanion:
             self._queue.get_nowait()
         self._queue.put_nowait(message)
         if self._sender is None:
-            self._sender = asyncio.get_running_loop().create_task(self._send_forever(),
-                                                                  name=f"vixio-relay-{self.session_id[:8]}")
+            self._sender = asyncio.get_running_loop().create_task(
+                self._send_forever(), name=f"vixio-relay-{self.session_id[:8]}"
+            )
 
     def close(self) -> None:
         self.closed = True
@@ -133,8 +142,9 @@ class RemoteCompanion:
                 self._failing = False
             except Exception as exc:  # noqa: BLE001 - the device's stream goes on without this companion
                 if not self._failing:  # one line until a message gets through again
-                    logger.bind(session=self.session_id).warning("cannot relay to the companion on {}: {}",
-                                                                 self.link.worker, exc)
+                    logger.bind(session=self.session_id).warning(
+                        "cannot relay to the companion on {}: {}", self.link.worker, exc
+                    )
                 self._failing = True
                 delivered = True  # unreachable for now (restarting): not proven gone
             if not delivered:

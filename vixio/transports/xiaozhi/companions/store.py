@@ -37,7 +37,7 @@ def normalize_mac(value: str) -> str:
     digits = _NOT_HEX.sub("", value.lower()) if isinstance(value, str) else ""
     if len(digits) != 12 or len(value) > 20:
         return ""
-    return ":".join(digits[i:i + 2] for i in range(0, 12, 2))
+    return ":".join(digits[i : i + 2] for i in range(0, 12, 2))
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,17 +155,21 @@ class PairingFile:
             self._approved = _parse(self.path.read_text(encoding="utf-8"))
         except (OSError, ValueError, KeyError, TypeError) as exc:
             if force:
-                raise ValueError(f"pairing.state_file {self.path}: unreadable ({exc}); expected "
-                                 '{"approved": [{"companion": ..., "client_id": ..., "mac": ...}]}; '
-                                 "fix or delete the file") from exc
+                raise ValueError(
+                    f"pairing.state_file {self.path}: unreadable ({exc}); expected "
+                    '{"approved": [{"companion": ..., "client_id": ..., "mac": ...}]}; '
+                    "fix or delete the file"
+                ) from exc
             # Changed under a running server: keep what was read last (a writer may be mid-way).
             logger.warning("pairing.state_file {}: unreadable ({}); keeping the approvals read before", self.path, exc)
 
     def _save(self, approved: dict[CompanionKey, Approval]) -> None:
         # A few KB, written only when an operator approves or revokes: blocking I/O is fine here.
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        entries = [{**asdict(a.key), "approved_at": a.approved_at}
-                   for a in sorted(approved.values(), key=lambda approval: approval.approved_at)]
+        entries = [
+            {**asdict(a.key), "approved_at": a.approved_at}
+            for a in sorted(approved.values(), key=lambda approval: approval.approved_at)
+        ]
         temporary = self.path.with_name(f"{self.path.name}.{os.getpid()}.tmp")
         # Only this user reads who may pair with which device (as the state store's file).
         descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -182,8 +186,11 @@ def _parse(text: str) -> dict[CompanionKey, Approval]:
         raise TypeError("'approved' is not a list")
     approved: dict[CompanionKey, Approval] = {}
     for entry in entries[-MAX_APPROVALS:]:
-        key = CompanionKey(str(entry["companion"])[:MAX_ID_CHARS].lower(),
-                           str(entry.get("client_id", ""))[:MAX_ID_CHARS], normalize_mac(str(entry["mac"])))
+        key = CompanionKey(
+            str(entry["companion"])[:MAX_ID_CHARS].lower(),
+            str(entry.get("client_id", ""))[:MAX_ID_CHARS],
+            normalize_mac(str(entry["mac"])),
+        )
         if not key.mac:
             raise ValueError(f"{entry['mac']!r} is not a MAC address")
         approved[key] = Approval(key, float(entry.get("approved_at", 0.0)))

@@ -39,15 +39,22 @@ class StorePairings:
                 await self.store.approve_pairing(key.mac, key.companion, key.client_id)
             imported = self.legacy_file.with_name(self.legacy_file.name + ".imported")
             os.replace(self.legacy_file, imported)
-            logger.info("pairing: {} approval(s) imported from {} into the state store; the file is now {}",
-                        len(legacy), self.legacy_file, imported)
+            logger.info(
+                "pairing: {} approval(s) imported from {} into the state store; the file is now {}",
+                len(legacy),
+                self.legacy_file,
+                imported,
+            )
         self._approved = {_key(row): Approval(_key(row), row.at) for row in await self.store.pairings()}
 
     async def sync(self) -> None:
         """Wait for this process's writes, then read what every process approved or revoked."""
         writes, self._writes = self._writes, []
-        failed = [outcome for outcome in await asyncio.gather(*writes, return_exceptions=True)
-                  if isinstance(outcome, BaseException)]
+        failed = [
+            outcome
+            for outcome in await asyncio.gather(*writes, return_exceptions=True)
+            if isinstance(outcome, BaseException)
+        ]
         try:
             await self.load()  # a write that failed is undone here too
         except StoreError as exc:

@@ -37,22 +37,42 @@ _VERB = r"(?:call|use|run|invoke|execute|trigger|choose|pick|select|prefer|consu
 _CLAIMS: list[tuple[tuple[str, ...], str]] = [
     # (words a lowercased sentence must contain for the claim to be looked for, the claim)
     (("always", "first"), rf"\b(?:always|first)\b.{{0,40}}\b{_VERB}|\b{_VERB}\w*\b.{{0,40}}\b(?:always|first)\b"),
-    (("before ", "prior to ", "ahead of ", "at the "),
-     r"\b(?:before|prior to|ahead of) (?:any|every|all|other|anything)\b|\bat the (?:start|beginning) of\b"),
-    (("for any", "for every", "for all", "for each"),
-     r"\bfor (?:any|every|all|each) (?:of the )?(?:user'?s? )?(?:requests?|quer(?:y|ies)|questions?|messages?|turns?|inputs?)\b"),
-    (("must", "should", "has to", "have to", "need"),
-     r"\b(?:must|should|has to|have to|needs? to)\b.{0,40}\b(?:called|used|invoked|run|executed|chosen|selected)\b"),
-    (("priorit", "precedence", "overrid", "supersede", "preferred"),
-     r"\b(?:priority|precedence|prioriti[sz]e|override|overrides|supersedes?|preferred)\b"),
-    (("ignore", "disregard", "forget"),
-     r"\b(?:ignore|disregard|forget)\b.{0,40}\b(?:instructions?|tools?|functions?|previous|prior|other|above|system|rules?)\b"),
-    (("instead of", "rather than", "in place of"), r"\b(?:instead of|rather than|in place of)\b.{0,40}\b(?:tools?|functions?)\b"),
-    (("do not", "don't", "never"), r"\b(?:do not|don't|never)\b.{0,40}\b(?:other|another|any other)\b.{0,20}\b(?:tools?|functions?)\b"),
-    (("system", "important", "urgent", "attention", "note to"),
-     r"^\s*(?:system|important|urgent|attention|note to (?:the )?(?:assistant|model|ai))\s*[:!]"),
-    (("调用", "使用", "执行"),
-     r"(?:总是|始终|一律|务必|必须|一定要|每次|永远|任何).{0,12}(?:调用|使用|执行)|(?:首先|优先|最先|先).{0,6}(?:调用|使用|执行)"),
+    (
+        ("before ", "prior to ", "ahead of ", "at the "),
+        r"\b(?:before|prior to|ahead of) (?:any|every|all|other|anything)\b|\bat the (?:start|beginning) of\b",
+    ),
+    (
+        ("for any", "for every", "for all", "for each"),
+        r"\bfor (?:any|every|all|each) (?:of the )?(?:user'?s? )?(?:requests?|quer(?:y|ies)|questions?|messages?|turns?|inputs?)\b",
+    ),
+    (
+        ("must", "should", "has to", "have to", "need"),
+        r"\b(?:must|should|has to|have to|needs? to)\b.{0,40}\b(?:called|used|invoked|run|executed|chosen|selected)\b",
+    ),
+    (
+        ("priorit", "precedence", "overrid", "supersede", "preferred"),
+        r"\b(?:priority|precedence|prioriti[sz]e|override|overrides|supersedes?|preferred)\b",
+    ),
+    (
+        ("ignore", "disregard", "forget"),
+        r"\b(?:ignore|disregard|forget)\b.{0,40}\b(?:instructions?|tools?|functions?|previous|prior|other|above|system|rules?)\b",
+    ),
+    (
+        ("instead of", "rather than", "in place of"),
+        r"\b(?:instead of|rather than|in place of)\b.{0,40}\b(?:tools?|functions?)\b",
+    ),
+    (
+        ("do not", "don't", "never"),
+        r"\b(?:do not|don't|never)\b.{0,40}\b(?:other|another|any other)\b.{0,20}\b(?:tools?|functions?)\b",
+    ),
+    (
+        ("system", "important", "urgent", "attention", "note to"),
+        r"^\s*(?:system|important|urgent|attention|note to (?:the )?(?:assistant|model|ai))\s*[:!]",
+    ),
+    (
+        ("调用", "使用", "执行"),
+        r"(?:总是|始终|一律|务必|必须|一定要|每次|永远|任何).{0,12}(?:调用|使用|执行)|(?:首先|优先|最先|先).{0,6}(?:调用|使用|执行)",
+    ),
     (("忽略", "无视", "不要理会"), r"(?:忽略|无视|不要理会).{0,12}(?:指令|工具|提示|说明|规则)"),
     (("优先",), r"优先级|最高优先"),
 ]
@@ -81,7 +101,7 @@ def neutralise(description: str) -> str:
     text = description
     if len(text) > ANALYSED_CHARS:
         cut = max(text.rfind(end, 0, ANALYSED_CHARS) for end in _ENDS + "\n")
-        text = text[:cut + 1] if cut > 0 else text[:ANALYSED_CHARS]
+        text = text[: cut + 1] if cut > 0 else text[:ANALYSED_CHARS]
     kept: list[str] = []
     removed = False
     for match in _SENTENCE.finditer(_CONTROL.sub(" ", text)):
@@ -94,7 +114,7 @@ def neutralise(description: str) -> str:
             kept.append(sentence)
     result = " ".join(" ".join(kept).split())
     if len(result) > MAX_DESCRIPTION_CHARS:
-        result = result[:MAX_DESCRIPTION_CHARS - 1].rstrip() + "…"
+        result = result[: MAX_DESCRIPTION_CHARS - 1].rstrip() + "…"
     if removed:
         result = f"{result} {REMOVED}" if result else REMOVED
     return result
@@ -107,5 +127,6 @@ async def present_all(tools: Sequence[ToolDefinition], label: str) -> list[ToolD
 
 def present(tool: ToolDefinition, label: str) -> ToolDefinition:
     """`tool` as the paired device's model sees it: attributed to the companion, no priority claims."""
-    return replace(tool, description=f"[From companion {label}] {neutralise(tool.description)}",
-                   origin=f"companion {label}")
+    return replace(
+        tool, description=f"[From companion {label}] {neutralise(tool.description)}", origin=f"companion {label}"
+    )

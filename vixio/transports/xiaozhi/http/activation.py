@@ -27,8 +27,8 @@ from typing import Any, Literal, Protocol
 
 from loguru import logger
 
-from vixio.transports.xiaozhi.http.activation_proof import ActivationRefused, DeviceKeys, DeviceProof
 from vixio.config.xiaozhi import ActivationConfig
+from vixio.transports.xiaozhi.http.activation_proof import ActivationRefused, DeviceKeys, DeviceProof
 
 MAX_PENDING_ACTIVATIONS = 1024
 """Codes kept at once, so unknown devices cannot grow memory."""
@@ -88,8 +88,9 @@ class _AddressRate:
 class ActivationRegistry:
     """Codes of devices waiting to be bound; confirmed devices are admissions in `store`."""
 
-    def __init__(self, config: ActivationConfig, store: AdmissionStore,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, config: ActivationConfig, store: AdmissionStore, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self._legacy_file = Path(config.state_file)
         self._store = store
         self._clock = clock
@@ -125,8 +126,12 @@ class ActivationRegistry:
             await self._store.admit(str(device).lower(), via="activation")
         imported = path.with_name(path.name + ".imported")
         os.replace(path, imported)
-        logger.info("activation: {} confirmed device(s) imported from {} into the state store; the file is now {}",
-                    len(devices), path, imported)
+        logger.info(
+            "activation: {} confirmed device(s) imported from {} into the state store; the file is now {}",
+            len(devices),
+            path,
+            imported,
+        )
         return len(devices)
 
     async def is_confirmed(self, device_id: str) -> bool:
@@ -145,13 +150,18 @@ class ActivationRegistry:
             self._pending.move_to_end(device_id)
             return existing
         if not self._new_codes.allow(address):
-            raise ActivationRefused("rate", "too many new devices from your address this minute "
-                                    "(xiaozhi.activation.new_codes_per_minute); try again later", 429)
+            raise ActivationRefused(
+                "rate",
+                "too many new devices from your address this minute "
+                "(xiaozhi.activation.new_codes_per_minute); try again later",
+                429,
+            )
         while len(self._pending) >= MAX_PENDING_ACTIVATIONS:
             oldest_id, oldest = next(iter(self._pending.items()))
             if now - oldest.seen < STALE_AFTER:
-                raise ActivationRefused("full", f"{MAX_PENDING_ACTIVATIONS} devices are waiting for activation; "
-                                        "try again later", 503)
+                raise ActivationRefused(
+                    "full", f"{MAX_PENDING_ACTIVATIONS} devices are waiting for activation; try again later", 503
+                )
             self._forget(oldest_id)
         code = f"{secrets.randbelow(1_000_000):06d}"
         while code in self._by_code:
@@ -185,21 +195,31 @@ class ActivationRegistry:
         A challenge not issued here is asked of the other instances of a fleet (`prove_elsewhere`)."""
         key = self.keys.get(proof.serial_number)
         if key is None:
-            raise ActivationRefused("unknown_serial", f"serial number {proof.serial_number!r} has no key in "
-                                    "xiaozhi.activation.device_keys; the operator can confirm the code the device shows")
+            raise ActivationRefused(
+                "unknown_serial",
+                f"serial number {proof.serial_number!r} has no key in "
+                "xiaozhi.activation.device_keys; the operator can confirm the code the device shows",
+            )
         entry = self._pending.get(device_id)
         if entry is None or not secrets.compare_digest(entry.challenge, proof.challenge):
             if proof.challenge in self._used:
-                raise ActivationRefused("used", "this challenge was already used; "
-                                        "the device gets a new one when it asks OTA again")
+                raise ActivationRefused(
+                    "used", "this challenge was already used; the device gets a new one when it asks OTA again"
+                )
             if ask_elsewhere and self.prove_elsewhere is not None:
                 await self.prove_elsewhere(device_id, proof)
                 return
-            raise ActivationRefused("not_issued", "this challenge was not issued to this device (or has expired); "
-                                    "the device gets a new one when it asks OTA again")
+            raise ActivationRefused(
+                "not_issued",
+                "this challenge was not issued to this device (or has expired); "
+                "the device gets a new one when it asks OTA again",
+            )
         if not proof.verifies(key):
-            raise ActivationRefused("bad_hmac", f"the hmac does not verify with the key of serial number "
-                                    f"{proof.serial_number!r}; the operator can confirm the code the device shows")
+            raise ActivationRefused(
+                "bad_hmac",
+                f"the hmac does not verify with the key of serial number "
+                f"{proof.serial_number!r}; the operator can confirm the code the device shows",
+            )
         await self._store.admit(device_id, via="activation")
         self._forget(device_id)
         self._used[proof.challenge] = None

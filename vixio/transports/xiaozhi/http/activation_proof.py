@@ -75,8 +75,12 @@ class DeviceKeys:
     def load(cls, inline: Mapping[str, str], path: str | None) -> DeviceKeys:
         """`device_keys` from config, then the lines of `device_keys_file`: `<serial> <key>`
         (whitespace or one comma between them), blank lines and `#` comments skipped."""
-        keys = {check_serial(serial, f"xiaozhi.activation.device_keys[{serial!r}]"):
-                parse_key(value, f"xiaozhi.activation.device_keys[{serial!r}]") for serial, value in inline.items()}
+        keys = {
+            check_serial(serial, f"xiaozhi.activation.device_keys[{serial!r}]"): parse_key(
+                value, f"xiaozhi.activation.device_keys[{serial!r}]"
+            )
+            for serial, value in inline.items()
+        }
         if path:
             try:
                 text = Path(path).read_text(encoding="utf-8")
@@ -120,14 +124,19 @@ class DeviceProof:
             return None
         algorithm = body.get("algorithm", ALGORITHM)
         if algorithm != ALGORITHM:
-            raise ActivationRefused("malformed", f"activation algorithm {str(algorithm)[:32]!r} is not supported; "
-                                    f"expected {ALGORITHM!r}", 400)
+            raise ActivationRefused(
+                "malformed",
+                f"activation algorithm {str(algorithm)[:32]!r} is not supported; expected {ALGORITHM!r}",
+                400,
+            )
         if not isinstance(serial, str) or not serial or len(serial) > MAX_SERIAL_CHARS or not serial.isprintable():
-            raise ActivationRefused("malformed", f"serial_number must be 1-{MAX_SERIAL_CHARS} printable characters",
-                                    400)
+            raise ActivationRefused(
+                "malformed", f"serial_number must be 1-{MAX_SERIAL_CHARS} printable characters", 400
+            )
         if not isinstance(challenge, str) or not challenge or len(challenge) > MAX_CHALLENGE_CHARS:
-            raise ActivationRefused("malformed", f"challenge must be the OTA reply's (1-{MAX_CHALLENGE_CHARS} "
-                                    "characters)", 400)
+            raise ActivationRefused(
+                "malformed", f"challenge must be the OTA reply's (1-{MAX_CHALLENGE_CHARS} characters)", 400
+            )
         text = mac.lower() if isinstance(mac, str) else ""
         if len(text) != 64 or any(c not in "0123456789abcdef" for c in text):
             raise ActivationRefused("malformed", "hmac must be 64 hex digits (HMAC-SHA256 of the challenge)", 400)

@@ -76,9 +76,16 @@ class _Debt:
 class TokenThrottle:
     """Counts wrong operator tokens by client address and overall; says when to refuse unchecked."""
 
-    def __init__(self, *, address_burst: int = ADDRESS_BURST, address_interval: float = ADDRESS_INTERVAL,
-                 overall_burst: int = OVERALL_BURST, overall_interval: float = OVERALL_INTERVAL,
-                 max_addresses: int = MAX_ADDRESSES, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        *,
+        address_burst: int = ADDRESS_BURST,
+        address_interval: float = ADDRESS_INTERVAL,
+        overall_burst: int = OVERALL_BURST,
+        overall_interval: float = OVERALL_INTERVAL,
+        max_addresses: int = MAX_ADDRESSES,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.address_burst, self.address_interval = address_burst, address_interval
         self.overall_burst, self.overall_interval = overall_burst, overall_interval
         self.max_addresses = max_addresses
@@ -105,9 +112,12 @@ class TokenThrottle:
         self._unlogged += 1
         now = self._clock()
         if self._logged_at is None or now - self._logged_at >= LOG_EVERY:
-            logger.warning("operator token: refused {} request(s) unchecked (HTTP 429) after too many wrong tokens, "
-                           "the latest from {}; someone may be guessing xiaozhi.http.admin_token",
-                           self._unlogged, address)
+            logger.warning(
+                "operator token: refused {} request(s) unchecked (HTTP 429) after too many wrong tokens, "
+                "the latest from {}; someone may be guessing xiaozhi.http.admin_token",
+                self._unlogged,
+                address,
+            )
             self._logged_at, self._unlogged = now, 0
 
     def failed(self, address: str) -> None:
@@ -171,7 +181,7 @@ class AdminGuard:
         return self.verdict(request) == "operator"
 
     def verdict(self, request: web.Request) -> str:
-        """"operator", or why not: "foreign" (another site's page), "throttled" (too many wrong
+        """ "operator", or why not: "foreign" (another site's page), "throttled" (too many wrong
         tokens, not checked), "wrong", "missing" (no token), "not local" (no token configured)."""
         if is_foreign_origin(request):
             return "foreign"
@@ -209,22 +219,35 @@ class AdminGuard:
         if verdict == "throttled":
             return self.throttled(request)
         if self.token and verdict == "foreign":
-            return web.json_response({"error": "operator routes do not answer pages of other sites (the request's "
-                                               "Origin is not this server), whatever token they carry"}, status=403)
+            return web.json_response(
+                {
+                    "error": "operator routes do not answer pages of other sites (the request's "
+                    "Origin is not this server), whatever token they carry"
+                },
+                status=403,
+            )
         if self.token:
             return web.json_response(
                 {"error": "operator token required: send Authorization: Bearer <xiaozhi.http.admin_token>"},
-                status=401, headers={"WWW-Authenticate": 'Bearer realm="vixio"'})
+                status=401,
+                headers={"WWW-Authenticate": 'Bearer realm="vixio"'},
+            )
         return web.json_response(
-            {"error": "operator routes answer only on this machine because no operator token is configured; "
-                      "set xiaozhi.http.admin_token (e.g. ${VIXIO_ADMIN_TOKEN}) to use them from elsewhere"},
-            status=403)
+            {
+                "error": "operator routes answer only on this machine because no operator token is configured; "
+                "set xiaozhi.http.admin_token (e.g. ${VIXIO_ADMIN_TOKEN}) to use them from elsewhere"
+            },
+            status=403,
+        )
 
     def throttled(self, request: web.Request) -> web.Response:
         """The 429 for a request whose address (or everyone) sent too many wrong tokens."""
         wait = self.retry_after(request)
-        return web.json_response({"error": f"too many wrong operator tokens; try again in {wait} s"}, status=429,
-                                 headers={"Retry-After": str(wait)})
+        return web.json_response(
+            {"error": f"too many wrong operator tokens; try again in {wait} s"},
+            status=429,
+            headers={"Retry-After": str(wait)},
+        )
 
     def protect(self, handler: Handler) -> Handler:
         """`handler`, answered only for operators."""

@@ -99,11 +99,21 @@ class ServerNames:
         shown = (host or "")[:100]
         count = self._refused.hit()
         if count is not None:
-            logger.warning("HTTP: refused {} {} addressed to Host {!r}, not a name of this server{}; add the name to "
-                           "xiaozhi.allowed_hosts if it is one", request.method, request.path, shown,
-                           f" ({count} such requests since the last line)" if count else "")
-        return web.json_response({"error": f"Host {shown!r} does not name this server: operator routes answer only "
-                                           "its own addresses, localhost and xiaozhi.allowed_hosts"}, status=403)
+            logger.warning(
+                "HTTP: refused {} {} addressed to Host {!r}, not a name of this server{}; add the name to "
+                "xiaozhi.allowed_hosts if it is one",
+                request.method,
+                request.path,
+                shown,
+                f" ({count} such requests since the last line)" if count else "",
+            )
+        return web.json_response(
+            {
+                "error": f"Host {shown!r} does not name this server: operator routes answer only "
+                "its own addresses, localhost and xiaozhi.allowed_hosts"
+            },
+            status=403,
+        )
 
     def refuses(self, host_header: str | None, local_address: str | None) -> bool:
         """Whether a request with this `Host` (None: no header) must be refused an operator
@@ -114,8 +124,9 @@ class ServerNames:
         return host is None or not names_this_server(host, local_address, self.names)
 
 
-def advertised_host(host_header: str, local_address: str | None, fallback: str,
-                    allowed_hosts: Iterable[str] = ()) -> str:
+def advertised_host(
+    host_header: str, local_address: str | None, fallback: str, allowed_hosts: Iterable[str] = ()
+) -> str:
     """The host to put into a URL for the client that sent `host_header` over a connection to
     `local_address`: the header's host when it names this server, else `local_address`, else
     `fallback`."""
@@ -131,8 +142,9 @@ def advertised_host(host_header: str, local_address: str | None, fallback: str,
     return fallback
 
 
-def derive_vision_url(config: XiaozhiConfig, host_header: str = "", http_port: int | None = None, *,
-                      local_address: str | None = None) -> str:
+def derive_vision_url(
+    config: XiaozhiConfig, host_header: str = "", http_port: int | None = None, *, local_address: str | None = None
+) -> str:
     """`mcp.vision_url`, else the HTTP server the device can reach plus `VISION_PATH`.
 
     With `public_url` (a proxy in front) the vision route is assumed behind the same origin;

@@ -39,8 +39,10 @@ _ACCEPT_ERROR_MESSAGES = ("socket.accept() out of system resource", "Error on tr
 
 def _refusal(message: str) -> bytes:
     body = json.dumps({"error": message}).encode()
-    return (b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nRetry-After: 1\r\n"
-            b"Connection: close\r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+    return (
+        b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nRetry-After: 1\r\n"
+        b"Connection: close\r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body
+    )
 
 
 _FULL = _refusal("too many open connections (xiaozhi.http.max_connections); try again shortly")
@@ -104,12 +106,18 @@ class _RefusalLog:
         if self.full:
             parts.append(f"{self.full} at the cap (xiaozhi.http.max_connections)")
         if shared:
-            (top, count), = self.share.most_common(1)
+            ((top, count),) = self.share.most_common(1)
             others = f", the rest from {len(self.share) - 1} other address(es)" if len(self.share) > 1 else ""
-            parts.append(f"{shared} over one address's share (xiaozhi.http.max_connections_per_address), "
-                         f"{count} from {top}{others}")
-        logger.warning("HTTP: refused {} connection(s) with 503 since the last line: {}; {} open",
-                       self.full + shared, "; ".join(parts), self._open())
+            parts.append(
+                f"{shared} over one address's share (xiaozhi.http.max_connections_per_address), "
+                f"{count} from {top}{others}"
+            )
+        logger.warning(
+            "HTTP: refused {} connection(s) with 503 since the last line: {}; {} open",
+            self.full + shared,
+            "; ".join(parts),
+            self._open(),
+        )
         self.full, self.share = 0, Counter()
         if again:
             self._handle = asyncio.get_running_loop().call_later(1.0, self._flush)
@@ -210,9 +218,13 @@ class AcceptErrorThrottle:
             now = time.monotonic()
             if now - self._last >= 1.0:
                 self._last = now
-                logger.error("accept failed {} time(s) in the last second: {} ({}); raise the open-file "
-                             "limit (ulimit -n) or lower xiaozhi.max_connections / xiaozhi.http.max_connections",
-                             self._count, message, context.get("exception"))
+                logger.error(
+                    "accept failed {} time(s) in the last second: {} ({}); raise the open-file "
+                    "limit (ulimit -n) or lower xiaozhi.max_connections / xiaozhi.http.max_connections",
+                    self._count,
+                    message,
+                    context.get("exception"),
+                )
                 self._count = 0
             return
         if self._previous is not None:

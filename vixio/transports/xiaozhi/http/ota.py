@@ -40,18 +40,17 @@ from aiohttp import web
 from loguru import logger
 from yarl import URL
 
+from vixio.config.xiaozhi import XiaozhiConfig
 from vixio.core.device_ids import DeviceIdError, loggable, normalize_device_id
 from vixio.core.json_limits import DEFAULT_MAX_DEPTH, JsonTooDeep, check_depth
 from vixio.state.store import Store, StoreError, StoreWriteError
 from vixio.transports.xiaozhi.http.activation import ActivationRegistry, AdmissionStore
 from vixio.transports.xiaozhi.http.activation_proof import ActivationRefused, DeviceProof
-from vixio.transports.xiaozhi.session.auth import DeviceAuthenticator, parse_bearer
-from vixio.config.xiaozhi import XiaozhiConfig
 from vixio.transports.xiaozhi.http.hosts import advertised_host
 from vixio.transports.xiaozhi.http.limits import address_key
+from vixio.transports.xiaozhi.http.port import OTA_PATH, BadRequest, HttpPort, display_host, json_error, request_device
+from vixio.transports.xiaozhi.session.auth import DeviceAuthenticator, parse_bearer
 from vixio.transports.xiaozhi.session.identity import MAX_CLIENT_ID_CHARS, IdentityPins
-from vixio.transports.xiaozhi.http.port import (OTA_PATH, BadRequest, HttpPort, display_host, json_error,
-                                                 request_device)
 
 ACTIVATION_TIMEOUT_MS = 30_000
 """Sent as `activation.timeout_ms`; the firmware's own default."""
@@ -254,8 +253,11 @@ class OtaServer(HttpPort):
         command = f'curl -X POST {self.url}activate/confirm -d \'{{"code": "{pending.code}"}}\''
         shown, unshown = self._offers.hit()
         if unshown:
-            logger.info("{} more activation codes were offered in {:g} s, not logged one by one "
-                        "(each device shows its own)", unshown, self._offers.window)
+            logger.info(
+                "{} more activation codes were offered in {:g} s, not logged one by one (each device shows its own)",
+                unshown,
+                self._offers.window,
+            )
         if shown:
             logger.bind(device=device_id).info(
                 "device {} shows code {}; confirm with: {}", device_id, pending.code, command
@@ -280,8 +282,9 @@ class OtaServer(HttpPort):
             proof = DeviceProof.parse(body) if len(registry.keys) else None
             if proof is not None:
                 await registry.prove(device_id, proof)
-                logger.bind(device=device_id).info("device {} activated by the eFuse key of serial number {}",
-                                                   device_id, proof.serial_number)
+                logger.bind(device=device_id).info(
+                    "device {} activated by the eFuse key of serial number {}", device_id, proof.serial_number
+                )
                 await self._pin_proven(request, device_id)
                 return web.json_response({"status": "activated"})
             # The code is shown on the device only: a poll names no code, so a caller cannot learn it here.
@@ -306,19 +309,25 @@ class OtaServer(HttpPort):
         try:
             await self.identities.store.repin_identity(device_id, client_id[:MAX_CLIENT_ID_CHARS])
         except StoreError as exc:  # logged by the store; the device is admitted, its pin stays as it was
-            logger.bind(device=device_id).warning("device {} proved its key, but its pin could not be moved: {}",
-                                                  device_id, exc)
+            logger.bind(device=device_id).warning(
+                "device {} proved its key, but its pin could not be moved: {}", device_id, exc
+            )
             return
         logger.bind(device=device_id).warning(
             "device {} proved its eFuse key with Client-Id {!r}: pinned to it (it was pinned to another)",
-            device_id, client_id[:40])
+            device_id,
+            client_id[:40],
+        )
 
     def _refused(self, device_id: str, refusal: ActivationRefused) -> str:
         """One WARNING line for a refused activation request (a count in a flood of them); the message."""
         logged, unlogged = self._refusals.hit()
         if unlogged:
-            logger.warning("{} more activation requests were refused in {:g} s, not logged one by one",
-                           unlogged, self._refusals.window)
+            logger.warning(
+                "{} more activation requests were refused in {:g} s, not logged one by one",
+                unlogged,
+                self._refusals.window,
+            )
         if logged:
             logger.bind(device=device_id).warning("activation refused for {}: {}", device_id, refusal.message)
         return refusal.message

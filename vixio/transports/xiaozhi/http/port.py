@@ -25,13 +25,13 @@ from aiohttp import web
 from loguru import logger
 from yarl import URL
 
+from vixio.config.xiaozhi import XiaozhiConfig
 from vixio.core.device_ids import loggable
 from vixio.core.json_limits import DEFAULT_MAX_DEPTH
 from vixio.state.store import StoreError
 from vixio.transports.xiaozhi.http.admin import AdminGuard
-from vixio.config.xiaozhi import XiaozhiConfig
-from vixio.transports.xiaozhi.http.limits import CappedAppRunner
 from vixio.transports.xiaozhi.http.hosts import VISION_PATH, ServerNames
+from vixio.transports.xiaozhi.http.limits import CappedAppRunner
 
 OTA_PATH = "/xiaozhi/ota/"
 MAX_BODY_BYTES = 64 * 1024
@@ -130,10 +130,15 @@ class HttpPort:
         if self._runner is not None:
             raise RuntimeError("OtaServer is already started")
         http = self._config.http
-        runner = CappedAppRunner(self._app, max_connections=http.max_connections,
-                                 per_address=http.max_connections_per_address, access_log=None,
-                                 handle_signals=False, keepalive_timeout=http.keepalive_timeout,
-                                 shutdown_timeout=HTTP_SHUTDOWN_TIMEOUT)
+        runner = CappedAppRunner(
+            self._app,
+            max_connections=http.max_connections,
+            per_address=http.max_connections_per_address,
+            access_log=None,
+            handle_signals=False,
+            keepalive_timeout=http.keepalive_timeout,
+            shutdown_timeout=HTTP_SHUTDOWN_TIMEOUT,
+        )
         await runner.setup()
         site = web.TCPSite(runner, self._config.http.host, self._config.http.port)
         try:
@@ -202,4 +207,3 @@ class HttpPort:
                 await request.read()
         except TimeoutError:
             raise BadRequest(f"the body did not arrive within {self._config.http.body_timeout:g} s", 408) from None
-

@@ -84,9 +84,17 @@ class AiMessageStream:
         """Tell the companion its pairing changed (an operator approved or unpaired it)."""
         if self._closed:
             return
-        message = {"jsonrpc": "2.0", "method": PAIRING_METHOD, "params": {
-            "status": outcome.status, "paired": outcome.paired, "mac_addr": self.mac_addr,
-            "pairing_id": outcome.pairing_id, "message": outcome.message}}
+        message = {
+            "jsonrpc": "2.0",
+            "method": PAIRING_METHOD,
+            "params": {
+                "status": outcome.status,
+                "paired": outcome.paired,
+                "mac_addr": self.mac_addr,
+                "pairing_id": outcome.pairing_id,
+                "message": outcome.message,
+            },
+        }
         self._spawn(self._send(message, self.envelope))
 
     async def _notify(self, kind: AiMessageType, content: str) -> None:

@@ -104,11 +104,15 @@ class XiaozhiDeviceToolClient(DeviceToolClientBase):
     async def initialize(self) -> bool:
         async with self._listing:
             try:
-                reply = await self._request("initialize", {
-                    "protocolVersion": MCP_PROTOCOL_VERSION,
-                    "capabilities": {"vision": dict(self.vision)},
-                    "clientInfo": {"name": "vixio", "version": __version__},
-                }, self.list_timeout)
+                reply = await self._request(
+                    "initialize",
+                    {
+                        "protocolVersion": MCP_PROTOCOL_VERSION,
+                        "capabilities": {"vision": dict(self.vision)},
+                        "clientInfo": {"name": "vixio", "version": __version__},
+                    },
+                    self.list_timeout,
+                )
                 info = _result_of(reply).get("serverInfo")
                 self.server_info = info if isinstance(info, dict) else {}
                 await self._send_notification("notifications/initialized", None)
@@ -116,8 +120,11 @@ class XiaozhiDeviceToolClient(DeviceToolClientBase):
             except Exception as exc:
                 self._log.warning("device tools unavailable: {}", _why(exc))
                 return False
-        self._log.info("device tools ready: {} for the model, {} user-only", len(self.get_tool_definitions()),
-                       len(tools) - len(self.get_tool_definitions()))
+        self._log.info(
+            "device tools ready: {} for the model, {} user-only",
+            len(self.get_tool_definitions()),
+            len(tools) - len(self.get_tool_definitions()),
+        )
         await self._tell_tools_changed()
         return True
 
@@ -157,8 +164,9 @@ class XiaozhiDeviceToolClient(DeviceToolClientBase):
         request_id, future = self._new_request()
         try:
             try:
-                await self._send(_request_payload(request_id, "tools/call",
-                                                  {"name": tool_name, "arguments": arguments}))
+                await self._send(
+                    _request_payload(request_id, "tools/call", {"name": tool_name, "arguments": arguments})
+                )
             except Exception as exc:
                 return ToolCallResult.fail(f"could not send {tool_name} to the device: {exc}")
             try:
@@ -190,8 +198,11 @@ class XiaozhiDeviceToolClient(DeviceToolClientBase):
             self._on_device_message(method, payload)
             return
         request_id = payload.get("id")
-        if not isinstance(request_id, int) or isinstance(request_id, bool) or (
-                "result" not in payload and "error" not in payload):
+        if (
+            not isinstance(request_id, int)
+            or isinstance(request_id, bool)
+            or ("result" not in payload and "error" not in payload)
+        ):
             self._log_dropped("dropped malformed mcp reply: {}", compact(payload)[:200])
             return
         future = self._pending.get(request_id)
@@ -273,8 +284,9 @@ class XiaozhiDeviceToolClient(DeviceToolClientBase):
         skipped: list[str] = []
         allowance = self._budget.allowance(SOURCE)
         for _ in range(MAX_LIST_PAGES):
-            result = _result_of(await self._request(
-                "tools/list", {"cursor": cursor, "withUserTools": False}, self.list_timeout))
+            result = _result_of(
+                await self._request("tools/list", {"cursor": cursor, "withUserTools": False}, self.list_timeout)
+            )
             entries = result.get("tools")
             for entry in entries if isinstance(entries, list) else []:
                 tool = self._definition(entry)
@@ -288,8 +300,11 @@ class XiaozhiDeviceToolClient(DeviceToolClientBase):
                 names.add(tool.name)
                 tools.append(tool)
             if len(tools) > allowance:
-                self._log_limit("count", f"the device lists more than {allowance} tools; "
-                                f"{self._budget.refusal(SOURCE, len(tools))}; kept the first {allowance}")
+                self._log_limit(
+                    "count",
+                    f"the device lists more than {allowance} tools; "
+                    f"{self._budget.refusal(SOURCE, len(tools))}; kept the first {allowance}",
+                )
                 tools = tools[:allowance]
                 break
             next_cursor = result.get("nextCursor")
@@ -314,8 +329,9 @@ class XiaozhiDeviceToolClient(DeviceToolClientBase):
         if verdict == 0:
             self._log.warning(message, *args)
         elif verdict:
-            self._log.warning("dropped {} more mcp messages ({} in all); last: " + message, verdict,
-                              self._dropped.total, *args)
+            self._log.warning(
+                "dropped {} more mcp messages ({} in all); last: " + message, verdict, self._dropped.total, *args
+            )
 
     def _log_limit(self, kind: str, message: str) -> None:
         # Once per kind and session: a device that relists on every list_changed must not flood the log.

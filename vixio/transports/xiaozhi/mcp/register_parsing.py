@@ -21,8 +21,13 @@ ServerTools = Callable[[str], "ToolDefinition | None"]
 """A server-side tool by name (for `main_type: "local"` entries), or None."""
 
 
-def parse_tools(entries: list[Any], *, client: Any = None, limits: ToolLimitsConfig | None = None,
-                server_tools: ServerTools | None = None) -> tuple[list[ToolDefinition], list[dict[str, Any]]]:
+def parse_tools(
+    entries: list[Any],
+    *,
+    client: Any = None,
+    limits: ToolLimitsConfig | None = None,
+    server_tools: ServerTools | None = None,
+) -> tuple[list[ToolDefinition], list[dict[str, Any]]]:
     """`params.tools` → ToolDefinitions, and the entries skipped with why (`{"index", "name",
     "reason"}`). main_type "local" names a tool the *server* provides (docs/tool-systems.md §3): it maps to the
     server's tool of that name (returned as that definition, not run on the client) when
@@ -34,9 +39,13 @@ def parse_tools(entries: list[Any], *, client: Any = None, limits: ToolLimitsCon
     return parser.accepted, parser.skipped
 
 
-async def parse_tools_in_slices(entries: list[Any], *, client: Any = None, limits: ToolLimitsConfig | None = None,
-                                server_tools: ServerTools | None = None
-                                ) -> tuple[list[ToolDefinition], list[dict[str, Any]]]:
+async def parse_tools_in_slices(
+    entries: list[Any],
+    *,
+    client: Any = None,
+    limits: ToolLimitsConfig | None = None,
+    server_tools: ServerTools | None = None,
+) -> tuple[list[ToolDefinition], list[dict[str, Any]]]:
     """`parse_tools`, yielding to the event loop every few entries: hundreds of tools from one
     client must not hold up every other session."""
     parser = _ToolParser(client, limits or ToolLimitsConfig(), server_tools)
@@ -53,7 +62,7 @@ class _ToolParser:
 
     def add(self, index: int, entry: Any) -> None:
         name = entry.get("name") if isinstance(entry, dict) else None
-        name = name[:self.limits.name_chars] if isinstance(name, str) else ""
+        name = name[: self.limits.name_chars] if isinstance(name, str) else ""
         try:
             tool = _parse_tool(entry, self.client, self.limits, self.server_tools)
             if tool.name in self._seen:
@@ -65,7 +74,9 @@ class _ToolParser:
         self.accepted.append(tool)
 
 
-def _parse_tool(entry: Any, client: Any, limits: ToolLimitsConfig, server_tools: ServerTools | None = None) -> ToolDefinition:
+def _parse_tool(
+    entry: Any, client: Any, limits: ToolLimitsConfig, server_tools: ServerTools | None = None
+) -> ToolDefinition:
     if not isinstance(entry, dict):
         raise ValueError(f"a tool must be an object, not {type(entry).__name__}")
     name, description = entry.get("name"), entry.get("description")
@@ -78,26 +89,33 @@ def _parse_tool(entry: Any, client: Any, limits: ToolLimitsConfig, server_tools:
         raise ValueError(problem)
     main_type = entry.get("main_type", "remote")
     if main_type not in ("remote", "local"):
-        raise ValueError(f"main_type must be \"remote\" or \"local\", not {main_type!r}")
+        raise ValueError(f'main_type must be "remote" or "local", not {main_type!r}')
     if main_type == "local":
         server_tool = server_tools(name) if server_tools is not None else None
         if server_tool is None:
-            raise ValueError("main_type \"local\" names a tool the server provides, and this server has no "
-                             f"tool named {name!r}")
+            raise ValueError(
+                f'main_type "local" names a tool the server provides, and this server has no tool named {name!r}'
+            )
         return server_tool
     sub_type: SubType = entry.get("sub_type", "query")
     if sub_type not in ("control", "query"):
-        raise ValueError(f"sub_type must be \"control\" or \"query\", not {sub_type!r}")
+        raise ValueError(f'sub_type must be "control" or "query", not {sub_type!r}')
     parameters = entry.get("parameters", entry.get("inputSchema"))
-    return ToolDefinition(name=name, description=description, parameters=_parameters(parameters),
-                          source="register", sub_type=sub_type, client=client)
+    return ToolDefinition(
+        name=name,
+        description=description,
+        parameters=_parameters(parameters),
+        source="register",
+        sub_type=sub_type,
+        client=client,
+    )
 
 
 def _parameters(schema: Any) -> dict[str, Any]:
     if schema is None:
         return dict(EMPTY_SCHEMA)
     if not isinstance(schema, dict) or schema.get("type", "object") != "object":
-        raise ValueError("parameters must be a JSON Schema object with \"type\": \"object\"")
+        raise ValueError('parameters must be a JSON Schema object with "type": "object"')
     if not isinstance(schema.get("properties", {}), dict):
         raise ValueError("parameters.properties must be an object")
     schema = {"type": "object", "properties": {}, **schema}

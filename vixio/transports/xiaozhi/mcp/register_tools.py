@@ -41,10 +41,10 @@ from vixio.core.tools.types import (
     output_text,
 )
 from vixio.core.transport import ConnectionClosed
-from vixio.transports.xiaozhi.mcp.ai_messages import AiMessageStream
-from vixio.transports.xiaozhi.companions.tools import companion_label, present_all
 from vixio.transports.xiaozhi.companions.policy import Credential
 from vixio.transports.xiaozhi.companions.store import normalize_mac
+from vixio.transports.xiaozhi.companions.tools import companion_label, present_all
+from vixio.transports.xiaozhi.mcp.ai_messages import AiMessageStream
 from vixio.transports.xiaozhi.mcp.register_parsing import ServerTools, parse_tools, parse_tools_in_slices
 
 if TYPE_CHECKING:
@@ -73,8 +73,15 @@ class RegisterToolsClient(AiMessageStream):
     """One session's `mcp/registerTools` client: its tools, calls to them, and the assistant's
     output streamed to it as `mcp/ai/message` notifications once it has registered (ai_messages.py)."""
 
-    def __init__(self, session_id: str, send: SendPayload, *, call_timeout: float = DEFAULT_CALL_TIMEOUT,
-                 limits: ToolLimitsConfig | None = None, budget: ToolBudget | None = None) -> None:
+    def __init__(
+        self,
+        session_id: str,
+        send: SendPayload,
+        *,
+        call_timeout: float = DEFAULT_CALL_TIMEOUT,
+        limits: ToolLimitsConfig | None = None,
+        budget: ToolBudget | None = None,
+    ) -> None:
         self.session_id = session_id
         self.limits = limits or ToolLimitsConfig()
         self._budget = budget or ToolBudget(self.limits)
@@ -191,20 +198,36 @@ class RegisterToolsClient(AiMessageStream):
         tools = params.get("tools") if isinstance(params, dict) else None
         if not isinstance(tools, list):
             self._logger.warning("refused a registration: params.tools is not a list: {}", _excerpt(params))
-            self._spawn(self._answer(request_id, envelope, error={
-                "code": INVALID_PARAMS, "message": "params must be an object with a tools array"}))
+            self._spawn(
+                self._answer(
+                    request_id,
+                    envelope,
+                    error={"code": INVALID_PARAMS, "message": "params must be an object with a tools array"},
+                )
+            )
             return
         mac_addr = params.get("mac_addr")
         if mac_addr not in (None, "") and not is_device_id(mac_addr):  # it is logged and names a device
             self._logger.warning("refused a registration: mac_addr {} is not a device id", loggable(mac_addr))
-            self._spawn(self._answer(request_id, envelope, error={
-                "code": INVALID_PARAMS, "message": f"mac_addr must be a device's MAC, e.g. aa:bb:cc:dd:ee:ff "
-                                                   f"({DEVICE_ID_CHARACTERS}, at most {MAX_DEVICE_ID_CHARS})"}))
+            self._spawn(
+                self._answer(
+                    request_id,
+                    envelope,
+                    error={
+                        "code": INVALID_PARAMS,
+                        "message": f"mac_addr must be a device's MAC, e.g. aa:bb:cc:dd:ee:ff "
+                        f"({DEVICE_ID_CHARACTERS}, at most {MAX_DEVICE_ID_CHARS})",
+                    },
+                )
+            )
             return
         refusal = self._limit_refusal(len(tools))
         if refusal is not None:
-            self._spawn(self._answer(request_id, envelope, error={
-                "code": LIMIT_EXCEEDED, "message": f"registration refused: {refusal}"}))
+            self._spawn(
+                self._answer(
+                    request_id, envelope, error={"code": LIMIT_EXCEEDED, "message": f"registration refused: {refusal}"}
+                )
+            )
             return
         self._spawn(self._register(request_id, envelope, tools, params))
 
@@ -212,18 +235,22 @@ class RegisterToolsClient(AiMessageStream):
         async with self._registering:  # registrations take effect in the order they came
             if self.device_rate is not None and not await self.device_rate(self.device_id):
                 limit = self.limits.registrations_per_minute
-                refusal = (f"more than {limit} registrations in a minute from {self.device_id} over all its "
-                           f"connections; {CONFIG_KEY}.registrations_per_minute is {limit}")
+                refusal = (
+                    f"more than {limit} registrations in a minute from {self.device_id} over all its "
+                    f"connections; {CONFIG_KEY}.registrations_per_minute is {limit}"
+                )
                 self._log_refusal("device-rate", refusal)
-                await self._answer(request_id, envelope, error={"code": LIMIT_EXCEEDED,
-                                                                "message": f"registration refused: {refusal}"})
+                await self._answer(
+                    request_id, envelope, error={"code": LIMIT_EXCEEDED, "message": f"registration refused: {refusal}"}
+                )
                 return
             mac_addr = params.get("mac_addr")
             if isinstance(mac_addr, str):  # a device id (checked on arrival)
                 self.mac_addr = mac_addr.strip()
             self.credential = Credential.from_params(params)
-            accepted, skipped = await parse_tools_in_slices(tools, client=self, limits=self.limits,
-                                                            server_tools=self.server_tools)
+            accepted, skipped = await parse_tools_in_slices(
+                tools, client=self, limits=self.limits, server_tools=self.server_tools
+            )
             local = [tool for tool in accepted if tool.source != "register"]
             accepted = [tool for tool in accepted if tool.source == "register"]
             # As a paired device's model will read them, a few per loop slice (~1 ms each at worst).
@@ -231,20 +258,37 @@ class RegisterToolsClient(AiMessageStream):
             self._budget.take(SOURCE, len(accepted))
             if skipped:  # one line for the whole registration, however many entries it skipped
                 first = skipped[0]
-                self._logger.info("registerTools: skipped {} of {} tools (first: {}: {})", len(skipped), len(tools),
-                                  first["name"] or f"#{first['index']}", first["reason"])
+                self._logger.info(
+                    "registerTools: skipped {} of {} tools (first: {}: {})",
+                    len(skipped),
+                    len(tools),
+                    first["name"] or f"#{first['index']}",
+                    first["reason"],
+                )
             self.envelope = envelope
             self.registered = True
             self._tools = accepted
             self._generation += 1
-            names = ", ".join(t.name for t in accepted[:8]) + (f", ... ({len(accepted) - 8} more)"
-                                                               if len(accepted) > 8 else "")
-            self._logger.info("registered {} tools from {} ({} envelope): {}", len(accepted),
-                              self.mac_addr or "?", envelope, names or "none")
+            names = ", ".join(t.name for t in accepted[:8]) + (
+                f", ... ({len(accepted) - 8} more)" if len(accepted) > 8 else ""
+            )
+            self._logger.info(
+                "registered {} tools from {} ({} envelope): {}",
+                len(accepted),
+                self.mac_addr or "?",
+                envelope,
+                names or "none",
+            )
             count = len(accepted) + len(local)
-            message = "Tools were successfully registered." if not skipped else (
-                f"Registered {count} of {len(tools)} tools; skipped " +
-                "; ".join(f"{s['name'] or '#' + str(s['index'])}: {s['reason']}" for s in skipped) + ".")
+            message = (
+                "Tools were successfully registered."
+                if not skipped
+                else (
+                    f"Registered {count} of {len(tools)} tools; skipped "
+                    + "; ".join(f"{s['name'] or '#' + str(s['index'])}: {s['reason']}" for s in skipped)
+                    + "."
+                )
+            )
             result: dict[str, Any] = {"status": "registered", "message": message, "tools": count}
             if local:  # main_type "local": the server's own tool of that name serves it
                 result["local"] = [tool.name for tool in local]
@@ -260,8 +304,13 @@ class RegisterToolsClient(AiMessageStream):
     def _limit_refusal(self, count: int) -> str | None:
         """Why this registration exceeds a limit (logged once per limit and session), or None."""
         if not self._rate.allow():
-            key, refusal = "rate", (f"more than {self.limits.registrations_per_minute} registrations in a minute; "
-                                    f"{CONFIG_KEY}.registrations_per_minute is {self.limits.registrations_per_minute}")
+            key, refusal = (
+                "rate",
+                (
+                    f"more than {self.limits.registrations_per_minute} registrations in a minute; "
+                    f"{CONFIG_KEY}.registrations_per_minute is {self.limits.registrations_per_minute}"
+                ),
+            )
         else:
             key, refusal = "count", self._budget.refusal(SOURCE, count)
         if refusal is not None:
@@ -279,8 +328,15 @@ class RegisterToolsClient(AiMessageStream):
         mac = normalize_mac(self.mac_addr)
         return bool(mac) and mac != normalize_mac(self.device_id)
 
-    async def _answer(self, request_id: Any, envelope: Envelope, *, result: Any = None,
-                      error: dict[str, Any] | None = None, then_deliver: bool = False) -> None:
+    async def _answer(
+        self,
+        request_id: Any,
+        envelope: Envelope,
+        *,
+        result: Any = None,
+        error: dict[str, Any] | None = None,
+        then_deliver: bool = False,
+    ) -> None:
         if request_id is not None:  # a request without an id is a notification: no reply
             reply: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id}
             reply.update({"error": error} if error is not None else {"result": result})
@@ -310,8 +366,12 @@ class RegisterToolsClient(AiMessageStream):
         call_id = f"{self._id_prefix}{next(self._ids)}"
         future: asyncio.Future[ToolCallResult] = asyncio.get_running_loop().create_future()
         self._pending[call_id] = (name, future)
-        request = {"jsonrpc": "2.0", "id": call_id, "method": EXECUTE_METHOD,
-                   "params": {"tool_name": name, "tool_input": arguments}}
+        request = {
+            "jsonrpc": "2.0",
+            "id": call_id,
+            "method": EXECUTE_METHOD,
+            "params": {"tool_name": name, "tool_input": arguments},
+        }
         try:
             await self._send(request, self.envelope)
             async with asyncio.timeout(self.call_timeout):
@@ -351,8 +411,9 @@ def _call_result(name: str, payload: dict[str, Any]) -> ToolCallResult:
     error = payload.get("error")
     if error is not None:
         if isinstance(error, dict):
-            return ToolCallResult.fail(f"{name} failed on the client ({error.get('code', '?')}): "
-                                       f"{error.get('message', output_text(error))}")
+            return ToolCallResult.fail(
+                f"{name} failed on the client ({error.get('code', '?')}): {error.get('message', output_text(error))}"
+            )
         return ToolCallResult.fail(f"{name} failed on the client: {output_text(error)}")
     if "result" not in payload:
         return ToolCallResult.fail(f"{name}: the client's reply has neither result nor error")

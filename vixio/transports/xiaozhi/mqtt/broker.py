@@ -64,8 +64,9 @@ OnGone = Callable[[DeviceLink], None]
 class EmbeddedBroker:
     """Serves devices' MQTT connections on `config.host:port`."""
 
-    def __init__(self, config: MqttConfig, credentials: MqttCredentials, on_message: OnMessage,
-                 on_gone: OnGone | None = None) -> None:
+    def __init__(
+        self, config: MqttConfig, credentials: MqttCredentials, on_message: OnMessage, on_gone: OnGone | None = None
+    ) -> None:
         self.config = config
         self.credentials = credentials
         self.on_message = on_message
@@ -104,8 +105,9 @@ class EmbeddedBroker:
         MQTT_REFUSED.labels(reason).inc()
         verdict = self._refusals.hit()
         if verdict is not None:
-            logger.bind(component="mqtt").info("refused {} ({}): {}{}", peer, reason, detail,
-                                               f" ({verdict} more since)" if verdict > 1 else "")
+            logger.bind(component="mqtt").info(
+                "refused {} ({}): {}{}", peer, reason, detail, f" ({verdict} more since)" if verdict > 1 else ""
+            )
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         peer = writer.get_extra_info("peername")
@@ -135,7 +137,9 @@ class EmbeddedBroker:
                     self.on_gone(link)
             writer.close()
 
-    async def _connect(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, peer: str) -> DeviceLink | None:
+    async def _connect(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, peer: str
+    ) -> DeviceLink | None:
         packet = await asyncio.wait_for(mp.read_packet(reader, self.config.max_packet_bytes), CONNECT_TIMEOUT)
         if packet.kind != mp.CONNECT:
             raise mp.MalformedPacket("first packet is not CONNECT")
@@ -146,8 +150,14 @@ class EmbeddedBroker:
             writer.write(mp.connack(mp.BAD_CREDENTIALS))
             return None
         sockname = writer.get_extra_info("sockname")
-        link = DeviceLink(identity, self.credentials.topics(identity.device_id), writer, peer, connect.keepalive,
-                          str(sockname[0]) if sockname else "127.0.0.1")
+        link = DeviceLink(
+            identity,
+            self.credentials.topics(identity.device_id),
+            writer,
+            peer,
+            connect.keepalive,
+            str(sockname[0]) if sockname else "127.0.0.1",
+        )
         previous = self.links.get(identity.device_id)
         if previous is not None:  # the same client again (a reboot, a NAT timeout): it replaces the old link
             if previous.writer is not None:
@@ -172,8 +182,11 @@ class EmbeddedBroker:
                 elif message.qos == 2:
                     link.send(mp.packet_id_reply(mp.PUBREC, message.packet_id))
                 if message.topic != link.topics.publish:
-                    self._refuse("topic", link.peer_host or "?",
-                                 f"{link.identity.device_id} published to {message.topic[:80]!r}, not its own topic")
+                    self._refuse(
+                        "topic",
+                        link.peer_host or "?",
+                        f"{link.identity.device_id} published to {message.topic[:80]!r}, not its own topic",
+                    )
                     return
                 self.on_message(link, message.payload)
             elif kind == mp.PINGREQ:

@@ -38,9 +38,16 @@ class MqttUdpChannel:
     request = None
     """No HTTP request: the transport's vision URL falls back to its configured host."""
 
-    def __init__(self, identity: DeviceIdentity, publish: Callable[[bytes], bool], cipher: AudioCipher,
-                 udp_block: dict[str, Any], sendto: Callable[[bytes, tuple[str, int]], None],
-                 peer_host: str | None, local_address: tuple[str, int]) -> None:
+    def __init__(
+        self,
+        identity: DeviceIdentity,
+        publish: Callable[[bytes], bool],
+        cipher: AudioCipher,
+        udp_block: dict[str, Any],
+        sendto: Callable[[bytes, tuple[str, int]], None],
+        peer_host: str | None,
+        local_address: tuple[str, int],
+    ) -> None:
         self.vixio_identity = identity
         self._publish = publish
         self.cipher = cipher

@@ -41,7 +41,7 @@ def device_key(device_id: str) -> str:
 def device_of_key(key: str) -> str | None:
     """The device id a key names, or None for anything `device_key` does not make."""
     if len(key) == 12 and all(c in "0123456789abcdef" for c in key):
-        return ":".join(key[i:i + 2] for i in range(0, 12, 2))
+        return ":".join(key[i : i + 2] for i in range(0, 12, 2))
     if key.startswith("x") and len(key) <= 2 * MAX_CLIENT_ID_CHARS:
         try:
             return bytes.fromhex(key[1:]).decode()
@@ -86,9 +86,15 @@ class MqttCredentials:
         """The OTA reply's `mqtt` section for the pinned pair (device_id, client_id)."""
         mqtt_client_id = f"{device_id}|{client_id}"
         topics = self.topics(device_id)
-        return {"endpoint": endpoint, "client_id": mqtt_client_id, "username": device_key(device_id),
-                "password": self._password(mqtt_client_id), "publish_topic": topics.publish,
-                "subscribe_topic": topics.subscribe, "keepalive": keepalive}
+        return {
+            "endpoint": endpoint,
+            "client_id": mqtt_client_id,
+            "username": device_key(device_id),
+            "password": self._password(mqtt_client_id),
+            "publish_topic": topics.publish,
+            "subscribe_topic": topics.subscribe,
+            "keepalive": keepalive,
+        }
 
     def check(self, client_id: str, username: str, password: str) -> DeviceIdentity | None:
         """The identity a CONNECT proves, or None when its credentials are not ones issued here."""

@@ -33,8 +33,9 @@ RECONNECT_SECONDS = 5.0
 class ExternalBroker:
     """vixio's client connection to `mqtt.broker_url`."""
 
-    def __init__(self, config: MqttConfig, credentials: MqttCredentials, on_message: OnMessage,
-                 on_gone: OnGone | None = None) -> None:
+    def __init__(
+        self, config: MqttConfig, credentials: MqttCredentials, on_message: OnMessage, on_gone: OnGone | None = None
+    ) -> None:
         assert config.broker_url is not None
         url = urlsplit(config.broker_url)
         self.host, self._port = url.hostname or "127.0.0.1", url.port or 1883
@@ -63,8 +64,12 @@ class ExternalBroker:
         with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(self._connected.wait(), 10.0)
         if not self._connected.is_set():
-            logger.bind(component="mqtt").warning("the MQTT broker {}:{} does not answer yet; retrying every {:g} s",
-                                                  self.host, self._port, RECONNECT_SECONDS)
+            logger.bind(component="mqtt").warning(
+                "the MQTT broker {}:{} does not answer yet; retrying every {:g} s",
+                self.host,
+                self._port,
+                RECONNECT_SECONDS,
+            )
 
     async def stop(self) -> None:
         if self._runner is not None:
@@ -93,8 +98,14 @@ class ExternalBroker:
         prefix = self.config.topic_prefix
         while True:
             try:
-                async with aiomqtt.Client(self.host, self._port, username=self._username, password=self._password,
-                                          identifier=f"vixio-{secrets.token_hex(6)}", keepalive=60) as client:
+                async with aiomqtt.Client(
+                    self.host,
+                    self._port,
+                    username=self._username,
+                    password=self._password,
+                    identifier=f"vixio-{secrets.token_hex(6)}",
+                    keepalive=60,
+                ) as client:
                     await client.subscribe(f"{prefix}/+/state", qos=1)
                     await client.subscribe(f"{prefix}/+/up", qos=0)
                     self._client = client
@@ -103,8 +114,9 @@ class ExternalBroker:
                     async for message in client.messages:
                         self._dispatch(str(message.topic), bytes(message.payload))
             except aiomqtt.MqttError as exc:
-                logger.bind(component="mqtt").warning("MQTT broker {}:{}: {}; reconnecting in {:g} s", self.host,
-                                                      self._port, exc, RECONNECT_SECONDS)
+                logger.bind(component="mqtt").warning(
+                    "MQTT broker {}:{}: {}; reconnecting in {:g} s", self.host, self._port, exc, RECONNECT_SECONDS
+                )
             finally:
                 self._client = None
                 for link in list(self.links.values()):
@@ -132,9 +144,13 @@ class ExternalBroker:
             return
         if device_key(device_id) != key:  # the plugin names the key it authenticated: anything else is not its
             return
-        self.links[device_id] = DeviceLink(DeviceIdentity(device_id=device_id, client_id=board),
-                                           self.credentials.topics(device_id), None, None,
-                                           local_host=self.config.public_host or self.host)
+        self.links[device_id] = DeviceLink(
+            DeviceIdentity(device_id=device_id, client_id=board),
+            self.credentials.topics(device_id),
+            None,
+            None,
+            local_host=self.config.public_host or self.host,
+        )
 
     def _gone(self, device_id: str) -> None:
         link = self.links.pop(device_id, None)

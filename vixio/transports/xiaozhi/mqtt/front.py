@@ -47,8 +47,10 @@ class MqttFront:
         self.transport = transport
         self.credentials = credentials
         self.broker: EmbeddedBroker | ExternalBroker = (
-            EmbeddedBroker(config, credentials, self._on_message, self._on_gone) if config.broker_url is None
-            else ExternalBroker(config, credentials, self._on_message, self._on_gone))
+            EmbeddedBroker(config, credentials, self._on_message, self._on_gone)
+            if config.broker_url is None
+            else ExternalBroker(config, credentials, self._on_message, self._on_gone)
+        )
         self.audio: AudioSocket | None = None
         self.channels: dict[str, MqttUdpChannel] = {}
         """The open audio session of each device, by device id."""
@@ -62,8 +64,11 @@ class MqttFront:
     async def start(self) -> None:
         self.audio = await open_audio_socket(self.config.host, self.config.udp_port, self.config.max_audio_bytes)
         await self.broker.start()
-        where = (f"embedded broker on {self.config.host}:{self.broker.port}" if self.config.broker_url is None
-                 else f"the broker at {self.config.broker_url.split('@')[-1]}")
+        where = (
+            f"embedded broker on {self.config.host}:{self.broker.port}"
+            if self.config.broker_url is None
+            else f"the broker at {self.config.broker_url.split('@')[-1]}"
+        )
         logger.info("MQTT: {}, UDP audio on {}:{}", where, self.config.host, self.audio.port)
 
     async def stop(self) -> None:
@@ -154,10 +159,21 @@ class MqttFront:
             ssrc = secrets.randbits(32)
         cipher = AudioCipher(new_key(), new_nonce(ssrc))
         local = link.local_host
-        udp_block = {"server": self.config.public_host or local, "port": self.config.public_udp_port or self.udp_port,
-                     "key": cipher.key.hex(), "nonce": cipher.nonce.hex()}
-        channel = MqttUdpChannel(link.identity, lambda data: self.broker.deliver(link.identity.device_id, data),
-                                 cipher, udp_block, self.audio.sendto, link.peer_host, (local, self.udp_port))
+        udp_block = {
+            "server": self.config.public_host or local,
+            "port": self.config.public_udp_port or self.udp_port,
+            "key": cipher.key.hex(),
+            "nonce": cipher.nonce.hex(),
+        }
+        channel = MqttUdpChannel(
+            link.identity,
+            lambda data: self.broker.deliver(link.identity.device_id, data),
+            cipher,
+            udp_block,
+            self.audio.sendto,
+            link.peer_host,
+            (local, self.udp_port),
+        )
         channel.on_closed = self._closed
         self.channels[link.identity.device_id] = channel
         self.audio.sessions[ssrc] = channel

@@ -82,7 +82,7 @@ def _string(body: bytes, at: int) -> tuple[bytes, int]:
     end = at + 2 + size
     if end > len(body):
         raise MalformedPacket("string past the end of the packet")
-    return body[at + 2:end], end
+    return body[at + 2 : end], end
 
 
 def _text(raw: bytes) -> str:

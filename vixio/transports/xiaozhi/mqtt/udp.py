@@ -43,7 +43,7 @@ class AudioSocket(asyncio.DatagramProtocol):
         if self.transport is not None and not self.transport.is_closing():
             self.transport.sendto(data, address)
 
-    def datagram_received(self, data: bytes, addr: tuple[str, int]) -> None:  # type: ignore[override]
+    def datagram_received(self, data: bytes, addr: tuple[str, int]) -> None:
         try:
             header = parse_header(data, self.max_payload)
             channel = self.sessions.get(header.ssrc)
@@ -70,8 +70,13 @@ class AudioSocket(asyncio.DatagramProtocol):
         self.dropped[reason] = self.dropped.get(reason, 0) + 1
         verdict = self._log.hit()
         if verdict is not None:
-            logger.bind(component="mqtt").info("dropped a UDP datagram from {}:{} ({}){}", addr[0], addr[1], reason,
-                                               f"; {verdict} more since" if verdict > 1 else "")
+            logger.bind(component="mqtt").info(
+                "dropped a UDP datagram from {}:{} ({}){}",
+                addr[0],
+                addr[1],
+                reason,
+                f"; {verdict} more since" if verdict > 1 else "",
+            )
 
     def error_received(self, exc: Exception) -> None:
         logger.bind(component="mqtt").debug("UDP error: {}", exc)  # ICMP unreachable from a device that left
@@ -81,4 +86,3 @@ async def open_audio_socket(host: str, port: int, max_payload: int) -> AudioSock
     loop = asyncio.get_running_loop()
     _, protocol = await loop.create_datagram_endpoint(lambda: AudioSocket(max_payload), local_addr=(host, port))
     return protocol
-

@@ -23,12 +23,11 @@ from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import Any
 
-from vixio.core.batching import BatchWorker
-from vixio.core.chunk import AudioChunk
-
 from vixio.core.audio import Resampler as Resampler  # re-exported: the codec API keeps its names
 from vixio.core.audio import check_aligned as _check_aligned
 from vixio.core.audio import resample as resample
+from vixio.core.batching import BatchWorker
+from vixio.core.chunk import AudioChunk
 
 UPLINK_SAMPLE_RATE = 16000
 """The device always encodes its microphone at 16 kHz mono."""
@@ -136,8 +135,9 @@ class OpusDecoder:
         if not packet:
             return b""
         data = bytes(packet)
-        samples = self._opus_decode(self._decoder.decoder_state, data, len(data), self._pcm_pointer,
-                                    self._max_frame_samples, 0)
+        samples = self._opus_decode(
+            self._decoder.decoder_state, data, len(data), self._pcm_pointer, self._max_frame_samples, 0
+        )
         if samples < 0:
             raise CodecError(f"cannot decode {len(packet)}-byte Opus packet: {self._opus_error(samples)}")
         return ctypes.string_at(self._pcm, samples * self.channels * _SAMPLE_WIDTH)
@@ -219,8 +219,13 @@ class OpusEncoder:
         return await _CODEC_WORKER.submit((self.encode, pcm))  # type: ignore[no-any-return]
 
     def _encode(self, frame: bytes) -> bytes:
-        size = self._opus_encode(self._encoder.encoder_state, ctypes.cast(frame, self._int16_pointer),
-                                 self.frame_samples, self._packet, _MAX_PACKET_BYTES)
+        size = self._opus_encode(
+            self._encoder.encoder_state,
+            ctypes.cast(frame, self._int16_pointer),
+            self.frame_samples,
+            self._packet,
+            _MAX_PACKET_BYTES,
+        )
         if size < 0:
             raise CodecError(f"cannot encode Opus frame: {self._opus_error(size)}")
         return ctypes.string_at(self._packet, size)

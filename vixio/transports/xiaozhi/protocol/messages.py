@@ -34,17 +34,40 @@ ENVELOPE = "envelope"
 LISTEN_MODES = ("auto", "manual", "realtime")
 MAX_TYPED_TEXT = 2000
 """Longest `listen detect` text taken as a typed utterance (a wake word is a few characters)."""
+TEXT_TOO_LONG = {
+    "en": "That message is too long for me: I take at most 2,000 characters. Please send a shorter one.",
+    "zh": "这条消息太长了，我最多只能读两千个字。请发短一点的。",
+}
+"""Said to a device whose typed text was past `MAX_TYPED_TEXT` (a silent drop left the user waiting)."""
 
 # The firmware shows emotions from this vocabulary (FW Application::OnIncomingJson, XS displays).
 EMOTIONS = (
-    "neutral", "happy", "laughing", "funny", "sad", "angry", "crying", "loving", "embarrassed",
-    "surprised", "shocked", "thinking", "winking", "cool", "relaxed", "delicious", "kissy",
-    "confident", "sleepy", "silly", "confused",
+    "neutral",
+    "happy",
+    "laughing",
+    "funny",
+    "sad",
+    "angry",
+    "crying",
+    "loving",
+    "embarrassed",
+    "surprised",
+    "shocked",
+    "thinking",
+    "winking",
+    "cool",
+    "relaxed",
+    "delicious",
+    "kissy",
+    "confident",
+    "sleepy",
+    "silly",
+    "confused",
 )
 
 # Emoji and other pictographs: the device's subtitle font has none of them.
 _PICTOGRAPHS = re.compile(
-    "[\U0001F000-\U0001FAFF\U00002600-\U000027BF\U0001F900-\U0001F9FF\U00002B00-\U00002BFF\uFE0F\u200D]"
+    "[\U0001f000-\U0001faff\U00002600-\U000027bf\U0001f900-\U0001f9ff\U00002b00-\U00002bff\ufe0f\u200d]"
 )
 
 
@@ -82,8 +105,15 @@ class XiaozhiProtocol(ProtocolBase):
         text = message.get("text")
         if message["type"] == "listen" and isinstance(text, str) and len(text) > MAX_TYPED_TEXT:
             # Typed text becomes a user turn the model reads: a megabyte "utterance" would be a
-            # megabyte prompt on every following turn.
-            raise ProtocolError(f"listen text of {len(text)} characters; at most {MAX_TYPED_TEXT} are taken")
+            # megabyte prompt on every following turn. The text goes; the connection tells the
+            # user why (TEXT_TOO_LONG), in the language the text began in.
+            zh = any("\u4e00" <= c <= "\u9fff" for c in text[:200])
+            return {
+                "type": "listen",
+                "state": message.get("state"),
+                "too_long": len(text),
+                "language": "zh" if zh else "en",
+            }
         return message
 
     def encode(self, message: Message) -> bytes | str:

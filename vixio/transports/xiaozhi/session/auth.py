@@ -20,8 +20,8 @@ from dataclasses import dataclass
 
 from loguru import logger
 
-from vixio.core.device_ids import DeviceIdError, normalize_device_id
 from vixio.config.xiaozhi import AuthConfig
+from vixio.core.device_ids import DeviceIdError, normalize_device_id
 
 FUTURE_SKEW_SECONDS = 60
 """A token may claim to be issued this far in the future (clock steps between servers sharing a secret)."""
@@ -219,4 +219,3 @@ def _checked_device_id(device_id: str) -> str:
         return normalize_device_id(device_id, "Device-Id (or device-id query parameter)")
     except DeviceIdError as exc:
         raise BadDeviceId(str(exc)) from None
-

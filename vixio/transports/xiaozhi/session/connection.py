@@ -16,19 +16,23 @@ import contextlib
 import string
 import time
 from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
 
 from loguru import logger
 
-from vixio.core.log_throttle import LogThrottle
-from vixio.core.realtime_budget import RealTimeBudget
-
+from vixio.config.xiaozhi import XiaozhiConfig
 from vixio.core.chunk import UNSET_TURN, AudioChunk, Chunk, StreamCompleteChunk, TextChunk, TurnEndChunk, TurnStartChunk
+from vixio.core.log_throttle import LogThrottle
 from vixio.core.protocol import Message
+from vixio.core.realtime_budget import RealTimeBudget
 from vixio.core.session import Session
+from vixio.metrics import ECHO_ERLE, ECHO_FRAMES
 from vixio.transports.xiaozhi.protocol import messages as xp
 from vixio.transports.xiaozhi.protocol.codec import UPLINK_SAMPLE_RATE, CodecError, OpusDecoder, packet_duration
-from vixio.config.xiaozhi import XiaozhiConfig
 from vixio.transports.xiaozhi.session.downlink import Downlink
+
+if TYPE_CHECKING:
+    from vixio.transports.xiaozhi.aec.canceller import SessionEchoCanceller
 
 Write = Callable[[list[Message]], Awaitable[None]]
 """Sends messages to the device in order, together (one socket write) when it can."""
@@ -40,8 +44,14 @@ class XiaozhiConnection:
     """Protocol state of one session: listening mode, speaking, codec, pacing, idle timer."""
 
     def __init__(
-        self, session_id: str, device_id: str, config: XiaozhiConfig, protocol: xp.XiaozhiProtocol, write: Write,
-        *, encode_on_thread: bool = True,
+        self,
+        session_id: str,
+        device_id: str,
+        config: XiaozhiConfig,
+        protocol: xp.XiaozhiProtocol,
+        write: Write,
+        *,
+        encode_on_thread: bool = True,
     ) -> None:
         self.session_id = session_id
         self.protocol = protocol
@@ -70,6 +80,8 @@ class XiaozhiConnection:
         self.audio_frames_in = 0
         self._handling = 0
         """`handle` calls in progress: `handle_now` leaves audio to them meanwhile (order)."""
+        self.echo: SessionEchoCanceller | None = None
+        """Server-side echo cancellation (`enable_echo_cancellation`): the uplink goes through it."""
         self._uplink_budget = RealTimeBudget(config.audio_burst_seconds)
         self._flooding = LogThrottle(first=1, every=10.0)
 
@@ -78,12 +90,35 @@ class XiaozhiConnection:
         """A reply is being sent (from its first message to `tts stop`)."""
         return self.downlink.speaking
 
+    def enable_echo_cancellation(self, version: int) -> bool:
+        """The device streams its microphone uncancelled (hello `features.aec`): with protocol v2
+        and vixio[aec], the downlink keeps what it sends and the uplink is cleaned before the VAD
+        hears it. False (with a warning) when it cannot be."""
+        from vixio.transports.xiaozhi.aec.canceller import SessionEchoCanceller, available
+
+        if version != 2:
+            self.logger.warning(
+                "features.aec over binary protocol v{}: no timestamps to align the echo with; not "
+                "cancelled (the OTA answer's websocket.version 2 selects v2)",
+                version,
+            )
+            return False
+        if not available():
+            self.logger.warning("features.aec: the aec extra is missing (pip install 'vixio[aec]'); echo not cancelled")
+            return False
+        self.echo = SessionEchoCanceller()
+        self.downlink.echo = self.echo
+        self.logger.info("server-side echo cancellation on (features.aec, protocol v2)")
+        return True
+
     def attach(self, session: Session) -> None:
         self.session = session
         self.downlink.pacer.start()
 
     async def close(self) -> None:
         await self.downlink.pacer.stop()
+        if self.echo is not None and self.echo.stats.erle_db is not None:
+            ECHO_ERLE.observe(self.echo.stats.erle_db)
 
     async def shutdown(self) -> bool:
         """The server is stopping: a reply in progress ends with `tts stop` (bounded, best
@@ -110,7 +145,7 @@ class XiaozhiConnection:
     async def _dispatch(self, message: Message) -> None:
         kind = message["type"]
         if kind == xp.AUDIO:
-            await self._on_audio(message["data"])
+            await self._on_audio(message["data"], message.get("timestamp_ms", 0))
         elif kind == "listen":
             await self._on_listen(message)
         elif kind == "abort":
@@ -126,15 +161,17 @@ class XiaozhiConnection:
         if verdict == 0:
             self.logger.info(message, *args)
         elif verdict:
-            self.logger.info("ignored {} more messages ({} in all); last: " + message, verdict, self._ignored.total, *args)
+            self.logger.info(
+                "ignored {} more messages ({} in all); last: " + message, verdict, self._ignored.total, *args
+            )
 
     def handle_now(self, message: Message) -> bool:
         """Uplink audio handled at once, without suspending (the transport's inline handler: an
         audio frame skips the read queue and the reader task). False, with nothing done, for
         anything else, while `handle` is still busy with an earlier message (order), or while
         the pipeline is full (the reader waits for room instead)."""
-        if message["type"] != xp.AUDIO or self._handling:
-            return False
+        if message["type"] != xp.AUDIO or self._handling or self.echo is not None:
+            return False  # echo cancelling is awaited (a worker thread): `handle` does it
         if not self.listening or self.session is None:
             return True  # dropped, as `_on_audio` would
         if not self.session.pipeline.can_push_nowait():
@@ -144,27 +181,50 @@ class XiaozhiConnection:
             self.session.push_nowait(chunk)
         return True
 
-    async def _on_audio(self, packet: bytes) -> None:
+    async def _on_audio(self, packet: bytes, timestamp_ms: int = 0) -> None:
         if not self.listening or self.session is None:
             return  # wake-word audio before `listen detect`, or audio after push-to-talk release
         chunk = self._uplink_chunk(packet)
+        if chunk is not None and self.echo is not None:
+            chunk = await self._cancel_echo(chunk, timestamp_ms)
         if chunk is not None:
             await self.session.push(chunk)
+
+    async def _cancel_echo(self, chunk: AudioChunk, timestamp_ms: int) -> AudioChunk | None:
+        assert self.echo is not None and self.session is not None
+        from vixio.transports.xiaozhi.aec.canceller import aec_worker
+
+        frames = self.echo.stats.frames
+        try:
+            pcm = await aec_worker().submit((self.echo, chunk.pcm, timestamp_ms))
+        except Exception as exc:  # a canceller fault must not silence the device: pass it on uncancelled
+            self.logger.warning("echo cancelling failed, frame passed on as heard: {}", exc)
+            return chunk
+        if self.echo.stats.frames != frames:
+            ECHO_FRAMES.inc()
+            self.session.state.echo_erle_db = self.echo.stats.erle_db
+        return AudioChunk(pcm=pcm, sample_rate=chunk.sample_rate)
 
     def _uplink_chunk(self, packet: bytes) -> AudioChunk | None:
         """The packet's audio, or None when it is dropped (flooding, undecodable, DTX)."""
         if not self._uplink_budget.take(packet_duration(packet)):
             verdict = self._flooding.hit()
             if verdict is not None:
-                self.logger.warning("dropped {} audio packet(s): the device sends faster than real time, more than "
-                                    "{:g} s ahead (xiaozhi.audio_burst_seconds)", verdict or 1, self._uplink_budget.burst)
+                self.logger.warning(
+                    "dropped {} audio packet(s): the device sends faster than real time, more than "
+                    "{:g} s ahead (xiaozhi.audio_burst_seconds)",
+                    verdict or 1,
+                    self._uplink_budget.burst,
+                )
             return None
         try:
             pcm = self.decoder.decode(packet)  # ~45 us: cheaper here than a trip to the codec thread
         except CodecError as exc:
             self._bad_packets += 1
             if self._bad_packets == 1 or self._bad_packets % 100 == 0:
-                self.logger.warning("dropped undecodable Opus packet #{} ({} bytes): {}", self._bad_packets, len(packet), exc)
+                self.logger.warning(
+                    "dropped undecodable Opus packet #{} ({} bytes): {}", self._bad_packets, len(packet), exc
+                )
             return None
         if not pcm:  # DTX: empty packets carry no audio
             return None
@@ -186,9 +246,20 @@ class XiaozhiConnection:
         elif state == "detect":
             await self._on_detect(message)
         else:
-            self._log_ignored("ignored listen message with state {!r}", state if not isinstance(state, str) else state[:40])
+            self._log_ignored(
+                "ignored listen message with state {!r}", state if not isinstance(state, str) else state[:40]
+            )
 
     async def _on_detect(self, message: Message) -> None:
+        too_long = message.get("too_long")
+        if isinstance(too_long, int):  # protocol/messages.py kept only its length
+            self.logger.warning(
+                "listen text of {} characters; at most {} are taken: the device is told", too_long, xp.MAX_TYPED_TEXT
+            )
+            self.touch()
+            await self._new_user_turn("typed_text")
+            await self.say(xp.TEXT_TOO_LONG.get(str(message.get("language")), xp.TEXT_TOO_LONG["en"]))
+            return
         text = message.get("text")
         if not isinstance(text, str) or not text.strip():
             self._log_ignored("ignored listen detect without text")
@@ -229,7 +300,9 @@ class XiaozhiConnection:
         was_speaking = self.speaking
         # Always answer: the device stays in `speaking` until it gets `tts stop`.
         dropped = await self.downlink.stop()
-        self.logger.info("abort ({}): {} unsent frames dropped{}", reason, dropped, "" if was_speaking else ", was not speaking")
+        self.logger.info(
+            "abort ({}): {} unsent frames dropped{}", reason, dropped, "" if was_speaking else ", was not speaking"
+        )
         if self.session is not None:
             # Stations still see `bot_speaking` in their interrupt hooks (what was heard matters).
             await self.session.interrupt(reason)

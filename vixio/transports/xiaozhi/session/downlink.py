@@ -2,7 +2,10 @@
 
 User text becomes `stt`; assistant text becomes `tts sentence_start`; assistant audio is cut
 into 60 ms frames at 24 kHz, Opus-encoded and paced (pacing.py); the end of a reply becomes
-`tts stop` once the device has played it; an interrupt drops unsent audio and stops at once.
+`tts stop` once the device has played it; an interrupt drops unsent audio and stops at once;
+speech over the reply pauses it (`control`: `tts stop`, the rest held) until the VAD station
+says it was a barge-in (an interrupt) or not (`tts start`, the rest goes on). v2 frames carry
+the downlink clock in ms, which a `features.aec` device echoes back in its uplink stamps.
 One `Downlink` per `XiaozhiConnection`, which it reads for the session, the protocol, the
 socket write and the idle clock.
 """
@@ -10,7 +13,9 @@ socket write and the idle clock.
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from vixio.core.chunk import (
     AudioChunk,
@@ -21,6 +26,7 @@ from vixio.core.chunk import (
     TextChunk,
     VADStartChunk,
 )
+from vixio.core.eager import eager_task
 from vixio.core.protocol import Message
 from vixio.metrics import LATE_FRAMES, reply_ended
 from vixio.metrics.instruments import TurnOutcome
@@ -29,6 +35,7 @@ from vixio.transports.xiaozhi.protocol.codec import DOWNLINK_SAMPLE_RATE, FRAME_
 from vixio.transports.xiaozhi.session.pacing import DownlinkPacer
 
 if TYPE_CHECKING:
+    from vixio.transports.xiaozhi.aec.canceller import SessionEchoCanceller
     from vixio.transports.xiaozhi.session.connection import XiaozhiConnection
 
 PACED_FRAMES_PER_WAKEUP = 4
@@ -43,6 +50,14 @@ DOWNLINK_AHEAD_S = 2.0
 """Audio queued for the device beyond which the output waits (the device holds its own small buffer)."""
 
 
+def to_reference_rate(pcm: bytes) -> np.ndarray:
+    """A 24 kHz downlink frame as 16 kHz int16 for the echo reference (linear interpolation: the
+    canceller needs the echo's shape, not hi-fi; exactly 2 samples per 3, so frames stay whole)."""
+    x = np.frombuffer(pcm, dtype="<i2")
+    n = len(x) * 2 // 3
+    return np.interp(np.arange(n) * 1.5, np.arange(len(x)), x).astype(np.int16)
+
+
 class Downlink:
     """What one connection sends its device: replies, paced."""
 
@@ -54,13 +69,26 @@ class Downlink:
         self._encoder: OpusEncoder | None = None
         self._framer = ReplyFramer(DOWNLINK_FRAME_BYTES)
         self._reply_turn = 0
+        self.paused = False
+        """Speech over the reply paused it (`pause`): `tts stop` was sent, the rest waits."""
+        self._stamp_ms = 0
+        self.echo: SessionEchoCanceller | None = None
+        """The device's echo canceller (hello `features.aec`): told every frame sent, as 16 kHz."""
         # Opus encode (~70 us a frame at complexity 1) on the codec thread runs beside the loop, but
         # the round trip costs ~100 us more CPU a frame: it pays only with a core to spare.
-        encoding = (dict(encode_async=self._encode_frame_async, encode_now=self._encode_frame) if encode_on_thread
-                    else dict(encode=self._encode_frame))
-        self.pacer = DownlinkPacer(send_many=self._send_paced, frame_duration=FRAME_DURATION_MS / 1000,
-                                   prebuffer=connection.config.prebuffer_frames, batch=PACED_FRAMES_PER_WAKEUP,
-                                   on_late_frame=LATE_FRAMES.inc, **encoding)
+        encoding = (
+            dict(encode_async=self._encode_frame_async, encode_now=self._encode_frame)
+            if encode_on_thread
+            else dict(encode=self._encode_frame)
+        )
+        self.pacer = DownlinkPacer(
+            send_many=self._send_paced,
+            frame_duration=FRAME_DURATION_MS / 1000,
+            prebuffer=connection.config.prebuffer_frames,
+            batch=PACED_FRAMES_PER_WAKEUP,
+            on_late_frame=LATE_FRAMES.inc,
+            **encoding,
+        )
 
     async def on_output(self, chunk: Chunk) -> None:
         """The session's output handler: pipeline chunks → messages and paced audio."""
@@ -89,8 +117,11 @@ class Downlink:
                 self.pacer.kick()
         elif isinstance(chunk, EmotionChunk):
             self._start_speaking(chunk.turn_id)
-            self.pacer.send_message(xp.llm_emotion(chunk.emotion, chunk.emoji)
-                                    if chunk.emotion in xp.EMOTIONS else xp.llm_emotion("neutral", chunk.emoji))
+            self.pacer.send_message(
+                xp.llm_emotion(chunk.emotion, chunk.emoji)
+                if chunk.emotion in xp.EMOTIONS
+                else xp.llm_emotion("neutral", chunk.emoji)
+            )
             self.pacer.kick()
         elif isinstance(chunk, StreamCompleteChunk):
             if self.speaking:
@@ -117,6 +148,7 @@ class Downlink:
             self._set_bot_speaking(True)
             if self.connection.session is not None:
                 self.connection.session.state.heard.clear()
+                self.connection.session.state.reply_control = self.control
             self.pacer.send_message(xp.tts("start"))
 
     def _set_bot_speaking(self, value: bool) -> None:
@@ -141,19 +173,54 @@ class Downlink:
     def encoder(self) -> OpusEncoder:
         """The downlink encoder, made at the first reply frame."""
         if self._encoder is None:
-            self._encoder = OpusEncoder(DOWNLINK_SAMPLE_RATE, frame_duration_ms=FRAME_DURATION_MS,
-                                        complexity=self.connection.config.opus_complexity)
+            self._encoder = OpusEncoder(
+                DOWNLINK_SAMPLE_RATE,
+                frame_duration_ms=FRAME_DURATION_MS,
+                complexity=self.connection.config.opus_complexity,
+            )
         return self._encoder
 
     def _encode_frame(self, pcm: bytes) -> Message:
-        return xp.audio(self.encoder.encode(pcm))
+        stamp = self._stamp(pcm)
+        return xp.audio(self.encoder.encode(pcm), stamp)
 
     async def _encode_frame_async(self, pcm: bytes) -> Message:
-        return xp.audio(await self.encoder.encode_async(pcm))
+        stamp = self._stamp(pcm)  # before the await: frames are stamped in queue order
+        return xp.audio(await self.encoder.encode_async(pcm), stamp)
+
+    def _stamp(self, pcm: bytes) -> int:
+        """The frame's v2 timestamp: the downlink clock in ms (never 0: the firmware queues only
+        non-zero stamps for its uplink), wrapping like the header's uint32."""
+        self._stamp_ms = (
+            self._stamp_ms + FRAME_DURATION_MS if self._stamp_ms < 0xFFFFFFFF - FRAME_DURATION_MS else FRAME_DURATION_MS
+        )
+        if self.echo is not None:
+            self.echo.sent(self._stamp_ms, to_reference_rate(pcm))
+        return self._stamp_ms
+
+    async def _write_now(self, messages: list[Any]) -> None:
+        await self.connection.write(messages)
+
+    def control(self, action: str) -> None:
+        """The VAD station's verdict on speech over the reply (`SessionState.reply_control`)."""
+        if action == "pause" and self.speaking and not self.paused:
+            self.paused = True
+            self.pacer.hold()
+            eager_task(self._write_now([xp.tts("stop")]), name="vixio-downlink-pause")
+        elif action == "resume" and self.paused:
+            self.paused = False
+            if self.speaking:
+                # `tts start` first: the device plays binary audio only while speaking.
+                eager_task(self._resume(), name="vixio-downlink-resume")
+
+    async def _resume(self) -> None:
+        await self.connection.write([xp.tts("start")])
+        self.pacer.release()
 
     async def stop(self) -> int:
         """Drop unsent audio and tell the device to stop at once; returns the frames dropped."""
         dropped = self.pacer.clear()
+        self.paused = False
         self._framer.clear()
         if self.speaking:
             self._count_reply("interrupted")
@@ -173,9 +240,15 @@ class Downlink:
                 timings = metrics.durations()
                 if timings:
                     # The marks end the line as one literal (benchmarks parse it); the notes go before.
-                    self.connection.logger.info("turn {}{} latency (ms from first mark): {}", self._reply_turn,
-                                                f" {metrics.notes}" if metrics.notes else "", timings)
+                    self.connection.logger.info(
+                        "turn {}{} latency (ms from first mark): {}",
+                        self._reply_turn,
+                        f" {metrics.notes}" if metrics.notes else "",
+                        timings,
+                    )
 
     def _count_reply(self, outcome: TurnOutcome) -> None:
-        marks = self.connection.session.state.metrics(self._reply_turn).marks if self.connection.session is not None else {}
+        marks = (
+            self.connection.session.state.metrics(self._reply_turn).marks if self.connection.session is not None else {}
+        )
         reply_ended(marks, outcome)

@@ -101,9 +101,12 @@ class IdentityPins:
                 if self._failures.hit() is not None:
                     logger.bind(device=identity.device_id).warning(
                         "identity pins cannot be read ({}): devices are served under ids of their own until the "
-                        "state store answers", exc)
-                return dataclasses.replace(identity, device_id=claimant_device_id(device_id, client_id),
-                                           claimed=identity.device_id)
+                        "state store answers",
+                        exc,
+                    )
+                return dataclasses.replace(
+                    identity, device_id=claimant_device_id(device_id, client_id), claimed=identity.device_id
+                )
             device_id = claimant_device_id(device_id, client_id)
         else:
             raise IdentityRefused(f"{identity.device_id}: its claimant ids are pinned to other Client-Ids")
@@ -122,7 +125,12 @@ class IdentityPins:
             logger.bind(device=device_id).warning(
                 "{} {} came with Client-Id {!r}, not the one it is pinned to: treated as another device (an empty "
                 "memory, no token); if it is the board re-flashed, an operator approves its re-bind (`vixio identity "
-                "list`, or the console){}", via, device_id, client_id[:40], more)
+                "list`, or the console){}",
+                via,
+                device_id,
+                client_id[:40],
+                more,
+            )
         if via != "claimant":  # a claimant of a claimant's own id is nobody's re-flashed board
             try:
                 await self.store.request_rebind(device_id, client_id, REBINDS_PER_DEVICE, REBINDS_TOTAL)

@@ -29,7 +29,9 @@ write), before the pacer waits again. `kick()` sends what is due from the produc
 while the pacer's task is idle: a reply's first audio leaves without waiting for that task's
 wake-up (a loop iteration, ~10-15 ms on a busy server). An end marker waits until the device
 has played everything sent (so `tts stop` never cuts the tail), then runs its callback.
-`clear()` drops everything unsent at once (abort, barge-in).
+`clear()` drops everything unsent at once (abort, barge-in). `hold()` keeps everything unsent
+where it is (speech over the reply that may be a barge-in: the device plays out what it has) and
+`release()` lets it go on as a new burst, with a fresh pre-buffer.
 
 A frame is late when it was queued before the device had played everything sent before it in
 its reply, yet went out after that: the device ran dry because the server (loop, codec) did not
@@ -116,6 +118,8 @@ class DownlinkPacer:
         self._waiting_on_time = False
         self._idle = False  # the task waits for something to be queued (nothing is due or held)
         self._kicked: asyncio.Future[None] | None = None  # a kick's send that had to wait
+        self.held = False
+        """`hold()`: nothing is sent until `release()` (or `clear()`)."""
         self.frames_sent = 0
         self.frames_dropped = 0
         self.late_frames = 0
@@ -135,9 +139,20 @@ class DownlinkPacer:
         """Run `on_played` once everything queued before it has been sent and played."""
         self._push(_End(on_played))
 
+    def hold(self) -> None:
+        """Send nothing more until `release()`: the queue stays as it is."""
+        self.held = True
+
+    def release(self) -> None:
+        """Send on from where `hold()` stopped; the device has played out meanwhile, so the next
+        frame starts a new burst (pre-buffer first)."""
+        self.held = False
+        self._wakeup.set()
+
     def clear(self) -> int:
-        """Drop every unsent frame, message and end marker; returns the frames dropped."""
+        """Drop every unsent frame, message and end marker (and any hold); returns the frames dropped."""
         dropped = sum(1 for item in self._queue if isinstance(item, _Frame))
+        self.held = False
         self._queue.clear()
         self._generation += 1
         self.frames_dropped += dropped
@@ -152,7 +167,12 @@ class DownlinkPacer:
     def kick(self) -> None:
         """Send what is due now, from the caller, when the pacer's task is idle (see the module
         doc); the task carries on with the rest (frames not due yet, end markers)."""
-        if not self._idle or self._send_many is None or (self._kicked is not None and not self._kicked.done()):
+        if (
+            self.held
+            or not self._idle
+            or self._send_many is None
+            or (self._kicked is not None and not self._kicked.done())
+        ):
             return
         out: list[Message] = []
         while self._queue:
@@ -210,9 +230,9 @@ class DownlinkPacer:
     async def _run(self) -> None:
         out: list[Message] = []  # taken from the queue, due now: sent together before any wait
         while True:
-            if not self._queue:
+            if not self._queue or self.held:
                 await self._flush(out)
-                if not self._queue:
+                if not self._queue or self.held:
                     self._wakeup.clear()
                     self._idle = True
                     try:
@@ -224,7 +244,7 @@ class DownlinkPacer:
             if isinstance(item, _End):
                 await self._flush(out)
                 await self._wait(self.buffered_seconds)
-                if self._queue and self._queue[0] is item:
+                if self._queue and self._queue[0] is item and not self.held:
                     self._queue.popleft()
                     self._burst_frames = 0  # the reply was played: the next one starts afresh
                     await item.on_played()
@@ -238,8 +258,8 @@ class DownlinkPacer:
                 if delay > 0:
                     await self._flush(out)
                     await self._wait(delay)
-                if not self._queue or self._queue[0] is not item:
-                    continue  # cleared while waiting
+                if not self._queue or self._queue[0] is not item or self.held:
+                    continue  # cleared or held while waiting
                 self._queue.popleft()
                 if item.message is not None:
                     message = item.message

@@ -16,9 +16,9 @@ from websockets.asyncio.server import ServerConnection
 
 from vixio.core.protocol import Message
 from vixio.core.transport import ConnectionClosed, TransportBase
-from vixio.transports.xiaozhi.protocol import messages as xp
-from vixio.transports.xiaozhi.mcp.register_tools import RegisterToolsClient
 from vixio.patches.websockets import can_send_now, send_now, send_together
+from vixio.transports.xiaozhi.mcp.register_tools import RegisterToolsClient
+from vixio.transports.xiaozhi.protocol import messages as xp
 
 
 class SessionChannel(Protocol):

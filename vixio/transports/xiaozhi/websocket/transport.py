@@ -22,6 +22,7 @@ from loguru import logger
 from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.http11 import Request, Response
 
+from vixio.config.xiaozhi import XiaozhiConfig
 from vixio.core.device_ids import loggable
 from vixio.core.log_throttle import LogThrottle
 from vixio.core.pipeline import Pipeline
@@ -29,22 +30,26 @@ from vixio.core.protocol import Message
 from vixio.core.session import Session, fan_out
 from vixio.core.tools.limits import ToolBudget
 from vixio.metrics import SESSIONS, SESSIONS_STARTED
-from vixio.transports.xiaozhi.protocol import messages as xp
-from vixio.transports.xiaozhi.session.auth import (AuthError, BadDeviceId, DeviceAuthenticator, DeviceIdentity,
-                                          anonymous_identity)
-from vixio.config.xiaozhi import XiaozhiConfig
-from vixio.transports.xiaozhi.session.connection import XiaozhiConnection
-from vixio.transports.xiaozhi.mcp.device_tools import XiaozhiDeviceToolClient
-from vixio.transports.xiaozhi.http.hosts import derive_vision_url
-from vixio.transports.xiaozhi.protocol.framing import SUPPORTED_VERSIONS
-from vixio.transports.xiaozhi.session.identity import IdentityPins, IdentityRefused
+from vixio.patches.websockets import DirectConnection, connection_class
 from vixio.transports.xiaozhi.companions.pairing import CompanionRegistry
 from vixio.transports.xiaozhi.companions.policy import PairingPolicy
 from vixio.transports.xiaozhi.companions.store import PairingStore
+from vixio.transports.xiaozhi.http.hosts import derive_vision_url
+from vixio.transports.xiaozhi.mcp.device_tools import XiaozhiDeviceToolClient
 from vixio.transports.xiaozhi.mcp.register_tools import RegisterToolsClient, ServerTools
-from vixio.transports.xiaozhi.websocket.session_io import SessionChannel, XiaozhiSessionIO
+from vixio.transports.xiaozhi.protocol import messages as xp
+from vixio.transports.xiaozhi.protocol.framing import SUPPORTED_VERSIONS
+from vixio.transports.xiaozhi.session.auth import (
+    AuthError,
+    BadDeviceId,
+    DeviceAuthenticator,
+    DeviceIdentity,
+    anonymous_identity,
+)
+from vixio.transports.xiaozhi.session.connection import XiaozhiConnection
+from vixio.transports.xiaozhi.session.identity import IdentityPins, IdentityRefused
 from vixio.transports.xiaozhi.websocket.log import websockets_logger
-from vixio.patches.websockets import DirectConnection, connection_class
+from vixio.transports.xiaozhi.websocket.session_io import SessionChannel, XiaozhiSessionIO
 
 COMPANION_HELLO_GRACE = 1.0
 """Seconds a client that registered tools has left to send a hello before it is served as a
@@ -126,8 +131,11 @@ class XiaozhiTransport(XiaozhiSessionIO):
     # --- server lifecycle ---------------------------------------------------------------------
 
     async def start(self) -> None:
-        where: dict[str, Any] = ({"unix": True, "path": self.adopt_path} if self.adopt_path else
-                                 {"host": self.config.host, "port": self.config.port})
+        where: dict[str, Any] = (
+            {"unix": True, "path": self.adopt_path}
+            if self.adopt_path
+            else {"host": self.config.host, "port": self.config.port}
+        )
         self._server = await serve(
             self._handle,
             **where,
@@ -186,8 +194,11 @@ class XiaozhiTransport(XiaozhiSessionIO):
         if self._server is not None and len(self._server.handlers) > self.config.max_connections:
             self._refusals += 1
             if self._refusals == 1 or self._refusals % 100 == 0:
-                connection.logger.warning("refused a handshake: %d connections open (xiaozhi.max_connections); "
-                                          "%d refused so far", len(self._server.handlers) - 1, self._refusals)
+                connection.logger.warning(
+                    "refused a handshake: %d connections open (xiaozhi.max_connections); %d refused so far",
+                    len(self._server.handlers) - 1,
+                    self._refusals,
+                )
             return connection.respond(HTTPStatus.SERVICE_UNAVAILABLE, "server busy: too many connections\n")
         query = dict(parse_qsl(urlsplit(request.path).query))
         headers = {name: value for name, value in request.headers.raw_items()}
@@ -195,11 +206,14 @@ class XiaozhiTransport(XiaozhiSessionIO):
             identity = self.authenticator.authenticate(headers, query)
         except AuthError as exc:
             if self.authenticator.enabled or isinstance(exc, BadDeviceId):
-                claimed = next((v for k, v in headers.items() if k.lower() == "device-id"), "") or query.get("device-id", "-")
+                claimed = next((v for k, v in headers.items() if k.lower() == "device-id"), "") or query.get(
+                    "device-id", "-"
+                )
                 device = loggable(claimed)
                 peer = connection.remote_address[0] if connection.remote_address else "?"
                 logger.bind(device=device, component="xiaozhi").info(
-                    "handshake refused: device {} from {}: {}", device, peer, exc.reason)
+                    "handshake refused: device {} from {}: {}", device, peer, exc.reason
+                )
                 status = HTTPStatus(exc.status)
                 return connection.respond(status, f"{status.phrase.lower()}: {exc.reason}\n")
             identity = anonymous_identity(headers, query)
@@ -226,8 +240,9 @@ class XiaozhiTransport(XiaozhiSessionIO):
         session_id = str(uuid.uuid4())
         self._sockets[session_id] = socket
         if identity.protocol_version in SUPPORTED_VERSIONS:
-            self._protocols[session_id] = xp.XiaozhiProtocol(identity.protocol_version,
-                                                             max_json_depth=self.config.max_json_depth)
+            self._protocols[session_id] = xp.XiaozhiProtocol(
+                identity.protocol_version, max_json_depth=self.config.max_json_depth
+            )
         budget = ToolBudget(self.config.mcp.limits)  # shared by the session's peer tool sources
         self.open_session_io(session_id, identity.device_id)
         if isinstance(socket, DirectConnection) or not isinstance(socket, ServerConnection):
@@ -235,8 +250,12 @@ class XiaozhiTransport(XiaozhiSessionIO):
         # Before the hello wait: the read worker routes MCP frames as they arrive, so a
         # registration sent with (or before) the hello reaches its client.
         register = RegisterToolsClient(
-            session_id, lambda payload, envelope: self.write(session_id, xp.mcp(payload, envelope)),
-            call_timeout=self.config.mcp.tool_call_timeout, limits=self.config.mcp.limits, budget=budget)
+            session_id,
+            lambda payload, envelope: self.write(session_id, xp.mcp(payload, envelope)),
+            call_timeout=self.config.mcp.tool_call_timeout,
+            limits=self.config.mcp.limits,
+            budget=budget,
+        )
         register.device_id, register.client_id = identity.device_id, identity.client_id[:128]
         register.server_tools = self.server_tools
         register.device_rate = self.registration_rate
@@ -259,19 +278,35 @@ class XiaozhiTransport(XiaozhiSessionIO):
             self._protocols[session_id] = protocol
             # Answer before any slow work: the device gives up after 10 s.
             await self.write(session_id, xp.server_hello(session_id, version))
-            log.info("hello answered {:.1f} ms after connect (protocol v{}, features {})",
-                     (time.perf_counter() - accepted) * 1000, version, hello.get("features") or {})
-            connection = XiaozhiConnection(session_id, identity.device_id, self.config, protocol,
-                                           lambda messages: self.write_many(session_id, messages),
-                                           encode_on_thread=self.encode_on_thread)
+            log.info(
+                "hello answered {:.1f} ms after connect (protocol v{}, features {})",
+                (time.perf_counter() - accepted) * 1000,
+                version,
+                hello.get("features") or {},
+            )
+            connection = XiaozhiConnection(
+                session_id,
+                identity.device_id,
+                self.config,
+                protocol,
+                lambda messages: self.write_many(session_id, messages),
+                encode_on_thread=self.encode_on_thread,
+            )
             features = hello.get("features") if isinstance(hello.get("features"), dict) else {}
+            if features.get("aec") is True and self.config.server_aec:
+                connection.enable_echo_cancellation(version)
             context = DeviceContext(session_id, identity, hello, version, self, dict(features))
             pipeline = await self._pipeline_factory(context)
             connection.greeting = context.greeting
-            session = Session(session_id, pipeline, fan_out(connection.on_output, register.on_output),
-                              device_id=identity.device_id)
-            session.state.device.update(device_id=identity.device_id, client_id=identity.client_id,
-                                        protocol_version=version, features=context.features)
+            session = Session(
+                session_id, pipeline, fan_out(connection.on_output, register.on_output), device_id=identity.device_id
+            )
+            session.state.device.update(
+                device_id=identity.device_id,
+                client_id=identity.client_id,
+                protocol_version=version,
+                features=context.features,
+            )
             await session.start()
             connection.attach(session)
             self.connections[session_id] = connection
@@ -311,8 +346,14 @@ class XiaozhiTransport(XiaozhiSessionIO):
             self._protocols.pop(session_id, None)
             await socket.close()
 
-    def _start_device_tools(self, session_id: str, identity: DeviceIdentity, context: DeviceContext,
-                            socket: ServerConnection | SessionChannel, budget: ToolBudget) -> None:
+    def _start_device_tools(
+        self,
+        session_id: str,
+        identity: DeviceIdentity,
+        context: DeviceContext,
+        socket: ServerConnection | SessionChannel,
+        budget: ToolBudget,
+    ) -> None:
         """Start listing the device's MCP tools in the background (after the pipeline factory,
         so its tools callback is registered first). A peer the factory set itself is kept."""
         if not context.features.get("mcp") or self._io[session_id].mcp_peer is not None:
@@ -320,13 +361,21 @@ class XiaozhiTransport(XiaozhiSessionIO):
         mcp = self.config.mcp
         host = socket.request.headers.get("Host", "") if socket.request is not None else ""
         local = socket.local_address[0] if socket.local_address else None
-        vision = {"url": derive_vision_url(self.config, host, self.http_port, local_address=local),
-                  "token": self.authenticator.token_for(identity.client_id, identity.device_id)}
+        vision = {
+            "url": derive_vision_url(self.config, host, self.http_port, local_address=local),
+            "token": self.authenticator.token_for(identity.client_id, identity.device_id),
+        }
         client = XiaozhiDeviceToolClient(
-            session_id, lambda payload: self.send_mcp(session_id, payload),
-            timeout=mcp.tool_call_timeout, list_timeout=mcp.list_timeout, vision=vision,
+            session_id,
+            lambda payload: self.send_mcp(session_id, payload),
+            timeout=mcp.tool_call_timeout,
+            list_timeout=mcp.list_timeout,
+            vision=vision,
             on_tools_changed=lambda defs: self.notify_device_tools_ready(session_id, defs),
-            device_id=identity.device_id, limits=mcp.limits, budget=budget)
+            device_id=identity.device_id,
+            limits=mcp.limits,
+            budget=budget,
+        )
         self.device_tools[session_id] = client
         self.set_mcp_peer(session_id, client)
         client.start()

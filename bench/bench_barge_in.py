@@ -1,0 +1,224 @@
+"""Barge-in on a single-microphone board that hears its own reply: today, then with server AEC.
+
+Run: .venv/bin/python bench/bench_barge_in.py [--replies 200] [--barge-ins 200] [--echo-db -12]
+
+Each reply is a trial of `vixio.testing.barge_in.Harness` (read its docstring: simulated board,
+Piper replies in one voice and users in another, firmware-style v2 stamps and Opus uplink, vixio's
+decoder, canceller, Silero VAD and interruption logic on the audio's clock). Five replies share a
+board (one session: the canceller converges once). Rows:
+
+- false interruptions: replies with no user that paused or stopped at least once (and events in all),
+  and of those, replies the echo cancelled outright (today every stop cancels; paused ones resume);
+- missed interruptions: user questions over a reply that did not stop it within 1.5 s, or that a
+  reply had already stopped itself before (today's rule cancels the reply at its first echo);
+- onset → `tts stop`: from the user's first voiced sample to the frame at which the server stops
+  the reply (the pause); p50 / p95;
+- ERLE: echo-only replies, from 2 s into each reply, microphone as decoded over canceller output;
+- coughs, backchannels ("Okay.", "Uh-huh.", "Mm-hmm.", "Yeah.") and commands ("Stop.", "Wait.")
+  over a reply (`--short N` trials of each): how many cancelled the reply (a cough or a
+  backchannel must not; a command should, though it is shorter than `confirm_ms`);
+- CPU: the canceller's thread CPU per 60 ms uplink frame over every frame fed (reply playing or
+  not) and per frame it worked on (a reply playing or its 1 s tail), beside the in-run floor (the
+  same run's Opus decode + Silero VAD per frame), on the CPU model printed.
+
+Needs vixio[aec] and vixio[silero], and vixio[piper] for the short sounds (`--short 0` without it).
+Not run by the tests (tests/bench/test_barge_in.py runs a small one).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from vixio.providers.vad.silero_onnx import SileroOnnxVAD
+from vixio.testing.barge_in import Harness, Trial, Voices
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def pct(values: list[float], q: float) -> float:
+    return float(np.percentile(values, q)) if values else float("nan")
+
+
+def _share(hits: int, of: int) -> str:
+    return f"{hits}/{of} ({100 * hits / max(of, 1):.1f} %)" if of else "-"
+
+
+def summarise(
+    name: str, harness: Harness, echo: list[Trial], barge: list[Trial], short: list[Trial] = ()
+) -> dict[str, object]:  # type: ignore[assignment]
+    false_replies = sum(1 for t in echo if t.false_events)
+    events = sum(t.false_events for t in echo)
+    cancelled = sum(1 for t in echo if t.false_cancels)
+    late = [
+        t
+        for t in barge
+        if t.stopped_s is not None
+        and t.onset_s is not None
+        and t.stopped_s - t.onset_s <= 1.5
+        and t.confirmed
+        and (harness.arbiter or t.false_events == 0)
+    ]
+    latencies = [1000 * (t.stopped_s - t.onset_s) for t in late]  # type: ignore[operator]
+    erles = [t.erle_db for t in echo if t.erle_db is not None]
+    c = harness.costs
+    cancelled_by = {kind: [t for t in short if t.kind == kind] for kind in ("cough", "backchannel", "command")}
+    return {
+        "cough": _share(
+            sum(1 for t in cancelled_by["cough"] if t.confirmed or t.false_cancels), len(cancelled_by["cough"])
+        ),
+        "backchannel": _share(
+            sum(1 for t in cancelled_by["backchannel"] if t.confirmed or t.false_cancels),
+            len(cancelled_by["backchannel"]),
+        ),
+        "command": _share(
+            sum(
+                1
+                for t in cancelled_by["command"]
+                if t.confirmed and t.stopped_s is not None and t.stopped_s - t.onset_s <= 1.5
+            ),
+            len(cancelled_by["command"]),
+        ),  # type: ignore[operator]
+        "mode": name,
+        "false": f"{false_replies}/{len(echo)} replies ({100 * false_replies / max(len(echo), 1):.1f} %), {events} events",
+        "cancelled": f"{cancelled}/{len(echo)} replies ({100 * cancelled / max(len(echo), 1):.1f} %)",
+        "missed": f"{len(barge) - len(late)}/{len(barge)} ({100 * (len(barge) - len(late)) / max(len(barge), 1):.1f} %)",
+        "onset_to_stop": f"{pct(latencies, 50):.0f} / {pct(latencies, 95):.0f} ms",
+        "erle": f"{statistics.median(erles):.1f} dB median, {pct(erles, 10):.1f} dB p10"
+        if harness.aec and erles
+        else "-",
+        "cpu": (
+            f"{1000 * c.aec_s / max(c.frames, 1):.3f} ms per frame fed"
+            + (
+                f", {1000 * c.aec_s / c.aec_frames:.3f} ms per frame cancelled "
+                f"({100 * c.aec_frames / max(c.frames, 1):.0f} % of frames)"
+                if c.aec_frames
+                else ""
+            )
+            + f"; floor {1000 * (c.decode_s + c.vad_s) / max(c.frames, 1):.3f} ms per frame"
+        ),
+    }
+
+
+def run(
+    vad: SileroOnnxVAD,
+    voices: Voices,
+    aec: bool,
+    replies: int,
+    barge_ins: int,
+    echo_db: float,
+    pause_ms: int = 250,
+    arbiter: bool | None = None,
+    shorts: int = 0,
+    confirm_ms: int = 600,
+    board_stops: bool = False,
+) -> dict[str, object]:
+    arbiter = aec if arbiter is None else arbiter
+    harness = Harness(
+        vad,
+        voices,
+        aec=aec,
+        arbiter=arbiter,
+        echo_gain_db=echo_db,
+        pause_min_speech_ms=pause_ms,
+        confirm_ms=confirm_ms,
+        board_stops=board_stops,
+    )
+    # Echo-only and barge-in replies alternate on the same boards, as a session has both.
+    echo, barge = [], []
+    for i in range(max(replies, barge_ins) * 2):
+        if i % 2 == 0 and len(echo) < replies:
+            echo.append(harness.trial(i, barge_in=False))
+        elif i % 2 == 1 and len(barge) < barge_ins:
+            barge.append(harness.trial(i, barge_in=True))
+    short = [harness.trial(100_000 + i, kind=("cough", "backchannel", "command")[i % 3]) for i in range(3 * shorts)]
+    name = (
+        "server AEC + pause/resume"
+        if aec
+        else "no AEC, pause/resume"
+        if arbiter
+        else "today (no AEC, VAD start = barge-in)"
+    )
+    return summarise(name, harness, echo, barge, short)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--replies", type=int, default=200)
+    parser.add_argument("--barge-ins", type=int, default=200)
+    parser.add_argument("--echo-db", type=float, default=-12.0)
+    parser.add_argument(
+        "--pause-min-speech-ms",
+        type=int,
+        default=250,
+        help="VAD min_speech_ms with AEC + pause/resume (today's rule keeps 250)",
+    )
+    parser.add_argument("--short", type=int, default=50, help="trials each of a cough, a backchannel, a command")
+    parser.add_argument("--confirm-ms", type=int, default=600, help="vad.barge_in_confirm_ms")
+    parser.add_argument(
+        "--board-stops",
+        action="store_true",
+        help="the board stops playing at tts stop (and plays the rest at tts start)",
+    )
+    parser.add_argument("--modes", default="today,pause,aec", help="which of today,pause,aec to run")
+    args = parser.parse_args()
+    vad, voices = SileroOnnxVAD(16000), Voices.from_fixtures(short=args.short > 0)
+    print(
+        f"CPU: {cpu_model()}; replies {args.replies}, barge-ins {args.barge_ins}, {args.short} each of "
+        f"cough/backchannel/command, echo {args.echo_db} dB, board stops at tts stop: {args.board_stops}; load average {os.getloadavg()[0]:.1f}"
+    )
+    started = time.perf_counter()
+    modes = {"today": (False, False), "pause": (False, True), "aec": (True, True)}
+    rows = [
+        run(
+            vad,
+            voices,
+            aec,
+            args.replies,
+            args.barge_ins,
+            args.echo_db,
+            args.pause_min_speech_ms,
+            arbiter,
+            args.short,
+            args.confirm_ms,
+            args.board_stops,
+        )
+        for name, (aec, arbiter) in modes.items()
+        if name in args.modes.split(",")
+    ]
+    print("| measured | " + " | ".join(str(r["mode"]) for r in rows) + " |")
+    print("|---|" + "---|" * len(rows))
+    for key, label in (
+        ("false", "false interruptions heard (echo only: the reply paused/stopped)"),
+        ("cancelled", "replies cancelled by echo"),
+        ("missed", "missed interruptions"),
+        ("onset_to_stop", "onset → tts stop p50 / p95"),
+        ("erle", "ERLE after 2 s"),
+        ("cough", "coughs that cancelled the reply"),
+        ("backchannel", "backchannels that cancelled the reply"),
+        ("command", "commands that stopped the reply within 1.5 s"),
+        ("cpu", "CPU per 60 ms uplink frame added (in-run floor)"),
+    ):
+        print(f"| {label} | " + " | ".join(str(r[key]) for r in rows) + " |")
+    print(f"({time.perf_counter() - started:.0f} s)")
+
+
+if __name__ == "__main__":
+    main()

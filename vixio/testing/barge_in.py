@@ -1,0 +1,351 @@
+"""Barge-in trials: a device that hears its own reply, and the server's uplink path deciding.
+
+One trial is one reply (Piper's zh voice, 2–3 fixture sentences) played by a simulated board
+(`echo_path.EchoPath`: small speaker, room, 40–250 ms wandering delay, noise), with or without
+a user (Piper's en voice, a fixture question) speaking over it. The board stamps its uplink as
+the firmware does (`device_stamps`) and encodes it as the firmware does (Opus 16 kHz, 60 ms,
+complexity 0); the server side is vixio's own parts, run on the audio's clock (faster than real
+time): `OpusDecoder`, then `SessionEchoCanceller` (with `aec`), then the Silero VAD with
+VADStation's default rules, then either today's rule (VAD start while speaking = barge-in) or
+`InterruptionArbiter` (pause, then confirm or resume). No ASR runs, so a short utterance is
+judged by its length alone (the arbiter resumes when no transcript comes).
+
+Besides the echo alone and a question, a trial can put a cough (`cough`: synthetic noise bursts),
+a backchannel or a command (`BACKCHANNELS`, `COMMANDS`: spoken by the default Piper voice when
+`Voices.from_fixtures(short=True)`) over the reply.
+
+Simplification, stated: the reply's audio keeps playing in the simulation after a pause (a
+resumed reply sounds the same to the microphone), so the echo-only figures are, if anything,
+pessimistic.
+"""
+
+from __future__ import annotations
+
+import time
+import wave
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from vixio.providers.vad.base import VADProvider
+from vixio.providers.vad.detector import VoiceActivityDetector
+from vixio.stations.interruption import InterruptionArbiter
+from vixio.testing.echo_path import RATE, EchoPath, device_stamps, erle_db
+from vixio.transports.xiaozhi.protocol.codec import OpusDecoder, OpusEncoder
+
+FRAME = 960
+"""60 ms at 16 kHz: the firmware's uplink frame."""
+FIXTURES = Path(__file__).resolve().parents[2] / "tests" / "fixtures"
+LEAD_S, TAIL_S = 0.6, 1.5
+
+
+def _load(path: Path) -> np.ndarray:
+    with wave.open(str(path)) as w:
+        return np.frombuffer(w.readframes(w.getnframes()), dtype="<i2")
+
+
+BACKCHANNELS = ("Okay.", "Uh-huh.", "Mm-hmm.", "Yeah.")
+"""Said over a reply, these acknowledge it: the reply must go on (a pause that resumes is fine)."""
+COMMANDS = ("Stop.", "Wait.")
+"""Said over a reply, these stop it, though they last well under `confirm_ms`."""
+
+
+@dataclass(slots=True)
+class Voices:
+    replies: list[np.ndarray]
+    users: list[np.ndarray]
+    backchannels: list[np.ndarray] = field(default_factory=list)
+    commands: list[np.ndarray] = field(default_factory=list)
+
+    @classmethod
+    def from_fixtures(cls, short: bool = False) -> Voices:
+        """The Piper fixtures; with `short`, also backchannels and commands spoken by the
+        default Piper voice (vixio[piper]; the user's voice in the fixtures), deterministic."""
+        voices = cls(
+            [_load(p) for p in sorted((FIXTURES / "speech_zh").glob("*.wav"))],
+            [_load(p) for p in sorted((FIXTURES / "speech").glob("*.wav"))],
+        )
+        if short:
+            voices.backchannels = [_speak(t) for t in BACKCHANNELS]
+            voices.commands = [_speak(t) for t in COMMANDS]
+        return voices
+
+
+def _speak(text: str) -> np.ndarray:
+    import asyncio
+
+    from vixio.core.audio import resample
+    from vixio.providers.tts.piper import PiperTTS
+
+    async def run() -> bytes:
+        tts = PiperTTS(noise_scale=0.0, noise_w_scale=0.0)
+        return resample(b"".join([c async for c in tts.synthesize(text)]), tts.sample_rate, RATE)
+
+    return np.frombuffer(asyncio.run(run()), dtype="<i2")
+
+
+def cough(seed: int) -> np.ndarray:
+    """A synthetic cough: one or two bursts (120–220 ms) of noise band-limited to ~300–3500 Hz,
+    with a 10 ms attack and an exponential decay, 0–10 dB below the fixtures' speech level."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(int(rng.integers(1, 3))):
+        n = int(rng.uniform(0.12, 0.22) * RATE)
+        t = np.arange(n) / RATE
+        noise = np.diff(rng.standard_normal(n + 1))  # tilted up: a cough's breathy top
+        noise = np.convolve(noise, np.ones(5) / 5, mode="same")  # and rolled off above ~3.5 kHz
+        env = np.minimum(t / 0.01, 1.0) * np.exp(-t / rng.uniform(0.04, 0.08))
+        burst = noise * env
+        burst *= 10 ** (-rng.uniform(0, 10) / 20) * 0.3 / np.abs(burst).max()
+        out += [burst, np.zeros(int(rng.uniform(0.08, 0.2) * RATE))]
+    return (np.concatenate(out) * 32767).astype(np.int16)
+
+
+@dataclass(slots=True)
+class Trial:
+    """What one reply produced."""
+
+    false_events: int = 0
+    """Pauses (or, today, interruptions) before any user spoke (echo, noise): each one is heard."""
+    false_cancels: int = 0
+    """Of those, the ones that cancelled the reply (today: all; with the arbiter: not resumed)."""
+    barge_in: bool = False
+    onset_s: float | None = None
+    stopped_s: float | None = None
+    """When the reply stopped for the user (`tts stop`: the pause, or today's interrupt)."""
+    confirmed: bool = False
+    erle_db: float | None = None
+    kind: str = "echo"
+    """What the user did: `echo` (nothing), `barge` (a question), `cough`, `backchannel`, `command`."""
+
+
+KINDS = ("echo", "barge", "cough", "backchannel", "command")
+
+
+@dataclass(slots=True)
+class Costs:
+    frames: int = 0
+    """Uplink frames (60 ms) the harness fed, reply playing or not."""
+    aec_frames: int = 0
+    """Of those, the frames the canceller worked on (a reply playing, or its 1 s tail)."""
+    aec_s: float = 0.0
+    decode_s: float = 0.0
+    vad_s: float = 0.0
+
+
+@dataclass(slots=True)
+class Harness:
+    vad: VADProvider
+    """A VADProvider (the model is shared, streams are per trial)."""
+    voices: Voices
+    aec: bool = False
+    arbiter: bool = False
+    echo_gain_db: float = -12.0
+    pause_min_speech_ms: int = 250
+    """The VAD's `min_speech_ms` with the arbiter: a pause is cheap (it resumes), so it may start sooner."""
+    confirm_ms: int = 600
+    """`vad.barge_in_confirm_ms`: speech over the reply that lasts this long is a barge-in."""
+    board_stops: bool = False
+    """The board stops playing a few frames after `tts stop` (the frames already sent) and plays
+    the rest after `tts start`, as a real one does; False keeps the reply playing through a pause
+    (the published table's simplification: pessimistic for false and missed interruptions)."""
+    replies_per_session: int = 5
+    """Replies one board (one echo path, one canceller) plays: a session converges once."""
+    costs: Costs = field(default_factory=Costs)
+    _cancellers: dict[int, Any] = field(default_factory=dict)
+
+    def trial(self, seed: int, barge_in: bool = False, kind: str | None = None) -> Trial:
+        """One reply; the user says nothing (`echo`), asks a question over it (`barge_in`, kind
+        `barge`), or coughs, backchannels or says a command over it (`kind`)."""
+        kind = kind or ("barge" if barge_in else "echo")
+        if kind not in KINDS:
+            raise ValueError(f"trial kind {kind!r}: expected one of {KINDS}")
+        rng = np.random.default_rng(seed)
+        parts = [self.voices.replies[i] for i in rng.choice(len(self.voices.replies), 3, replace=False)]
+        gap = np.zeros(int(0.15 * RATE), np.int16)
+        reply = np.concatenate([np.concatenate([p, gap]) for p in parts])
+        reply = reply[: len(reply) // FRAME * FRAME]
+        p0 = int(LEAD_S * RATE) // FRAME * FRAME
+        total = p0 + len(reply) + int(TAIL_S * RATE)
+        played = np.zeros(total, np.int16)
+        played[p0 : p0 + len(reply)] = reply
+        user = None
+        onset = None
+        if kind != "echo":
+            onset = p0 + int(rng.uniform(1.5, 4.0) * RATE)
+            pool = {
+                "barge": self.voices.users,
+                "backchannel": self.voices.backchannels,
+                "command": self.voices.commands,
+            }.get(kind)
+            speech = cough(seed) if pool is None else pool[int(rng.integers(len(pool)))]
+            user = np.zeros(total, np.int16)
+            take = min(len(speech), total - onset)
+            user[onset : onset + take] = speech[:take]
+            onset += _first_voiced(speech)
+        session = seed // self.replies_per_session
+        board = np.random.default_rng(10_000 + session)
+        path = EchoPath(seed=seed, delay_ms=float(board.uniform(40, 250)), echo_gain_db=self.echo_gain_db)
+        trial = self._run(BoardPlayback(path, played, user, reply, p0, seed), onset, rng, session)
+        trial.kind, trial.barge_in = kind, kind == "barge"
+        return trial
+
+    def _run(self, board: BoardPlayback, onset: int | None, rng: np.random.Generator, session: int) -> Trial:
+        from vixio.transports.xiaozhi.aec.canceller import SessionEchoCanceller
+
+        reply, p0, played_at = board.reply, board.p0, board.played_at
+        frames = len(board.mic) // FRAME
+        phase = int(rng.integers(0, FRAME))
+        stamps = device_stamps(played_at, frames, FRAME, phase=phase)
+        encoder = OpusEncoder(RATE, frame_duration_ms=60, complexity=0)
+        decoder = OpusDecoder(RATE)
+        canceller = None
+        if self.aec:
+            canceller = self._cancellers.get(session)  # a SessionEchoCanceller (imported only with `aec`)
+            if canceller is None:
+                canceller = self._cancellers[session] = SessionEchoCanceller()
+        detector = VoiceActivityDetector(
+            self.vad.create_stream(),
+            threshold=0.5,
+            min_speech_ms=self.pause_min_speech_ms if self.arbiter else 250,
+            min_silence_ms=500,
+            speech_pad_ms=100,
+        )
+        arbiter = InterruptionArbiter(confirm_ms=self.confirm_ms)
+        trial = Trial(barge_in=onset is not None, onset_s=None if onset is None else onset / RATE)
+        reply_end = p0 + len(reply)
+        sent = 0
+        heard, cleaned = [], []
+        for k in range(frames):
+            now = (k + 1) * FRAME / RATE
+            frame = board.mic[k * FRAME : (k + 1) * FRAME]
+            # the server sent each reply frame ~5 frames before the board played it (pre-buffer)
+            while sent < len(played_at) and played_at[sent][0] <= (k + 6) * FRAME:
+                if canceller is not None:
+                    canceller.sent(played_at[sent][1], reply[sent * FRAME : (sent + 1) * FRAME])
+                sent += 1
+            t0 = time.thread_time()
+            pcm = decoder.decode(encoder.encode(frame.tobytes()))
+            t1 = time.thread_time()
+            decoded = pcm
+            if canceller is not None:
+                out = canceller.process(pcm, stamps[k])
+                self.costs.aec_frames += out is not pcm
+                pcm = out
+            t2 = time.thread_time()
+            events = detector.feed(pcm)
+            t3 = time.thread_time()
+            self.costs.frames += 1
+            self.costs.decode_s += t1 - t0
+            self.costs.aec_s += t2 - t1
+            self.costs.vad_s += t3 - t2
+            if p0 + 2 * RATE <= k * FRAME < reply_end and (onset is None):
+                heard.append(np.frombuffer(decoded, dtype="<i2"))
+                cleaned.append(np.frombuffer(pcm, dtype="<i2"))
+            speaking_bot = board.held or (not board.cancelled and p0 <= k * FRAME < reply_end + 2 * FRAME)
+            voiced = detector.speaking and detector.silence_start is None
+            actions = self._decide(trial, arbiter, events, now, speaking_bot, voiced, onset)
+            if self.board_stops and actions and board.act(actions, sent, k):
+                stamps = device_stamps(played_at, frames, FRAME, phase=phase)  # the past is unchanged
+                reply_end = played_at[-1][0] - 80 + FRAME if played_at else p0
+        if heard:
+            trial.erle_db = erle_db(np.concatenate(heard), np.concatenate(cleaned))
+        return trial
+
+    def _decide(
+        self,
+        trial: Trial,
+        arbiter: InterruptionArbiter,
+        events: list[Any],
+        now: float,
+        bot: bool,
+        speaking: bool,
+        onset: int | None,
+    ) -> list[str]:
+        """Counts what the server did with this frame's VAD events; returns its actions on the reply."""
+        user_on = onset is not None and now * RATE >= onset
+        verdicts: list[str | None] = []
+        for event in events:
+            if event.type == "start":
+                if not self.arbiter:
+                    if bot:
+                        self._stopped(trial, now, user_on, confirmed=True)
+                        trial.false_cancels += not user_on
+                        verdicts.append("interrupt")
+                    continue
+                if arbiter.speech_started(now, event.sample / RATE, bot) == "pause":
+                    self._stopped(trial, now, user_on, confirmed=False)
+                    verdicts.append("pause")
+            elif event.type == "end" and self.arbiter:
+                verdicts.append(arbiter.speech_ended(now, event.sample / RATE))
+        if self.arbiter:
+            verdicts.append(arbiter.tick(now, speaking))
+        for verdict in verdicts:
+            if verdict == "interrupt" and self.arbiter:
+                if user_on:
+                    trial.confirmed = True
+                else:
+                    trial.false_cancels += 1
+        return [v for v in verdicts if v is not None]
+
+    @staticmethod
+    def _stopped(trial: Trial, now: float, user_on: bool, confirmed: bool) -> None:
+        if not user_on:
+            trial.false_events += 1
+        elif trial.stopped_s is None:
+            trial.stopped_s = now
+            trial.confirmed = trial.confirmed or confirmed
+
+
+class BoardPlayback:
+    """What the board plays and its microphone hears, changed by the server's pause, resume and
+    interrupt (`act`); the microphone is recomputed whole, and its past comes out the same
+    (the echo path is causal and seeded)."""
+
+    def __init__(
+        self, path: EchoPath, played: np.ndarray, user: np.ndarray | None, reply: np.ndarray, p0: int, seed: int
+    ) -> None:
+        self.path, self.user, self.reply, self.p0 = path, user, reply, p0
+        self.total = len(played)
+        base_stamp = 1 + 60 * 1000 * (seed % 10_000)
+        self.played_at = [(p0 + j * FRAME + 80, base_stamp + 60 * j) for j in range(len(reply) // FRAME)]
+        self._stamps = [stamp for _, stamp in self.played_at]
+        self.mic = path.mic(played, user)
+        self.held = self.cancelled = False
+
+    def act(self, actions: list[str], sent: int, k: int) -> bool:
+        """Apply the server's actions at uplink frame `k` (`sent` reply frames sent so far: the
+        board plays those out); True when what the board plays changed."""
+        changed = False
+        for action in actions:
+            if action in ("pause", "interrupt") and not self.held and not self.cancelled:
+                del self.played_at[sent:]
+                changed = True
+            if action == "pause":
+                self.held = True
+            elif action == "interrupt":
+                self.held, self.cancelled = False, True
+            elif action == "resume" and self.held:
+                self.held = False
+                start = (k + 6) * FRAME + 80  # a new burst, with a fresh pre-buffer
+                self.played_at += [
+                    (start + (j - sent) * FRAME, self._stamps[j]) for j in range(sent, len(self._stamps))
+                ]
+                changed = True
+        if changed:
+            played = np.zeros(self.total, np.int16)
+            for j, (at, _) in enumerate(self.played_at):
+                if at - 80 + FRAME <= self.total:
+                    played[at - 80 : at - 80 + FRAME] = self.reply[j * FRAME : (j + 1) * FRAME]
+            self.mic = self.path.mic(played, self.user)
+        return changed
+
+
+def _first_voiced(speech: np.ndarray) -> int:
+    """Sample where the fixture's speech starts (the Piper clips begin with a little silence)."""
+    frames = len(speech) // 160
+    power = (speech[: frames * 160].astype(np.float64).reshape(frames, 160) ** 2).mean(axis=1)
+    loud = np.nonzero(power > power.max() * 0.01)[0]
+    return int(loud[0]) * 160 if len(loud) else 0
