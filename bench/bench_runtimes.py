@@ -56,8 +56,9 @@ def llama_stream(path: Path, threads: int):
     llama = Llama(model_path=str(path), n_ctx=2048, n_threads=threads, n_batch=256, flash_attn=True, verbose=False)
 
     def stream(messages: list[dict[str, str]]):
-        for chunk in llama.create_chat_completion(messages=messages, max_tokens=MAX_TOKENS, temperature=0.0,
-                                                  repeat_penalty=1.0, stream=True):
+        for chunk in llama.create_chat_completion(
+            messages=messages, max_tokens=MAX_TOKENS, temperature=0.0, repeat_penalty=1.0, stream=True
+        ):
             text = chunk["choices"][0]["delta"].get("content")
             if text:
                 yield text
@@ -69,12 +70,17 @@ def mistralrs_stream(path: Path, threads: int, requantize: str | None = None):
     os.environ["RAYON_NUM_THREADS"] = str(threads)  # candle's CPU kernels size their pool from it
     from mistralrs import ChatCompletionRequest, Runner, Which
 
-    runner = Runner(which=Which.GGUF(quantized_model_id=str(path.parent), quantized_filename=path.name),
-                    token_source="none", max_seqs=1, in_situ_quant=requantize)
+    runner = Runner(
+        which=Which.GGUF(quantized_model_id=str(path.parent), quantized_filename=path.name),
+        token_source="none",
+        max_seqs=1,
+        in_situ_quant=requantize,
+    )
 
     def stream(messages: list[dict[str, str]]):
-        request = ChatCompletionRequest(model="local", messages=messages, max_tokens=MAX_TOKENS, temperature=0.0,
-                                        stream=True)
+        request = ChatCompletionRequest(
+            model="local", messages=messages, max_tokens=MAX_TOKENS, temperature=0.0, stream=True
+        )
         for chunk in runner.send_chat_completion_request(request):
             text = chunk.choices[0].delta.content
             if text:
@@ -96,8 +102,9 @@ def child(runtime: str, path: Path, threads: int) -> None:
     turns = []
     for conversation in json.loads((HERE / "household.json").read_text())["conversations"]:
         pack = language_pack(conversation["lang"])
-        system = TurnInstructions(pack.system_prompt, clock_note=pack.clock_note, weekdays=pack.weekdays,
-                                  limits=pack.no_tools_note)()
+        system = TurnInstructions(
+            pack.system_prompt, clock_note=pack.clock_note, weekdays=pack.weekdays, limits=pack.no_tools_note
+        )()
         messages = [{"role": "system", "content": system}]
         for turn in conversation["turns"]:
             messages.append({"role": "user", "content": turn["say"]})
@@ -107,8 +114,17 @@ def child(runtime: str, path: Path, threads: int) -> None:
                     first = time.perf_counter() - asked
                 pieces.append(piece)
             text = "".join(pieces)
-            turns.append({"conversation": conversation, "turn": turn, "text": text, "first": first,
-                          "wall": time.perf_counter() - asked, "cpu": cpu_s() - cpu0, "pieces": len(pieces)})
+            turns.append(
+                {
+                    "conversation": conversation,
+                    "turn": turn,
+                    "text": text,
+                    "first": first,
+                    "wall": time.perf_counter() - asked,
+                    "cpu": cpu_s() - cpu0,
+                    "pieces": len(pieces),
+                }
+            )
             messages.append({"role": "assistant", "content": text})
     print(json.dumps({"load_s": load_s, "rss_mb": load_mb, "peak_mb": rss_mb(), "turns": turns}))
 
@@ -128,8 +144,12 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("model", nargs="?", type=Path)
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--runtimes", nargs="+", default=["llama", "mistralrs", "mistralrs:q8_0"],
-                        help="llama, mistralrs, or mistralrs:ISQ (requantized while loading, e.g. q8_0, q4_0)")
+    parser.add_argument(
+        "--runtimes",
+        nargs="+",
+        default=["llama", "mistralrs", "mistralrs:q8_0"],
+        help="llama, mistralrs, or mistralrs:ISQ (requantized while loading, e.g. q8_0, q4_0)",
+    )
     parser.add_argument("--child")
     args = parser.parse_args()
     if args.child:
@@ -153,23 +173,30 @@ def main() -> int:
         oks = same = 0
         for index, turn in enumerate(result["turns"]):
             pack = language_pack(turn["conversation"]["lang"])
-            ok = right(turn["turn"]["expect"], turn["turn"].get("reject", []), turn["text"], datetime.now(),
-                       pack.weekdays)
+            ok = right(
+                turn["turn"]["expect"], turn["turn"].get("reject", []), turn["text"], datetime.now(), pack.weekdays
+            )
             oks += ok
             same += turn["text"] == reference[index]["text"]
-            print(f"  [{'ok' if ok else '--'}] first {turn['first'] or float('nan'):.2f} s  {turn['turn']['say']}"
-                  f" -> {turn['text'].strip()[:140]!r}")
+            print(
+                f"  [{'ok' if ok else '--'}] first {turn['first'] or float('nan'):.2f} s  {turn['turn']['say']}"
+                f" -> {turn['text'].strip()[:140]!r}"
+            )
         firsts = sorted(t["first"] for t in result["turns"] if t["first"] is not None)
         decoded = [t for t in result["turns"] if t["pieces"] > 1]
         rate = sum(t["pieces"] - 1 for t in decoded) / sum(t["wall"] - t["first"] for t in decoded)
         cpu_ms = 1000 * sum(t["cpu"] for t in result["turns"]) / max(1, sum(t["pieces"] for t in result["turns"]))
-        result["row"] = (f"| {runtime} | {result['load_s']:.1f} s | +{result['rss_mb']:.0f} MB | "
-                         f"{statistics.median(firsts):.2f} s | {firsts[int(0.9 * (len(firsts) - 1))]:.2f} s | "
-                         f"{rate:.1f} | {cpu_ms:.0f} ms | {oks}/{len(result['turns'])} | "
-                         f"{same}/{len(result['turns'])} |")
+        result["row"] = (
+            f"| {runtime} | {result['load_s']:.1f} s | +{result['rss_mb']:.0f} MB | "
+            f"{statistics.median(firsts):.2f} s | {firsts[int(0.9 * (len(firsts) - 1))]:.2f} s | "
+            f"{rate:.1f} | {cpu_ms:.0f} ms | {oks}/{len(result['turns'])} | "
+            f"{same}/{len(result['turns'])} |"
+        )
         print(f"load average after: {os.getloadavg()[0]:.1f}")
-    print(f"\n| runtime | load | memory | first token p50 | p90 | tokens/s | CPU per token | right | "
-          f"same text as {args.runtimes[0]} |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    print(
+        f"\n| runtime | load | memory | first token p50 | p90 | tokens/s | CPU per token | right | "
+        f"same text as {args.runtimes[0]} |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+    )
     for result in results.values():
         print(result["row"])
     return 0

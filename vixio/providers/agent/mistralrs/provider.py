@@ -31,13 +31,21 @@ class LocalMistralrsModel(LocalLlamaModel):
             self.model_path = Path(path)
             loop = asyncio.get_running_loop()
             # Duck-typed as the `Llama` the base class expects (the engine module says which part).
-            engine: Any = await loop.run_in_executor(INFERENCE, load_mistralrs, self.model_path, self.n_ctx,
-                                                     self.n_threads)
+            engine: Any = await loop.run_in_executor(
+                INFERENCE, load_mistralrs, self.model_path, self.n_ctx, self.n_threads
+            )
             self._llama = engine
         return self._llama
 
-    async def _forced_call(self, llama: Any, system_instructions: str | None, input: str | list[Any],
-                           chat_tools: list[Any], choice: str, options: dict[str, Any]) -> list[ChatCompletionChunk]:
+    async def _forced_call(
+        self,
+        llama: Any,
+        system_instructions: str | None,
+        input: str | list[Any],
+        chat_tools: list[Any],
+        choice: str,
+        options: dict[str, Any],
+    ) -> list[ChatCompletionChunk]:
         """One call generated under a grammar that admits only a call of the offered tools."""
         messages = self._messages(system_instructions, input, local_tools.tools_prompt(chat_tools))
         schema = local_tools.forced_call_schema(chat_tools, choice)
