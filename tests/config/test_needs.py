@@ -41,6 +41,12 @@ def test_every_extra_named_exists_in_pyproject() -> None:
     assert "edge" in required_extras(parse_config(configs[0], environ={}))
 
 
+def test_the_mistralrs_runtime_needs_its_extra_and_not_llama_cpp() -> None:
+    extras = required_extras(parse_config({"agent": {"provider": "local-llama", "runtime": "mistralrs"}}, environ={}))
+    assert "local-mistralrs" in extras and "local-llm" not in extras
+    assert "local-llm" in required_extras(parse_config({"agent": {"provider": "local-llama"}}, environ={}))
+
+
 def test_extras_of_a_broken_config_print_the_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     bad = tmp_path / "bad.yaml"
     bad.write_text("language: klingon\n")

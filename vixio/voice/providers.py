@@ -159,10 +159,15 @@ def make_agent(config: VixioConfig) -> AgentProvider:
     if isinstance(agent, LocalLlamaAgentConfig):
         from vixio.providers.agent.llama.provider import LocalLlamaAgentProvider
 
+        local: type[LocalLlamaAgentProvider] = LocalLlamaAgentProvider
+        if agent.runtime == "mistralrs":
+            from vixio.providers.agent.mistralrs.provider import LocalMistralrsAgentProvider
+
+            local = LocalMistralrsAgentProvider
         tuning = {
             k: v for k, v in (("temperature", agent.temperature), ("max_tokens", agent.max_tokens)) if v is not None
         }
-        return LocalLlamaAgentProvider(
+        return local(
             agent.model_path,
             n_ctx=agent.n_ctx,
             timeout=agent.timeout,

@@ -293,6 +293,9 @@ async def _stream_chunks(
 class LocalLlamaAgentProvider(OpenAIAgentProvider):
     """The openai-agents provider flow on `LocalLlamaModel` (SmolLM2 by default), fully offline."""
 
+    model_type: type[LocalLlamaModel] = LocalLlamaModel
+    """The runtime: llama-cpp-python here, mistral.rs in vixio.providers.agent.mistralrs."""
+
     def __init__(
         self,
         model_path: str | Path | None = None,
@@ -308,7 +311,7 @@ class LocalLlamaAgentProvider(OpenAIAgentProvider):
     ) -> None:
         """`tool_choice`: "required" or a tool's name forces a call under a grammar (openai-agents
         lets the model choose again after a tool ran)."""
-        self.local_model = LocalLlamaModel(model_path, n_ctx=n_ctx, n_threads=n_threads)
+        self.local_model = self.model_type(model_path, n_ctx=n_ctx, n_threads=n_threads)
         super().__init__(
             self.local_model,
             temperature=temperature,

