@@ -145,7 +145,7 @@ def run_load(
 ) -> dict[str, Any]:
     """Run N devices against `server` and return the summary of that load: the staggered shape,
     or the burst shape when `burst` (capacity.load.burst_slots) is given. `floor`: the in-run
-    floor measured just before (capacity_floor), put beside the server's CPU per frame."""
+    floor measured just before (capacity.floor), put beside the server's CPU per frame."""
     generators = max(1, min(n, generators or math.ceil(n / DEVICES_PER_GENERATOR)))
     load_before = os.getloadavg()
     host_before = HostCpu.now()

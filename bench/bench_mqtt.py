@@ -6,12 +6,12 @@
 Talking: one `vixio serve --workers 1` per transport (its supervisor and worker measured together, the scripted LLM of vixio/testing and
 espeak TTS, no ASR: the turn is typed after the microphone audio), `--devices` simulated devices
 (vixio/testing/device: the firmware's MQTT + UDP with AES-CTR, or its WebSocket) all at once,
-each turn: `listen start`, one bench/capacity_load.py clip streamed at real time (60 ms Opus
+each turn: `listen start`, one bench/capacity/load.py clip streamed at real time (60 ms Opus
 frames: the capacity harness's uplink), then a typed question and the spoken answer. Per
 transport: answer latency (question sent -> first audio frame, p50/p95), late frames (a
 downlink frame that arrived after the device would have played it, counting from the reply's
 first frame at 60 ms a frame), and the server's CPU (/proc, its process only) per frame moved
-(uplink + downlink), beside the in-run floor (bench/capacity_floor.py: Opus decode + Silero VAD
+(uplink + downlink), beside the in-run floor (bench/capacity/floor.py: Opus decode + Silero VAD
 of one uplink frame) and the CPU model.
 
 Idle: `--idle` MQTT connections (raw CONNECT with credentials the server issues, then a PINGREQ
@@ -40,9 +40,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from capacity_floor import cpu_model, measure_floor
-from capacity_load import build_clips
-
+from capacity.floor import cpu_model, measure_floor
+from capacity.load import build_clips
 from vixio.testing.device import SimulatedDevice
 from vixio.testing.llm_server import Reply, ScriptedLLMServer
 from vixio.testing.serve import ServeProcess, start_serve

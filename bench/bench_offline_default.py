@@ -10,7 +10,7 @@ tools (its language's prompt, the clock, "you have no tools"), at the provider's
 (the rule: any expected word, none of the rejected ones; `$TIME` = the clock within 2 minutes,
 `$WEEKDAY` = today's weekday), first-token latency (p50/p90: what first sound waits for before
 TTS), the process's resident memory after loading, and every answer so a reader can audit the
-verdicts. Beside them the in-run floor: Silero VAD and Opus per 60 ms frame (capacity_floor),
+verdicts. Beside them the in-run floor: Silero VAD and Opus per 60 ms frame (capacity.floor),
 so figures from a loaded machine can be compared.
 """
 
@@ -110,12 +110,12 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args()
-    from capacity_floor import cpu_model
+    from capacity.floor import cpu_model
 
     print(f"CPU: {cpu_model()} ({len(os.sched_getaffinity(0))} cores); load average {os.getloadavg()}")
     try:
-        from capacity_floor import measure_floor
-        from capacity_load import build_clips
+        from capacity.floor import measure_floor
+        from capacity.load import build_clips
 
         floor = measure_floor(build_clips())
         print(f"in-run floor: {floor['ms_per_frame']:.3f} ms per 60 ms frame (Opus decode + Silero, one thread)")

@@ -19,7 +19,7 @@ rejects. Identification accuracy: the best-scoring print is the right one and ab
 Latency: the server identifies in a worker thread while ASR transcribes the same utterance
 (vixio/stations/speakers.py). Added turn latency = (ASR and identification in parallel) - (ASR
 alone), Whisper tiny.en on the fixtures, medians over repeats; the CPU model and the in-run floor
-(Opus decode + Silero per 60 ms frame, bench/capacity_floor.py) are printed beside.
+(Opus decode + Silero per 60 ms frame, bench/capacity/floor.py) are printed beside.
 """
 
 from __future__ import annotations
@@ -35,9 +35,8 @@ import numpy as np
 import soundfile as sf
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from capacity_floor import cpu_model, measure_floor  # noqa: E402
-from capacity_load import build_clips  # noqa: E402
-
+from capacity.floor import cpu_model, measure_floor  # noqa: E402
+from capacity.load import build_clips  # noqa: E402
 from vixio.providers.speaker.encoder import SpeakerEncoder  # noqa: E402
 
 VOICES = Path("/usr/share/klettres")
