@@ -54,6 +54,9 @@ PAUSE_WAIT = 120.0
 log = logger.bind(component="vixio.reminders")
 
 
+SESSION_READY_POLLS, SESSION_READY_POLL_S = 100, 0.05
+"""How long a new session's first words wait for its connection to be ready (5 s)."""
+
 ALERT_STATUS = {"en": "Reminder", "zh": "提醒"}
 """The title of the `alert` an idle MQTT device shows for a reminder."""
 
@@ -205,7 +208,17 @@ class Reminders:
 
     def device_session(self, device_id: str, session_id: str) -> None:
         """A device's session started here: what fired while it was away is its first words."""
-        self._spawn(self.speak_pending(device_id, wait_for_pause=False))
+        self._spawn(self._first_words(device_id))
+
+    async def _first_words(self, device_id: str) -> None:
+        # The transport tells of a session as it starts, before its connection has a session to say
+        # things in: wait for it (bounded), or the occurrences would stay in the store unsaid until
+        # the device's next session (seen under load: the reminder was missing from the first words).
+        for _ in range(SESSION_READY_POLLS):
+            if self._connection(device_id) is not None:
+                break
+            await asyncio.sleep(SESSION_READY_POLL_S)
+        await self.speak_pending(device_id, wait_for_pause=False)
 
     async def speak_pending(self, device_id: str, *, wait_for_pause: bool = True) -> int:
         """Say the device's fired occurrences in its live session here (after a pause); how many."""
