@@ -247,7 +247,8 @@ class Reminders:
 
     def _connection(self, device_id: str) -> XiaozhiConnection | None:
         for connection in list(self.connections().values()):
-            if connection.device_id == device_id and connection.session is not None:
+            # A closing session is not a conversation: what it took from the store would be lost.
+            if connection.device_id == device_id and connection.session is not None and not connection.session.closed:
                 return connection
         return None
 
