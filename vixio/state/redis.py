@@ -21,7 +21,7 @@ P fired:DEVICE, P clip:TOKEN, P clips), redis_voiceprints.py (P voiceprints:DEVI
 P voiceprint-devices).
 
 Bounds: a device's turns by `state.max_turns` and `memory.history_days` (redis_history.py). A
-turn's texts are bounded by the recorder (vixio/memory/conversation.py), the long-term memory by
+turn's texts are bounded by the recorder (vixio/memory/recording.py), the long-term memory by
 `memory.max_chars`, facts by `MAX_FACTS_PER_DEVICE` (what RDB/AOF keep: docs/privacy.md#redis).
 A device's held results expire with the latest of them (at most `keep`). Sessions are listed
 while their worker's heartbeat is current (redis_sessions.py).
