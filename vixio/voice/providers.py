@@ -173,6 +173,10 @@ def make_agent(config: VixioConfig) -> AgentProvider:
             from vixio.providers.agent.mistralrs.provider import LocalMistralrsAgentProvider
 
             local = LocalMistralrsAgentProvider
+        elif agent.runtime == "onnx":
+            from vixio.providers.agent.ort.provider import LocalOnnxAgentProvider
+
+            local = LocalOnnxAgentProvider
         tuning: _LocalTuning = {}  # unset: the provider's defaults
         if agent.temperature is not None:
             tuning["temperature"] = agent.temperature
