@@ -25,9 +25,9 @@ MAX_TOKENS = 32
 
 def main() -> int:
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-    from capacity.floor import cpu_model
     from llama_cpp import Llama
 
+    from capacity.floor import cpu_model
     from vixio.config.languages import language_pack
     from vixio.providers.agent.instructions import TurnInstructions
     from vixio.providers.agent.llama.weights import smollm2_model_path
