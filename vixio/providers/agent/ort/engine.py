@@ -190,18 +190,19 @@ class OnnxChat:
             raise ContextFull(f"the prompt's {len(prompt)} tokens exceed the context of {self.n_ctx}")
         logits = self.begin(prompt)
         decoder = StreamDecoder(self.tokenizer)
-        for produced in range(max_tokens):
-            self.usage = (len(prompt), produced)
+        self.usage = (len(prompt), 0)
+        for produced in range(1, max_tokens + 1):
             token = self.choose(logits, options)
             if token in self.stop_tokens:
                 yield "", "stop"
                 return
+            self.usage = (len(prompt), produced)
             if piece := decoder.push(token):
                 yield piece, None
             if len(self.tokens) >= self.n_ctx:
                 break
-            logits = self.append([token])
-        self.usage = (len(prompt), max_tokens)
+            if produced < max_tokens:  # the last token's logits are not needed
+                logits = self.append([token])
         yield "", "length"
 
     def create_chat_completion(
