@@ -121,6 +121,7 @@ class Reminders:
         self.worker = ""
         self.locate: Callable[[str], Awaitable[list[str] | None]] | None = None
         """Device id -> its holders, newest first, from the live-session directory."""
+        self._closed = False
         self._wake = asyncio.Event()
         self._loop: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -137,6 +138,7 @@ class Reminders:
         self._loop = asyncio.get_running_loop().create_task(self._run(), name="vixio-reminders")
 
     async def close(self) -> None:
+        self._closed = True
         for task in [self._loop, *self._tasks]:
             if task is not None:
                 task.cancel()
@@ -252,27 +254,32 @@ class Reminders:
             except StoreError as exc:
                 log.warning("reminders of {} not read: {}", device_id, exc)
                 return delivered
-            for index, occurrence in enumerate(fired):
-                late = " as missed" if now - occurrence.due > LATE_AFTER else ""
-                words = spoken_text(occurrence, self.language, now)
-                if not await connection.say_delivered(words, SAY_WAIT):
-                    back = [f.occurrence for f in fired[index:]]
-                    await self._settle(device_id, back, delivered=False)
-                    log.bind(device=device_id).info(
-                        "{} {}{} not delivered (the session ended first): back in the store",
-                        occurrence.kind,
-                        occurrence.reminder_id,
-                        late,
-                    )
-                    if self._connection(device_id) is not connection:
-                        self._spawn(self._redeliver(fired[index:]))
-                    return delivered
-                await self._settle(device_id, [occurrence.occurrence], delivered=True)
-                delivered += 1
-                log.bind(device=device_id).info("{} {} spoken{}", occurrence.kind, occurrence.reminder_id, late)
+            said = 0
+            try:
+                for occurrence in fired:
+                    late = " as missed" if now - occurrence.due > LATE_AFTER else ""
+                    if not await connection.say_delivered(spoken_text(occurrence, self.language, now), SAY_WAIT):
+                        break
+                    await self._settle(device_id, [occurrence.occurrence], delivered=True)
+                    said += 1
+                    log.bind(device=device_id).info("{} {} spoken{}", occurrence.kind, occurrence.reminder_id, late)
+            finally:  # not delivered (the session ended first, or this task was cancelled): give them back
+                if said < len(fired):
+                    await asyncio.shield(self._give_back(device_id, connection, fired[said:]))
+            delivered += said
+            if said < len(fired):
+                return delivered
             if len(fired) < CLAIM_BATCH:
                 break
         return delivered
+
+    async def _give_back(self, device_id: str, connection: XiaozhiConnection, fired: list[FiredReminder]) -> None:
+        await self._settle(device_id, [f.occurrence for f in fired], delivered=False)
+        log.bind(device=device_id).info(
+            "{} occurrence(s) not delivered (the session ended first): back in the store", len(fired)
+        )
+        if not self._closed and self._connection(device_id) is not connection:
+            self._spawn(self._redeliver(fired))
 
     async def _settle(self, device_id: str, occurrences: list[str], *, delivered: bool) -> None:
         try:

@@ -52,6 +52,7 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from vixio.state import redis_scripts as scripts
+from vixio.state.redis_claims import RedisClaims
 from vixio.state.redis_facts import RedisFacts
 from vixio.state.redis_link import Op, RedisLink, unusable
 from vixio.state.redis_reminders import RedisReminders
@@ -91,7 +92,7 @@ def redacted(url: str) -> str:
     return urlunsplit((parts.scheme, f"{user}:***@{host}", parts.path, parts.query, parts.fragment))
 
 
-class RedisStore(RedisFacts, RedisReminders, RedisVoiceprints, Store):
+class RedisStore(RedisClaims, RedisFacts, RedisReminders, RedisVoiceprints, Store):
     """`Store` on a Redis server (see the module docstring for keys, bounds and failures)."""
 
     def __init__(

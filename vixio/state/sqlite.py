@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from vixio.state.sqlite_claims import SqliteClaims
 from vixio.state.sqlite_facts import SqliteFacts
 from vixio.state.sqlite_reminders import SqliteReminders
 from vixio.state.sqlite_thread import SqliteThread, Work
@@ -32,7 +33,7 @@ from vixio.state.store import (
 )
 
 
-class SqliteStore(SqliteFacts, SqliteReminders, SqliteVoiceprints, Store):
+class SqliteStore(SqliteClaims, SqliteFacts, SqliteReminders, SqliteVoiceprints, Store):
     """`Store` on an SQLite file (see vixio/state/sqlite_thread.py for threads, batches and failures)."""
 
     def __init__(self, path: str | Path, *, lock_timeout: float = 5.0, max_bytes: int | None = None) -> None:

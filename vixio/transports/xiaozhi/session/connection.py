@@ -327,7 +327,7 @@ class XiaozhiConnection:
             await self._push(TextChunk(text=text, role="assistant"))
             await self._push(StreamCompleteChunk(source=SAY_SOURCE + token))
             return await asyncio.wait_for(outcome, timeout)
-        except TimeoutError:
+        except (TimeoutError, RuntimeError):  # RuntimeError: the session's pipeline stopped (it is closing)
             return False
         finally:
             self.downlink.settle_said(token, False)  # no-op once settled
