@@ -60,14 +60,12 @@ CLAIM_LEASE = 2 * SAY_WAIT + 60.0
 """Occurrences a delivery claims at once, and how long its claim holds: longer than it can take
 to say them, so only a delivery that died leaves a claim to lapse (then the next one has them)."""
 
-log = logger.bind(component="vixio.reminders")
-
-
 SESSION_READY_POLLS, SESSION_READY_POLL_S = 100, 0.05
 """How long a new session's first words wait for its connection to be ready (5 s)."""
-
 ALERT_STATUS = {"en": "Reminder", "zh": "提醒"}
 """The title of the `alert` an idle MQTT device shows for a reminder."""
+
+log = logger.bind(component="vixio.reminders")
 
 
 class IdlePush(Protocol):
@@ -288,8 +286,7 @@ class Reminders:
             log.warning("reminders of {} not settled: {}", device_id, exc)
 
     async def _redeliver(self, fired: list[FiredReminder]) -> None:
-        """Occurrences a closing session did not deliver: down the chain again (the device may
-        already be back, here, on a sibling or idle on MQTT; else its next session says them)."""
+        """What a closing session did not deliver, down the chain again (the device may be back)."""
         for occurrence in fired:
             await self.deliver(occurrence)
 
