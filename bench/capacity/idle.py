@@ -2,7 +2,7 @@
 
 Each device does what firmware 2.4.2 does between conversations: it opens the WebSocket with
 the firmware's headers, sends its hello (`features.mcp`), answers the server's MCP
-`initialize` and `tools/list` with the firmware's six tools (vixio/testing/device/mcp.py), then
+`initialize` and `tools/list` with the firmware's six tools (vixio/testing/device/tools.py), then
 keeps the socket open and sends nothing (the WebSocket library answers the server's pings, as
 the firmware's does). A device counts as connected once its last `tools/list` page is answered.
 
@@ -35,7 +35,8 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from vixio.testing.device.mcp import DeviceMcpServer, DeviceStatus, default_tools  # noqa: E402
+from vixio.testing.device.mcp import DeviceMcpServer  # noqa: E402
+from vixio.testing.device.tools import DeviceStatus, default_tools  # noqa: E402
 
 CONNECTING = 100
 """Handshakes in flight at once: a fleet reconnecting after an outage is spread out by the

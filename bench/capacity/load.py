@@ -38,7 +38,8 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from vixio.testing.device.mcp import DeviceMcpServer, DeviceStatus, default_tools  # noqa: E402
+from vixio.testing.device.mcp import DeviceMcpServer  # noqa: E402
+from vixio.testing.device.tools import DeviceStatus, default_tools  # noqa: E402
 from vixio.transports.xiaozhi.protocol.codec import OpusEncoder  # noqa: E402
 
 SPEECH_DIR = ROOT / "tests" / "fixtures" / "speech"
@@ -313,7 +314,7 @@ class Device:
 
 def many_device_tools(count: int) -> list[Any]:
     """`count` firmware-shaped tools with an integer and a string argument (for the isolation mode)."""
-    from vixio.testing.device.mcp import DeviceTool
+    from vixio.testing.device.tools import DeviceTool
 
     schema = {
         "type": "object",

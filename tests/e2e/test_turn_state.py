@@ -13,7 +13,7 @@ import pytest
 from vixio.app.server import VixioServer
 from vixio.config.models import VixioConfig
 from vixio.testing.device import SimulatedDevice
-from vixio.testing.device.mcp import DeviceTool, hang_forever
+from vixio.testing.device.tools import DeviceTool, hang_forever
 from vixio.testing.fault_servers import SpeechFaultServer
 from vixio.testing.llm_server import Reply, ScriptedLLMServer
 

@@ -11,7 +11,8 @@ import pytest
 from vixio.config.memory import MemoryConfig
 from vixio.core.chunk import TextChunk
 from vixio.core.pipeline import Pipeline
-from vixio.memory.conversation import Conversation, ConversationMemory
+from vixio.memory.conversation import ConversationMemory
+from vixio.memory.recording import Conversation
 from vixio.state.store import Store, StoredTurn
 from vixio.stations import AgentStation
 

@@ -100,7 +100,7 @@ class ConsoleApi:
             ("POST", "/api/logout", self._logout),
         ):
             add_route(method, path, self._answer(handler))
-        for method, path, handler in (
+        protected: tuple[tuple[str, str, Handler], ...] = (
             ("GET", "/api/sessions", self._sessions),
             ("GET", "/api/sessions/{session_id}", self._session),
             ("GET", "/api/tools", self._tools),
@@ -108,8 +108,9 @@ class ConsoleApi:
             ("POST", "/api/parse", self._parse),
             ("POST", "/api/say", self._say),
             ("GET", "/api/events", self._events),
-        ):
-            add_route(method, path, self._protect(handler))
+        )
+        for method, path, guarded in protected:
+            add_route(method, path, self._protect(guarded))
 
     def _protect(self, handler: Handler) -> Handler:
         """`handler` for operators only."""

@@ -16,7 +16,8 @@ rest of `/api/`.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Awaitable
+from typing import Any, TypeVar
 
 from aiohttp import web
 from loguru import logger
@@ -24,6 +25,8 @@ from loguru import logger
 from vixio.console.backend import ConsoleError
 from vixio.console.replies import json_body, json_reply
 from vixio.state.store import RebindRequest, Store, StoreError
+
+T = TypeVar("T")
 
 MAX_DEVICE_ID = 128
 MAX_CLIENT_ID = 128
@@ -116,7 +119,7 @@ async def _pair(request: web.Request) -> tuple[str, str]:
     return device_id.strip().lower(), client_id.strip()
 
 
-async def _store(call: Any) -> Any:
+async def _store(call: Awaitable[T]) -> T:
     try:
         return await call
     except StoreError as exc:

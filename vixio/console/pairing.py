@@ -93,6 +93,8 @@ class WorkerPairing:
 
     async def state(self) -> dict[str, list[dict[str, Any]]]:
         state = await self._call("state")
+        if not isinstance(state, dict):
+            raise ConsoleError(f"worker {self.worker} answered state with a {type(state).__name__}, not an object", 502)
         for entries in state.values():
             for entry in entries:
                 entry["worker"] = worker_number(self.worker)

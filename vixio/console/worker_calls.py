@@ -41,23 +41,39 @@ class WorkerBackend:
             raise ConsoleError(str(error or f"worker {self.worker} answered {reply.status}"), reply.status)
         return reply.body["result"]
 
+    async def _object(self, call: str, **args: Any) -> dict[str, Any]:
+        """`_call` for a call that answers one JSON object."""
+        result = await self._call(call, **args)
+        if not isinstance(result, dict):
+            raise ConsoleError(
+                f"worker {self.worker} answered {call} with a {type(result).__name__}, not an object", 502
+            )
+        return result
+
+    async def _objects(self, call: str, **args: Any) -> list[dict[str, Any]]:
+        """`_call` for a call that answers a list of JSON objects."""
+        result = await self._call(call, **args)
+        if not isinstance(result, list) or not all(isinstance(each, dict) for each in result):
+            raise ConsoleError(f"worker {self.worker} answered {call} with something else than a list of objects", 502)
+        return result
+
     async def sessions(self) -> list[dict[str, Any]]:
-        sessions = await self._call("sessions")
+        sessions = await self._objects("sessions")
         for session in sessions:
             self._mark(session)
         return sessions
 
     async def session(self, session_id: str) -> dict[str, Any]:
-        return await self._call("session", session_id=session_id)
+        return await self._object("session", session_id=session_id)
 
     async def tools(self, session_id: str | None) -> dict[str, Any]:
-        return await self._call("tools", session_id=session_id)
+        return await self._object("tools", session_id=session_id)
 
     async def execute(self, session_id: str | None, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
-        return await self._call("execute", session_id=session_id, tool=tool, arguments=arguments)
+        return await self._object("execute", session_id=session_id, tool=tool, arguments=arguments)
 
     async def say(self, session_id: str, text: str) -> dict[str, Any]:
-        return await self._call("say", session_id=session_id, text=text)
+        return await self._object("say", session_id=session_id, text=text)
 
     def _mark(self, session: dict[str, Any]) -> None:
         """Which worker (and in a fleet, which instance) holds `session`."""
@@ -66,7 +82,7 @@ class WorkerBackend:
             session.setdefault("instance", instance_of(self.worker))
 
     async def reassign(self, device_id: str, profile: str | None) -> list[dict[str, Any]]:
-        switched = await self._call("reassign", device_id=device_id, profile=profile)
+        switched = await self._objects("reassign", device_id=device_id, profile=profile)
         for session in switched:
             self._mark(session)
         return switched

@@ -16,18 +16,20 @@
   station before them, under a lock so a chunk `emit`ted from another task never interleaves
   with the host's: the hand-over to them costs no event-loop iteration.
 - **Shutdown**: `stop()` cancels and awaits every task the pipeline started.
+
+The workers, inline hand-overs, merging and error handling are pipeline_flow.py.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import TYPE_CHECKING
 
 from loguru import logger as root_logger
 
-from vixio.core.chunk import UNSET_TURN, AudioChunk, BaseChunk, Chunk, ErrorChunk, InterruptChunk
+from vixio.core.chunk import AudioChunk, BaseChunk, Chunk, InterruptChunk
+from vixio.core.pipeline_flow import ChunkFlow
 from vixio.core.queue import ChunkQueue
 from vixio.core.session_state import SessionState
 from vixio.core.station import Station
@@ -39,7 +41,7 @@ if TYPE_CHECKING:
 _CANCEL_GRACE_SECONDS = 2.0
 
 
-class Pipeline:
+class Pipeline(ChunkFlow):
     """Stations run in order for one session; with no stations, input goes straight to output."""
 
     def __init__(
@@ -292,112 +294,3 @@ class Pipeline:
         done, _ = await asyncio.wait({task}, timeout=_CANCEL_GRACE_SECONDS)
         if not done:
             self.logger.error("{} ignored cancellation for {}s", self.stations[index].name, _CANCEL_GRACE_SECONDS)
-
-    # --- workers ------------------------------------------------------------------------------
-
-    def _spawn_worker(self, index: int) -> None:
-        name = f"vixio-{self.session_id or 'pipeline'}-{self.stations[index].name}"
-        self._workers[index] = asyncio.create_task(self._run_station(index), name=name)
-
-    async def _run_station(self, index: int) -> None:
-        station = self.stations[index]
-        inbox = self._inboxes[index]
-        try:
-            while True:
-                chunk = await inbox.get()
-                if station.merges and len(inbox):
-                    chunk = self._merge_queued(station, inbox, chunk)
-                try:
-                    await self._handle(index, chunk)
-                finally:
-                    self._done_with_one()
-        except asyncio.CancelledError:
-            pass
-
-    def _merge_queued(self, station: Station, inbox: ChunkQueue[Chunk], chunk: Chunk) -> Chunk:
-        """`chunk` joined with the chunks queued behind it that the station merges (see
-        `Station.merge`); each one absorbed counts as done."""
-        while len(inbox) and isinstance(chunk, station.handles) and not self.is_stale(chunk):
-            following = inbox.peek()
-            merged = None if self.is_stale(following) else station.merge(chunk, following)
-            if merged is None:
-                break
-            inbox.get_nowait()
-            self._done_with_one()
-            chunk = merged
-        return chunk
-
-    async def _process(self, index: int, station: Station, chunk: Chunk) -> None:
-        try:
-            # `process` is an async generator (it has `aclose`), annotated as the iterator it returns.
-            async with contextlib.aclosing(station.process(chunk)) as produced:  # type: ignore[type-var]
-                async for out in produced:
-                    self._stamp(out, chunk.session_id, chunk.turn_id)
-                    if isinstance(out, InterruptChunk):
-                        await self.interrupt(out.reason, origin=station)
-                    elif not self.is_stale(out):
-                        await self._forward(index, out)
-                    else:
-                        self.dropped_stale += 1
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
-            self.logger.opt(exception=exc).error("{} failed on {}: {}", station.name, chunk.kind, exc)
-            await self._forward(index, self._error(station, exc, chunk.turn_id))
-
-    async def _forward(self, index: int, chunk: Chunk) -> None:
-        following = index + 1
-        if following == len(self.stations):
-            if self._sink is None or len(self._output) or not self._sink(chunk):
-                await self._output.put(chunk)
-        elif (lock := self._inline[following]) is not None:
-            async with lock:  # taken at once unless another task's chunk is on its way through
-                await self._handle(following, chunk)  # in this task: what its worker would do
-        else:
-            await self._enqueue(self._inboxes[following], chunk)
-
-    async def _handle(self, index: int, chunk: Chunk) -> None:
-        """Station `index` on `chunk`: dropped when stale, processed when handled, else forwarded."""
-        station = self.stations[index]
-        self._in_progress[index] = chunk
-        try:
-            if self.is_stale(chunk):
-                self.dropped_stale += 1
-            elif isinstance(chunk, station.handles):
-                await self._process(index, station, chunk)
-            else:
-                await self._forward(index, chunk)
-        finally:
-            self._in_progress[index] = None
-
-    async def _enqueue(self, queue: ChunkQueue[Chunk], chunk: Chunk) -> None:
-        self._pending += 1
-        self._idle.clear()
-        try:
-            await queue.put(chunk)
-        except BaseException:
-            self._done_with_one()
-            raise
-
-    def _done_with_one(self) -> None:
-        self._pending -= 1
-        if self._pending == 0:
-            self._idle.set()
-
-    def _forget(self, removed: list[Chunk]) -> None:
-        self.dropped_stale += len(removed)
-        for _ in removed:
-            self._done_with_one()
-
-    def _error(self, station: Station, exc: BaseException, turn_id: int) -> ErrorChunk:
-        message = f"{type(exc).__name__}: {exc}"
-        return ErrorChunk(
-            session_id=self.session_id, turn_id=turn_id, source=station.name, message=message, exception=exc
-        )
-
-    @staticmethod
-    def _stamp(chunk: BaseChunk, session_id: str, turn_id: int) -> None:
-        if not chunk.session_id:
-            chunk.session_id = session_id
-        if chunk.turn_id == UNSET_TURN:
-            chunk.turn_id = turn_id

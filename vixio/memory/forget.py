@@ -23,7 +23,7 @@ from collections.abc import Callable
 
 from loguru import logger
 
-from vixio.memory.conversation import Conversation
+from vixio.memory.recording import Conversation
 from vixio.state.fact_forget import facts_named, forget_facts
 from vixio.state.fact_merge import spoken
 from vixio.state.spoken import Request, understand

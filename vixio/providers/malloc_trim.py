@@ -32,7 +32,7 @@ trims = 0
 
 def _load_trim() -> Callable[[int], int] | None:
     try:
-        return ctypes.CDLL(None).malloc_trim  # type: ignore[no-any-return]
+        return ctypes.CDLL(None).malloc_trim
     except (AttributeError, OSError):
         return None
 

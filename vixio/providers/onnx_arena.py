@@ -72,7 +72,8 @@ class ArenaShrinkingSession:
 
     def run(self, output_names: Any, input_feed: dict[str, Any], run_options: Any = None) -> list[Any]:
         """`InferenceSession.run`, with the shrinking run options unless others are given."""
-        return self.session.run(output_names, input_feed, run_options or self.run_options)
+        outputs: list[Any] = self.session.run(output_names, input_feed, run_options or self.run_options)
+        return outputs
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.session, name)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any
 
 from loguru import logger
@@ -83,7 +83,7 @@ class Prewarmer:
     """Warms a voice stack's cloud APIs in the background: each call starts, for each API whose
     pool is cold, one warm-up (`warms`: each API's `warm()`); a warm pool costs a check."""
 
-    def __init__(self, warms: Sequence[Callable[[], Awaitable[Any]]]) -> None:
+    def __init__(self, warms: Sequence[Callable[[], Coroutine[Any, Any, Any]]]) -> None:
         self.warms = list(warms)
         self._running: set[asyncio.Future[Any]] = set()
 

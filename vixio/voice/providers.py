@@ -6,6 +6,8 @@ matters to a config that names it.
 
 from __future__ import annotations
 
+from typing import TypedDict
+
 from loguru import logger
 
 from vixio.config.extras import install_hint
@@ -154,6 +156,13 @@ def make_tts(tts: TTSConfig | OfflineTTSConfig, name: str = "tts") -> TTSProvide
     )
 
 
+class _LocalTuning(TypedDict, total=False):
+    """What `agent:` may set of a local provider's sampling."""
+
+    temperature: float
+    max_tokens: int
+
+
 def make_agent(config: VixioConfig) -> AgentProvider:
     agent = config.agent
     if isinstance(agent, LocalLlamaAgentConfig):
@@ -164,9 +173,11 @@ def make_agent(config: VixioConfig) -> AgentProvider:
             from vixio.providers.agent.mistralrs.provider import LocalMistralrsAgentProvider
 
             local = LocalMistralrsAgentProvider
-        tuning = {
-            k: v for k, v in (("temperature", agent.temperature), ("max_tokens", agent.max_tokens)) if v is not None
-        }
+        tuning: _LocalTuning = {}  # unset: the provider's defaults
+        if agent.temperature is not None:
+            tuning["temperature"] = agent.temperature
+        if agent.max_tokens is not None:
+            tuning["max_tokens"] = agent.max_tokens
         return local(
             agent.model_path,
             n_ctx=agent.n_ctx,

@@ -128,9 +128,10 @@ class SessionTools:
         self._agent = (converter, offered)
 
         async def on_change(tools: list[ToolDefinition]) -> None:
-            converter, offered = self._agent
-            if offered:  # In slices: hundreds of tools from one device must not hold up every other session.
-                await update(await map_in_slices(converter.convert, tools))
+            bound = self._agent  # the latest bind's or rebind's converter
+            if bound is not None and bound[1]:
+                # In slices: hundreds of tools from one device must not hold up every other session.
+                await update(await map_in_slices(bound[0].convert, tools))
 
         self.toolset.add_listener(on_change)
         return converter.convert_all(self.toolset.tools) if offered else []

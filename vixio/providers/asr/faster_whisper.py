@@ -42,7 +42,8 @@ def _faster_whisper(extra: str = "whisper") -> ModuleType:
         import faster_whisper
     except ImportError as exc:
         raise ImportError(f"FasterWhisperASR needs faster-whisper ({exc}); {install_hint(extra)}") from exc
-    return faster_whisper
+    module: ModuleType = faster_whisper
+    return module
 
 
 _ModelKey = tuple[str, str, int, int]
@@ -99,8 +100,10 @@ def pcm_to_float32(pcm: bytes, sample_rate: int) -> np.ndarray:
         # Linear interpolation: good enough for ASR features when soxr is not installed.
         count = round(audio.shape[0] * WHISPER_SAMPLE_RATE / sample_rate)
         positions = np.arange(count, dtype=np.float64) * (sample_rate / WHISPER_SAMPLE_RATE)
-        return np.interp(positions, np.arange(audio.shape[0]), audio).astype(np.float32)
-    return soxr.resample(audio, sample_rate, WHISPER_SAMPLE_RATE, quality="HQ").astype(np.float32)
+        interpolated: np.ndarray = np.interp(positions, np.arange(audio.shape[0]), audio).astype(np.float32)
+        return interpolated
+    resampled: np.ndarray = soxr.resample(audio, sample_rate, WHISPER_SAMPLE_RATE, quality="HQ").astype(np.float32)
+    return resampled
 
 
 class FasterWhisperASR(ASRProvider):

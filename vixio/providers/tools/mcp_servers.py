@@ -160,7 +160,7 @@ class McpServerTools:
         # One task enters and leaves the connection: mcp 1.x's anyio cancel scopes must be
         # exited by the task that entered them, and start/close run in different tasks.
         try:
-            await server.connect()  # cleans up after itself when it fails
+            await server.connect()  # type: ignore[no-untyped-call]  # agents' MCPServer.connect is unannotated; cleans up after itself when it fails
         except asyncio.CancelledError:
             ready.cancel()
             raise
@@ -173,7 +173,7 @@ class McpServerTools:
             await stop.wait()
         finally:
             try:
-                await server.cleanup()
+                await server.cleanup()  # type: ignore[no-untyped-call]  # unannotated in agents' MCPServer
             except Exception as exc:
                 self._log.warning("MCP server {}: closing failed: {}", self.name, describe_error(exc))
 

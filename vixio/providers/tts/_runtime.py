@@ -96,7 +96,7 @@ async def stream_blocking(chunks: Iterator[bytes], cancel: threading.Event | Non
             if item is _DONE:
                 return
             step = executor.submit(_next_or_done, chunks)
-            yield item  # type: ignore[misc]
+            yield item
     finally:
         if cancel is not None:
             cancel.set()

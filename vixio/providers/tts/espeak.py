@@ -99,7 +99,8 @@ def _espeakng_loader() -> ModuleType:
         import espeakng_loader
     except ImportError as exc:
         raise ImportError(f"EspeakTTS needs espeakng-loader ({exc}); {_EXTRA_HINT}") from exc
-    return espeakng_loader
+    module: ModuleType = espeakng_loader
+    return module
 
 
 def _load_engine() -> _Engine:

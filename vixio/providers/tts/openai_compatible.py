@@ -61,7 +61,8 @@ class _PcmReframer:
         if self.channels == 1:
             return data[:whole]
         samples = np.frombuffer(data[:whole], dtype="<i2").reshape(-1, self.channels)
-        return samples.mean(axis=1).astype("<i2").tobytes()
+        mono: bytes = samples.mean(axis=1).astype("<i2").tobytes()  # numpy's mean reaches mypy as Any
+        return mono
 
 
 class _WavStreamParser:
@@ -123,7 +124,7 @@ class _WavStreamParser:
             raise TTSError(
                 f"{self._name}: WAV is {rate} Hz but sample_rate is {self._expected_rate}; set sample_rate={rate}"
             )
-        return channels
+        return int(channels)
 
 
 # Magic numbers long enough never to be the first samples of real PCM.

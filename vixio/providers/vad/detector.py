@@ -102,7 +102,7 @@ class QuietGate:
             return False
         if self._calm < self.SETTLE:
             return False
-        data, width = memoryview(windows).cast("B"), 2 * windows.shape[1]
+        data, width = windows.data.cast("B"), 2 * windows.shape[1]
         for start in range(0, len(data), width):
             if audioop.rms(data[start : start + width], 2) >= self._limit:
                 self._loud_for = self.BACKOFF

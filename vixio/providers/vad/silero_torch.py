@@ -85,6 +85,9 @@ class SileroTorchStream(VADStream):
         self._network = network
         self._context_samples = context_samples
         self._torch = _modules()[0]
+        self._state: Any = None
+        """The LSTM state tensor (torch is imported lazily: its types reach mypy as Any)."""
+        self._context: Any = None
         self.reset()
 
     def probability(self, window: np.ndarray) -> float:

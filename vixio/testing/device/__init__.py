@@ -4,7 +4,8 @@
     core.py       how the device reacts to the server (FW application.cc): states, playback
     protocol.py   the WebSocket layer: handshake headers, hello, framing, the silence rule
     ota.py        the OTA / activation exchange at every boot
-    mcp.py        the device-side MCP server and its tools
+    mcp.py        the device-side MCP server (JSON-RPC as firmware 2.4.2 answers it)
+    tools.py      the tools it offers: the firmware's, argument checks, result text
     camera.py     the camera tool (`self.camera.take_photo`)
     audio.py      the playback queue model, uplink encoding, WAV I/O
     recording.py  what the device saw and sent, with times, and how to wait on it

@@ -17,7 +17,7 @@ from typing import Any
 import aiohttp
 
 from vixio.testing.device import SimulatedDevice
-from vixio.testing.device.mcp import DeviceTool
+from vixio.testing.device.tools import DeviceTool
 
 TAKE_PHOTO = "self.camera.take_photo"
 

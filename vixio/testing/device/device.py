@@ -24,10 +24,11 @@ from typing import Any
 from vixio.testing.device.audio import WAKE_WORD_AUDIO_SECONDS, ReceivedFrame, encode_uplink, read_wav_16k_mono
 from vixio.testing.device.core import DeviceCore, DeviceState, ListeningMode
 from vixio.testing.device.errors import DeviceDisconnected, DeviceError, HelloError, OtaError
-from vixio.testing.device.mcp import DeviceTool, McpStats, McpToolResult, hang_forever
+from vixio.testing.device.mcp import McpStats
 from vixio.testing.device.mqtt_protocol import DeviceMqttProtocol
 from vixio.testing.device.ota import random_device_id
 from vixio.testing.device.recording import ReceivedMessage, SentMessage
+from vixio.testing.device.tools import DeviceTool, McpToolResult, hang_forever
 from vixio.transports.xiaozhi.protocol.codec import UPLINK_SAMPLE_RATE, OpusEncoder
 
 DEFAULT_WAKE_WORD = "你好小智"

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
+from collections.abc import Awaitable
 from pathlib import Path
 
 from loguru import logger
@@ -28,7 +29,7 @@ class StorePairings:
         self.store = store
         self.legacy_file = Path(legacy_file) if legacy_file else None
         self._approved: dict[CompanionKey, Approval] = {}
-        self._writes: list[asyncio.Task[None]] = []
+        self._writes: list[asyncio.Future[object]] = []
 
     async def load(self, *, import_legacy: bool = False) -> None:
         """Read every approval (after `store.open()`); `import_legacy`: first move the JSON file's in."""
@@ -90,9 +91,9 @@ class StorePairings:
         key = approval.key
         self._write(self.store.revoke_pairing(key.mac, key.companion, key.client_id))
 
-    def _write(self, write: object) -> None:
+    def _write(self, write: Awaitable[object]) -> None:
         # Queued now, in call order (a task's first step puts its job on the store's queue).
-        self._writes.append(asyncio.ensure_future(write))  # type: ignore[arg-type]
+        self._writes.append(asyncio.ensure_future(write))
 
 
 def _key(row: PairingApproval) -> CompanionKey:

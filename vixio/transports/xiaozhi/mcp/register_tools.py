@@ -32,8 +32,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from loguru import logger
 
-from vixio.core.device_ids import DEVICE_ID_CHARACTERS, MAX_DEVICE_ID_CHARS, is_device_id, loggable
-from vixio.core.tools.limits import CONFIG_KEY, RateWindow, ToolBudget, ToolLimitsConfig
+from vixio.core.tools.limits import RateWindow, ToolBudget, ToolLimitsConfig
 from vixio.core.tools.types import (
     ToolCallResult,
     ToolDefinition,
@@ -43,9 +42,9 @@ from vixio.core.tools.types import (
 from vixio.core.transport import ConnectionClosed
 from vixio.transports.xiaozhi.companions.policy import Credential
 from vixio.transports.xiaozhi.companions.store import normalize_mac
-from vixio.transports.xiaozhi.companions.tools import companion_label, present_all
 from vixio.transports.xiaozhi.mcp.ai_messages import AiMessageStream
-from vixio.transports.xiaozhi.mcp.register_parsing import ServerTools, parse_tools, parse_tools_in_slices
+from vixio.transports.xiaozhi.mcp.register_parsing import ServerTools, parse_tools
+from vixio.transports.xiaozhi.mcp.registration import SOURCE, Registration
 
 if TYPE_CHECKING:
     from vixio.transports.xiaozhi.companions.pairing import PairingOutcome
@@ -55,11 +54,6 @@ __all__ = ["RegisterToolsClient", "ServerTools", "parse_tools"]
 
 REGISTER_METHOD = "mcp/registerTools"
 EXECUTE_METHOD = "mcp/tool/execute"
-INVALID_PARAMS = -32602
-LIMIT_EXCEEDED = -32001
-"""JSON-RPC error code of a registration refused by a limit (the message names the config key)."""
-SOURCE = "register"
-"""This client's name in the session's ToolBudget."""
 DEFAULT_CALL_TIMEOUT = 30.0
 """Seconds `call_tool` waits for the client's answer."""
 
@@ -69,7 +63,7 @@ SendPayload = Callable[[dict[str, Any], Envelope], Awaitable[None]]
 ToolsCallback = Callable[[list[ToolDefinition]], Awaitable[None]]
 
 
-class RegisterToolsClient(AiMessageStream):
+class RegisterToolsClient(Registration, AiMessageStream):
     """One session's `mcp/registerTools` client: its tools, calls to them, and the assistant's
     output streamed to it as `mcp/ai/message` notifications once it has registered (ai_messages.py)."""
 
@@ -189,160 +183,11 @@ class RegisterToolsClient(AiMessageStream):
             return
         future.set_result(_call_result(name, payload))
 
-    # --- registration -------------------------------------------------------------------------
-
-    def _on_register(self, payload: dict[str, Any]) -> None:
-        request_id = payload.get("id")
-        envelope = self.frame_envelope
-        params = payload.get("params")
-        tools = params.get("tools") if isinstance(params, dict) else None
-        if not isinstance(tools, list):
-            self._logger.warning("refused a registration: params.tools is not a list: {}", _excerpt(params))
-            self._spawn(
-                self._answer(
-                    request_id,
-                    envelope,
-                    error={"code": INVALID_PARAMS, "message": "params must be an object with a tools array"},
-                )
-            )
-            return
-        mac_addr = params.get("mac_addr")
-        if mac_addr not in (None, "") and not is_device_id(mac_addr):  # it is logged and names a device
-            self._logger.warning("refused a registration: mac_addr {} is not a device id", loggable(mac_addr))
-            self._spawn(
-                self._answer(
-                    request_id,
-                    envelope,
-                    error={
-                        "code": INVALID_PARAMS,
-                        "message": f"mac_addr must be a device's MAC, e.g. aa:bb:cc:dd:ee:ff "
-                        f"({DEVICE_ID_CHARACTERS}, at most {MAX_DEVICE_ID_CHARS})",
-                    },
-                )
-            )
-            return
-        refusal = self._limit_refusal(len(tools))
-        if refusal is not None:
-            self._spawn(
-                self._answer(
-                    request_id, envelope, error={"code": LIMIT_EXCEEDED, "message": f"registration refused: {refusal}"}
-                )
-            )
-            return
-        self._spawn(self._register(request_id, envelope, tools, params))
-
-    async def _register(self, request_id: Any, envelope: Envelope, tools: list[Any], params: dict[str, Any]) -> None:
-        async with self._registering:  # registrations take effect in the order they came
-            if self.device_rate is not None and not await self.device_rate(self.device_id):
-                limit = self.limits.registrations_per_minute
-                refusal = (
-                    f"more than {limit} registrations in a minute from {self.device_id} over all its "
-                    f"connections; {CONFIG_KEY}.registrations_per_minute is {limit}"
-                )
-                self._log_refusal("device-rate", refusal)
-                await self._answer(
-                    request_id, envelope, error={"code": LIMIT_EXCEEDED, "message": f"registration refused: {refusal}"}
-                )
-                return
-            mac_addr = params.get("mac_addr")
-            if isinstance(mac_addr, str):  # a device id (checked on arrival)
-                self.mac_addr = mac_addr.strip()
-            self.credential = Credential.from_params(params)
-            accepted, skipped = await parse_tools_in_slices(
-                tools, client=self, limits=self.limits, server_tools=self.server_tools
-            )
-            local = [tool for tool in accepted if tool.source != "register"]
-            accepted = [tool for tool in accepted if tool.source == "register"]
-            # As a paired device's model will read them, a few per loop slice (~1 ms each at worst).
-            self._presented = await present_all(accepted, companion_label(self.device_id)) if self.is_companion else []
-            self._budget.take(SOURCE, len(accepted))
-            if skipped:  # one line for the whole registration, however many entries it skipped
-                first = skipped[0]
-                self._logger.info(
-                    "registerTools: skipped {} of {} tools (first: {}: {})",
-                    len(skipped),
-                    len(tools),
-                    first["name"] or f"#{first['index']}",
-                    first["reason"],
-                )
-            self.envelope = envelope
-            self.registered = True
-            self._tools = accepted
-            self._generation += 1
-            names = ", ".join(t.name for t in accepted[:8]) + (
-                f", ... ({len(accepted) - 8} more)" if len(accepted) > 8 else ""
-            )
-            self._logger.info(
-                "registered {} tools from {} ({} envelope): {}",
-                len(accepted),
-                self.mac_addr or "?",
-                envelope,
-                names or "none",
-            )
-            count = len(accepted) + len(local)
-            message = (
-                "Tools were successfully registered."
-                if not skipped
-                else (
-                    f"Registered {count} of {len(tools)} tools; skipped "
-                    + "; ".join(f"{s['name'] or '#' + str(s['index'])}: {s['reason']}" for s in skipped)
-                    + "."
-                )
-            )
-            result: dict[str, Any] = {"status": "registered", "message": message, "tools": count}
-            if local:  # main_type "local": the server's own tool of that name serves it
-                result["local"] = [tool.name for tool in local]
-            if skipped:
-                result["skipped"] = skipped
-            outcome = await self.on_registered(self) if self.on_registered is not None else None
-            if outcome is not None:  # it names another device: a companion
-                result.update(paired=outcome.paired, pairing=outcome.status, pairing_id=outcome.pairing_id)
-                result["message"] += " " + outcome.message
-            self.registered_event.set()
-            await self._answer(request_id, envelope, result=result, then_deliver=True)
-
-    def _limit_refusal(self, count: int) -> str | None:
-        """Why this registration exceeds a limit (logged once per limit and session), or None."""
-        if not self._rate.allow():
-            key, refusal = (
-                "rate",
-                (
-                    f"more than {self.limits.registrations_per_minute} registrations in a minute; "
-                    f"{CONFIG_KEY}.registrations_per_minute is {self.limits.registrations_per_minute}"
-                ),
-            )
-        else:
-            key, refusal = "count", self._budget.refusal(SOURCE, count)
-        if refusal is not None:
-            self._log_refusal(key, refusal)
-        return refusal
-
-    def _log_refusal(self, key: str, refusal: str) -> None:
-        if key not in self._refusals_logged:
-            self._refusals_logged.add(key)
-            self._logger.warning("refused a registration: {} (further refusals of this kind are not logged)", refusal)
-
     @property
     def is_companion(self) -> bool:
         """Its registration names a MAC other than this connection's own Device-Id."""
         mac = normalize_mac(self.mac_addr)
         return bool(mac) and mac != normalize_mac(self.device_id)
-
-    async def _answer(
-        self,
-        request_id: Any,
-        envelope: Envelope,
-        *,
-        result: Any = None,
-        error: dict[str, Any] | None = None,
-        then_deliver: bool = False,
-    ) -> None:
-        if request_id is not None:  # a request without an id is a notification: no reply
-            reply: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id}
-            reply.update({"error": error} if error is not None else {"result": result})
-            await self._send(reply, envelope)
-        if then_deliver:
-            await self._deliver()
 
     async def set_tools_callback(self, callback: ToolsCallback | None) -> None:
         """Who hears about the tools; tools registered before it was set are delivered now."""
@@ -418,8 +263,3 @@ def _call_result(name: str, payload: dict[str, Any]) -> ToolCallResult:
     if "result" not in payload:
         return ToolCallResult.fail(f"{name}: the client's reply has neither result nor error")
     return ToolCallResult.ok(output_text(payload["result"]))
-
-
-def _excerpt(value: Any, limit: int = 120) -> str:
-    text = output_text(value)
-    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -57,7 +57,8 @@ def _opuslib() -> ModuleType:
     except (ImportError, OSError, RuntimeError) as exc:
         # The bundled wheel raises RuntimeError/OSError when its libopus cannot be loaded.
         raise ImportError(f"Opus support needs opuslib-next-bundled ({exc}); {_EXTRA_HINT}") from exc
-    return opuslib_next
+    module: ModuleType = opuslib_next
+    return module
 
 
 def _run_calls(jobs: Sequence[tuple[Callable[[Any], Any], Any]]) -> list[Any]:
@@ -221,7 +222,7 @@ class OpusEncoder:
     def _encode(self, frame: bytes) -> bytes:
         size = self._opus_encode(
             self._encoder.encoder_state,
-            ctypes.cast(frame, self._int16_pointer),
+            ctypes.cast(frame, self._int16_pointer),  # type: ignore[arg-type]  # typeshed: bytes is accepted at run time (as c_char_p)
             self.frame_samples,
             self._packet,
             _MAX_PACKET_BYTES,
@@ -301,4 +302,5 @@ class ReplyFramer:
 
 def _downmix(chunk: AudioChunk) -> bytes:
     samples = chunk.samples.reshape(-1, chunk.channels).mean(axis=1)
-    return samples.astype("<i2").tobytes()
+    pcm: bytes = samples.astype("<i2").tobytes()  # numpy's mean reaches mypy as Any
+    return pcm

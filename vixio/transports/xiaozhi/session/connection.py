@@ -117,8 +117,10 @@ class XiaozhiConnection:
         self.downlink.pacer.start()
 
     async def close(self) -> None:
-        await self.downlink.pacer.stop()
-        self.downlink.abandon_said()
+        try:
+            await self.downlink.pacer.stop()
+        finally:  # whatever the pacer's last step raised, a `say_delivered` waits no longer
+            self.downlink.abandon_said()
         if self.echo is not None and self.echo.stats.erle_db is not None:
             ECHO_ERLE.observe(self.echo.stats.erle_db)
 

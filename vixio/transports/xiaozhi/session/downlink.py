@@ -159,8 +159,12 @@ class Downlink:
             self.settle_said(token, False)
 
     async def _finish_said(self, token: str) -> None:
-        await self._finish_reply()  # after its `tts stop` was written: the device has it all
-        self.settle_said(token, True)
+        delivered = False
+        try:
+            await self._finish_reply()
+            delivered = True  # its `tts stop` was written: the device has it all
+        finally:  # a write that failed (the device hung up at that moment): not delivered
+            self.settle_said(token, delivered)
 
     async def _wait_for_room(self, chunk: AudioChunk) -> None:
         """Backpressure: while more than `DOWNLINK_AHEAD_S` of audio waits for the device, the

@@ -45,14 +45,16 @@ import asyncio
 import itertools
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from vixio.core.eager import eager_task
 from vixio.core.protocol import Message
 
 Send = Callable[[Message], Awaitable[None]]
-SendMany = Callable[[list[Message]], Awaitable[None]]
+SendMany = Callable[[list[Message]], Coroutine[Any, Any, None]]
+"""A coroutine function: a kick of the queue runs its first step at once (`eager_task`)."""
 Encode = Callable[[bytes], Message]
 EncodeAsync = Callable[[bytes], Awaitable[Message]]
 
@@ -349,7 +351,7 @@ class DownlinkPacer:
             self._waiting_on_time = False
 
 
-def _consume_result(future: asyncio.Future[object]) -> None:
+def _consume_result(future: asyncio.Future[Any]) -> None:
     """Retrieve an abandoned encoding's outcome (a frame dropped by clear() is never awaited)."""
     if not future.cancelled():
         future.exception()

@@ -49,6 +49,8 @@ class XiaozhiSessionIO(TransportBase):
 
     def __init__(self, protocol: xp.XiaozhiProtocol) -> None:
         super().__init__(protocol)
+        self._first_protocol = protocol
+        """`protocol`, as the Xiaozhi protocol it is (the base class knows it as a ProtocolBase)."""
         self._sockets: dict[str, ServerConnection | SessionChannel] = {}
         self._protocols: dict[str, xp.XiaozhiProtocol] = {}
         """The protocol version each session negotiated (`protocol` until its hello)."""
@@ -109,7 +111,7 @@ class XiaozhiSessionIO(TransportBase):
         super()._route_mcp(io, message)
 
     def protocol_for(self, session_id: str) -> xp.XiaozhiProtocol:
-        return self._protocols.get(session_id, self.protocol)  # type: ignore[return-value]
+        return self._protocols.get(session_id, self._first_protocol)
 
     # --- server-initiated messages ------------------------------------------------------------
 
