@@ -17,8 +17,8 @@ and one mixin per topic for the rest, each listing its keys: redis_history.py (P
 P turn-text:DEVICE, P memories, P devices), redis_identity.py (P pins, P pins-seen, P rebinds,
 P rebind-order), redis_sessions.py (P sessions, P device-sessions:DEVICE, P workers),
 redis_facts.py (P facts:DEVICE), redis_reminders.py (P reminders:DEVICE, P reminder-due,
-P fired:DEVICE, P clip:TOKEN, P clips), redis_voiceprints.py (P voiceprints:DEVICE,
-P voiceprint-devices).
+P fired:DEVICE, P fired-claims:DEVICE, P clip:TOKEN, P clips), redis_claims.py (P claim:NAME),
+redis_voiceprints.py (P voiceprints:DEVICE, P voiceprint-devices).
 
 Bounds: a device's turns by `state.max_turns` and `memory.history_days` (redis_history.py). A
 turn's texts are bounded by the recorder (vixio/memory/recording.py), the long-term memory by
