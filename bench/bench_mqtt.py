@@ -137,7 +137,9 @@ async def talking(tmp: Path, mqtt: bool, devices: int, turns: int, clips: list[A
         f"secret: {SECRET}, keepalive: {IDLE_KEEPALIVE}, max_connections: 20000}}\n"
         f"state: {{path: {tmp / 'state.db'}}}\n"
     )
-    serve = await start_serve(tmp, llm, "--workers", "1", xiaozhi="max_connections: 20000", extra=extra)
+    # Every simulated device asks OTA from 127.0.0.1: no per-address share of the HTTP port.
+    http = "max_connections: 2000, max_connections_per_address: 0"
+    serve = await start_serve(tmp, llm, "--workers", "1", xiaozhi="max_connections: 20000", extra=extra, http=http)
     result: dict[str, Any] = {
         "transport": "mqtt+udp" if mqtt else "websocket",
         "latency": [],

@@ -46,6 +46,18 @@ def sentences(device: SimulatedDevice, after: int = 0) -> list[str]:
     ]
 
 
+async def played(device: SimulatedDevice, text: str, after: int) -> None:
+    """Until `text` was said and played to its end: a device hanging up before then would hear
+    it again in its next session (it counts as delivered only once all of it went out)."""
+    await until(lambda: text in sentences(device, after), 15, repr(text))
+    said = next(
+        i
+        for i, m in enumerate(device.received)
+        if i >= after and isinstance(m, ReceivedMessage) and m.data.get("text") == text
+    )
+    await device.wait_for("tts", state="stop", after=said, timeout=15)
+
+
 async def test_a_reminder_set_by_voice_is_spoken_once_at_the_next_pause(llm: ScriptedLLMServer, tmp_path: Path) -> None:
     server = await serve(llm, tmp_path)
     try:
@@ -61,7 +73,7 @@ async def test_a_reminder_set_by_voice_is_spoken_once_at_the_next_pause(llm: Scr
             assert result["role"] == "tool" and result["content"].startswith("Set: [")
             [stored] = await server.store.reminders(DEVICE)
             assert stored.text == "take your medicine" and stored.due == pytest.approx(time.time() + 3, abs=3)
-            await until(lambda: "Reminder: take your medicine." in sentences(device, mark), 15, "the reminder")
+            await played(device, "Reminder: take your medicine.", mark)
             await asyncio.sleep(2.0)  # nothing more comes
             assert sentences(device, mark) == ["I will remind you in three seconds.", "Reminder: take your medicine."]
         assert await server.store.reminders(DEVICE) == [] and await server.store.take_fired(DEVICE) == []
@@ -97,6 +109,44 @@ async def test_a_reminder_missed_while_away_is_the_first_words_of_the_next_sessi
             await device.connect()
             await say(device, "hello")
             assert sentences(device, mark) == ["Hello."]  # told once
+        llm.assert_all_consumed()
+    finally:
+        await server.stop()
+
+
+async def test_a_reminder_the_device_hung_up_on_is_said_again_in_its_next_session(
+    llm: ScriptedLLMServer, tmp_path: Path
+) -> None:
+    """The words count as delivered only once they all went out: a session that ends while the
+    reminder is being said gives it back, and the next session starts with it (once)."""
+    server = await serve(llm, tmp_path)
+    try:
+        async with SimulatedDevice(ws_url=url(server), device_id=DEVICE, mcp=False) as device:
+            await device.connect()
+            mark = device.mark()
+            await server.store.put_reminder(Reminder.once(DEVICE, "take your medicine", time.time()), per_device=20)
+            server.reminders.changed()
+            await until(lambda: "Reminder: take your medicine." in sentences(device, mark), 15, "the reminder")
+            await hang_up(server, device)  # before its audio was all sent
+            back = []
+            for _ in range(300):  # given back to the store (claimable again), not kept as said
+                back = await server.store.claim_fired(DEVICE, time.time(), time.time() + 1)
+                if back:
+                    break
+                await asyncio.sleep(0.1)
+            assert [f.text for f in back] == ["take your medicine"]
+            await server.store.settle_fired(DEVICE, [back[0].occurrence], delivered=False)
+            mark = device.mark()
+            await device.connect()
+            await played(device, "Reminder: take your medicine.", mark)
+            assert sentences(device, mark)[0] == "Reminder: take your medicine."
+            await hang_up(server, device)
+            mark = device.mark()
+            llm.expect(Reply.text("Hello."))
+            await device.connect()
+            await say(device, "hello")
+            assert sentences(device, mark) == ["Hello."]  # delivered this time: not said again
+        assert await server.store.take_fired(DEVICE) == []
         llm.assert_all_consumed()
     finally:
         await server.stop()
@@ -187,7 +237,7 @@ async def test_an_operator_message_reaches_a_device_in_a_conversation_and_one_aw
             async with http.post(base + "/api/say", json={"device": DEVICE, "text": "dinner is ready"}) as response:
                 assert response.status == 200, await response.text()
                 assert (await response.json())["queued"] is True
-            await until(lambda: "dinner is ready." in sentences(device, mark), 15, "the message")
+            await played(device, "dinner is ready.", mark)
             await hang_up(server, device)
             async with http.post(base + "/api/say", json={"device": DEVICE, "text": "call grandma"}) as response:
                 assert response.status == 200

@@ -88,6 +88,52 @@ async def test_one_fired_occurrence_is_taken_by_one_caller(store: Store, open_cl
     assert sum(len(found) for found in taken) == 1
 
 
+async def test_a_fired_occurrence_stays_until_its_claimer_says_it_was_delivered(
+    store: Store, open_client: StoreFactory
+) -> None:
+    now = time.time()
+    older = Reminder.once(DEVICE, "take your medicine", now - 60)
+    newer = Reminder.once(DEVICE, "call mum", now - 30)
+    for reminder in (newer, older):
+        await store.put_reminder(reminder, per_device=20)
+        assert await store.fire_reminder(reminder, None, keep=16)
+    other = await open_client()
+    claims = await asyncio.gather(
+        store.claim_fired(DEVICE, now, until=now + 300), other.claim_fired(DEVICE, now, until=now + 300)
+    )
+    [winner] = [found for found in claims if found]  # one caller gets both, oldest first
+    assert [f.text for f in winner] == ["take your medicine", "call mum"]
+    assert await other.claim_fired(DEVICE, now + 299, until=now + 600) == []  # claimed, not gone
+    # Not delivered (its session ended first): back for the next delivery at once.
+    await store.settle_fired(DEVICE, [winner[1].occurrence], delivered=False)
+    again = await other.claim_fired(DEVICE, now, until=now + 300, limit=5)
+    assert [f.occurrence for f in again] == [winner[1].occurrence]
+    await other.settle_fired(DEVICE, [winner[1].occurrence], delivered=True)
+    # A claimer that never settles (it died): the occurrence is free again once the claim lapses.
+    assert await store.claim_fired(DEVICE, now + 299, until=now + 600) == []
+    lapsed = await store.claim_fired(DEVICE, now + 301, until=now + 600, occurrence=winner[0].occurrence)
+    assert [f.text for f in lapsed] == ["take your medicine"]
+    await store.settle_fired(DEVICE, [lapsed[0].occurrence], delivered=True)
+    assert await store.claim_fired(DEVICE, now + 10_000, until=now + 10_300) == []
+    assert await store.take_fired(DEVICE) == []
+
+
+async def test_claims_are_bounded_and_one_occurrence_can_be_claimed_alone(store: Store) -> None:
+    now = time.time()
+    reminders = [Reminder.once(DEVICE, f"number {i}", now - 100 + i) for i in range(5)]
+    for reminder in reminders:
+        await store.put_reminder(reminder, per_device=20)
+        assert await store.fire_reminder(reminder, None, keep=16)
+    first = await store.claim_fired(DEVICE, now, until=now + 300, limit=2)
+    assert [f.text for f in first] == ["number 0", "number 1"]
+    last = reminders[4].fired().occurrence
+    assert [f.occurrence for f in await store.claim_fired(DEVICE, now, until=now + 300, occurrence=last)] == [last]
+    assert [f.text for f in await store.claim_fired(DEVICE, now, until=now + 300)] == ["number 2", "number 3"]
+    # Forgetting takes claimed ones too.
+    assert len(await store.take_fired(DEVICE)) == 5
+    assert await store.claim_fired(DEVICE, now + 1000, until=now + 1300) == []
+
+
 async def test_clips_are_served_until_they_expire_and_are_bounded(store: Store) -> None:
     now = time.time()
     audio = bytes(range(256)) * 40  # binary, not text

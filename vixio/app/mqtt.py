@@ -2,8 +2,12 @@
 
 One process owns the embedded broker and the UDP audio socket: the only process without workers,
 or worker w0 with `vixio serve --workers N` (a device's MQTT connection and its audio sessions
-then all live there; the other workers serve WebSocket devices). The supervisor answers OTA, so
-it builds the `mqtt` section from the config and the shared secret alone, without a broker.
+then all live there; the other workers serve WebSocket devices: the broker's TCP listener is one
+socket, and a device's connection is its only way in). With an external broker every worker is
+a client of it, with a UDP socket of its own (`udp_port + worker index`), and serves the devices
+it claims at their hello, as instances sharing the broker do (transports/xiaozhi/mqtt/ownership.py):
+the MQTT sessions spread over the workers. The supervisor answers OTA, so it builds the `mqtt`
+section from the config and the shared secret alone, without a broker.
 
 The push channel works from any process: `push_to_idle_device` delivers through the local
 broker when this process owns it, else asks the other workers (and, in a fleet, the other
@@ -51,8 +55,11 @@ class Forwarder(Protocol):
 class MqttService:
     """The MQTT side of one process (a no-op shell when `mqtt.enabled` is false)."""
 
-    def __init__(self, config: VixioConfig, transport: XiaozhiTransport | None, *, owner: bool) -> None:
-        """`owner`: this process runs the broker (then `transport` serves its sessions)."""
+    def __init__(
+        self, config: VixioConfig, transport: XiaozhiTransport | None, *, owner: bool, port_offset: int = 0
+    ) -> None:
+        """`owner`: this process runs the broker, or is a client of the external one (then
+        `transport` serves its sessions); `port_offset`: its UDP port's offset (its worker index)."""
         self.config = config.mqtt
         self.enabled = config.mqtt.enabled
         self.front: MqttFront | None = None
@@ -65,7 +72,7 @@ class MqttService:
             state_dir = Path(config.state.path).parent if config.state.backend == "sqlite" else Path(".vixio")
             self._credentials = MqttCredentials(load_secret(self.config.secret, state_dir), self.config.topic_prefix)
             if owner and transport is not None:
-                self.front = front_class()(self.config, transport, self._credentials)
+                self.front = front_class()(self.config, transport, self._credentials, port_offset)
 
     async def start(self) -> None:
         if self.front is not None:

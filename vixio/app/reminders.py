@@ -13,8 +13,11 @@
        session, on any worker, after a restart too, starts with it, marked late when it is
 
 A process that dies between the claim and a delivery loses nothing: the occurrence is still in
-the store for the next session. A delivery takes it from the store just before speaking, so two
-deliveries never both say it. Operator messages (`vixio say DEVICE`, `/api/say` with a device)
+the store for the next session. A delivery claims it just before speaking, so two deliveries
+never both say it, and removes it only once its words went out (the downlink sent the reply
+that says it to its end, `XiaozhiConnection.say_delivered`): a session that started closing
+between the claim and the words puts it back and sends it down the chain again (seen under
+load: a missed reminder claimed by a session that was hanging up, and lost). Operator messages (`vixio say DEVICE`, `/api/say` with a device)
 are reminders of kind "message" due now, and go the same way.
 """
 
@@ -50,15 +53,19 @@ PAUSE_QUIET = 1.5
 a pause; the microphone's VAD is not consulted."""
 PAUSE_WAIT = 120.0
 """Longest wait for a pause; then it is said between two turns anyway."""
-
-log = logger.bind(component="vixio.reminders")
-
+SAY_WAIT = 120.0
+"""Longest wait for one occurrence's words to go out (behind a reply, paced at real time)."""
+CLAIM_BATCH = 2
+CLAIM_LEASE = 2 * SAY_WAIT + 60.0
+"""Occurrences a delivery claims at once, and how long its claim holds: longer than it can take
+to say them, so only a delivery that died leaves a claim to lapse (then the next one has them)."""
 
 SESSION_READY_POLLS, SESSION_READY_POLL_S = 100, 0.05
 """How long a new session's first words wait for its connection to be ready (5 s)."""
-
 ALERT_STATUS = {"en": "Reminder", "zh": "提醒"}
 """The title of the `alert` an idle MQTT device shows for a reminder."""
+
+log = logger.bind(component="vixio.reminders")
 
 
 class IdlePush(Protocol):
@@ -112,6 +119,7 @@ class Reminders:
         self.worker = ""
         self.locate: Callable[[str], Awaitable[list[str] | None]] | None = None
         """Device id -> its holders, newest first, from the live-session directory."""
+        self._closed = False
         self._wake = asyncio.Event()
         self._loop: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -128,6 +136,7 @@ class Reminders:
         self._loop = asyncio.get_running_loop().create_task(self._run(), name="vixio-reminders")
 
     async def close(self) -> None:
+        self._closed = True
         for task in [self._loop, *self._tasks]:
             if task is not None:
                 task.cancel()
@@ -173,7 +182,8 @@ class Reminders:
     # --- delivery -----------------------------------------------------------------------------
 
     async def deliver(self, fired: FiredReminder) -> str:
-        """Take `fired` down the chain; how it went ("spoken", "relayed", "notify", "held")."""
+        """Take `fired` down the chain; how it went ("spoken", "relayed", "notify", "held", or
+        "taken": another delivery had claimed it)."""
         device_id = fired.device_id
         if self._connection(device_id) is not None:
             await self.speak_pending(device_id)
@@ -192,13 +202,17 @@ class Reminders:
                 "message": text[:200],
                 "emotion": "neutral",
             }
+            now = time.time()
+            if not await self.store.claim_fired(device_id, now, now + CLAIM_LEASE, fired.occurrence):
+                return "taken"  # another delivery has it (or had it)
             if await self.idle_push.push_to_idle_device(device_id, alert):
                 message = await self.notify.render(text)
                 if message is not None:
                     await self.idle_push.push_to_idle_device(device_id, message)
-                if await self.store.take_fired(device_id, fired.occurrence):
-                    log.bind(device=device_id).info("{} {} sent as alert and notify", fired.kind, fired.reminder_id)
+                await self._settle(device_id, [fired.occurrence], delivered=True)
+                log.bind(device=device_id).info("{} {} sent as alert and notify", fired.kind, fired.reminder_id)
                 return "notify"
+            await self._settle(device_id, [fired.occurrence], delivered=False)
         log.bind(device=device_id).info(
             "{} {}: the device is away; kept for its next session", fired.kind, fired.reminder_id
         )
@@ -221,34 +235,71 @@ class Reminders:
         await self.speak_pending(device_id, wait_for_pause=False)
 
     async def speak_pending(self, device_id: str, *, wait_for_pause: bool = True) -> int:
-        """Say the device's fired occurrences in its live session here (after a pause); how many."""
+        """Say the device's fired occurrences in its live session here (after a pause); how many
+        were delivered. Each is claimed before it is said and removed only once its words went
+        out; one the session did not deliver (it ended first) goes back to the store and down
+        the chain again (the device's next session, wherever it is)."""
         connection = self._connection(device_id)
         if connection is None:
             return 0
         if wait_for_pause:
             await _pause(connection)
-        if connection.session is None or self._connection(device_id) is not connection:
-            return 0  # it hung up while we waited: the store still has them
+        delivered = 0
+        while self._connection(device_id) is connection:  # else it hung up meanwhile: the store keeps them
+            now = time.time()
+            try:
+                fired = await self.store.claim_fired(device_id, now, now + CLAIM_LEASE, limit=CLAIM_BATCH)
+            except StoreError as exc:
+                log.warning("reminders of {} not read: {}", device_id, exc)
+                return delivered
+            said = 0
+            try:
+                for occurrence in fired:
+                    late = " as missed" if now - occurrence.due > LATE_AFTER else ""
+                    if not await connection.say_delivered(spoken_text(occurrence, self.language, now), SAY_WAIT):
+                        break
+                    await self._settle(device_id, [occurrence.occurrence], delivered=True)
+                    said += 1
+                    log.bind(device=device_id).info("{} {} spoken{}", occurrence.kind, occurrence.reminder_id, late)
+            finally:  # not delivered (the session ended first, or this task was cancelled): give them back
+                if said < len(fired):
+                    await asyncio.shield(self._give_back(device_id, connection, fired[said:]))
+            delivered += said
+            if said < len(fired):
+                return delivered
+            if len(fired) < CLAIM_BATCH:
+                break
+        return delivered
+
+    async def _give_back(self, device_id: str, connection: XiaozhiConnection, fired: list[FiredReminder]) -> None:
+        await self._settle(device_id, [f.occurrence for f in fired], delivered=False)
+        log.bind(device=device_id).info(
+            "{} occurrence(s) not delivered (the session ended first): back in the store", len(fired)
+        )
+        if not self._closed and self._connection(device_id) is not connection:
+            self._spawn(self._redeliver(fired))
+
+    async def _settle(self, device_id: str, occurrences: list[str], *, delivered: bool) -> None:
         try:
-            fired = await self.store.take_fired(device_id)
-        except StoreError as exc:
-            log.warning("reminders of {} not read: {}", device_id, exc)
-            return 0
-        now = time.time()
+            await self.store.settle_fired(device_id, occurrences, delivered)
+        except StoreError as exc:  # the claim lapses after CLAIM_LEASE: then the next delivery has them
+            log.warning("reminders of {} not settled: {}", device_id, exc)
+
+    async def _redeliver(self, fired: list[FiredReminder]) -> None:
+        """What a closing session did not deliver, down the chain again (the device may be back)."""
         for occurrence in fired:
-            log.bind(device=device_id).info(
-                "{} {} spoken{}",
-                occurrence.kind,
-                occurrence.reminder_id,
-                " as missed" if now - occurrence.due > LATE_AFTER else "",
-            )
-            await connection.say(spoken_text(occurrence, self.language, now))
-        return len(fired)
+            await self.deliver(occurrence)
 
     def _connection(self, device_id: str) -> XiaozhiConnection | None:
         for connection in list(self.connections().values()):
-            # A closing session is not a conversation: what it took from the store would be lost.
-            if connection.device_id == device_id and connection.session is not None and not connection.session.closed:
+            # A closing session (or a stopping server) is not a conversation to say things in.
+            session = connection.session
+            if (
+                connection.device_id == device_id
+                and session is not None
+                and not session.closed
+                and not connection.stopping
+            ):
                 return connection
         return None
 

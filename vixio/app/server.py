@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import secrets
 import signal
 import time
 from collections.abc import Awaitable, Callable
@@ -117,7 +118,12 @@ class VixioServer:
         self.ota = OtaServer(
             config.xiaozhi, self.authenticator, websocket_port=lambda: self.transport.port, store=self.store
         )
-        self.mqtt = MqttService(config, self.transport, owner=worker_index == 0)
+        self.mqtt = MqttService(
+            config,
+            self.transport,
+            owner=worker_index == 0 or config.mqtt.broker_url is not None,
+            port_offset=worker_index,
+        )
         """MQTT + UDP (vixio/app/mqtt.py): the broker in the process that owns it, the push channel in every one."""
         if self.mqtt.enabled:
             self.ota.mqtt_section = self.mqtt.ota_section
@@ -149,6 +155,11 @@ class VixioServer:
             close_here=self.transport.close_session,
         )
         """Records this process's sessions and closes a device's stale one (vixio/fleet/directory.py)."""
+        if self.mqtt.front is not None and config.mqtt.broker_url is not None:
+            # Other instances may share the external broker: each serves the devices it claims at their hello.
+            # The holder is unique per process start: two instances without names must not look alike.
+            holder = f"{holder_name(self.instance, worker_index)}#{secrets.token_hex(3)}"
+            self.mqtt.front.share_broker(self.store.claim, self.store.release, holder)
         self.transport.sessions_seen = self.directory
         # Who each device is, pinned in the store (vixio/transports/xiaozhi/session/identity.py); OTA pins through the same store.
         self.transport.identities = IdentityPins(self.store)

@@ -25,13 +25,13 @@ class MqttConfig(StrictModel):
     port: int = Field(default=1883, ge=0, le=65535)
     """The embedded broker's TCP port (plain MQTT 3.1.1; 0 picks a free one, for tests). The firmware speaks TLS only on port 8883 (docs/mqtt.md, "TLS")."""
     udp_port: int = Field(default=8884, ge=0, le=65535)
-    """The UDP port audio uses in both directions (0 picks a free one, for tests)."""
+    """The UDP port audio uses in both directions (0 picks a free one, for tests). With `broker_url` and `vixio serve --workers N`, worker k listens on `udp_port + k` (open all N on the firewall)."""
     public_host: str | None = None
     """The host name or address devices reach the broker and the UDP port at; null: the host the device reached OTA at."""
     public_port: int | None = Field(default=None, ge=1, le=65535)
     """The broker port handed to devices when it is not `port` (a TLS terminator on 8883 in front, a NAT)."""
     public_udp_port: int | None = Field(default=None, ge=1, le=65535)
-    """The UDP port handed to devices when it is not `udp_port` (a NAT in front)."""
+    """The UDP port handed to devices when it is not `udp_port` (a NAT in front; worker k of an external broker's instance hands out `public_udp_port + k`)."""
     broker_url: str | None = None
     """An external broker instead of the embedded one: `mqtt://<user>:<password>@<host>:<port>`, a mosquitto running deploy/mosquitto/vixio_devices.c with the same user, password and `secret` (docs/mqtt.md, "An external broker"). vixio connects as that user from worker w0; `public_host` (or `public_endpoint`) must then say where devices reach the broker and vixio's UDP port. null: the embedded broker."""
     public_endpoint: str | None = None

@@ -17,8 +17,8 @@ and one mixin per topic for the rest, each listing its keys: redis_history.py (P
 P turn-text:DEVICE, P memories, P devices), redis_identity.py (P pins, P pins-seen, P rebinds,
 P rebind-order), redis_sessions.py (P sessions, P device-sessions:DEVICE, P workers),
 redis_facts.py (P facts:DEVICE), redis_reminders.py (P reminders:DEVICE, P reminder-due,
-P fired:DEVICE, P clip:TOKEN, P clips), redis_voiceprints.py (P voiceprints:DEVICE,
-P voiceprint-devices).
+P fired:DEVICE, P fired-claims:DEVICE, P clip:TOKEN, P clips), redis_claims.py (P claim:NAME),
+redis_voiceprints.py (P voiceprints:DEVICE, P voiceprint-devices).
 
 Bounds: a device's turns by `state.max_turns` and `memory.history_days` (redis_history.py). A
 turn's texts are bounded by the recorder (vixio/memory/recording.py), the long-term memory by
@@ -41,6 +41,7 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from vixio.state import redis_scripts as scripts
+from vixio.state.redis_claims import RedisClaims
 from vixio.state.redis_facts import RedisFacts
 from vixio.state.redis_history import RedisHistory
 from vixio.state.redis_identity import RedisIdentity
@@ -73,7 +74,9 @@ def redacted(url: str) -> str:
     return urlunsplit((parts.scheme, f"{user}:***@{host}", parts.path, parts.query, parts.fragment))
 
 
-class RedisStore(RedisHistory, RedisIdentity, RedisSessions, RedisFacts, RedisReminders, RedisVoiceprints, Store):
+class RedisStore(
+    RedisClaims, RedisHistory, RedisIdentity, RedisSessions, RedisFacts, RedisReminders, RedisVoiceprints, Store
+):
     """`Store` on a Redis server (see the module docstring for keys, bounds and failures)."""
 
     def __init__(

@@ -5,6 +5,7 @@ Keys (P is `state.prefix`; vixio/state/redis.py lists the others):
     P reminders:DEVICE          hash  reminder id -> reminder json
     P reminder-due              zset  "ID|DEVICE" scored by when it fires next (every device's)
     P fired:DEVICE              hash  occurrence -> fired json (waiting for delivery, at most `keep`)
+    P fired-claims:DEVICE       hash  occurrence -> unix time its delivery's claim lapses
     P clip:TOKEN                string base64 of a notify clip, expiring with it
     P clips                     zset  tokens by expiry (bounds their number)
 
@@ -91,16 +92,50 @@ return 1
 """
 
 TAKE_FIRED = """
--- KEYS: the device's fired; ARGV: occurrence ('' for all)
+-- KEYS: the device's fired, its claims; ARGV: occurrence ('' for all)
 if ARGV[1] == '' then
   local all = redis.call('HVALS', KEYS[1])
-  redis.call('DEL', KEYS[1])
+  redis.call('DEL', KEYS[1], KEYS[2])
   return all
 end
 local value = redis.call('HGET', KEYS[1], ARGV[1])
 if not value then return {} end
 redis.call('HDEL', KEYS[1], ARGV[1])
+redis.call('HDEL', KEYS[2], ARGV[1])
 return {value}
+"""
+
+CLAIM_FIRED = """
+-- KEYS: the device's fired, its claims; ARGV: now, until, occurrence ('' for all), limit
+-- Returns the claimed ones' json (the caller sorts them); claims of occurrences gone are dropped.
+local out = {}
+local all = redis.call('HGETALL', KEYS[1])
+local free = {}
+for i = 1, #all, 2 do
+  if ARGV[3] == '' or all[i] == ARGV[3] then
+    local claim = redis.call('HGET', KEYS[2], all[i])
+    if not claim or tonumber(claim) <= tonumber(ARGV[1]) then
+      table.insert(free, {cjson.decode(all[i + 1]).due, all[i], all[i + 1]})
+    end
+  end
+end
+table.sort(free, function(a, b) if a[1] == b[1] then return a[2] < b[2] end return a[1] < b[1] end)
+for i = 1, math.min(#free, tonumber(ARGV[4])) do
+  redis.call('HSET', KEYS[2], free[i][2], ARGV[2])
+  table.insert(out, free[i][3])
+end
+for _, occurrence in ipairs(redis.call('HKEYS', KEYS[2])) do
+  if redis.call('HEXISTS', KEYS[1], occurrence) == 0 then redis.call('HDEL', KEYS[2], occurrence) end
+end
+return out
+"""
+
+SETTLE_FIRED = """
+-- KEYS: the device's fired, its claims; ARGV: '1' delivered (removed) or '0' (claim dropped), occurrences...
+for i = 2, #ARGV do
+  if ARGV[1] == '1' then redis.call('HDEL', KEYS[1], ARGV[i]) end
+  redis.call('HDEL', KEYS[2], ARGV[i])
+end
 """
 
 PUT_CLIP = """
@@ -197,10 +232,29 @@ class RedisReminders:
             )
         )
 
-    async def take_fired(self, device_id: str, occurrence: str | None = None) -> list[FiredReminder]:
+    def _fired_keys(self, device_id: str) -> list[str]:
+        return [f"{self.prefix}fired:{device_id}", f"{self.prefix}fired-claims:{device_id}"]
+
+    async def claim_fired(
+        self, device_id: str, now: float, until: float, occurrence: str | None = None, limit: int = 16
+    ) -> list[FiredReminder]:
         values = await self._call(
-            self._lua(TAKE_FIRED, [f"{self.prefix}fired:{device_id}"], [occurrence or ""]), write=True
+            self._lua(
+                CLAIM_FIRED, self._fired_keys(device_id), [repr(now), repr(until), occurrence or "", max(1, limit)]
+            ),
+            write=True,
         )
+        return sorted((FiredReminder(**json.loads(value)) for value in values), key=lambda f: (f.due, f.occurrence))
+
+    async def settle_fired(self, device_id: str, occurrences: Sequence[str], delivered: bool) -> None:
+        if occurrences:
+            await self._call(
+                self._lua(SETTLE_FIRED, self._fired_keys(device_id), ["1" if delivered else "0", *occurrences]),
+                write=True,
+            )
+
+    async def take_fired(self, device_id: str, occurrence: str | None = None) -> list[FiredReminder]:
+        values = await self._call(self._lua(TAKE_FIRED, self._fired_keys(device_id), [occurrence or ""]), write=True)
         fired = [FiredReminder(**json.loads(value)) for value in values]
         return sorted(fired, key=lambda f: (f.due, f.occurrence))
 

@@ -6,13 +6,17 @@ of the `Store` interface that keeps them (vixio/state/sqlite_reminders.py, redis
     for due in await store.due_reminders(time.time(), limit=50):
         if await store.fire_reminder(due, due.following(time.time()), keep=16):
             ...                                   # this caller (one in the whole fleet) delivers it
-    missed = await store.take_fired(device_id)    # what fired while the device was away
+    for fired in await store.claim_fired(device_id, now, until=now + 300, limit=4):
+        delivered = ...                           # what fired while the device was away, said
+        await store.settle_fired(device_id, [fired.occurrence], delivered=delivered)
 
 Exactly once in a fleet: every process runs a scheduler, and `fire_reminder` is the claim. It
 moves the reminder on to its next time (or removes a one-off) only if it is still due at the
 time the caller read, and in the same atomic step puts the occurrence in the device's fired
 list, so a process that dies after the claim loses nothing: the occurrence waits there until a
-delivery takes it (`take_fired`, which one caller wins). A repeating reminder's next time is
+delivery claims it (`claim_fired`, which one caller wins) and is removed only once its words
+went out (`settle_fired`); one that did not go out (the session ended first) is put back, and
+a claimer that dies leaves it for the next delivery once its claim lapses. A repeating reminder's next time is
 computed from its wall-clock time in its own zone, so it follows daylight saving.
 """
 
@@ -21,6 +25,7 @@ from __future__ import annotations
 import secrets
 import time
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import date, datetime, timedelta
 from datetime import time as clock_time
@@ -164,9 +169,22 @@ class ReminderStore(ABC):
         oldest go), atomically; True for the one caller that did."""
 
     @abstractmethod
+    async def claim_fired(
+        self, device_id: str, now: float, until: float, occurrence: str | None = None, limit: int = 16
+    ) -> list[FiredReminder]:
+        """The device's fired occurrences (or only `occurrence`) nobody has claimed, or whose
+        claim lapsed by `now`, oldest first (at most `limit`): now claimed by this caller until
+        `until`, so each goes to one caller. They stay in the store until `settle_fired`."""
+
+    @abstractmethod
+    async def settle_fired(self, device_id: str, occurrences: Sequence[str], delivered: bool) -> None:
+        """Claimed occurrences were said (`delivered`: removed) or not (their claim is dropped:
+        the next delivery takes them)."""
+
+    @abstractmethod
     async def take_fired(self, device_id: str, occurrence: str | None = None) -> list[FiredReminder]:
-        """Remove and return the device's fired occurrences (or only `occurrence`), oldest first;
-        each goes to one caller."""
+        """Remove and return the device's fired occurrences (or only `occurrence`), claimed or
+        not, oldest first; each goes to one caller (forgetting a device; tests)."""
 
     @abstractmethod
     async def put_clip(self, token: str, data: bytes, until: float, keep: int) -> None:

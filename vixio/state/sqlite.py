@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from vixio.state.sqlite_claims import SqliteClaims
 from vixio.state.sqlite_facts import SqliteFacts
 from vixio.state.sqlite_history import SqliteHistory
 from vixio.state.sqlite_identity import SqliteIdentity
@@ -25,7 +26,7 @@ from vixio.state.store import Admission, AdmissionKind, PairingApproval, Store
 
 
 class SqliteStore(
-    SqliteHistory, SqliteIdentity, SqliteSessions, SqliteFacts, SqliteReminders, SqliteVoiceprints, Store
+    SqliteClaims, SqliteHistory, SqliteIdentity, SqliteSessions, SqliteFacts, SqliteReminders, SqliteVoiceprints, Store
 ):
     """`Store` on an SQLite file (see vixio/state/sqlite_thread.py for threads, batches and failures)."""
 

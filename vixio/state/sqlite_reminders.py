@@ -2,19 +2,22 @@
 
 A mixin of `SqliteStore`: each method is one job on the store thread, so the claim
 (`fire_reminder`: an UPDATE or DELETE conditioned on the due time read, then the occurrence
-inserted) runs inside one `BEGIN IMMEDIATE` transaction, which every worker process takes in turn.
+inserted) runs inside one `BEGIN IMMEDIATE` transaction, which every worker process takes in turn;
+so does `claim_fired` (a fired occurrence's `claimed_until`, migration 10, marks who says it).
 """
 
 from __future__ import annotations
 
 import sqlite3
 import time
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from vixio.state.reminders import FiredReminder, Reminder
 from vixio.state.sqlite_thread import Work
 
 _COLUMNS = "id, device_id, text, due, kind, repeat, at, zone, created"
+_FIRED = "occurrence, device_id, reminder_id, text, kind, due, zone"
 
 
 class SqliteReminders:
@@ -100,6 +103,36 @@ class SqliteReminders:
 
         return bool(await self._call(fire, write=True))
 
+    async def claim_fired(
+        self, device_id: str, now: float, until: float, occurrence: str | None = None, limit: int = 16
+    ) -> list[FiredReminder]:
+        where, arguments = "device_id = ? AND claimed_until <= ?", [device_id, now]
+        if occurrence is not None:
+            where, arguments = where + " AND occurrence = ?", [*arguments, occurrence]
+
+        def claim(c: sqlite3.Connection) -> list[FiredReminder]:
+            rows = c.execute(
+                f"SELECT {_FIRED} FROM fired_reminders WHERE {where} ORDER BY due, occurrence LIMIT ?",
+                [*arguments, max(1, limit)],
+            ).fetchall()
+            c.executemany(
+                "UPDATE fired_reminders SET claimed_until = ? WHERE occurrence = ?", [(until, row[0]) for row in rows]
+            )
+            return [FiredReminder(*row) for row in rows]
+
+        return list(await self._call(claim, write=True))
+
+    async def settle_fired(self, device_id: str, occurrences: Sequence[str], delivered: bool) -> None:
+        if not occurrences:
+            return
+        statement = (
+            "DELETE FROM fired_reminders WHERE device_id = ? AND occurrence = ?"
+            if delivered
+            else "UPDATE fired_reminders SET claimed_until = 0 WHERE device_id = ? AND occurrence = ?"
+        )
+        rows = [(device_id, occurrence) for occurrence in occurrences]
+        await self._call(lambda c: c.executemany(statement, rows), write=True)
+
     async def take_fired(self, device_id: str, occurrence: str | None = None) -> list[FiredReminder]:
         where, arguments = "device_id = ?", [device_id]
         if occurrence is not None:
@@ -107,8 +140,7 @@ class SqliteReminders:
 
         def take(c: sqlite3.Connection) -> list[FiredReminder]:
             rows = c.execute(
-                "SELECT occurrence, device_id, reminder_id, text, kind, due, zone FROM fired_reminders "
-                f"WHERE {where} ORDER BY due, occurrence",
+                f"SELECT {_FIRED} FROM fired_reminders WHERE {where} ORDER BY due, occurrence",
                 arguments,
             ).fetchall()
             c.execute(f"DELETE FROM fired_reminders WHERE {where}", arguments)

@@ -86,6 +86,12 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
             value TEXT NOT NULL, at REAL NOT NULL, source TEXT NOT NULL, updated REAL NOT NULL,
             PRIMARY KEY (device_id, person, key))""",
     ),
+    (  # 10: a fired occurrence a delivery is saying is claimed until then (vixio/state/reminders.py)
+        "ALTER TABLE fired_reminders ADD COLUMN claimed_until REAL NOT NULL DEFAULT 0",
+    ),
+    (  # 11: named claims with a lease (vixio/state/claims.py)
+        "CREATE TABLE claims (name TEXT PRIMARY KEY, holder TEXT NOT NULL, until REAL NOT NULL) WITHOUT ROWID",
+    ),
 )
 """Migration n (from 1) takes a file from version n-1 to n."""
 

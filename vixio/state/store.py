@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from vixio.metrics.instruments import count_store_error
+from vixio.state.claims import ClaimStore
 from vixio.state.facts import FactStore
 from vixio.state.reminders import ReminderStore
 from vixio.state.voiceprints import VoiceprintStore
@@ -161,7 +162,7 @@ class LiveSession:
     started: float
 
 
-class Store(FactStore, ReminderStore, VoiceprintStore, ABC):
+class Store(ClaimStore, FactStore, ReminderStore, VoiceprintStore, ABC):
     """What vixio keeps beyond a session (facts: vixio/state/facts.py). Device ids are lowercase MACs or other printable ids."""
 
     location: str = ""

@@ -104,7 +104,13 @@ class ServeProcess:
 
 
 def serve_config(
-    llm: ScriptedLLMServer | None = None, *, xiaozhi: str = "", extra: str = "", vision: bool = False, server: str = ""
+    llm: ScriptedLLMServer | None = None,
+    *,
+    xiaozhi: str = "",
+    extra: str = "",
+    vision: bool = False,
+    server: str = "",
+    http: str = "",
 ) -> str:
     """The YAML `start_serve` runs: free loopback ports, espeak TTS, the scripted LLM if given."""
     voice = (
@@ -134,7 +140,7 @@ xiaozhi:
   host: 127.0.0.1
   port: 0
   idle_timeout: 0
-  http: {{host: 127.0.0.1, port: 0}}
+  http: {{host: 127.0.0.1, port: 0{", " + http if http else ""}}}
 {textwrap.indent(textwrap.dedent(xiaozhi).strip(), "  ") if xiaozhi.strip() else ""}
 server:
   shutdown_timeout: 20
@@ -151,11 +157,14 @@ async def start_serve(
     vision: bool = False,
     server: str = "",
     cpus: set[int] | None = None,
+    http: str = "",
 ) -> ServeProcess:
     """Start `python -m vixio serve` on `serve_config(...)` with `args` (e.g. "--workers", "2");
     `cpus`: the cores it may run on (as a machine or a container of that many cores would)."""
     config = tmp_path / "config.yaml"
-    config.write_text(serve_config(llm, xiaozhi=xiaozhi, extra=extra, vision=vision, server=server), encoding="utf-8")
+    config.write_text(
+        serve_config(llm, xiaozhi=xiaozhi, extra=extra, vision=vision, server=server, http=http), encoding="utf-8"
+    )
     log = tmp_path / "serve.log"
     with log.open("wb") as sink:
         process = await asyncio.create_subprocess_exec(

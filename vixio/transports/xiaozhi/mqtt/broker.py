@@ -33,6 +33,9 @@ from vixio.transports.xiaozhi.session.auth import DeviceIdentity
 CONNECT_TIMEOUT = 10.0
 """Seconds a new connection has to send CONNECT."""
 IDLE_KEEPALIVE_FACTOR = 1.5
+SWEEP_S = 5.0
+"""How often silent connections are looked for (a third of the shortest keep-alive, if sooner):
+a drop comes up to this late."""
 
 
 @dataclass(eq=False, slots=True)
@@ -48,6 +51,9 @@ class DeviceLink:
     """Seconds, from its CONNECT (0: none asked; `mqtt.keepalive` applies)."""
     local_host: str = "127.0.0.1"
     """The address the device reached the broker at: where it reaches the UDP socket too."""
+    seen: float = 0.0
+    """Loop time of its last packet (the sweeper drops it `silent_after` seconds later)."""
+    silent_after: float = 0.0
 
     def send(self, data: bytes) -> bool:
         if self.writer is None or self.writer.is_closing():
@@ -74,11 +80,25 @@ class EmbeddedBroker:
         self.links: dict[str, DeviceLink] = {}
         """Connected devices by device id."""
         self._server: asyncio.Server | None = None
+        self._sweeper: asyncio.Task[None] | None = None
         self._open = 0
         self._refusals = LogThrottle(first=3, every=30.0)
 
     async def start(self) -> None:
         self._server = await asyncio.start_server(self._serve, self.config.host, self.config.port)
+        self._sweeper = asyncio.get_running_loop().create_task(self._sweep(), name="vixio-mqtt-keepalive")
+
+    async def _sweep(self) -> None:
+        """Close the connections silent past their keep-alive (1.5 periods), every `SWEEP_S`."""
+        loop = asyncio.get_running_loop()
+        while True:
+            links = list(self.links.values())
+            await asyncio.sleep(min([SWEEP_S, *(link.silent_after / 3 for link in links if link.silent_after)]))
+            now = loop.time()
+            for link in list(self.links.values()):
+                if link.writer is not None and now - link.seen > link.silent_after and not link.writer.is_closing():
+                    self._refuse("keepalive", link.peer_host or "?", "silent past its keep-alive")
+                    link.writer.close()  # its read loop ends at once (end of stream)
 
     @property
     def port(self) -> int:
@@ -87,6 +107,10 @@ class EmbeddedBroker:
         return int(self._server.sockets[0].getsockname()[1])
 
     async def stop(self) -> None:
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            await asyncio.gather(self._sweeper, return_exceptions=True)
+            self._sweeper = None
         if self._server is not None:
             self._server.close()
             for link in list(self.links.values()):
@@ -170,10 +194,13 @@ class EmbeddedBroker:
 
     async def _read_loop(self, reader: asyncio.StreamReader, link: DeviceLink) -> None:
         keepalive = link.keepalive or self.config.keepalive
-        timeout = min(keepalive, 2 * self.config.keepalive) * IDLE_KEEPALIVE_FACTOR
+        link.silent_after = min(keepalive, 2 * self.config.keepalive) * IDLE_KEEPALIVE_FACTOR
+        clock = asyncio.get_running_loop().time
         while True:
-            async with asyncio.timeout(timeout):  # no task per packet, unlike wait_for: idle devices ping all day
-                packet = await mp.read_packet(reader, self.config.max_packet_bytes)
+            # No timer per packet: idle devices ping all day, and one sweep for all of them
+            # (`_sweep`) costs less than a timer armed and cancelled at every PINGREQ.
+            link.seen = clock()
+            packet = await mp.read_packet(reader, self.config.max_packet_bytes)
             kind = packet.kind
             if kind == mp.PUBLISH:
                 message = mp.parse_publish(packet.flags, packet.body)

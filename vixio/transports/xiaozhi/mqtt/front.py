@@ -31,6 +31,7 @@ from vixio.transports.xiaozhi.mqtt.broker import DeviceLink, EmbeddedBroker
 from vixio.transports.xiaozhi.mqtt.channel import MqttUdpChannel
 from vixio.transports.xiaozhi.mqtt.credentials import MqttCredentials
 from vixio.transports.xiaozhi.mqtt.external import ExternalBroker
+from vixio.transports.xiaozhi.mqtt.ownership import Claim, DeviceOwnership, Release
 from vixio.transports.xiaozhi.mqtt.udp import AudioSocket, open_audio_socket
 from vixio.transports.xiaozhi.websocket.transport import XiaozhiTransport
 
@@ -42,8 +43,13 @@ press); a hello sooner is dropped and counted (`vixio_mqtt_refused{reason="hello
 class MqttFront:
     """The embedded broker and the UDP socket, feeding `transport`'s sessions."""
 
-    def __init__(self, config: MqttConfig, transport: XiaozhiTransport, credentials: MqttCredentials) -> None:
+    def __init__(
+        self, config: MqttConfig, transport: XiaozhiTransport, credentials: MqttCredentials, port_offset: int = 0
+    ) -> None:
+        """`port_offset`: added to the UDP ports (worker N of an external broker's instance listens
+        on `udp_port + N`)."""
         self.config = config
+        self.port_offset = port_offset
         self.transport = transport
         self.credentials = credentials
         self.broker: EmbeddedBroker | ExternalBroker = (
@@ -60,10 +66,15 @@ class MqttFront:
         """False while the server drains: a hello opens no new session (the devices stay connected)."""
         self._hellos: dict[str, float] = {}
         """When each connected device last opened a session: a hello flood must not build a pipeline each."""
+        self.ownership: DeviceOwnership | None = None
+        """Which devices this process serves when other instances share the external broker (`share_broker`)."""
 
     async def start(self) -> None:
-        self.audio = await open_audio_socket(self.config.host, self.config.udp_port, self.config.max_audio_bytes)
+        port = self.config.udp_port + self.port_offset if self.config.udp_port else 0
+        self.audio = await open_audio_socket(self.config.host, port, self.config.max_audio_bytes)
         await self.broker.start()
+        if self.ownership is not None:
+            self.ownership.start()
         where = (
             f"embedded broker on {self.config.host}:{self.broker.port}"
             if self.config.broker_url is None
@@ -76,6 +87,8 @@ class MqttFront:
             channel.end(send_goodbye=True)
         if self._tasks:
             await asyncio.wait(self._tasks, timeout=2.0)
+        if self.ownership is not None:
+            await self.ownership.stop()
         await self.broker.stop()
         if self.audio is not None and self.audio.transport is not None:
             self.audio.transport.close()
@@ -111,15 +124,28 @@ class MqttFront:
 
     # --- device -> server -------------------------------------------------------------------
 
+    def share_broker(self, claim: Claim, release: Release, holder: str) -> None:
+        """Other instances use the same external broker: serve only the devices this process
+        (`holder`) claims at their hello (ownership.py)."""
+        self.ownership = DeviceOwnership(claim, release, holder, lambda: list(self.channels))
+
     def _on_message(self, link: DeviceLink, payload: bytes) -> None:
         device_id = link.identity.device_id
         try:
             text = payload.decode("utf-8")
             message = loads_bounded(text, self.transport.config.max_json_depth)
         except (UnicodeDecodeError, ValueError, JsonTooDeep):
-            self._ignore(device_id, "a payload that is not JSON")
+            if self.ownership is None or self.ownership.holds(device_id):
+                self._ignore(device_id, "a payload that is not JSON")
             return
         kind = message.get("type") if isinstance(message, dict) else None
+        if self.ownership is None:
+            self._handle(link, text, message, kind)
+        else:
+            self.ownership.offer(device_id, kind == "hello", lambda: self._handle(link, text, message, kind))
+
+    def _handle(self, link: DeviceLink, text: str, message: Any, kind: Any) -> None:
+        device_id = link.identity.device_id
         channel = self.channels.get(device_id)
         if kind == "hello":
             if not self.accepting:
@@ -148,6 +174,8 @@ class MqttFront:
 
     def _on_gone(self, link: DeviceLink) -> None:
         self._hellos.pop(link.identity.device_id, None)
+        if self.ownership is not None:
+            self.ownership.gone(link.identity.device_id)
         channel = self.channels.get(link.identity.device_id)
         if channel is not None:
             channel.end(send_goodbye=False)
@@ -161,7 +189,7 @@ class MqttFront:
         local = link.local_host
         udp_block = {
             "server": self.config.public_host or local,
-            "port": self.config.public_udp_port or self.udp_port,
+            "port": self.config.public_udp_port + self.port_offset if self.config.public_udp_port else self.udp_port,
             "key": cipher.key.hex(),
             "nonce": cipher.nonce.hex(),
         }

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import secrets
 import string
 import time
 from collections.abc import Awaitable, Callable
@@ -29,7 +30,7 @@ from vixio.core.session import Session
 from vixio.metrics import ECHO_ERLE, ECHO_FRAMES
 from vixio.transports.xiaozhi.protocol import messages as xp
 from vixio.transports.xiaozhi.protocol.codec import UPLINK_SAMPLE_RATE, CodecError, OpusDecoder, packet_duration
-from vixio.transports.xiaozhi.session.downlink import Downlink
+from vixio.transports.xiaozhi.session.downlink import SAY_SOURCE, Downlink
 
 if TYPE_CHECKING:
     from vixio.transports.xiaozhi.aec.canceller import SessionEchoCanceller
@@ -116,7 +117,10 @@ class XiaozhiConnection:
         self.downlink.pacer.start()
 
     async def close(self) -> None:
-        await self.downlink.pacer.stop()
+        try:
+            await self.downlink.pacer.stop()
+        finally:  # whatever the pacer's last step raised, a `say_delivered` waits no longer
+            self.downlink.abandon_said()
         if self.echo is not None and self.echo.stats.erle_db is not None:
             ECHO_ERLE.observe(self.echo.stats.erle_db)
 
@@ -312,6 +316,23 @@ class XiaozhiConnection:
         """Speak `text` as the assistant (through the pipeline's TTS, if it has one)."""
         await self._push(TextChunk(text=text, role="assistant"))
         await self._push(StreamCompleteChunk(source="say"))
+
+    async def say_delivered(self, text: str, timeout: float) -> bool:
+        """`say` `text` and wait until it was delivered: the reply that says it was sent to the
+        device to its end (or the user spoke over it after one of its sentences went out). False
+        when the session ends first, the server is stopping, or `timeout` passes."""
+        if self.session is None or self.stopping:
+            return False
+        token = secrets.token_hex(6)
+        outcome = self.downlink.expect_said(token)
+        try:
+            await self._push(TextChunk(text=text, role="assistant"))
+            await self._push(StreamCompleteChunk(source=SAY_SOURCE + token))
+            return await asyncio.wait_for(outcome, timeout)
+        except (TimeoutError, RuntimeError):  # RuntimeError: the session's pipeline stopped (it is closing)
+            return False
+        finally:
+            self.downlink.settle_said(token, False)  # no-op once settled
 
     async def _push(self, chunk: Chunk) -> None:
         if self.session is not None:

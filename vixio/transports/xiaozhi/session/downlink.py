@@ -13,6 +13,7 @@ socket write and the idle clock.
 from __future__ import annotations
 
 import asyncio
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -46,6 +47,8 @@ frame at 100 devices (three paired runs) and more lead when the loop is late; th
 `tts stop`)."""
 DOWNLINK_FRAME_BYTES = DOWNLINK_SAMPLE_RATE * FRAME_DURATION_MS // 1000 * 2
 """Bytes of one downlink frame of mono int16 PCM: what the encoder takes."""
+SAY_SOURCE = "say:"
+"""The `StreamCompleteChunk.source` that ends a `say` whose delivery someone waits for (+ a token)."""
 DOWNLINK_AHEAD_S = 2.0
 """Audio queued for the device beyond which the output waits (the device holds its own small buffer)."""
 
@@ -81,6 +84,10 @@ class Downlink:
             if encode_on_thread
             else dict(encode=self._encode_frame)
         )
+        self._said: dict[str, tuple[asyncio.Future[bool], int]] = {}
+        """`say_delivered` waits: token -> (its outcome, `sentences_sent` when it began)."""
+        self.sentences_sent = 0
+        """`tts sentence_start` messages written to the device."""
         self.pacer = DownlinkPacer(
             send_many=self._send_paced,
             frame_duration=FRAME_DURATION_MS / 1000,
@@ -124,11 +131,40 @@ class Downlink:
             )
             self.pacer.kick()
         elif isinstance(chunk, StreamCompleteChunk):
+            token = chunk.source.removeprefix(SAY_SOURCE) if chunk.source.startswith(SAY_SOURCE) else ""
             if self.speaking:
                 self._send_frames(self._framer.flush())
-                self.pacer.end(self._finish_reply)
+                self.pacer.end(self._finish_reply if not token else partial(self._finish_said, token))
+            elif token:
+                self.settle_said(token, False)  # nothing of it was sent (no speakable text)
         elif isinstance(chunk, VADStartChunk):
             self.connection.touch()
+
+    def expect_said(self, token: str) -> asyncio.Future[bool]:
+        """The outcome of a `say` whose stream ends with `StreamCompleteChunk(source=SAY_SOURCE +
+        token)`: True once the reply it is part of was sent to its end, or was interrupted after
+        one of its sentences went out; False when the connection closes first (`abandon_said`)."""
+        future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        self._said[token] = (future, self.sentences_sent)
+        return future
+
+    def settle_said(self, token: str, delivered: bool) -> None:
+        future, _ = self._said.pop(token, (None, 0))
+        if future is not None and not future.done():
+            future.set_result(delivered)
+
+    def abandon_said(self) -> None:
+        """The connection closed: what was not sent yet never will be."""
+        for token in list(self._said):
+            self.settle_said(token, False)
+
+    async def _finish_said(self, token: str) -> None:
+        delivered = False
+        try:
+            await self._finish_reply()
+            delivered = True  # its `tts stop` was written: the device has it all
+        finally:  # a write that failed (the device hung up at that moment): not delivered
+            self.settle_said(token, delivered)
 
     async def _wait_for_room(self, chunk: AudioChunk) -> None:
         """Backpressure: while more than `DOWNLINK_AHEAD_S` of audio waits for the device, the
@@ -164,6 +200,7 @@ class Downlink:
                 elif message.get("state") == "sentence_start":
                     self.connection.session.state.hear(message.get("text", ""))
         await self.connection.write(messages)
+        self.sentences_sent += sum(1 for message in messages if message.get("state") == "sentence_start")
 
     def _send_frames(self, frames: list[bytes]) -> None:
         for frame in frames:
@@ -220,6 +257,10 @@ class Downlink:
     async def stop(self) -> int:
         """Drop unsent audio and tell the device to stop at once; returns the frames dropped."""
         dropped = self.pacer.clear()
+        # A `say` cut off here by the user speaking over it was heard if one of its sentences went
+        # out; one cut off by the server stopping was not.
+        for token, (_, sent_before) in list(self._said.items()):
+            self.settle_said(token, self.sentences_sent > sent_before and not self.connection.stopping)
         self.paused = False
         self._framer.clear()
         if self.speaking:
