@@ -61,10 +61,7 @@ def test_two_devices_on_both_configurations_end_to_end(tmp_path: Path) -> None:
         assert s["turns"]["failed"] == 0 and s["latency_ms"]["count"] == 2
         assert s["session_start"]["devices"] == 2 and s["session_start"]["hello_ms"]["p95"] > 0
         assert s["redis"]["load"]["commands"] > 0  # the turns were stored in the shared redis-server
-        # The server's CPU by thread over the whole load; per frame over the seconds the devices talked,
-        # which on a saturated machine (load average 15 on 2 cores) has read 0 for `single`.
-        assert s["server"]["cpu_ms_per_frame_by_thread"]["event loop"] > 0 and s["floor"]["ms_per_frame"] > 0
-        assert s["server"]["cpu_ms_per_session_frame"] >= 0
+        assert s["server"]["cpu_ms_per_session_frame"] > 0 and s["floor"]["ms_per_frame"] > 0
         # Net of the idle traffic (heartbeats, the bus's member refresh) of the very seconds each
         # was counted in: a turn writes at least once, a session start reads its history.
         assert s["redis"]["per_turn"]["round_trips"] > 0, s["redis"]
