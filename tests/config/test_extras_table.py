@@ -173,6 +173,23 @@ def test_loading_a_provider_without_one_of_its_modules_fails_naming_its_extra() 
     assert not failures, "\n".join(failures)
 
 
+def test_a_module_the_shared_imports_loaded_is_hidden_in_a_fresh_interpreter() -> None:
+    """Forking after `import vixio.config` could not hide pydantic (already imported): that case
+    runs in an interpreter that hides it first, so the load still fails naming it."""
+    config = {"asr": {"provider": "openai", "api_base": LOOPBACK}}
+    run = subprocess.run(
+        [sys.executable, str(HIDE_AND_LOAD), json.dumps([["pydantic", config], ["soxr", None]])],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+    )
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    hidden, forked = json.loads(run.stdout.strip().splitlines()[-1])
+    assert hidden["code"] == 3 and "pydantic" in hidden["error"], hidden
+    assert forked["code"] == 3 and "soxr" in forked["error"], forked
+
+
 @pytest.mark.parametrize("row", sorted(row for row, need in PROVIDER_EXTRAS.items() if need.extra))
 def test_the_preflight_names_the_extra_of_each_missing_module(row: str, monkeypatch: pytest.MonkeyPatch) -> None:
     from vixio.config import preflight
