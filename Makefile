@@ -4,7 +4,7 @@
 #   make install-config [CONFIG=...]   only the install part of `make serve`
 #   make test    install the test dependencies (and, as root on Debian/Ubuntu, chromium for the
 #                console's browser test, redis-server and haproxy for the fleet's) and run the whole suite
-#                in parallel (pytest-xdist, one worker per core; TEST_WORKERS=n to change)
+#                in parallel (pytest-xdist, cores + 2 workers; TEST_WORKERS=n to change)
 #   make test-fast   the unit and integration tests only (no process, model or browser): the edit-test loop
 #   make lint    ruff over vixio/, tests/, bench/, scripts/;  make types   mypy (pyproject's [tool.mypy])
 # Every install is pinned by constraints.txt; the test install (CI's) takes the model weights and
@@ -72,10 +72,12 @@ install-config: $(CONFIG_STAMP)
 serve: $(CONFIG_STAMP)
 	$(VENV)/bin/vixio serve --config $(CONFIG)
 
-# Most tests wait (on a socket, a child process, a paced device) more than they compute, so one
-# worker per core keeps both cores busy; `loadgroup` keeps the tests marked with one
+# Most tests wait (on a socket, a child process, a paced device) more than they compute: with one
+# worker per core the machine idles (load average ~1.4 on 2 cores); two workers more than cores
+# keep it busy (docs/testing.md has the measurements). `loadgroup` keeps the tests marked with one
 # `xdist_group` on one worker (they share a module's server). The categories: pyproject.toml.
-TEST_WORKERS ?= auto
+CORES := $(shell nproc 2>/dev/null || getconf _NPROCESSORS_ONLN 2>/dev/null || echo 2)
+TEST_WORKERS ?= $(shell echo $$(( $(CORES) + 2 )))
 PYTEST_PARALLEL := -n $(TEST_WORKERS) --dist loadgroup
 
 test: install-test

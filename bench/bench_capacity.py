@@ -152,30 +152,33 @@ def run_load(
     idle = server.tree.usage()
     idle_pss = server.tree.pss_bytes()
     threads_before = server.tree.thread_cpu()
-    start_at = time.monotonic() + 2.5 + 0.5 * generators  # time for the generators to import and encode
-    procs, outs = [], []
-    for g in range(generators):
-        outs.append(tmp / f"load-{n}-{g}.json")
-        spec = {
-            "url": server.ws_url,
-            "indices": list(range(g, n, generators)),
-            "total": n,
-            "turns": turns,
-            "start_at": start_at,
-            "stagger": stagger,
-            "burst": burst,
-            "noise_dbfs": noise_dbfs,
-            "out": str(outs[-1]),
-        }
-        procs.append(
-            children.start(
-                [sys.executable, str(BENCH / "capacity" / "load.py"), json.dumps(spec)], cwd=ROOT, env=_env()
-            )
-        )
     loaded_pss = 0
-    fakes_before = fakes.usage().cpu_s
-    # The floor is probed while the load runs too (the devices start at `start_at`, seconds from now).
+    # The floor is probed while the load runs too, and the server sampled. Both start before the
+    # generators: the probe's own start (imports, the model, the clips) took longer than the
+    # generators' lead on a busy machine (load average 15), and the whole load then ran before the
+    # sampler's first reading (the server's CPU over it read 0).
     with FloorProbe() as probe, Sampler(server.tree) as sampler:
+        start_at = time.monotonic() + 2.5 + 0.5 * generators  # time for the generators to import and encode
+        procs, outs = [], []
+        for g in range(generators):
+            outs.append(tmp / f"load-{n}-{g}.json")
+            spec = {
+                "url": server.ws_url,
+                "indices": list(range(g, n, generators)),
+                "total": n,
+                "turns": turns,
+                "start_at": start_at,
+                "stagger": stagger,
+                "burst": burst,
+                "noise_dbfs": noise_dbfs,
+                "out": str(outs[-1]),
+            }
+            procs.append(
+                children.start(
+                    [sys.executable, str(BENCH / "capacity" / "load.py"), json.dumps(spec)], cwd=ROOT, env=_env()
+                )
+            )
+        fakes_before = fakes.usage().cpu_s
         for index, proc in enumerate(procs):
             if index == 0:
                 loaded_pss = _pss_before_exit(server, proc)

@@ -59,7 +59,7 @@ from capacity.fleet import FleetProcess, LoopThread, RedisCounters, RedisSample 
 from capacity.floor import cpu_model, measure_floor  # noqa: E402
 from capacity.load import build_clips  # noqa: E402
 from capacity.procs import Children  # noqa: E402
-from capacity.report import print_summary, server_marks, server_stages  # noqa: E402
+from capacity.report import format_or_dash, print_summary, server_marks, server_stages  # noqa: E402
 from capacity.server import ServerUnderLoad, VixioServerProcess, start_fakes  # noqa: E402
 
 CONFIGURATIONS = ("fleet", "single")
@@ -256,6 +256,10 @@ def print_fleet(summary: dict[str, Any]) -> None:
     sys.stdout.flush()
 
 
+def ratio(a: float | None, b: float | None) -> float | None:
+    return a / b if a is not None and b else None
+
+
 def print_table(summaries: list[dict[str, Any]]) -> None:
     m = summaries[0]["machine"]
     print(
@@ -272,8 +276,9 @@ def print_table(summaries: list[dict[str, Any]]) -> None:
         st = s["session_start"]
         per_session = st["redis_per_start"]["round_trips"] + st["redis_per_end"]["round_trips"]
         print(
-            f"| {s['n']} | {s['configuration']} | {lat['p50']:.0f} / {lat['p95']:.0f} | "
-            f"{server['cpu_ms_per_session_frame']:.3f} | {server['cpu_per_frame_vs_floor']:.2f} | "
+            f"| {s['n']} | {s['configuration']} | {format_or_dash(lat['p50'])} / {format_or_dash(lat['p95'])} | "
+            f"{format_or_dash(server['cpu_ms_per_session_frame'], '.3f')} | "
+            f"{format_or_dash(server.get('cpu_per_frame_vs_floor'), '.2f')} | "
             f"{floor['ms_per_frame']:.3f} | {s['redis']['per_turn']['round_trips']:.2f} | {per_session:.1f} | "
             f"{st['hello_ms']['p95']} | {s['downlink']['late']} | {s['turns']['failed']} | "
             f"{m['load_average_before']:.1f} / {m['load_average_after']:.1f} |"
@@ -283,9 +288,10 @@ def print_table(summaries: list[dict[str, Any]]) -> None:
         pair = {s["configuration"]: s for s in summaries if s["n"] == n}
         if len(pair) == 2:
             fleet, single = pair["fleet"], pair["single"]
-            p95 = fleet["latency_ms"]["p95"] / single["latency_ms"]["p95"]
-            cpu = fleet["server"]["cpu_ms_per_session_frame"] / single["server"]["cpu_ms_per_session_frame"]
-            print(f"  N={n}: p95 {p95:.2f}, CPU per frame {cpu:.2f}")
+            # A figure is None (or a CPU reading 0) when the load window was too short to read it.
+            p95 = ratio(fleet["latency_ms"]["p95"], single["latency_ms"]["p95"])
+            cpu = ratio(fleet["server"]["cpu_ms_per_session_frame"], single["server"]["cpu_ms_per_session_frame"])
+            print(f"  N={n}: p95 {format_or_dash(p95, '.2f')}, CPU per frame {format_or_dash(cpu, '.2f')}")
     sys.stdout.flush()
 
 

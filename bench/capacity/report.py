@@ -140,8 +140,11 @@ def _ms(seconds: float | None) -> float | None:
     return None if seconds is None else round(1000 * seconds, 1)
 
 
-def _f(value: float | None, spec: str = ".0f") -> str:
+def format_or_dash(value: float | None, spec: str = ".0f") -> str:
     return "-" if value is None else format(value, spec)
+
+
+_f = format_or_dash
 
 
 def print_summary(s: dict[str, Any]) -> None:

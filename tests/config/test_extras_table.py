@@ -2,7 +2,7 @@
 
 Two ways: every import written in a provider's code (followed through vixio's own modules) is
 in its row or comes with vixio's core dependencies; and loading the provider as `vixio serve`
-does, in a fresh process with one of the row's modules hidden, fails with an error naming that
+does, in a process of its own with one of the row's modules hidden, fails with an error naming that
 module and the row's extra (so no row lists a module the provider can do without). `vixio config check` and the serve
 preflight read the same rows, so they look for what the code needs.
 """
@@ -17,7 +17,6 @@ import re
 import subprocess
 import sys
 import tomllib
-from concurrent.futures import ThreadPoolExecutor
 from functools import cache
 from pathlib import Path
 
@@ -117,38 +116,8 @@ CONFIGS: dict[str, dict[str, object]] = {
     "transport:mqtt": {**_OFF, "mqtt": {"enabled": True}},
 }
 
-# In a fresh process: hide one module, then load what the row needs as `vixio serve` does.
-_LOAD = """
-import asyncio, json, sys
-sys.modules[sys.argv[1]] = None  # `import` of it (and of its submodules) now fails
-config = json.loads(sys.argv[2])
-try:
-    if config is None:  # the transport: its servers' modules, an Opus encoder, a resampler
-        import vixio.app.server
-        from vixio.core.audio import resample
-        from vixio.transports.xiaozhi.protocol.codec import OpusEncoder
-        OpusEncoder()
-        resample(bytes(320), 16000, 24000)
-    else:
-        from vixio.config import parse_config
-        from vixio.voice.stack import VoiceStack
-        parsed = parse_config(config, environ={})
-        if parsed.state.backend != "sqlite":  # the store's client: opened as serve does, before any model
-            from vixio.state import open_store
-            open_store(parsed.state, parsed.memory)
-        elif parsed.mqtt.enabled:  # the broker's front, imported as the owning process does
-            from vixio.app.mqtt import front_class
-            front_class()
-        elif parsed.vision is not None:
-            from vixio.app.vision import VisionModel
-            asyncio.run(VisionModel(parsed.vision).load())
-        else:
-            asyncio.run(VoiceStack(parsed).load())
-except Exception as exc:
-    print(f"{type(exc).__name__}: {exc}")
-    sys.exit(3)
-print("loaded")
-"""
+# Hides one module, then loads what the row needs as `vixio serve` does: one forked child per case.
+HIDE_AND_LOAD = Path(__file__).with_name("hide_and_load.py")
 
 
 def test_every_row_has_its_code_and_a_config_that_selects_it() -> None:
@@ -197,27 +166,43 @@ def _hide_cases() -> list[tuple[str, str]]:
 
 
 def test_loading_a_provider_without_one_of_its_modules_fails_naming_its_extra() -> None:
-    """One fresh process per (row, module); two at a time."""
-
-    def load(case: tuple[str, str]) -> tuple[str, str, subprocess.CompletedProcess[str]]:
-        row, module = case
-        config = json.dumps(CONFIGS.get(row))
-        result = subprocess.run(
-            [sys.executable, "-c", _LOAD, module, config], capture_output=True, text=True, timeout=300, cwd=ROOT
-        )
-        return row, module, result
-
+    """One process per (row, module), forked from one interpreter that imported what they share."""
+    cases = _hide_cases()
+    run = subprocess.run(
+        [sys.executable, str(HIDE_AND_LOAD), json.dumps([[module, CONFIGS.get(row)] for row, module in cases])],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        cwd=ROOT,
+    )
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    results = json.loads(run.stdout.strip().splitlines()[-1])
     failures = []
-    with ThreadPoolExecutor(2) as pool:
-        for row, module, result in pool.map(load, _hide_cases()):
-            extra = PROVIDER_EXTRAS[row].extra
-            error = result.stdout.strip().splitlines()[-1] if result.stdout.strip() else ""  # what the load raised
-            named = module in error or module.replace("_", "-") in error
-            # The transport's servers import aiohttp at the top: the preflight names its extra.
-            names_extra = f"[{extra}]" in error or row == "transport:xiaozhi"
-            if result.returncode != 3 or not named or not names_extra:
-                failures.append(f"{row} without {module}: exit {result.returncode}: {error} {result.stderr[-400:]}")
+    for (row, module), result in zip(cases, results, strict=True):
+        extra, error = PROVIDER_EXTRAS[row].extra, result["error"]  # what the load raised
+        named = module in error or module.replace("_", "-") in error
+        # The transport's servers import aiohttp at the top: the preflight names its extra.
+        names_extra = f"[{extra}]" in error or row == "transport:xiaozhi"
+        if result["code"] != 3 or not named or not names_extra:
+            failures.append(f"{row} without {module}: exit {result['code']}: {error} {result['stderr']}")
     assert not failures, "\n".join(failures)
+
+
+def test_a_module_the_shared_imports_loaded_is_hidden_in_a_fresh_interpreter() -> None:
+    """Forking after `import vixio.config` could not hide pydantic (already imported): that case
+    runs in an interpreter that hides it first, so the load still fails naming it."""
+    config = {"asr": {"provider": "openai", "api_base": LOOPBACK}}
+    run = subprocess.run(
+        [sys.executable, str(HIDE_AND_LOAD), json.dumps([["pydantic", config], ["soxr", None]])],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+    )
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    hidden, forked = json.loads(run.stdout.strip().splitlines()[-1])
+    assert hidden["code"] == 3 and "pydantic" in hidden["error"], hidden
+    assert forked["code"] == 3 and "soxr" in forked["error"], forked
 
 
 @pytest.mark.parametrize("row", sorted(row for row, need in PROVIDER_EXTRAS.items() if need.extra))

@@ -83,6 +83,7 @@ async def test_the_routes_are_for_operators(live: Live) -> None:
 
 def _approve_in_the_page(browser: Any, base: str, client_id: str) -> dict[str, Any]:
     """Companions pane: the re-bind is listed; Approve (and its confirmation) empties the list."""
+    from selenium.common.exceptions import StaleElementReferenceException
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support import expected_conditions as ec
     from selenium.webdriver.support.ui import WebDriverWait
@@ -91,8 +92,15 @@ def _approve_in_the_page(browser: Any, base: str, client_id: str) -> dict[str, A
     browser.get(base + "/console/")
     wait.until(ec.element_to_be_clickable((By.ID, "tab-companions"))).click()
     wait.until(ec.text_to_be_present_in_element((By.CSS_SELECTOR, "#rebinds tbody"), client_id))
-    found = {"row": browser.find_element(By.CSS_SELECTOR, "#rebinds tbody tr").text}
-    browser.find_element(By.CSS_SELECTOR, '#rebinds button[data-action="approve"]').click()
+    # The pane re-renders its table while it polls: read the row, again if it was just replaced.
+    rows = WebDriverWait(browser, WAIT, ignored_exceptions=(StaleElementReferenceException,))
+    found = {"row": rows.until(lambda page: page.find_element(By.CSS_SELECTOR, "#rebinds tbody tr").text)}
+
+    def approve(page: Any) -> bool:
+        page.find_element(By.CSS_SELECTOR, '#rebinds button[data-action="approve"]').click()
+        return True
+
+    rows.until(approve)
     wait.until(ec.alert_is_present())
     found["question"] = browser.switch_to.alert.text
     browser.switch_to.alert.accept()

@@ -276,15 +276,18 @@ async def test_pooled_connections_readability_is_the_same_and_cheaper(backend: s
         await asyncio.sleep(0.05)
         assert patched(stream, "is_readable") is original(stream, "is_readable") is True
         assert patched(stream, "server_addr") == original(stream, "server_addr")  # other keys: the SDK's
-        rounds = 2000
-        started = time.perf_counter()
-        for _ in range(rounds):
-            original(stream, "is_readable")
-        slow = time.perf_counter() - started
-        started = time.perf_counter()
-        for _ in range(rounds):
-            patched(stream, "is_readable")
-        fast = time.perf_counter() - started
+        # This thread's CPU time, best of three: a busy machine preempting the loop (other tests,
+        # other workers) inflates wall time, not the work each call does.
+        rounds, slow, fast = 2000, float("inf"), float("inf")
+        for _ in range(3):
+            started = time.thread_time()
+            for _ in range(rounds):
+                original(stream, "is_readable")
+            slow = min(slow, time.thread_time() - started)
+            started = time.thread_time()
+            for _ in range(rounds):
+                patched(stream, "is_readable")
+            fast = min(fast, time.thread_time() - started)
         assert fast * 3 < slow, (fast, slow)
     finally:
         await stream.aclose()

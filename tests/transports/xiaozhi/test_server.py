@@ -225,7 +225,10 @@ async def test_paced_audio_frames_leave_in_groups_one_socket_write_each(make_ser
         group = PACED_FRAMES_PER_WAKEUP
         first = 5 + group - 1
         head = next(k for k in range(1, len(audio_per_write) + 1) if sum(audio_per_write[:k]) >= first)
-        assert sum(audio_per_write[:head]) == first and set(audio_per_write[head:-1]) == {group}, audio_per_write
+        # A wakeup a busy machine delays sends every frame due by then in its one write (seen: a
+        # group of 5 under load average 14), so a group holds at least PACED_FRAMES_PER_WAKEUP.
+        assert sum(audio_per_write[:head]) == first, audio_per_write
+        assert audio_per_write[head:-1] and min(audio_per_write[head:-1]) >= group, audio_per_write
 
 
 async def test_writes_to_a_closed_connection_raise_connection_closed_batched_or_not(make_server) -> None:
