@@ -1,14 +1,14 @@
 """The application layer: wires config, transport, OTA and the per-session pipeline together.
 
-This is the only module that knows both a transport and what goes into a pipeline; transports
-and providers never import each other (docs/architecture.md).
+This package is the only place that knows both a transport and what goes into a pipeline (a device
+session's assembly: vixio/app/session_pipeline.py); transports and providers never import each
+other (docs/architecture.md).
 
 HTTP routes come in two kinds. Front routes (OTA, activation, health) need no session and are
-answered by whoever serves the HTTP port. Session routes (`session_routes`: `/metrics` (Prometheus
-text, vixio/metrics/), `/metrics.json`, and any
-route that reports on or acts on live sessions) need this process's sessions: in one process they
-are served on the HTTP port too; in a worker process (`vixio serve --workers N`) they are served on
-the worker's private socket, and the supervisor answers the HTTP port from every worker
+answered by whoever serves the HTTP port. Session routes (`session_routes`: `/metrics` and
+`/metrics.json` (vixio/app/process_report.py), and any route that reports on or acts on live
+sessions) need this process's sessions: in one process they are served on the HTTP port too; in a
+worker process (`vixio serve --workers N`) they are served on the worker's private socket, and the supervisor answers the HTTP port from every worker
 (vixio/serve/supervisor.py, vixio/fleet/peers.py). What the process does and says as it starts (heap
 freeze, config warnings, the banner) is vixio/app/startup.py, shared with the supervisor.
 """
@@ -16,14 +16,12 @@ freeze, config warnings, the banner) is vixio/app/startup.py, shared with the su
 from __future__ import annotations
 
 import asyncio
-import os
 import secrets
 import signal
 import time
 from collections.abc import Awaitable, Callable
 from contextlib import suppress
 from dataclasses import dataclass
-from functools import partial
 from typing import Any
 
 from aiohttp import web
@@ -33,8 +31,9 @@ from vixio import metrics
 from vixio.app.live_profiles import LiveProfiles
 from vixio.app.mqtt import PATH as MQTT_PUSH_PATH
 from vixio.app.mqtt import MqttService
-from vixio.app.profile_switch import SessionProfile
+from vixio.app.process_report import ProcessReport
 from vixio.app.reminders import attach_reminders
+from vixio.app.session_pipeline import build_session_pipeline
 from vixio.app.startup import freeze_startup_heap, log_http_urls, warn_about_open_tokens
 from vixio.app.task_results import TaskResults
 from vixio.app.vision import VisionRoute
@@ -43,9 +42,7 @@ from vixio.config.pipeline import LocalLlamaAgentConfig
 from vixio.console import Console
 from vixio.console import pairing as console_pairing
 from vixio.console import worker_calls as console_workers
-from vixio.core.batching import worker_stats
 from vixio.core.pipeline import Pipeline
-from vixio.core.session_state import SessionState
 from vixio.core.tools.types import ToolDefinition
 from vixio.fleet.directory import SessionDirectory, holder_name, in_fleet, resolve_instance
 from vixio.fleet.plan import cpu_count
@@ -132,9 +129,11 @@ class VixioServer:
         self.voice = VoiceStack(config)
         self._custom_factory = pipeline_factory is not None
         self.vision = VisionRoute(config.vision, self.authenticator)
+        self.report = ProcessReport(self)
+        """What this process reports: /metrics, /metrics.json (vixio/app/process_report.py)."""
         self.session_routes: list[SessionRoute] = [
-            SessionRoute("GET", metrics.PATH, self._prometheus),
-            SessionRoute("GET", metrics.JSON_PATH, self._metrics),
+            SessionRoute("GET", metrics.PATH, self.report.prometheus),
+            SessionRoute("GET", metrics.JSON_PATH, self.report.json),
             SessionRoute("POST", VISION_PATH, self.vision.handle),  # the camera tool's upload
             SessionRoute("POST", MQTT_PUSH_PATH, self.mqtt.handle_push),
         ]
@@ -177,7 +176,7 @@ class VixioServer:
         if self.mqtt.enabled:  # idle devices on MQTT hear reminders and operator messages at once
             self.reminders.idle_push = self
         if not serve_http:  # a worker: the supervisor's console and /metrics reach this one over its private socket
-            self.session_routes.append(SessionRoute("GET", metrics.SAMPLES_PATH, self._samples))
+            self.session_routes.append(SessionRoute("GET", metrics.SAMPLES_PATH, self.report.samples))
             self.session_routes.append(
                 SessionRoute("POST", console_workers.PATH, console_workers.worker_route(self.console.local))
             )
@@ -187,61 +186,9 @@ class VixioServer:
                 )
             )
 
-    async def _prometheus(self, request: web.Request) -> web.Response:
-        """This process's series in the Prometheus text format; for operators (`xiaozhi.http.admin_token`)."""
-        if self.serve_http and (refusal := self.ota.admin.check(request)) is not None:
-            return refusal
-        families = metrics.local_families() + metrics.worker_families(ready=1, restarted=0)
-        return web.Response(body=metrics.render(families), headers={"Content-Type": metrics.CONTENT_TYPE})
-
-    async def _samples(self, request: web.Request) -> web.Response:
-        """This worker's series for the supervisor's `/metrics` (vixio/metrics/merge.py)."""
-        return web.json_response(metrics.samples_json())
-
-    async def _metrics(self, request: web.Request) -> web.Response:
-        """Live sessions and the latency marks of their recent turns (ms from the first mark).
-        Session and device ids are for operators (`xiaozhi.http.admin_token`); anyone else gets the
-        count. A worker answers on its private socket: there the supervisor has checked the caller."""
-        if self.serve_http and not self.ota.admin.is_operator(request):
-            return web.json_response(
-                {
-                    "sessions": len(self.transport.connections),
-                    "detail": [],
-                    "note": "details need the operator token (xiaozhi.http.admin_token); "
-                    "without one configured, ask from this machine",
-                }
-            )
-        return web.json_response(self.metrics())
-
     def metrics(self) -> dict[str, Any]:
-        """Live sessions and the latency marks of their recent turns (ms from the first mark),
-        plus this process as the one entry of `workers` (the supervisor merges several)."""
-        sessions: list[dict[str, Any]] = []
-        for session_id, connection in self.transport.connections.items():
-            session = connection.session
-            turns = (
-                []
-                if session is None
-                else [{"turn": turn.turn_id, "ms": turn.durations()} for turn in session.state.turns]
-            )
-            tools = self.tools.get(session_id)
-            sessions.append(
-                {
-                    "session_id": session_id,
-                    "device_id": connection.device_id,
-                    "speaking": connection.speaking,
-                    "turns": turns,
-                    "tools": tools.toolset.sources() if tools is not None else {},
-                }
-            )
-        process = {
-            "worker": self.worker_index,
-            "pid": os.getpid(),
-            "sessions": len(sessions),
-            "rss_mb": rss_mb(),
-            "batching": worker_stats(),
-        }
-        return {"sessions": len(sessions), "detail": sessions, "workers": [process]}
+        """Live sessions and the latency marks of their recent turns (vixio/app/process_report.py)."""
+        return self.report.snapshot()
 
     def _server_tool(self, name: str) -> ToolDefinition | None:
         """A tool this server provides to every session (local, process-scoped MCP), by name."""
@@ -272,59 +219,7 @@ class VixioServer:
         return self.profiles.reassign(device_id, profile, sessions)
 
     async def _build_pipeline(self, context: DeviceContext) -> Pipeline:
-        session_id = context.session_id
-        device_id = context.identity.device_id
-        choice = await self.profiles.choose(device_id)
-        stack = self.voice.for_profile(choice.name)
-        tools = stack.session_tools(session_id, device_id=device_id)
-        if tools is not None:
-            self.tools[session_id] = tools
-
-            async def forget() -> None:
-                self.tools.pop(session_id, None)
-                self.profiles.discard(session_id)
-
-            tools.add_closer(forget)
-            self.console.attach(session_id, tools)
-            # Device (MCP) and registerTools tools join the session's tools when they are known.
-            context.transport.set_device_tools_callback(context.session_id, tools.on_device_tools)
-            if context.features.get("mcp"):
-                tools.expect_device_tools()  # the first turn waits (bounded) for the device's list
-        conversation = None
-        memory = self.memory(choice.name)
-        if memory is not None and tools is not None and device_id:
-            conversation = await memory.resume(device_id)
-            tools.add_closer(conversation.close)  # the last turn is stored before the session is gone
-        pipeline = stack.build_pipeline(
-            context.session_id,
-            tools=tools,
-            conversation=conversation,
-            on_forgotten=partial(self.profiles.forgotten, session_id, device_id),
-        )
-        if conversation is not None:  # a reconnect goes on with its conversation: so do its turn numbers
-            pipeline.continue_turns(conversation.turns_before)
-        live = SessionProfile(
-            session_id,
-            choice,
-            stack,
-            pipeline,
-            tools,
-            resolve=self.voice.for_profile,
-            memory_note=conversation.memory_text if conversation is not None else "",
-        )
-        context.greeting = live.greeting
-        if conversation is not None and conversation.learner is not None and stack.speaker_encoder is not None:
-            conversation.learner.person_source = partial(getattr, pipeline.state, "person")  # Alice's facts are Alice's
-        if self.config.speakers.people and conversation is not None and stack.speaker_encoder is not None:
-            state, people = pipeline.state, self.config.speakers
-            live.speaker_profile = lambda: people.profile_of(state.person) if state.person else None
-        if tools is not None:
-            tools.executor.person = partial(_trusted_person, pipeline.state, self.config.speakers.tool_threshold)
-        if tools is not None:
-            self.profiles.add(live)
-        if choice.name != DEFAULT:
-            logger.bind(session=session_id, device=device_id).info("profile {} ({})", choice.name, choice.source)
-        return pipeline
+        return await build_session_pipeline(self, context)
 
     async def start(self) -> None:
         await self.store.open()  # first: a damaged or locked state file stops the start before models load
@@ -426,24 +321,19 @@ class VixioServer:
         await self.stop()
 
 
-def rss_mb() -> float | None:
-    """This process's resident memory in MB (Linux /proc), or None where that is not available."""
-    try:
-        with open("/proc/self/statm", encoding="ascii") as statm:
-            pages = int(statm.read().split()[1])
-    except (OSError, ValueError, IndexError):
-        return None
-    return round(pages * os.sysconf("SC_PAGE_SIZE") / 2**20, 1)
-
-
 async def serve(config: VixioConfig) -> None:
     """Run until SIGINT (stop now) or SIGTERM (let replies finish first: `server.drain_timeout`)."""
     stop = asyncio.Event()
     signals: list[int] = []
     loop = asyncio.get_running_loop()
+
+    def on_signal(sig: int) -> None:
+        signals.append(sig)
+        stop.set()
+
     for sig in (signal.SIGINT, signal.SIGTERM):
         with suppress(NotImplementedError):
-            loop.add_signal_handler(sig, lambda sig=sig: (signals.append(sig), stop.set()))
+            loop.add_signal_handler(sig, on_signal, sig)
     async with VixioServer(config) as server:
         await stop.wait()
         if signals[:1] == [signal.SIGTERM]:
@@ -454,10 +344,3 @@ async def serve(config: VixioConfig) -> None:
         from vixio.providers.agent.llama.weights import close_models
 
         close_models()
-
-
-def _trusted_person(state: SessionState, threshold: float) -> str:
-    """Who may run a `require_speaker` tool this turn: the recognised person when the voice matched
-    at `speakers.tool_threshold` or more, else "" (docs/speakers.md)."""
-    match = state.speaker
-    return match.person if match is not None and match.score >= threshold else ""

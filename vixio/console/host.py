@@ -36,7 +36,11 @@ class ConsoleHost(Protocol):
     ota: OtaServer
     voice: VoiceStack
     tools: dict[str, SessionTools]
-    profiles: LiveProfileLookup
+
+    @property
+    def profiles(self) -> LiveProfileLookup:
+        """Read-only here (a property: the server's own type may be richer)."""
+        ...
 
     def memories(self) -> list[ConversationMemory]:
         """The conversation memories in use (one per profile)."""

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 
 from vixio import metrics
-from vixio.app.server import rss_mb
+from vixio.app.process_report import rss_mb
 from vixio.fleet.peers import PeerReply, Peers, worker_number
 from vixio.metrics.merge import Family
 

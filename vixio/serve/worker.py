@@ -31,8 +31,9 @@ from aiohttp import web
 from loguru import logger
 
 from vixio.app.log import setup_logging
+from vixio.app.process_report import rss_mb
 from vixio.app.reminders import PATH as REMINDERS_PATH
-from vixio.app.server import SessionRoute, VixioServer, rss_mb
+from vixio.app.server import SessionRoute, VixioServer
 from vixio.app.task_results import PATH as TASK_RESULTS_PATH
 from vixio.config.models import VixioConfig
 from vixio.fleet.bus import fleet_bus
