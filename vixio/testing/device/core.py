@@ -18,12 +18,13 @@ from loguru import logger
 
 from vixio.testing.device.audio import ReceivedFrame, Speaker
 from vixio.testing.device.errors import DeviceError
-from vixio.testing.device.mcp import DeviceMcpServer, DeviceStatus, DeviceTool, default_tools
+from vixio.testing.device.mcp import DeviceMcpServer
 from vixio.testing.device.mqtt_protocol import DeviceMqttProtocol
 from vixio.testing.device.ota import DeviceIdentity, OtaResult, board_client_id, random_device_id, run_ota, system_info
-from vixio.testing.device.protocol import CHANNEL_TIMEOUT_S, DeviceProtocol
+from vixio.testing.device.protocol import CHANNEL_TIMEOUT_S, DeviceProtocol, client_hello
 from vixio.testing.device.recording import DeviceRecording, ReceivedMessage, SentMessage
-from vixio.transports.xiaozhi.protocol.codec import UPLINK_SAMPLE_RATE, OpusEncoder
+from vixio.testing.device.tools import DeviceStatus, DeviceTool, default_tools
+from vixio.transports.xiaozhi.protocol.codec import OpusEncoder
 from vixio.transports.xiaozhi.protocol.framing import FramingError, unpack
 
 ListeningMode = Literal["auto", "manual", "realtime"]
@@ -207,27 +208,14 @@ class DeviceCore:
         return self.ota.reply
 
     def hello_message(self) -> dict[str, Any]:
-        """The client hello exactly as `GetHelloMessage` builds it (no glyph push, so no text_font)."""
-        features: dict[str, Any] = {}
-        if self.aec:
-            features["aec"] = True
-        if self._mcp is not None:
-            features["mcp"] = True
-        features["glyph_push"] = False
-        # MqttProtocol::GetHelloMessage says version 3 and transport udp, whatever the WebSocket settings.
-        version, transport = (3, "udp") if self.mqtt else (self.protocol_version, "websocket")
-        return {
-            "type": "hello",
-            "version": version,
-            "features": features,
-            "transport": transport,
-            "audio_params": {
-                "format": "opus",
-                "sample_rate": UPLINK_SAMPLE_RATE,
-                "channels": 1,
-                "frame_duration": self.uplink_frame_ms,
-            },
-        }
+        """The client hello exactly as `GetHelloMessage` builds it (protocol.py `client_hello`)."""
+        return client_hello(
+            aec=self.aec,
+            mcp=self._mcp is not None,
+            mqtt=self.mqtt,
+            protocol_version=self.protocol_version,
+            frame_ms=self.uplink_frame_ms,
+        )
 
     async def connect(self) -> dict[str, Any]:
         """Open the channel (running OTA first if only `ota_url` is known); returns the server hello.

@@ -23,18 +23,15 @@ from typing import Any
 from loguru import logger
 
 from vixio.testing.device.tools import (
-    DeviceStatus,
     DeviceTool,
     McpToolResult,
     ToolArgumentError,
     compact_json,
-    default_tools,
     result_text,
     validate_arguments,
 )
 
-# DeviceStatus and default_tools live in tools.py; core.py still imports them (and DeviceTool) from here.
-__all__ = ["DeviceMcpServer", "DeviceStatus", "DeviceTool", "McpStats", "default_tools"]
+__all__ = ["DeviceMcpServer", "McpStats"]
 
 MAX_TOOLS_PAGE_BYTES = 8000
 """`tools/list` reply size limit; the firmware keeps 30 bytes of slack for the closing part."""

@@ -18,6 +18,7 @@ from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidURI
 
 from vixio.testing.device.errors import DeviceDisconnected, DeviceError, HelloError
 from vixio.testing.device.recording import DeviceRecording, SentMessage
+from vixio.transports.xiaozhi.protocol.codec import UPLINK_SAMPLE_RATE
 from vixio.transports.xiaozhi.protocol.framing import pack
 
 CHANNEL_TIMEOUT_S = 120.0
@@ -235,3 +236,28 @@ class DeviceProtocol:
             future.set_exception(outcome)
         else:
             future.set_result(outcome)
+
+
+def client_hello(*, aec: bool, mcp: bool, mqtt: bool, protocol_version: int, frame_ms: int) -> dict[str, Any]:
+    """The client hello exactly as the firmware's `GetHelloMessage` builds it (no glyph push, so no
+    text_font). MqttProtocol::GetHelloMessage says version 3 and transport udp, whatever the
+    WebSocket settings."""
+    features: dict[str, Any] = {}
+    if aec:
+        features["aec"] = True
+    if mcp:
+        features["mcp"] = True
+    features["glyph_push"] = False
+    version, transport = (3, "udp") if mqtt else (protocol_version, "websocket")
+    return {
+        "type": "hello",
+        "version": version,
+        "features": features,
+        "transport": transport,
+        "audio_params": {
+            "format": "opus",
+            "sample_rate": UPLINK_SAMPLE_RATE,
+            "channels": 1,
+            "frame_duration": frame_ms,
+        },
+    }
