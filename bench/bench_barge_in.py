@@ -215,11 +215,13 @@ def main() -> None:
         help="which of today,pause,pause-words,aec,aec-words to run (-words: held speech transcribed)",
     )
     parser.add_argument("--asr-latency-ms", type=int, default=800, help="modelled transcription latency")
+    parser.add_argument("--asr-model", default="tiny.en", help="faster-whisper model for the + words modes")
+    parser.add_argument("--asr-language", default="en", help="its language (zh: the replies' language)")
     args = parser.parse_args()
     vad, voices = SileroOnnxVAD(16000), Voices.from_fixtures(short=args.short > 0)
     print(
         f"CPU: {cpu_model()}; replies {args.replies}, barge-ins {args.barge_ins}, {args.short} each of "
-        f"cough/backchannel/command, echo {args.echo_db} dB, board stops at tts stop: {args.board_stops}; ASR latency (modelled) {args.asr_latency_ms} ms; load average {os.getloadavg()[0]:.1f}"
+        f"cough/backchannel/command, echo {args.echo_db} dB, board stops at tts stop: {args.board_stops}; ASR {args.asr_model}/{args.asr_language}, latency (modelled) {args.asr_latency_ms} ms; load average {os.getloadavg()[0]:.1f}"
     )
     started = time.perf_counter()
     asr = None
@@ -228,7 +230,7 @@ def main() -> None:
 
         from vixio.providers.asr.faster_whisper import FasterWhisperASR
 
-        asr = FasterWhisperASR()
+        asr = FasterWhisperASR(args.asr_model, language=args.asr_language)
         asyncio.run(asr.initialize())
     modes = {
         "today": (False, False, False),
