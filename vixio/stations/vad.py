@@ -82,6 +82,8 @@ class VADStation(Station):
         self.arbiter = arbiter
         """None: speech over the reply interrupts at once; else it pauses the reply until the
         arbiter's verdict (a barge-in, or a false interruption: the reply resumes)."""
+        if arbiter is not None and arbiter.words is not None and transcribe is None:
+            raise ValueError(f"{self.name}: an arbiter that judges words needs `transcribe` (the session's ASR)")
         self.transcribe = transcribe
         """Speech to text for held speech (16-bit PCM, sample rate); None: judged by length."""
         self.partial_ms = partial_ms
@@ -302,7 +304,7 @@ class VADStation(Station):
 
     def _speech(self, pcm: np.ndarray, like: AudioChunk) -> Iterator[Chunk]:
         """Speech audio: held while its verdict is pending (bounded: the verdict comes by
-        `confirm_ms` of speech), sent on otherwise."""
+        `confirm_ms` of speech, with words by `max_hold_ms`), sent on otherwise."""
         if self._held is not None:
             self._held.append(pcm)
         elif self._ignoring:
