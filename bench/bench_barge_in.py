@@ -21,7 +21,15 @@ board (one session: the canceller converges once). Rows:
   not) and per frame it worked on (a reply playing or its 1 s tail), beside the in-run floor (the
   same run's Opus decode + Silero VAD per frame), on the CPU model printed.
 
-Needs vixio[aec] and vixio[silero], and vixio[piper] for the short sounds (`--short 0` without it).
+- transcribed as (modes with `+ words`: held speech transcribed by the session's ASR, faster-whisper
+  tiny.en, and judged by its words, `vad.barge_in_words`): per kind of trial, what the arbiter's
+  last transcript of it was judged (command / new / echo / backchannel / unsure; "-": never
+  transcribed: no pause, or a verdict before the first transcript), and the ASR's process CPU per
+  transcription; the transcripts reach the arbiter `--asr-latency-ms` of audio after they are
+  asked for (a model, so that the run is the same everywhere: vixio.testing.held_words).
+
+Needs vixio[aec] and vixio[silero], and vixio[piper] for the short sounds (`--short 0` without it),
+and vixio[whisper] for the `+ words` modes.
 Not run by the tests (tests/bench/test_barge_in.py runs a small one).
 """
 
@@ -40,7 +48,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from vixio.providers.vad.silero_onnx import SileroOnnxVAD
-from vixio.testing.barge_in import Harness, Trial, Voices
+from vixio.testing.barge_in import KINDS, Harness, Trial, Voices
 
 
 def cpu_model() -> str:
@@ -79,6 +87,19 @@ def summarise(
     latencies = [1000 * (t.stopped_s - t.onset_s) for t in late]  # type: ignore[operator]
     erles = [t.erle_db for t in echo if t.erle_db is not None]
     c = harness.costs
+    verdicts = {}
+    for kind in KINDS:
+        told: dict[str, int] = {}
+        for t in (*echo, *barge, *short):
+            if t.kind == kind:
+                last = t.heard[-1][1] if t.heard else "-"
+                told[last] = told.get(last, 0) + 1
+        verdicts[kind] = ", ".join(f"{k} {n}" for k, n in sorted(told.items(), key=lambda kv: -kv[1]))
+    texts: dict[str, dict[str, int]] = {}
+    for t in (*echo, *barge, *short):
+        if t.heard:
+            said = f"{t.heard[-1][0]!r} ({t.heard[-1][1]})"
+            texts.setdefault(t.kind, {})[said] = texts.setdefault(t.kind, {}).get(said, 0) + 1
     cancelled_by = {kind: [t for t in short if t.kind == kind] for kind in ("cough", "backchannel", "command")}
     return {
         "cough": _share(
@@ -97,6 +118,13 @@ def summarise(
             len(cancelled_by["command"]),
         ),  # type: ignore[operator]
         "mode": name,
+        "examples": {k: sorted(v.items(), key=lambda kv: -kv[1])[:6] for k, v in texts.items()},
+        "heard": (
+            "; ".join(f"{kind}: {v}" for kind, v in verdicts.items() if v)
+            + f" (ASR {1000 * c.asr_s / c.asr_calls:.0f} ms CPU per transcription, {c.asr_calls} of them)"
+            if harness.asr is not None and c.asr_calls
+            else "-"
+        ),
         "false": f"{false_replies}/{len(echo)} replies ({100 * false_replies / max(len(echo), 1):.1f} %), {events} events",
         "cancelled": f"{cancelled}/{len(echo)} replies ({100 * cancelled / max(len(echo), 1):.1f} %)",
         "missed": f"{len(barge) - len(late)}/{len(barge)} ({100 * (len(barge) - len(late)) / max(len(barge), 1):.1f} %)",
@@ -129,6 +157,8 @@ def run(
     shorts: int = 0,
     confirm_ms: int = 600,
     board_stops: bool = False,
+    asr: object = None,
+    asr_latency_ms: int = 800,
 ) -> dict[str, object]:
     arbiter = aec if arbiter is None else arbiter
     harness = Harness(
@@ -140,6 +170,8 @@ def run(
         pause_min_speech_ms=pause_ms,
         confirm_ms=confirm_ms,
         board_stops=board_stops,
+        asr=asr,  # type: ignore[arg-type]
+        asr_latency_ms=asr_latency_ms,
     )
     # Echo-only and barge-in replies alternate on the same boards, as a session has both.
     echo, barge = [], []
@@ -156,7 +188,7 @@ def run(
         if arbiter
         else "today (no AEC, VAD start = barge-in)"
     )
-    return summarise(name, harness, echo, barge, short)
+    return summarise(name + (" + words" if asr is not None else ""), harness, echo, barge, short)
 
 
 def main() -> None:
@@ -177,15 +209,36 @@ def main() -> None:
         action="store_true",
         help="the board stops playing at tts stop (and plays the rest at tts start)",
     )
-    parser.add_argument("--modes", default="today,pause,aec", help="which of today,pause,aec to run")
+    parser.add_argument(
+        "--modes",
+        default="today,pause,aec,aec-words",
+        help="which of today,pause,pause-words,aec,aec-words to run (-words: held speech transcribed)",
+    )
+    parser.add_argument("--asr-latency-ms", type=int, default=800, help="modelled transcription latency")
+    parser.add_argument("--asr-model", default="tiny.en", help="faster-whisper model for the + words modes")
+    parser.add_argument("--asr-language", default="en", help="its language (zh: the replies' language)")
     args = parser.parse_args()
     vad, voices = SileroOnnxVAD(16000), Voices.from_fixtures(short=args.short > 0)
     print(
         f"CPU: {cpu_model()}; replies {args.replies}, barge-ins {args.barge_ins}, {args.short} each of "
-        f"cough/backchannel/command, echo {args.echo_db} dB, board stops at tts stop: {args.board_stops}; load average {os.getloadavg()[0]:.1f}"
+        f"cough/backchannel/command, echo {args.echo_db} dB, board stops at tts stop: {args.board_stops}; ASR {args.asr_model}/{args.asr_language}, latency (modelled) {args.asr_latency_ms} ms; load average {os.getloadavg()[0]:.1f}"
     )
     started = time.perf_counter()
-    modes = {"today": (False, False), "pause": (False, True), "aec": (True, True)}
+    asr = None
+    if "words" in args.modes:
+        import asyncio
+
+        from vixio.providers.asr.faster_whisper import FasterWhisperASR
+
+        asr = FasterWhisperASR(args.asr_model, language=args.asr_language)
+        asyncio.run(asr.initialize())
+    modes = {
+        "today": (False, False, False),
+        "pause": (False, True, False),
+        "pause-words": (False, True, True),
+        "aec": (True, True, False),
+        "aec-words": (True, True, True),
+    }
     rows = [
         run(
             vad,
@@ -199,8 +252,10 @@ def main() -> None:
             args.short,
             args.confirm_ms,
             args.board_stops,
+            asr if words else None,
+            args.asr_latency_ms,
         )
-        for name, (aec, arbiter) in modes.items()
+        for name, (aec, arbiter, words) in modes.items()
         if name in args.modes.split(",")
     ]
     print("| measured | " + " | ".join(str(r["mode"]) for r in rows) + " |")
@@ -215,8 +270,12 @@ def main() -> None:
         ("backchannel", "backchannels that cancelled the reply"),
         ("command", "commands that stopped the reply within 1.5 s"),
         ("cpu", "CPU per 60 ms uplink frame added (in-run floor)"),
+        ("heard", "transcribed as (the last transcript of each trial's held speech)"),
     ):
         print(f"| {label} | " + " | ".join(str(r[key]) for r in rows) + " |")
+    for r in rows:
+        for kind, seen in r["examples"].items():  # type: ignore[attr-defined]
+            print(f"{r['mode']}, {kind}: " + ", ".join(f"{said} ×{n}" for said, n in seen))
     print(f"({time.perf_counter() - started:.0f} s)")
 
 

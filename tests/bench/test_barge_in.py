@@ -53,3 +53,34 @@ def test_coughs_over_the_reply_do_not_cancel_it() -> None:
 def test_without_aec_the_same_replies_interrupt_themselves() -> None:
     echo = [t for t in _trials(aec=False, count=3) if not t.barge_in]
     assert all(t.false_cancels for t in echo)
+
+
+def test_words_tell_a_command_from_a_backchannel_over_the_reply() -> None:
+    """Ten seeded short utterances over a reply on a board that stops at `tts stop`, held speech
+    transcribed by faster-whisper tiny.en (`vad.barge_in_words`): "Stop."/"Wait." cancel the
+    reply; length alone lets most of them resume it (they are as short as "Okay.")."""
+    pytest.importorskip("faster_whisper", reason="needs vixio[whisper]")
+    pytest.importorskip("piper", reason="needs vixio[piper]")
+    from vixio.providers.asr.faster_whisper import FasterWhisperASR
+    from vixio.providers.vad.silero_onnx import SileroOnnxVAD
+    from vixio.testing.barge_in import Harness, Voices
+
+    voices = Voices.from_fixtures(short=True)
+
+    def run(asr: FasterWhisperASR | None) -> tuple[int, int, list[list[tuple[str, str]]]]:
+        harness = Harness(SileroOnnxVAD(16000), voices, aec=True, arbiter=True, asr=asr, board_stops=True)
+        trials = [harness.trial(200_000 + i, kind=("backchannel", "command")[i % 2]) for i in range(10)]
+        stopped = sum(
+            1
+            for t in trials
+            if t.kind == "command" and t.confirmed and t.stopped_s is not None and t.stopped_s - t.onset_s <= 1.5
+        )
+        cancelled = sum(1 for t in trials if t.kind == "backchannel" and (t.confirmed or t.false_cancels))
+        return stopped, cancelled, [t.heard for t in trials]
+
+    stopped, cancelled, heard = run(FasterWhisperASR("tiny.en"))
+    assert stopped >= 4, heard  # of 5 commands (one never reaches the VAD: AEC3 dims it)
+    assert cancelled <= 2, heard  # of 5 backchannels
+    assert any(verdict == "command" for said in heard for _, verdict in said)
+    by_length, _, _ = run(None)
+    assert by_length <= 2  # the same commands judged by their length

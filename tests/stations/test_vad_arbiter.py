@@ -55,3 +55,10 @@ async def test_speech_while_the_assistant_is_silent_is_an_ordinary_turn() -> Non
     out, controls, _ = await _run(quiet(0.3) + loud(0.35) + quiet(0.9), bot_speaking=False)
     assert controls == []
     assert isinstance(out[0], VADStartChunk) and isinstance(out[-1], VADEndChunk)
+
+
+def test_an_arbiter_that_judges_words_needs_a_transcriber() -> None:
+    from vixio.stations.barge_in_words import WordRules
+
+    with pytest.raises(ValueError, match="transcribe"):
+        VADStation(LoudnessVAD(), arbiter=InterruptionArbiter(words=WordRules()))

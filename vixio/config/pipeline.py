@@ -36,6 +36,18 @@ class VADConfig(StrictModel):
     """Speech over the reply first pauses it (`tts stop` at the VAD's start, the rest held) and interrupts only once it lasts `barge_in_confirm_ms`; shorter speech (the reply's own echo, a cough, "uh-huh") resumes the reply (`tts start`, the rest sent on). false: speech over the reply interrupts at once."""
     barge_in_confirm_ms: int = Field(default=600, ge=0, le=5000)
     """Speech over the reply that lasts this long (from its onset) is a barge-in; shorter speech is a false interruption and the reply resumes (the trade-off measured in docs/barge-in.md)."""
+    barge_in_words: bool = True
+    """With `barge_in_pause`: held speech over the reply is transcribed as it grows (the session's ASR, every `barge_in_partial_ms`) and its words decide first: a command or `barge_in_min_words` new words interrupt before `barge_in_confirm_ms`; the reply's own echo, a backchannel or no words (a cough) resume it, even past `barge_in_confirm_ms` (docs/barge-in.md). false: by length alone."""
+    barge_in_partial_ms: int = Field(default=240, ge=60, le=2000)
+    """Held speech is transcribed again once it has grown this much (one transcription at a time per session)."""
+    barge_in_max_hold_ms: int = Field(default=1500, ge=0, le=5000)
+    """With `barge_in_words`: speech over the reply still going this long after its onset interrupts whatever its words."""
+    barge_in_min_words: int = Field(default=2, ge=1, le=10)
+    """New words (not backchannels, not the reply being played; two Chinese characters count as one word) that make held speech a barge-in."""
+    barge_in_commands: list[str] | None = Field(default=None, max_length=200)
+    """Words and phrases that interrupt on their own ("stop", "wait", "停", "等一下", "别说了", ...). null: the built-in English and Mandarin list (docs/barge-in.md)."""
+    barge_in_backchannels: list[str] | None = Field(default=None, max_length=200)
+    """Words that acknowledge rather than interrupt ("uh-huh", "okay", "yeah", "嗯", "对", "好的", ...). null: the built-in English and Mandarin list (docs/barge-in.md)."""
     quiet_below_dbfs: float | None = Field(default=-60.0, ge=-120, le=0)
     """While nobody speaks, microphone audio quieter than this (every 32 ms window, dBFS) is silence without running the model: a quiet room or the firmware's DTX comfort noise (speech at a metre reads about -40 to -20 dBFS). Louder audio and whole utterances are scored as always. null: score everything."""
 

@@ -7,14 +7,19 @@ ends the utterance at its pause now, or makes its end wait longer. Silence is co
 starts while the assistant is speaking (realtime mode), it first raises an interrupt: barge-in;
 with an `InterruptionArbiter` it pauses the reply instead and holds the speech until the arbiter
 decides (stations/interruption.py): then the interrupt and the held speech, or the reply resumes.
+With a `transcribe` callable (the voice stack hands it the session's ASR provider, which runs off
+the loop), held speech is transcribed as it grows, every `partial_ms` of it, one transcription at
+a time, and the arbiter judges its words (a command interrupts before `confirm_ms`, the reply's
+echo or a backchannel resumes): each transcript is applied with the first frame after it is in.
 With `quiet_below_dbfs`, quiet audio while nobody speaks is silence without a scoring round trip
 (`QuietGate`; `vixio_vad_quiet_windows_total` counts it).
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections import deque
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -67,6 +72,8 @@ class VADStation(Station):
         barge_in: bool = True,
         arbiter: InterruptionArbiter | None = None,
         quiet_below_dbfs: float | None = None,
+        transcribe: Callable[[bytes, int], Awaitable[str]] | None = None,
+        partial_ms: int = 240,
         name: str | None = None,
     ) -> None:
         super().__init__(name)
@@ -75,8 +82,18 @@ class VADStation(Station):
         self.arbiter = arbiter
         """None: speech over the reply interrupts at once; else it pauses the reply until the
         arbiter's verdict (a barge-in, or a false interruption: the reply resumes)."""
+        if arbiter is not None and arbiter.words is not None and transcribe is None:
+            raise ValueError(f"{self.name}: an arbiter that judges words needs `transcribe` (the session's ASR)")
+        self.transcribe = transcribe
+        """Speech to text for held speech (16-bit PCM, sample rate); None: judged by length."""
+        self.partial_ms = partial_ms
         self._held: list[np.ndarray] | None = None
         self._confirmed = False
+        self._ignoring = False  # the rest of a VAD segment after its echo resumed the reply
+        self._in_speech = False  # the VAD's segment goes on after the frame being routed
+        self._asr: asyncio.Task[str] | None = None
+        self._asr_final = False  # the transcription in flight covers the held speech to its end
+        self._asr_upto = 0  # held samples already sent to be transcribed
         self._settings = dict(
             threshold=threshold,
             min_speech_ms=min_speech_ms,
@@ -95,6 +112,7 @@ class VADStation(Station):
         self._detector = VoiceActivityDetector(self.provider.create_stream(), **self._settings)
 
     async def stop(self) -> None:
+        self._forget_transcript()
         if self._detector is not None:
             self._detector.stream.close()  # gives a pooled model instance back
             self._detector = None
@@ -163,6 +181,14 @@ class VADStation(Station):
                     speaking = event.type == "start"
             for out in self._route(np.frombuffer(pcm, dtype="<i2"), events, speaking, chunk, arrived):
                 yield out
+        for out in self._listen(chunk):
+            yield out
+
+    async def transcribed(self) -> None:
+        """Wait for the transcription of held speech in flight (tests and the benchmark: its
+        result is applied with the next frame, as in service)."""
+        if self._asr is not None:
+            await asyncio.wait([self._asr])
 
     def _route(
         self, samples: np.ndarray, events: list[VADEvent], speaking: bool, like: AudioChunk, arrived: float
@@ -175,6 +201,7 @@ class VADStation(Station):
         Speech over a reply that the arbiter paused is held here until its verdict (`_held`)."""
         begin = self._position
         self._position += samples.shape[0]
+        self._in_speech = speaking
         now = self._position / self.provider.sample_rate
         cursor = begin  # samples before `cursor` of this frame were already handled
         for event in events:
@@ -182,6 +209,12 @@ class VADStation(Station):
                 pieces = self._since(event.sample, samples, begin)
                 self._recent.clear()
                 cursor = self._position
+                self._ignoring = False
+                if self._held is not None and self.arbiter is not None and self.arbiter.paused:
+                    self.arbiter.speech_continued()  # more speech while its words were judged
+                    self._held += pieces
+                    self._asr_final = False  # a final transcript in flight is now a partial one
+                    continue
                 if self.barge_in and self.session_state.bot_speaking:
                     if self.arbiter is not None and self._pause(now, event.sample):
                         self._held = pieces
@@ -194,6 +227,10 @@ class VADStation(Station):
                 for pcm in pieces:
                     yield self._audio(pcm, like)
             elif event.type == "end":
+                if self._ignoring:
+                    self._ignoring = False
+                    cursor = max(cursor, event.sample)
+                    continue
                 if cursor < event.sample:
                     yield from self._speech(samples[cursor - begin : event.sample - begin], like)
                 cursor = max(cursor, event.sample)
@@ -246,12 +283,16 @@ class VADStation(Station):
         elif action == "resume":
             self._count("false")
             self._held = None
+            self._forget_transcript()
+            # resumed while the speech goes on (its words were the reply's echo): the rest of it is not a turn
+            self._ignoring = self._in_speech
             if self.session_state.reply_control is not None:
                 self.session_state.reply_control("resume")
 
     def _release_as_turn(self, like: AudioChunk, *, interrupt: bool) -> Iterator[Chunk]:
         """The held speech becomes the user's turn (after cancelling the reply, on a barge-in)."""
         held, self._held = self._held or [], None
+        self._forget_transcript()
         self._confirmed = True
         if interrupt:
             yield InterruptChunk(reason="barge_in")
@@ -263,11 +304,46 @@ class VADStation(Station):
 
     def _speech(self, pcm: np.ndarray, like: AudioChunk) -> Iterator[Chunk]:
         """Speech audio: held while its verdict is pending (bounded: the verdict comes by
-        `confirm_ms` of speech), sent on otherwise."""
+        `confirm_ms` of speech, with words by `max_hold_ms`), sent on otherwise."""
         if self._held is not None:
             self._held.append(pcm)
+        elif self._ignoring:
+            return
         else:
             yield self._audio(pcm, like)
+
+    def _listen(self, like: AudioChunk) -> Iterator[Chunk]:
+        """Held speech's words: apply a transcript that came in, ask for the next one."""
+        arbiter = self.arbiter
+        if self._held is None or arbiter is None or not arbiter.listening or self.transcribe is None:
+            return
+        task = self._asr
+        if task is not None and task.done():
+            self._asr = None
+            text: str | None = None
+            if not task.cancelled() and task.exception() is None:
+                text = task.result()
+            elif not task.cancelled():
+                self.logger.warning("held speech not transcribed, judged by its length: {!r}", task.exception())
+            ended = arbiter.ended
+            playing = " ".join(self.session_state.heard[-2:])
+            yield from self._verdict(arbiter.heard(text, playing, final=self._asr_final), like)
+            if self._held is None:
+                if self._confirmed and ended:
+                    yield VADEndChunk(turn_id=self.current_turn_id)
+                return
+        if self._asr is None:
+            size = sum(p.shape[0] for p in self._held)
+            if arbiter.ended or size - self._asr_upto >= self.provider.sample_rate * self.partial_ms // 1000:
+                self._asr_upto, self._asr_final = size, arbiter.ended
+                pcm = np.concatenate(self._held).astype("<i2", copy=False).tobytes()
+                self._asr = asyncio.ensure_future(self.transcribe(pcm, self.provider.sample_rate))
+
+    def _forget_transcript(self) -> None:
+        if self._asr is not None:
+            self._asr.cancel()  # a thread already transcribing finishes; its text is not wanted
+            self._asr = None
+        self._asr_upto, self._asr_final = 0, False
 
     def _count(self, verdict: str) -> None:
         self.session_state.interruptions[verdict] = self.session_state.interruptions.get(verdict, 0) + 1

@@ -7,11 +7,12 @@ the firmware does (`device_stamps`) and encodes it as the firmware does (Opus 16
 complexity 0); the server side is vixio's own parts, run on the audio's clock (faster than real
 time): `OpusDecoder`, then `SessionEchoCanceller` (with `aec`), then the Silero VAD with
 VADStation's default rules, then either today's rule (VAD start while speaking = barge-in) or
-`InterruptionArbiter` (pause, then confirm or resume). No ASR runs, so a short utterance is
-judged by its length alone (the arbiter resumes when no transcript comes).
+`InterruptionArbiter` (pause, then confirm or resume). With an `asr` the held speech is
+transcribed as the VAD station does it (`held_words.HeldWords`: a real ASR, a modelled latency on
+the audio's clock) and its words decide first; without, by its length alone.
 
 Besides the echo alone and a question, a trial can put a cough (`cough`: synthetic noise bursts),
-a backchannel or a command (`BACKCHANNELS`, `COMMANDS`: spoken by the default Piper voice when
+a backchannel or a command (`barge_in_voices.BACKCHANNELS`, `COMMANDS`: spoken by the default Piper voice when
 `Voices.from_fixtures(short=True)`) over the reply.
 
 Simplification, stated: the reply's audio keeps playing in the simulation after a pause (a
@@ -22,85 +23,24 @@ pessimistic.
 from __future__ import annotations
 
 import time
-import wave
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from vixio.providers.asr.base import ASRProvider
 from vixio.providers.vad.base import VADProvider
 from vixio.providers.vad.detector import VoiceActivityDetector
+from vixio.stations.barge_in_words import WordRules
 from vixio.stations.interruption import InterruptionArbiter
+from vixio.testing.barge_in_voices import Voices, cough, first_voiced
 from vixio.testing.echo_path import RATE, EchoPath, device_stamps, erle_db
 from vixio.transports.xiaozhi.protocol.codec import OpusDecoder, OpusEncoder
 
 FRAME = 960
 """60 ms at 16 kHz: the firmware's uplink frame."""
-FIXTURES = Path(__file__).resolve().parents[2] / "tests" / "fixtures"
 LEAD_S, TAIL_S = 0.6, 1.5
-
-
-def _load(path: Path) -> np.ndarray:
-    with wave.open(str(path)) as w:
-        return np.frombuffer(w.readframes(w.getnframes()), dtype="<i2")
-
-
-BACKCHANNELS = ("Okay.", "Uh-huh.", "Mm-hmm.", "Yeah.")
-"""Said over a reply, these acknowledge it: the reply must go on (a pause that resumes is fine)."""
-COMMANDS = ("Stop.", "Wait.")
-"""Said over a reply, these stop it, though they last well under `confirm_ms`."""
-
-
-@dataclass(slots=True)
-class Voices:
-    replies: list[np.ndarray]
-    users: list[np.ndarray]
-    backchannels: list[np.ndarray] = field(default_factory=list)
-    commands: list[np.ndarray] = field(default_factory=list)
-
-    @classmethod
-    def from_fixtures(cls, short: bool = False) -> Voices:
-        """The Piper fixtures; with `short`, also backchannels and commands spoken by the
-        default Piper voice (vixio[piper]; the user's voice in the fixtures), deterministic."""
-        voices = cls(
-            [_load(p) for p in sorted((FIXTURES / "speech_zh").glob("*.wav"))],
-            [_load(p) for p in sorted((FIXTURES / "speech").glob("*.wav"))],
-        )
-        if short:
-            voices.backchannels = [_speak(t) for t in BACKCHANNELS]
-            voices.commands = [_speak(t) for t in COMMANDS]
-        return voices
-
-
-def _speak(text: str) -> np.ndarray:
-    import asyncio
-
-    from vixio.core.audio import resample
-    from vixio.providers.tts.piper import PiperTTS
-
-    async def run() -> bytes:
-        tts = PiperTTS(noise_scale=0.0, noise_w_scale=0.0)
-        return resample(b"".join([c async for c in tts.synthesize(text)]), tts.sample_rate, RATE)
-
-    return np.frombuffer(asyncio.run(run()), dtype="<i2")
-
-
-def cough(seed: int) -> np.ndarray:
-    """A synthetic cough: one or two bursts (120–220 ms) of noise band-limited to ~300–3500 Hz,
-    with a 10 ms attack and an exponential decay, 0–10 dB below the fixtures' speech level."""
-    rng = np.random.default_rng(seed)
-    out = []
-    for _ in range(int(rng.integers(1, 3))):
-        n = int(rng.uniform(0.12, 0.22) * RATE)
-        t = np.arange(n) / RATE
-        noise = np.diff(rng.standard_normal(n + 1))  # tilted up: a cough's breathy top
-        noise = np.convolve(noise, np.ones(5) / 5, mode="same")  # and rolled off above ~3.5 kHz
-        env = np.minimum(t / 0.01, 1.0) * np.exp(-t / rng.uniform(0.04, 0.08))
-        burst = noise * env
-        burst *= 10 ** (-rng.uniform(0, 10) / 20) * 0.3 / np.abs(burst).max()
-        out += [burst, np.zeros(int(rng.uniform(0.08, 0.2) * RATE))]
-    return (np.concatenate(out) * 32767).astype(np.int16)
+__all__ = ["FRAME", "KINDS", "BoardPlayback", "Harness", "Trial", "Voices"]
 
 
 @dataclass(slots=True)
@@ -119,6 +59,8 @@ class Trial:
     erle_db: float | None = None
     kind: str = "echo"
     """What the user did: `echo` (nothing), `barge` (a question), `cough`, `backchannel`, `command`."""
+    heard: list[tuple[str, str]] = field(default_factory=list)
+    """With an ASR: each transcript of held speech and what the arbiter judged it, in order."""
 
 
 KINDS = ("echo", "barge", "cough", "backchannel", "command")
@@ -133,6 +75,9 @@ class Costs:
     aec_s: float = 0.0
     decode_s: float = 0.0
     vad_s: float = 0.0
+    asr_calls: int = 0
+    asr_s: float = 0.0
+    """Process CPU time of the held-speech transcriptions (all the ASR's threads)."""
 
 
 @dataclass(slots=True)
@@ -152,9 +97,16 @@ class Harness:
     the rest after `tts start`, as a real one does; False keeps the reply playing through a pause
     (the published table's simplification: pessimistic for false and missed interruptions)."""
     replies_per_session: int = 5
+    asr: ASRProvider | None = None
+    """Transcribe held speech with this and judge its words (`vad.barge_in_words`); None: by length."""
+    asr_latency_ms: int = 800
+    """The modelled time from asking for a transcript to having it, on the audio's clock."""
+    partial_ms: int = 240
+    """`vad.barge_in_partial_ms`."""
     """Replies one board (one echo path, one canceller) plays: a session converges once."""
     costs: Costs = field(default_factory=Costs)
     _cancellers: dict[int, Any] = field(default_factory=dict)
+    _sentences: list[tuple[int, str]] = field(default_factory=list)
 
     def trial(self, seed: int, barge_in: bool = False, kind: str | None = None) -> Trial:
         """One reply; the user says nothing (`echo`), asks a question over it (`barge_in`, kind
@@ -163,7 +115,8 @@ class Harness:
         if kind not in KINDS:
             raise ValueError(f"trial kind {kind!r}: expected one of {KINDS}")
         rng = np.random.default_rng(seed)
-        parts = [self.voices.replies[i] for i in rng.choice(len(self.voices.replies), 3, replace=False)]
+        chosen = rng.choice(len(self.voices.replies), 3, replace=False)
+        parts = [self.voices.replies[i] for i in chosen]
         gap = np.zeros(int(0.15 * RATE), np.int16)
         reply = np.concatenate([np.concatenate([p, gap]) for p in parts])
         reply = reply[: len(reply) // FRAME * FRAME]
@@ -184,10 +137,13 @@ class Harness:
             user = np.zeros(total, np.int16)
             take = min(len(speech), total - onset)
             user[onset : onset + take] = speech[:take]
-            onset += _first_voiced(speech)
+            onset += first_voiced(speech)
         session = seed // self.replies_per_session
         board = np.random.default_rng(10_000 + session)
         path = EchoPath(seed=seed, delay_ms=float(board.uniform(40, 250)), echo_gain_db=self.echo_gain_db)
+        starts = p0 + np.cumsum([0] + [len(p) + len(gap) for p in parts[:-1]])
+        texts = [self.voices.reply_texts[i] for i in chosen] if self.voices.reply_texts else []
+        self._sentences = list(zip(starts.tolist(), texts))
         trial = self._run(BoardPlayback(path, played, user, reply, p0, seed), onset, rng, session)
         trial.kind, trial.barge_in = kind, kind == "barge"
         return trial
@@ -213,8 +169,14 @@ class Harness:
             min_silence_ms=500,
             speech_pad_ms=100,
         )
-        arbiter = InterruptionArbiter(confirm_ms=self.confirm_ms)
+        arbiter = InterruptionArbiter(confirm_ms=self.confirm_ms, words=WordRules() if self.asr else None)
+        words = None
+        if self.asr is not None:
+            from vixio.testing.held_words import HeldWords
+
+            words = HeldWords(self.asr, latency_ms=self.asr_latency_ms, partial_ms=self.partial_ms)
         trial = Trial(barge_in=onset is not None, onset_s=None if onset is None else onset / RATE)
+        uplink: list[np.ndarray] = []  # what the VAD heard, for the held speech's transcripts
         reply_end = p0 + len(reply)
         sent = 0
         heard, cleaned = [], []
@@ -237,6 +199,8 @@ class Harness:
             t2 = time.thread_time()
             events = detector.feed(pcm)
             t3 = time.thread_time()
+            if words is not None:
+                uplink.append(np.frombuffer(pcm, dtype="<i2"))
             self.costs.frames += 1
             self.costs.decode_s += t1 - t0
             self.costs.aec_s += t2 - t1
@@ -247,12 +211,55 @@ class Harness:
             speaking_bot = board.held or (not board.cancelled and p0 <= k * FRAME < reply_end + 2 * FRAME)
             voiced = detector.speaking and detector.silence_start is None
             actions = self._decide(trial, arbiter, events, now, speaking_bot, voiced, onset)
+            if words is not None and arbiter.listening:
+                self._listen(trial, arbiter, words, events, now, uplink, onset, actions)
             if self.board_stops and actions and board.act(actions, sent, k):
                 stamps = device_stamps(played_at, frames, FRAME, phase=phase)  # the past is unchanged
                 reply_end = played_at[-1][0] - 80 + FRAME if played_at else p0
         if heard:
             trial.erle_db = erle_db(np.concatenate(heard), np.concatenate(cleaned))
+        if words is not None:
+            trial.heard = words.heard
+            self.costs.asr_calls += words.calls
+            self.costs.asr_s += words.cpu_s
         return trial
+
+    def _listen(
+        self,
+        trial: Trial,
+        arbiter: InterruptionArbiter,
+        words: Any,
+        events: list[Any],
+        now: float,
+        uplink: list[np.ndarray],
+        onset: int | None,
+        actions: list[str],
+    ) -> None:
+        """Held speech's words (`HeldWords`), as VADStation transcribes them; adds the verdict to `actions`."""
+        for event in events:
+            if event.type == "start":
+                if "pause" in actions:
+                    words.paused(event.sample)
+                else:
+                    arbiter.speech_continued()
+                    words.ended(None)
+            elif event.type == "end":
+                words.ended(event.sample)
+        if not arbiter.listening:
+            return
+        verdict = words.listen(arbiter, now, np.concatenate(uplink), self._playing)
+        if verdict is not None:
+            actions.append(verdict)
+            if verdict == "interrupt":
+                if onset is not None and now * RATE >= onset:
+                    trial.confirmed = True
+                else:
+                    trial.false_cancels += 1
+
+    def _playing(self, now: float) -> str:
+        """The reply's sentences the server had sent by `now` (the last two): `SessionState.heard`."""
+        begun = [text for start, text in self._sentences if start <= now * RATE]
+        return " ".join(begun[-2:])
 
     def _decide(
         self,
@@ -341,11 +348,3 @@ class BoardPlayback:
                     played[at - 80 : at - 80 + FRAME] = self.reply[j * FRAME : (j + 1) * FRAME]
             self.mic = self.path.mic(played, self.user)
         return changed
-
-
-def _first_voiced(speech: np.ndarray) -> int:
-    """Sample where the fixture's speech starts (the Piper clips begin with a little silence)."""
-    frames = len(speech) // 160
-    power = (speech[: frames * 160].astype(np.float64).reshape(frames, 160) ** 2).mean(axis=1)
-    loud = np.nonzero(power > power.max() * 0.01)[0]
-    return int(loud[0]) * 160 if len(loud) else 0

@@ -41,7 +41,7 @@ from vixio.stations import (
     VADStation,
 )
 from vixio.stations.asr.endpointing import EndpointRules
-from vixio.stations.interruption import InterruptionArbiter
+from vixio.stations.interruption import interruption_arbiter
 from vixio.stations.tts.circuit import TTSCircuit
 from vixio.voice.agent import AgentParts, agent_parts, agent_station, history_setter
 from vixio.voice.agent_model import tool_support
@@ -291,8 +291,12 @@ class VoiceStack:
                     speech_pad_ms=vad.speech_pad_ms,
                     early_silence_ms=vad.early_silence_ms,
                     barge_in=vad.barge_in,
-                    arbiter=InterruptionArbiter(confirm_ms=vad.barge_in_confirm_ms) if vad.barge_in_pause else None,
+                    arbiter=interruption_arbiter(vad) if vad.barge_in_pause else None,
                     quiet_below_dbfs=vad.quiet_below_dbfs,
+                    transcribe=partial(self.asr.transcribe, language=config.asr.language)
+                    if vad.barge_in_words
+                    else None,
+                    partial_ms=vad.barge_in_partial_ms,
                 ),
                 TurnDetectorStation(min_speech_ms=turn.min_speech_ms),
                 ASRStation(
