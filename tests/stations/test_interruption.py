@@ -59,8 +59,8 @@ def test_a_command_or_a_new_question_interrupts_before_confirm(text: str) -> Non
     assert arb.counts.real == 1
 
 
-@pytest.mark.parametrize("text", ["Uh-huh.", "Okay.", "Mm-hmm.", "Yeah, yeah.", "嗯", "好的", "对对", "", "Thank you."])
-def test_a_backchannel_or_no_words_resumes_even_past_confirm(text: str) -> None:
+@pytest.mark.parametrize("text", ["Uh-huh.", "Okay.", "Mm-hmm.", "Yeah, yeah.", "嗯", "好的", "对对"])
+def test_a_backchannel_resumes_even_past_confirm(text: str) -> None:
     arb = InterruptionArbiter(confirm_ms=600, max_hold_ms=1500, words=WordRules())
     _held(arb)
     assert arb.heard(text, PLAYING) is None  # a partial: more may follow
@@ -68,6 +68,23 @@ def test_a_backchannel_or_no_words_resumes_even_past_confirm(text: str) -> None:
     assert arb.speech_ended(6.2, end=5.8) is None  # waits for the final transcript
     assert arb.heard(text, PLAYING, final=True) == "resume"
     assert arb.counts.false == 1 and arb.counts.real == 0
+
+
+@pytest.mark.parametrize("text", ["", "Thank you.", "you"])
+def test_no_words_leaves_it_to_the_length(text: str) -> None:
+    """A user the canceller dimmed transcribes as nothing or Whisper's noise phrase: speech that
+    lasted confirm_ms is a barge-in, as without words; a short cough still resumes."""
+    arb = InterruptionArbiter(confirm_ms=600, max_hold_ms=1500, words=WordRules())
+    _held(arb)
+    assert arb.heard(text, PLAYING) is None
+    assert arb.tick(5.9, speaking=True) is None  # before max_hold_ms only words interrupt
+    assert arb.speech_ended(6.2, end=5.8) is None
+    assert arb.heard(text, PLAYING, final=True) == "interrupt"  # 0.8 s of speech
+    arb = InterruptionArbiter(confirm_ms=600, max_hold_ms=1500, words=WordRules())
+    _held(arb)
+    assert arb.speech_ended(5.7, end=5.4) is None
+    assert arb.heard(text, PLAYING, final=True) == "resume"  # 0.4 s: a cough
+    assert arb.counts.false == 1
 
 
 def test_the_reply_s_own_echo_resumes_at_once() -> None:

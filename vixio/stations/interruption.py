@@ -17,9 +17,10 @@ transcript, `barge_in_words.WordRules` judges it) and its words decide first:
 
 - a command ("stop", "停") or `min_words` new words: a barge-in now, however short;
 - the sentence being played (the canceller's residue): the reply resumes now;
-- backchannels or no words ("uh-huh", "嗯", a cough): the reply resumes when the speech ends,
-  even past `confirm_ms`; speech still going at `max_hold_ms` interrupts whatever it says;
-- a word of neither, or no transcript yet: the next transcript is waited for (a partial's last
+- backchannels ("uh-huh", "嗯"): the reply resumes when the speech ends, even past
+  `confirm_ms`; speech still going at `max_hold_ms` interrupts whatever it says;
+- no words (a cough; or a user the canceller dimmed, which Whisper hears as "" or "Thank you."), a
+  word of neither, or no transcript yet: the next transcript is waited for (a partial's last
   word is often cut, and Whisper completes it as it likes: "the weath-" came back "the water");
   after the speech's end, with still no more to go on (or a failing ASR), by length as without
   words.
