@@ -16,7 +16,7 @@ import contextlib
 import copy
 import importlib
 import os
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncGenerator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -288,7 +288,7 @@ class OpenAIAgentProvider(AgentProvider):
             turn.agent.tools = list(self._tools)
         logger.info("agent tools updated: {} -> {}", before, len(self._tools))
 
-    async def chat(self, text: str) -> AsyncIterator[AgentEvent]:
+    async def chat(self, text: str) -> AsyncGenerator[AgentEvent, None]:
         """Run one user turn (see `AgentProvider.chat`)."""
         if self._agent is None:
             raise AgentError("the agent is not initialized: call initialize() first")
