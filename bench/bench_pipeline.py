@@ -15,7 +15,7 @@ import random
 import statistics
 import sys
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +35,7 @@ from vixio.stations import AgentStation, SentenceAggregatorStation, TextAggregat
 class InstantAgent(AgentProvider):
     async def initialize(self, *, tools: Sequence[Any] = (), system_prompt: str = "") -> None: ...
 
-    async def chat(self, text: str) -> AsyncIterator[AgentEvent]:
+    async def chat(self, text: str) -> AsyncGenerator[AgentEvent, None]:
         yield AgentTextDelta(text="Sure. ")
         yield AgentTextDelta(text="Here it is.")
 
@@ -58,7 +58,7 @@ class InstantTTS(TTSProvider):
     name = "instant"
     sample_rate = 24000
 
-    async def synthesize(self, text: str) -> AsyncIterator[bytes]:
+    async def synthesize(self, text: str) -> AsyncGenerator[bytes, None]:
         yield bytes(2 * 24000 // 2)  # 0.5 s
 
 

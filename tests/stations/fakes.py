@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, Sequence
 from typing import Any
 
 import numpy as np
@@ -71,7 +71,7 @@ class ToneTTS(TTSProvider):
     def __init__(self) -> None:
         self.spoken: list[str] = []
 
-    async def synthesize(self, text: str) -> AsyncIterator[bytes]:
+    async def synthesize(self, text: str) -> AsyncGenerator[bytes, None]:
         self.spoken.append(text)
         for _ in text.split():
             await asyncio.sleep(0)
@@ -94,7 +94,7 @@ class ScriptedAgent(AgentProvider):
         self.tools = list(tools)
         self.system_prompt = system_prompt
 
-    async def chat(self, text: str) -> AsyncIterator[AgentEvent]:
+    async def chat(self, text: str) -> AsyncGenerator[AgentEvent, None]:
         self.asked.append(text)
         assert self.replies, f"no scripted reply left for {text!r}"
         reply = self.replies.pop(0)

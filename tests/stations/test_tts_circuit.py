@@ -6,7 +6,7 @@ durations, no sleeping, the same on a busy machine."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncGenerator, Iterator
 from typing import Any, Literal
 
 import numpy as np
@@ -38,7 +38,7 @@ class FlakyTTS(TTSProvider):
         self.mode: Mode = mode
         self.requests: list[str] = []
 
-    async def synthesize(self, text: str) -> AsyncIterator[bytes]:
+    async def synthesize(self, text: str) -> AsyncGenerator[bytes, None]:
         self.requests.append(text)
         chunk = (np.ones(2400) * 3000).astype("<i2").tobytes()
         if self.mode == "fail":

@@ -16,7 +16,7 @@ session's conversation history); the models behind it are shared per process.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncGenerator, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
@@ -98,13 +98,13 @@ class AgentProvider(ABC):
         so the next turn does not wait for one; local models need nothing."""
 
     @abstractmethod
-    def chat(self, text: str) -> AsyncIterator[AgentEvent]:
+    def chat(self, text: str) -> AsyncGenerator[AgentEvent, None]:
         """Run one user turn, streaming events as they happen.
 
         When the stream completes, the turn (user text, tool calls and outputs, reply) is in
-        `history`. Closing the iterator early (`aclose`, or cancelling the consuming task)
-        cancels the run as `cancel()` does. Raises `AgentError` when the turn fails; a failed
-        turn leaves `history` unchanged.
+        `history`. Implementations are async generators: closing one early (`aclose`, or
+        cancelling the consuming task) cancels the run as `cancel()` does. Raises `AgentError`
+        when the turn fails; a failed turn leaves `history` unchanged.
         """
 
     @abstractmethod

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -77,7 +77,7 @@ class TextToolAgentProvider(AgentProvider):
         await self.inner.initialize(tools=(), system_prompt=self._prompt)
         logger.info("text-protocol ({}) tools updated: {}", self.protocol.name, len(self._tools))
 
-    async def chat(self, text: str) -> AsyncIterator[AgentEvent]:
+    async def chat(self, text: str) -> AsyncGenerator[AgentEvent, None]:
         message = text
         for iteration in range(self.max_iterations + 1):
             reply: list[str] = []

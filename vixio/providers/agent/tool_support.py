@@ -87,10 +87,12 @@ def _read_string(data: mmap.mmap, offset: int) -> tuple[str, int]:
 def _skip_value(data: mmap.mmap, offset: int, kind: int) -> int:
     if kind in _SCALARS:
         return offset + struct.calcsize("<" + _SCALARS[kind])
+    length: int  # struct.unpack_from's tuple is untyped; "<Q" reads an unsigned integer
     if kind == _STRING:
         (length,) = struct.unpack_from("<Q", data, offset)
         return offset + 8 + length
     if kind == _ARRAY:
+        item_kind: int
         item_kind, length = struct.unpack_from("<IQ", data, offset)
         offset += 12
         if item_kind in _SCALARS:
@@ -125,9 +127,12 @@ def _litellm_models() -> dict[str, dict[str, object]]:
     if spec is None or not spec.origin:
         return {}
     try:
-        return json.loads((Path(spec.origin).parent / _LITELLM_MODEL_LIST).read_text(encoding="utf-8"))
+        models: dict[str, dict[str, object]] = json.loads(
+            (Path(spec.origin).parent / _LITELLM_MODEL_LIST).read_text(encoding="utf-8")
+        )
     except (OSError, ValueError):
         return {}
+    return models
 
 
 def litellm_function_calling(model: str) -> bool | None:

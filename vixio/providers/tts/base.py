@@ -8,7 +8,7 @@ provider never frames audio for a transport.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 
 
 class TTSError(Exception):
@@ -32,7 +32,7 @@ class TTSProvider(ABC):
         """Load what synthesis needs. Idempotent; `synthesize` calls it when it was skipped."""
 
     @abstractmethod
-    def synthesize(self, text: str) -> AsyncIterator[bytes]:
+    def synthesize(self, text: str) -> AsyncGenerator[bytes, None]:
         """Yield int16 mono PCM chunks at `sample_rate` for `text`, the first one as early as possible.
 
         Implementations are async generators: closing one (`aclose()`, or cancelling the task

@@ -11,7 +11,7 @@ its protocol, `vixio.testing.edge_server`).
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from types import ModuleType
 
 from loguru import logger
@@ -91,7 +91,7 @@ class EdgeTTS(TTSProvider):
             use_service_url(self.service_url)
         self._checked = True
 
-    async def synthesize(self, text: str) -> AsyncIterator[bytes]:
+    async def synthesize(self, text: str) -> AsyncGenerator[bytes, None]:
         """Yield PCM for `text` as the service's MP3 arrives."""
         text = text.strip()
         if not text:

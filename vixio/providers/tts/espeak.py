@@ -14,7 +14,7 @@ import asyncio
 import ctypes
 import threading
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncGenerator, Iterator
 from types import ModuleType
 from typing import Any
 
@@ -171,7 +171,7 @@ class EspeakTTS(TTSProvider):
         with _Engine.lock:
             engine.set_voice(self.voice)
 
-    async def synthesize(self, text: str) -> AsyncIterator[bytes]:
+    async def synthesize(self, text: str) -> AsyncGenerator[bytes, None]:
         """Yield one chunk of PCM per sentence of `text`."""
         sentences = split_sentences(text)
         if not sentences:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import struct
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from types import ModuleType
 from typing import Any, Literal
 
@@ -231,7 +231,7 @@ class OpenAICompatibleTTS(TTSProvider):
                 timeout = aiohttp.ClientTimeout(total=None, sock_connect=self.timeout, sock_read=self.timeout)
                 self._session = aiohttp.ClientSession(headers=headers, timeout=timeout)
 
-    async def synthesize(self, text: str) -> AsyncIterator[bytes]:
+    async def synthesize(self, text: str) -> AsyncGenerator[bytes, None]:
         """POST the text and yield the audio as the body arrives."""
         text = text.strip()
         if not text:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncGenerator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -150,7 +150,7 @@ class PiperTTS(TTSProvider):
         )
         self._voice = voice
 
-    async def synthesize(self, text: str) -> AsyncIterator[bytes]:
+    async def synthesize(self, text: str) -> AsyncGenerator[bytes, None]:
         """Yield one chunk of PCM per sentence of `text`, each as soon as it is synthesised."""
         text = text.strip()
         if not text:

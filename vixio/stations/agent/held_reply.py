@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import Any
 
 from vixio.providers.agent.base import AgentEvent, AgentTextDelta
@@ -25,7 +25,7 @@ class HeldReply:
     def __init__(
         self,
         text: str,
-        events: AsyncIterator[AgentEvent],
+        events: AsyncGenerator[AgentEvent, None],
         *,
         history_before: list[dict[str, Any]],
         turn_id: int = 0,
@@ -65,7 +65,7 @@ class HeldReply:
         reached = confirmed_at if self.first_token_at is None else min(confirmed_at, self.first_token_at)
         return round(max(0.0, reached - self.started_at) * 1000, 1)
 
-    async def replay(self) -> AsyncIterator[AgentEvent]:
+    async def replay(self) -> AsyncGenerator[AgentEvent, None]:
         """Every event, from the first; a failure of the run is raised here. Closing it early
         (the adopted reply was interrupted) stops the run."""
         index = 0

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -80,7 +80,7 @@ async def watch_reply(
     where: str = "the agent",
     audio_until: Callable[[], float] | None = None,
     on_pause: Callable[[], None] | None = None,
-) -> AsyncIterator[AgentEvent | Filler]:
+) -> AsyncGenerator[AgentEvent | Filler, None]:
     """Yield `events` as they come; raise `ReplyTimeout` when a limit passes (the stream is closed).
 
     `audio_until()` is the loop time at which the audio of the reply so far ends (the silence

@@ -29,7 +29,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -51,6 +51,7 @@ from vixio.core.tools.executor import ToolExecutor
 from vixio.metrics import count_provider_error
 from vixio.providers.agent.base import (
     AgentError,
+    AgentEvent,
     AgentProvider,
     AgentTextDelta,
     AgentTextEnd,
@@ -260,7 +261,7 @@ class AgentStation(Station):
         self.session_state.metrics(draft.turn_id).remark("preemptive_start", self._held.started_at)
         self.logger.debug("preemptive turn on {!r}", draft.text)
 
-    async def _held_events(self, text: str) -> AsyncIterator[Any]:
+    async def _held_events(self, text: str) -> AsyncGenerator[AgentEvent, None]:
         if self.before_turn is not None:
             await self.before_turn()
         async for event in self.provider.chat(text):

@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, Callable
 
 from loguru import logger
 
@@ -136,7 +136,7 @@ class TTSCircuit:
     def fallback_spoke(self) -> None:
         self._fallback_down = False
 
-    async def primary_audio(self, text: str) -> AsyncIterator[bytes]:
+    async def primary_audio(self, text: str) -> AsyncGenerator[bytes, None]:
         """The primary's audio for `text`, raising TTSError when a piece is later than
         `first_audio_timeout` (the primary's own failures are TTSErrors already)."""
         chunks = self.provider.synthesize(text)

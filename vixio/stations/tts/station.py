@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 
 from vixio.config.extras import missing_extra
 from vixio.core.audio import Resampler
@@ -115,7 +115,7 @@ class TTSStation(Station):
             circuit.fallback_spoke()
 
     async def _synthesize(
-        self, provider: TTSProvider, chunks: AsyncIterator[bytes], turn_id: int
+        self, provider: TTSProvider, chunks: AsyncGenerator[bytes, None], turn_id: int
     ) -> AsyncIterator[AudioChunk]:
         rate = provider.sample_rate
         out_rate = self.output_sample_rate or rate

@@ -25,7 +25,7 @@ import time
 from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from agents import FunctionTool, Model, ModelResponse, ModelSettings, Usage
 from agents.models.chatcmpl_converter import Converter
@@ -42,6 +42,11 @@ from vixio.providers.agent.openai_agents.provider import OpenAIAgentProvider
 
 if TYPE_CHECKING:
     from llama_cpp import Llama
+    from llama_cpp.llama_types import (
+        ChatCompletionRequestMessage,
+        CreateChatCompletionResponse,
+        CreateChatCompletionStreamResponse,
+    )
 
 
 DEFAULT_MAX_TOKENS = 128
@@ -106,7 +111,7 @@ class LocalLlamaModel(Model):
         options: dict[str, Any],
     ) -> list[ChatCompletionChunk]:
         """One call generated under a grammar that admits only a call of the offered tools."""
-        from llama_cpp import LlamaGrammar
+        from llama_cpp.llama_grammar import LlamaGrammar
 
         messages = self._messages(system_instructions, input, local_tools.tools_prompt(chat_tools))
         schema = json.dumps(local_tools.forced_call_schema(chat_tools, choice))
@@ -114,7 +119,7 @@ class LocalLlamaModel(Model):
 
         def generate() -> str:
             grammar = LlamaGrammar.from_json_schema(schema, verbose=False)
-            raw = llama.create_chat_completion(messages=messages, grammar=grammar, **{**options, "max_tokens": 256})
+            raw = _complete(llama, messages, grammar=grammar, **{**options, "max_tokens": 256})
             return str(raw["choices"][0]["message"]["content"] or "")
 
         text = await loop.run_in_executor(INFERENCE, generate)
@@ -162,16 +167,16 @@ class LocalLlamaModel(Model):
         if chat_tools:
             options["tools"] = chat_tools
         loop = asyncio.get_running_loop()
-        raw = await loop.run_in_executor(INFERENCE, lambda: llama.create_chat_completion(messages=messages, **options))
+        raw = await loop.run_in_executor(INFERENCE, lambda: _complete(llama, messages, **options))
         message = ChatCompletionMessage.model_validate(raw["choices"][0]["message"])
-        calls = local_tools.parse_tool_calls(message.content or "", _names(chat_tools)) if chat_tools else None
-        if calls:
+        parsed = local_tools.parse_tool_calls(message.content or "", _names(chat_tools)) if chat_tools else None
+        if parsed:
             message = ChatCompletionMessage.model_validate(
                 {
                     "role": "assistant",
                     "tool_calls": [
                         {"id": f"call_{index}", "type": "function", "function": {"name": name, "arguments": arguments}}
-                        for index, (name, arguments) in enumerate(calls)
+                        for index, (name, arguments) in enumerate(parsed)
                     ],
                 }
             )
@@ -239,6 +244,16 @@ def _names(chat_tools: list[Any]) -> list[str]:
     return [spec["name"] for spec in local_tools.function_specs(chat_tools)]
 
 
+def _request(messages: list[Message]) -> list[ChatCompletionRequestMessage]:
+    """vixio's role/content dicts are llama.cpp's message TypedDicts at run time."""
+    return cast("list[ChatCompletionRequestMessage]", messages)
+
+
+def _complete(llama: Llama, messages: list[Message], **options: Any) -> CreateChatCompletionResponse:
+    """One whole completion: without `stream`, llama.cpp returns a response, not a chunk iterator."""
+    return cast("CreateChatCompletionResponse", llama.create_chat_completion(messages=_request(messages), **options))
+
+
 async def _iterate(chunks: list[ChatCompletionChunk]) -> AsyncIterator[ChatCompletionChunk]:
     for chunk in chunks:
         yield chunk
@@ -260,9 +275,10 @@ async def _stream_chunks(
             stop.set()
 
     def generate() -> None:
-        stream: Iterator[dict[str, Any]] | None = None
+        stream: Iterator[CreateChatCompletionStreamResponse] | None = None
         try:
-            stream = iter(llama.create_chat_completion(messages=messages, stream=True, **options))
+            chunks = llama.create_chat_completion(messages=_request(messages), stream=True, **options)
+            stream = iter(cast("Iterator[CreateChatCompletionStreamResponse]", chunks))  # stream=True: chunks
             for chunk in stream:
                 if stop.is_set():
                     break

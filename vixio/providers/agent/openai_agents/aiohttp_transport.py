@@ -119,7 +119,8 @@ class AiohttpTransport(httpx2.AsyncBaseTransport):
         key = (url.scheme, url.host)
         if key not in self._proxy_of:
             proxy = self._proxies.get(url.scheme) or self._proxies.get("all")
-            bypass = proxy is not None and urllib.request.proxy_bypass_environment(url.host, self._proxies)
+            # proxy_bypass_environment is public in urllib.request but missing from typeshed's stub.
+            bypass = proxy is not None and urllib.request.proxy_bypass_environment(url.host, self._proxies)  # type: ignore[attr-defined]
             self._proxy_of[key] = None if bypass else proxy
         return self._proxy_of[key]
 

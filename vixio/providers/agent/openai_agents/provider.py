@@ -16,9 +16,9 @@ import contextlib
 import copy
 import importlib
 import os
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncGenerator, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from agents import (
     Agent,
@@ -28,6 +28,7 @@ from agents import (
     Runner,
     RunResultStreaming,
     ToolErrorFormatterArgs,
+    TResponseInputItem,
     set_tracing_disabled,
 )
 from agents.items import MessageOutputItem, ToolCallItem, ToolCallOutputItem
@@ -251,7 +252,7 @@ class OpenAIAgentProvider(AgentProvider):
             # litellm fetches a price list at import unless told not to; vixio runs offline.
             os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
             module = await asyncio.to_thread(importlib.import_module, _LITELLM_MODULE)
-            litellm = importlib.import_module("litellm")
+            litellm: Any = importlib.import_module("litellm")  # flags set by name, not in a stub
             litellm.suppress_debug_info = True  # no "Give Feedback" banners
             # litellm's aiohttp transport ends a stream whose connection broke as if it were
             # complete (the cut-off sentence would be spoken as the answer); httpx raises.
@@ -287,7 +288,7 @@ class OpenAIAgentProvider(AgentProvider):
             turn.agent.tools = list(self._tools)
         logger.info("agent tools updated: {} -> {}", before, len(self._tools))
 
-    async def chat(self, text: str) -> AsyncIterator[AgentEvent]:
+    async def chat(self, text: str) -> AsyncGenerator[AgentEvent, None]:
         """Run one user turn (see `AgentProvider.chat`)."""
         if self._agent is None:
             raise AgentError("the agent is not initialized: call initialize() first")
@@ -301,7 +302,9 @@ class OpenAIAgentProvider(AgentProvider):
             return
         # A per-turn copy owns its tool list, so update_tools never races another run's list.
         agent = with_tools(self._agent, list(self._tools))
-        result = Runner.run_streamed(agent, start, max_turns=self._max_turns, run_config=self._run_config)
+        # The SDK's input items are TypedDicts: at run time the same dicts the history holds.
+        items = cast("list[TResponseInputItem]", start)
+        result = Runner.run_streamed(agent, items, max_turns=self._max_turns, run_config=self._run_config)
         turn = self._turn = _Turn(result=result, agent=agent, start=start, max_tool_rounds=self._max_tool_iterations)
         outcome = "interrupted"
         events = result.stream_events()
@@ -322,7 +325,7 @@ class OpenAIAgentProvider(AgentProvider):
         finally:
             self._end_turn(turn, outcome)
             with contextlib.suppress(Exception):
-                await events.aclose()
+                await events.aclose()  # type: ignore[attr-defined]  # an async generator the SDK annotates as AsyncIterator
 
     def _end_turn(self, turn: _Turn, outcome: str) -> None:
         """Settle history once per turn: completed, interrupted (cancel/aclose) or failed."""
@@ -332,7 +335,7 @@ class OpenAIAgentProvider(AgentProvider):
         if self._turn is turn:
             self._turn = None
         if outcome == "completed":
-            self._history = trim_history(turn.result.to_input_list(), self.max_history_messages)
+            self._history = trim_history(cast("list[Item]", turn.result.to_input_list()), self.max_history_messages)
             return
         turn.result.cancel(mode="immediate")
         if outcome == "interrupted":
