@@ -46,8 +46,7 @@ if TYPE_CHECKING:
     from vixio.memory.long_term import MemoryUpdater
     from vixio.state.fact_model import ModelFacts
 
-__all__ = ["Conversation", "ConversationMemory"]
-"""`Conversation` lives in recording.py; vixio/voice/stack.py still imports it from here."""
+__all__ = ["ConversationMemory"]
 
 LATE_WRITE_WAIT = 5.0
 """Seconds an operator's erase waits for a live conversation's write under way before erasing again."""

@@ -21,6 +21,7 @@ import asyncio
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -94,7 +95,7 @@ class VADStation(Station):
         self._asr: asyncio.Task[str] | None = None
         self._asr_final = False  # the transcription in flight covers the held speech to its end
         self._asr_upto = 0  # held samples already sent to be transcribed
-        self._settings = dict(
+        self._settings: dict[str, Any] = dict(
             threshold=threshold,
             min_speech_ms=min_speech_ms,
             min_silence_ms=min_silence_ms,
@@ -164,9 +165,10 @@ class VADStation(Station):
                 f"{chunk.channels} channel(s) at {chunk.sample_rate} Hz"
             )
         assert self._detector is not None, "start() was not called"
-        merged = isinstance(chunk, QueuedFrames)
-        parts = chunk.parts if merged else [chunk.pcm]
-        arrivals = chunk.arrivals if merged else [chunk.created_at]
+        if isinstance(chunk, QueuedFrames):
+            parts, arrivals = chunk.parts, chunk.arrivals
+        else:
+            parts, arrivals = [chunk.pcm], [chunk.created_at]
         speaking = self._detector.speaking
         gate = self._detector.gate
         skipped = gate.skipped if gate is not None else 0

@@ -19,11 +19,10 @@ from typing import TYPE_CHECKING, Any
 from loguru import logger
 
 from vixio.config.models import VixioConfig
-from vixio.config.pipeline import EdgeTTSConfig, OpenAITTSConfig, resolve_timezone
+from vixio.config.pipeline import EdgeTTSConfig, OpenAITTSConfig
 from vixio.core.pipeline import Pipeline
 from vixio.core.station import Station
 from vixio.core.tools.context import AsyncTaskRecord
-from vixio.core.tools.local import ToolLoadError, builtin_tool, func_to_tool_definition, load_tool_function
 from vixio.core.tools.tasks import AsyncTaskQueue, SessionTaskRunner, task_status_tool
 from vixio.core.tools.types import ToolDefinition
 from vixio.providers.agent.openai_agents.clients import close_openai_clients
@@ -45,6 +44,7 @@ from vixio.stations.interruption import interruption_arbiter
 from vixio.stations.tts.circuit import TTSCircuit
 from vixio.voice.agent import AgentParts, agent_parts, agent_station, history_setter
 from vixio.voice.agent_model import tool_support
+from vixio.voice.local_tools import builtin_names, builtin_tools, configured_local_tools
 from vixio.voice.providers import (
     load_tts_fallback,
     make_agent,
@@ -57,7 +57,7 @@ from vixio.voice.providers import (
 from vixio.voice.session_tools import SessionTools
 
 if TYPE_CHECKING:
-    from vixio.memory.conversation import Conversation
+    from vixio.memory.recording import Conversation
     from vixio.providers.tools.mcp_servers import McpServerPool
 
 
@@ -76,14 +76,10 @@ class VoiceStack:
         """Speaks while `tts` fails (`tts.fallback`, or the offline voice installed), None without one."""
         self.tts_circuit: TTSCircuit | None = None
         """Whether `tts` or its fallback speaks, shared by every session of the process."""
-        zone = resolve_timezone(config.agent.timezone) if config.agent is not None else None
-        self.local_tools: list[ToolDefinition] = [
-            func_to_tool_definition(builtin_tool(name, zone)) for name in _clock_tools(config)
-        ]
-        """Local tools every session gets (built-ins, `tools.local`; add your own before the first session)."""
-        self.local_tools += (
-            base.local_tools[len(_clock_tools(base.config)) :] if base is not None else self._configured_local_tools()
+        self.local_tools: list[ToolDefinition] = builtin_tools(config) + (
+            base.local_tools[len(builtin_names(base.config)) :] if base is not None else configured_local_tools(config)
         )
+        """Local tools every session gets (built-ins, `tools.local`; add your own before the first session)."""
         self.reminder_tools: list[ToolDefinition] = []
         """set/list/cancel_reminder, bound to the store by the server when `tools.builtin` has `reminders`."""
         self._task_queue: AsyncTaskQueue | None = None
@@ -169,37 +165,6 @@ class VoiceStack:
             stack.results_after_session = self.results_after_session
             self.profiles[name] = stack
             await stack.load()
-
-    def _configured_local_tools(self) -> list[ToolDefinition]:
-        """`tools.local`, imported now; every entry that fails is reported at once (ConfigError)."""
-        from vixio.config.loader import ConfigError
-
-        tools, errors = [], []
-        for entry in self.config.tools.local_entries():
-            try:
-                func = load_tool_function(entry.function)
-                tool = func_to_tool_definition(
-                    func,
-                    name=entry.name,
-                    description=entry.description,
-                    is_async=entry.run_async,
-                    sub_type=entry.sub_type,
-                    timeout=entry.timeout,
-                )
-            except ToolLoadError as exc:
-                errors.append(str(exc))
-                continue
-            except Exception as exc:  # e.g. a parameter type pydantic cannot describe
-                errors.append(
-                    f"tools.local entry {entry.function!r}: cannot describe it as a tool: {type(exc).__name__}: {exc}"
-                )
-                continue
-            tools.append(tool)
-        if errors:
-            raise ConfigError("tools.local", errors)
-        if tools:
-            logger.info("local tools from config: {}", ", ".join(tool.name for tool in tools))
-        return tools
 
     def session_tools(self, session_id: str, *, device_id: str = "") -> SessionTools | None:
         """A new session's tools (None without an agent): local tools now; device, registerTools
@@ -408,8 +373,3 @@ def _same(section: Any, other: Any, *, but: str = "") -> bool:
 def _profile_name(stack: VoiceStack) -> str:
     base = stack.base
     return next((name for name, each in base.profiles.items() if each is stack), "?") if base is not None else "default"
-
-
-def _clock_tools(config: VixioConfig) -> list[str]:
-    """The built-ins made here (`reminders` needs the store: the server binds those)."""
-    return [name for name in config.tools.builtin if name != "reminders"]
