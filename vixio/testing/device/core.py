@@ -219,9 +219,7 @@ class DeviceCore:
 
     async def connect(self) -> dict[str, Any]:
         """Open the channel (running OTA first if only `ota_url` is known); returns the server hello.
-
-        Raises HelloError when no usable hello arrives within `hello_timeout` (10 s).
-        """
+        Raises HelloError when no usable hello arrives within `hello_timeout` (10 s)."""
         if self.connected and self.server_hello is not None:
             return self.server_hello
         hello = await self._open_channel()
