@@ -37,7 +37,7 @@ class VADConfig(StrictModel):
     barge_in_confirm_ms: int = Field(default=600, ge=0, le=5000)
     """Speech over the reply that lasts this long (from its onset) is a barge-in; shorter speech is a false interruption and the reply resumes (the trade-off measured in docs/barge-in.md)."""
     barge_in_words: bool = True
-    """With `barge_in_pause`: held speech over the reply is transcribed as it grows (the session's ASR, every `barge_in_partial_ms`) and its words decide first: a command or `barge_in_min_words` new words interrupt before `barge_in_confirm_ms`; the reply's own echo, a backchannel or no words (a cough) resume it, even past `barge_in_confirm_ms` (docs/barge-in.md). false: by length alone."""
+    """With `barge_in_pause`: held speech over the reply is transcribed as it grows (the session's ASR, every `barge_in_partial_ms`) and its words decide first: a command or `barge_in_min_words` new words interrupt before `barge_in_confirm_ms`; the reply's own echo or a backchannel resume it, even past `barge_in_confirm_ms`; no words (a cough) is decided by length (docs/barge-in.md). false: by length alone."""
     barge_in_partial_ms: int = Field(default=240, ge=60, le=2000)
     """Held speech is transcribed again once it has grown this much (one transcription at a time per session)."""
     barge_in_max_hold_ms: int = Field(default=1500, ge=0, le=5000)
