@@ -165,3 +165,14 @@ def test_the_config_keys_build_the_arbiter() -> None:
     assert arb.words.classify("halt") == "command" and arb.words.classify("stop now") == "new"
     assert arb.words.classify("aye") == "backchannel"
     assert interruption_arbiter(VADConfig(barge_in_words=False)).words is None
+
+
+def test_a_gap_between_words_does_not_resume_a_question_whose_transcript_is_late() -> None:
+    """Under load the first transcript can come after `resume_after_ms`: a gap between the
+    question's words (unvoiced, but no VAD end) must not resume the reply (seen in the e2e
+    barge-in test with 4 test workers); the speech going on past `max_hold_ms` interrupts."""
+    arb = InterruptionArbiter(confirm_ms=600, max_hold_ms=2000, resume_after_ms=1500, words=WordRules())
+    _held(arb)  # onset 5.0, paused at 5.3
+    assert arb.tick(6.9, speaking=False) is None  # 1.6 s after the pause, between two words
+    assert arb.tick(7.1, speaking=True) == "interrupt"  # still speaking at max_hold_ms
+    assert arb.counts.real == 1 and arb.counts.false == 0

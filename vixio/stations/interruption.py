@@ -114,7 +114,10 @@ class InterruptionArbiter:
             if self.words is not None and held >= self.max_hold_ms / 1000:
                 return self._decide("interrupt")
         waited = now - (self._paused_at if self._ended_at is None else self._ended_at)
-        if waited + 1e-9 >= self.resume_after_ms / 1000 and (self._end is not None or not speaking):
+        # With words, held speech in a gap between its words is not over: its VAD end (or
+        # `max_hold_ms`) decides, not a slow transcript (seen under load: a question resumed).
+        over = self._end is not None or (not speaking and self.words is None)
+        if waited + 1e-9 >= self.resume_after_ms / 1000 and over:
             if self._end is None or self._class in ("backchannel", "echo"):
                 return self._decide("resume")
             return self._decide(self._by_length())
