@@ -107,6 +107,17 @@ async def test_no_reply_within_timeout_exits_non_zero(
     assert "did not happen within 0.5 s" in capsys.readouterr().err
 
 
+async def test_aec_flag_announces_server_aec(server: LoopbackServer) -> None:
+    args = parse("--ws", server.ws_url, "--text", "hello?", "--timeout", "5", "--aec")
+    running = asyncio.create_task(run_in_thread(args))
+    connection = await server.accept()
+    hello = await connection.handshake()
+    assert hello["features"]["aec"] is True
+    await connection.next_json("listen")
+    await answer(connection)
+    assert await running == 0
+
+
 async def test_missing_transport_in_hello_exits_non_zero(
     server: LoopbackServer, capsys: pytest.CaptureFixture[str]
 ) -> None:

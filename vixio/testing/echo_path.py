@@ -20,6 +20,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from vixio.testing.device.stamps import MAX_TIMESTAMPS_IN_QUEUE, StampQueue
+
 RATE = 16000
 
 
@@ -121,23 +123,24 @@ def erle_db(mic: np.ndarray, cleaned: np.ndarray, frame: int = 160) -> float:
 
 
 def device_stamps(
-    played_at: list[tuple[int, int]], mic_frames: int, frame: int = 960, phase: int = 0, max_queued: int = 3
+    played_at: list[tuple[int, int]],
+    mic_frames: int,
+    frame: int = 960,
+    phase: int = 0,
+    max_queued: int = MAX_TIMESTAMPS_IN_QUEUE,
 ) -> list[int]:
-    """The v2 timestamp of each uplink frame, as the firmware stamps them: a downlink frame's
-    stamp is queued when the speaker task has written it out (`played_at`: (sample, stamp) in
-    play order), each encoded microphone frame takes the oldest queued stamp, and with more
-    than `max_queued` queued the frame goes out as 0 (and the stamp is still dropped)."""
+    """The v2 timestamp of each uplink frame, as the firmware stamps them (`StampQueue`, whose
+    docstring cites the firmware): a downlink frame's stamp is queued when the speaker task has
+    written it out (`played_at`: (sample, stamp) in play order), each microphone frame takes the
+    oldest queued stamp, and with more than `max_queued` queued the frame goes out as 0 (and the
+    stamp is still dropped)."""
     out: list[int] = []
-    queue: list[int] = []
+    queue = StampQueue(max_queued)
     i = 0
     for k in range(mic_frames):
         encoded_at = (k + 1) * frame + phase
         while i < len(played_at) and played_at[i][0] <= encoded_at:
-            queue.append(played_at[i][1])
+            queue.written_out(played_at[i][1])
             i += 1
-        stamp = 0
-        if queue:
-            stamp = queue[0] if len(queue) <= max_queued else 0
-            queue.pop(0)
-        out.append(stamp)
+        out.append(queue.take())
     return out

@@ -5,6 +5,11 @@ The firmware (FW `main/audio/audio_service.cc`) keeps a decode queue of at most
 arrives while 40 are waiting is dropped. A decoder task takes packets one at a time and
 the speaker consumes their PCM in real time. `PlaybackQueue` models that with arrival
 times instead of a task, which makes it exact and cheap to test.
+
+Built with server AEC (`Speaker(server_aec=True)`, the firmware's `CONFIG_USE_SERVER_AEC`), the
+speaker also hands each played frame's v2 timestamp to a `StampQueue` when the frame has been
+written out (the end of its play in this model), and each microphone frame takes its stamp from
+there (`Speaker.mic_frame_stamp`); `stamps.py` cites the firmware.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from typing import Literal
 
 import numpy as np
 
+from vixio.testing.device.stamps import StampQueue
 from vixio.transports.xiaozhi.protocol.codec import (
     UPLINK_SAMPLE_RATE,
     CodecError,
@@ -129,12 +135,17 @@ class PlaybackQueue:
 class Speaker:
     """What the firmware does with a downlink packet while speaking: queue limit, decode, play."""
 
-    def __init__(self) -> None:
-        """A quiet speaker at the protocol defaults (24 kHz, 60 ms)."""
+    def __init__(self, *, server_aec: bool = False) -> None:
+        """A quiet speaker at the protocol defaults (24 kHz, 60 ms); `server_aec` keeps the
+        stamps of written-out frames for the uplink, as `CONFIG_USE_SERVER_AEC` firmware does."""
         self.queue = PlaybackQueue()
         self.sample_rate = 24000
         self.frame_duration_ms = 60
+        self.stamps = StampQueue() if server_aec else None
         self._decoder: OpusDecoder | None = None
+        # (written-out time, stamp) of queued frames not yet written out; at most the queue's
+        # 40 waiting packets plus the one playing.
+        self._unwritten: deque[tuple[float, int]] = deque()
 
     def configure(self, sample_rate: int, frame_duration_ms: int) -> None:
         """Follow a server hello's `audio_params`; the decoder is rebuilt at the new rate."""
@@ -146,6 +157,22 @@ class Speaker:
         for frame in self.queue.reset(now):
             frame.played, frame.drop_reason = False, "decoder_reset"
         self._decoder = None
+        # ResetDecoder() clears the timestamp queue too; the frame cut mid-play is never written out.
+        self._unwritten.clear()
+        if self.stamps is not None:
+            self.stamps.clear()
+
+    def mic_frame_stamp(self, now: float) -> int:
+        """The v2 timestamp of a microphone frame captured at `now` (0 without server AEC)."""
+        if self.stamps is None:
+            return 0
+        self._write_out(now)
+        return self.stamps.take()
+
+    def _write_out(self, now: float) -> None:
+        assert self.stamps is not None
+        while self._unwritten and self._unwritten[0][0] <= now:
+            self.stamps.written_out(self._unwritten.popleft()[1])
 
     def play(self, frame: ReceivedFrame, now: float) -> DropReason | None:
         """Queue `frame` for playback; returns why it was dropped, or None (`frame.pcm` is set)."""
@@ -166,6 +193,9 @@ class Speaker:
             return "too_long"
         frame.pcm = pcm
         self.queue.push(frame, frame.duration, now)
+        if self.stamps is not None:
+            self._write_out(now)  # keeps `_unwritten` to the frames queued or playing
+            self._unwritten.append((self.queue.drained_at(), frame.timestamp_ms))
         return None
 
 

@@ -62,6 +62,12 @@ def add_device_parser(subparsers: Any) -> None:
         help="binary protocol version (default 1; an OTA websocket.version overrides it)",
     )
     parser.add_argument(
+        "--aec",
+        action="store_true",
+        help="firmware built with CONFIG_USE_SERVER_AEC: announce features.aec and, over protocol v2, "
+        "stamp each microphone frame with the timestamp of a downlink frame it played",
+    )
+    parser.add_argument(
         "--mode",
         choices=("auto", "manual", "realtime"),
         default="auto",
@@ -144,6 +150,7 @@ async def _exchange(args: argparse.Namespace) -> int:
         protocol_version=args.protocol_version,
         listening_mode=args.mode,
         mqtt=args.mqtt,
+        aec=args.aec,
     )
     started = time.monotonic()
 

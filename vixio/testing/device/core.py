@@ -143,7 +143,7 @@ class DeviceCore:
             if mcp
             else None
         )
-        self._speaker = Speaker()
+        self._speaker = Speaker(server_aec=aec)
         self._mic_encoder: OpusEncoder | None = None
         """The uplink encoder; one per channel, so its state runs across stream_audio calls."""
         self._relisten: asyncio.Task[None] | None = None
@@ -364,8 +364,8 @@ class DeviceCore:
     async def _send_listen_start(self, mode: ListeningMode) -> None:
         await self.protocol.send_json(self.protocol.message("listen", state="start", mode=mode))
 
-    async def _send_packet(self, opus: bytes) -> None:
-        await self.protocol.send_audio(opus)
+    async def _send_packet(self, opus: bytes, timestamp_ms: int = 0) -> None:
+        await self.protocol.send_audio(opus, timestamp_ms)
         self.uplink_packets += 1
 
     # ---------------------------------------------------------------- internals

@@ -154,7 +154,9 @@ class SimulatedDevice(DeviceCore):
         """Send 16 kHz mono int16 PCM as Opus packets, one per message, paced at real time.
 
         Only while the mic is open (listening, or speaking in realtime mode); streaming stops
-        when it closes mid-way. Returns the number of packets sent.
+        when it closes mid-way. Returns the number of packets sent. With `aec` over v2 each
+        packet carries the stamp of a downlink frame already played, by the firmware's rule
+        (`stamps.py`; `uplink_stamps` lists them).
         """
         if not self._mic_open():
             raise DeviceError(
@@ -172,7 +174,8 @@ class SimulatedDevice(DeviceCore):
             if not self._mic_open():
                 self._log.info("mic closed ({}) after {} of {} packets", self.state, index, len(packets))
                 return index
-            await self._send_packet(packet)
+            # A microphone frame takes its stamp as it is captured (FW `PushTaskToEncodeQueue`).
+            await self._send_packet(packet, self._speaker.mic_frame_stamp(self._clock()))
         return len(packets)
 
     async def stream_wav(self, path: str | Path, *, realtime: bool = True) -> int:
@@ -251,6 +254,12 @@ class SimulatedDevice(DeviceCore):
     def decoded_audio(self) -> bytes:
         """int16 PCM of the played frames at the server hello's `sample_rate`."""
         return self.recording.decoded_audio(self.server_sample_rate)
+
+    @property
+    def uplink_stamps(self) -> list[int]:
+        """The v2 timestamp each uplink packet carried, in send order: with `aec` the stamps of
+        the downlink frames played (`audio.Speaker.mic_frame_stamp`), else 0."""
+        return self.recording.uplink_stamps
 
     def drop_counts(self) -> dict[str, int]:
         """Dropped downlink frames per reason, e.g. `{"not_speaking": 2, "queue_full": 9}`."""

@@ -279,11 +279,13 @@ class DeviceMqttProtocol:
         topic = str(self.settings.get("publish_topic", ""))
         await self.publish_raw(topic, data)
 
-    async def send_audio(self, opus: bytes) -> None:
-        """One Opus packet as the firmware's `SendAudio` builds it."""
+    async def send_audio(self, opus: bytes, timestamp_ms: int = 0) -> None:
+        """One Opus packet as the firmware's `SendAudio` builds it. The UDP header's timestamp
+        is not modelled (`timestamp_ms` is ignored): MQTT downlink frames carry none to echo."""
         if self._udp is None:
             raise DeviceDisconnected("the audio channel is closed; connect() first")
         self._udp.sendto(self.seal(opus))
+        self._recording.uplink_stamps.append(0)
 
     def seal(self, opus: bytes, sequence: int | None = None) -> bytes:
         """The encrypted packet for `opus` (the next sequence unless one is given, for tests)."""

@@ -151,9 +151,11 @@ class DeviceProtocol:
         await self.send_raw(json.dumps(data, separators=(",", ":"), ensure_ascii=False))
         self._recording.sent.append(SentMessage(self._clock(), data))
 
-    async def send_audio(self, opus: bytes) -> None:
-        """Send one Opus packet in one binary message, framed for the negotiated version."""
-        await self.send_raw(pack(opus, self.version))
+    async def send_audio(self, opus: bytes, timestamp_ms: int = 0) -> None:
+        """Send one Opus packet in one binary message, framed for the negotiated version
+        (`timestamp_ms` goes into a v2 header; v1 and v3 have no field for it)."""
+        await self.send_raw(pack(opus, self.version, timestamp_ms=timestamp_ms))
+        self._recording.uplink_stamps.append(timestamp_ms if self.version == 2 else 0)
 
     async def send_raw(self, data: str | bytes) -> None:
         """Send a text or binary message as is."""

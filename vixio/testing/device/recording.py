@@ -58,6 +58,8 @@ class DeviceRecording:
         self.received: list[ReceivedMessage] = []
         self.sent: list[SentMessage] = []
         self.audio_frames: list[ReceivedFrame] = []
+        self.uplink_stamps: list[int] = []
+        """The timestamp each uplink audio packet carried on the wire, in send order (0 in v1/v3)."""
         self._tick = asyncio.Event()
 
     def notify(self) -> None:

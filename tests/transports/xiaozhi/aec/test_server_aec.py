@@ -5,14 +5,13 @@ from __future__ import annotations
 import asyncio
 import itertools
 
-import numpy as np
 import pytest
 
 from vixio.testing.device import SimulatedDevice
-from vixio.transports.xiaozhi.protocol.codec import OpusEncoder
-from vixio.transports.xiaozhi.protocol.framing import pack
+from vixio.testing.device.audio import tone
 
 from ..conftest import ws_url
+from .conftest import ManualClock
 
 pytestmark = pytest.mark.integration
 
@@ -30,19 +29,20 @@ async def _reply(device: SimulatedDevice) -> list[int]:
 
 async def test_v2_downlink_is_stamped_and_an_aec_device_is_cancelled_against_it(make_server) -> None:
     server = await make_server(reply_seconds=1.2)
-    async with SimulatedDevice(ws_url=ws_url(server), protocol_version=2, aec=True) as device:
+    clock = ManualClock()  # the reply arrives at one instant and plays out as the test moves the clock
+    async with SimulatedDevice(ws_url=ws_url(server), protocol_version=2, aec=True, clock=clock) as device:
         stamps = await _reply(device)
         assert len(stamps) == 20 and stamps[0] > 0
         assert all(b - a == 60 for a, b in itertools.pairwise(stamps)), stamps  # the downlink clock in ms
         (connection,) = server.transport.connections.values()
         assert connection.echo is not None
         assert connection.echo.reference.position == 20 * 960  # every frame sent, kept at 16 kHz
-        # The device's microphone, stamped as the firmware stamps it (the frame it just played).
-        encoder = OpusEncoder(16000, frame_duration_ms=60, complexity=0)
-        tone = (np.sin(np.arange(960) * 2 * np.pi * 440 / 16000) * 3000).astype("<i2").tobytes()
+        # The device's microphone while the reply plays out, stamped by the device itself.
         before = connection.audio_frames_in
-        for stamp in stamps[:10]:
-            await device.protocol.send_raw(pack(encoder.encode(tone), 2, timestamp_ms=stamp))
+        for _ in range(10):
+            clock.now += 0.06
+            assert await device.stream_audio(tone(0.06), realtime=False) == 1
+        assert device.uplink_stamps == stamps[:10]
         for _ in range(100):
             if connection.echo.stats.frames >= 10:
                 break
