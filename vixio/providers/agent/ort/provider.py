@@ -11,14 +11,13 @@ schemas (vixio.providers.agent.ort.forced) instead of under llama.cpp's GBNF gra
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
 from typing import Any
 
 from openai.types.chat import ChatCompletionChunk
 
 from vixio.providers.agent.llama import tools as local_tools
 from vixio.providers.agent.llama.provider import LocalLlamaAgentProvider, LocalLlamaModel
-from vixio.providers.agent.llama.weights import INFERENCE, smollm2_model_path
+from vixio.providers.agent.llama.weights import INFERENCE
 from vixio.providers.agent.ort.engine import EXTRA_HINT, OnnxChat, load_onnx
 from vixio.providers.agent.ort.forced import forced_call_text
 
@@ -31,16 +30,8 @@ WEIGHTS_HINT = (
 class LocalOnnxModel(LocalLlamaModel):
     """`LocalLlamaModel` running on ONNX Runtime."""
 
-    async def load(self) -> Any:
-        """Load (and on first use build) the model once per process, in the inference thread."""
-        if self._llama is None:
-            path = self.model_path or smollm2_model_path(WEIGHTS_HINT)
-            self.model_path = Path(path)
-            loop = asyncio.get_running_loop()
-            # Duck-typed as the `Llama` the base class expects (the engine module says which part).
-            engine: Any = await loop.run_in_executor(INFERENCE, load_onnx, self.model_path, self.n_ctx, self.n_threads)
-            self._llama = engine
-        return self._llama
+    weights_hint = WEIGHTS_HINT
+    _load_engine = staticmethod(load_onnx)
 
     async def _forced_call(
         self,
