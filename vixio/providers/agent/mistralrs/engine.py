@@ -95,7 +95,7 @@ class MistralrsChat:
         started = time.perf_counter()
         which: Any = Which.GGUF(
             quantized_model_id=str(path.parent), quantized_filename=path.name
-        )  # stub: a nested class
+        )  # mistralrs' type stub declares Which.GGUF a nested class, not a constructor
         self._runner = Runner(which=which, token_source="none", max_seqs=1, in_situ_quant=REQUANTIZE)
         self.metadata = {"tokenizer.chat_template": gguf_string(path, "tokenizer.chat_template")}
         self.name = path.name
