@@ -34,6 +34,8 @@ Everything here is CPU work for a worker thread (`aec_worker`): never call `proc
 
 from __future__ import annotations
 
+import itertools
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -92,6 +94,8 @@ class SessionEchoCanceller:
         self.clock = UplinkClock()
         self.estimator = DelayEstimator(max_ms=max_delay_ms)
         self.stats = EchoStats()
+        self.lane = next(_LANES)
+        """Which canceller thread serves this session (`aec_worker`)."""
         self._aec = _webrtc()(RATE, 1, 0)
         self._uplink = 0  # uplink samples seen
         self._mic_ring = np.zeros(self.estimator.window, dtype=np.int16)
@@ -197,15 +201,21 @@ def cancel_batch(jobs: Sequence[tuple[SessionEchoCanceller, bytes, int]]) -> lis
     return out
 
 
-_AEC_WORKER: BatchWorker[tuple[SessionEchoCanceller, bytes, int], bytes] | None = None
+AEC_THREADS = max(1, min(4, os.cpu_count() or 1))
+"""Canceller threads per process: one per core, at most 4. AEC3 costs ~0.7 ms of CPU per 60 ms
+frame, so one thread keeps up with ~80 boards playing at once; beyond that every AEC session's
+uplink waits (bench/bench_aec_load.py at 100 boards on one thread: frames waited 170 / 364 ms
+p50 / p95). AEC3 releases the GIL, so the threads run in parallel."""
+_AEC_WORKERS: list[BatchWorker[tuple[SessionEchoCanceller, bytes, int], bytes]] = []
+_LANES = itertools.count()
 
 
-def aec_worker() -> BatchWorker[tuple[SessionEchoCanceller, bytes, int], bytes]:
-    """One thread per process for every session's echo cancelling (AEC3 releases the GIL)."""
-    global _AEC_WORKER
-    if _AEC_WORKER is None:
-        _AEC_WORKER = BatchWorker(cancel_batch, name="aec")
-    return _AEC_WORKER
+def aec_worker(canceller: SessionEchoCanceller) -> BatchWorker[tuple[SessionEchoCanceller, bytes, int], bytes]:
+    """The canceller thread this session's frames go to: always the same one (its frames stay in
+    order), sessions spread over `AEC_THREADS` round-robin as they start."""
+    if not _AEC_WORKERS:
+        _AEC_WORKERS.extend(BatchWorker(cancel_batch, name="aec") for _ in range(AEC_THREADS))
+    return _AEC_WORKERS[canceller.lane % len(_AEC_WORKERS)]
 
 
 def available() -> bool:

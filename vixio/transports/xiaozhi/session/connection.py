@@ -200,7 +200,7 @@ class XiaozhiConnection:
 
         frames = self.echo.stats.frames
         try:
-            pcm = await aec_worker().submit((self.echo, chunk.pcm, timestamp_ms))
+            pcm = await aec_worker(self.echo).submit((self.echo, chunk.pcm, timestamp_ms))
         except Exception as exc:  # a canceller fault must not silence the device: pass it on uncancelled
             self.logger.warning("echo cancelling failed, frame passed on as heard: {}", exc)
             return chunk
