@@ -26,7 +26,10 @@ board (one session: the canceller converges once). Rows:
   last transcript of it was judged (command / new / echo / backchannel / unsure; "-": never
   transcribed: no pause, or a verdict before the first transcript), and the ASR's process CPU per
   transcription; the transcripts reach the arbiter `--asr-latency-ms` of audio after they are
-  asked for (a model, so that the run is the same everywhere: vixio.testing.held_words).
+  asked for (a model, so that the run is the same everywhere: vixio.testing.held_words);
+- missed, by cause (`--why-missed`: every frame traced, the verdicts unchanged): echo first / no
+  start / resumed / late (vixio.testing.barge_in_misses), each with the median dimming of the user
+  by the canceller, the user's level over the echo's, and the VAD's peak probability.
 
 Needs vixio[aec] and vixio[silero], and vixio[piper] for the short sounds (`--short 0` without it),
 and vixio[whisper] for the `+ words` modes.
