@@ -27,9 +27,10 @@ board (one session: the canceller converges once). Rows:
   transcribed: no pause, or a verdict before the first transcript), and the ASR's process CPU per
   transcription; the transcripts reach the arbiter `--asr-latency-ms` of audio after they are
   asked for (a model, so that the run is the same everywhere: vixio.testing.held_words);
-- missed, by cause (`--why-missed`: every frame traced, the verdicts unchanged): echo first / no
-  start / resumed / late (vixio.testing.barge_in_misses), each with the median dimming of the user
-  by the canceller, the user's level over the echo's, and the VAD's peak probability.
+- missed, by cause (`--why-missed`: every frame traced, the verdicts unchanged): echo cancelled /
+  echo paused / no start / resumed / late (vixio.testing.barge_in_misses), each with the median
+  dimming of the user by the canceller, the user's level over the echo's, and the VAD's peak
+  probability.
 
 Needs vixio[aec] and vixio[silero], and vixio[piper] for the short sounds (`--short 0` without it),
 and vixio[whisper] for the `+ words` modes.
@@ -210,9 +211,22 @@ def _why(barge: list[Trial]) -> str:
             parts.append(
                 f"{cause} {len(of)} (dimmed {statistics.median(m.dimmed_db for m in of):.1f} dB, "
                 f"user/echo {statistics.median(m.user_over_echo_db for m in of):+.1f} dB, "
-                f"VAD peak {statistics.median(m.max_vad for m in of):.2f})"
+                f"VAD peak {statistics.median(m.max_vad for m in of):.2f}"
+                + _cancelled([m.cancelled_ms for m in of if m.cancelled_ms is not None], cause)
+                + ")"
             )
     return "; ".join(parts) or "none missed"
+
+
+def _cancelled(after_ms: list[float], cause: str) -> str:
+    """For `echo paused`: how many of those the user's speech then cancelled, and how soon."""
+    if cause != "echo paused":
+        return ""
+    if not after_ms:
+        return "; none cancelled by the user's speech"
+    return (
+        f"; {len(after_ms)} cancelled by the user's speech {min(after_ms):.0f}–{max(after_ms):.0f} ms after its onset"
+    )
 
 
 def main() -> None:

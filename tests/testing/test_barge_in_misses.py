@@ -42,10 +42,15 @@ def test_a_question_the_vad_never_started_on_is_no_start_with_its_dimming() -> N
     assert miss.dimmed_db == 12.0 and miss.user_over_echo_db == 0.0 and miss.max_vad == 0.3
 
 
-def test_a_question_that_fell_into_the_echos_pause_is_echo_first() -> None:
+def test_a_question_spoken_into_the_echos_pause_or_after_its_cancel_is_the_echos() -> None:
     trial = _trial({5: ["pause"], ONSET_FRAME + 3: ["interrupt"]}, confirmed=True)
     miss = why_missed(trial)
-    assert miss is not None and miss.cause == "echo first"
+    assert miss is not None and miss.cause == "echo paused"
+    assert miss.cancelled_ms == 4 * FRAME * 1000 / RATE  # the user's speech cancelled the silent reply
+    never = why_missed(_trial({5: ["pause"]}))
+    assert never is not None and never.cause == "echo paused" and never.cancelled_ms is None
+    cancelled = why_missed(_trial({5: ["pause"], 12: ["interrupt"]}))
+    assert cancelled is not None and cancelled.cause == "echo cancelled"
     # an echo pause that resumed before the user spoke is not the cause
     resumed_first = _trial({5: ["pause"], 12: ["resume"]})
     assert why_missed(resumed_first).cause == "no start"  # type: ignore[union-attr]

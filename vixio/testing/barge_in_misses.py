@@ -5,8 +5,11 @@ onset, or stopped only by a pause that did not end in an interrupt. Traced frame
 (`Trial.frames`: the microphone, the user alone, the echo alone, what the VAD heard, its
 probability, the uplink stamp, the server's actions), each miss is one of:
 
-- `echo first`: the reply's own echo had paused (or cancelled) it before the user spoke, and the
-  user's question then fell into that pause: the echo's verdict, not the user's, decided;
+- `echo cancelled`: the reply's own echo had cancelled it before the user spoke;
+- `echo paused`: the reply's own echo had paused it and the user spoke into that pause: their
+  speech joins the held speech (`cancelled_ms`: how long after their onset that cancelled the
+  reply, None if it did not). The user did not speak over the reply (it was silent already), so
+  the bench's count, which wants a pause after the onset, has no `tts stop` to time;
 - `no start`: the VAD never started while the user spoke: the canceller dimmed or distorted the
   question (`dimmed_db`: the user alone over what the VAD heard, median over the user's frames)
   so that Silero's probability never stayed up for `min_speech_ms`;
@@ -28,7 +31,7 @@ from vixio.testing.echo_path import RATE
 
 WITHIN_S = 1.5
 """A barge-in counts when the reply stopped for it within this of the user's onset (the bench's rule)."""
-CAUSES = ("echo first", "no start", "resumed", "late")
+CAUSES = ("echo cancelled", "echo paused", "no start", "resumed", "late")
 
 
 @dataclass(slots=True)
@@ -40,6 +43,8 @@ class Miss:
     """Median over the same frames of the user alone over the echo alone at the microphone, dB."""
     max_vad: float
     """The VAD's highest probability from the user's onset to `WITHIN_S` after it."""
+    cancelled_ms: float | None = None
+    """`echo paused`: from the user's onset to the reply's cancel, when that came within `WITHIN_S`."""
 
 
 def missed(trial: Trial) -> bool:
@@ -63,12 +68,17 @@ def why_missed(trial: Trial) -> Miss | None:
     ser = float(np.median([f.user_db - f.echo_db for f in speech])) if speech else 0.0
     peak = max((f.vad for f in trial.frames[onset:within]), default=0.0)
     last_before = next((a for a in reversed(before) if a in ("pause", "resume", "interrupt")), None)
-    if last_before in ("pause", "interrupt"):
-        cause = "echo first"
+    cancelled = None
+    if last_before == "interrupt":
+        cause = "echo cancelled"
+    elif last_before == "pause":
+        cause = "echo paused"
+        at = next((k for k, f in enumerate(trial.frames[onset:within]) if "interrupt" in f.actions), None)
+        cancelled = None if at is None else (at + 1) * FRAME * 1000 / RATE
     elif "pause" not in after:
         cause = "no start"
     elif "interrupt" not in after:
         cause = "resumed"
     else:
         cause = "late"
-    return Miss(cause, round(dimmed, 1), round(ser, 1), round(peak, 2))
+    return Miss(cause, round(dimmed, 1), round(ser, 1), round(peak, 2), cancelled)
