@@ -9,7 +9,8 @@ time): `OpusDecoder`, then `SessionEchoCanceller` (with `aec`), then the Silero 
 VADStation's default rules, then either today's rule (VAD start while speaking = barge-in) or
 `InterruptionArbiter` (pause, then confirm or resume). With an `asr` the held speech is
 transcribed as the VAD station does it (`held_words.HeldWords`: a real ASR, a modelled latency on
-the audio's clock) and its words decide first; without, by its length alone.
+the audio's clock) and its words decide first; without, by its length alone. With `trace` every
+frame is recorded (`FrameTrace`), for `barge_in_misses` to say why a question was missed.
 
 Besides the echo alone and a question, a trial can put a cough (`cough`: synthetic noise bursts),
 a backchannel or a command (`barge_in_voices.BACKCHANNELS`, `COMMANDS`: spoken by the default Piper voice when
