@@ -26,7 +26,11 @@ board (one session: the canceller converges once). Rows:
   last transcript of it was judged (command / new / echo / backchannel / unsure; "-": never
   transcribed: no pause, or a verdict before the first transcript), and the ASR's process CPU per
   transcription; the transcripts reach the arbiter `--asr-latency-ms` of audio after they are
-  asked for (a model, so that the run is the same everywhere: vixio.testing.held_words).
+  asked for (a model, so that the run is the same everywhere: vixio.testing.held_words);
+- missed, by cause (`--why-missed`: every frame traced, the verdicts unchanged): echo cancelled /
+  echo paused / no start / resumed / late (vixio.testing.barge_in_misses), each with the median
+  dimming of the user by the canceller, the user's level over the echo's, and the VAD's peak
+  probability.
 
 Needs vixio[aec] and vixio[silero], and vixio[piper] for the short sounds (`--short 0` without it),
 and vixio[whisper] for the `+ words` modes.
@@ -49,6 +53,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from vixio.providers.vad.silero_onnx import SileroOnnxVAD
 from vixio.testing.barge_in import KINDS, Harness, Trial, Voices
+from vixio.testing.barge_in_misses import CAUSES, why_missed
 
 
 def cpu_model() -> str:
@@ -159,6 +164,7 @@ def run(
     board_stops: bool = False,
     asr: object = None,
     asr_latency_ms: int = 800,
+    trace: bool = False,
 ) -> dict[str, object]:
     arbiter = aec if arbiter is None else arbiter
     harness = Harness(
@@ -172,6 +178,7 @@ def run(
         board_stops=board_stops,
         asr=asr,  # type: ignore[arg-type]
         asr_latency_ms=asr_latency_ms,
+        trace=trace,
     )
     # Echo-only and barge-in replies alternate on the same boards, as a session has both.
     echo, barge = [], []
@@ -188,7 +195,38 @@ def run(
         if arbiter
         else "today (no AEC, VAD start = barge-in)"
     )
-    return summarise(name + (" + words" if asr is not None else ""), harness, echo, barge, short)
+    row = summarise(name + (" + words" if asr is not None else ""), harness, echo, barge, short)
+    row["why"] = _why(barge) if trace else "-"
+    return row
+
+
+def _why(barge: list[Trial]) -> str:
+    """The missed questions by cause (`barge_in_misses`), with the median dimming and the user's
+    level over the echo's on the user's frames, and the VAD's median peak probability."""
+    misses = [(i, m) for i, m in ((i, why_missed(t)) for i, t in enumerate(barge)) if m is not None]
+    parts = []
+    for cause in CAUSES:
+        of = [m for _, m in misses if m.cause == cause]
+        if of:
+            parts.append(
+                f"{cause} {len(of)} (dimmed {statistics.median(m.dimmed_db for m in of):.1f} dB, "
+                f"user/echo {statistics.median(m.user_over_echo_db for m in of):+.1f} dB, "
+                f"VAD peak {statistics.median(m.max_vad for m in of):.2f}"
+                + _cancelled([m.cancelled_ms for m in of if m.cancelled_ms is not None], cause)
+                + ")"
+            )
+    return "; ".join(parts) or "none missed"
+
+
+def _cancelled(after_ms: list[float], cause: str) -> str:
+    """For `echo paused`: how many of those the user's speech then cancelled, and how soon."""
+    if cause != "echo paused":
+        return ""
+    if not after_ms:
+        return "; none cancelled by the user's speech"
+    return (
+        f"; {len(after_ms)} cancelled by the user's speech {min(after_ms):.0f}–{max(after_ms):.0f} ms after its onset"
+    )
 
 
 def main() -> None:
@@ -214,6 +252,7 @@ def main() -> None:
         default="today,pause,aec,aec-words",
         help="which of today,pause,pause-words,aec,aec-words to run (-words: held speech transcribed)",
     )
+    parser.add_argument("--why-missed", action="store_true", help="trace every frame and sort the misses by cause")
     parser.add_argument("--asr-latency-ms", type=int, default=800, help="modelled transcription latency")
     parser.add_argument("--asr-model", default="tiny.en", help="faster-whisper model for the + words modes")
     parser.add_argument("--asr-language", default="en", help="its language (zh: the replies' language)")
@@ -254,6 +293,7 @@ def main() -> None:
             args.board_stops,
             asr if words else None,
             args.asr_latency_ms,
+            args.why_missed,
         )
         for name, (aec, arbiter, words) in modes.items()
         if name in args.modes.split(",")
@@ -271,6 +311,7 @@ def main() -> None:
         ("command", "commands that stopped the reply within 1.5 s"),
         ("cpu", "CPU per 60 ms uplink frame added (in-run floor)"),
         ("heard", "transcribed as (the last transcript of each trial's held speech)"),
+        ("why", "missed, by cause (--why-missed: vixio.testing.barge_in_misses)"),
     ):
         print(f"| {label} | " + " | ".join(str(r[key]) for r in rows) + " |")
     for r in rows:

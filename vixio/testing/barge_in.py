@@ -9,7 +9,8 @@ time): `OpusDecoder`, then `SessionEchoCanceller` (with `aec`), then the Silero 
 VADStation's default rules, then either today's rule (VAD start while speaking = barge-in) or
 `InterruptionArbiter` (pause, then confirm or resume). With an `asr` the held speech is
 transcribed as the VAD station does it (`held_words.HeldWords`: a real ASR, a modelled latency on
-the audio's clock) and its words decide first; without, by its length alone.
+the audio's clock) and its words decide first; without, by its length alone. With `trace` every
+frame is recorded (`FrameTrace`), for `barge_in_misses` to say why a question was missed.
 
 Besides the echo alone and a question, a trial can put a cough (`cough`: synthetic noise bursts),
 a backchannel or a command (`barge_in_voices.BACKCHANNELS`, `COMMANDS`: spoken by the default Piper voice when
@@ -40,7 +41,7 @@ from vixio.transports.xiaozhi.protocol.codec import OpusDecoder, OpusEncoder
 FRAME = 960
 """60 ms at 16 kHz: the firmware's uplink frame."""
 LEAD_S, TAIL_S = 0.6, 1.5
-__all__ = ["FRAME", "KINDS", "BoardPlayback", "Harness", "Trial", "Voices"]
+__all__ = ["FRAME", "KINDS", "BoardPlayback", "FrameTrace", "Harness", "Trial", "Voices"]
 
 
 @dataclass(slots=True)
@@ -61,9 +62,37 @@ class Trial:
     """What the user did: `echo` (nothing), `barge` (a question), `cough`, `backchannel`, `command`."""
     heard: list[tuple[str, str]] = field(default_factory=list)
     """With an ASR: each transcript of held speech and what the arbiter judged it, in order."""
+    frames: list[FrameTrace] = field(default_factory=list)
+    """With `Harness.trace`: every uplink frame, as the server handled it (`barge_in_misses`)."""
 
 
 KINDS = ("echo", "barge", "cough", "backchannel", "command")
+
+
+@dataclass(slots=True)
+class FrameTrace:
+    """One 60 ms uplink frame of a traced trial: levels in dBFS, what the server did with it."""
+
+    stamp: int
+    """Its v2 timestamp (0: the board's stamp queue was empty: it had stopped playing)."""
+    mic_db: float
+    """The microphone as decoded."""
+    out_db: float
+    """What the VAD heard (the canceller's output, or the microphone without one)."""
+    vad: float
+    """The VAD's probability for the frame's last window."""
+    actions: list[str]
+    """The server's actions on the reply at this frame (pause, resume, interrupt)."""
+    user_db: float = -120.0
+    """The user's speech alone at the microphone (filled in after the trial)."""
+    echo_db: float = -120.0
+    """The echo and noise alone at the microphone (filled in after the trial)."""
+
+
+def level_db(pcm: np.ndarray) -> float:
+    """Mean power of int16 `pcm` in dBFS (silence reads about -120)."""
+    power = float(np.mean(np.square(pcm, dtype=np.float64))) if len(pcm) else 0.0
+    return 10 * float(np.log10(max(power, 1e-3) / 32768.0**2))
 
 
 @dataclass(slots=True)
@@ -103,6 +132,8 @@ class Harness:
     """The modelled time from asking for a transcript to having it, on the audio's clock."""
     partial_ms: int = 240
     """`vad.barge_in_partial_ms`."""
+    trace: bool = False
+    """Record every frame of every trial in `Trial.frames` (diagnosis: `barge_in_misses`)."""
     """Replies one board (one echo path, one canceller) plays: a session converges once."""
     costs: Costs = field(default_factory=Costs)
     _cancellers: dict[int, Any] = field(default_factory=dict)
@@ -213,9 +244,16 @@ class Harness:
             actions = self._decide(trial, arbiter, events, now, speaking_bot, voiced, onset)
             if words is not None and arbiter.listening:
                 self._listen(trial, arbiter, words, events, now, uplink, onset, actions)
+            if self.trace:
+                out_pcm = np.frombuffer(pcm, dtype="<i2")
+                mic = np.frombuffer(decoded, dtype="<i2")
+                trace = FrameTrace(stamps[k], level_db(mic), level_db(out_pcm), detector.last_probability, actions)
+                trial.frames.append(trace)
             if self.board_stops and actions and board.act(actions, sent, k):
                 stamps = device_stamps(played_at, frames, FRAME, phase=phase)  # the past is unchanged
                 reply_end = played_at[-1][0] - 80 + FRAME if played_at else p0
+        if self.trace:
+            board.levels(trial.frames)
         if heard:
             trial.erle_db = erle_db(np.concatenate(heard), np.concatenate(cleaned))
         if words is not None:
@@ -321,6 +359,14 @@ class BoardPlayback:
         self._stamps = [stamp for _, stamp in self.played_at]
         self.mic = path.mic(played, user)
         self.held = self.cancelled = False
+
+    def levels(self, frames: list[FrameTrace]) -> None:
+        """Fill in each traced frame's user-alone and echo-alone levels (the microphone as played)."""
+        user = self.user if self.user is not None else np.zeros(len(self.mic), np.int16)
+        for k, frame in enumerate(frames):
+            mic = self.mic[k * FRAME : (k + 1) * FRAME].astype(np.int32)
+            alone = user[k * FRAME : (k + 1) * FRAME].astype(np.int32)
+            frame.user_db, frame.echo_db = level_db(alone), level_db(mic - alone)
 
     def act(self, actions: list[str], sent: int, k: int) -> bool:
         """Apply the server's actions at uplink frame `k` (`sent` reply frames sent so far: the
