@@ -10,7 +10,10 @@ board (one session: the canceller converges once). Rows:
 - false interruptions: replies with no user that paused or stopped at least once (and events in all),
   and of those, replies the echo cancelled outright (today every stop cancels; paused ones resume);
 - missed interruptions: user questions over a reply that did not stop it within 1.5 s, or that a
-  reply had already stopped itself before (today's rule cancels the reply at its first echo);
+  reply had already stopped itself before (today's rule cancels the reply at its first echo); a
+  question spoken into a reply its own echo had already paused, whose speech cancelled the reply
+  within 1.5 s, is heard (it became the turn) and counted apart, with no latency (there was no
+  `tts stop` after its onset);
 - onset → `tts stop`: from the user's first voiced sample to the frame at which the server stops
   the reply (the pause); p50 / p95;
 - ERLE: echo-only replies, from 2 s into each reply, microphone as decoded over canceller output;
@@ -53,7 +56,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from vixio.providers.vad.silero_onnx import SileroOnnxVAD
 from vixio.testing.barge_in import KINDS, Harness, Trial, Voices
-from vixio.testing.barge_in_misses import CAUSES, why_missed
+from vixio.testing.barge_in_misses import CAUSES, spoke_into_pause, why_missed
 
 
 def cpu_model() -> str:
@@ -90,6 +93,8 @@ def summarise(
         and (harness.arbiter or t.false_events == 0)
     ]
     latencies = [1000 * (t.stopped_s - t.onset_s) for t in late]  # type: ignore[operator]
+    into_pause = [t for t in barge if harness.arbiter and spoke_into_pause(t)]
+    heard = len(late) + len(into_pause)
     erles = [t.erle_db for t in echo if t.erle_db is not None]
     c = harness.costs
     verdicts = {}
@@ -132,7 +137,8 @@ def summarise(
         ),
         "false": f"{false_replies}/{len(echo)} replies ({100 * false_replies / max(len(echo), 1):.1f} %), {events} events",
         "cancelled": f"{cancelled}/{len(echo)} replies ({100 * cancelled / max(len(echo), 1):.1f} %)",
-        "missed": f"{len(barge) - len(late)}/{len(barge)} ({100 * (len(barge) - len(late)) / max(len(barge), 1):.1f} %)",
+        "missed": f"{len(barge) - heard}/{len(barge)} ({100 * (len(barge) - heard) / max(len(barge), 1):.1f} %)"
+        + (f"; of the heard, {len(into_pause)} spoke into a reply its echo had paused" if into_pause else ""),
         "onset_to_stop": f"{pct(latencies, 50):.0f} / {pct(latencies, 95):.0f} ms",
         "erle": f"{statistics.median(erles):.1f} dB median, {pct(erles, 10):.1f} dB p10"
         if harness.aec and erles

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from vixio.testing.barge_in import FRAME, BoardPlayback, FrameTrace, Trial, level_db
-from vixio.testing.barge_in_misses import missed, why_missed
+from vixio.testing.barge_in_misses import missed, spoke_into_pause, why_missed
 from vixio.testing.echo_path import RATE, EchoPath
 
 pytestmark = pytest.mark.unit
@@ -54,6 +54,17 @@ def test_a_question_spoken_into_the_echos_pause_or_after_its_cancel_is_the_echos
     # an echo pause that resumed before the user spoke is not the cause
     resumed_first = _trial({5: ["pause"], 12: ["resume"]})
     assert why_missed(resumed_first).cause == "no start"  # type: ignore[union-attr]
+
+
+def test_a_question_whose_speech_cancelled_a_reply_its_echo_had_paused_is_heard_without_a_latency() -> None:
+    onset = ONSET_FRAME * FRAME / RATE
+    in_time = _trial({5: ["pause"], ONSET_FRAME + 3: ["interrupt"]}, confirmed=True, cancelled_s=onset + 0.24)
+    assert spoke_into_pause(in_time) and not missed(in_time) and why_missed(in_time) is None
+    too_late = _trial({5: ["pause"], ONSET_FRAME + 30: ["interrupt"]}, confirmed=True, cancelled_s=onset + 1.8)
+    assert not spoke_into_pause(too_late) and why_missed(too_late).cause == "echo paused"  # type: ignore[union-attr]
+    # a pause after the onset is timed as a barge-in, not counted here
+    timed = _trial({ONSET_FRAME + 5: ["pause"]}, stopped_s=onset + 0.3, confirmed=True, cancelled_s=onset + 0.9)
+    assert not spoke_into_pause(timed) and not missed(timed)
 
 
 def test_a_paused_question_judged_false_is_resumed_and_a_slow_verdict_is_late() -> None:

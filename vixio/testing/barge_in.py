@@ -57,6 +57,8 @@ class Trial:
     stopped_s: float | None = None
     """When the reply stopped for the user (`tts stop`: the pause, or today's interrupt)."""
     confirmed: bool = False
+    cancelled_s: float | None = None
+    """When the user's speech cancelled the reply (an interrupt after their onset), if it did."""
     erle_db: float | None = None
     kind: str = "echo"
     """What the user did: `echo` (nothing), `barge` (a question), `cough`, `backchannel`, `command`."""
@@ -291,6 +293,7 @@ class Harness:
             if verdict == "interrupt":
                 if onset is not None and now * RATE >= onset:
                     trial.confirmed = True
+                    trial.cancelled_s = now if trial.cancelled_s is None else trial.cancelled_s
                 else:
                     trial.false_cancels += 1
 
@@ -331,6 +334,7 @@ class Harness:
             if verdict == "interrupt" and self.arbiter:
                 if user_on:
                     trial.confirmed = True
+                    trial.cancelled_s = now if trial.cancelled_s is None else trial.cancelled_s
                 else:
                     trial.false_cancels += 1
         return [v for v in verdicts if v is not None]

@@ -6,10 +6,10 @@ onset, or stopped only by a pause that did not end in an interrupt. Traced frame
 probability, the uplink stamp, the server's actions), each miss is one of:
 
 - `echo cancelled`: the reply's own echo had cancelled it before the user spoke;
-- `echo paused`: the reply's own echo had paused it and the user spoke into that pause: their
-  speech joins the held speech (`cancelled_ms`: how long after their onset that cancelled the
-  reply, None if it did not). The user did not speak over the reply (it was silent already), so
-  the bench's count, which wants a pause after the onset, has no `tts stop` to time;
+- `echo paused`: the reply's own echo had paused it and the user spoke into that pause, but their
+  speech did not cancel the reply within `WITHIN_S` (`cancelled_ms`: when it did, None if never).
+  When it did in time, the question is not missed (`spoke_into_pause`: it became the turn; there
+  is no `tts stop` after the onset to time, so it has no latency);
 - `no start`: the VAD never started while the user spoke: the canceller dimmed or distorted the
   question (`dimmed_db`: the user alone over what the VAD heard, median over the user's frames)
   so that Silero's probability never stayed up for `min_speech_ms`;
@@ -52,7 +52,16 @@ def missed(trial: Trial) -> bool:
     if trial.kind != "barge" or trial.onset_s is None:
         return False
     stopped = trial.stopped_s is not None and trial.stopped_s - trial.onset_s <= WITHIN_S
-    return not (stopped and trial.confirmed)
+    return not (stopped and trial.confirmed) and not spoke_into_pause(trial)
+
+
+def spoke_into_pause(trial: Trial) -> bool:
+    """The reply's echo had paused it before the user spoke (no `tts stop` after their onset to
+    time) and their speech cancelled it within `WITHIN_S`: their question became the turn, so it
+    was not missed, though it has no latency to count."""
+    if trial.kind != "barge" or trial.onset_s is None or trial.stopped_s is not None:
+        return False
+    return trial.cancelled_s is not None and trial.cancelled_s - trial.onset_s <= WITHIN_S
 
 
 def why_missed(trial: Trial) -> Miss | None:
