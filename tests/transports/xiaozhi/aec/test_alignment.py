@@ -109,3 +109,17 @@ def test_a_new_reply_takes_a_whole_frame_shift_of_the_delay_at_once() -> None:
     est.reacquire(960)
     assert estimate(4700) == 2400 - 960  # not a whole-frame shift: needs a second estimate to agree
     assert estimate(4700) == 4700
+
+
+def test_reference_reads_match_what_was_sent_across_the_rings_wrap() -> None:
+    ref = DownlinkReference(seconds=0.1)  # 1600 samples: the reads below cross its end often
+    audio = _noise(6000, seed=7)
+    for j in range(0, 6000, 960):
+        ref.add(1 + j, audio[j : j + 960])
+    sent = len(audio)
+    for start in range(sent - 2400, sent + 200, 37):
+        expect = np.zeros(700, np.int16)
+        lo, hi = max(start, sent - 1600), min(start + 700, sent)
+        if lo < hi:
+            expect[lo - start : hi - start] = audio[lo:hi]
+        assert np.array_equal(ref.read(start, 700), expect), start

@@ -76,9 +76,13 @@ class DownlinkReference:
         out = np.zeros(n, dtype=np.int16)
         size = len(self._ring)
         lo, hi = max(start, self.position - size, 0), min(start + n, self.position)
-        if lo < hi:
-            index = np.arange(lo, hi) % size
-            out[lo - start : hi - start] = self._ring[index]
+        if lo < hi:  # at most two slices of the ring (hi - lo <= size): no index array per frame
+            a, b = lo % size, (hi - 1) % size + 1
+            if a < b:
+                out[lo - start : hi - start] = self._ring[a:b]
+            else:
+                out[lo - start : lo - start + size - a] = self._ring[a:]
+                out[lo - start + size - a : hi - start] = self._ring[:b]
         return out
 
 

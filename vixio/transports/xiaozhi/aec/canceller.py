@@ -98,7 +98,8 @@ class SessionEchoCanceller:
         """Which canceller thread serves this session (`aec_worker`)."""
         self._aec = _webrtc()(RATE, 1, 0)
         self._uplink = 0  # uplink samples seen
-        self._mic_ring = np.zeros(self.estimator.window, dtype=np.int16)
+        self._mic = np.zeros(2 * self.estimator.window, dtype=np.int16)  # the last `window` end at `_mic_end`
+        self._mic_end = self.estimator.window
         self._last_active = -10 * RATE  # uplink sample of the last frame with reply audio
         self._align: int | None = None  # reference position minus uplink position, as `_aec` is fed
         self._fresh: Any | None = None  # a new AEC3 on a new alignment, while it converges
@@ -168,8 +169,18 @@ class SessionEchoCanceller:
         self._fresh_align = align
 
     def _remember(self, mic: np.ndarray) -> None:
-        keep = len(self._mic_ring)
-        self._mic_ring = np.concatenate([self._mic_ring, mic])[-keep:]
+        """Append to the microphone history; it is moved back only when full (once per `window`)."""
+        keep = self.estimator.window
+        mic = mic[-keep:]
+        if self._mic_end + len(mic) > len(self._mic):
+            self._mic[:keep] = self._mic[self._mic_end - keep : self._mic_end]
+            self._mic_end = keep
+        self._mic[self._mic_end : self._mic_end + len(mic)] = mic
+        self._mic_end += len(mic)
+
+    def _recent(self, n: int) -> np.ndarray:
+        """The last `n` (at most the estimator's window) microphone samples."""
+        return self._mic[self._mic_end - n : self._mic_end]
 
     def _estimate(self, end_base: int) -> None:
         """Run the estimator over the last `window` of microphone audio ending at clock `end_base`."""
@@ -180,7 +191,7 @@ class SessionEchoCanceller:
         active = np.abs(ref[est.max_lag - est.min_lag :][: window // 160 * 160].reshape(-1, 160)).max(axis=1) >= 64
         if active.mean() < 0.5:
             return  # the reply is mostly silence here: too little to correlate
-        est.update(self._mic_ring[-window:], ref)
+        est.update(self._recent(window), ref)
 
     def _account(self, mic: np.ndarray, out: np.ndarray, delay: int) -> None:
         s = self.stats
