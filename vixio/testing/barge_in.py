@@ -16,9 +16,8 @@ Besides the echo alone and a question, a trial can put a cough (`cough`: synthet
 a backchannel or a command (`barge_in_voices.BACKCHANNELS`, `COMMANDS`: spoken by the default Piper voice when
 `Voices.from_fixtures(short=True)`) over the reply.
 
-Simplification, stated: the reply's audio keeps playing in the simulation after a pause (a
-resumed reply sounds the same to the microphone), so the echo-only figures are, if anything,
-pessimistic.
+Unless `board_stops` (a real board stops at `tts stop`), the reply keeps playing through a pause:
+a simplification that makes the echo-only figures, if anything, pessimistic.
 """
 
 from __future__ import annotations
@@ -128,6 +127,7 @@ class Harness:
     the rest after `tts start`, as a real one does; False keeps the reply playing through a pause
     (the published table's simplification: pessimistic for false and missed interruptions)."""
     replies_per_session: int = 5
+    """Replies one board (one echo path, one canceller) plays: a session converges once."""
     asr: ASRProvider | None = None
     """Transcribe held speech with this and judge its words (`vad.barge_in_words`); None: by length."""
     asr_latency_ms: int = 800
@@ -136,7 +136,6 @@ class Harness:
     """`vad.barge_in_partial_ms`."""
     trace: bool = False
     """Record every frame of every trial in `Trial.frames` (diagnosis: `barge_in_misses`)."""
-    """Replies one board (one echo path, one canceller) plays: a session converges once."""
     costs: Costs = field(default_factory=Costs)
     _cancellers: dict[int, Any] = field(default_factory=dict)
     _sentences: list[tuple[int, str]] = field(default_factory=list)

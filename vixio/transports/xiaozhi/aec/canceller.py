@@ -213,10 +213,10 @@ def cancel_batch(jobs: Sequence[tuple[SessionEchoCanceller, bytes, int]]) -> lis
 
 
 AEC_THREADS = max(1, min(4, os.cpu_count() or 1))
-"""Canceller threads per process: one per core, at most 4. AEC3 costs ~0.7 ms of CPU per 60 ms
-frame, so one thread keeps up with ~80 boards playing at once; beyond that every AEC session's
-uplink waits (bench/bench_aec_load.py at 100 boards on one thread: frames waited 170 / 364 ms
-p50 / p95). AEC3 releases the GIL, so the threads run in parallel."""
+"""Canceller threads per process: one per core, at most 4. The canceller costs ~0.75 ms of CPU per
+60 ms frame, so one thread is saturated at ~80–100 boards playing at once and every AEC session's
+uplink waits behind it (bench/bench_aec_load.py, 100 boards, 2-core EPYC: frames waited 67 / 124 ms
+p50 / p95 on one thread idle, 170 / 364 under load; 43 / 94 on two). AEC3 releases the GIL."""
 _AEC_WORKERS: list[BatchWorker[tuple[SessionEchoCanceller, bytes, int], bytes]] = []
 _LANES = itertools.count()
 
