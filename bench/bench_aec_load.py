@@ -144,7 +144,7 @@ def main() -> None:
     for b in boards:
         mic = b.mic[skip : len(b.out) * FRAME].astype(np.float64)
         out = np.concatenate(b.out)[skip:].astype(np.float64)
-        live = slice(0, len(b.reply) - skip)
+        live = slice(0, len(b.reply) - skip)  # audio from 2 s (1.4 s into the reply) to 0.6 s before its end
         erles.append(10 * np.log10(np.square(mic[live]).sum() / max(np.square(out[live]).sum(), 1.0)))
     added = 1000 * (cpu_aec - cpu_loop) / frames
     print(
