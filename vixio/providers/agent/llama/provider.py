@@ -113,27 +113,30 @@ class LocalLlamaModel(Model):
 
     async def _forced_call(
         self,
-        llama: Llama,
+        llama: Any,
         system_instructions: str | None,
         input: str | list[Any],
         chat_tools: list[Any],
         choice: str,
         options: dict[str, Any],
     ) -> list[ChatCompletionChunk]:
-        """One call generated under a grammar that admits only a call of the offered tools."""
+        """One call of the offered tools, generated on the inference thread by `_forced_text`."""
+        messages = self._messages(system_instructions, input, local_tools.tools_prompt(chat_tools))
+        loop = asyncio.get_running_loop()
+        text = await loop.run_in_executor(INFERENCE, self._forced_text, llama, messages, chat_tools, choice, options)
+        return local_tools.call_chunks([local_tools.forced_call(text)], self.name)
+
+    def _forced_text(
+        self, llama: Llama, messages: list[Any], chat_tools: list[Any], choice: str, options: dict[str, Any]
+    ) -> str:
+        """The forced call's JSON, generated under a grammar that admits only a call of the offered
+        tools (runs on the inference thread; each runtime generates it its own way)."""
         from llama_cpp.llama_grammar import LlamaGrammar
 
-        messages = self._messages(system_instructions, input, local_tools.tools_prompt(chat_tools))
         schema = json.dumps(local_tools.forced_call_schema(chat_tools, choice))
-        loop = asyncio.get_running_loop()
-
-        def generate() -> str:
-            grammar = LlamaGrammar.from_json_schema(schema, verbose=False)
-            raw = _complete(llama, messages, grammar=grammar, **{**options, "max_tokens": 256})
-            return str(raw["choices"][0]["message"]["content"] or "")
-
-        text = await loop.run_in_executor(INFERENCE, generate)
-        return local_tools.call_chunks([local_tools.forced_call(text)], self.name)
+        grammar = LlamaGrammar.from_json_schema(schema, verbose=False)
+        raw = _complete(llama, messages, grammar=grammar, **{**options, "max_tokens": 256})
+        return str(raw["choices"][0]["message"]["content"] or "")
 
     @staticmethod
     def _options(settings: ModelSettings) -> dict[str, Any]:

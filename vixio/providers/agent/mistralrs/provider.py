@@ -9,14 +9,10 @@ schema grammar instead of llama.cpp's GBNF.
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
-
-from openai.types.chat import ChatCompletionChunk
 
 from vixio.providers.agent.llama import tools as local_tools
 from vixio.providers.agent.llama.provider import LocalLlamaAgentProvider, LocalLlamaModel
-from vixio.providers.agent.llama.weights import INFERENCE
 from vixio.providers.agent.mistralrs.engine import WEIGHTS_HINT, MistralrsChat, load_mistralrs
 
 
@@ -26,22 +22,12 @@ class LocalMistralrsModel(LocalLlamaModel):
     weights_hint = WEIGHTS_HINT
     _load_engine = staticmethod(load_mistralrs)
 
-    async def _forced_call(
-        self,
-        llama: Any,
-        system_instructions: str | None,
-        input: str | list[Any],
-        chat_tools: list[Any],
-        choice: str,
-        options: dict[str, Any],
-    ) -> list[ChatCompletionChunk]:
+    def _forced_text(
+        self, llama: Any, messages: list[Any], chat_tools: list[Any], choice: str, options: dict[str, Any]
+    ) -> str:
         """One call generated under a grammar that admits only a call of the offered tools."""
-        messages = self._messages(system_instructions, input, local_tools.tools_prompt(chat_tools))
-        schema = local_tools.forced_call_schema(chat_tools, choice)
         engine: MistralrsChat = llama
-        loop = asyncio.get_running_loop()
-        text = await loop.run_in_executor(INFERENCE, engine.json_call, messages, schema, 256)
-        return local_tools.call_chunks([local_tools.forced_call(text)], self.name)
+        return str(engine.json_call(messages, local_tools.forced_call_schema(chat_tools, choice), 256))
 
 
 class LocalMistralrsAgentProvider(LocalLlamaAgentProvider):

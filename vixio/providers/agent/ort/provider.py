@@ -10,14 +10,9 @@ schemas (vixio.providers.agent.ort.forced) instead of under llama.cpp's GBNF gra
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
-from openai.types.chat import ChatCompletionChunk
-
-from vixio.providers.agent.llama import tools as local_tools
 from vixio.providers.agent.llama.provider import LocalLlamaAgentProvider, LocalLlamaModel
-from vixio.providers.agent.llama.weights import INFERENCE
 from vixio.providers.agent.ort.engine import EXTRA_HINT, OnnxChat, load_onnx
 from vixio.providers.agent.ort.forced import forced_call_text
 
@@ -33,25 +28,12 @@ class LocalOnnxModel(LocalLlamaModel):
     weights_hint = WEIGHTS_HINT
     _load_engine = staticmethod(load_onnx)
 
-    async def _forced_call(
-        self,
-        llama: Any,
-        system_instructions: str | None,
-        input: str | list[Any],
-        chat_tools: list[Any],
-        choice: str,
-        options: dict[str, Any],
-    ) -> list[ChatCompletionChunk]:
+    def _forced_text(
+        self, llama: Any, messages: list[Any], chat_tools: list[Any], choice: str, options: dict[str, Any]
+    ) -> str:
         """One call of the offered tools, generated under their schemas."""
-        messages = self._messages(system_instructions, input, local_tools.tools_prompt(chat_tools))
         engine: OnnxChat = llama
-        loop = asyncio.get_running_loop()
-
-        def generate() -> str:
-            return forced_call_text(engine, engine.prompt_tokens(messages), chat_tools, choice)
-
-        text = await loop.run_in_executor(INFERENCE, generate)
-        return local_tools.call_chunks([local_tools.forced_call(text)], self.name)
+        return forced_call_text(engine, engine.prompt_tokens(messages), chat_tools, choice)
 
 
 class LocalOnnxAgentProvider(LocalLlamaAgentProvider):
