@@ -4,6 +4,7 @@ barge-in ending the generation, a forced tool call. Not a test module itself."""
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 
@@ -75,7 +76,7 @@ async def forced_call_runs_the_tool(provider: type[LocalLlamaAgentProvider], *, 
     from vixio.core.tools.local import func_to_tool_definition
     from vixio.core.tools.policy import ToolPolicy
     from vixio.core.tools.toolset import ToolSet
-    from vixio.providers.agent.base import AgentToolCall
+    from vixio.providers.agent.base import AgentToolCall, AgentToolResult
     from vixio.providers.agent.openai_agents.tools import OpenAIAgentToolConverter
 
     volumes: list[int] = []
@@ -100,3 +101,11 @@ async def forced_call_runs_the_tool(provider: type[LocalLlamaAgentProvider], *, 
     events = [event async for event in agent.chat("Set the volume to 30.")]
 
     (call,) = [e for e in events if isinstance(e, AgentToolCall)]
+    arguments = json.loads(call.arguments)
+    if exact:
+        assert call.name == "set_volume" and arguments == {"volume": 30}  # under the schema
+    else:
+        assert call.name == "set_volume" and isinstance(arguments["volume"], int)  # under the schema
+    (result,) = [e for e in events if isinstance(e, AgentToolResult)]
+    assert volumes and result.output == f"volume is {volumes[0]}"  # the real function ran
+    await executor.close()
