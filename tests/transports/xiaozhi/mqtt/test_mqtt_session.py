@@ -21,6 +21,7 @@ from vixio.app.server import VixioServer
 from vixio.config.models import VixioConfig
 from vixio.metrics.instruments import MQTT_REFUSED, UDP_DROPPED
 from vixio.testing.device import SimulatedDevice
+from vixio.testing.device.audio import encode_uplink
 from vixio.testing.device.mqtt_protocol import DeviceMqttProtocol
 from vixio.testing.llm_server import Reply, ScriptedLLMServer
 from vixio.testing.speech_servers import SlowSpeechServer
@@ -323,3 +324,46 @@ async def test_a_reminder_and_an_operator_message_reach_an_idle_mqtt_device_as_a
         alert = await device.wait_for("alert", after=mark, timeout=20)
         assert "dinner is ready" in alert["message"]
         await device.wait_for("notify", after=mark, timeout=20)
+
+
+async def test_audio_that_overtakes_its_listen_start_is_heard_and_older_or_wake_word_audio_is_not(
+    server: VixioServer,
+) -> None:
+    """UDP audio goes straight to vixio, `listen start` through the broker: the turn's first
+    packets can arrive first. Those within half a second before it are the turn's; older ones,
+    and the wake word's (discarded by `listen detect`), are not."""
+    async with SimulatedDevice(ota_url=ota_url(server), device_id=DEVICE, mqtt=True, mcp=False) as device:
+        await device.connect()
+        await until(lambda: server.transport.connections)
+        connection = next(iter(server.transport.connections.values()))
+        layer = mqtt_layer(device)
+        assert server.mqtt.front is not None and server.mqtt.front.audio is not None
+        channel = next(iter(server.mqtt.front.audio.sessions.values()))
+        packets = encode_uplink(b"\x00\x10" * 16000, 60)  # 1 s of audio: 17 packets
+
+        async def send(count: int) -> None:
+            for packet in packets[:count]:
+                await layer.send_audio(packet)
+            await until(lambda: channel.cipher.received == layer.local_sequence)  # all arrived, none heard
+
+        # Overtaken: 4 packets, then `listen start`; the turn hears them first.
+        await send(4)
+        assert connection.audio_frames_in == 0
+        await layer.send_json(layer.message("listen", state="start", mode="manual"))
+        await until(lambda: connection.audio_frames_in == 4)
+        await layer.send_json(layer.message("listen", state="stop"))
+        await until(lambda: connection.listening is False)
+        # Discarded by `listen stop`; then too old; then the wake word's, discarded by `listen detect`.
+        for before_start in ("stop", "sleep", "detect"):
+            await send(3)
+            if before_start == "stop":
+                await layer.send_json(layer.message("listen", state="stop"))
+            elif before_start == "sleep":
+                await asyncio.sleep(0.7)
+            else:
+                await layer.send_json(layer.message("listen", state="detect", text="你好小智"))
+            await layer.send_json(layer.message("listen", state="start", mode="manual"))
+            await layer.send_json(layer.message("listen", state="stop"))
+            await until(lambda: connection.listening is False and channel._reads.empty())
+            await asyncio.sleep(0.1)
+            assert connection.audio_frames_in == 4, before_start

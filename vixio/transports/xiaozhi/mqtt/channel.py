@@ -37,6 +37,9 @@ class MqttUdpChannel:
 
     request = None
     """No HTTP request: the transport's vision URL falls back to its configured host."""
+    audio_apart = True
+    """Audio (UDP, straight to the server) can overtake `listen start` (MQTT, through the broker):
+    the session holds it briefly (session/early_audio.py)."""
 
     def __init__(
         self,

@@ -31,6 +31,7 @@ from vixio.metrics import ECHO_ERLE, ECHO_FRAMES
 from vixio.transports.xiaozhi.protocol import messages as xp
 from vixio.transports.xiaozhi.protocol.codec import UPLINK_SAMPLE_RATE, CodecError, OpusDecoder, packet_duration
 from vixio.transports.xiaozhi.session.downlink import SAY_SOURCE, Downlink
+from vixio.transports.xiaozhi.session.early_audio import EarlyAudio
 
 if TYPE_CHECKING:
     from vixio.transports.xiaozhi.aec.canceller import SessionEchoCanceller
@@ -85,6 +86,8 @@ class XiaozhiConnection:
         """Server-side echo cancellation (`enable_echo_cancellation`): the uplink goes through it."""
         self._uplink_budget = RealTimeBudget(config.audio_burst_seconds)
         self._flooding = LogThrottle(first=1, every=10.0)
+        self.early_audio: EarlyAudio | None = None
+        """Set for channels whose audio can overtake its `listen start` (early_audio.py)."""
 
     @property
     def speaking(self) -> bool:
@@ -177,7 +180,8 @@ class XiaozhiConnection:
         if message["type"] != xp.AUDIO or self._handling or self.echo is not None:
             return False  # echo cancelling is awaited (a worker thread): `handle` does it
         if not self.listening or self.session is None:
-            return True  # dropped, as `_on_audio` would
+            self._not_listening(message["data"])
+            return True
         if not self.session.pipeline.can_push_nowait():
             return False
         chunk = self._uplink_chunk(message["data"])
@@ -187,7 +191,8 @@ class XiaozhiConnection:
 
     async def _on_audio(self, packet: bytes, timestamp_ms: int = 0) -> None:
         if not self.listening or self.session is None:
-            return  # wake-word audio before `listen detect`, or audio after push-to-talk release
+            self._not_listening(packet, timestamp_ms)
+            return
         chunk = self._uplink_chunk(packet)
         if chunk is not None and self.echo is not None:
             chunk = await self._cancel_echo(chunk, timestamp_ms)
@@ -208,6 +213,12 @@ class XiaozhiConnection:
             ECHO_FRAMES.inc()
             self.session.state.echo_erle_db = self.echo.stats.erle_db
         return AudioChunk(pcm=pcm, sample_rate=chunk.sample_rate)
+
+    def _not_listening(self, packet: bytes, timestamp_ms: int = 0) -> None:
+        """Wake-word audio before `listen detect`, audio after push-to-talk release: dropped;
+        over a channel whose audio can overtake `listen start`, held for it (early_audio.py)."""
+        if self.early_audio is not None and self.session is not None:
+            self.early_audio.hold(packet, timestamp_ms)
 
     def _uplink_chunk(self, packet: bytes) -> AudioChunk | None:
         """The packet's audio, or None when it is dropped (flooding, undecodable, DTX)."""
@@ -244,10 +255,17 @@ class XiaozhiConnection:
             if self.mode == "manual":
                 await self._new_user_turn("push_to_talk")
                 await self._push(TurnStartChunk(source="push_to_talk"))
+            if self.early_audio is not None:
+                for packet, timestamp_ms in self.early_audio.take():
+                    await self._on_audio(packet, timestamp_ms)
         elif state == "stop":
             self.listening = False
+            if self.early_audio is not None:
+                self.early_audio.discard()
             await self._push(TurnEndChunk(source="push_to_talk"))
         elif state == "detect":
+            if self.early_audio is not None:
+                self.early_audio.discard()  # the wake word's audio
             await self._on_detect(message)
         else:
             self._log_ignored(

@@ -40,6 +40,7 @@ from vixio.transports.xiaozhi.session.auth import (
     DeviceIdentity,
 )
 from vixio.transports.xiaozhi.session.connection import XiaozhiConnection
+from vixio.transports.xiaozhi.session.early_audio import EarlyAudio
 from vixio.transports.xiaozhi.session.identity import IdentityPins, IdentityRefused
 from vixio.transports.xiaozhi.websocket.log import websockets_logger
 from vixio.transports.xiaozhi.websocket.opening import XiaozhiOpening
@@ -250,6 +251,8 @@ class XiaozhiTransport(XiaozhiOpening):
             )
             offered = hello.get("features")
             features: dict[str, Any] = offered if isinstance(offered, dict) else {}
+            if getattr(socket, "audio_apart", False):
+                connection.early_audio = EarlyAudio()
             if features.get("aec") is True and self.config.server_aec:
                 connection.enable_echo_cancellation(version)
             context = DeviceContext(session_id, identity, hello, version, self, dict(features))
