@@ -251,7 +251,9 @@ async def test_realtime_barge_in_interrupts_and_the_new_question_is_answered(
             barge = device.mark()
             await device.stream_audio(question_pcm)  # the user speaks over the assistant
             await device.wait_for("tts", state="stop", after=barge, timeout=10)
-            stt = await device.wait_for("stt", after=barge, timeout=20)
+            # Not a latency check (bench/ measures that): on a loaded machine the held speech's
+            # transcription in flight finishes before the turn's own, each several seconds.
+            stt = await device.wait_for("stt", after=barge, timeout=60)
             assert words(stt["text"]) == words(QUESTION)  # the speech that interrupted is whole
             after_stt = next(i for i in range(barge, len(device.received)) if device.received[i].data is stt)
             answer = await device.wait_for("tts", state="sentence_start", after=after_stt, timeout=20)

@@ -20,7 +20,6 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -40,19 +39,12 @@ from vixio.metrics import INTERRUPTIONS, VAD_QUIET_WINDOWS
 from vixio.providers.vad.base import VADProvider
 from vixio.providers.vad.detector import VADEvent, VoiceActivityDetector
 from vixio.stations.interruption import InterruptionArbiter
+from vixio.stations.vad_frames import QueuedFrames, merge_frames
 
-MAX_MERGED_SECONDS = 1.0
-"""Most queued microphone audio scored in one round trip when the station catches up."""
-
-
-@dataclass(kw_only=True, slots=True)
-class QueuedFrames(AudioChunk):
-    """Microphone frames that queued behind each other (see `VADStation.merge`): `pcm` is all of
-    them, `parts` each frame as it came, handled one by one after one scoring round trip."""
-
-    parts: list[bytes] = field(default_factory=list)
-    arrivals: list[float] = field(default_factory=list)
-    """Each part's `created_at`: when its frame reached the server."""
+GAP_SECONDS = 0.3
+"""While a paused reply waits on the verdict of held speech that has ended, a microphone silent
+this long (wall time; five times as long while the speech goes on) is taken as that much silence
+(`_fill_gap`): the verdict then comes without the device's frames."""
 
 
 class VADStation(Station):
@@ -95,6 +87,7 @@ class VADStation(Station):
         self._asr: asyncio.Task[str] | None = None
         self._asr_final = False  # the transcription in flight covers the held speech to its end
         self._asr_upto = 0  # held samples already sent to be transcribed
+        self._gap: asyncio.TimerHandle | None = None  # fills a silent microphone while a verdict waits
         self._settings: dict[str, Any] = dict(
             threshold=threshold,
             min_speech_ms=min_speech_ms,
@@ -114,6 +107,8 @@ class VADStation(Station):
 
     async def stop(self) -> None:
         self._forget_transcript()
+        if self._gap is not None:
+            self._gap.cancel()
         if self._detector is not None:
             self._detector.stream.close()  # gives a pooled model instance back
             self._detector = None
@@ -128,27 +123,7 @@ class VADStation(Station):
         awaiting one scoring round trip per 60 ms frame falls behind real time for good once a
         round trip takes longer (a loaded server) and the device's end of speech is heard late;
         merged, a backlog is scored in one round trip, and each frame is then handled as before."""
-        if not (
-            isinstance(chunk, AudioChunk)
-            and isinstance(following, AudioChunk)
-            and chunk.role == following.role == "user"
-            and chunk.turn_id == following.turn_id
-            and (chunk.sample_rate, chunk.channels) == (following.sample_rate, following.channels)
-            and chunk.duration < MAX_MERGED_SECONDS
-        ):
-            return None
-        parts = [*(chunk.parts if isinstance(chunk, QueuedFrames) else [chunk.pcm]), following.pcm]
-        arrivals = [*(chunk.arrivals if isinstance(chunk, QueuedFrames) else [chunk.created_at]), following.created_at]
-        return QueuedFrames(
-            pcm=b"".join(parts),
-            parts=parts,
-            arrivals=arrivals,
-            sample_rate=chunk.sample_rate,
-            channels=chunk.channels,
-            session_id=chunk.session_id,
-            turn_id=chunk.turn_id,
-            created_at=chunk.created_at,
-        )
+        return merge_frames(chunk, following)
 
     async def process(self, chunk: Chunk) -> AsyncIterator[Chunk]:
         if isinstance(chunk, EndpointChunk):
@@ -185,6 +160,30 @@ class VADStation(Station):
                 yield out
         for out in self._listen(chunk):
             yield out
+        self._watch_gap()
+
+    def _watch_gap(self) -> None:
+        """Verdicts run on the microphone's clock, frame by frame: a device that stops sending
+        (its stream paused, the network stalled) would leave a paused reply waiting for good.
+        While one waits, `GAP_SECONDS` without a frame count as that much silence."""
+        if self._gap is not None:
+            self._gap.cancel()
+            self._gap = None
+        if self._held is not None and self._pipeline is not None and self.arbiter is not None:
+            wait = GAP_SECONDS if self.arbiter.ended else 5 * GAP_SECONDS  # mid-speech: a stall, not an end
+            self._gap = asyncio.get_running_loop().call_later(wait, self._fill_gap)
+
+    def _fill_gap(self) -> None:
+        self._gap = None
+        if self._held is None or self._pipeline is None:
+            return
+        silence = bytes(2 * int(self.provider.sample_rate * GAP_SECONDS))
+        if self._pipeline.push_nowait(AudioChunk(pcm=silence, sample_rate=self.provider.sample_rate)):
+            self.logger.debug(
+                "no microphone audio for {:g} s while a paused reply waits: taken as silence", GAP_SECONDS
+            )
+        else:  # the input is full, so frames are coming: they decide
+            self._watch_gap()
 
     async def transcribed(self) -> None:
         """Wait for the transcription of held speech in flight (tests and the benchmark: its
@@ -266,7 +265,10 @@ class VADStation(Station):
             else:
                 assert self._detector is not None
                 voiced = speaking and self._detector.silence_start is None
+                ended = self.arbiter.ended
                 yield from self._verdict(self.arbiter.tick(now, voiced), like)
+                if self._held is None and self._confirmed and ended:  # decided after the speech's end
+                    yield VADEndChunk(turn_id=self.current_turn_id, created_at=arrived)
 
     def _pause(self, now: float, onset: int) -> bool:
         """Speech over the reply: pause it (True) if the arbiter says so."""
