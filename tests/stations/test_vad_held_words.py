@@ -56,6 +56,7 @@ async def _run(
         arbiter=InterruptionArbiter(confirm_ms=600, words=WordRules() if words else None),
         transcribe=asr.transcribe if words else None,
         partial_ms=240,
+        gap_seconds=None,  # the test holds the audio's clock: frames wait for each transcript
     )
     pipeline = Pipeline([station], session_id="s")
     lead = b"\x00\x00" * int(0.3 * RATE)

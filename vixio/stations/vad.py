@@ -67,6 +67,7 @@ class VADStation(Station):
         quiet_below_dbfs: float | None = None,
         transcribe: Callable[[bytes, int], Awaitable[str]] | None = None,
         partial_ms: int = 240,
+        gap_seconds: float | None = GAP_SECONDS,
         name: str | None = None,
     ) -> None:
         super().__init__(name)
@@ -80,6 +81,8 @@ class VADStation(Station):
         self.transcribe = transcribe
         """Speech to text for held speech (16-bit PCM, sample rate); None: judged by length."""
         self.partial_ms = partial_ms
+        self.gap_seconds = gap_seconds
+        """None: never fill a silent microphone (a test that holds the audio's clock itself)."""
         self._held: list[np.ndarray] | None = None
         self._confirmed = False
         self._ignoring = False  # the rest of a VAD segment after its echo resumed the reply
@@ -165,23 +168,22 @@ class VADStation(Station):
     def _watch_gap(self) -> None:
         """Verdicts run on the microphone's clock, frame by frame: a device that stops sending
         (its stream paused, the network stalled) would leave a paused reply waiting for good.
-        While one waits, `GAP_SECONDS` without a frame count as that much silence."""
+        While one waits, `gap_seconds` without a frame count as that much silence."""
         if self._gap is not None:
             self._gap.cancel()
             self._gap = None
-        if self._held is not None and self._pipeline is not None and self.arbiter is not None:
-            wait = GAP_SECONDS if self.arbiter.ended else 5 * GAP_SECONDS  # mid-speech: a stall, not an end
+        if self._held is not None and self._pipeline is not None and self.arbiter is not None and self.gap_seconds:
+            wait = self.gap_seconds * (1 if self.arbiter.ended else 5)  # mid-speech: a stall, not an end
             self._gap = asyncio.get_running_loop().call_later(wait, self._fill_gap)
 
     def _fill_gap(self) -> None:
         self._gap = None
         if self._held is None or self._pipeline is None:
             return
-        silence = bytes(2 * int(self.provider.sample_rate * GAP_SECONDS))
+        gap = self.gap_seconds or GAP_SECONDS
+        silence = bytes(2 * int(self.provider.sample_rate * gap))
         if self._pipeline.push_nowait(AudioChunk(pcm=silence, sample_rate=self.provider.sample_rate)):
-            self.logger.debug(
-                "no microphone audio for {:g} s while a paused reply waits: taken as silence", GAP_SECONDS
-            )
+            self.logger.debug("no microphone audio for {:g} s while a paused reply waits: taken as silence", gap)
         else:  # the input is full, so frames are coming: they decide
             self._watch_gap()
 
