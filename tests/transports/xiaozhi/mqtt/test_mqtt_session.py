@@ -94,10 +94,11 @@ async def test_ota_mqtt_hello_udp_audio_reply_goodbye_and_an_idle_push(
         assert hello["transport"] == "udp" and len(bytes.fromhex(hello["udp"]["nonce"])) == 16
         assert bytes.fromhex(hello["udp"]["nonce"])[0] == 0x01  # the firmware drops any other type byte
         # Microphone audio over UDP reaches the session's decoder.
-        await device.start_listening("manual")
-        await device.stream_audio(b"\x00\x10" * 16000, realtime=False)  # 1 s of audio
         await until(lambda: server.transport.connections)
         connection = next(iter(server.transport.connections.values()))
+        await device.start_listening("manual")
+        await until(lambda: connection.listening)  # overtaking `listen start`: the test below
+        await device.stream_audio(b"\x00\x10" * 16000, realtime=False)  # 1 s of audio
         await until(lambda: connection.audio_frames_in >= 10)
         await device.stop_listening()
         # A typed turn: the reply's subtitles over MQTT, its Opus over AES-CTR UDP.
