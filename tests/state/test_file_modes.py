@@ -109,3 +109,23 @@ async def test_a_shared_folder_and_another_users_file_are_left_with_one_warning_
         assert mode(path) == 0o644
         file_lines = [line for line in warnings if f"state file {path} is open to other users" in line]
         assert len(file_lines) == 1 and "another user owns it" in file_lines[0]
+
+
+def test_a_journal_removed_while_the_files_are_tightened_is_no_error(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Workers opening a new file together: one's transaction removes `-journal` between another's
+    look and its chmod (seen as a worker failing to start, test_sqlite's four processes)."""
+    from vixio.state import sqlite_files
+
+    path = tmp_path / "state" / "state.db"
+    tighten = sqlite_files._tighten
+
+    def vanishing(file: Path, wanted: int, kind: str) -> None:
+        if file.name.endswith("-journal"):
+            raise FileNotFoundError(2, "No such file or directory", str(file))
+        tighten(file, wanted, kind)
+
+    path.parent.mkdir(mode=0o700)
+    path.with_name("state.db-journal").write_bytes(b"")  # there when looked at, gone at the chmod
+    monkeypatch.setattr(sqlite_files, "_tighten", vanishing)
+    sqlite_files.make_private(path)
+    assert path.exists() and stat.S_IMODE(path.stat().st_mode) == 0o600

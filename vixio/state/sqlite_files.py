@@ -43,8 +43,10 @@ def make_private(path: Path) -> None:
     descriptor = os.open(path, os.O_CREAT | os.O_RDWR, FILE_MODE)
     os.close(descriptor)
     for file in [path, *(path.with_name(path.name + suffix) for suffix in COMPANIONS)]:
-        if file.exists():
+        try:
             _tighten(file, FILE_MODE, "file")
+        except FileNotFoundError:
+            pass  # absent, or a journal another process's transaction removed meanwhile (workers starting together)
 
 
 def _tighten_folder(folder: Path, database: str) -> None:
