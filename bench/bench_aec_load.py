@@ -29,8 +29,11 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(1, str(Path(__file__).resolve().parent))  # bench/: its `capacity` package
 
 from bench.bench_barge_in import cpu_model
+from capacity.floor import measure_floor
+from capacity.load import Clip
 from vixio.testing.barge_in import FRAME, LEAD_S, Voices
 from vixio.testing.echo_path import RATE, EchoPath, device_stamps
 
@@ -91,28 +94,15 @@ async def drive(boards: list[Board], cancel: bool) -> None:
 
 
 def floor_ms(voices: Voices, frames: int = 400) -> float:
-    """Opus decode + Silero VAD per 60 ms frame, one stream, thread CPU time."""
-    from vixio.providers.vad.silero_onnx import SileroOnnxVAD
-    from vixio.transports.xiaozhi.protocol.codec import OpusDecoder, OpusEncoder
+    """Opus decode + Silero VAD per 60 ms frame, one stream, thread CPU time: bench_capacity's
+    floor (capacity/floor.py) over the replies' first `frames` frames, as the boards send them."""
+    from vixio.transports.xiaozhi.protocol.codec import OpusEncoder
 
     audio = np.concatenate(voices.replies)
     enc = OpusEncoder(RATE, frame_duration_ms=60, complexity=0)
-    packets = [
-        enc.encode(audio[i * FRAME : (i + 1) * FRAME].tobytes()) for i in range(min(frames, len(audio) // FRAME))
-    ]
-    vad = SileroOnnxVAD(16000)
-    stream, dec = vad.create_stream(), OpusDecoder(RATE)
-    window = vad.window_samples
-    t0 = time.thread_time()
-    pending = np.zeros(0, np.float32)
-    for p in packets:
-        pcm = np.frombuffer(dec.decode(p), dtype="<i2").astype(np.float32) / 32768.0
-        pending = np.concatenate([pending, pcm])
-        whole = len(pending) // window * window
-        for s in range(0, whole, window):
-            stream.probability(pending[s : s + window])
-        pending = pending[whole:]
-    return 1000 * (time.thread_time() - t0) / len(packets)
+    count = min(frames, len(audio) // FRAME)
+    packets = [enc.encode(audio[i * FRAME : (i + 1) * FRAME].tobytes()) for i in range(count)]
+    return float(measure_floor([Clip("replies", packets, count - 1)])["ms_per_frame"])
 
 
 def main() -> None:
