@@ -13,6 +13,7 @@ whatever the folder's mode.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
 from pathlib import Path
@@ -43,10 +44,9 @@ def make_private(path: Path) -> None:
     descriptor = os.open(path, os.O_CREAT | os.O_RDWR, FILE_MODE)
     os.close(descriptor)
     for file in [path, *(path.with_name(path.name + suffix) for suffix in COMPANIONS)]:
-        try:
+        # Absent, or a journal another process's transaction removed meanwhile (workers starting together).
+        with contextlib.suppress(FileNotFoundError):
             _tighten(file, FILE_MODE, "file")
-        except FileNotFoundError:
-            pass  # absent, or a journal another process's transaction removed meanwhile (workers starting together)
 
 
 def _tighten_folder(folder: Path, database: str) -> None:
