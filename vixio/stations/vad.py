@@ -174,13 +174,12 @@ class VADStation(Station):
             self._gap = None
         if self._held is not None and self._pipeline is not None and self.arbiter is not None and self.gap_seconds:
             wait = self.gap_seconds * (1 if self.arbiter.ended else 5)  # mid-speech: a stall, not an end
-            self._gap = asyncio.get_running_loop().call_later(wait, self._fill_gap)
+            self._gap = asyncio.get_running_loop().call_later(wait, self._fill_gap, self.gap_seconds)
 
-    def _fill_gap(self) -> None:
+    def _fill_gap(self, gap: float) -> None:
         self._gap = None
         if self._held is None or self._pipeline is None:
             return
-        gap = self.gap_seconds or GAP_SECONDS
         silence = bytes(2 * int(self.provider.sample_rate * gap))
         if self._pipeline.push_nowait(AudioChunk(pcm=silence, sample_rate=self.provider.sample_rate)):
             self.logger.debug("no microphone audio for {:g} s while a paused reply waits: taken as silence", gap)
