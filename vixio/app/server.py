@@ -28,6 +28,7 @@ from aiohttp import web
 from loguru import logger
 
 from vixio import metrics
+from vixio.app import shutdown
 from vixio.app.live_profiles import LiveProfiles
 from vixio.app.mqtt import PATH as MQTT_PUSH_PATH
 from vixio.app.mqtt import MqttService
@@ -292,14 +293,15 @@ class VixioServer:
 
     async def stop(self) -> None:
         self.console.stop_streams()  # open console pages would hold the HTTP server's shutdown
-        await self.ota.stop()  # safe when it never started (a worker)
-        await self.mqtt.stop()  # its sessions get `goodbye` before the transport closes them
-        await self.transport.stop()
-        await self.task_results.close()
-        await self.reminders.close()
-        await self.directory.close()  # the closed sessions' entries are removed
-        await self.console.close()
-        await self.voice.close()
+        limit = self.config.server.shutdown_timeout
+        await shutdown.step("the HTTP port", self.ota.stop())  # safe when it never started (a worker)
+        await shutdown.step("MQTT", self.mqtt.stop())  # its sessions get `goodbye` before the transport closes them
+        await shutdown.step("the sessions", self.transport.stop(), limit)
+        await shutdown.step("background tool results", self.task_results.close())
+        await shutdown.step("reminders", self.reminders.close())
+        await shutdown.step("the session directory", self.directory.close())  # the closed sessions' entries are removed
+        await shutdown.step("the console", self.console.close())
+        await shutdown.step("the voice models", self.voice.close())
         if self._accept_throttle is not None:
             self._accept_throttle.uninstall()
             self._accept_throttle = None
@@ -309,9 +311,9 @@ class VixioServer:
                 await self._pruner
             self._pruner = None
         for memory in self._memories.values():
-            if memory is not None:
-                await memory.close()  # the long-term memory of the sessions just closed
-        await self.store.close()  # last: closing sessions store their last turns
+            if memory is not None:  # the long-term memory of the sessions just closed
+                await shutdown.step("long-term memory", memory.close(), shutdown.STEP_LIMIT + 2)
+        await shutdown.step("the state store", self.store.close())  # last: closing sessions store their last turns
 
     async def __aenter__(self) -> VixioServer:
         await self.start()

@@ -58,6 +58,9 @@ for a free one rather than opening another)."""
 RECONNECT_FIRST, RECONNECT_MAX = 0.5, 10.0
 """Seconds before subscribing again after Redis went away: first, doubling up to the last."""
 
+LEAVE_TIMEOUT = 2.0
+"""Seconds a stopping worker tries to take itself off the bus's members (they expire anyway)."""
+
 Serve = Callable[[str, str, Any], Awaitable[PeerReply]]
 """(method, path, JSON body) -> this process's answer (a worker asks its own session routes)."""
 
@@ -178,8 +181,9 @@ class RedisBus:
             task.cancel()
         await asyncio.gather(*self._loops, return_exceptions=True)
         if self.member and self._redis is not None:
-            with suppress(Exception):
-                await self._redis.hdel(self._members_key, self.name)
+            with suppress(Exception):  # a Redis that stopped answering must not hold the shutdown
+                async with asyncio.timeout(LEAVE_TIMEOUT):
+                    await self._redis.hdel(self._members_key, self.name)
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)

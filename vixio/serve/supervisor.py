@@ -45,6 +45,7 @@ from aiohttp import web
 from loguru import logger
 
 from vixio import metrics
+from vixio.app import shutdown
 from vixio.app.mqtt import PATH as MQTT_PUSH_PATH
 from vixio.app.mqtt import MqttService
 from vixio.app.notify import PATH as NOTIFY_PATH
@@ -258,19 +259,19 @@ class Supervisor(WorkerLifecycle):
             task.cancel()
         await asyncio.gather(*self._watchers, return_exceptions=True)
         self.console.close()  # open console pages would hold the HTTP server's shutdown
-        await self.ota.stop()
+        await shutdown.step("the HTTP port", self.ota.stop())
         if self._dispatch is not None:  # no new device from here on
-            await self._dispatch.stop()
+            await shutdown.step("the WebSocket port", self._dispatch.stop())
             self._dispatch = None
         running = await self._end_workers(drain=drain)
-        await self.peers.close()
+        await shutdown.step("the connections to the workers", self.peers.close())
         if self.bus is not None:
-            await self.bus.close()
+            await shutdown.step("the fleet's bus", self.bus.close())
         if self._pruner is not None:
             self._pruner.cancel()
             with suppress(asyncio.CancelledError):
                 await self._pruner
-        await self.store.close()
+        await shutdown.step("the state store", self.store.close())
         if self._run_dir:
             shutil.rmtree(self._run_dir, ignore_errors=True)
         if running:

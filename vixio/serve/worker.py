@@ -30,6 +30,7 @@ from contextlib import suppress
 from aiohttp import web
 from loguru import logger
 
+from vixio.app import shutdown
 from vixio.app.log import setup_logging
 from vixio.app.process_report import rss_mb
 from vixio.app.reminders import PATH as REMINDERS_PATH
@@ -147,12 +148,12 @@ async def run_worker(
     finally:
         adopter.close()
         await server.stop()
-        await relay.close()
+        await shutdown.step("the relay to the other workers", relay.close())
         if bus is not None:  # after the sessions: their ends are relayed too
-            await bus.close()
-        await siblings.close()
-        await own.close()
-        await runner.cleanup()
+            await shutdown.step("the fleet's bus", bus.close())
+        await shutdown.step("the connections to the other workers", siblings.close())
+        await shutdown.step("this worker's own routes client", own.close())
+        await shutdown.step("the session routes", runner.cleanup())
 
 
 async def _serve_session_routes(server: VixioServer, socket_path: str) -> web.AppRunner:

@@ -34,6 +34,8 @@ from vixio.testing.llm_server import ScriptedLLMServer
 
 STARTUP_TIMEOUT = 180.0
 """Two workers importing litellm and loading espeak on a loaded 2-core machine."""
+STOP_LOG_LINES = 80
+"""Lines of a serve's output a stop that timed out reports (what it was still waiting for)."""
 
 OTA_LINE = re.compile(r"Put this OTA URL into your device: (http://\S+)")
 WS_LINE = re.compile(r"WebSocket server on [\d.]+:(\d+) ")
@@ -98,6 +100,11 @@ class ServeProcess:
             self.process.send_signal(signal.SIGTERM)
         try:
             await asyncio.wait_for(self.process.wait(), timeout)
+        except TimeoutError:
+            lines = self.text().splitlines()[-STOP_LOG_LINES:]
+            raise AssertionError(
+                f"vixio serve did not stop within {timeout:g} s of SIGTERM; its last lines:\n" + "\n".join(lines)
+            ) from None
         finally:
             self.kill_group()
             await self.process.wait()
