@@ -9,13 +9,15 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator
-from typing import Any
+from types import SimpleNamespace
+from typing import Any, cast
 
 import pytest
 from loguru import logger
 
 from vixio.fleet import bus_auth
-from vixio.fleet.bus import BusNameTaken, RedisBus
+from vixio.fleet.activation import FleetActivation
+from vixio.fleet.bus import BusNameTaken, RedisBus, _glob_escape
 from vixio.fleet.bus_auth import SEAL, WINDOW, BusSigner, Refused
 from vixio.fleet.peers import PeerReply, Peers
 from vixio.testing.redis_server import FLEET_SECRET, RedisServer
@@ -84,6 +86,28 @@ async def test_a_name_already_on_the_bus_is_refused(fleet: Any, redis: RedisServ
     with pytest.raises(BusNameTaken, match="server.instance"):
         await twin.start()
     await twin.close()
+
+
+async def test_a_supervisor_is_asked_from_the_moment_it_subscribes_before_any_worker_joins(
+    fleet: Any, redis: RedisServer
+) -> None:
+    """An instance that has just started has its supervisor on the bus before its workers are
+    members: a code it gave out must be found by the others then (FleetActivation.supervisors)."""
+    a, _, console, _ = fleet
+    lone = RedisBus(redis.url, "c/supervisor", prefix="t:", ttl=3, secret=FLEET_SECRET)
+    other_fleet = RedisBus(redis.url, "d/supervisor", prefix="u:", ttl=3, secret=FLEET_SECRET)
+    for bus in (lone, other_fleet):
+        await bus.start()
+    try:
+        assert "c/w0" not in await a.refresh_members()  # c has no worker yet
+        assert await a.subscribed("/supervisor") == ["b/supervisor", "c/supervisor"]  # not u:'s
+        assert await a.subscribed("/w0") == ["a/w0", "b/w0"]
+        asking = FleetActivation(cast(Any, SimpleNamespace()), console, "b")
+        assert await asking.supervisors() == ["a/supervisor", "c/supervisor"]  # a: by its worker
+    finally:
+        for bus in (lone, other_fleet):
+            await bus.close()
+    assert _glob_escape("t[1]:*?\\") == "t\\[1\\]:\\*\\?\\\\"
 
 
 async def test_the_bus_recovers_when_redis_restarts(fleet: Any, redis: RedisServer) -> None:

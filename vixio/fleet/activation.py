@@ -43,9 +43,13 @@ class FleetActivation:
         registry.prove_elsewhere = self.prove_elsewhere
 
     async def supervisors(self) -> list[str]:
-        """The other instances' supervisors (every instance with a live worker)."""
-        instances = {instance_of(holder) for holder in await self.bus.refresh_members()} - {self.instance}
-        return sorted(f"{instance}/{SUPERVISOR}" for instance in instances)
+        """The other instances' supervisors: those subscribed to the bus now (a supervisor is
+        there from the moment it starts, before its workers have joined the members) and those
+        of every instance with a live worker (when Redis cannot list the subscriptions)."""
+        subscribed = await self.bus.subscribed("/" + SUPERVISOR)
+        instances = {instance_of(holder) for holder in await self.bus.refresh_members()}
+        instances |= {instance_of(name) for name in subscribed or []}
+        return sorted(f"{instance}/{SUPERVISOR}" for instance in instances - {self.instance})
 
     async def elsewhere(self, code: str) -> str | None:
         """The device another instance gave `code` to, now admitted; None when none did."""

@@ -296,6 +296,19 @@ class RedisBus:
                 await self._refresh(renew=False)
         return self.holders()
 
+    async def subscribed(self, suffix: str) -> list[str] | None:
+        """The names of the processes whose channel ends with `suffix` and is subscribed now
+        (`PUBSUB CHANNELS`: a process is listed from the moment it subscribes, before it is a
+        member); None when Redis cannot say."""
+        pattern = _glob_escape(self._prefix) + "*" + _glob_escape(suffix)
+        try:
+            async with asyncio.timeout(5):
+                channels = await self._redis.pubsub_channels(pattern)
+        except Exception as exc:  # noqa: BLE001 - Redis unreachable: the caller uses the members
+            log.debug("fleet bus: subscribed channels not read: {}", exc)
+            return None
+        return sorted(_text(channel)[len(self._prefix) :] for channel in channels)
+
     async def _refresh(self, renew: bool) -> None:
         now = time.time()
         if renew and self.member:
@@ -339,3 +352,8 @@ def _safe(url: str) -> str:
         return url
     scheme, _, rest = url.partition("://")
     return f"{scheme}://***@{rest.rpartition('@')[2]}"
+
+
+def _glob_escape(text: str) -> str:
+    """`text` matched literally in a Redis glob pattern."""
+    return "".join("\\" + char if char in "*?[]\\" else char for char in text)
