@@ -171,12 +171,14 @@ def run(
     asr: object = None,
     asr_latency_ms: int = 800,
     trace: bool = False,
+    doubletalk: bool = False,
 ) -> dict[str, object]:
     arbiter = aec if arbiter is None else arbiter
     harness = Harness(
         vad,
         voices,
         aec=aec,
+        aec_doubletalk=doubletalk,
         arbiter=arbiter,
         echo_gain_db=echo_db,
         pause_min_speech_ms=pause_ms,
@@ -201,6 +203,7 @@ def run(
         if arbiter
         else "today (no AEC, VAD start = barge-in)"
     )
+    name += " + per-band double-talk" if doubletalk else ""
     row = summarise(name + (" + words" if asr is not None else ""), harness, echo, barge, short)
     row["why"] = _why(barge) if trace else "-"
     return row
@@ -256,7 +259,8 @@ def main() -> None:
     parser.add_argument(
         "--modes",
         default="today,pause,aec,aec-words",
-        help="which of today,pause,pause-words,aec,aec-words to run (-words: held speech transcribed)",
+        help="which of today,pause,pause-words,aec,aec-words,aec-words-dt to run (-words: held speech "
+        "transcribed; -dt: the canceller's per-band double-talk detector, doubletalk.py)",
     )
     parser.add_argument("--why-missed", action="store_true", help="trace every frame and sort the misses by cause")
     parser.add_argument("--asr-latency-ms", type=int, default=800, help="modelled transcription latency")
@@ -278,11 +282,12 @@ def main() -> None:
         asr = FasterWhisperASR(args.asr_model, language=args.asr_language)
         asyncio.run(asr.initialize())
     modes = {
-        "today": (False, False, False),
-        "pause": (False, True, False),
-        "pause-words": (False, True, True),
-        "aec": (True, True, False),
-        "aec-words": (True, True, True),
+        "today": (False, False, False, False),
+        "pause": (False, True, False, False),
+        "pause-words": (False, True, True, False),
+        "aec": (True, True, False, False),
+        "aec-words": (True, True, True, False),
+        "aec-words-dt": (True, True, True, True),
     }
     rows = [
         run(
@@ -300,8 +305,9 @@ def main() -> None:
             asr if words else None,
             args.asr_latency_ms,
             args.why_missed,
+            doubletalk,
         )
-        for name, (aec, arbiter, words) in modes.items()
+        for name, (aec, arbiter, words, doubletalk) in modes.items()
         if name in args.modes.split(",")
     ]
     print("| measured | " + " | ".join(str(r["mode"]) for r in rows) + " |")

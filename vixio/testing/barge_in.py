@@ -116,6 +116,8 @@ class Harness:
     """A VADProvider (the model is shared, streams are per trial)."""
     voices: Voices
     aec: bool = False
+    aec_doubletalk: bool = False
+    """With `aec`: the canceller's per-band double-talk detector after AEC3 (`doubletalk.py`)."""
     arbiter: bool = False
     echo_gain_db: float = -12.0
     pause_min_speech_ms: int = 250
@@ -193,7 +195,7 @@ class Harness:
         if self.aec:
             canceller = self._cancellers.get(session)  # a SessionEchoCanceller (imported only with `aec`)
             if canceller is None:
-                canceller = self._cancellers[session] = SessionEchoCanceller()
+                canceller = self._cancellers[session] = SessionEchoCanceller(doubletalk=self.aec_doubletalk)
         detector = VoiceActivityDetector(
             self.vad.create_stream(),
             threshold=0.5,

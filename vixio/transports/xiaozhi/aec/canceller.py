@@ -44,6 +44,7 @@ import numpy as np
 
 from vixio.core.batching import BatchWorker
 from vixio.transports.xiaozhi.aec.alignment import RATE, DelayEstimator, DownlinkReference, UplinkClock
+from vixio.transports.xiaozhi.aec.doubletalk import DoubleTalk
 
 LEAD_MS = 30
 """The reference is fed this much ahead of the estimated echo: inside AEC3's own delay search,
@@ -54,6 +55,8 @@ MOVE_MS = 30
 device's wander, which AEC3 follows itself."""
 SWITCH_S = 1.5
 """How long the old and the fresh AEC3 run side by side after a move (twice the CPU meanwhile)."""
+DOUBLETALK = False
+"""Run `DoubleTalk` after AEC3 (off by default: see docs/barge-in.md)."""
 TAIL_S = 1.0
 """After the last reply audio the canceller keeps running this long (the room's echo tail and
 the device's queue); after that the microphone passes untouched and costs nothing."""
@@ -89,7 +92,9 @@ class EchoStats:
 class SessionEchoCanceller:
     """Per session: `sent` records the downlink, `process` cleans the uplink (worker thread)."""
 
-    def __init__(self, *, reference_seconds: float = 4.0, max_delay_ms: float = 400.0) -> None:
+    def __init__(
+        self, *, reference_seconds: float = 4.0, max_delay_ms: float = 400.0, doubletalk: bool = DOUBLETALK
+    ) -> None:
         self.reference = DownlinkReference(reference_seconds)
         self.clock = UplinkClock()
         self.estimator = DelayEstimator(max_ms=max_delay_ms)
@@ -105,6 +110,9 @@ class SessionEchoCanceller:
         self._fresh: Any | None = None  # a new AEC3 on a new alignment, while it converges
         self._fresh_left = 0
         self._fresh_align = 0
+        self.doubletalk = DoubleTalk() if doubletalk else None
+        """The per-band double-talk detector and gentler suppressor after AEC3 (doubletalk.py)."""
+        self._idle = True
 
     def sent(self, timestamp_ms: int, pcm16k: np.ndarray) -> None:
         """A downlink frame was stamped `timestamp_ms` and sent (its audio resampled to 16 kHz).
@@ -126,7 +134,11 @@ class SessionEchoCanceller:
                     self.estimator.reacquire(n)
                 self._last_active = start
         if self.clock.offset is None or start - self._last_active > TAIL_S * RATE:
+            if self.doubletalk is not None and not self._idle:
+                self.doubletalk.reset()
+            self._idle = True
             return pcm  # no reply playing: nothing to cancel
+        self._idle = False
         base = start + self.clock.offset
         if self.estimator.due(n):
             self._estimate(base + n)
@@ -147,7 +159,8 @@ class SessionEchoCanceller:
             self._switch(align)
         elif self._fresh is not None:
             self._fresh_align = align
-        out = self._aec.process(mic, self.reference.read(start + self._align + lead, n))
+        ref = self.reference.read(start + self._align + lead, n)
+        out = self._aec.process(mic, ref)
         if self._fresh is not None:
             fresh = self._fresh.process(mic, self.reference.read(start + self._fresh_align + lead, n))
             if np.square(fresh, dtype=np.float64).sum() < np.square(out, dtype=np.float64).sum():
@@ -155,6 +168,11 @@ class SessionEchoCanceller:
             self._fresh_left -= n
             if self._fresh_left <= 0:
                 self._aec, self._fresh, self._align = self._fresh, None, self._fresh_align
+        if self.doubletalk is not None and self.doubletalk.fits(n):
+            armed = self.estimator.delay is not None and not self.estimator.reacquiring
+            out = self.doubletalk.process(mic, ref, out, armed)
+        elif self.doubletalk is not None:
+            self.doubletalk.reset()
         return out
 
     def _switch(self, align: int) -> None:
