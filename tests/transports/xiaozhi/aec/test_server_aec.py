@@ -68,3 +68,26 @@ async def test_server_aec_off_in_config(make_server) -> None:
         assert all(stamps)  # stamped all the same: v2 frames always carry the clock
         (connection,) = server.transport.connections.values()
         assert connection.echo is None
+
+
+async def test_the_double_talk_detector_runs_only_when_configured(make_server) -> None:
+    """`xiaozhi.server_aec_double_talk` (off by default) puts `DoubleTalk` after AEC3; the frames
+    of the reply's playout go through it."""
+    for enabled in (False, True):
+        server = await make_server(reply_seconds=1.2, server_aec_double_talk=enabled)
+        clock = ManualClock()
+        async with SimulatedDevice(ws_url=ws_url(server), protocol_version=2, aec=True, clock=clock) as device:
+            await _reply(device)
+            (connection,) = server.transport.connections.values()
+            assert connection.echo is not None
+            assert (connection.echo.doubletalk is not None) is enabled
+            for _ in range(5):
+                clock.now += 0.06
+                await device.stream_audio(tone(0.06), realtime=False)
+            for _ in range(100):
+                if connection.echo.stats.frames >= 5:
+                    break
+                await asyncio.sleep(0.02)
+            assert connection.echo.stats.frames == 5
+            if enabled:
+                assert connection.echo.doubletalk.hops == 5 * 6  # six 10 ms hops per 60 ms frame

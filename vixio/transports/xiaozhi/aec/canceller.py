@@ -56,7 +56,7 @@ device's wander, which AEC3 follows itself."""
 SWITCH_S = 1.5
 """How long the old and the fresh AEC3 run side by side after a move (twice the CPU meanwhile)."""
 DOUBLETALK = False
-"""Run `DoubleTalk` after AEC3 (off by default: see docs/barge-in.md)."""
+"""Run `DoubleTalk` after AEC3 (`xiaozhi.server_aec_double_talk`, off by default: docs/barge-in.md)."""
 TAIL_S = 1.0
 """After the last reply audio the canceller keeps running this long (the room's echo tail and
 the device's queue); after that the microphone passes untouched and costs nothing."""

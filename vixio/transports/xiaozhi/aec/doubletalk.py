@@ -19,8 +19,9 @@ under a sample-exact filter), so this one works on smoothed band powers instead:
   times the held reference; otherwise AEC3's output, unchanged but for the STFT's 10 ms delay.
 
 Measured (docs/barge-in.md, "A per-band double-talk detector"): at the issue's size it cut the
-missed barge-ins from 22 to 8 of 200 but raised the echo-only replies that paused from 16 to 26,
-so it is off (`canceller.DOUBLETALK`); about 0.2 ms of CPU per 60 ms frame.
+missed barge-ins from 22 to 8 of 200 but raised the echo-only replies that paused from 16 to 26
+(those cancelled 7 to 8), so it is an option, off by default (`xiaozhi.server_aec_double_talk`);
+about 0.2 ms of CPU per 60 ms frame.
 """
 
 from __future__ import annotations

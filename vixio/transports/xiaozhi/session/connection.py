@@ -94,10 +94,11 @@ class XiaozhiConnection:
         """A reply is being sent (from its first message to `tts stop`)."""
         return self.downlink.speaking
 
-    def enable_echo_cancellation(self, version: int) -> bool:
+    def enable_echo_cancellation(self, version: int, *, double_talk: bool = False) -> bool:
         """The device streams its microphone uncancelled (hello `features.aec`): with protocol v2
         and vixio[aec], the downlink keeps what it sends and the uplink is cleaned before the VAD
-        hears it. False (with a warning) when it cannot be."""
+        hears it; `double_talk`: with the per-band double-talk detector after AEC3 (doubletalk.py).
+        False (with a warning) when it cannot be."""
         from vixio.transports.xiaozhi.aec.canceller import SessionEchoCanceller, available
 
         if version != 2:
@@ -110,7 +111,7 @@ class XiaozhiConnection:
         if not available():
             self.logger.warning("features.aec: the aec extra is missing (pip install 'vixio[aec]'); echo not cancelled")
             return False
-        self.echo = SessionEchoCanceller()
+        self.echo = SessionEchoCanceller(doubletalk=double_talk)
         self.downlink.echo = self.echo
         self.logger.info("server-side echo cancellation on (features.aec, protocol v2)")
         return True

@@ -254,7 +254,7 @@ class XiaozhiTransport(XiaozhiOpening):
             if getattr(socket, "audio_apart", False):
                 connection.early_audio = EarlyAudio()
             if features.get("aec") is True and self.config.server_aec:
-                connection.enable_echo_cancellation(version)
+                connection.enable_echo_cancellation(version, double_talk=self.config.server_aec_double_talk)
             context = DeviceContext(session_id, identity, hello, version, self, dict(features))
             pipeline = await self._pipeline_factory(context)
             connection.greeting = context.greeting
