@@ -34,13 +34,12 @@ from vixio.providers.vad.detector import VoiceActivityDetector
 from vixio.stations.barge_in_words import WordRules
 from vixio.stations.interruption import InterruptionArbiter
 from vixio.testing.barge_in_voices import Voices, cough, first_voiced
+from vixio.testing.board_playback import FRAME, BoardPlayback, level_db
 from vixio.testing.echo_path import RATE, EchoPath, device_stamps, erle_db
 from vixio.transports.xiaozhi.protocol.codec import OpusDecoder, OpusEncoder
 
-FRAME = 960
-"""60 ms at 16 kHz: the firmware's uplink frame."""
 LEAD_S, TAIL_S = 0.6, 1.5
-__all__ = ["FRAME", "KINDS", "BoardPlayback", "FrameTrace", "Harness", "Trial", "Voices"]
+__all__ = ["FRAME", "KINDS", "BoardPlayback", "FrameTrace", "Harness", "Trial", "Voices", "level_db"]
 
 
 @dataclass(slots=True)
@@ -88,12 +87,6 @@ class FrameTrace:
     """The user's speech alone at the microphone (filled in after the trial)."""
     echo_db: float = -120.0
     """The echo and noise alone at the microphone (filled in after the trial)."""
-
-
-def level_db(pcm: np.ndarray) -> float:
-    """Mean power of int16 `pcm` in dBFS (silence reads about -120)."""
-    power = float(np.mean(np.square(pcm, dtype=np.float64))) if len(pcm) else 0.0
-    return 10 * float(np.log10(max(power, 1e-3) / 32768.0**2))
 
 
 @dataclass(slots=True)
@@ -347,55 +340,3 @@ class Harness:
         elif trial.stopped_s is None:
             trial.stopped_s = now
             trial.confirmed = trial.confirmed or confirmed
-
-
-class BoardPlayback:
-    """What the board plays and its microphone hears, changed by the server's pause, resume and
-    interrupt (`act`); the microphone is recomputed whole, and its past comes out the same
-    (the echo path is causal and seeded)."""
-
-    def __init__(
-        self, path: EchoPath, played: np.ndarray, user: np.ndarray | None, reply: np.ndarray, p0: int, seed: int
-    ) -> None:
-        self.path, self.user, self.reply, self.p0 = path, user, reply, p0
-        self.total = len(played)
-        base_stamp = 1 + 60 * 1000 * (seed % 10_000)
-        self.played_at = [(p0 + j * FRAME + 80, base_stamp + 60 * j) for j in range(len(reply) // FRAME)]
-        self._stamps = [stamp for _, stamp in self.played_at]
-        self.mic = path.mic(played, user)
-        self.held = self.cancelled = False
-
-    def levels(self, frames: list[FrameTrace]) -> None:
-        """Fill in each traced frame's user-alone and echo-alone levels (the microphone as played)."""
-        user = self.user if self.user is not None else np.zeros(len(self.mic), np.int16)
-        for k, frame in enumerate(frames):
-            mic = self.mic[k * FRAME : (k + 1) * FRAME].astype(np.int32)
-            alone = user[k * FRAME : (k + 1) * FRAME].astype(np.int32)
-            frame.user_db, frame.echo_db = level_db(alone), level_db(mic - alone)
-
-    def act(self, actions: list[str], sent: int, k: int) -> bool:
-        """Apply the server's actions at uplink frame `k` (`sent` reply frames sent so far: the
-        board plays those out); True when what the board plays changed."""
-        changed = False
-        for action in actions:
-            if action in ("pause", "interrupt") and not self.held and not self.cancelled:
-                del self.played_at[sent:]
-                changed = True
-            if action == "pause":
-                self.held = True
-            elif action == "interrupt":
-                self.held, self.cancelled = False, True
-            elif action == "resume" and self.held:
-                self.held = False
-                start = (k + 6) * FRAME + 80  # a new burst, with a fresh pre-buffer
-                self.played_at += [
-                    (start + (j - sent) * FRAME, self._stamps[j]) for j in range(sent, len(self._stamps))
-                ]
-                changed = True
-        if changed:
-            played = np.zeros(self.total, np.int16)
-            for j, (at, _) in enumerate(self.played_at):
-                if at - 80 + FRAME <= self.total:
-                    played[at - 80 : at - 80 + FRAME] = self.reply[j * FRAME : (j + 1) * FRAME]
-            self.mic = self.path.mic(played, self.user)
-        return changed
