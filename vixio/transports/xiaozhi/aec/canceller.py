@@ -55,8 +55,6 @@ MOVE_MS = 30
 device's wander, which AEC3 follows itself."""
 SWITCH_S = 1.5
 """How long the old and the fresh AEC3 run side by side after a move (twice the CPU meanwhile)."""
-DOUBLETALK = False
-"""Run `DoubleTalk` after AEC3 (`xiaozhi.server_aec_double_talk`, off by default: docs/barge-in.md)."""
 TAIL_S = 1.0
 """After the last reply audio the canceller keeps running this long (the room's echo tail and
 the device's queue); after that the microphone passes untouched and costs nothing."""
@@ -93,7 +91,7 @@ class SessionEchoCanceller:
     """Per session: `sent` records the downlink, `process` cleans the uplink (worker thread)."""
 
     def __init__(
-        self, *, reference_seconds: float = 4.0, max_delay_ms: float = 400.0, doubletalk: bool = DOUBLETALK
+        self, *, reference_seconds: float = 4.0, max_delay_ms: float = 400.0, doubletalk: bool = False
     ) -> None:
         self.reference = DownlinkReference(reference_seconds)
         self.clock = UplinkClock()
@@ -111,7 +109,8 @@ class SessionEchoCanceller:
         self._fresh_left = 0
         self._fresh_align = 0
         self.doubletalk = DoubleTalk() if doubletalk else None
-        """The per-band double-talk detector and gentler suppressor after AEC3 (doubletalk.py)."""
+        """The per-band double-talk detector and gentler suppressor after AEC3 (doubletalk.py;
+        `xiaozhi.server_aec_double_talk`, off by default: docs/barge-in.md)."""
         self._idle = True
 
     def sent(self, timestamp_ms: int, pcm16k: np.ndarray) -> None:
